@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The one contract between the BPF programs and user space: plain data only.
+ * Every struct has fixed-width fields, explicit padding and a size assertion,
+ * and is included unchanged by gpuflame.bpf.c and by profiler/ (C++).
+ *
+ * Wire layout of one ring-buffer record:
+ *
+ *   +--------------------+---------------------------+----------------------+
+ *   | struct gf_event    | py_count x gf_py_frame    | native_count x u64   |
+ *   | (72 bytes)         | (24 bytes each, leaf 1st) | (user IPs, leaf 1st) |
+ *   +--------------------+---------------------------+----------------------+
+ *
+ * Raw addresses only: names are resolved in user space (memray's rule).
+ */
+#ifndef GPUFLAME_BPF_GPUFLAME_ABI_H_
+#define GPUFLAME_BPF_GPUFLAME_ABI_H_
+
+#ifdef __cplusplus
+#include <cstdint>
+typedef uint8_t gf_u8;
+typedef uint16_t gf_u16;
+typedef uint32_t gf_u32;
+typedef uint64_t gf_u64;
+#define GF_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+typedef __u8 gf_u8;
+typedef __u16 gf_u16;
+typedef __u32 gf_u32;
+typedef __u64 gf_u64;
+#define GF_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+#define GF_MAX_PY_FRAMES 128
+#define GF_MAX_NATIVE_FRAMES 64
+
+/* What happened. */
+enum gf_event_kind {
+  GF_EV_ALLOC = 1,   /* memory handed out: addr, size */
+  GF_EV_FREE = 2,    /* memory given back: addr */
+  GF_EV_MAP = 3,     /* cuMemMap: virtual range backed (addr, size, arg0=handle) */
+  GF_EV_UNMAP = 4,   /* cuMemUnmap (addr, size) */
+  GF_EV_LIB_MAPPED = 5, /* a watched library was mmapped with PROT_EXEC */
+  GF_EV_EXEC = 6,    /* a watched process exec()ed */
+  GF_EV_EXIT = 7,    /* a watched process exited (thread-group leader) */
+  GF_EV_PY_FINALIZE = 8, /* Py_FinalizeEx entered: last chance to read code objects */
+};
+
+/* Which accounting an event belongs to. */
+enum gf_domain {
+  GF_DOMAIN_NONE = 0,
+  GF_DOMAIN_GPU = 1,   /* device level: what the CUDA driver/runtime handed out */
+  GF_DOMAIN_TORCH = 2, /* tensor level: PyTorch caching-allocator blocks */
+};
+
+/*
+ * The API the application called: the leaf frame of every stack. It is passed
+ * to BPF as the attach cookie, so one program serves every function of the same
+ * shape.
+ */
+enum gf_api {
+  GF_API_NONE = 0,
+  /* CUDA runtime (libcudart) */
+  GF_API_CUDA_MALLOC = 1,
+  GF_API_CUDA_FREE,
+  GF_API_CUDA_MALLOC_ASYNC,
+  GF_API_CUDA_FREE_ASYNC,
+  GF_API_CUDA_MALLOC_MANAGED,
+  /* CUDA driver (libcuda) */
+  GF_API_CU_MEM_ALLOC = 16,
+  GF_API_CU_MEM_FREE,
+  GF_API_CU_MEM_ALLOC_ASYNC,
+  GF_API_CU_MEM_FREE_ASYNC,
+  GF_API_CU_MEM_ALLOC_MANAGED,
+  GF_API_CU_MEM_ALLOC_PITCH,
+  GF_API_CU_MEM_CREATE,
+  GF_API_CU_MEM_RELEASE,
+  GF_API_CU_MEM_MAP,
+  GF_API_CU_MEM_UNMAP,
+  /* PyTorch caching allocator */
+  GF_API_TORCH_MALLOC = 32, /* USDT pytorch:malloc */
+  GF_API_TORCH_FREE,        /* USDT pytorch:free */
+  GF_API_TORCH_REPORT,      /* uprobe c10::reportMemoryUsageToProfiler */
+  GF_API_MAX = 64,
+};
+
+#define GF_API_IS_RUNTIME(a) ((a) >= GF_API_CUDA_MALLOC && (a) < GF_API_CU_MEM_ALLOC)
+#define GF_API_IS_DRIVER(a) ((a) >= GF_API_CU_MEM_ALLOC && (a) < GF_API_TORCH_MALLOC)
+
+/* gf_event.flags */
+enum gf_event_flags {
+  GF_EVF_FORWARDED = 1u << 0,  /* driver event inside a runtime call: api is the runtime's */
+  GF_EVF_HANDLE = 1u << 1,     /* addr is a cuMemCreate handle, not a pointer */
+  GF_EVF_PY_TRUNCATED = 1u << 2, /* more Python frames than GF_MAX_PY_FRAMES */
+  GF_EVF_PY_NO_THREAD = 1u << 3, /* Python process, thread has no PyThreadState */
+  GF_EVF_PY_READ_FAILED = 1u << 4, /* a read of interpreter memory failed mid-walk */
+  GF_EVF_PY_KEY_UNSET = 1u << 5, /* interpreter not initialised yet */
+  GF_EVF_GATED = 1u << 6,      /* the process was stopped; user space must SIGCONT it */
+  GF_EVF_NATIVE_TRUNCATED = 1u << 7,
+};
+
+struct gf_event {
+  gf_u8 kind;   /* enum gf_event_kind */
+  gf_u8 domain; /* enum gf_domain */
+  gf_u16 api;   /* enum gf_api */
+  gf_u32 flags; /* enum gf_event_flags */
+  gf_u32 pid;   /* host thread-group id */
+  gf_u32 tid;   /* host thread id */
+  gf_u64 ts_ns; /* CLOCK_MONOTONIC */
+  gf_u64 addr;  /* device pointer or handle */
+  gf_u64 size;  /* bytes */
+  gf_u64 arg0;  /* device (torch), handle (map), inode (lib mapped) */
+  gf_u64 arg1;  /* allocator's total allocated bytes (report hook) / dev */
+  gf_u64 arg2;  /* allocator's total reserved bytes (report hook) */
+  gf_u16 py_count;
+  gf_u16 native_count;
+  gf_u32 pad;
+};
+GF_STATIC_ASSERT(sizeof(struct gf_event) == 72, "gf_event ABI");
+
+/* gf_py_frame.flags */
+enum gf_py_frame_flags {
+  GF_PYF_TRAMPOLINE = 1u << 0, /* a C-stack entry (shim) frame: <interpreter trampoline> */
+};
+
+/* One Python frame as the interpreter had it; names are read later. */
+struct gf_py_frame {
+  gf_u64 code;  /* PyCodeObject* (0 for a 3.13 shim frame) */
+  gf_u64 aux;   /* 3.10 only: the type of `self` / the class `cls` (PyTypeObject*) */
+  gf_u32 instr; /* instruction index in code units (for the line number) */
+  gf_u16 first_line; /* co_firstlineno, low bits: guards against a reused code address */
+  gf_u8 flags;
+  gf_u8 pad;
+};
+GF_STATIC_ASSERT(sizeof(struct gf_py_frame) == 24, "gf_py_frame ABI");
+
+/*
+ * Per-process interpreter layout, written by user space at discovery and read
+ * by the walker at every event. Offsets in bytes; see
+ * ../shared/reference/cpython-unwinding.md §0 for where each comes from.
+ */
+struct gf_py_proc {
+  gf_u64 runtime_addr;       /* &_PyRuntime in the process */
+  gf_u64 none_addr;          /* &_Py_NoneStruct (3.13 shim frames) */
+  gf_u32 version;            /* 0x030C for 3.12 */
+  gf_u32 tss_off;            /* offset of the autoTSSkey Py_tss_t in _PyRuntime */
+  gf_u32 pthread_specific_off; /* glibc struct pthread.specific_1stblock */
+  gf_u16 tstate_frame;       /* tstate -> frame / cframe / current_frame */
+  gf_u16 cframe_current;     /* cframe -> current_frame (3.11/3.12) */
+  gf_u16 frame_code;
+  gf_u16 frame_back;
+  gf_u16 frame_instr;
+  gf_u16 frame_owner;        /* 3.12+: owner byte; 0 = none */
+  gf_u16 frame_is_entry;     /* 3.11: is_entry byte; 0 = none */
+  gf_u16 frame_localsplus;
+  gf_u16 code_adaptive;      /* offset of co_code_adaptive (3.11+) */
+  gf_u16 code_firstlineno;
+  gf_u8 uses_cframe;
+  gf_u8 instr_is_pointer;    /* 3.11+: prev_instr/instr_ptr; 3.10: int f_lasti */
+  gf_u8 read_self_type;      /* 3.10: read type(localsplus[0]) for Class > method */
+  gf_u8 pad[5];
+};
+GF_STATIC_ASSERT(sizeof(struct gf_py_proc) == 56, "gf_py_proc ABI");
+
+/* targets map value */
+enum gf_target_flags {
+  GF_TARGET_TRACE = 1u << 0,   /* take this process's events */
+  GF_TARGET_GATE = 1u << 1,    /* stop it when a watched library maps, until attached */
+  GF_TARGET_FOLLOW = 1u << 2,  /* children inherit the target flags */
+};
+
+/* Per-CPU counters, indices into the `stats` map. */
+enum gf_stat {
+  GF_STAT_EVENTS = 0,
+  GF_STAT_RINGBUF_FULL,
+  GF_STAT_CTX_MISSING,       /* return probe without its entry (attached mid-call) */
+  GF_STAT_OUT_READ_FAILED,   /* could not read the allocation's out-parameter */
+  GF_STAT_FAILED_CALLS,      /* the CUDA call returned an error: nothing allocated */
+  GF_STAT_PY_WALKS,
+  GF_STAT_PY_NO_THREAD,
+  GF_STAT_PY_READ_FAILED,
+  GF_STAT_PY_TRUNCATED,
+  GF_STAT_FORWARDED,         /* driver events attributed to an enclosing runtime call */
+  GF_STAT_GATED,
+  GF_STAT_MAX,
+};
+
+#endif /* GPUFLAME_BPF_GPUFLAME_ABI_H_ */

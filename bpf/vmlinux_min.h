@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The few kernel types gpuflame's BPF programs touch, declared with
+ * preserve_access_index so libbpf relocates every field against the running
+ * kernel's BTF (CO-RE). Keeping this to the fields we read, instead of a
+ * 3 MB generated vmlinux.h, makes each dependency on kernel layout visible.
+ */
+#ifndef GPUFLAME_BPF_VMLINUX_MIN_H_
+#define GPUFLAME_BPF_VMLINUX_MIN_H_
+/* Tells bpf_tracing.h to use the kernel pt_regs field names below. */
+#define __VMLINUX_H__
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed char __s8;
+typedef short __s16;
+typedef int __s32;
+typedef long long __s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef int pid_t;
+typedef unsigned int dev_t;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+enum bpf_map_type {
+  BPF_MAP_TYPE_HASH = 1,
+  BPF_MAP_TYPE_ARRAY = 2,
+  BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+  BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+  BPF_ANY = 0,
+  BPF_NOEXIST = 1,
+  BPF_F_USER_STACK = 256,
+};
+
+/* x86-64 user register frame handed to uprobes (layout is ABI, not CO-RE). */
+struct pt_regs {
+  unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+  unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+
+struct thread_struct {
+  unsigned long fsbase;
+} __attribute__((preserve_access_index));
+
+struct fdtable {
+  unsigned int max_fds;
+  struct file **fd;
+} __attribute__((preserve_access_index));
+
+struct files_struct {
+  struct fdtable *fdt;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+  struct files_struct *files;
+  int pid;
+  int tgid;
+  struct task_struct *group_leader;
+  struct thread_struct thread;
+} __attribute__((preserve_access_index));
+
+struct qstr {
+  const unsigned char *name;
+} __attribute__((preserve_access_index));
+
+struct dentry {
+  struct qstr d_name;
+} __attribute__((preserve_access_index));
+
+struct path {
+  struct dentry *dentry;
+} __attribute__((preserve_access_index));
+
+struct super_block {
+  dev_t s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+  unsigned long i_ino;
+  struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file {
+  struct path f_path;
+  struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct linux_binprm;
+struct file;
+
+
+#endif /* GPUFLAME_BPF_VMLINUX_MIN_H_ */

@@ -1,0 +1,72 @@
+// Exact GPU-memory accounting: a live-allocation table keyed by (process,
+// domain, device address or handle) and, per stack, what was allocated and
+// what is still in use. Every byte an event reports is counted; frees that
+// match nothing (memory allocated before gpuflame attached) are counted, not
+// guessed. A process that exits keeps its live set at exit as "in use".
+// Not thread-safe: event loop only.
+#ifndef GPUFLAME_PROFILER_ALLOCATION_TRACKER_H_
+#define GPUFLAME_PROFILER_ALLOCATION_TRACKER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "profiler/stack_table.h"
+
+namespace gpuflame::profiler {
+
+struct StackCounters {
+  int64_t alloc_objects = 0;
+  int64_t alloc_bytes = 0;
+  int64_t inuse_objects = 0;
+  int64_t inuse_bytes = 0;
+};
+
+struct TrackerStats {
+  uint64_t allocs = 0;
+  uint64_t frees = 0;
+  uint64_t unmatched_frees = 0;   // free of an address we never saw allocated
+  uint64_t replaced_live = 0;     // alloc of an address already live (missed free)
+};
+
+class AllocationTracker {
+ public:
+  void OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack);
+  void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr);
+  // Forgets the live table of an exited process; its counters stay.
+  void OnProcessExit(pid_t pid);
+
+  // Counters indexed by StackId (stacks with no events are zero).
+  const std::vector<StackCounters>& counters() const { return counters_; }
+  const TrackerStats& stats() const { return stats_; }
+  size_t live_count() const { return live_.size(); }
+  size_t MemoryUsage() const;
+
+ private:
+  struct Key {
+    uint64_t addr;
+    uint32_t pid;
+    uint8_t domain;
+    uint8_t handle;
+    bool operator==(const Key&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.addr, k.pid, k.domain, k.handle);
+    }
+  };
+  struct Live {
+    uint64_t size;
+    StackId stack;
+  };
+  void Release(const Live& live);
+
+  absl::flat_hash_map<Key, Live> live_;
+  std::vector<StackCounters> counters_;
+  TrackerStats stats_;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_ALLOCATION_TRACKER_H_

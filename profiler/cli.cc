@@ -1,0 +1,98 @@
+#include "profiler/cli.h"
+
+#include <charconv>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace gpuflame::profiler {
+
+std::string UsageText() {
+  return R"(gpuflame: GPU memory flame graphs for unmodified CUDA / PyTorch processes
+
+Usage:
+  gpuflame record -o DIR [--duration SECONDS] [--pid PID ...] [-- COMMAND ARGS ...]
+
+  record      Profile a command (-- COMMAND), running processes (--pid), or,
+              with neither, every CUDA process on this machine. Writes
+              DIR/gpu_memory.pb.gz, DIR/torch_memory.pb.gz (when PyTorch's
+              allocator was used), folded stacks and DIR/flamegraph.html.
+
+Options:
+  -o, --output DIR        where to write the profiles (required)
+  -d, --duration SECONDS  stop after this long (default: until the command or
+                          the PIDs exit, or Ctrl-C)
+  -p, --pid PID           profile this process (repeatable)
+      --hide-trampolines  drop CPython's <interpreter trampoline> frames
+  -q, --quiet             no progress bar or summary
+  -h, --help              this text
+      --version           print the version
+
+With -- COMMAND, gpuflame exits with the command's exit status.
+)";
+}
+
+namespace {
+
+absl::Status Bad(std::string msg) {
+  return absl::InvalidArgumentError(absl::StrCat(msg, " (see gpuflame --help)"));
+}
+
+}  // namespace
+
+absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
+  if (args.empty()) return Bad("missing command: try `gpuflame record -o DIR -- COMMAND`");
+  if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") return HelpRequest{UsageText()};
+  if (args[0] == "--version" || args[0] == "version") return VersionRequest{};
+  if (args[0] != "record") return Bad(absl::StrCat("unknown command '", args[0], "'"));
+
+  RecordOptions o;
+  for (size_t i = 1; i < args.size(); i++) {
+    const std::string& a = args[i];
+    auto value = [&](const char* what) -> absl::StatusOr<std::string> {
+      if (i + 1 >= args.size()) return Bad(absl::StrCat(a, " needs ", what));
+      return args[++i];
+    };
+    if (a == "--") {
+      o.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      if (o.command.empty()) return Bad("nothing to run after --");
+      break;
+    } else if (a == "-h" || a == "--help") {
+      return HelpRequest{UsageText()};
+    } else if (a == "-o" || a == "--output") {
+      auto v = value("a directory");
+      if (!v.ok()) return v.status();
+      o.output_dir = *v;
+    } else if (a == "-d" || a == "--duration") {
+      auto v = value("a number of seconds");
+      if (!v.ok()) return v.status();
+      double d = 0;
+      auto r = std::from_chars(v->data(), v->data() + v->size(), d);
+      if (r.ec != std::errc() || r.ptr != v->data() + v->size() || !(d > 0))
+        return Bad(absl::StrCat("--duration wants a positive number of seconds, not '", *v, "'"));
+      o.duration_s = d;
+    } else if (a == "-p" || a == "--pid") {
+      auto v = value("a process ID");
+      if (!v.ok()) return v.status();
+      int pid = 0;
+      auto r = std::from_chars(v->data(), v->data() + v->size(), pid);
+      if (r.ec != std::errc() || r.ptr != v->data() + v->size() || pid <= 0)
+        return Bad(absl::StrCat("--pid wants a process ID, not '", *v, "'"));
+      o.pids.push_back(pid);
+    } else if (a == "--hide-trampolines") {
+      o.show_trampolines = false;
+    } else if (a == "-q" || a == "--quiet") {
+      o.quiet = true;
+    } else if (a == "--no-progress") {
+      o.progress = false;
+    } else {
+      return Bad(absl::StrCat("unknown option '", a, "'"));
+    }
+  }
+  if (o.output_dir.empty()) return Bad("record needs -o DIR");
+  if (!o.command.empty() && !o.pids.empty())
+    return Bad("give either --pid or -- COMMAND, not both");
+  return o;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,92 @@
+#include "profiler/event_processor.h"
+
+#include <cstring>
+#include <vector>
+
+namespace gpuflame::profiler {
+
+StackId EventProcessor::InternStack(const gf_event& ev, std::span<const uint8_t> payload) {
+  // Key: what makes two raw stacks the same for a profile. Frame words are
+  // per-process addresses, so the pid is part of it.
+  key_.clear();
+  uint32_t truncated = ev.flags & GF_EVF_PY_TRUNCATED;
+  key_.append(reinterpret_cast<const char*>(&ev.pid), sizeof(ev.pid));
+  key_.append(reinterpret_cast<const char*>(&ev.api), sizeof(ev.api));
+  key_.push_back(static_cast<char>(ev.domain));
+  key_.append(reinterpret_cast<const char*>(&truncated), sizeof(truncated));
+  key_.append(reinterpret_cast<const char*>(payload.data()), payload.size());
+  StackId id = stacks_.Find(key_);
+  if (id != StackTable::kNone) return id;
+
+  // First sighting: copy the frames out (the record buffer is not aligned for
+  // in-place reads) and resolve them while the process is alive.
+  std::vector<gf_py_frame> py(ev.py_count);
+  std::vector<uint64_t> native(ev.native_count);
+  std::memcpy(py.data(), payload.data(), py.size() * sizeof(gf_py_frame));
+  std::memcpy(native.data(), payload.data() + py.size() * sizeof(gf_py_frame),
+              native.size() * sizeof(uint64_t));
+  StackInfo info;
+  info.pid = static_cast<pid_t>(ev.pid);
+  info.domain = ev.domain;
+  for (const symbolizer::Frame& f : resolver_.Resolve(ev, py, native))
+    info.frames.push_back(frames_.Intern(f));
+  return stacks_.Insert(key_, std::move(info));
+}
+
+void EventProcessor::OnRecord(std::span<const uint8_t> record) {
+  stats_.records++;
+  if (record.size() < sizeof(gf_event)) {
+    stats_.malformed++;
+    return;
+  }
+  gf_event ev;
+  std::memcpy(&ev, record.data(), sizeof(ev));
+  size_t payload = record.size() - sizeof(gf_event);
+  size_t expected = ev.py_count * sizeof(gf_py_frame) + ev.native_count * sizeof(uint64_t);
+  if (expected != payload || ev.py_count > GF_MAX_PY_FRAMES ||
+      ev.native_count > GF_MAX_NATIVE_FRAMES) {
+    stats_.malformed++;
+    return;
+  }
+  if (ev.kind < 16) by_kind_[ev.kind]++;
+  auto pid = static_cast<pid_t>(ev.pid);
+  bool gated = ev.flags & GF_EVF_GATED;
+  bool handle = ev.flags & GF_EVF_HANDLE;
+  switch (ev.kind) {
+    case GF_EV_ALLOC: {
+      StackId stack = InternStack(ev, record.subspan(sizeof(gf_event)));
+      tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack);
+      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      break;
+    }
+    case GF_EV_FREE:
+      tracker_.OnFree(pid, ev.domain, handle, ev.addr);
+      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      break;
+    case GF_EV_MAP:
+      stats_.map_calls++;
+      stats_.mapped_bytes += ev.size;
+      break;
+    case GF_EV_UNMAP:
+      stats_.map_calls++;
+      stats_.mapped_bytes -= ev.size;
+      break;
+    case GF_EV_LIB_MAPPED:
+      if (registry_) registry_->OnLibraryMapped(pid, gated);
+      break;
+    case GF_EV_EXEC:
+      if (registry_) registry_->OnExec(pid, gated);
+      break;
+    case GF_EV_PY_FINALIZE:
+      if (registry_) registry_->OnFinalize(pid, gated);
+      break;
+    case GF_EV_EXIT:
+      tracker_.OnProcessExit(pid);
+      if (registry_) registry_->OnExit(pid);
+      break;
+    default:
+      stats_.malformed++;
+  }
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,68 @@
+// The event loop's body: decodes each ring-buffer record, keeps the process
+// registry current, interns the stack and updates the allocation tracker.
+// The hot path (a known stack) does no allocation and no syscalls.
+// Not thread-safe: called from BpfProbes::Poll on the event-loop thread.
+#ifndef GPUFLAME_PROFILER_EVENT_PROCESSOR_H_
+#define GPUFLAME_PROFILER_EVENT_PROCESSOR_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "profiler/allocation_tracker.h"
+#include "profiler/process_registry.h"
+#include "profiler/stack_resolver.h"
+#include "profiler/stack_table.h"
+
+namespace gpuflame::profiler {
+
+struct AllocatorTotals {
+  uint64_t allocated = 0;  // caching allocator's allocated bytes (report hook)
+  uint64_t reserved = 0;   // caching allocator's reserved bytes (report hook)
+  bool known = false;
+};
+
+struct ProcessorStats {
+  uint64_t records = 0;
+  uint64_t malformed = 0;
+  uint64_t mapped_bytes = 0;   // cuMemMap minus cuMemUnmap
+  uint64_t map_calls = 0;
+};
+
+class EventProcessor {
+ public:
+  // |registry| may be null in benchmarks and unit tests that feed events for
+  // processes the registry does not know (stacks then resolve to markers).
+  EventProcessor(ProcessRegistry* registry, StackResolver& resolver)
+      : registry_(registry), resolver_(resolver) {}
+
+  void OnRecord(std::span<const uint8_t> record);
+
+  const AllocationTracker& tracker() const { return tracker_; }
+  const StackTable& stacks() const { return stacks_; }
+  const FrameTable& frames() const { return frames_; }
+  const ProcessorStats& stats() const { return stats_; }
+  const absl::flat_hash_map<uint32_t, AllocatorTotals>& allocator_totals() const {
+    return totals_;
+  }
+  // Count of records by enum gf_event_kind, for the summary.
+  uint64_t kind_count(uint8_t kind) const { return kind < 16 ? by_kind_[kind] : 0; }
+
+ private:
+  StackId InternStack(const gf_event& ev, std::span<const uint8_t> payload);
+
+  ProcessRegistry* registry_;
+  StackResolver& resolver_;
+  AllocationTracker tracker_;
+  StackTable stacks_;
+  FrameTable frames_;
+  ProcessorStats stats_;
+  absl::flat_hash_map<uint32_t, AllocatorTotals> totals_;
+  uint64_t by_kind_[16] = {};
+  std::string key_;  // reused buffer for raw-stack keys
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_EVENT_PROCESSOR_H_

@@ -1,0 +1,99 @@
+// Which processes gpuflame follows and what it has attached for them.
+// Discovery is driven by BPF lifecycle events (exec, executable mappings of
+// CUDA/PyTorch/libpython, Py_FinalizeEx, exit): a gated process is stopped by
+// its BPF hook and resumed here once every probe it needs is in place, so its
+// first allocation is already seen. Not thread-safe: event loop only.
+#ifndef GPUFLAME_PROFILER_PROCESS_REGISTRY_H_
+#define GPUFLAME_PROFILER_PROCESS_REGISTRY_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "profiler/bpf_probes.h"
+#include "symbolizer/elf_cache.h"
+#include "symbolizer/native_symbolizer.h"
+#include "symbolizer/process_memory.h"
+#include "symbolizer/python_code.h"
+
+namespace gpuflame::profiler {
+
+struct ProcessInfo {
+  pid_t pid = 0;
+  std::string comm;
+  bool has_cuda = false;
+  bool has_torch = false;
+  bool exited = false;
+  std::optional<symbolizer::PythonLayout> python;
+  std::unique_ptr<symbolizer::RemoteProcessMemory> memory;
+  std::unique_ptr<symbolizer::PythonCodeReader> code;
+};
+
+class ProcessRegistry {
+ public:
+  struct Options {
+    uint32_t target_flags = GF_TARGET_TRACE;  // for processes we add
+    bool filtered = true;  // BPF only reports processes in the targets map
+  };
+  ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options);
+
+  // A process named by the user or started by us.
+  absl::Status AddTarget(pid_t pid);
+  // Every process already running that maps a CUDA library (system-wide mode).
+  void ScanAll();
+
+  void OnLibraryMapped(pid_t pid, bool gated);
+  void OnExec(pid_t pid, bool gated);
+  void OnFinalize(pid_t pid, bool gated);
+  void OnExit(pid_t pid);
+  // Re-scans processes whose new mappings may not have been visible yet.
+  void Tick();
+
+  ProcessInfo* Find(pid_t pid);
+  const absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>>& processes() const {
+    return processes_;
+  }
+  // Messages for the user, each once ("pid 42: Python 3.8 is not supported...").
+  std::vector<std::string> TakeWarnings();
+  size_t attached_files() const { return attached_.size(); }
+
+ private:
+  struct FileKey {
+    uint32_t major, minor;
+    uint64_t inode;
+    bool operator==(const FileKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const FileKey& k) {
+      return H::combine(std::move(h), k.major, k.minor, k.inode);
+    }
+  };
+
+  void Scan(pid_t pid);
+  void AttachLibrary(pid_t pid, const symbolizer::Mapping& m, LibraryKind kind,
+                     const std::vector<symbolizer::Mapping>& maps, ProcessInfo& info);
+  void AttachTorchFallback(pid_t pid, const std::vector<symbolizer::Mapping>& maps);
+  void Warn(std::string message);
+  ProcessInfo& Ensure(pid_t pid);
+
+  BpfProbes& probes_;
+  symbolizer::ElfCache& elves_;
+  Options options_;
+  absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>> processes_;
+  absl::flat_hash_map<FileKey, LibraryKind> attached_;
+  absl::flat_hash_map<pid_t, int> rescans_;  // pid -> scans left
+  absl::flat_hash_set<std::string> warned_;
+  std::vector<std::string> warnings_;
+};
+
+// Stops until |pid| is in the stopped state (a gate's SIGSTOP has landed),
+// bounded in time; false if it exited or never stopped.
+bool WaitStopped(pid_t pid, int timeout_ms);
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PROCESS_REGISTRY_H_

@@ -1,0 +1,26 @@
+// Builds the exporter-neutral profiles from what the event loop accumulated:
+// `gpu_memory` (device level) and `torch_memory` (tensor level), each with
+// alloc_objects/alloc_space/inuse_objects/inuse_space, labelled per process.
+#ifndef GPUFLAME_PROFILER_PROFILE_BUILDER_H_
+#define GPUFLAME_PROFILER_PROFILE_BUILDER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "exporters/profile.h"
+#include "profiler/event_processor.h"
+
+namespace gpuflame::profiler {
+
+// |comm| names processes for the `process` label (pid -> name).
+exporters::Profile BuildMemoryProfile(const EventProcessor& events, uint8_t domain,
+                                      const absl::flat_hash_map<pid_t, std::string>& comm,
+                                      int64_t time_nanos, int64_t duration_nanos);
+
+inline constexpr const char* kGpuMemoryProfile = "gpu_memory";
+inline constexpr const char* kTorchMemoryProfile = "torch_memory";
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PROFILE_BUILDER_H_

@@ -1,0 +1,281 @@
+#include "profiler/record_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "exporters/html_writer.h"
+#include "profiler/bpf_probes.h"
+#include "profiler/event_processor.h"
+#include "profiler/preflight.h"
+#include "profiler/process_registry.h"
+#include "profiler/profile_builder.h"
+#include "profiler/record_output.h"
+#include "profiler/stack_resolver.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+int64_t NowNs(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "gpuflame: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+// Starts |argv| stopped before exec, so it can be made a target first.
+struct Child {
+  pid_t pid = -1;
+  int release_fd = -1;  // write a byte to let it exec
+};
+
+absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv) {
+  int gate[2];
+  if (pipe2(gate, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    close(gate[1]);
+    char b;
+    if (read(gate[0], &b, 1) != 1) _exit(127);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    signal(SIGINT, SIG_DFL);
+    execvp(args[0], args.data());
+    _exit(127);  // reported by the parent from the exit status
+  }
+  close(gate[0]);
+  return Child{pid, gate[1]};
+}
+
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
+  void Draw(double elapsed, const EventProcessor& ev, size_t procs) {
+    if (!enabled_) return;
+    int64_t gpu = 0, torch = 0;
+    const auto& counters = ev.tracker().counters();
+    for (StackId id = 0; id < counters.size() && id < ev.stacks().size(); id++) {
+      (ev.stacks().Get(id).domain == GF_DOMAIN_TORCH ? torch : gpu) += counters[id].inuse_bytes;
+    }
+    std::fprintf(stderr, "\r\033[K[gpuflame] %6.1fs  %llu events  GPU in use %s  tensors %s  %zu process%s",
+                 elapsed, static_cast<unsigned long long>(ev.stats().records),
+                 HumanBytes(gpu).c_str(), HumanBytes(torch).c_str(), procs, procs == 1 ? "" : "es");
+    drawn_ = true;
+  }
+  void Finish() {
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+};
+
+std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
+                        const std::array<uint64_t, GF_STAT_MAX>& bpf, const StackResolver& res,
+                        double seconds, const std::vector<std::string>& warnings) {
+  const char* bpf_names[GF_STAT_MAX] = {
+      "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
+      "failed_cuda_calls", "python_walks", "python_no_thread_state", "python_read_failed",
+      "python_truncated", "driver_calls_inside_runtime_calls", "gated_stops"};
+  std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
+  for (int i = 0; i < GF_STAT_MAX; i++)
+    absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
+  const TrackerStats& t = ev.tracker().stats();
+  absl::StrAppend(&out, "},\n  \"events\": {\"records\": ", ev.stats().records,
+                  ", \"malformed\": ", ev.stats().malformed, ", \"allocs\": ", t.allocs,
+                  ", \"frees\": ", t.frees, ", \"unmatched_frees\": ", t.unmatched_frees,
+                  ", \"replaced_live\": ", t.replaced_live, ", \"live_allocations\": ",
+                  ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
+                  ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, "},\n");
+  absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",
+                  ev.frames().size(), ", \"python_frames_unresolved\": ",
+                  res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated,
+                  "},\n  \"processes\": [");
+  bool first = true;
+  for (const auto& [pid, info] : reg.processes()) {
+    absl::StrAppend(&out, first ? "\n" : ",\n", "    {\"pid\": ", pid, ", \"process\": ",
+                    exporters::JsonString(info->comm), ", \"python\": ",
+                    info->python ? exporters::JsonString(absl::StrCat(info->python->version.major, ".",
+                                                                      info->python->version.minor))
+                                 : "null",
+                    ", \"cuda\": ", info->has_cuda ? "true" : "false", ", \"torch\": ",
+                    info->has_torch ? "true" : "false");
+    if (auto it = ev.allocator_totals().find(static_cast<uint32_t>(pid));
+        it != ev.allocator_totals().end() && it->second.known)
+      absl::StrAppend(&out, ", \"torch_allocated_bytes\": ", it->second.allocated,
+                      ", \"torch_reserved_bytes\": ", it->second.reserved);
+    out += "}";
+    first = false;
+  }
+  absl::StrAppend(&out, "\n  ],\n  \"warnings\": [");
+  for (size_t i = 0; i < warnings.size(); i++)
+    absl::StrAppend(&out, i ? ", " : "", exporters::JsonString(warnings[i]));
+  out += "]\n}\n";
+  return out;
+}
+
+}  // namespace
+
+int RunRecord(const RecordOptions& opt) {
+  if (auto s = CheckPrivileges(); !s.ok()) return Fail(s);
+  if (auto s = CheckKernel(); !s.ok()) return Fail(s);
+  for (pid_t pid : opt.pids)
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+      return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));
+
+  bool system_wide = opt.pids.empty() && opt.command.empty();
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer native(elves);
+  std::unique_ptr<ProcessRegistry> registry;
+  std::unique_ptr<StackResolver> resolver;
+  std::unique_ptr<EventProcessor> events;
+
+  BpfProbes::Options bopt;
+  bopt.filter_targets = !system_wide;
+  auto probes = BpfProbes::Load(bopt, [&](std::span<const uint8_t> rec) { events->OnRecord(rec); });
+  if (!probes.ok()) return Fail(ExplainBpfFailure(probes.status()));
+
+  ProcessRegistry::Options ropt;
+  ropt.filtered = !system_wide;
+  ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
+  registry = std::make_unique<ProcessRegistry>(**probes, elves, ropt);
+  resolver = std::make_unique<StackResolver>(registry.get(), native,
+                                             StackResolver::Options{opt.show_trampolines});
+  events = std::make_unique<EventProcessor>(registry.get(), *resolver);
+
+  for (pid_t pid : opt.pids)
+    if (auto s = registry->AddTarget(pid); !s.ok()) return Fail(s);
+  if (system_wide) registry->ScanAll();
+
+  struct sigaction sa{};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  // With a command, Ctrl-C reaches it through the terminal; we finish when it exits.
+  if (opt.command.empty()) {
+    sigaction(SIGINT, &sa, nullptr);
+  } else {
+    signal(SIGINT, SIG_IGN);
+  }
+
+  Child child;
+  if (!opt.command.empty()) {
+    auto c = SpawnHeld(opt.command);
+    if (!c.ok()) return Fail(c.status());
+    child = *c;
+    // Gate our own command (and its children): stopped at exec and at every
+    // CUDA/PyTorch/libpython mapping until the probes are in place.
+    if (auto s = (*probes)->SetTarget(child.pid, GF_TARGET_TRACE | GF_TARGET_GATE | GF_TARGET_FOLLOW);
+        !s.ok())
+      return Fail(s);
+    (void)!write(child.release_fd, "x", 1);
+    close(child.release_fd);
+  }
+
+  const int64_t start_wall = NowNs(CLOCK_REALTIME);
+  const int64_t start = NowNs(CLOCK_MONOTONIC);
+  Progress progress(opt.progress && !opt.quiet);
+  int exit_status = 0;
+  bool child_done = opt.command.empty();
+  int64_t last_draw = 0;
+  while (!g_stop) {
+    int n = (*probes)->Poll(50);
+    if (n < 0 && n != -EINTR) {
+      std::fprintf(stderr, "gpuflame: reading events failed: %s\n", std::strerror(-n));
+      break;
+    }
+    registry->Tick();
+    for (const std::string& w : registry->TakeWarnings())
+      if (!opt.quiet) std::fprintf(stderr, "\r\033[Kgpuflame: warning: %s\n", w.c_str());
+    int64_t now = NowNs(CLOCK_MONOTONIC);
+    double elapsed = static_cast<double>(now - start) / 1e9;
+    if (now - last_draw > 200'000'000) {
+      progress.Draw(elapsed, *events, registry->processes().size());
+      last_draw = now;
+    }
+    if (!child_done) {
+      int status = 0;
+      pid_t r = waitpid(child.pid, &status, WNOHANG);
+      if (r == child.pid) {
+        child_done = true;
+        exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+          std::fprintf(stderr, "gpuflame: could not run %s\n", opt.command[0].c_str());
+        break;
+      }
+    }
+    if (opt.duration_s && elapsed >= *opt.duration_s) break;
+    if (!opt.pids.empty()) {
+      bool any = false;
+      for (pid_t pid : opt.pids) any |= kill(pid, 0) == 0 || errno != ESRCH;
+      if (!any) break;
+    }
+  }
+  // Drain what is already in the ring buffer.
+  for (int i = 0; i < 1000 && (*probes)->Poll(0) > 0; i++) {
+  }
+  progress.Finish();
+  const int64_t duration = NowNs(CLOCK_MONOTONIC) - start;
+
+  absl::flat_hash_map<pid_t, std::string> comm;
+  bool any_torch = false;
+  for (const auto& [pid, info] : registry->processes()) {
+    comm[pid] = info->comm;
+    any_torch |= info->has_torch;
+  }
+  for (StackId id = 0; id < events->stacks().size(); id++)
+    any_torch |= events->stacks().Get(id).domain == GF_DOMAIN_TORCH;
+  exporters::Profile gpu = BuildMemoryProfile(*events, GF_DOMAIN_GPU, comm, start_wall, duration);
+  exporters::Profile torch = BuildMemoryProfile(*events, GF_DOMAIN_TORCH, comm, start_wall, duration);
+  std::vector<const exporters::Profile*> profiles{&gpu};
+  if (any_torch) profiles.push_back(&torch);
+
+  std::vector<std::string> warnings = registry->TakeWarnings();
+  auto bpf_stats = (*probes)->ReadStats();
+  if (bpf_stats[GF_STAT_RINGBUF_FULL])
+    warnings.push_back(absl::StrCat(bpf_stats[GF_STAT_RINGBUF_FULL],
+                                    " events were dropped because the ring buffer was full"));
+  if (registry->processes().empty())
+    warnings.push_back("no process with a CUDA library was seen: the profiles are empty");
+  else {
+    bool cuda = false;
+    for (const auto& [pid, info] : registry->processes()) cuda |= info->has_cuda || info->has_torch;
+    if (!cuda) warnings.push_back("no CUDA library was loaded by the profiled processes");
+  }
+  std::string summary = SummaryJson(*events, *registry, bpf_stats, *resolver,
+                                    static_cast<double>(duration) / 1e9, warnings);
+  std::string title = opt.command.empty() ? "record" : opt.command[0];
+  for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
+  auto written = WriteRecordOutput(opt.output_dir, profiles, title, summary);
+  if (!written.ok()) return Fail(written.status());
+
+  if (!opt.quiet) {
+    for (const std::string& w : warnings) std::fprintf(stderr, "gpuflame: warning: %s\n", w.c_str());
+    const TrackerStats& t = events->tracker().stats();
+    std::fprintf(stderr, "gpuflame: %llu allocations, %llu frees in %.1fs; wrote %s/\n",
+                 static_cast<unsigned long long>(t.allocs), static_cast<unsigned long long>(t.frees),
+                 static_cast<double>(duration) / 1e9, opt.output_dir.c_str());
+    std::fprintf(stderr, "gpuflame: open %s/flamegraph.html in a browser\n", opt.output_dir.c_str());
+  }
+  return opt.command.empty() ? 0 : exit_status;
+}
+
+}  // namespace gpuflame::profiler

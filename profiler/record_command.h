@@ -1,0 +1,29 @@
+// `gpuflame record`: profile a command, some PIDs, or every CUDA process on
+// the machine, then write the profiles as files plus an HTML flame graph.
+#ifndef GPUFLAME_PROFILER_RECORD_COMMAND_H_
+#define GPUFLAME_PROFILER_RECORD_COMMAND_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuflame::profiler {
+
+struct RecordOptions {
+  std::string output_dir;
+  std::optional<double> duration_s;
+  std::vector<pid_t> pids;
+  std::vector<std::string> command;  // after `--`
+  bool show_trampolines = true;
+  bool progress = true;  // only drawn on a terminal
+  bool quiet = false;
+};
+
+// Returns the process exit status: the command's own when one was run.
+int RunRecord(const RecordOptions& options);
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_RECORD_COMMAND_H_

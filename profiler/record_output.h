@@ -1,0 +1,24 @@
+// Writes what `record` produced: pprof files, folded stacks per sample type,
+// the HTML flame graph and a summary.json with every counter (drops included).
+#ifndef GPUFLAME_PROFILER_RECORD_OUTPUT_H_
+#define GPUFLAME_PROFILER_RECORD_OUTPUT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "exporters/profile.h"
+
+namespace gpuflame::profiler {
+
+// Returns the paths written.
+absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
+    const std::string& dir, const std::vector<const exporters::Profile*>& profiles,
+    const std::string& title, const std::string& summary_json);
+
+// "1.50 GiB"
+std::string HumanBytes(int64_t bytes);
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_RECORD_OUTPUT_H_

@@ -1,0 +1,49 @@
+// Turns the raw frames of one event into named frames, root first:
+// Python frames by code object (`Class > method`, with the call's line),
+// `<interpreter trampoline>` where CPython entered the eval loop from C,
+// native frames by ELF symbol for threads without Python, and the probed API
+// as the leaf. Runs once per distinct raw stack, while the process is alive.
+#ifndef GPUFLAME_PROFILER_STACK_RESOLVER_H_
+#define GPUFLAME_PROFILER_STACK_RESOLVER_H_
+
+#include <span>
+#include <vector>
+
+#include "bpf/gpuflame_abi.h"
+#include "profiler/process_registry.h"
+#include "symbolizer/frame.h"
+#include "symbolizer/native_symbolizer.h"
+
+namespace gpuflame::profiler {
+
+struct ResolveStats {
+  uint64_t python_frames = 0;
+  uint64_t python_unresolved = 0;  // code object unreadable: `[unknown python frame]`
+  uint64_t native_frames = 0;
+  uint64_t truncated = 0;
+};
+
+class StackResolver {
+ public:
+  struct Options {
+    bool show_trampolines = true;
+  };
+  StackResolver(ProcessRegistry* registry, symbolizer::NativeSymbolizer& native, Options options)
+      : registry_(registry), native_(native), options_(options) {}
+
+  std::vector<symbolizer::Frame> Resolve(const gf_event& ev, std::span<const gf_py_frame> py,
+                                         std::span<const uint64_t> native);
+  const ResolveStats& stats() const { return stats_; }
+
+ private:
+  symbolizer::Frame PythonFrame(ProcessInfo* proc, const gf_py_frame& f);
+
+  ProcessRegistry* registry_;  // may be null (benchmarks)
+  symbolizer::NativeSymbolizer& native_;
+  Options options_;
+  ResolveStats stats_;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_STACK_RESOLVER_H_

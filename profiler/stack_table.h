@@ -1,0 +1,61 @@
+// Interning for the hot path. A raw stack (the bytes BPF sent: pid, leaf API
+// and frame words) is looked up without allocating; only a stack never seen
+// before is resolved to frames, once. Frames themselves are interned in a
+// FrameTable so identical frames across stacks and processes share an id.
+// Not thread-safe: event loop only.
+#ifndef GPUFLAME_PROFILER_STACK_TABLE_H_
+#define GPUFLAME_PROFILER_STACK_TABLE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "symbolizer/frame.h"
+
+namespace gpuflame::profiler {
+
+using FrameId = uint32_t;
+using StackId = uint32_t;
+
+class FrameTable {
+ public:
+  FrameId Intern(const symbolizer::Frame& f);
+  const symbolizer::Frame& Get(FrameId id) const { return frames_[id]; }
+  size_t size() const { return frames_.size(); }
+
+ private:
+  std::vector<symbolizer::Frame> frames_;
+  absl::flat_hash_map<symbolizer::Frame, FrameId> index_;
+};
+
+struct StackInfo {
+  pid_t pid = 0;
+  uint8_t domain = 0;
+  std::vector<FrameId> frames;  // root first, leaf (the API) last
+};
+
+class StackTable {
+ public:
+  // The id of |raw| if known, else kNone.
+  static constexpr StackId kNone = UINT32_MAX;
+  StackId Find(std::string_view raw) const {
+    auto it = index_.find(absl::string_view(raw.data(), raw.size()));
+    return it == index_.end() ? kNone : it->second;
+  }
+  StackId Insert(std::string_view raw, StackInfo info);
+  const StackInfo& Get(StackId id) const { return stacks_[id]; }
+  size_t size() const { return stacks_.size(); }
+  size_t MemoryUsage() const;
+
+ private:
+  std::vector<StackInfo> stacks_;
+  absl::flat_hash_map<std::string, StackId> index_;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_STACK_TABLE_H_

@@ -1,0 +1,35 @@
+#include "symbolizer/elf_cache.h"
+
+namespace gpuflame::symbolizer {
+
+const ElfFile* ElfCache::Get(pid_t pid, const Mapping& m) {
+  Key key{m.dev_major, m.dev_minor, m.inode};
+  auto it = files_.find(key);
+  if (it != files_.end()) return it->second.get();
+  auto elf = ElfFile::Open(OpenablePath(pid, m));
+  if (!elf.ok() && !m.deleted) {
+    // The path may not exist in our namespace view (a racing unlink): map_files
+    // still names the mapped file.
+    Mapping copy = m;
+    copy.deleted = true;
+    elf = ElfFile::Open(OpenablePath(pid, copy));
+  }
+  std::unique_ptr<ElfFile> value;
+  if (elf.ok()) {
+    value = std::make_unique<ElfFile>(std::move(*elf));
+  } else {
+    failures_++;
+  }
+  const ElfFile* raw = value.get();
+  files_.emplace(key, std::move(value));
+  return raw;
+}
+
+size_t ElfCache::MemoryUsage() const {
+  size_t total = 0;
+  for (const auto& [k, f] : files_)
+    if (f) total += f->MemoryUsage();
+  return total;
+}
+
+}  // namespace gpuflame::symbolizer

@@ -1,0 +1,38 @@
+// Native addresses of a live process to frames: the mapping from
+// /proc/PID/maps, the symbol from the module's .symtab/.dynsym with its load
+// bias, demangled. Unresolvable addresses keep their raw value (`0x7f15...`)
+// and module so they stay meaningful. Not thread-safe: event loop only.
+#ifndef GPUFLAME_SYMBOLIZER_NATIVE_SYMBOLIZER_H_
+#define GPUFLAME_SYMBOLIZER_NATIVE_SYMBOLIZER_H_
+
+#include <sys/types.h>
+
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "symbolizer/elf_cache.h"
+#include "symbolizer/frame.h"
+#include "symbolizer/proc_maps.h"
+
+namespace gpuflame::symbolizer {
+
+class NativeSymbolizer {
+ public:
+  explicit NativeSymbolizer(ElfCache& elves) : elves_(elves) {}
+
+  Frame Symbolize(pid_t pid, uint64_t address);
+  // Drops the cached maps of |pid| (after exec, new mappings, or exit).
+  void Forget(pid_t pid) { maps_.erase(pid); }
+  size_t unresolved() const { return unresolved_; }
+
+ private:
+  const Mapping* FindMapping(pid_t pid, uint64_t address);
+
+  ElfCache& elves_;
+  absl::flat_hash_map<pid_t, std::vector<Mapping>> maps_;
+  size_t unresolved_ = 0;
+};
+
+}  // namespace gpuflame::symbolizer
+
+#endif  // GPUFLAME_SYMBOLIZER_NATIVE_SYMBOLIZER_H_

@@ -1,0 +1,43 @@
+// /proc/PID/maps, parsed with bounds: a process may have many mappings and
+// odd paths (spaces, "(deleted)", container paths).
+#ifndef GPUFLAME_SYMBOLIZER_PROC_MAPS_H_
+#define GPUFLAME_SYMBOLIZER_PROC_MAPS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gpuflame::symbolizer {
+
+struct Mapping {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t offset = 0;
+  uint64_t inode = 0;
+  uint32_t dev_major = 0;
+  uint32_t dev_minor = 0;
+  bool executable = false;
+  bool deleted = false;
+  std::string path;  // as the process sees it (its mount namespace)
+
+  bool Contains(uint64_t addr) const { return addr >= start && addr < end; }
+  std::string_view Basename() const;
+};
+
+// Parses the text of a maps file. Lines that do not parse are skipped.
+std::vector<Mapping> ParseProcMaps(std::string_view text, size_t max_mappings = 1 << 20);
+absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid);
+
+// A path from which this process's view of |m| can be opened by the agent:
+// through the process's root (containers), falling back to map_files for
+// deleted files.
+std::string OpenablePath(pid_t pid, const Mapping& m);
+
+}  // namespace gpuflame::symbolizer
+
+#endif  // GPUFLAME_SYMBOLIZER_PROC_MAPS_H_
