@@ -28,6 +28,10 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
 
 void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr) {
   stats_.frees++;
+  if (!frozen_.empty() && frozen_.contains(static_cast<uint32_t>(pid))) {
+    stats_.shutdown_frees++;
+    return;
+  }
   auto it = live_.find(Key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)});
   if (it == live_.end()) {
     stats_.unmatched_frees++;
@@ -39,6 +43,7 @@ void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t 
 
 void AllocationTracker::OnProcessExit(pid_t pid) {
   absl::erase_if(live_, [pid](const auto& kv) { return kv.first.pid == static_cast<uint32_t>(pid); });
+  frozen_.erase(static_cast<uint32_t>(pid));
 }
 
 size_t AllocationTracker::MemoryUsage() const {

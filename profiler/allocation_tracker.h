@@ -2,7 +2,9 @@
 // domain, device address or handle) and, per stack, what was allocated and
 // what is still in use. Every byte an event reports is counted; frees that
 // match nothing (memory allocated before gpuflame attached) are counted, not
-// guessed. A process that exits keeps its live set at exit as "in use".
+// guessed. A process that exits keeps its live set at exit as "in use"; for
+// Python, "exit" is when the interpreter starts shutting down (Py_FinalizeEx),
+// since finalization frees every tensor and would leave nothing to see.
 // Not thread-safe: event loop only.
 #ifndef GPUFLAME_PROFILER_ALLOCATION_TRACKER_H_
 #define GPUFLAME_PROFILER_ALLOCATION_TRACKER_H_
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "profiler/stack_table.h"
 
 namespace gpuflame::profiler {
@@ -29,12 +32,16 @@ struct TrackerStats {
   uint64_t frees = 0;
   uint64_t unmatched_frees = 0;   // free of an address we never saw allocated
   uint64_t replaced_live = 0;     // alloc of an address already live (missed free)
+  uint64_t shutdown_frees = 0;    // frees after the live set was frozen
 };
 
 class AllocationTracker {
  public:
   void OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack);
   void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr);
+  // Keeps the current live set of |pid| as its final "in use": later frees
+  // (interpreter teardown) are counted but not applied.
+  void FreezeProcess(pid_t pid) { frozen_.insert(static_cast<uint32_t>(pid)); }
   // Forgets the live table of an exited process; its counters stay.
   void OnProcessExit(pid_t pid);
 
@@ -63,6 +70,7 @@ class AllocationTracker {
   void Release(const Live& live);
 
   absl::flat_hash_map<Key, Live> live_;
+  absl::flat_hash_set<uint32_t> frozen_;
   std::vector<StackCounters> counters_;
   TrackerStats stats_;
 };

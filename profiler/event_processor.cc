@@ -78,6 +78,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (registry_) registry_->OnExec(pid, gated);
       break;
     case GF_EV_PY_FINALIZE:
+      tracker_.FreezeProcess(pid);
       if (registry_) registry_->OnFinalize(pid, gated);
       break;
     case GF_EV_EXIT:

@@ -103,7 +103,7 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   absl::StrAppend(&out, "},\n  \"events\": {\"records\": ", ev.stats().records,
                   ", \"malformed\": ", ev.stats().malformed, ", \"allocs\": ", t.allocs,
                   ", \"frees\": ", t.frees, ", \"unmatched_frees\": ", t.unmatched_frees,
-                  ", \"replaced_live\": ", t.replaced_live, ", \"live_allocations\": ",
+                  ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees, ", \"live_allocations\": ",
                   ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
                   ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, "},\n");
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Collects the gpuflame binary and the shared libraries it needs that a GPU
+# host may lack into .carry/ (ignored by git), for the `device` tool's carry.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+rm -rf "$root/.carry" && mkdir -p "$root/.carry/lib"
+cp "$build/gpuflame" "$root/.carry/"
+ldd "$build/gpuflame" | awk '/=> \// {print $3}' | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libgcc_s.so*|libstdc++.so*|ld-linux*) ;;
+    *) cp -L "$lib" "$root/.carry/lib/" ;;
+  esac
+done
+du -sh "$root/.carry"
