@@ -156,8 +156,12 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   FileKey key{m.dev_major, m.dev_minor, m.inode};
   if (attached_.contains(key)) return;
   // libc10.so's fallback hook is attached only for a libc10_cuda.so without
-  // USDT notes; decided when libc10_cuda.so itself shows up.
-  if (kind == LibraryKind::kTorchCore) return;
+  // USDT notes. ld.so maps libc10_cuda.so before its dependency libc10.so, so
+  // the decision may already be waiting when libc10.so shows up.
+  if (kind == LibraryKind::kTorchCore) {
+    if (info.torch_fallback_wanted) AttachTorchFallback(pid, maps);
+    return;
+  }
   const symbolizer::ElfFile* elf = elves_.Get(pid, m);
   if (!elf) {
     Warn(absl::StrCat("pid ", pid, ": cannot read ", m.path, ": its allocations are not seen"));
@@ -168,7 +172,10 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   if (kind == LibraryKind::kTorchCuda) {
     auto a = probes_.AttachUsdt(path, "pytorch", "malloc", ProbeProgram::kAllocEnter);
     auto f = probes_.AttachUsdt(path, "pytorch", "free", ProbeProgram::kFreeEnter);
-    if (!a.ok() || !f.ok()) AttachTorchFallback(pid, maps);
+    if (!a.ok() || !f.ok()) {
+      info.torch_fallback_wanted = true;
+      AttachTorchFallback(pid, maps);
+    }
     return;
   }
   int attached = 0;
@@ -188,7 +195,6 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   }
   if (attached == 0)
     Warn(absl::StrCat("pid ", pid, ": ", m.path, " exports none of the CUDA allocation functions"));
-  (void)info;
 }
 
 void ProcessRegistry::AttachTorchFallback(pid_t pid, const std::vector<Mapping>& maps) {
@@ -213,7 +219,7 @@ void ProcessRegistry::AttachTorchFallback(pid_t pid, const std::vector<Mapping>&
     attached_.emplace(key, LibraryKind::kTorchCore);
     return;
   }
-  Warn(absl::StrCat("pid ", pid, ": libc10_cuda.so has no USDT probes and libc10.so is not mapped"));
+  // libc10.so is not mapped yet: attached when it is (see AttachLibrary).
 }
 
 void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated) {

@@ -28,6 +28,7 @@ struct ProcessInfo {
   std::string comm;
   bool has_cuda = false;
   bool has_torch = false;
+  bool torch_fallback_wanted = false;  // libc10_cuda.so without USDT notes
   bool exited = false;
   std::optional<symbolizer::PythonLayout> python;
   std::unique_ptr<symbolizer::RemoteProcessMemory> memory;

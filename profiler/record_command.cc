@@ -65,6 +65,26 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv) {
   return Child{pid, gate[1]};
 }
 
+// Unregistering a uprobe waits for an RCU grace period: about 100 ms each on
+// the kernels we run on, seconds for the whole probe set. A child inherits
+// our descriptors and drops the last references after we have exited, so the
+// user's prompt (and a caller reading our output) does not wait for it.
+void DetachProbesInBackground() {
+  int alive[2];
+  if (pipe(alive) != 0) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; fd++) dup2(null, fd);
+    close(alive[1]);
+    char b;
+    while (read(alive[0], &b, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);  // read returns 0 once the parent has exited
+  }
+  close(alive[0]);  // the write end stays open until we exit
+}
+
 class Progress {
  public:
   explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
@@ -190,6 +210,12 @@ int RunRecord(const RecordOptions& opt) {
     close(child.release_fd);
   }
 
+  if (!opt.quiet) {
+    std::string what = !opt.command.empty() ? opt.command[0]
+                       : system_wide        ? std::string("every CUDA process")
+                                            : absl::StrCat(opt.pids.size(), " process(es)");
+    std::fprintf(stderr, "gpuflame: recording %s (Ctrl-C to stop)\n", what.c_str());
+  }
   const int64_t start_wall = NowNs(CLOCK_REALTIME);
   const int64_t start = NowNs(CLOCK_MONOTONIC);
   Progress progress(opt.progress && !opt.quiet);
@@ -275,6 +301,7 @@ int RunRecord(const RecordOptions& opt) {
                  static_cast<double>(duration) / 1e9, opt.output_dir.c_str());
     std::fprintf(stderr, "gpuflame: open %s/flamegraph.html in a browser\n", opt.output_dir.c_str());
   }
+  DetachProbesInBackground();
   return opt.command.empty() ? 0 : exit_status;
 }
 

@@ -31,24 +31,22 @@ void AppendUtf8(std::string& out, uint32_t cp) {
   }
 }
 
-// 3.10 co_linetable: (byte delta, line delta) pairs; Objects/lnotab_notes.txt.
+// 3.10 co_linetable: (byte delta, line delta) pairs, each a byte range with
+// its line; -128 means no line. Mirrors 3.10's Objects/codeobject.c advance().
 int Line310(std::string_view table, int first_line, uint32_t instr) {
-  uint64_t target = static_cast<uint64_t>(instr) * 2;
+  uint64_t target = static_cast<uint64_t>(instr) * 2;  // f_lasti counts code units
   int line = first_line;
   uint64_t end = 0;
   for (size_t i = 0; i + 1 < table.size(); i += 2) {
-    auto sdelta = static_cast<uint8_t>(table[i]);
-    auto ldelta = static_cast<int8_t>(table[i + 1]);
-    if (ldelta == 0) {
-      end += sdelta;
-      continue;
-    }
     uint64_t start = end;
-    end = start + sdelta;
-    if (ldelta == -128) continue;
-    line += ldelta;
-    if (end == start) continue;
-    if (target >= start && target < end) return line;
+    end += static_cast<uint8_t>(table[i]);
+    auto ldelta = static_cast<int8_t>(table[i + 1]);
+    int current = 0;
+    if (ldelta != -128) {
+      line += ldelta;
+      current = line;
+    }
+    if (target >= start && target < end) return current;
   }
   return 0;
 }

@@ -1,5 +1,6 @@
-"""Workload for `gpuflame record --pid`: allocates, then waits until killed.
-Prints its pid when ready."""
+"""Workload for `gpuflame record --pid`: writes its pid to argv[1], waits for
+the file argv[2] to appear (gpuflame is attached by then), allocates, then
+sleeps until killed. Uses the simulated CUDA runtime (test fixture)."""
 import os
 import sys
 import time
@@ -13,8 +14,11 @@ def hold():
     return sim_torch.empty(10 * MiB)
 
 
-print(os.getpid(), flush=True)
-sys.stdin.readline()  # the test writes a line once gpuflame is attached
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+deadline = time.time() + 60
+while not os.path.exists(sys.argv[2]) and time.time() < deadline:
+    time.sleep(0.01)
 kept = hold()
-print("allocated", flush=True)
 time.sleep(60)

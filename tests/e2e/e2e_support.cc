@@ -1,0 +1,141 @@
+#include "e2e/e2e_support.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "exporters/gzip.h"
+
+namespace gpuflame::e2e {
+
+RunResult Sh(const std::string& cmd) {
+  RunResult r;
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) r.output.append(buf, n);
+  int status = pclose(f);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+static std::string PyenvRoot() {
+  if (const char* r = getenv("PYENV_ROOT")) return r;
+  const char* home = getenv("HOME");
+  return std::string(home ? home : "/root") + "/.pyenv";
+}
+
+std::string PyenvPython(const std::string& minor) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(PyenvRoot() + "/versions", ec)) {
+    std::string name = e.path().filename();
+    if (name.rfind(minor + ".", 0) != 0) continue;
+    std::string bin = e.path().string() + "/bin/python" + minor;
+    if (access(bin.c_str(), X_OK) == 0) return bin;
+  }
+  return "";
+}
+
+std::vector<Interpreter> SupportedInterpreters() {
+  std::vector<Interpreter> out;
+  for (int minor = 10; minor <= 13; minor++) {
+    std::string v = "3." + std::to_string(minor);
+    std::string p = PyenvPython(v);
+    if (!p.empty()) out.push_back({v, p, minor});
+  }
+  if (access("/usr/bin/python3.11", X_OK) == 0)
+    out.push_back({"3.11-static", "/usr/bin/python3.11", 11});
+  return out;
+}
+
+std::string SimEnv() {
+  return std::string("GPUFLAME_SIM_LIB_DIR=") + GPUFLAME_SIM_DIR + " PYTHONPATH=" + GPUFLAME_SIM_DIR +
+         " PYTHONDONTWRITEBYTECODE=1";
+}
+
+std::string TempDir(const std::string& name) {
+  std::string base = (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  std::string dir = base + "/gpuflame-e2e-" + std::to_string(getpid()) + "-" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool LoadPprof(const std::string& gz_path, pprof::Profile* out) {
+  auto raw = exporters::Gunzip(ReadFile(gz_path));
+  return raw.ok() && out->ParseFromString(*raw);
+}
+
+static int TypeIndex(const pprof::Profile& p, const std::string& type) {
+  for (int i = 0; i < p.sample_type_size(); i++)
+    if (p.string_table(p.sample_type(i).type()) == type) return i;
+  return -1;
+}
+
+static std::string FunctionOf(const pprof::Profile& p, uint64_t location_id) {
+  for (const auto& l : p.location())
+    if (l.id() == location_id && l.line_size() > 0)
+      for (const auto& f : p.function())
+        if (f.id() == l.line(0).function_id()) return p.string_table(f.name());
+  return "?";
+}
+
+std::map<std::string, int64_t> Stacks(const pprof::Profile& p, const std::string& type,
+                                      bool drop_trampolines) {
+  std::map<std::string, int64_t> out;
+  int idx = TypeIndex(p, type);
+  if (idx < 0) return out;
+  for (const auto& s : p.sample()) {
+    int64_t v = s.value(idx);
+    if (v == 0) continue;
+    std::string key;
+    for (int i = s.location_id_size() - 1; i >= 0; i--) {
+      std::string name = FunctionOf(p, s.location_id(i));
+      if (drop_trampolines && name == "<interpreter trampoline>") continue;
+      if (!key.empty()) key += ";";
+      key += name;
+    }
+    out[key] += v;
+  }
+  return out;
+}
+
+int64_t Total(const pprof::Profile& p, const std::string& type) {
+  int idx = TypeIndex(p, type);
+  int64_t t = 0;
+  if (idx < 0) return -1;
+  for (const auto& s : p.sample()) t += s.value(idx);
+  return t;
+}
+
+int64_t LineOf(const pprof::Profile& p, const std::string& name) {
+  for (const auto& l : p.location())
+    for (const auto& line : l.line())
+      for (const auto& f : p.function())
+        if (f.id() == line.function_id() && p.string_table(f.name()) == name) return line.line();
+  return -1;
+}
+
+int SourceLine(const std::string& file, const std::string& needle) {
+  std::ifstream f(file);
+  std::string line;
+  for (int n = 1; std::getline(f, line); n++)
+    if (line.find(needle) != std::string::npos) return n;
+  return -1;
+}
+
+}  // namespace gpuflame::e2e

@@ -1,0 +1,257 @@
+// `gpuflame record` end to end: real BPF probes on the simulated CUDA runtime
+// (a test fixture, not a GPU), real CPython processes of every supported
+// shape, and the produced pprof read back twice: with the schema and with
+// `go tool pprof`.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "e2e/e2e_support.h"
+
+namespace gpuflame::e2e {
+namespace {
+
+constexpr int64_t MiB = 1 << 20;
+const std::string kTorchLeaf = "c10::cuda::CUDACachingAllocator::malloc";
+
+std::string Workload(const std::string& name) { return std::string(GPUFLAME_WORKLOADS) + "/" + name; }
+
+RunResult Record(const std::string& out, const std::string& python, const std::string& script,
+                 const std::string& extra_env = "") {
+  return Sh(SimEnv() + " " + extra_env + " " + GPUFLAME_BIN + " record -q -o " + out + " -- " +
+             python + " " + Workload(script));
+}
+
+// Value of the single stack that ends with |suffix|; fails if ambiguous.
+int64_t ValueEndingWith(const std::map<std::string, int64_t>& stacks, const std::string& suffix,
+                        std::string* matched = nullptr) {
+  int64_t v = -1;
+  int hits = 0;
+  for (const auto& [stack, value] : stacks) {
+    if (stack.size() >= suffix.size() &&
+        stack.compare(stack.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        (stack.size() == suffix.size() || stack[stack.size() - suffix.size() - 1] == ';')) {
+      v = value;
+      hits++;
+      if (matched) *matched = stack;
+    }
+  }
+  return hits == 1 ? v : -hits - 1;
+}
+
+std::string Dump(const std::map<std::string, int64_t>& stacks) {
+  std::string s;
+  for (const auto& [k, v] : stacks) s += "  " + std::to_string(v) + "  " + k + "\n";
+  return s;
+}
+
+class FeaturesTest : public ::testing::TestWithParam<Interpreter> {};
+
+TEST_P(FeaturesTest, ExactFramesAndBytes) {
+  GPUFLAME_REQUIRE_ROOT();
+  const Interpreter& py = GetParam();
+  std::string out = TempDir("features-" + py.label);
+  RunResult r = Record(out, py.path, "features.py");
+  ASSERT_EQ(r.status, 0) << r.output;
+
+  pprof::Profile gpu, torch;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
+
+  const std::string tensor = "empty;Tensor > __init__;";
+  const std::string inner = py.minor >= 11 ? "outer;outer > inner;" : "outer;inner;";
+  auto t_alloc = Stacks(torch, "alloc_space");
+  auto t_inuse = Stacks(torch, "inuse_space");
+  auto g_alloc = Stacks(gpu, "alloc_space");
+  auto g_inuse = Stacks(gpu, "inuse_space");
+
+  // Tensor level: exactly the tensors each function created; in use at exit
+  // is the live set when the interpreter began to shut down.
+  EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;GPUModelRunner > _allocate_kv_cache_tensors;" + tensor + kTorchLeaf), 64 * MiB) << Dump(t_inuse);
+  EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;" + inner + tensor + kTorchLeaf), 2 * MiB) << Dump(t_inuse);
+  EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;<lambda>;" + tensor + kTorchLeaf), 4 * MiB);
+  EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;gen_blocks;" + tensor + kTorchLeaf), 3 * MiB);
+  std::string thread_stack;
+  EXPECT_EQ(ValueEndingWith(t_inuse, "Worker > run;" + tensor + kTorchLeaf, &thread_stack), 8 * MiB);
+  EXPECT_NE(thread_stack.find("_bootstrap"), std::string::npos) << thread_stack;
+  EXPECT_EQ(thread_stack.find("<module>"), std::string::npos) << "thread stacks start at the thread";
+  std::string deep;
+  EXPECT_EQ(ValueEndingWith(t_inuse, "recurse;" + tensor + kTorchLeaf, &deep), 1 * MiB);
+  EXPECT_EQ(deep.rfind("[truncated: deeper than 128 frames];recurse;recurse;", 0), 0u) << deep;
+  EXPECT_EQ(ValueEndingWith(t_alloc, "<module>;scratch;" + tensor + kTorchLeaf), 32 * MiB);
+  EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;scratch;" + tensor + kTorchLeaf), -1) << "freed";
+  EXPECT_EQ(Total(torch, "alloc_space"), 114 * MiB);
+  EXPECT_EQ(Total(torch, "inuse_space"), 82 * MiB);
+  EXPECT_EQ(Total(torch, "alloc_objects"), 4 + 1 + 1 + 3 + 1 + 1 + 1);
+
+  // Device level: the runtime call is counted once (cudaMalloc, not also the
+  // cuMemAlloc_v2 it forwards to); direct driver calls keep the driver leaf.
+  EXPECT_EQ(ValueEndingWith(g_inuse, "<module>;GPUModelRunner > _allocate_kv_cache_tensors;" + tensor + "cudaMalloc"), 64 * MiB) << Dump(g_inuse);
+  EXPECT_EQ(ValueEndingWith(g_inuse, "<module>;gen_blocks;" + tensor + "cudaMalloc"), 6 * MiB);
+  EXPECT_EQ(ValueEndingWith(g_inuse, "<module>;driver_workspace;cu_mem_alloc;cuMemAlloc_v2"), 3 * MiB);
+  EXPECT_EQ(ValueEndingWith(g_alloc, "<module>;scratch;" + tensor + "cudaMalloc"), 32 * MiB);
+  EXPECT_EQ(ValueEndingWith(g_inuse, "<module>;scratch;" + tensor + "cudaMalloc"), -1) << "empty_cache freed it";
+  EXPECT_EQ(Total(gpu, "alloc_space"), 121 * MiB);
+  EXPECT_EQ(Total(gpu, "inuse_space"), 89 * MiB);
+
+  // Trampolines: CPython 3.11+ enters the eval loop from C for <module> and
+  // for calls made by C code (type.__call__ -> __init__); 3.10 has none.
+  auto raw = Stacks(torch, "inuse_space", /*drop_trampolines=*/false);
+  const std::string kv_raw = "<interpreter trampoline>;<module>;GPUModelRunner > _allocate_kv_cache_tensors;empty;<interpreter trampoline>;Tensor > __init__;" + kTorchLeaf;
+  if (py.minor >= 11) {
+    EXPECT_EQ(ValueEndingWith(raw, kv_raw), 64 * MiB) << Dump(raw);
+  } else {
+    EXPECT_EQ(ValueEndingWith(raw, "<module>;GPUModelRunner > _allocate_kv_cache_tensors;" + tensor + kTorchLeaf), 64 * MiB);
+  }
+
+  // The line of the call inside each Python function.
+  EXPECT_EQ(LineOf(torch, "GPUModelRunner > _allocate_kv_cache_tensors"),
+            SourceLine(Workload("features.py"), "self.kv_caches.append(sim_torch.empty(16 * MiB))"));
+
+  // An independent reader agrees.
+  RunResult go = Sh("go tool pprof -raw " + out + "/torch_memory.pb.gz");
+  ASSERT_EQ(go.status, 0) << go.output;
+  EXPECT_NE(go.output.find("GPUModelRunner > _allocate_kv_cache_tensors"), std::string::npos);
+  EXPECT_NE(go.output.find("alloc_space/bytes"), std::string::npos);
+  RunResult top = Sh("go tool pprof -top -sample_index=inuse_space " + out + "/gpu_memory.pb.gz");
+  ASSERT_EQ(top.status, 0) << top.output;
+  EXPECT_NE(top.output.find("89MB total"), std::string::npos) << top.output;
+
+  std::string summary = ReadFile(out + "/summary.json");
+  EXPECT_NE(summary.find("\"ringbuf_full_drops\": 0"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"python_frames_unresolved\": 0"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"unmatched_frees\": 0"), std::string::npos) << summary;
+  std::string html = ReadFile(out + "/flamegraph.html");
+  EXPECT_NE(html.find("GPUModelRunner \\u003e _allocate_kv_cache_tensors"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPythons, FeaturesTest, ::testing::ValuesIn(SupportedInterpreters()),
+                         [](const auto& info) {
+                           std::string n = info.param.label;
+                           for (char& c : n)
+                             if (c == '.' || c == '-') c = '_';
+                           return "Python" + n;
+                         });
+
+TEST(RecordTest, FindsEveryExpectedInterpreter) {
+  // Guards against the parameterised suite silently shrinking.
+  EXPECT_GE(SupportedInterpreters().size(), 5u);
+}
+
+TEST(RecordTest, ExitsWithTheCommandsStatus) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("status");
+  RunResult r = Sh(std::string(GPUFLAME_BIN) + " record -q -o " + out + " -- sh -c 'exit 3'");
+  EXPECT_EQ(r.status, 3) << r.output;
+}
+
+TEST(RecordTest, ExpandableSegmentsAreCountedThroughCuMemCreate) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("expandable");
+  RunResult r = Record(out, PyenvPython("3.12"), "expandable.py");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
+  auto g = Stacks(gpu, "inuse_space");
+  EXPECT_EQ(ValueEndingWith(g, "<module>;Cache > grow;empty;Tensor > __init__;cuMemCreate"), 6 * MiB) << Dump(g);
+  EXPECT_EQ(Total(gpu, "inuse_space"), 6 * MiB);
+  EXPECT_NE(ReadFile(out + "/summary.json").find("\"cu_mem_mapped_bytes\": 6291456"), std::string::npos);
+}
+
+TEST(RecordTest, FallsBackToReportMemoryUsageWithoutUsdt) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("nousdt");
+  RunResult r = Record(out, PyenvPython("3.12"), "basic_model.py",
+                       std::string("GPUFLAME_SIM_C10_DIR=") + GPUFLAME_SIM_DIR + "/nousdt");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
+  auto t = Stacks(torch, "alloc_space");
+  EXPECT_EQ(ValueEndingWith(t, "<module>;Model > __init__;LlamaMLP > __init__;empty;Tensor > __init__;" + kTorchLeaf), 8 * MiB) << Dump(t);
+  EXPECT_EQ(Total(torch, "alloc_space"), 12 * MiB);
+  EXPECT_EQ(Total(torch, "inuse_space"), 8 * MiB);  // forward()'s temporary was freed
+  std::string summary = ReadFile(out + "/summary.json");
+  EXPECT_NE(summary.find("\"torch_reserved_bytes\": 12582912"), std::string::npos) << summary;
+}
+
+TEST(RecordTest, AttachesToARunningProcessByPid) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("pid");
+  std::string pidfile = dir + "/pid", go = dir + "/go";
+  std::string py = PyenvPython("3.11");
+  std::thread workload([&] {
+    Sh(SimEnv() + " timeout 60 " + py + " " + Workload("steady.py") + " " + pidfile + " " + go);
+  });
+  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(pidfile));
+  pid_t pid = std::stoi(ReadFile(pidfile));
+  // gpuflame says "recording" once attached; only then does the workload allocate.
+  std::string cmd = std::string(GPUFLAME_BIN) + " record --no-progress -d 3 -o " + dir + "/out -p " +
+                    std::to_string(pid);
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string log;
+  char line[1024];
+  while (fgets(line, sizeof(line), f)) {
+    log += line;
+    if (log.find("gpuflame: recording") != std::string::npos) {
+      std::ofstream(go) << "go";
+    }
+  }
+  int status = pclose(f);
+  kill(pid, SIGKILL);
+  workload.join();
+  ASSERT_EQ(WEXITSTATUS(status), 0) << log;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(dir + "/out/torch_memory.pb.gz", &torch)) << log;
+  auto t = Stacks(torch, "inuse_space");
+  EXPECT_EQ(ValueEndingWith(t, "<module>;hold;empty;Tensor > __init__;" + kTorchLeaf), 10 * MiB) << Dump(t) << log;
+}
+
+TEST(RecordTest, UnsupportedPythonStillProfilesWithNativeFrames) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string py39 = PyenvPython("3.9");
+  if (py39.empty()) GTEST_SKIP() << "no CPython 3.9 here";
+  std::string out = TempDir("py39");
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress -o " + out + " -- " + py39 +
+                    " " + Workload("basic_model.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("Python 3.9 is not supported (3.10-3.13): profiles will have native frames only"),
+            std::string::npos) << r.output;
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
+  EXPECT_EQ(Total(gpu, "alloc_space"), 18 * MiB);
+  for (const auto& [stack, v] : Stacks(gpu, "alloc_space"))
+    EXPECT_EQ(stack.find("Model"), std::string::npos) << "no Python names without support: " << stack;
+}
+
+TEST(RecordTest, ClearMessagesForUserErrors) {
+  RunResult nopid = Sh(std::string(GPUFLAME_BIN) + " record -o /tmp/x -p 999999999");
+  EXPECT_EQ(nopid.status, 2);
+  if (geteuid() == 0) {
+    EXPECT_NE(nopid.output.find("no such process: 999999999"), std::string::npos) << nopid.output;
+  }
+  RunResult usage = Sh(std::string(GPUFLAME_BIN) + " record");
+  EXPECT_EQ(usage.status, 2);
+  EXPECT_NE(usage.output.find("record needs -o DIR"), std::string::npos);
+  if (geteuid() == 0) {
+    RunResult unpriv = Sh("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all " +
+                           std::string(GPUFLAME_BIN) + " record -o /tmp/x -- true");
+    EXPECT_EQ(unpriv.status, 2);
+    EXPECT_NE(unpriv.output.find("gpuflame needs root"), std::string::npos) << unpriv.output;
+    std::string out = TempDir("nocuda");
+    RunResult nocuda = Sh(std::string(GPUFLAME_BIN) + " record --no-progress -o " + out + " -- " +
+                           PyenvPython("3.12") + " -c pass");
+    EXPECT_EQ(nocuda.status, 0);
+    EXPECT_NE(nocuda.output.find("no CUDA library was loaded"), std::string::npos) << nocuda.output;
+  }
+}
+
+}  // namespace
+}  // namespace gpuflame::e2e

@@ -1,0 +1,123 @@
+#include <gtest/gtest.h>
+
+#include "exporters/folded_writer.h"
+#include "exporters/gzip.h"
+#include "exporters/html_writer.h"
+#include "exporters/pprof_writer.h"
+#include "profile.pb.h"
+
+namespace gpuflame::exporters {
+namespace {
+
+using symbolizer::Frame;
+using symbolizer::FrameKind;
+
+Frame Py(std::string name, std::string file, int line) {
+  Frame f;
+  f.kind = FrameKind::kPython;
+  f.name = std::move(name);
+  f.file = std::move(file);
+  f.line = line;
+  return f;
+}
+
+Profile TwoStacks() {
+  Profile p;
+  p.name = "gpu_memory";
+  p.sample_types = {{"alloc_space", "bytes"}, {"inuse_space", "bytes"}};
+  p.default_sample_type = "inuse_space";
+  p.period_type = {"space", "bytes"};
+  p.period = 1;
+  Frame api;
+  api.kind = FrameKind::kApi;
+  api.name = "cudaMalloc";
+  Frame native;
+  native.kind = FrameKind::kNative;
+  native.name = "at::empty";
+  native.file = "/lib/libtorch.so";
+  native.build_id = "abcd";
+  native.address = 0x1234;
+  p.frames = {Py("<module>", "m.py", 1), Py("Model > forward", "m.py", 9), api, native};
+  p.samples.push_back({{0, 1, 2}, {100, 50}, {{"pid", "", 42}}});
+  p.samples.push_back({{0, 3, 2}, {7, 0}, {{"process", "python3", 0}}});
+  return p;
+}
+
+TEST(PprofWriterTest, FollowsTheFormatRules) {
+  pprof::Profile out;
+  ASSERT_TRUE(out.ParseFromString(SerializePprof(TwoStacks())));
+  ASSERT_GT(out.string_table_size(), 0);
+  EXPECT_EQ(out.string_table(0), "");
+  ASSERT_EQ(out.sample_type_size(), 2);
+  EXPECT_EQ(out.string_table(out.sample_type(1).type()), "inuse_space");
+  EXPECT_EQ(out.string_table(out.default_sample_type()), "inuse_space");
+  ASSERT_EQ(out.sample_size(), 2);
+  // Leaf first: the first location of a sample is the API frame.
+  const auto& s = out.sample(0);
+  ASSERT_EQ(s.location_id_size(), 3);
+  auto function_name = [&](uint64_t location_id) {
+    for (const auto& l : out.location())
+      if (l.id() == location_id)
+        for (const auto& f : out.function())
+          if (f.id() == l.line(0).function_id()) return out.string_table(f.name());
+    return std::string("?");
+  };
+  EXPECT_EQ(function_name(s.location_id(0)), "cudaMalloc");
+  EXPECT_EQ(function_name(s.location_id(2)), "<module>");
+  EXPECT_EQ(s.value(0), 100);
+  for (const auto& l : out.location()) EXPECT_NE(l.id(), 0u);
+  for (const auto& f : out.function()) EXPECT_NE(f.id(), 0u);
+  // Only the native frame has a mapping, carrying its build ID.
+  ASSERT_EQ(out.mapping_size(), 1);
+  EXPECT_EQ(out.string_table(out.mapping(0).build_id()), "abcd");
+  EXPECT_EQ(out.string_table(out.sample(1).label(0).str()), "python3");
+  EXPECT_EQ(out.sample(0).label(0).num(), 42);
+}
+
+TEST(PprofWriterTest, SharedFramesShareLocations) {
+  pprof::Profile out;
+  ASSERT_TRUE(out.ParseFromString(SerializePprof(TwoStacks())));
+  EXPECT_EQ(out.location_size(), 4);  // <module> and cudaMalloc appear in both stacks once
+}
+
+TEST(GzipTest, RoundTripsAndRejectsGarbage) {
+  std::string data(100000, 'x');
+  auto gz = Gzip(data);
+  ASSERT_TRUE(gz.ok());
+  EXPECT_LT(gz->size(), data.size() / 10);
+  auto back = Gunzip(*gz);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, data);
+  EXPECT_FALSE(Gunzip("not gzip at all").ok());
+  EXPECT_FALSE(Gunzip(gz->substr(0, gz->size() / 2)).ok());
+  EXPECT_FALSE(Gunzip(*gz, 1000).ok());  // expansion bound
+}
+
+TEST(FoldedWriterTest, OneLinePerStackWithoutZeroes) {
+  Profile p = TwoStacks();
+  EXPECT_EQ(FoldedStacks(p, 0),
+            "<module>;Model > forward;cudaMalloc 100\n<module>;at::empty;cudaMalloc 7\n");
+  EXPECT_EQ(FoldedStacks(p, 1), "<module>;Model > forward;cudaMalloc 50\n");
+  EXPECT_EQ(FoldedStacks(p, 5), "");
+  p.frames[1].name = "weird;name";
+  EXPECT_NE(FoldedStacks(p, 0).find("weird name"), std::string::npos);
+}
+
+TEST(HtmlWriterTest, SelfContainedAndEscaped) {
+  Profile p = TwoStacks();
+  p.frames[1].name = "</script><b>x";
+  std::string html = FlameGraphHtml({&p}, "demo <run>");
+  EXPECT_EQ(html.find("</script><b>"), std::string::npos);
+  EXPECT_NE(html.find("\\u003c/script\\u003e"), std::string::npos);
+  EXPECT_NE(html.find("demo &lt;run&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);  // nothing fetched
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_NE(html.find("\"gpu_memory\""), std::string::npos);
+}
+
+TEST(JsonStringTest, EscapesControlCharacters) {
+  EXPECT_EQ(JsonString("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+}
+
+}  // namespace
+}  // namespace gpuflame::exporters

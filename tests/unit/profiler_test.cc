@@ -1,0 +1,192 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "profiler/allocation_tracker.h"
+#include "profiler/cli.h"
+#include "profiler/event_processor.h"
+#include "profiler/probe_table.h"
+#include "profiler/python_discovery.h"
+#include "symbolizer/elf_cache.h"
+#include "symbolizer/native_symbolizer.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {
+  AllocationTracker t;
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 100, 0);
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x2000, 50, 0);
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x3000, 7, 1);
+  t.OnFree(1, GF_DOMAIN_GPU, false, 0x1000);
+  const auto& c = t.counters();
+  EXPECT_EQ(c[0].alloc_objects, 2);
+  EXPECT_EQ(c[0].alloc_bytes, 150);
+  EXPECT_EQ(c[0].inuse_objects, 1);
+  EXPECT_EQ(c[0].inuse_bytes, 50);
+  EXPECT_EQ(c[1].inuse_bytes, 7);
+  EXPECT_EQ(t.live_count(), 2u);
+}
+
+TEST(AllocationTrackerTest, KeysSeparateProcessesDomainsAndHandles) {
+  AllocationTracker t;
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 0);
+  t.OnAlloc(2, GF_DOMAIN_GPU, false, 0x1000, 20, 1);
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 30, 2);
+  t.OnAlloc(1, GF_DOMAIN_GPU, true, 0x1000, 40, 3);
+  t.OnFree(2, GF_DOMAIN_GPU, false, 0x1000);
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 10);
+  EXPECT_EQ(t.counters()[1].inuse_bytes, 0);
+  EXPECT_EQ(t.counters()[2].inuse_bytes, 30);
+  EXPECT_EQ(t.counters()[3].inuse_bytes, 40);
+}
+
+TEST(AllocationTrackerTest, CountsWhatItCannotMatch) {
+  AllocationTracker t;
+  t.OnFree(1, GF_DOMAIN_GPU, false, 0x9999);  // allocated before we attached
+  EXPECT_EQ(t.stats().unmatched_frees, 1u);
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 0);
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 20, 1);  // the free was missed
+  EXPECT_EQ(t.stats().replaced_live, 1u);
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
+  EXPECT_EQ(t.counters()[1].inuse_bytes, 20);
+}
+
+TEST(AllocationTrackerTest, FrozenAndExitedProcessesKeepTheirLiveSet) {
+  AllocationTracker t;
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 10, 0);
+  t.FreezeProcess(1);
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000);  // interpreter teardown
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 10);
+  EXPECT_EQ(t.stats().shutdown_frees, 1u);
+  t.OnProcessExit(1);
+  EXPECT_EQ(t.live_count(), 0u);
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 10);
+  // A new process reusing the pid starts unfrozen.
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 5, 1);
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000);
+  EXPECT_EQ(t.counters()[1].inuse_bytes, 0);
+}
+
+TEST(CliTest, ParsesRecord) {
+  auto c = ParseCommandLine({"record", "-o", "out", "--duration", "2.5", "--", "python3", "-c", "x"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto& r = std::get<RecordOptions>(*c);
+  EXPECT_EQ(r.output_dir, "out");
+  EXPECT_DOUBLE_EQ(*r.duration_s, 2.5);
+  EXPECT_EQ(r.command, (std::vector<std::string>{"python3", "-c", "x"}));
+  auto p = ParseCommandLine({"record", "-o", "out", "-p", "12", "--pid", "34"});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(std::get<RecordOptions>(*p).pids, (std::vector<pid_t>{12, 34}));
+}
+
+TEST(CliTest, OneClearMessagePerMistake) {
+  auto msg = [](std::vector<std::string> a) {
+    auto c = ParseCommandLine(a);
+    return c.ok() ? std::string("ok") : std::string(c.status().message());
+  };
+  EXPECT_NE(msg({}).find("missing command"), std::string::npos);
+  EXPECT_NE(msg({"recrod"}).find("unknown command 'recrod'"), std::string::npos);
+  EXPECT_NE(msg({"record"}).find("record needs -o DIR"), std::string::npos);
+  EXPECT_NE(msg({"record", "-o"}).find("-o needs a directory"), std::string::npos);
+  EXPECT_NE(msg({"record", "-o", "x", "-d", "soon"}).find("positive number of seconds"), std::string::npos);
+  EXPECT_NE(msg({"record", "-o", "x", "-p", "-5"}).find("--pid wants a process ID"), std::string::npos);
+  EXPECT_NE(msg({"record", "-o", "x", "--"}).find("nothing to run"), std::string::npos);
+  EXPECT_NE(msg({"record", "-o", "x", "-p", "1", "--", "ls"}).find("not both"), std::string::npos);
+  EXPECT_NE(msg({"record", "-o", "x", "--frobnicate"}).find("unknown option"), std::string::npos);
+  EXPECT_TRUE(std::holds_alternative<HelpRequest>(*ParseCommandLine({"--help"})));
+}
+
+TEST(PythonDiscoveryTest, VersionFromFileNames) {
+  auto v = VersionFromName("libpython3.12.so.1.0");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->minor, 12);
+  EXPECT_EQ(VersionFromName("python3.10")->minor, 10);
+  EXPECT_FALSE(VersionFromName("python").has_value());
+  EXPECT_FALSE(VersionFromName("libpython2.7.so").has_value());
+  EXPECT_FALSE(VersionFromName("pythonista").has_value());
+}
+
+TEST(PythonDiscoveryTest, BpfLayoutFollowsTheVersionTable) {
+  auto l312 = symbolizer::LayoutFor({3, 12, 1});
+  gf_py_proc p = MakeBpfPyProc(*l312, 0x7f0000001000);
+  EXPECT_EQ(p.runtime_addr, 0x7f0000001000u);
+  EXPECT_EQ(p.tss_off, 1544u);
+  EXPECT_EQ(p.frame_owner, 70);
+  EXPECT_TRUE(p.uses_cframe);
+  EXPECT_FALSE(p.read_self_type);
+  gf_py_proc p310 = MakeBpfPyProc(*symbolizer::LayoutFor({3, 10, 13}), 1);
+  EXPECT_TRUE(p310.read_self_type);
+  EXPECT_FALSE(p310.instr_is_pointer);
+  gf_py_proc p313 = MakeBpfPyProc(*symbolizer::LayoutFor({3, 13, 0}), 1);
+  EXPECT_FALSE(p313.uses_cframe);
+  EXPECT_EQ(p313.tstate_frame, 72);
+}
+
+TEST(ProbeTableTest, EveryApiHasALeafName) {
+  for (const UprobeSpec& s : UprobeSpecs()) {
+    if (s.api == GF_API_NONE) continue;
+    EXPECT_NE(ApiName(s.api), "[unknown api]") << s.symbol;
+  }
+  EXPECT_EQ(ApiName(GF_API_CU_MEM_ALLOC), "cuMemAlloc_v2");
+}
+
+// Records built as BPF would send them, fed to the event loop without a
+// registry: the decode, interning and accounting path on its own.
+class EventProcessorTest : public ::testing::Test {
+ protected:
+  std::vector<uint8_t> Record(uint8_t kind, uint8_t domain, uint16_t api, uint64_t addr,
+                              uint64_t size, std::vector<uint64_t> native = {}) {
+    gf_event ev{};
+    ev.kind = kind;
+    ev.domain = domain;
+    ev.api = api;
+    ev.pid = 4242;
+    ev.tid = 4242;
+    ev.addr = addr;
+    ev.size = size;
+    ev.native_count = static_cast<uint16_t>(native.size());
+    std::vector<uint8_t> out(sizeof(ev) + native.size() * 8);
+    std::memcpy(out.data(), &ev, sizeof(ev));
+    std::memcpy(out.data() + sizeof(ev), native.data(), native.size() * 8);
+    return out;
+  }
+  symbolizer::ElfCache elves_;
+  symbolizer::NativeSymbolizer native_{elves_};
+  StackResolver resolver_{nullptr, native_, {}};
+  EventProcessor events_{nullptr, resolver_};
+};
+
+TEST_F(EventProcessorTest, InternsStacksAndAccounts) {
+  auto a = Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x1000, 4096, {0x10, 0x20});
+  events_.OnRecord(a);
+  auto b = Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x2000, 4096, {0x10, 0x20});
+  events_.OnRecord(b);
+  EXPECT_EQ(events_.stacks().size(), 1u);  // same raw stack
+  auto c = Record(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 0x1000, 512);
+  events_.OnRecord(c);
+  EXPECT_EQ(events_.stacks().size(), 2u);
+  events_.OnRecord(Record(GF_EV_FREE, GF_DOMAIN_GPU, GF_API_CUDA_FREE, 0x1000, 0));
+  EXPECT_EQ(events_.tracker().counters()[0].inuse_bytes, 4096);
+  EXPECT_EQ(events_.tracker().counters()[0].alloc_bytes, 8192);
+  // The leaf is the API, whatever else could be resolved.
+  const StackInfo& s = events_.stacks().Get(1);
+  EXPECT_EQ(events_.frames().Get(s.frames.back()).name, "c10::cuda::CUDACachingAllocator::malloc");
+}
+
+TEST_F(EventProcessorTest, RejectsMalformedRecords) {
+  std::vector<uint8_t> tiny(10);
+  events_.OnRecord(tiny);
+  auto bad = Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 1, 1, {0x10});
+  bad.pop_back();  // payload no longer matches native_count
+  events_.OnRecord(bad);
+  auto lying = Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 1, 1);
+  reinterpret_cast<gf_event*>(lying.data())->py_count = 1000;
+  events_.OnRecord(lying);
+  EXPECT_EQ(events_.stats().malformed, 3u);
+  EXPECT_EQ(events_.tracker().stats().allocs, 0u);
+}
+
+}  // namespace
+}  // namespace gpuflame::profiler

@@ -1,0 +1,197 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "symbolizer/demangle.h"
+#include "symbolizer/elf_file.h"
+#include "symbolizer/proc_maps.h"
+#include "symbolizer/process_memory.h"
+#include "symbolizer/python_code.h"
+#include "symbolizer/python_layout.h"
+
+namespace gpuflame::symbolizer {
+namespace {
+
+TEST(DisplayNameTest, FollowsAzureConvention) {
+  EXPECT_EQ(DisplayName("GPUModelRunner._allocate_kv_cache_tensors"),
+            "GPUModelRunner > _allocate_kv_cache_tensors");
+  EXPECT_EQ(DisplayName("LlamaMLP.__init__"), "LlamaMLP > __init__");
+  EXPECT_EQ(DisplayName("outer.<locals>.inner"), "outer > inner");
+  EXPECT_EQ(DisplayName("f.<locals>.<lambda>"), "f > <lambda>");
+  EXPECT_EQ(DisplayName("<module>"), "<module>");
+  EXPECT_EQ(DisplayName("_compile_fx_inner"), "_compile_fx_inner");
+  EXPECT_EQ(DisplayName("A.B.method"), "A > B > method");
+  EXPECT_EQ(DisplayName(""), "");
+}
+
+TEST(LineTableTest, Python310PairsMapInstructionsToLines) {
+  // (byte delta, line delta): bytes [0,4) line 10, [4,10) line 12, [10,12) no line.
+  const char table[] = {4, 0, 0, 0, 6, 2, 2, -128};
+  std::string_view t(table, sizeof(table));
+  PythonVersion v{3, 10, 0};
+  // Instructions are code units: 2 bytes each.
+  EXPECT_EQ(LineForInstruction(v, t, 10, 0), 10);
+  EXPECT_EQ(LineForInstruction(v, t, 10, 1), 10);
+  EXPECT_EQ(LineForInstruction(v, t, 10, 2), 12);
+  EXPECT_EQ(LineForInstruction(v, t, 10, 4), 12);
+  EXPECT_EQ(LineForInstruction(v, t, 10, 5), 0);
+  EXPECT_EQ(LineForInstruction(v, t, 10, 6), 0);
+}
+
+TEST(LineTableTest, Python311LocationEntries) {
+  std::string t;
+  t += static_cast<char>(0x80 | (13 << 3) | 1);  // no-column form, 2 code units
+  t += static_cast<char>(0);                     // line delta 0 (svarint)
+  t += static_cast<char>(0x80 | (11 << 3) | 0);  // one-line form delta +1, 1 unit
+  t += static_cast<char>(1);
+  t += static_cast<char>(5);
+  t += static_cast<char>(0x80 | (14 << 3) | 2);  // long form: delta +4 (svarint 8), 3 units
+  t += static_cast<char>(8);
+  t += static_cast<char>(0);
+  t += static_cast<char>(0);
+  t += static_cast<char>(0);
+  t += static_cast<char>(0x80 | (15 << 3) | 0);  // no location, 1 unit
+  PythonVersion v{3, 12, 0};
+  EXPECT_EQ(LineForInstruction(v, t, 20, 0), 20);
+  EXPECT_EQ(LineForInstruction(v, t, 20, 1), 20);
+  EXPECT_EQ(LineForInstruction(v, t, 20, 2), 21);
+  EXPECT_EQ(LineForInstruction(v, t, 20, 5), 25);
+  EXPECT_EQ(LineForInstruction(v, t, 20, 6), 0);
+  EXPECT_EQ(LineForInstruction(v, t, 20, 99), 0);
+}
+
+TEST(LineTableTest, TruncatedTablesDoNotOverrun) {
+  std::string t(1, static_cast<char>(0x80 | (14 << 3)));  // long form with no operands
+  EXPECT_EQ(LineForInstruction(PythonVersion{3, 11, 0}, t, 5, 0), 5);
+  EXPECT_EQ(LineForInstruction(PythonVersion{3, 10, 0}, std::string(1, '\x04'), 5, 0), 0);  // half a pair
+}
+
+TEST(ProcMapsTest, ParsesPathsWithSpacesDeletedAndAnonymous) {
+  auto maps = ParseProcMaps(
+      "7f0000000000-7f0000001000 r-xp 00001000 fd:01 1234 /opt/my lib/libcudart.so.13\n"
+      "7f0000002000-7f0000003000 rw-p 00000000 00:00 0 \n"
+      "garbage line\n"
+      "7f0000004000-7f0000005000 r-xp 00000000 08:02 99 /tmp/libx.so (deleted)\n");
+  ASSERT_EQ(maps.size(), 3u);
+  EXPECT_EQ(maps[0].path, "/opt/my lib/libcudart.so.13");
+  EXPECT_EQ(maps[0].Basename(), "libcudart.so.13");
+  EXPECT_TRUE(maps[0].executable);
+  EXPECT_EQ(maps[0].offset, 0x1000u);
+  EXPECT_EQ(maps[0].dev_major, 0xfdu);
+  EXPECT_EQ(maps[0].inode, 1234u);
+  EXPECT_FALSE(maps[1].executable);
+  EXPECT_TRUE(maps[1].path.empty());
+  EXPECT_TRUE(maps[2].deleted);
+  EXPECT_EQ(maps[2].path, "/tmp/libx.so");
+  EXPECT_EQ(OpenablePath(42, maps[2]), "/proc/42/map_files/7f0000004000-7f0000005000");
+  EXPECT_EQ(OpenablePath(42, maps[0]), "/proc/42/root/opt/my lib/libcudart.so.13");
+}
+
+TEST(ProcMapsTest, BoundsTheNumberOfMappings) {
+  std::string text;
+  for (int i = 0; i < 100; i++) text += "1000-2000 r-xp 00000000 00:00 0 \n";
+  EXPECT_EQ(ParseProcMaps(text, 10).size(), 10u);
+}
+
+TEST(ElfFileTest, ReadsTheFixtureRuntime) {
+  auto elf = ElfFile::Open(GPUFLAME_SIM_DIR "/libcudart.so.13");
+  ASSERT_TRUE(elf.ok()) << elf.status();
+  EXPECT_TRUE(elf->Exports("cudaMalloc"));
+  EXPECT_FALSE(elf->Exports("cuMemAlloc_v2"));  // imported, not defined
+  auto addr = elf->FindSymbol("cudaMalloc");
+  ASSERT_TRUE(addr.has_value());
+  auto hit = elf->Lookup(*addr + 1);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->name, "cudaMalloc");
+  EXPECT_TRUE(elf->VaddrToOffset(*addr).has_value());
+  EXPECT_FALSE(elf->build_id().empty());
+  EXPECT_FALSE(elf->is_executable_type());
+}
+
+TEST(ElfFileTest, RejectsNonElfAndMissingFiles) {
+  EXPECT_FALSE(ElfFile::Open("/proc/self/status").ok());
+  EXPECT_FALSE(ElfFile::Open("/nonexistent/libcuda.so.1").ok());
+}
+
+TEST(DemangleTest, CxxNamesAndPlainNames) {
+  EXPECT_EQ(Demangle("_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE"),
+            "c10::reportMemoryUsageToProfiler(void*, long, unsigned long, unsigned long, c10::Device)");
+  EXPECT_EQ(Demangle("cudaMalloc"), "cudaMalloc");
+  EXPECT_EQ(Demangle("_Znot a name"), "_Znot a name");
+}
+
+// A fake 3.12 code object in a buffer: strings, line table and bounds.
+class FakeProcess {
+ public:
+  static constexpr uint64_t kBase = 0x10000;
+  FakeProcess() : bytes_(1 << 16, '\0') {}
+  void Put(uint64_t addr, const void* p, size_t n) { std::memcpy(&bytes_[addr - kBase], p, n); }
+  template <typename T>
+  void PutValue(uint64_t addr, T v) { Put(addr, &v, sizeof(v)); }
+  // A compact string object at |addr| (ASCII when every char < 128, else UCS-2).
+  void PutString(uint64_t addr, const std::u16string& s, bool ascii) {
+    PutValue<int64_t>(addr + 16, static_cast<int64_t>(s.size()));
+    uint32_t state = (ascii ? 1u : 2u) << 2 | 1u << 5 | (ascii ? 1u << 6 : 0u);
+    PutValue<uint32_t>(addr + 32, state);
+    for (size_t i = 0; i < s.size(); i++) {
+      if (ascii) {
+        PutValue<char>(addr + 40 + i, static_cast<char>(s[i]));
+      } else {
+        PutValue<char16_t>(addr + 56 + 2 * i, s[i]);
+      }
+    }
+  }
+  BufferMemory Memory() const { return BufferMemory(kBase, bytes_); }
+
+ private:
+  std::string bytes_;
+};
+
+TEST(PythonCodeReaderTest, ReadsQualnameFileAndLines) {
+  auto layout = LayoutFor(PythonVersion{3, 12, 1});
+  ASSERT_TRUE(layout.has_value());
+  FakeProcess p;
+  const uint64_t code = 0x11000, qual = 0x12000, file = 0x13000, table = 0x14000;
+  p.PutValue<int32_t>(code + layout->code_firstlineno, 7);
+  p.PutValue<int32_t>(code + layout->code_argcount, 1);
+  p.PutValue<uint64_t>(code + layout->code_filename, file);
+  p.PutValue<uint64_t>(code + layout->code_qualname, qual);
+  p.PutValue<uint64_t>(code + layout->code_linetable, table);
+  p.PutString(qual, u"Runner._alloc", true);
+  p.PutString(file, u"/srv/m\u00e9t\u00e9o.py", false);
+  p.PutValue<int64_t>(table + 16, 2);
+  p.PutValue<uint8_t>(table + 32, 0x80 | (11 << 3) | 3);  // +1 line for 4 units
+  p.PutValue<uint8_t>(table + 33, 0);
+  BufferMemory mem = p.Memory();
+  PythonCodeReader reader(mem, *layout);
+  const CodeInfo* info = reader.Read(code, 7);
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->qualname, "Runner._alloc");
+  EXPECT_EQ(info->filename, "/srv/m\xc3\xa9t\xc3\xa9o.py");
+  EXPECT_EQ(info->first_line, 7);
+  EXPECT_EQ(LineForInstruction(layout->version, info->linetable, info->first_line, 2), 8);
+  // The cache answers the same address; a different first line means reuse.
+  EXPECT_EQ(reader.Read(code, 7), info);
+  EXPECT_EQ(reader.cached(), 1u);
+}
+
+TEST(PythonCodeReaderTest, UnreadableMemoryIsNullNotACrash) {
+  auto layout = LayoutFor(PythonVersion{3, 11, 0});
+  FakeProcess p;
+  BufferMemory mem = p.Memory();
+  PythonCodeReader reader(mem, *layout);
+  EXPECT_EQ(reader.Read(0xdead0000, 1), nullptr);
+  EXPECT_EQ(reader.Read(FakeProcess::kBase + 0x100, 0), nullptr);  // zero pointers
+  EXPECT_FALSE(reader.ReadString(0).has_value());
+}
+
+TEST(PythonLayoutTest, SupportsExactly310To313) {
+  for (int minor = 10; minor <= 13; minor++)
+    EXPECT_TRUE(LayoutFor(PythonVersion{3, minor, 0}).has_value()) << minor;
+  EXPECT_FALSE(LayoutFor(PythonVersion{3, 9, 0}).has_value());
+  EXPECT_FALSE(LayoutFor(PythonVersion{3, 14, 0}).has_value());
+  EXPECT_FALSE(LayoutFor(PythonVersion{2, 7, 0}).has_value());
+}
+
+}  // namespace
+}  // namespace gpuflame::symbolizer
