@@ -161,6 +161,7 @@ int RunRecord(const RecordOptions& opt) {
   for (pid_t pid : opt.pids)
     if (kill(pid, 0) != 0 && errno == ESRCH)
       return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));
+  if (auto s = PrepareOutputDir(opt.output_dir); !s.ok()) return Fail(s);
 
   bool system_wide = opt.pids.empty() && opt.command.empty();
   symbolizer::ElfCache elves;

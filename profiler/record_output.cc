@@ -1,6 +1,9 @@
 #include "profiler/record_output.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <cerrno>
 #include <cstring>
@@ -24,12 +27,21 @@ std::string HumanBytes(int64_t bytes) {
   return absl::StrFormat("%s%.*f %s", bytes < 0 ? "-" : "", u ? 2 : 0, v, units[u]);
 }
 
+absl::Status PrepareOutputDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create output directory ", dir, ": ", ec.message()));
+  if (access(dir.c_str(), W_OK) != 0)
+    return absl::PermissionDeniedError(absl::StrCat("cannot write to output directory ", dir));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const exporters::Profile*>& profiles,
     const std::string& title, const std::string& summary_json) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create output directory ", dir, ": ", std::strerror(errno)));
+  if (auto s = PrepareOutputDir(dir); !s.ok()) return s;
   std::vector<std::string> written;
   auto put = [&](const std::string& name, std::string_view bytes) -> absl::Status {
     std::string path = absl::StrCat(dir, "/", name);

@@ -11,6 +11,10 @@
 
 namespace gpuflame::profiler {
 
+// Creates |dir| (and parents) and checks it is writable: checked before
+// recording so that a typo does not cost a whole profiling run.
+absl::Status PrepareOutputDir(const std::string& dir);
+
 // Returns the paths written.
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const exporters::Profile*>& profiles,

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs everything gpuflame needs to build and test, from Debian packages.
+# Idempotent: does nothing when every package is already there.
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config
+  clang llvm                      # BPF programs
+  libbpf-dev bpftool              # skeletons, USDT
+  libelf-dev libdw-dev zlib1g-dev libzstd-dev
+  protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libabsl-dev
+  libcurl4-openssl-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  systemtap-sdt-dev               # <sys/sdt.h> for the simulated PyTorch's USDT probes
+  golang-go                       # `go tool pprof`, an independent pprof reader for tests
+  util-linux                      # setpriv, for the unprivileged-user test
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "gpuflame: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
