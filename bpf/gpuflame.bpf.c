@@ -26,6 +26,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Set by user space before load. */
 const volatile bool filter_targets = false; /* only processes in `targets` */
 const volatile bool capture_native_fallback = true;
+/* Wake the reader only past this much unread data (or for urgent records):
+ * a wakeup per record costs an irq_work and a cross-CPU interrupt, which
+ * dwarfed everything else per allocation. User space polls on a short timer. */
+const volatile __u64 wakeup_bytes = 1 << 20;
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -125,8 +129,16 @@ static __always_inline void fill_header(struct gf_event *ev, __u8 kind, __u8 dom
   ev->pad = 0;
 }
 
+static __always_inline __u64 wakeup_flags(bool urgent) {
+  if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes)
+    return BPF_RB_FORCE_WAKEUP;
+  return BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void submit_small(struct gf_event *ev) {
-  if (bpf_ringbuf_output(&events, ev, sizeof(*ev), 0))
+  /* Lifecycle records may have stopped a process: hand them over at once. */
+  bool urgent = ev->kind >= GF_EV_LIB_MAPPED;
+  if (bpf_ringbuf_output(&events, ev, sizeof(*ev), wakeup_flags(urgent)))
     bump(GF_STAT_RINGBUF_FULL);
   else
     bump(GF_STAT_EVENTS);
@@ -181,7 +193,7 @@ static __always_inline void submit_with_stack(void *ctx, __u8 domain, __u16 api,
   }
   if (len > sizeof(*r))
     len = sizeof(*r);
-  if (bpf_ringbuf_output(&events, r, len, 0))
+  if (bpf_ringbuf_output(&events, r, len, wakeup_flags(false)))
     bump(GF_STAT_RINGBUF_FULL);
   else
     bump(GF_STAT_EVENTS);

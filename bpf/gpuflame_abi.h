@@ -31,7 +31,7 @@ typedef __u64 gf_u64;
 #define GF_STATIC_ASSERT(c, m) _Static_assert(c, m)
 #endif
 
-#define GF_MAX_PY_FRAMES 128
+#define GF_MAX_PY_FRAMES 128 /* a power of two: the BPF walker masks with it */
 #define GF_MAX_NATIVE_FRAMES 64
 
 /* What happened. */
@@ -128,7 +128,7 @@ struct gf_py_frame {
   gf_u64 code;  /* PyCodeObject* (0 for a 3.13 shim frame) */
   gf_u64 aux;   /* 3.10 only: the type of `self` / the class `cls` (PyTypeObject*) */
   gf_u32 instr; /* instruction index in code units (for the line number) */
-  gf_u16 first_line; /* co_firstlineno, low bits: guards against a reused code address */
+  gf_u16 first_line; /* reserved (0): the code-reuse guard runs in user space */
   gf_u8 flags;
   gf_u8 pad;
 };
@@ -158,7 +158,9 @@ struct gf_py_proc {
   gf_u8 uses_cframe;
   gf_u8 instr_is_pointer;    /* 3.11+: prev_instr/instr_ptr; 3.10: int f_lasti */
   gf_u8 read_self_type;      /* 3.10: read type(localsplus[0]) for Class > method */
-  gf_u8 pad[5];
+  gf_u8 pad0;
+  gf_u16 frame_read_len;     /* bytes of a frame holding every field above (<= 128) */
+  gf_u16 tstate_datastack;   /* 3.11+: tstate->datastack_chunk (datastack_top follows); 0 = none */
 };
 GF_STATIC_ASSERT(sizeof(struct gf_py_proc) == 56, "gf_py_proc ABI");
 

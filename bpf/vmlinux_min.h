@@ -35,6 +35,12 @@ enum bpf_map_type {
 };
 
 enum {
+  BPF_RB_NO_WAKEUP = 1,
+  BPF_RB_FORCE_WAKEUP = 2,
+  BPF_RB_AVAIL_DATA = 0,
+};
+
+enum {
   BPF_ANY = 0,
   BPF_NOEXIST = 1,
   BPF_F_USER_STACK = 256,

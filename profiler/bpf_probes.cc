@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "gpuflame.skel.h"
+#include "gpuflame_bpf.skel.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   if (!p->skel_) return Errno(errno, "opening the BPF object");
   p->skel_->rodata->filter_targets = options.filter_targets;
   p->skel_->rodata->capture_native_fallback = options.native_fallback;
+  p->skel_->rodata->wakeup_bytes = options.ring_bytes / 8;
   if (int err = bpf_map__set_max_entries(p->skel_->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");
@@ -123,7 +124,15 @@ void BpfProbes::RemovePython(pid_t pid) {
   bpf_map__delete_elem(skel_->maps.py_procs, &key, sizeof(key), 0);
 }
 
-int BpfProbes::Poll(int timeout_ms) { return ring_buffer__poll(ring_, timeout_ms); }
+int BpfProbes::Poll(int timeout_ms) {
+  // Most records are submitted without a wakeup, so epoll may report nothing
+  // while data waits: always consume what is there after the wait.
+  int woken = ring_buffer__poll(ring_, timeout_ms);
+  if (woken < 0 && woken != -EINTR) return woken;
+  int drained = ring_buffer__consume(ring_);
+  if (drained < 0) return drained;
+  return (woken > 0 ? woken : 0) + drained;
+}
 
 std::array<uint64_t, GF_STAT_MAX> BpfProbes::ReadStats() const {
   std::array<uint64_t, GF_STAT_MAX> out{};

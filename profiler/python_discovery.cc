@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -47,6 +48,11 @@ gf_py_proc MakeBpfPyProc(const symbolizer::PythonLayout& l, uint64_t runtime_add
   p.uses_cframe = l.uses_cframe;
   p.instr_is_pointer = l.instr_is_pointer;
   p.read_self_type = l.version.minor <= 10;
+  // Every frame field the walker reads lies in the frame's first bytes.
+  uint32_t end = std::max({l.frame_code + 8, l.frame_back + 8, l.frame_instr + 8,
+                           l.frame_owner + 1, l.frame_is_entry + 1});
+  p.frame_read_len = static_cast<uint16_t>(end);
+  p.tstate_datastack = static_cast<uint16_t>(l.tstate_datastack_chunk);
   return p;
 }
 

@@ -224,7 +224,9 @@ int RunRecord(const RecordOptions& opt) {
   bool child_done = opt.command.empty();
   int64_t last_draw = 0;
   while (!g_stop) {
-    int n = (*probes)->Poll(50);
+    // Records arrive without wakeups (see wakeup_bytes in the BPF side): the
+    // timeout is how often allocations are picked up.
+    int n = (*probes)->Poll(20);
     if (n < 0 && n != -EINTR) {
       std::fprintf(stderr, "gpuflame: reading events failed: %s\n", std::strerror(-n));
       break;

@@ -29,7 +29,7 @@ Frame StackResolver::PythonFrame(ProcessInfo* proc, const gf_py_frame& raw) {
     return f;
   }
   const symbolizer::CodeInfo* code =
-      proc && proc->code ? proc->code->Read(raw.code, raw.first_line) : nullptr;
+      proc && proc->code ? proc->code->Read(raw.code) : nullptr;
   if (!code) {
     stats_.python_unresolved++;
     return Marker("[unknown python frame]");

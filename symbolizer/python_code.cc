@@ -212,6 +212,7 @@ std::optional<CodeInfo> PythonCodeReader::Load(uint64_t code) const {
   info.filename = std::move(*file);
   info.first_line = *first_line;
   info.argcount = *argcount;
+  info.name_ptr = *name;
   if (auto size = memory_.ReadValue<int64_t>(*table + PythonLayout::kVarSize);
       size && *size > 0 && static_cast<size_t>(*size) <= kMaxLineTable) {
     info.linetable.resize(static_cast<size_t>(*size));
@@ -227,10 +228,16 @@ std::optional<CodeInfo> PythonCodeReader::Load(uint64_t code) const {
   return info;
 }
 
-const CodeInfo* PythonCodeReader::Read(uint64_t code_addr, uint16_t first_line_check) {
+const CodeInfo* PythonCodeReader::Read(uint64_t code_addr) {
   auto it = cache_.find(code_addr);
-  if (it != cache_.end() && static_cast<uint16_t>(it->second.first_line) == first_line_check)
-    return &it->second;
+  if (it != cache_.end()) {
+    const PythonLayout& l = layout_;
+    auto first_line = memory_.ReadValue<int32_t>(code_addr + l.code_firstlineno);
+    auto name = memory_.ReadValue<uint64_t>(code_addr + (l.code_qualname ? l.code_qualname : l.code_name));
+    if (first_line && name && *first_line == it->second.first_line && *name == it->second.name_ptr)
+      return &it->second;
+    if (first_line && name) reuse_detected_++;
+  }
   auto info = Load(code_addr);
   if (!info) return nullptr;
   auto [pos, inserted] = cache_.insert_or_assign(code_addr, std::move(*info));

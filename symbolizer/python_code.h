@@ -21,6 +21,7 @@ struct CodeInfo {
   int first_line = 0;
   int argcount = 0;
   std::string linetable;   // raw co_linetable bytes
+  uint64_t name_ptr = 0;   // identity check for the cache: the qualname object
 };
 
 // Line of the instruction at |instr| (code units), or 0 when unknown.
@@ -32,15 +33,17 @@ int LineForInstruction(const PythonVersion& v, std::string_view linetable, int f
 std::string DisplayName(std::string_view qualname);
 
 // Reads code objects and type names with bounded reads; caches code objects
-// by address. A cache entry is trusted only while the frame's co_firstlineno
-// still matches, which catches most reuse of a freed code object's address.
-// Not thread-safe: owned by the event loop.
+// by address. Read() is called once per new distinct stack (not per event),
+// and re-checks a cached entry's co_firstlineno and co_qualname pointer
+// against the process: a freed code object whose address was reused by
+// another is detected and re-read. Not thread-safe: owned by the event loop.
 class PythonCodeReader {
  public:
   PythonCodeReader(const ProcessMemory& memory, PythonLayout layout)
       : memory_(memory), layout_(layout) {}
 
-  const CodeInfo* Read(uint64_t code_addr, uint16_t first_line_check);
+  const CodeInfo* Read(uint64_t code_addr);
+  uint64_t reuse_detected() const { return reuse_detected_; }
   std::optional<std::string> ReadString(uint64_t unicode_addr) const;
   std::optional<std::string> TypeName(uint64_t type_addr) const;
   const PythonLayout& layout() const { return layout_; }
@@ -52,6 +55,7 @@ class PythonCodeReader {
   const ProcessMemory& memory_;
   PythonLayout layout_;
   absl::flat_hash_map<uint64_t, CodeInfo> cache_;
+  uint64_t reuse_detected_ = 0;
 };
 
 }  // namespace gpuflame::symbolizer

@@ -35,6 +35,7 @@ std::optional<PythonLayout> LayoutFor(PythonVersion v) {
       l.uses_cframe = true;
       l.cframe_current = 8;
       l.tstate_thread_id = 152;
+      l.tstate_datastack_chunk = 296;
       l.frame_code = 32;
       l.frame_back = 48;
       l.frame_instr = 56;
@@ -60,6 +61,7 @@ std::optional<PythonLayout> LayoutFor(PythonVersion v) {
       l.uses_cframe = true;
       l.cframe_current = 0;
       l.tstate_thread_id = 136;
+      l.tstate_datastack_chunk = 232;
       l.frame_code = 0;
       l.frame_back = 8;
       l.frame_instr = 56;
@@ -83,6 +85,7 @@ std::optional<PythonLayout> LayoutFor(PythonVersion v) {
       l.interp_threads_head = 7344;
       l.tstate_frame = 72;
       l.tstate_thread_id = 152;
+      l.tstate_datastack_chunk = 232;
       l.frame_code = 0;  // f_executable
       l.frame_back = 8;
       l.frame_instr = 56;

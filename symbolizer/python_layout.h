@@ -29,6 +29,9 @@ struct PythonLayout {
   bool uses_cframe = false;
   uint32_t cframe_current = 0;
   uint32_t tstate_thread_id = 0;
+  // 3.11+: where _PyInterpreterFrames are pushed; datastack_top follows it.
+  // Verified with offsetof() against each version's internal headers.
+  uint32_t tstate_datastack_chunk = 0;
   // frames
   uint32_t frame_code = 0;
   uint32_t frame_back = 0;

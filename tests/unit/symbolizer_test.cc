@@ -164,15 +164,47 @@ TEST(PythonCodeReaderTest, ReadsQualnameFileAndLines) {
   p.PutValue<uint8_t>(table + 33, 0);
   BufferMemory mem = p.Memory();
   PythonCodeReader reader(mem, *layout);
-  const CodeInfo* info = reader.Read(code, 7);
+  const CodeInfo* info = reader.Read(code);
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->qualname, "Runner._alloc");
   EXPECT_EQ(info->filename, "/srv/m\xc3\xa9t\xc3\xa9o.py");
   EXPECT_EQ(info->first_line, 7);
   EXPECT_EQ(LineForInstruction(layout->version, info->linetable, info->first_line, 2), 8);
-  // The cache answers the same address; a different first line means reuse.
-  EXPECT_EQ(reader.Read(code, 7), info);
+  // The cache answers the same address while the object is unchanged.
+  EXPECT_EQ(reader.Read(code), info);
   EXPECT_EQ(reader.cached(), 1u);
+  EXPECT_EQ(reader.reuse_detected(), 0u);
+}
+
+TEST(PythonCodeReaderTest, DetectsACodeAddressReusedByAnotherFunction) {
+  auto layout = LayoutFor(PythonVersion{3, 12, 1});
+  const uint64_t code = 0x11000, file = 0x13000, table = 0x14000;
+  auto make = [&](uint64_t qual, const std::u16string& name, int first_line) {
+    FakeProcess p;
+    p.PutValue<int32_t>(code + layout->code_firstlineno, first_line);
+    p.PutValue<int32_t>(code + layout->code_argcount, 0);
+    p.PutValue<uint64_t>(code + layout->code_filename, file);
+    p.PutValue<uint64_t>(code + layout->code_qualname, qual);
+    p.PutValue<uint64_t>(code + layout->code_linetable, table);
+    p.PutString(qual, name, true);
+    p.PutString(file, u"m.py", true);
+    return p;
+  };
+  FakeProcess before = make(0x12000, u"old_function", 3);
+  FakeProcess after = make(0x12800, u"new_function", 3);  // same first line, new object
+  BufferMemory mem_before = before.Memory(), mem_after = after.Memory();
+  // One reader, its memory swapped underneath it as the process runs on.
+  struct Switch : ProcessMemory {
+    const ProcessMemory* current;
+    bool Read(uint64_t a, void* o, size_t n) const override { return current->Read(a, o, n); }
+  } live;
+  live.current = &mem_before;
+  PythonCodeReader reader(live, *layout);
+  ASSERT_NE(reader.Read(code), nullptr);
+  EXPECT_EQ(reader.Read(code)->qualname, "old_function");
+  live.current = &mem_after;
+  EXPECT_EQ(reader.Read(code)->qualname, "new_function");
+  EXPECT_EQ(reader.reuse_detected(), 1u);
 }
 
 TEST(PythonCodeReaderTest, UnreadableMemoryIsNullNotACrash) {
@@ -180,8 +212,8 @@ TEST(PythonCodeReaderTest, UnreadableMemoryIsNullNotACrash) {
   FakeProcess p;
   BufferMemory mem = p.Memory();
   PythonCodeReader reader(mem, *layout);
-  EXPECT_EQ(reader.Read(0xdead0000, 1), nullptr);
-  EXPECT_EQ(reader.Read(FakeProcess::kBase + 0x100, 0), nullptr);  // zero pointers
+  EXPECT_EQ(reader.Read(0xdead0000), nullptr);
+  EXPECT_EQ(reader.Read(FakeProcess::kBase + 0x100), nullptr);  // zero pointers
   EXPECT_FALSE(reader.ReadString(0).has_value());
 }
 

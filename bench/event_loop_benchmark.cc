@@ -1,0 +1,92 @@
+// User-space hot path: decode a ring-buffer record, intern its stack, update
+// the live-allocation table. Stacks are resolved once and then hit the
+// interning cache, as in steady state.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "profiler/event_processor.h"
+#include "symbolizer/elf_cache.h"
+#include "symbolizer/native_symbolizer.h"
+
+namespace {
+
+using namespace gpuflame;
+
+std::vector<uint8_t> Alloc(uint64_t addr, int stack, int depth) {
+  gf_event ev{};
+  ev.kind = GF_EV_ALLOC;
+  ev.domain = GF_DOMAIN_TORCH;
+  ev.api = GF_API_TORCH_MALLOC;
+  ev.pid = 1234;
+  ev.addr = addr;
+  ev.size = 4096;
+  ev.py_count = static_cast<uint16_t>(depth);
+  std::vector<uint8_t> rec(sizeof(ev) + depth * sizeof(gf_py_frame));
+  std::memcpy(rec.data(), &ev, sizeof(ev));
+  for (int i = 0; i < depth; i++) {
+    gf_py_frame f{};
+    f.code = 0x7f0000000000ull + static_cast<uint64_t>(i) * 4096 + static_cast<uint64_t>(stack);
+    f.instr = static_cast<uint32_t>(i * 3);
+    std::memcpy(rec.data() + sizeof(ev) + i * sizeof(f), &f, sizeof(f));
+  }
+  return rec;
+}
+
+std::vector<uint8_t> Free(uint64_t addr) {
+  gf_event ev{};
+  ev.kind = GF_EV_FREE;
+  ev.domain = GF_DOMAIN_TORCH;
+  ev.api = GF_API_TORCH_FREE;
+  ev.pid = 1234;
+  ev.addr = addr;
+  std::vector<uint8_t> rec(sizeof(ev));
+  std::memcpy(rec.data(), &ev, sizeof(ev));
+  return rec;
+}
+
+// Alloc + free pairs over |stacks| distinct stacks of |depth| Python frames.
+void BM_EventLoop_AllocFree(benchmark::State& state) {
+  const int stacks = static_cast<int>(state.range(0));
+  const int depth = static_cast<int>(state.range(1));
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer native(elves);
+  profiler::StackResolver resolver(nullptr, native, {});
+  profiler::EventProcessor events(nullptr, resolver);
+  std::vector<std::vector<uint8_t>> allocs, frees;
+  for (int i = 0; i < 1024; i++) {
+    allocs.push_back(Alloc(0x7f1500000000ull + static_cast<uint64_t>(i) * 4096, i % stacks, depth));
+    frees.push_back(Free(0x7f1500000000ull + static_cast<uint64_t>(i) * 4096));
+  }
+  for (auto& a : allocs) events.OnRecord(a);  // warm: every stack seen once
+  for (auto& f : frees) events.OnRecord(f);
+  size_t i = 0;
+  for (auto _ : state) {
+    events.OnRecord(allocs[i]);
+    events.OnRecord(frees[i]);
+    i = (i + 1) & 1023;
+  }
+  state.SetItemsProcessed(state.iterations() * 2);
+}
+BENCHMARK(BM_EventLoop_AllocFree)->Args({16, 20})->Args({1000, 20})->Args({1000, 64})->Args({16, 128});
+
+// Memory held per live allocation (agent side), reported as a counter.
+void BM_LiveTable_Memory(benchmark::State& state) {
+  const int64_t live = state.range(0);
+  for (auto _ : state) {
+    profiler::AllocationTracker t;
+    for (int64_t i = 0; i < live; i++)
+      t.OnAlloc(1234, GF_DOMAIN_TORCH, false, 0x7f1500000000ull + static_cast<uint64_t>(i) * 512, 512,
+                static_cast<profiler::StackId>(i % 100));
+    state.counters["bytes_per_live_alloc"] =
+        static_cast<double>(t.MemoryUsage()) / static_cast<double>(live);
+    benchmark::DoNotOptimize(t);
+  }
+}
+BENCHMARK(BM_LiveTable_Memory)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
