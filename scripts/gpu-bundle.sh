@@ -5,11 +5,11 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 rm -rf "$root/.carry" && mkdir -p "$root/.carry/lib"
-cp "$build/gpuflame" "$root/.carry/"
-ldd "$build/gpuflame" | awk '/=> \// {print $3}' | while read -r lib; do
+cp "$build/gpuflame" "$build/bench/gpuflame_overhead" "$root/.carry/"
+ldd "$build/gpuflame" "$build/bench/gpuflame_overhead" | awk '/=> \// {print $3}' | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libgcc_s.so*|libstdc++.so*|ld-linux*) ;;
-    *) cp -L "$lib" "$root/.carry/lib/" ;;
+    *) cp -L -n "$lib" "$root/.carry/lib/" ;;
   esac
 done
 du -sh "$root/.carry"

@@ -23,6 +23,9 @@ for conf in "" "expandable_segments:True"; do
   python3 -c "import json,sys; d=json.load(open('$out/$name/summary.json')); print(json.dumps({k: d[k] for k in ('bpf','events','symbols','warnings')}))"
   python3 "$here/check_profile.py" "$out/$name" || status=1
 done
+echo "== overhead: torch.empty(4096)+del, 20 Python frames deep, interleaved rounds"
+"$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/overhead_workload.py" \
+    --rounds "${ROUNDS:-10}" --iters "${ITERS:-20000}" || status=1
 # Only a few files come back from the device: pack the rest.
 tar -C "$out" -czf "$out/outputs.tgz" default expandable 2>/dev/null
 exit $status
