@@ -63,7 +63,9 @@ struct gf_call {
   __u64 size;  /* bytes, or the pitch out-pointer for cuMemAllocPitch */
   __u64 aux;   /* height for cuMemAllocPitch, pointer for frees */
   __u32 api;
-  __u32 forwarded; /* a driver event inside this runtime call was emitted */
+  __u16 forwarded; /* runtime call: a driver event inside it was emitted */
+  __u16 depth;     /* driver call: nested driver calls in flight (their own
+                    * exported entry points, called from inside the driver) */
 };
 
 struct {
@@ -208,6 +210,24 @@ static __always_inline void submit_free(__u8 domain, __u16 api, __u32 flags, __u
 
 /* ---- CUDA allocation calls: entry stores the call, return emits it ---- */
 
+/* A driver API called from inside another driver API on the same thread
+ * (cuMemAllocPitch -> cuMemAlloc, cuMemFreeAsync -> cuMemFree): the outer
+ * call is what the application asked for; the inner one is not counted. */
+static __always_inline bool enter_nested_driver_call(__u64 id) {
+  struct gf_call *outer = bpf_map_lookup_elem(&driver_calls, &id);
+  if (!outer)
+    return false;
+  outer->depth++;
+  return true;
+}
+
+static __always_inline bool leave_nested_driver_call(struct gf_call *call) {
+  if (!call->depth)
+    return false;
+  call->depth--;
+  return true;
+}
+
 /* cudaMalloc(void **p, size_t n, ...), cuMemAlloc_v2(CUdeviceptr *p, size_t n),
  * cuMemCreate(handle *h, size_t n, ...), cuMemAllocPitch_v2(p, size_t *pitch,
  * width, height, elem): the out-parameter comes first in all of them. */
@@ -217,12 +237,13 @@ int alloc_enter(struct pt_regs *ctx) {
   if (!wanted(id >> 32))
     return 0;
   __u32 api = (__u32)bpf_get_attach_cookie(ctx);
+  if (!GF_API_IS_RUNTIME(api) && enter_nested_driver_call(id))
+    return 0;
   struct gf_call call = {
       .out = PT_REGS_PARM1(ctx),
       .size = PT_REGS_PARM2(ctx),
       .aux = PT_REGS_PARM4(ctx),
       .api = api,
-      .forwarded = 0,
   };
   if (GF_API_IS_RUNTIME(api))
     bpf_map_update_elem(&runtime_calls, &id, &call, BPF_ANY);
@@ -243,6 +264,8 @@ int alloc_exit(struct pt_regs *ctx) {
       bump(GF_STAT_CTX_MISSING);
     return 0;
   }
+  if (!runtime && leave_nested_driver_call(call))
+    return 0;
   int ret = (int)PT_REGS_RC(ctx);
   if (ret != 0) {
     bump(GF_STAT_FAILED_CALLS);
@@ -295,6 +318,10 @@ int free_enter(struct pt_regs *ctx) {
     bpf_map_update_elem(&runtime_calls, &id, &call, BPF_ANY);
     return 0;
   }
+  if (enter_nested_driver_call(id))
+    return 0;
+  struct gf_call call = {.aux = ptr, .api = api};
+  bpf_map_update_elem(&driver_calls, &id, &call, BPF_ANY);
   if (ptr == 0)
     return 0;
   __u32 flags = api == GF_API_CU_MEM_RELEASE ? GF_EVF_HANDLE : 0;
@@ -312,6 +339,13 @@ int free_enter(struct pt_regs *ctx) {
 SEC("uretprobe")
 int free_exit(struct pt_regs *ctx) {
   __u64 id = bpf_get_current_pid_tgid();
+  __u32 api = (__u32)bpf_get_attach_cookie(ctx);
+  if (!GF_API_IS_RUNTIME(api)) {
+    struct gf_call *dcall = bpf_map_lookup_elem(&driver_calls, &id);
+    if (dcall && !leave_nested_driver_call(dcall))
+      bpf_map_delete_elem(&driver_calls, &id);
+    return 0;
+  }
   struct gf_call *call = bpf_map_lookup_elem(&runtime_calls, &id);
   if (!call)
     return 0;

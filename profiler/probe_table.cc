@@ -22,9 +22,9 @@ constexpr std::array kSpecs = {
     UprobeSpec{K::kCudaDriver, "cuMemAllocManaged", GF_API_CU_MEM_ALLOC_MANAGED, P::kAllocEnter, true, P::kAllocExit},
     UprobeSpec{K::kCudaDriver, "cuMemAllocPitch_v2", GF_API_CU_MEM_ALLOC_PITCH, P::kAllocEnter, true, P::kAllocExit},
     UprobeSpec{K::kCudaDriver, "cuMemCreate", GF_API_CU_MEM_CREATE, P::kAllocEnter, true, P::kAllocExit},
-    UprobeSpec{K::kCudaDriver, "cuMemFree_v2", GF_API_CU_MEM_FREE, P::kFreeEnter, false, P::kFreeExit},
-    UprobeSpec{K::kCudaDriver, "cuMemFreeAsync", GF_API_CU_MEM_FREE_ASYNC, P::kFreeEnter, false, P::kFreeExit},
-    UprobeSpec{K::kCudaDriver, "cuMemRelease", GF_API_CU_MEM_RELEASE, P::kFreeEnter, false, P::kFreeExit},
+    UprobeSpec{K::kCudaDriver, "cuMemFree_v2", GF_API_CU_MEM_FREE, P::kFreeEnter, true, P::kFreeExit},
+    UprobeSpec{K::kCudaDriver, "cuMemFreeAsync", GF_API_CU_MEM_FREE_ASYNC, P::kFreeEnter, true, P::kFreeExit},
+    UprobeSpec{K::kCudaDriver, "cuMemRelease", GF_API_CU_MEM_RELEASE, P::kFreeEnter, true, P::kFreeExit},
     UprobeSpec{K::kCudaDriver, "cuMemMap", GF_API_CU_MEM_MAP, P::kMapEnter, false, P::kMapEnter},
     UprobeSpec{K::kCudaDriver, "cuMemUnmap", GF_API_CU_MEM_UNMAP, P::kMapEnter, false, P::kMapEnter},
     // PyTorch without USDT notes.

@@ -66,8 +66,9 @@ bool WaitStopped(pid_t pid, int timeout_ms) {
   }
 }
 
-ProcessRegistry::ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options)
-    : probes_(probes), elves_(elves), options_(options) {}
+ProcessRegistry::ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
+                                 symbolizer::NativeSymbolizer* native)
+    : probes_(probes), elves_(elves), options_(options), native_(native) {}
 
 ProcessInfo& ProcessRegistry::Ensure(pid_t pid) {
   auto& slot = processes_[pid];
@@ -149,6 +150,7 @@ void ProcessRegistry::Scan(pid_t pid) {
     if (*kind == LibraryKind::kTorchCuda) info.has_torch = true;
     AttachLibrary(pid, m, *kind, *maps, info);
   }
+  if (native_) native_->Remember(pid, std::move(*maps));
 }
 
 void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kind,

@@ -41,7 +41,9 @@ class ProcessRegistry {
     uint32_t target_flags = GF_TARGET_TRACE;  // for processes we add
     bool filtered = true;  // BPF only reports processes in the targets map
   };
-  ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options);
+  // |native| (optional) is given each process's maps as they are read.
+  ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
+                  symbolizer::NativeSymbolizer* native = nullptr);
 
   // A process named by the user or started by us.
   absl::Status AddTarget(pid_t pid);
@@ -84,6 +86,7 @@ class ProcessRegistry {
   BpfProbes& probes_;
   symbolizer::ElfCache& elves_;
   Options options_;
+  symbolizer::NativeSymbolizer* native_;
   absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>> processes_;
   absl::flat_hash_map<FileKey, LibraryKind> attached_;
   absl::flat_hash_map<pid_t, int> rescans_;  // pid -> scans left

@@ -178,7 +178,7 @@ int RunRecord(const RecordOptions& opt) {
   ProcessRegistry::Options ropt;
   ropt.filtered = !system_wide;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
-  registry = std::make_unique<ProcessRegistry>(**probes, elves, ropt);
+  registry = std::make_unique<ProcessRegistry>(**probes, elves, ropt, &native);
   resolver = std::make_unique<StackResolver>(registry.get(), native,
                                              StackResolver::Options{opt.show_trampolines});
   events = std::make_unique<EventProcessor>(registry.get(), *resolver);

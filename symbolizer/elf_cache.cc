@@ -14,6 +14,12 @@ const ElfFile* ElfCache::Get(pid_t pid, const Mapping& m) {
     copy.deleted = true;
     elf = ElfFile::Open(OpenablePath(pid, copy));
   }
+  if (!elf.ok() && !m.path.empty() && m.path.front() == '/') {
+    // The process is gone (no /proc/PID/root): the path as it named it is
+    // right when it shared our mount namespace, the common case outside
+    // containers. The build ID recorded with each frame tells if not.
+    elf = ElfFile::Open(m.path);
+  }
   std::unique_ptr<ElfFile> value;
   if (elf.ok()) {
     value = std::make_unique<ElfFile>(std::move(*elf));

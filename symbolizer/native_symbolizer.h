@@ -21,6 +21,9 @@ class NativeSymbolizer {
   explicit NativeSymbolizer(ElfCache& elves) : elves_(elves) {}
 
   Frame Symbolize(pid_t pid, uint64_t address);
+  // Keeps |maps| as |pid|'s layout: a process that exits right after its
+  // last allocation is still symbolized from what was seen while it ran.
+  void Remember(pid_t pid, std::vector<Mapping> maps) { maps_[pid] = std::move(maps); }
   // Drops the cached maps of |pid| (after exec, new mappings, or exit).
   void Forget(pid_t pid) { maps_.erase(pid); }
   size_t unresolved() const { return unresolved_; }
