@@ -133,7 +133,7 @@ void ProcessRegistry::Scan(pid_t pid) {
       if (auto s = probes_.SetPython(pid, p.bpf); s.ok()) {
         info.python = p.layout;
         info.code = std::make_unique<symbolizer::PythonCodeReader>(*info.memory, p.layout);
-        FileKey key{p.mapping->dev_major, p.mapping->dev_minor, p.mapping->inode};
+        FileKey key = FileKey::Of(*p.mapping);
         if (p.finalize_offset && !attached_.contains(key)) {
           auto st = probes_.AttachUprobe(p.elf_path, *p.finalize_offset,
                                          ProbeProgram::kPyFinalize, false, 0);
@@ -155,7 +155,7 @@ void ProcessRegistry::Scan(pid_t pid) {
 
 void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kind,
                                     const std::vector<Mapping>& maps, ProcessInfo& info) {
-  FileKey key{m.dev_major, m.dev_minor, m.inode};
+  FileKey key = FileKey::Of(m);
   if (attached_.contains(key)) return;
   // libc10.so's fallback hook is attached only for a libc10_cuda.so without
   // USDT notes. ld.so maps libc10_cuda.so before its dependency libc10.so, so
@@ -202,7 +202,7 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
 void ProcessRegistry::AttachTorchFallback(pid_t pid, const std::vector<Mapping>& maps) {
   for (const Mapping& m : maps) {
     if (!m.executable || Classify(m.Basename()) != LibraryKind::kTorchCore) continue;
-    FileKey key{m.dev_major, m.dev_minor, m.inode};
+    FileKey key = FileKey::Of(m);
     if (attached_.contains(key)) return;
     const symbolizer::ElfFile* elf = elves_.Get(pid, m);
     auto vaddr = elf ? elf->FindSymbol(kTorchReportSymbol) : std::nullopt;

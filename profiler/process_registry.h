@@ -66,15 +66,7 @@ class ProcessRegistry {
   size_t attached_files() const { return attached_.size(); }
 
  private:
-  struct FileKey {
-    uint32_t major, minor;
-    uint64_t inode;
-    bool operator==(const FileKey&) const = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const FileKey& k) {
-      return H::combine(std::move(h), k.major, k.minor, k.inode);
-    }
-  };
+  using FileKey = symbolizer::FileKey;
 
   void Scan(pid_t pid);
   void AttachLibrary(pid_t pid, const symbolizer::Mapping& m, LibraryKind kind,

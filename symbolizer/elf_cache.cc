@@ -3,7 +3,7 @@
 namespace gpuflame::symbolizer {
 
 const ElfFile* ElfCache::Get(pid_t pid, const Mapping& m) {
-  Key key{m.dev_major, m.dev_minor, m.inode};
+  FileKey key = FileKey::Of(m);
   auto it = files_.find(key);
   if (it != files_.end()) return it->second.get();
   auto elf = ElfFile::Open(OpenablePath(pid, m));

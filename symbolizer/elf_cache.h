@@ -25,16 +25,7 @@ class ElfCache {
   size_t MemoryUsage() const;
 
  private:
-  struct Key {
-    uint32_t major, minor;
-    uint64_t inode;
-    bool operator==(const Key&) const = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const Key& k) {
-      return H::combine(std::move(h), k.major, k.minor, k.inode);
-    }
-  };
-  absl::flat_hash_map<Key, std::unique_ptr<ElfFile>> files_;  // nullptr: failed
+  absl::flat_hash_map<FileKey, std::unique_ptr<ElfFile>> files_;  // nullptr: failed
   size_t failures_ = 0;
 };
 

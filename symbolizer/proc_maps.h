@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +28,19 @@ struct Mapping {
 
   bool Contains(uint64_t addr) const { return addr >= start && addr < end; }
   std::string_view Basename() const;
+};
+
+// A mapped file's identity across processes and mount namespaces: the same
+// libcuda seen by a hundred pods is one FileKey.
+struct FileKey {
+  uint32_t major = 0, minor = 0;
+  uint64_t inode = 0;
+  static FileKey Of(const Mapping& m) { return {m.dev_major, m.dev_minor, m.inode}; }
+  bool operator==(const FileKey&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const FileKey& k) {
+    return H::combine(std::move(h), k.major, k.minor, k.inode);
+  }
 };
 
 // Parses the text of a maps file. Lines that do not parse are skipped.
