@@ -4,9 +4,11 @@
 
 namespace gpuflame::profiler {
 
-exporters::Profile BuildMemoryProfile(const EventProcessor& events, uint8_t domain,
+exporters::Profile BuildMemoryProfile(const EventProcessor& events,
+                                      const std::vector<StackCounters>& counters, uint8_t domain,
                                       const absl::flat_hash_map<pid_t, std::string>& comm,
-                                      int64_t time_nanos, int64_t duration_nanos) {
+                                      std::optional<pid_t> pid, int64_t time_nanos,
+                                      int64_t duration_nanos) {
   exporters::Profile p;
   p.name = domain == GF_DOMAIN_TORCH ? kTorchMemoryProfile : kGpuMemoryProfile;
   p.sample_types = {{"alloc_objects", "count"},
@@ -22,11 +24,11 @@ exporters::Profile BuildMemoryProfile(const EventProcessor& events, uint8_t doma
   // Profile frames are the event loop's frames, re-indexed to those used.
   const FrameTable& frames = events.frames();
   std::vector<int64_t> remap(frames.size(), -1);
-  const auto& counters = events.tracker().counters();
   for (StackId id = 0; id < events.stacks().size() && id < counters.size(); id++) {
     const StackInfo& stack = events.stacks().Get(id);
     const StackCounters& c = counters[id];
     if (stack.domain != domain || (c.alloc_objects == 0 && c.inuse_objects == 0)) continue;
+    if (pid && stack.pid != *pid) continue;
     exporters::Sample s;
     for (FrameId f : stack.frames) {
       if (remap[f] < 0) {

@@ -5,7 +5,9 @@
 #define GPUFLAME_PROFILER_PROFILE_BUILDER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "exporters/profile.h"
@@ -13,10 +15,14 @@
 
 namespace gpuflame::profiler {
 
-// |comm| names processes for the `process` label (pid -> name).
-exporters::Profile BuildMemoryProfile(const EventProcessor& events, uint8_t domain,
+// One memory profile from per-stack |counters| (the tracker's, or a window's),
+// for one process when |pid| is given. |comm| names processes for the
+// `process` label (pid -> name).
+exporters::Profile BuildMemoryProfile(const EventProcessor& events,
+                                      const std::vector<StackCounters>& counters, uint8_t domain,
                                       const absl::flat_hash_map<pid_t, std::string>& comm,
-                                      int64_t time_nanos, int64_t duration_nanos);
+                                      std::optional<pid_t> pid, int64_t time_nanos,
+                                      int64_t duration_nanos);
 
 inline constexpr const char* kGpuMemoryProfile = "gpu_memory";
 inline constexpr const char* kTorchMemoryProfile = "torch_memory";

@@ -14,9 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "exporters/html_writer.h"
-#include "profiler/bpf_probes.h"
 #include "profiler/event_processor.h"
-#include "profiler/preflight.h"
+#include "profiler/session.h"
 #include "profiler/process_registry.h"
 #include "profiler/profile_builder.h"
 #include "profiler/record_output.h"
@@ -63,26 +62,6 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv) {
   }
   close(gate[0]);
   return Child{pid, gate[1]};
-}
-
-// Unregistering a uprobe waits for an RCU grace period: about 100 ms each on
-// the kernels we run on, seconds for the whole probe set. A child inherits
-// our descriptors and drops the last references after we have exited, so the
-// user's prompt (and a caller reading our output) does not wait for it.
-void DetachProbesInBackground() {
-  int alive[2];
-  if (pipe(alive) != 0) return;
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDWR);
-    for (int fd = 0; fd < 3; fd++) dup2(null, fd);
-    close(alive[1]);
-    char b;
-    while (read(alive[0], &b, 1) < 0 && errno == EINTR) {
-    }
-    _exit(0);  // read returns 0 once the parent has exited
-  }
-  close(alive[0]);  // the write end stays open until we exit
 }
 
 class Progress {
@@ -156,36 +135,20 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
 }  // namespace
 
 int RunRecord(const RecordOptions& opt) {
-  if (auto s = CheckPrivileges(); !s.ok()) return Fail(s);
-  if (auto s = CheckKernel(); !s.ok()) return Fail(s);
   for (pid_t pid : opt.pids)
     if (kill(pid, 0) != 0 && errno == ESRCH)
       return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));
   if (auto s = PrepareOutputDir(opt.output_dir); !s.ok()) return Fail(s);
 
   bool system_wide = opt.pids.empty() && opt.command.empty();
-  symbolizer::ElfCache elves;
-  symbolizer::NativeSymbolizer native(elves);
-  std::unique_ptr<ProcessRegistry> registry;
-  std::unique_ptr<StackResolver> resolver;
-  std::unique_ptr<EventProcessor> events;
-
-  BpfProbes::Options bopt;
-  bopt.filter_targets = !system_wide;
-  auto probes = BpfProbes::Load(bopt, [&](std::span<const uint8_t> rec) { events->OnRecord(rec); });
-  if (!probes.ok()) return Fail(ExplainBpfFailure(probes.status()));
-
-  ProcessRegistry::Options ropt;
-  ropt.filtered = !system_wide;
-  ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
-  registry = std::make_unique<ProcessRegistry>(**probes, elves, ropt, &native);
-  resolver = std::make_unique<StackResolver>(registry.get(), native,
-                                             StackResolver::Options{opt.show_trampolines});
-  events = std::make_unique<EventProcessor>(registry.get(), *resolver);
-
+  Session::Options sopt;
+  sopt.system_wide = system_wide;
+  sopt.show_trampolines = opt.show_trampolines;
+  auto started = Session::Start(sopt);
+  if (!started.ok()) return Fail(started.status());
+  Session& session = **started;
   for (pid_t pid : opt.pids)
-    if (auto s = registry->AddTarget(pid); !s.ok()) return Fail(s);
-  if (system_wide) registry->ScanAll();
+    if (auto s = session.AddTarget(pid); !s.ok()) return Fail(s);
 
   struct sigaction sa{};
   sa.sa_handler = OnSignal;
@@ -204,9 +167,7 @@ int RunRecord(const RecordOptions& opt) {
     child = *c;
     // Gate our own command (and its children): stopped at exec and at every
     // CUDA/PyTorch/libpython mapping until the probes are in place.
-    if (auto s = (*probes)->SetTarget(child.pid, GF_TARGET_TRACE | GF_TARGET_GATE | GF_TARGET_FOLLOW);
-        !s.ok())
-      return Fail(s);
+    if (auto s = session.AddGatedChild(child.pid); !s.ok()) return Fail(s);
     (void)!write(child.release_fd, "x", 1);
     close(child.release_fd);
   }
@@ -226,18 +187,17 @@ int RunRecord(const RecordOptions& opt) {
   while (!g_stop) {
     // Records arrive without wakeups (see wakeup_bytes in the BPF side): the
     // timeout is how often allocations are picked up.
-    int n = (*probes)->Poll(20);
+    int n = session.Poll(20);
     if (n < 0 && n != -EINTR) {
       std::fprintf(stderr, "gpuflame: reading events failed: %s\n", std::strerror(-n));
       break;
     }
-    registry->Tick();
-    for (const std::string& w : registry->TakeWarnings())
+    for (const std::string& w : session.TakeWarnings())
       if (!opt.quiet) std::fprintf(stderr, "\r\033[Kgpuflame: warning: %s\n", w.c_str());
     int64_t now = NowNs(CLOCK_MONOTONIC);
     double elapsed = static_cast<double>(now - start) / 1e9;
     if (now - last_draw > 200'000'000) {
-      progress.Draw(elapsed, *events, registry->processes().size());
+      progress.Draw(elapsed, session.events(), session.registry().processes().size());
       last_draw = now;
     }
     if (!child_done) {
@@ -258,38 +218,40 @@ int RunRecord(const RecordOptions& opt) {
       if (!any) break;
     }
   }
-  // Drain what is already in the ring buffer.
-  for (int i = 0; i < 1000 && (*probes)->Poll(0) > 0; i++) {
-  }
+  session.Drain();
   progress.Finish();
   const int64_t duration = NowNs(CLOCK_MONOTONIC) - start;
 
   absl::flat_hash_map<pid_t, std::string> comm;
   bool any_torch = false;
-  for (const auto& [pid, info] : registry->processes()) {
+  const EventProcessor& events = session.events();
+  ProcessRegistry& registry = session.registry();
+  for (const auto& [pid, info] : registry.processes()) {
     comm[pid] = info->comm;
     any_torch |= info->has_torch;
   }
-  for (StackId id = 0; id < events->stacks().size(); id++)
-    any_torch |= events->stacks().Get(id).domain == GF_DOMAIN_TORCH;
-  exporters::Profile gpu = BuildMemoryProfile(*events, GF_DOMAIN_GPU, comm, start_wall, duration);
-  exporters::Profile torch = BuildMemoryProfile(*events, GF_DOMAIN_TORCH, comm, start_wall, duration);
+  for (StackId id = 0; id < events.stacks().size(); id++)
+    any_torch |= events.stacks().Get(id).domain == GF_DOMAIN_TORCH;
+  exporters::Profile gpu = BuildMemoryProfile(events, events.tracker().counters(), GF_DOMAIN_GPU,
+                                              comm, std::nullopt, start_wall, duration);
+  exporters::Profile torch = BuildMemoryProfile(events, events.tracker().counters(), GF_DOMAIN_TORCH,
+                                                comm, std::nullopt, start_wall, duration);
   std::vector<const exporters::Profile*> profiles{&gpu};
   if (any_torch) profiles.push_back(&torch);
 
-  std::vector<std::string> warnings = registry->TakeWarnings();
-  auto bpf_stats = (*probes)->ReadStats();
+  std::vector<std::string> warnings = session.TakeWarnings();
+  auto bpf_stats = session.BpfStats();
   if (bpf_stats[GF_STAT_RINGBUF_FULL])
     warnings.push_back(absl::StrCat(bpf_stats[GF_STAT_RINGBUF_FULL],
                                     " events were dropped because the ring buffer was full"));
-  if (registry->processes().empty())
+  if (registry.processes().empty())
     warnings.push_back("no process with a CUDA library was seen: the profiles are empty");
   else {
     bool cuda = false;
-    for (const auto& [pid, info] : registry->processes()) cuda |= info->has_cuda || info->has_torch;
+    for (const auto& [pid, info] : registry.processes()) cuda |= info->has_cuda || info->has_torch;
     if (!cuda) warnings.push_back("no CUDA library was loaded by the profiled processes");
   }
-  std::string summary = SummaryJson(*events, *registry, bpf_stats, *resolver,
+  std::string summary = SummaryJson(events, registry, bpf_stats, session.resolver(),
                                     static_cast<double>(duration) / 1e9, warnings);
   std::string title = opt.command.empty() ? "record" : opt.command[0];
   for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
@@ -298,13 +260,13 @@ int RunRecord(const RecordOptions& opt) {
 
   if (!opt.quiet) {
     for (const std::string& w : warnings) std::fprintf(stderr, "gpuflame: warning: %s\n", w.c_str());
-    const TrackerStats& t = events->tracker().stats();
+    const TrackerStats& t = events.tracker().stats();
     std::fprintf(stderr, "gpuflame: %llu allocations, %llu frees in %.1fs; wrote %s/\n",
                  static_cast<unsigned long long>(t.allocs), static_cast<unsigned long long>(t.frees),
                  static_cast<double>(duration) / 1e9, opt.output_dir.c_str());
     std::fprintf(stderr, "gpuflame: open %s/flamegraph.html in a browser\n", opt.output_dir.c_str());
   }
-  DetachProbesInBackground();
+  Session::DetachProbesInBackground();
   return opt.command.empty() ? 0 : exit_status;
 }
 
