@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "exporters/html_writer.h"
 #include "profiler/event_processor.h"
+#include "profiler/preflight.h"
 #include "profiler/session.h"
 #include "profiler/process_registry.h"
 #include "profiler/profile_builder.h"
@@ -135,6 +136,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
 }  // namespace
 
 int RunRecord(const RecordOptions& opt) {
+  // Most fundamental first: without privileges nothing else matters.
+  if (auto s = CheckPrivileges(); !s.ok()) return Fail(s);
   for (pid_t pid : opt.pids)
     if (kill(pid, 0) != 0 && errno == ESRCH)
       return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));
