@@ -13,10 +13,14 @@ std::string UsageText() {
 Usage:
   gpuflame record -o DIR [--duration SECONDS] [--pid PID ...] [-- COMMAND ARGS ...]
 
+  gpuflame agent --pyroscope-url URL [--window SECONDS] [--config FILE]
+
   record      Profile a command (-- COMMAND), running processes (--pid), or,
               with neither, every CUDA process on this machine. Writes
               DIR/gpu_memory.pb.gz, DIR/torch_memory.pb.gz (when PyTorch's
               allocator was used), folded stacks and DIR/flamegraph.html.
+  agent       Run continuously and push per-process profiles to Grafana
+              Pyroscope every window (see gpuflame agent --help).
 
 Options:
   -o, --output DIR        where to write the profiles (required)
@@ -40,10 +44,19 @@ absl::Status Bad(std::string msg) {
 
 }  // namespace
 
-absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
+absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
+                                         const std::map<std::string, std::string>& env) {
   if (args.empty()) return Bad("missing command: try `gpuflame record -o DIR -- COMMAND`");
   if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") return HelpRequest{UsageText()};
   if (args[0] == "--version" || args[0] == "version") return VersionRequest{};
+  if (args[0] == "agent") {
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    for (const std::string& a : rest)
+      if (a == "-h" || a == "--help") return HelpRequest{AgentUsageText()};
+    auto cfg = LoadAgentConfig(rest, env);
+    if (!cfg.ok()) return Bad(std::string(cfg.status().message()));
+    return *cfg;
+  }
   if (args[0] != "record") return Bad(absl::StrCat("unknown command '", args[0], "'"));
 
   RecordOptions o;

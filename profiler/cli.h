@@ -3,11 +3,13 @@
 #ifndef GPUFLAME_PROFILER_CLI_H_
 #define GPUFLAME_PROFILER_CLI_H_
 
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "profiler/agent_config.h"
 #include "profiler/record_command.h"
 
 namespace gpuflame::profiler {
@@ -17,9 +19,11 @@ struct HelpRequest {
 };
 struct VersionRequest {};
 
-using Command = std::variant<RecordOptions, HelpRequest, VersionRequest>;
+using Command = std::variant<RecordOptions, AgentConfig, HelpRequest, VersionRequest>;
 
-absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args);
+// |env| feeds the agent's GPUFLAME_* settings.
+absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
+                                         const std::map<std::string, std::string>& env = {});
 std::string UsageText();
 
 }  // namespace gpuflame::profiler

@@ -1,0 +1,47 @@
+// Pushes profiles to Grafana Pyroscope: push.v1.PusherService/Push over
+// Connect (HTTP/1.1 POST, application/proto) with libcurl. One call sends one
+// PushRequest; the status says whether a retry can help.
+#ifndef GPUFLAME_EXPORTERS_PYROSCOPE_CLIENT_H_
+#define GPUFLAME_EXPORTERS_PYROSCOPE_CLIENT_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace gpuflame::exporters {
+
+struct PyroscopeEndpoint {
+  std::string url;                // http(s)://host:4040 (path appended)
+  std::string basic_user;         // basic auth, when set
+  std::string basic_password;
+  std::string bearer_token_file;  // read at each push: rotated tokens work
+  std::string tenant;             // X-Scope-OrgID
+  std::string ca_file;            // TLS trust
+  long timeout_ms = 10000;
+};
+
+struct Series {
+  std::vector<std::pair<std::string, std::string>> labels;  // __name__, service_name, ...
+  std::string pprof;  // gzip-compressed pprof
+};
+
+// The serialized push.v1.PushRequest for |series|.
+std::string EncodePushRequest(const std::vector<Series>& series);
+
+class PyroscopeClient {
+ public:
+  explicit PyroscopeClient(PyroscopeEndpoint endpoint);
+  // OK; UnavailableError / ResourceExhaustedError (retry later);
+  // InvalidArgument / PermissionDenied / Unauthenticated (retrying won't help).
+  absl::Status Push(const std::vector<Series>& series) const;
+  const PyroscopeEndpoint& endpoint() const { return endpoint_; }
+
+ private:
+  PyroscopeEndpoint endpoint_;
+};
+
+}  // namespace gpuflame::exporters
+
+#endif  // GPUFLAME_EXPORTERS_PYROSCOPE_CLIENT_H_

@@ -1,0 +1,232 @@
+#include "profiler/agent_command.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include <cstdio>
+#include <set>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "exporters/gzip.h"
+#include "exporters/pprof_writer.h"
+#include "exporters/profile_limits.h"
+#include "exporters/push_queue.h"
+#include "profiler/k8s_metadata.h"
+#include "profiler/metrics_server.h"
+#include "profiler/profile_builder.h"
+#include "profiler/session.h"
+#include "profiler/window.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+int64_t NowNs(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Pyroscope label values are at most 2048 bytes.
+std::string LabelValue(std::string v) {
+  if (v.size() > 2048) v.resize(2048);
+  return v;
+}
+
+class Agent {
+ public:
+  Agent(const AgentConfig& cfg, Session& session)
+      : cfg_(cfg),
+        session_(session),
+        client_(cfg.pyroscope),
+        queue_([this](const std::vector<exporters::Series>& s) { return client_.Push(s); },
+               exporters::PushQueueOptions{cfg.queue_requests, 250, 30000}) {}
+
+  absl::Status StartMetrics() {
+    if (cfg_.metrics_port == 0) return absl::OkStatus();
+    return metrics_.Start(cfg_.metrics_address, cfg_.metrics_port);
+  }
+
+  void CloseWindow(int64_t start_wall, int64_t duration) {
+    const EventProcessor& events = session_.events();
+    std::vector<StackCounters> counters = window_.Close(events.tracker().counters());
+    absl::flat_hash_set<pid_t> active;
+    for (StackId id = 0; id < counters.size() && id < events.stacks().size(); id++) {
+      const StackCounters& c = counters[id];
+      if (c.alloc_objects != 0 || c.inuse_objects != 0) active.insert(events.stacks().Get(id).pid);
+    }
+    absl::flat_hash_map<pid_t, std::string> comm;
+    for (const auto& [pid, info] : session_.registry().processes()) comm[pid] = info->comm;
+    for (pid_t pid : active) {
+      if (retired_.contains(pid)) continue;
+      const ProcessInfo* info = session_.registry().Find(pid);
+      const PodInfo& pod = Pod(pid);
+      std::string name = comm.contains(pid) ? comm[pid] : "";
+      if (!Selected(pid, name, pod)) continue;
+      std::vector<exporters::Series> request;
+      for (uint8_t domain : {uint8_t{GF_DOMAIN_GPU}, uint8_t{GF_DOMAIN_TORCH}}) {
+        exporters::Profile p = BuildMemoryProfile(events, counters, domain, comm, pid, start_wall, duration);
+        if (p.samples.empty()) continue;
+        // One series per process already: the pid/process sample labels
+        // would only split it again (and count against the label limit).
+        for (auto& s : p.samples) s.labels.clear();
+        exporters::LimitReport r = exporters::EnforceLimits(p);
+        folded_samples_ += r.folded_samples;
+        truncated_stacks_ += r.truncated_stacks;
+        auto gz = exporters::EncodePprofGz(p);
+        if (!gz.ok()) continue;
+        request.push_back({Labels(p.name, pid, name, pod), std::move(*gz)});
+      }
+      if (!request.empty()) {
+        queue_.Enqueue(std::move(request));
+        windows_enqueued_++;
+      }
+      // An exited process's last window has gone out: forget it.
+      if (info && info->exited) retired_.insert(pid);
+    }
+  }
+
+  void PublishMetrics() {
+    if (cfg_.metrics_port == 0) return;
+    auto bpf = session_.BpfStats();
+    const EventProcessor& ev = session_.events();
+    exporters::PushStats push = queue_.Stats();
+    size_t attached = 0;
+    for (const auto& [pid, info] : session_.registry().processes()) attached += !info->exited;
+    metrics_.Publish({
+        {"gpuflame_events_total", "Allocator events seen by the BPF programs.", "counter", double(bpf[GF_STAT_EVENTS])},
+        {"gpuflame_ringbuf_dropped_total", "Events lost because the ring buffer was full.", "counter", double(bpf[GF_STAT_RINGBUF_FULL])},
+        {"gpuflame_records_total", "Ring-buffer records handled in user space.", "counter", double(ev.stats().records)},
+        {"gpuflame_records_malformed_total", "Ring-buffer records that failed validation.", "counter", double(ev.stats().malformed)},
+        {"gpuflame_processes_attached", "Processes being profiled.", "gauge", double(attached)},
+        {"gpuflame_live_allocations", "Allocations currently tracked.", "gauge", double(ev.tracker().live_count())},
+        {"gpuflame_unmatched_frees_total", "Frees of memory allocated before gpuflame attached.", "counter", double(ev.tracker().stats().unmatched_frees)},
+        {"gpuflame_python_frames_unresolved_total", "Python frames whose code object could not be read.", "counter", double(session_.resolver().stats().python_unresolved)},
+        {"gpuflame_profiles_enqueued_total", "Per-process window pushes queued.", "counter", double(windows_enqueued_)},
+        {"gpuflame_profiles_pushed_total", "Push requests accepted by Pyroscope.", "counter", double(push.pushed)},
+        {"gpuflame_push_failures_total", "Push attempts that failed and were retried.", "counter", double(push.failed_attempts)},
+        {"gpuflame_push_dropped_queue_full_total", "Push requests dropped because the queue was full.", "counter", double(push.dropped_queue_full)},
+        {"gpuflame_push_rejected_total", "Push requests Pyroscope rejected for good.", "counter", double(push.dropped_rejected)},
+        {"gpuflame_push_queue_requests", "Push requests waiting to be sent.", "gauge", double(push.queued)},
+        {"gpuflame_profile_samples_folded_total", "Stacks folded into [other] to stay within Pyroscope's limits.", "counter", double(folded_samples_)},
+    });
+  }
+
+  exporters::PushQueue& queue() { return queue_; }
+  int metrics_port() const { return metrics_.port(); }
+
+ private:
+  const PodInfo& Pod(pid_t pid) {
+    auto it = pods_.find(pid);
+    if (it == pods_.end()) it = pods_.emplace(pid, ReadPodInfo(pid)).first;
+    return it->second;
+  }
+
+  bool Selected(pid_t pid, const std::string& name, const PodInfo& pod) const {
+    const Selectors& s = cfg_.select;
+    if (s.Empty()) return true;
+    if (std::find(s.pids.begin(), s.pids.end(), pid) != s.pids.end()) return true;
+    if (Contains(s.processes, name)) return true;
+    if (!pod.namespace_name.empty() && Contains(s.namespaces, pod.namespace_name)) return true;
+    if (!pod.pod.empty() && Contains(s.pods, pod.pod)) return true;
+    return false;
+  }
+
+  std::vector<std::pair<std::string, std::string>> Labels(const std::string& profile, pid_t pid,
+                                                          const std::string& name, const PodInfo& pod) const {
+    std::string service = cfg_.service_name;
+    if (service.empty())
+      service = pod.in_kubernetes() && !pod.namespace_name.empty() ? absl::StrCat(pod.namespace_name, "/", name)
+                                                                   : name;
+    if (service.empty()) service = "unknown_service";
+    std::vector<std::pair<std::string, std::string>> l = {
+        {"__name__", profile},
+        {"service_name", LabelValue(service)},
+        {"node", LabelValue(cfg_.node)},
+        {"pid", std::to_string(pid)},
+        {"process", LabelValue(name)},
+    };
+    if (!pod.namespace_name.empty()) l.push_back({"namespace", LabelValue(pod.namespace_name)});
+    if (!pod.pod.empty()) l.push_back({"pod", LabelValue(pod.pod)});
+    if (!pod.container_id.empty()) l.push_back({"container_id", pod.container_id.substr(0, 12)});
+    return l;
+  }
+
+  const AgentConfig& cfg_;
+  Session& session_;
+  exporters::PyroscopeClient client_;
+  exporters::PushQueue queue_;
+  MetricsServer metrics_;
+  WindowAccumulator window_;
+  absl::flat_hash_map<pid_t, PodInfo> pods_;
+  absl::flat_hash_set<pid_t> retired_;
+  uint64_t windows_enqueued_ = 0;
+  uint64_t folded_samples_ = 0;
+  uint64_t truncated_stacks_ = 0;
+};
+
+}  // namespace
+
+int RunAgent(const AgentConfig& cfg) {
+  Session::Options sopt;
+  sopt.system_wide = true;
+  sopt.show_trampolines = cfg.show_trampolines;
+  auto started = Session::Start(sopt);
+  if (!started.ok()) {
+    std::fprintf(stderr, "gpuflame: %s\n", std::string(started.status().message()).c_str());
+    return 2;
+  }
+  Session& session = **started;
+  Agent agent(cfg, session);
+  if (auto s = agent.StartMetrics(); !s.ok()) {
+    std::fprintf(stderr, "gpuflame: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  struct sigaction sa{};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::fprintf(stderr, "gpuflame: agent pushing to %s every %gs%s\n", cfg.pyroscope.url.c_str(),
+               cfg.window_seconds,
+               cfg.metrics_port ? absl::StrCat(", metrics on :", agent.metrics_port()).c_str() : "");
+
+  const auto window_ns = static_cast<int64_t>(cfg.window_seconds * 1e9);
+  int64_t window_start = NowNs(CLOCK_MONOTONIC);
+  int64_t window_start_wall = NowNs(CLOCK_REALTIME);
+  int64_t last_metrics = 0;
+  while (!g_stop) {
+    session.Poll(20);
+    for (const std::string& w : session.TakeWarnings()) std::fprintf(stderr, "gpuflame: warning: %s\n", w.c_str());
+    int64_t now = NowNs(CLOCK_MONOTONIC);
+    if (now - window_start >= window_ns) {
+      agent.CloseWindow(window_start_wall, now - window_start);
+      window_start = now;
+      window_start_wall = NowNs(CLOCK_REALTIME);
+    }
+    if (now - last_metrics > 1'000'000'000) {
+      agent.PublishMetrics();
+      last_metrics = now;
+    }
+  }
+  // The last, partial window goes out too.
+  session.Drain();
+  agent.CloseWindow(window_start_wall, NowNs(CLOCK_MONOTONIC) - window_start);
+  bool flushed = agent.queue().Flush(10000);
+  exporters::PushStats st = agent.queue().Stats();
+  std::fprintf(stderr, "gpuflame: agent stopped: %llu pushes accepted, %llu retried, %llu dropped (queue full), %llu rejected%s\n",
+               static_cast<unsigned long long>(st.pushed), static_cast<unsigned long long>(st.failed_attempts),
+               static_cast<unsigned long long>(st.dropped_queue_full), static_cast<unsigned long long>(st.dropped_rejected),
+               flushed ? "" : absl::StrCat("; ", st.queued, " not delivered (", st.last_error, ")").c_str());
+  Session::DetachProbesInBackground();
+  return 0;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,45 @@
+// `gpuflame agent` configuration from a YAML file, environment variables and
+// flags (flags win over the environment, which wins over the file), checked
+// with one clear message per mistake.
+#ifndef GPUFLAME_PROFILER_AGENT_CONFIG_H_
+#define GPUFLAME_PROFILER_AGENT_CONFIG_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "exporters/pyroscope_client.h"
+
+namespace gpuflame::profiler {
+
+struct Selectors {
+  std::vector<std::string> namespaces;
+  std::vector<std::string> pods;
+  std::vector<std::string> processes;  // process names (comm)
+  std::vector<int> pids;
+  bool Empty() const { return namespaces.empty() && pods.empty() && processes.empty() && pids.empty(); }
+};
+
+struct AgentConfig {
+  exporters::PyroscopeEndpoint pyroscope;
+  double window_seconds = 15;
+  int metrics_port = 9400;      // 0: no metrics endpoint
+  std::string metrics_address = "0.0.0.0";
+  std::string node;             // default: $NODE_NAME, else the host name
+  std::string service_name;     // overrides the derived service_name when set
+  Selectors select;
+  size_t queue_requests = 256;
+  bool show_trampolines = true;
+  bool check_only = false;      // --check-config
+};
+
+// |args| follow `agent`; |env| is the environment (name -> value).
+absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args,
+                                            const std::map<std::string, std::string>& env);
+std::string DescribeConfig(const AgentConfig& c);
+std::string AgentUsageText();
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_AGENT_CONFIG_H_

@@ -1,0 +1,82 @@
+#include "profiler/k8s_metadata.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cctype>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+std::string ReadSmall(const std::string& path, size_t limit = 4096) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out(limit, '\0');
+  ssize_t n = read(fd, out.data(), limit);
+  close(fd);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+std::string FirstLine(std::string s) {
+  auto nl = s.find_first_of("\r\n");
+  if (nl != std::string::npos) s.resize(nl);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  return s;
+}
+
+bool IsHex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
+
+}  // namespace
+
+std::optional<std::string> ContainerIdFromCgroup(std::string_view text) {
+  // The innermost 64-hex run on any line: `/docker/<id>`, `docker-<id>.scope`,
+  // `cri-containerd-<id>.scope`, `crio-<id>.scope`, `/kubepods/.../<id>`.
+  std::optional<std::string> found;
+  size_t run = 0;
+  for (size_t i = 0; i <= text.size(); i++) {
+    if (i < text.size() && IsHex(text[i])) {
+      run++;
+      continue;
+    }
+    if (run == 64) {
+      bool bounded_left = i - run == 0 || !std::isalnum(static_cast<unsigned char>(text[i - run - 1]));
+      if (bounded_left) found = std::string(text.substr(i - run, 64));
+    }
+    run = 0;
+  }
+  return found;
+}
+
+std::optional<std::string> PodUidFromCgroup(std::string_view text) {
+  // cgroupfs: `/kubepods/burstable/pod<uid-with-dashes>/`
+  // systemd:  `kubepods-burstable-pod<uid_with_underscores>.slice`
+  for (size_t pos = text.find("pod"); pos != std::string_view::npos; pos = text.find("pod", pos + 3)) {
+    size_t start = pos + 3;
+    std::string uid;
+    size_t i = start;
+    while (i < text.size() && uid.size() < 36 && (IsHex(text[i]) || text[i] == '-' || text[i] == '_')) {
+      uid += text[i] == '_' ? '-' : text[i];
+      i++;
+    }
+    if (uid.size() == 36 && uid[8] == '-' && uid[13] == '-' && uid[18] == '-' && uid[23] == '-') return uid;
+  }
+  return std::nullopt;
+}
+
+PodInfo ReadPodInfo(pid_t pid, const std::string& proc) {
+  PodInfo info;
+  std::string base = absl::StrCat(proc, "/", pid);
+  std::string cgroup = ReadSmall(base + "/cgroup", 64 * 1024);
+  if (auto id = ContainerIdFromCgroup(cgroup)) info.container_id = *id;
+  if (auto uid = PodUidFromCgroup(cgroup)) info.pod_uid = *uid;
+  if (!info.in_kubernetes()) return info;
+  info.pod = FirstLine(ReadSmall(base + "/root/etc/hostname", 256));
+  info.namespace_name =
+      FirstLine(ReadSmall(base + "/root/var/run/secrets/kubernetes.io/serviceaccount/namespace", 256));
+  return info;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,196 @@
+// `gpuflame agent` end to end: the real binary pushes to a real
+// Pyroscope-protocol receiver (tests/e2e/pyroscope_receiver.cc) while real
+// Python processes allocate through the simulated CUDA runtime (a test
+// fixture). Byte totals must arrive exactly, through an outage too.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "e2e/e2e_support.h"
+#include "e2e/pyroscope_receiver.h"
+
+namespace gpuflame::e2e {
+namespace {
+
+constexpr int64_t MiB = 1 << 20;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The agent as a child process we can stop with SIGTERM.
+class AgentProcess {
+ public:
+  AgentProcess(int pyroscope_port, int metrics_port, const std::string& log) : log_(log) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = freopen(log.c_str(), "w", stderr);
+      (void)f;
+      std::string url = "http://127.0.0.1:" + std::to_string(pyroscope_port);
+      std::string mport = std::to_string(metrics_port);
+      execl(GPUFLAME_BIN, GPUFLAME_BIN, "agent", "--pyroscope-url", url.c_str(), "--window", "1",
+            "--metrics-port", mport.c_str(), "--metrics-address", "127.0.0.1", "--node", "test-node",
+            nullptr);
+      _exit(127);
+    }
+  }
+  bool WaitReady() {
+    for (int i = 0; i < 500; i++) {
+      if (ReadFile(log_).find("agent pushing to") != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  int Stop() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string Log() const { return ReadFile(log_); }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+// Runs features.py (after a warm-up that maps the fixture libraries, so the
+// agent's uprobes are on their inodes) and returns its pid.
+pid_t RunWorkload(const std::string& dir) {
+  std::string py = PyenvPython("3.12");
+  Sh(SimEnv() + " " + py + " -c 'import sim_torch'");
+  std::string pidfile = dir + "/workload.pid";
+  RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " +
+                   std::string(GPUFLAME_WORKLOADS) + "/features.py'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  return std::stoi(ReadFile(pidfile));
+}
+
+struct Totals {
+  int64_t torch_alloc = 0, gpu_alloc = 0, torch_last_inuse = -1, gpu_last_inuse = -1;
+  int windows = 0;
+};
+
+int64_t SampleTotal(const pprof::Profile& p, const std::string& type) {
+  for (int i = 0; i < p.sample_type_size(); i++)
+    if (p.string_table(p.sample_type(i).type()) == type) {
+      int64_t t = 0;
+      for (const auto& s : p.sample()) t += s.value(i);
+      return t;
+    }
+  return -1;
+}
+
+Totals Sum(const std::vector<ReceivedSeries>& series, pid_t pid) {
+  Totals t;
+  int64_t last_torch = -1, last_gpu = -1;
+  for (const ReceivedSeries& s : series) {
+    auto it = s.labels.find("pid");
+    if (it == s.labels.end() || it->second != std::to_string(pid)) continue;
+    bool torch = s.labels.at("__name__") == "torch_memory";
+    int64_t& alloc = torch ? t.torch_alloc : t.gpu_alloc;
+    alloc += SampleTotal(s.profile, "alloc_space");
+    int64_t& last = torch ? last_torch : last_gpu;
+    if (s.profile.time_nanos() >= last) {
+      last = s.profile.time_nanos();
+      (torch ? t.torch_last_inuse : t.gpu_last_inuse) = SampleTotal(s.profile, "inuse_space");
+    }
+    if (torch) t.windows++;
+  }
+  return t;
+}
+
+TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  pid_t pid = RunWorkload(dir);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two windows close
+
+  httplib::Client metrics("127.0.0.1", metrics_port);
+  auto res = metrics.Get("/metrics");
+  ASSERT_TRUE(res) << "metrics endpoint unreachable";
+  EXPECT_NE(res->body.find("# TYPE gpuflame_profiles_pushed_total counter"), std::string::npos) << res->body;
+  EXPECT_EQ(res->body.find("gpuflame_ringbuf_dropped_total 0\n") == std::string::npos, false) << res->body;
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+
+  EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+  auto series = receiver.Accepted();
+  Totals t = Sum(series, pid);
+  EXPECT_EQ(t.torch_alloc, 114 * MiB) << agent.Log();
+  EXPECT_EQ(t.gpu_alloc, 121 * MiB);
+  EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
+  EXPECT_EQ(t.gpu_last_inuse, 89 * MiB);
+  EXPECT_GE(t.windows, 1);
+  for (const ReceivedSeries& s : series) {
+    if (s.labels.at("pid") != std::to_string(pid)) continue;
+    EXPECT_EQ(s.labels.at("service_name"), "python3.12");
+    EXPECT_EQ(s.labels.at("process"), "python3.12");
+    EXPECT_EQ(s.labels.at("node"), "test-node");
+    EXPECT_EQ(s.profile.sample(0).label_size(), 0) << "one series per process: no sample labels";
+  }
+  // An exited process is pushed until its final window, then forgotten.
+  int before = receiver.requests();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(receiver.requests(), before);
+}
+
+TEST(AgentTest, DeliversEverythingAfterAPyroscopeOutage) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("outage");
+  int port = FreePort();  // nothing listens yet: Pyroscope is down
+  AgentProcess agent(port, 0, dir + "/agent.log");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  pid_t pid = RunWorkload(dir);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // windows queue up, pushes fail
+
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start(port));
+  Totals t;
+  for (int i = 0; i < 300 && t.torch_alloc < 114 * MiB; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    t = Sum(receiver.Accepted(), pid);
+  }
+  EXPECT_EQ(agent.Stop(), 0);
+  std::string log = agent.Log();
+  t = Sum(receiver.Accepted(), pid);
+  EXPECT_EQ(t.torch_alloc, 114 * MiB) << log;
+  EXPECT_EQ(t.gpu_alloc, 121 * MiB) << log;
+  EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
+  EXPECT_TRUE(receiver.Rejections().empty());
+  EXPECT_EQ(log.find(" 0 retried"), std::string::npos) << "pushes failed during the outage: " << log;
+  EXPECT_NE(log.find(" 0 dropped (queue full), 0 rejected"), std::string::npos) << log;
+}
+
+TEST(AgentTest, RejectsBadConfigurationWithOneLine) {
+  RunResult r = Sh(std::string(GPUFLAME_BIN) + " agent --pyroscope-url localhost:4040");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("must start with http:// or https://"), std::string::npos) << r.output;
+  RunResult ok = Sh(std::string(GPUFLAME_BIN) + " agent --pyroscope-url http://p:4040 --window 5 --check-config");
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  EXPECT_NE(ok.output.find("configuration OK"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuflame::e2e

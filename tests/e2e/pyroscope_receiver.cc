@@ -1,0 +1,142 @@
+#include "e2e/pyroscope_receiver.h"
+
+#include <httplib.h>
+
+#include <regex>
+#include <set>
+
+#include "exporters/gzip.h"
+#include "push.pb.h"
+
+namespace gpuflame::e2e {
+namespace {
+
+bool ValidUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; k++)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    i += n;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ValidateSeries(const std::map<std::string, std::string>& labels, const std::string& raw,
+                           pprof::Profile* out) {
+  static const std::regex kMetricName("[a-zA-Z_:][a-zA-Z0-9_:]*");
+  static const std::regex kLabelName("[a-zA-Z_][a-zA-Z0-9_.]*");
+  auto name = labels.find("__name__");
+  if (name == labels.end()) return "missing __name__";
+  if (!std::regex_match(name->second, kMetricName)) return "invalid __name__ " + name->second;
+  if (name->second == "memory") return "__name__=memory is treated as cumulative";
+  if (labels.size() > 30) return "more than 30 labels";
+  for (const auto& [k, v] : labels) {
+    if (!std::regex_match(k, kLabelName)) return "invalid label name " + k;
+    if (k.size() > 1024 || v.size() > 2048) return "label too long: " + k;
+    if (v.empty()) return "empty label value for " + k;
+  }
+  std::string bytes = raw;
+  if (raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f && static_cast<unsigned char>(raw[1]) == 0x8b) {
+    auto g = exporters::Gunzip(raw);
+    if (!g.ok()) return "bad gzip";
+    bytes = *g;
+  }
+  if (bytes.size() > (4u << 20)) return "profile_size_limit";
+  pprof::Profile p;
+  if (!p.ParseFromString(bytes)) return "not a pprof profile";
+  if (p.sample_type_size() < 1) return "no sample types";
+  if (p.string_table_size() == 0 || p.string_table(0) != "") return "string_table[0] must be empty";
+  if (p.sample_size() > 16000) return "more than 16000 samples";
+  const auto nstr = p.string_table_size();
+  auto str_ok = [&](int64_t i) { return i >= 0 && i < nstr; };
+  for (const auto& t : p.sample_type()) {
+    if (!str_ok(t.type()) || !str_ok(t.unit())) return "sample type string out of range";
+    if (p.string_table(t.type()).find('-') != std::string::npos) return "sample type with '-'";
+  }
+  std::set<uint64_t> locations, functions;
+  for (const auto& f : p.function()) {
+    if (f.id() == 0) return "function id 0";
+    if (!str_ok(f.name()) || !str_ok(f.system_name()) || !str_ok(f.filename())) return "function string out of range";
+    functions.insert(f.id());
+  }
+  for (const auto& l : p.location()) {
+    if (l.id() == 0) return "location id 0";
+    for (const auto& line : l.line())
+      if (!functions.count(line.function_id())) return "line refers to a missing function";
+    locations.insert(l.id());
+  }
+  for (const auto& s : p.sample()) {
+    if (s.value_size() != p.sample_type_size()) return "sample value count != sample types";
+    if (s.location_id_size() > 1000) return "stack deeper than 1000";
+    if (s.label_size() > 100) return "more than 100 sample labels";
+    for (uint64_t id : s.location_id())
+      if (!locations.count(id)) return "sample refers to a missing location";
+  }
+  for (const std::string& s : p.string_table())
+    if (!ValidUtf8(s)) return "string not UTF-8";
+  if (out) *out = std::move(p);
+  return "";
+}
+
+PyroscopeReceiver::PyroscopeReceiver() = default;
+PyroscopeReceiver::~PyroscopeReceiver() { Stop(); }
+
+bool PyroscopeReceiver::Start(int port) {
+  server_ = std::make_unique<httplib::Server>();
+  server_->Post("/push.v1.PusherService/Push", [this](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_++;
+    auto reject = [&](const std::string& why) {
+      rejections_.push_back(why);
+      res.status = 400;
+      res.set_content("{\"code\":\"invalid_argument\",\"message\":\"" + why + "\"}", "application/json");
+    };
+    if (req.get_header_value("Content-Type") != "application/proto") return reject("content type");
+    push::v1::PushRequest push;
+    if (!push.ParseFromString(req.body)) return reject("not a PushRequest");
+    std::vector<ReceivedSeries> batch;
+    for (const auto& series : push.series()) {
+      std::map<std::string, std::string> labels;
+      for (const auto& l : series.labels()) labels[l.name()] = l.value();
+      for (const auto& sample : series.samples()) {
+        ReceivedSeries r;
+        r.labels = labels;
+        std::string why = ValidateSeries(labels, sample.raw_profile(), &r.profile);
+        if (!why.empty()) return reject(why);
+        batch.push_back(std::move(r));
+      }
+    }
+    for (auto& r : batch) accepted_.push_back(std::move(r));
+    res.status = 200;
+    res.set_content("", "application/proto");
+  });
+  port_ = port == 0 ? server_->bind_to_any_port("127.0.0.1") : (server_->bind_to_port("127.0.0.1", port) ? port : -1);
+  if (port_ < 0) return false;
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return true;
+}
+
+void PyroscopeReceiver::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<ReceivedSeries> PyroscopeReceiver::Accepted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return accepted_;
+}
+std::vector<std::string> PyroscopeReceiver::Rejections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rejections_;
+}
+int PyroscopeReceiver::requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return requests_;
+}
+
+}  // namespace gpuflame::e2e

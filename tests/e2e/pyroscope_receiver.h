@@ -1,0 +1,58 @@
+// A Pyroscope push receiver for tests: serves push.v1.PusherService/Push over
+// Connect (HTTP/1.1, application/proto), validates every request as
+// Pyroscope's distributor does (labels, limits, pprof well-formedness; see
+// shared/reference/pyroscope-grafana-aks.md §3.b-c), answers like Pyroscope,
+// and keeps what it accepted.
+#ifndef GPUFLAME_TESTS_E2E_PYROSCOPE_RECEIVER_H_
+#define GPUFLAME_TESTS_E2E_PYROSCOPE_RECEIVER_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "profile.pb.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace gpuflame::e2e {
+
+struct ReceivedSeries {
+  std::map<std::string, std::string> labels;
+  pprof::Profile profile;
+};
+
+// Why Pyroscope would reject |labels| + |raw_profile|, or "" if it accepts.
+std::string ValidateSeries(const std::map<std::string, std::string>& labels,
+                           const std::string& raw_profile, pprof::Profile* out);
+
+class PyroscopeReceiver {
+ public:
+  PyroscopeReceiver();
+  ~PyroscopeReceiver();
+  // Listens on 127.0.0.1:|port| (0: any free port). False if it cannot.
+  bool Start(int port = 0);
+  void Stop();
+  int port() const { return port_; }
+
+  std::vector<ReceivedSeries> Accepted() const;
+  std::vector<std::string> Rejections() const;
+  int requests() const;
+
+ private:
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::vector<ReceivedSeries> accepted_;
+  std::vector<std::string> rejections_;
+  int requests_ = 0;
+  int port_ = 0;
+};
+
+}  // namespace gpuflame::e2e
+
+#endif  // GPUFLAME_TESTS_E2E_PYROSCOPE_RECEIVER_H_

@@ -1,0 +1,198 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "exporters/pprof_writer.h"
+#include "exporters/profile_limits.h"
+#include "exporters/push_queue.h"
+#include "profiler/agent_config.h"
+#include "profiler/k8s_metadata.h"
+#include "profiler/metrics_server.h"
+#include "profiler/window.h"
+
+namespace gpuflame {
+namespace {
+
+using profiler::LoadAgentConfig;
+
+std::string Message(const absl::StatusOr<profiler::AgentConfig>& c) {
+  return c.ok() ? "ok" : std::string(c.status().message());
+}
+
+TEST(AgentConfigTest, FlagsOverEnvironmentOverFile) {
+  std::string path = ::testing::TempDir() + "/agent.yaml";
+  std::ofstream(path) << "pyroscope_url: http://file:4040\nwindow: 30\ntenant: from-file\n"
+                         "namespaces: [ml, serving]\n";
+  auto c = LoadAgentConfig({"--config", path, "--window", "5"},
+                           {{"GPUFLAME_TENANT", "from-env"}, {"NODE_NAME", "gpu-node-7"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->pyroscope.url, "http://file:4040");
+  EXPECT_EQ(c->window_seconds, 5);
+  EXPECT_EQ(c->pyroscope.tenant, "from-env");
+  EXPECT_EQ(c->node, "gpu-node-7");
+  EXPECT_EQ(c->select.namespaces, (std::vector<std::string>{"ml", "serving"}));
+}
+
+TEST(AgentConfigTest, OneClearMessagePerMistake) {
+  EXPECT_NE(Message(LoadAgentConfig({}, {})).find("no Pyroscope URL"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "pyroscope:4040"}, {})).find("must start with http://"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--window", "0"}, {})).find("between 1 and 3600"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--window", "soon"}, {})).find("wants a number"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--metrics-port", "70000"}, {})).find("0-65535"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--frobnicate", "1"}, {})).find("unknown option"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--bearer-token-file", "/nonexistent"}, {})).find("cannot read /nonexistent"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--basic-auth-user", "u"}, {})).find("both a user and a password"), std::string::npos);
+  std::string bad = ::testing::TempDir() + "/bad.yaml";
+  std::ofstream(bad) << "pyroscope_url: http://p\nwindwo: 5\n";
+  EXPECT_NE(Message(LoadAgentConfig({"--config", bad}, {})).find("bad.yaml:2: unknown setting 'windwo'"), std::string::npos)
+      << Message(LoadAgentConfig({"--config", bad}, {}));
+  std::string broken = ::testing::TempDir() + "/broken.yaml";
+  std::ofstream(broken) << "pyroscope_url: [unclosed\n";
+  EXPECT_NE(Message(LoadAgentConfig({"--config", broken}, {})).find("broken.yaml"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--config", "/nonexistent.yaml"}, {})).find("cannot read config file"), std::string::npos);
+}
+
+TEST(K8sMetadataTest, ContainerAndPodFromEveryCgroupShape) {
+  const std::string id(64, 'a');
+  const std::string id2 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  // cgroup v2, systemd driver, containerd
+  std::string v2 = "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b3c4d_1111_2222_3333_444455556666.slice/cri-containerd-" + id2 + ".scope\n";
+  EXPECT_EQ(profiler::ContainerIdFromCgroup(v2), id2);
+  EXPECT_EQ(profiler::PodUidFromCgroup(v2), "1a2b3c4d-1111-2222-3333-444455556666");
+  // cgroup v1, cgroupfs driver
+  std::string v1 = "12:memory:/kubepods/besteffort/pod1a2b3c4d-1111-2222-3333-444455556666/" + id + "\n11:cpu:/\n";
+  EXPECT_EQ(profiler::ContainerIdFromCgroup(v1), id);
+  EXPECT_EQ(profiler::PodUidFromCgroup(v1), "1a2b3c4d-1111-2222-3333-444455556666");
+  // CRI-O and plain Docker
+  EXPECT_EQ(profiler::ContainerIdFromCgroup("0::/kubepods.slice/x/crio-" + id2 + ".scope"), id2);
+  EXPECT_EQ(profiler::ContainerIdFromCgroup("3:cpuset:/docker/" + id2), id2);
+  EXPECT_FALSE(profiler::PodUidFromCgroup("3:cpuset:/docker/" + id2).has_value());
+  // Not in a container; a 65-hex run is not an ID.
+  EXPECT_FALSE(profiler::ContainerIdFromCgroup("0::/user.slice/user-0.slice/session-1.scope").has_value());
+  EXPECT_FALSE(profiler::ContainerIdFromCgroup("0::/x/" + id + "a").has_value());
+}
+
+TEST(K8sMetadataTest, ReadsHostnameAndNamespaceThroughProcRoot) {
+  std::string proc = ::testing::TempDir() + "/fakeproc";
+  std::string base = proc + "/77";
+  std::filesystem::create_directories(base + "/root/etc");
+  std::filesystem::create_directories(base + "/root/var/run/secrets/kubernetes.io/serviceaccount");
+  std::ofstream(base + "/cgroup") << "0::/kubepods/pod1a2b3c4d-1111-2222-3333-444455556666/" << std::string(64, 'b') << "\n";
+  std::ofstream(base + "/root/etc/hostname") << "vllm-0\n";
+  std::ofstream(base + "/root/var/run/secrets/kubernetes.io/serviceaccount/namespace") << "serving";
+  profiler::PodInfo info = profiler::ReadPodInfo(77, proc);
+  EXPECT_TRUE(info.in_kubernetes());
+  EXPECT_EQ(info.pod, "vllm-0");
+  EXPECT_EQ(info.namespace_name, "serving");
+  EXPECT_EQ(info.container_id, std::string(64, 'b'));
+  EXPECT_FALSE(profiler::ReadPodInfo(78, proc).in_kubernetes());
+}
+
+exporters::Profile ManySamples(int n) {
+  exporters::Profile p;
+  p.name = "gpu_memory";
+  p.sample_types = {{"alloc_space", "bytes"}, {"inuse_space", "bytes"}};
+  for (int i = 0; i < n; i++) {
+    symbolizer::Frame f;
+    f.kind = symbolizer::FrameKind::kPython;
+    f.name = "f" + std::to_string(i);
+    p.frames.push_back(f);
+    p.samples.push_back({{static_cast<uint32_t>(i)}, {i + 1, (i % 3) * 10}, {}});
+  }
+  return p;
+}
+
+TEST(ProfileLimitsTest, FoldsTheLeastSignificantIntoOtherKeepingTotals) {
+  exporters::Profile p = ManySamples(20000);
+  int64_t alloc = 0, inuse = 0;
+  for (const auto& s : p.samples) alloc += s.values[0], inuse += s.values[1];
+  exporters::LimitReport r = exporters::EnforceLimits(p);
+  EXPECT_EQ(p.samples.size(), 16000u);
+  EXPECT_EQ(r.folded_samples, 4001u);
+  int64_t alloc2 = 0, inuse2 = 0;
+  for (const auto& s : p.samples) alloc2 += s.values[0], inuse2 += s.values[1];
+  EXPECT_EQ(alloc2, alloc);
+  EXPECT_EQ(inuse2, inuse);
+  EXPECT_EQ(p.frames[p.samples.back().frames[0]].name, "[other]");
+  // The biggest stack survives.
+  bool kept_biggest = false;
+  for (const auto& s : p.samples) kept_biggest |= p.frames[s.frames[0]].name == "f19999";
+  EXPECT_TRUE(kept_biggest);
+}
+
+TEST(ProfileLimitsTest, CutsDeepStacksAndOversizedProfiles) {
+  exporters::Profile p = ManySamples(3);
+  for (int i = 0; i < 1500; i++) p.samples[0].frames.push_back(1);
+  exporters::ProfileLimits small;
+  small.max_bytes = 200;
+  exporters::LimitReport r = exporters::EnforceLimits(p, small);
+  EXPECT_EQ(r.truncated_stacks, 1u);
+  EXPECT_LE(exporters::SerializePprof(p).size(), 200u);
+  EXPECT_TRUE(r.changed());
+}
+
+TEST(WindowTest, AllocatedDuringTheWindowInUseAtItsEnd) {
+  profiler::WindowAccumulator w;
+  std::vector<profiler::StackCounters> c(1);
+  c[0] = {2, 200, 2, 200};
+  auto first = w.Close(c);
+  EXPECT_EQ(first[0].alloc_bytes, 200);
+  c[0] = {3, 300, 1, 100};  // one more allocated, two freed
+  auto second = w.Close(c);
+  EXPECT_EQ(second[0].alloc_objects, 1);
+  EXPECT_EQ(second[0].alloc_bytes, 100);
+  EXPECT_EQ(second[0].inuse_bytes, 100);
+  c.push_back({5, 50, 5, 50});  // a stack first seen in this window
+  auto third = w.Close(c);
+  EXPECT_EQ(third[0].alloc_bytes, 0);
+  EXPECT_EQ(third[1].alloc_bytes, 50);
+}
+
+TEST(MetricsTest, PrometheusTextFormat) {
+  std::string t = profiler::PrometheusText({{"gpuflame_events_total", "Events.", "counter", 42}});
+  EXPECT_EQ(t, "# HELP gpuflame_events_total Events.\n# TYPE gpuflame_events_total counter\ngpuflame_events_total 42\n");
+}
+
+TEST(PushQueueTest, RetriesWhatCanBeRetriedAndCountsTheRest) {
+  std::atomic<int> calls{0};
+  exporters::PushQueue q(
+      [&](const std::vector<exporters::Series>& s) -> absl::Status {
+        int n = calls++;
+        if (s[0].pprof == "bad") return absl::InvalidArgumentError("rejected");
+        if (n < 2) return absl::UnavailableError("down");
+        return absl::OkStatus();
+      },
+      exporters::PushQueueOptions{4, 1, 4});
+  q.Enqueue({{{{"__name__", "gpu_memory"}}, "good"}});
+  ASSERT_TRUE(q.Flush(5000));
+  q.Enqueue({{{{"__name__", "gpu_memory"}}, "bad"}});
+  ASSERT_TRUE(q.Flush(5000));
+  exporters::PushStats s = q.Stats();
+  EXPECT_EQ(s.pushed, 1u);
+  EXPECT_EQ(s.failed_attempts, 2u);
+  EXPECT_EQ(s.dropped_rejected, 1u);
+  EXPECT_EQ(s.queued, 0u);
+}
+
+TEST(PushQueueTest, DropsTheOldestWhenFullAndSaysSo) {
+  std::atomic<bool> release{false};
+  exporters::PushQueue q(
+      [&](const std::vector<exporters::Series>&) -> absl::Status {
+        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return absl::OkStatus();
+      },
+      exporters::PushQueueOptions{2, 1, 4});
+  for (int i = 0; i < 6; i++) q.Enqueue({{{{"__name__", "gpu_memory"}}, std::to_string(i)}});
+  release = true;
+  ASSERT_TRUE(q.Flush(5000));
+  exporters::PushStats s = q.Stats();
+  EXPECT_EQ(s.pushed + s.dropped_queue_full, 6u);
+  EXPECT_GE(s.dropped_queue_full, 3u);
+}
+
+}  // namespace
+}  // namespace gpuflame
