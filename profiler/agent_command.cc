@@ -107,6 +107,7 @@ class Agent {
         {"gpuflame_records_total", "Ring-buffer records handled in user space.", "counter", double(ev.stats().records)},
         {"gpuflame_records_malformed_total", "Ring-buffer records that failed validation.", "counter", double(ev.stats().malformed)},
         {"gpuflame_processes_attached", "Processes being profiled.", "gauge", double(attached)},
+        {"gpuflame_library_files_attached", "Library files (CUDA, PyTorch, libpython) with probes attached.", "gauge", double(session_.registry().attached_files())},
         {"gpuflame_live_allocations", "Allocations currently tracked.", "gauge", double(ev.tracker().live_count())},
         {"gpuflame_unmatched_frees_total", "Frees of memory allocated before gpuflame attached.", "counter", double(ev.tracker().stats().unmatched_frees)},
         {"gpuflame_python_frames_unresolved_total", "Python frames whose code object could not be read.", "counter", double(session_.resolver().stats().python_unresolved)},
@@ -221,7 +222,9 @@ int RunAgent(const AgentConfig& cfg) {
   agent.CloseWindow(window_start_wall, NowNs(CLOCK_MONOTONIC) - window_start);
   bool flushed = agent.queue().Flush(10000);
   exporters::PushStats st = agent.queue().Stats();
-  std::fprintf(stderr, "gpuflame: agent stopped: %llu pushes accepted, %llu retried, %llu dropped (queue full), %llu rejected%s\n",
+  std::fprintf(stderr, "gpuflame: agent stopped: %llu events from %zu processes; %llu pushes accepted, %llu retried, %llu dropped (queue full), %llu rejected%s\n",
+               static_cast<unsigned long long>(session.events().stats().records),
+               session.registry().processes().size(),
                static_cast<unsigned long long>(st.pushed), static_cast<unsigned long long>(st.failed_attempts),
                static_cast<unsigned long long>(st.dropped_queue_full), static_cast<unsigned long long>(st.dropped_rejected),
                flushed ? "" : absl::StrCat("; ", st.queued, " not delivered (", st.last_error, ")").c_str());

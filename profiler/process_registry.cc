@@ -134,9 +134,9 @@ void ProcessRegistry::Scan(pid_t pid) {
         info.python = p.layout;
         info.code = std::make_unique<symbolizer::PythonCodeReader>(*info.memory, p.layout);
         FileKey key = FileKey::Of(*p.mapping);
-        if (p.finalize_offset && !attached_.contains(key)) {
-          auto st = probes_.AttachUprobe(p.elf_path, *p.finalize_offset,
-                                         ProbeProgram::kPyFinalize, false, 0);
+        symbolizer::PinnedFile file = symbolizer::PinnedFile::Open(pid, *p.mapping);
+        if (p.finalize_offset && !attached_.contains(key) && file.ok()) {
+          auto st = probes_.AttachUprobe(file.path(), *p.finalize_offset, ProbeProgram::kPyFinalize, false, 0);
           if (st.ok()) attached_.emplace(key, LibraryKind::kPython);
         }
       }
@@ -164,16 +164,16 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     if (info.torch_fallback_wanted) AttachTorchFallback(pid, maps);
     return;
   }
-  const symbolizer::ElfFile* elf = elves_.Get(pid, m);
-  if (!elf) {
-    Warn(absl::StrCat("pid ", pid, ": cannot read ", m.path, ": its allocations are not seen"));
-    return;
-  }
-  std::string path = symbolizer::OpenablePath(pid, m);
-  attached_.emplace(key, kind);
+  // Pinned open: a short-lived process may exit while we attach. If it is
+  // already gone, the next process mapping this file tries again.
+  symbolizer::PinnedFile file = symbolizer::PinnedFile::Open(pid, m);
+  const symbolizer::ElfFile* elf = file.ok() ? elves_.Get(pid, m) : nullptr;
+  if (!elf) return;
+  const std::string path = file.path();
   if (kind == LibraryKind::kTorchCuda) {
     auto a = probes_.AttachUsdt(path, "pytorch", "malloc", ProbeProgram::kAllocEnter);
     auto f = probes_.AttachUsdt(path, "pytorch", "free", ProbeProgram::kFreeEnter);
+    attached_.emplace(key, kind);
     if (!a.ok() || !f.ok()) {
       info.torch_fallback_wanted = true;
       AttachTorchFallback(pid, maps);
@@ -195,8 +195,11 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     }
     attached++;
   }
-  if (attached == 0)
+  if (attached == 0) {
     Warn(absl::StrCat("pid ", pid, ": ", m.path, " exports none of the CUDA allocation functions"));
+    return;
+  }
+  attached_.emplace(key, kind);
 }
 
 void ProcessRegistry::AttachTorchFallback(pid_t pid, const std::vector<Mapping>& maps) {
@@ -212,8 +215,9 @@ void ProcessRegistry::AttachTorchFallback(pid_t pid, const std::vector<Mapping>&
                         "c10::reportMemoryUsageToProfiler: tensor-level memory unavailable"));
       return;
     }
-    auto st = probes_.AttachUprobe(symbolizer::OpenablePath(pid, m), *offset,
-                                   ProbeProgram::kTorchReport, false, GF_API_TORCH_REPORT);
+    symbolizer::PinnedFile file = symbolizer::PinnedFile::Open(pid, m);
+    if (!file.ok()) return;
+    auto st = probes_.AttachUprobe(file.path(), *offset, ProbeProgram::kTorchReport, false, GF_API_TORCH_REPORT);
     if (!st.ok()) {
       Warn(absl::StrCat("pid ", pid, ": ", st.message()));
       return;

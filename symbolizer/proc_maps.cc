@@ -1,6 +1,8 @@
 #include "symbolizer/proc_maps.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -89,6 +91,27 @@ absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid) {
   close(fd);
   return ParseProcMaps(text);
 }
+
+PinnedFile PinnedFile::Open(pid_t pid, const Mapping& m) {
+  auto open_same = [&](const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st{};
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
+        minor(st.st_dev) == m.dev_minor)
+      return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+  };
+  int fd = open_same(OpenablePath(pid, m));
+  if (fd < 0 && !m.path.empty() && m.path.front() == '/') fd = open_same(m.path);
+  return PinnedFile(fd);
+}
+
+PinnedFile::~PinnedFile() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string PinnedFile::path() const { return absl::StrCat("/proc/self/fd/", fd_); }
 
 std::string OpenablePath(pid_t pid, const Mapping& m) {
   if (m.deleted || m.path.empty() || m.path.front() != '/')

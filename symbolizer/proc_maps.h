@@ -52,6 +52,24 @@ absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid);
 // deleted files.
 std::string OpenablePath(pid_t pid, const Mapping& m);
 
+// |m|'s file held open (same device and inode verified), so that probes can
+// be attached through /proc/self/fd/N even if the process exits meanwhile:
+// through the process's root (containers), else the path as it named it when
+// that is the same file here. Move-only; closes on destruction.
+class PinnedFile {
+ public:
+  static PinnedFile Open(pid_t pid, const Mapping& m);
+  PinnedFile(PinnedFile&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  PinnedFile& operator=(PinnedFile&&) = delete;
+  ~PinnedFile();
+  bool ok() const { return fd_ >= 0; }
+  std::string path() const;  // /proc/self/fd/N
+
+ private:
+  explicit PinnedFile(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 }  // namespace gpuflame::symbolizer
 
 #endif  // GPUFLAME_SYMBOLIZER_PROC_MAPS_H_

@@ -71,11 +71,27 @@ class AgentProcess {
   std::string log_;
 };
 
-// Runs features.py (after a warm-up that maps the fixture libraries, so the
-// agent's uprobes are on their inodes) and returns its pid.
-pid_t RunWorkload(const std::string& dir) {
+double Metric(int port, const std::string& name) {
+  httplib::Client c("127.0.0.1", port);
+  auto res = c.Get("/metrics");
+  if (!res) return -1;
+  auto pos = res->body.find("\n" + name + " ");
+  return pos == std::string::npos ? -1 : std::stod(res->body.substr(pos + name.size() + 2));
+}
+
+// Runs features.py and returns its pid. A machine-wide agent sees a process
+// from the moment its libraries' probes are attached: a warm-up maps the
+// fixture libraries first, and we wait until the agent reports them attached
+// (attaching can wait seconds behind another session's uprobe teardown).
+pid_t RunWorkload(const std::string& dir, int metrics_port) {
   std::string py = PyenvPython("3.12");
-  Sh(SimEnv() + " " + py + " -c 'import sim_torch'");
+  for (int i = 0; i < 300; i++) {
+    Sh(SimEnv() + " " + py + " -c 'import sim_torch'");
+    // libcudart, libcuda, libc10_cuda and libpython
+    if (Metric(metrics_port, "gpuflame_library_files_attached") >= 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(Metric(metrics_port, "gpuflame_library_files_attached"), 4);
   std::string pidfile = dir + "/workload.pid";
   RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " +
                    std::string(GPUFLAME_WORKLOADS) + "/features.py'");
@@ -96,6 +112,16 @@ int64_t SampleTotal(const pprof::Profile& p, const std::string& type) {
       return t;
     }
   return -1;
+}
+
+std::string Windows(const std::vector<ReceivedSeries>& series, pid_t pid) {
+  std::string out;
+  for (const ReceivedSeries& s : series)
+    if (s.labels.count("pid") && s.labels.at("pid") == std::to_string(pid))
+      out += "  " + s.labels.at("__name__") + " t=" + std::to_string(s.profile.time_nanos()) +
+             " alloc=" + std::to_string(SampleTotal(s.profile, "alloc_space")) +
+             " inuse=" + std::to_string(SampleTotal(s.profile, "inuse_space")) + "\n";
+  return out;
 }
 
 Totals Sum(const std::vector<ReceivedSeries>& series, pid_t pid) {
@@ -125,7 +151,7 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   int metrics_port = FreePort();
   AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log");
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
-  pid_t pid = RunWorkload(dir);
+  pid_t pid = RunWorkload(dir, metrics_port);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two windows close
 
   httplib::Client metrics("127.0.0.1", metrics_port);
@@ -140,7 +166,7 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   Totals t = Sum(series, pid);
   EXPECT_EQ(t.torch_alloc, 114 * MiB) << agent.Log();
   EXPECT_EQ(t.gpu_alloc, 121 * MiB);
-  EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
+  EXPECT_EQ(t.torch_last_inuse, 82 * MiB) << Windows(series, pid) << agent.Log();
   EXPECT_EQ(t.gpu_last_inuse, 89 * MiB);
   EXPECT_GE(t.windows, 1);
   for (const ReceivedSeries& s : series) {
@@ -160,9 +186,10 @@ TEST(AgentTest, DeliversEverythingAfterAPyroscopeOutage) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("outage");
   int port = FreePort();  // nothing listens yet: Pyroscope is down
-  AgentProcess agent(port, 0, dir + "/agent.log");
+  int metrics_port = FreePort();
+  AgentProcess agent(port, metrics_port, dir + "/agent.log");
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
-  pid_t pid = RunWorkload(dir);
+  pid_t pid = RunWorkload(dir, metrics_port);
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // windows queue up, pushes fail
 
   PyroscopeReceiver receiver;
@@ -180,7 +207,7 @@ TEST(AgentTest, DeliversEverythingAfterAPyroscopeOutage) {
   EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
   EXPECT_TRUE(receiver.Rejections().empty());
   EXPECT_EQ(log.find(" 0 retried"), std::string::npos) << "pushes failed during the outage: " << log;
-  EXPECT_NE(log.find(" 0 dropped (queue full), 0 rejected"), std::string::npos) << log;
+  EXPECT_NE(log.find(" 0 dropped (queue full), 0 rejected\n"), std::string::npos) << log;
 }
 
 TEST(AgentTest, RejectsBadConfigurationWithOneLine) {
