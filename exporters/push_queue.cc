@@ -5,8 +5,17 @@
 
 namespace gpuflame::exporters {
 
-PushQueue::PushQueue(Sender sender, PushQueueOptions options)
-    : sender_(std::move(sender)), options_(options), thread_([this] { Run(); }) {}
+absl::StatusOr<std::unique_ptr<PushQueue>> PushQueue::Create(Sender sender, PushQueueOptions options) {
+  std::unique_ptr<PushQueue> q(new PushQueue(std::move(sender), options));
+  if (!options.spool_dir.empty()) {
+    auto spool = Spool::Open(options.spool_dir, options.spool_max_bytes);
+    if (!spool.ok()) return spool.status();
+    q->spool_.emplace(std::move(*spool));
+    q->RefreshLocked();
+  }
+  q->thread_ = std::thread([raw = q.get()] { raw->Run(); });
+  return q;
+}
 
 PushQueue::~PushQueue() {
   {
@@ -15,17 +24,45 @@ PushQueue::~PushQueue() {
   }
   cv_.notify_all();
   thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (spool_) SpillLocked();  // kept for the next run
 }
 
-void PushQueue::Enqueue(std::vector<Series> request) {
+void PushQueue::RefreshLocked() {
+  stats_.queued = queue_.size();
+  if (spool_) {
+    stats_.spooled = spool_->count();
+    stats_.spool_bytes = spool_->bytes();
+    stats_.dropped_spool_full = spool_->dropped_full();
+    stats_.spool_corrupt = spool_->corrupt();
+  }
+}
+
+void PushQueue::SpillLocked() {
+  while (!queue_.empty()) {
+    Entry& e = queue_.front();
+    if (!spool_->Put(e.body, e.series).ok()) stats_.last_error = "spool write failed";
+    queue_.pop_front();
+  }
+  RefreshLocked();
+}
+
+void PushQueue::Enqueue(const std::vector<Series>& request) {
+  std::string body = EncodePushRequest(request);
+  auto series = static_cast<uint32_t>(request.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.size() >= options_.max_requests) {
-      queue_.pop_front();  // the oldest window matters least
-      stats_.dropped_queue_full++;
+    if (spool_ && !spool_->empty()) {
+      // Pyroscope is away and older requests wait on disk: keep the order.
+      if (!spool_->Put(body, series).ok()) stats_.last_error = "spool write failed";
+    } else {
+      if (queue_.size() >= options_.max_requests) {
+        queue_.pop_front();  // the oldest window matters least
+        stats_.dropped_queue_full++;
+      }
+      queue_.push_back(Entry{next_id_++, series, std::move(body)});
     }
-    queue_.push_back(Entry{next_id_++, std::move(request)});
-    stats_.queued = queue_.size();
+    RefreshLocked();
   }
   cv_.notify_all();
 }
@@ -37,8 +74,7 @@ PushStats PushQueue::Stats() const {
 
 bool PushQueue::Flush(int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                      [this] { return queue_.empty() && !busy_; });
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return IdleLocked(); });
 }
 
 void PushQueue::Run() {
@@ -46,41 +82,52 @@ void PushQueue::Run() {
   int backoff = options_.initial_backoff_ms;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping
-    const uint64_t id = queue_.front().id;
-    std::vector<Series> request = queue_.front().request;
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty() || (spool_ && !spool_->empty()); });
+    if (stopping_) return;
+    // The spool holds the oldest requests: they go first.
+    std::optional<SpooledRequest> spooled;
+    if (spool_ && !spool_->empty()) {
+      spooled = spool_->Oldest();
+      RefreshLocked();
+      if (!spooled) continue;  // only corrupt files were left
+    }
+    const uint64_t id = spooled ? 0 : queue_.front().id;
+    const uint32_t series = spooled ? spooled->series : queue_.front().series;
+    std::string body = spooled ? std::move(spooled->body) : queue_.front().body;
     busy_ = true;
     lock.unlock();
-    absl::Status s = sender_(request);
+    absl::Status s = sender_(body);
     lock.lock();
     busy_ = false;
+    auto remove = [&] {
+      if (spooled) {
+        spool_->Remove(spooled->sequence);
+      } else if (!queue_.empty() && queue_.front().id == id) {
+        queue_.pop_front();  // unless dropped from the front while we sent
+      }
+    };
     if (s.ok()) {
-      // It may have been dropped from the front while we sent: pop only ours.
-      if (!queue_.empty() && queue_.front().id == id) queue_.pop_front();
+      remove();
       stats_.pushed++;
-      stats_.series_pushed += request.size();
+      stats_.series_pushed += series;
       backoff = options_.initial_backoff_ms;
     } else if (absl::IsUnavailable(s) || absl::IsResourceExhausted(s) || absl::IsDeadlineExceeded(s)) {
       stats_.failed_attempts++;
       stats_.last_error = std::string(s.message());
-      if (stopping_) {
-        stats_.dropped_queue_full += queue_.size();  // shutting down with Pyroscope away
-        queue_.clear();
-        stats_.queued = 0;
-        cv_.notify_all();
-        return;
-      }
+      if (spool_) SpillLocked();  // an outage: make what waits survive a restart
       // Full jitter: spread reconnecting agents across the backoff window.
       int wait = std::uniform_int_distribution<int>(backoff / 2, backoff)(rng);
       backoff = std::min(backoff * 2, options_.max_backoff_ms);
+      RefreshLocked();
+      cv_.notify_all();
       cv_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stopping_; });
+      continue;
     } else {
-      if (!queue_.empty() && queue_.front().id == id) queue_.pop_front();
+      remove();
       stats_.dropped_rejected++;
       stats_.last_error = std::string(s.message());
     }
-    stats_.queued = queue_.size();
+    RefreshLocked();
     cv_.notify_all();
   }
 }

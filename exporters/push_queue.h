@@ -1,29 +1,37 @@
-// Delivery that loses nothing silently: a bounded queue of push requests, a
-// sender thread, retries with exponential backoff and jitter for errors a
-// retry can fix, and a count of everything dropped and why.
+// Delivery that loses nothing silently: a bounded in-memory queue of push
+// requests, a sender thread, retries with exponential backoff and jitter for
+// errors a retry can fix, and, when a spool directory is configured, every
+// request that could not be delivered moved to disk (on a failed push and at
+// shutdown) and replayed oldest first, after a restart too. Every drop is
+// counted with its reason.
 // Thread-safe: Enqueue from the event loop, sending on its own thread.
 #ifndef GPUFLAME_EXPORTERS_PUSH_QUEUE_H_
 #define GPUFLAME_EXPORTERS_PUSH_QUEUE_H_
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "exporters/pyroscope_client.h"
+#include "exporters/spool.h"
 
 namespace gpuflame::exporters {
 
 struct PushQueueOptions {
-  size_t max_requests = 256;   // oldest dropped beyond this (counted)
+  size_t max_requests = 256;   // in memory; oldest dropped beyond this (counted)
   int initial_backoff_ms = 250;
   int max_backoff_ms = 30000;
+  std::string spool_dir;       // empty: no spool
+  uint64_t spool_max_bytes = 256ull << 20;
 };
 
 struct PushStats {
@@ -31,34 +39,46 @@ struct PushStats {
   uint64_t series_pushed = 0;
   uint64_t failed_attempts = 0;   // retryable failures (each retried)
   uint64_t dropped_queue_full = 0;
-  uint64_t dropped_rejected = 0;  // Pyroscope said no for good (counted, logged)
-  uint64_t queued = 0;
+  uint64_t dropped_rejected = 0;  // Pyroscope said no for good
+  uint64_t dropped_spool_full = 0;
+  uint64_t spool_corrupt = 0;
+  uint64_t queued = 0;            // in memory
+  uint64_t spooled = 0;           // on disk
+  uint64_t spool_bytes = 0;
   std::string last_error;
 };
 
 class PushQueue {
  public:
-  using Sender = std::function<absl::Status(const std::vector<Series>&)>;
-  PushQueue(Sender sender, PushQueueOptions options);
-  ~PushQueue();  // stops after trying what is queued once more
+  // Sends one serialized push.v1.PushRequest.
+  using Sender = std::function<absl::Status(const std::string& body)>;
+  static absl::StatusOr<std::unique_ptr<PushQueue>> Create(Sender sender, PushQueueOptions options);
+  ~PushQueue();  // what is still undelivered goes to the spool, if any
 
-  void Enqueue(std::vector<Series> request);
+  void Enqueue(const std::vector<Series>& request);
   PushStats Stats() const;
-  // Blocks until the queue is empty or |timeout_ms| passes; true if empty.
+  // Blocks until nothing is waiting (memory and spool) or |timeout_ms|
+  // passes; true if everything was delivered.
   bool Flush(int timeout_ms);
 
  private:
+  PushQueue(Sender sender, PushQueueOptions options) : sender_(std::move(sender)), options_(std::move(options)) {}
   void Run();
+  void SpillLocked();  // memory -> spool, in order
+  bool IdleLocked() const { return queue_.empty() && (!spool_ || spool_->empty()) && !busy_; }
+  void RefreshLocked();
 
+  struct Entry {
+    uint64_t id;
+    uint32_t series;
+    std::string body;
+  };
   Sender sender_;
   PushQueueOptions options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  struct Entry {
-    uint64_t id;
-    std::vector<Series> request;
-  };
   std::deque<Entry> queue_;
+  std::optional<Spool> spool_;
   uint64_t next_id_ = 0;
   PushStats stats_;
   bool stopping_ = false;

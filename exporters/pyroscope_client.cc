@@ -49,8 +49,7 @@ PyroscopeClient::PyroscopeClient(PyroscopeEndpoint endpoint) : endpoint_(std::mo
   GlobalInit();
 }
 
-absl::Status PyroscopeClient::Push(const std::vector<Series>& series) const {
-  std::string body = EncodePushRequest(series);
+absl::Status PyroscopeClient::PushEncoded(const std::string& body) const {
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), &curl_easy_cleanup);
   if (!curl) return absl::InternalError("curl_easy_init failed");
   std::string url = endpoint_.url;

@@ -35,7 +35,9 @@ class PyroscopeClient {
   explicit PyroscopeClient(PyroscopeEndpoint endpoint);
   // OK; UnavailableError / ResourceExhaustedError (retry later);
   // InvalidArgument / PermissionDenied / Unauthenticated (retrying won't help).
-  absl::Status Push(const std::vector<Series>& series) const;
+  absl::Status Push(const std::vector<Series>& series) const { return PushEncoded(EncodePushRequest(series)); }
+  // |body| is a serialized push.v1.PushRequest.
+  absl::Status PushEncoded(const std::string& body) const;
   const PyroscopeEndpoint& endpoint() const { return endpoint_; }
 
  private:

@@ -43,12 +43,18 @@ std::string LabelValue(std::string v) {
 
 class Agent {
  public:
-  Agent(const AgentConfig& cfg, Session& session)
-      : cfg_(cfg),
-        session_(session),
-        client_(cfg.pyroscope),
-        queue_([this](const std::vector<exporters::Series>& s) { return client_.Push(s); },
-               exporters::PushQueueOptions{cfg.queue_requests, 250, 30000}) {}
+  Agent(const AgentConfig& cfg, Session& session) : cfg_(cfg), session_(session), client_(cfg.pyroscope) {}
+
+  absl::Status StartDelivery() {
+    exporters::PushQueueOptions opt;
+    opt.max_requests = cfg_.queue_requests;
+    opt.spool_dir = cfg_.spool_dir;
+    opt.spool_max_bytes = cfg_.spool_max_bytes;
+    auto q = exporters::PushQueue::Create([this](const std::string& body) { return client_.PushEncoded(body); }, opt);
+    if (!q.ok()) return q.status();
+    queue_ = std::move(*q);
+    return absl::OkStatus();
+  }
 
   absl::Status StartMetrics() {
     if (cfg_.metrics_port == 0) return absl::OkStatus();
@@ -86,7 +92,7 @@ class Agent {
         request.push_back({Labels(p.name, pid, name, pod), std::move(*gz)});
       }
       if (!request.empty()) {
-        queue_.Enqueue(std::move(request));
+        queue_->Enqueue(request);
         windows_enqueued_++;
       }
       // An exited process's last window has gone out: forget it.
@@ -98,7 +104,7 @@ class Agent {
     if (cfg_.metrics_port == 0) return;
     auto bpf = session_.BpfStats();
     const EventProcessor& ev = session_.events();
-    exporters::PushStats push = queue_.Stats();
+    exporters::PushStats push = queue_->Stats();
     size_t attached = 0;
     for (const auto& [pid, info] : session_.registry().processes()) attached += !info->exited;
     metrics_.Publish({
@@ -116,12 +122,17 @@ class Agent {
         {"gpuflame_push_failures_total", "Push attempts that failed and were retried.", "counter", double(push.failed_attempts)},
         {"gpuflame_push_dropped_queue_full_total", "Push requests dropped because the queue was full.", "counter", double(push.dropped_queue_full)},
         {"gpuflame_push_rejected_total", "Push requests Pyroscope rejected for good.", "counter", double(push.dropped_rejected)},
-        {"gpuflame_push_queue_requests", "Push requests waiting to be sent.", "gauge", double(push.queued)},
+        {"gpuflame_push_queue_requests", "Push requests waiting in memory.", "gauge", double(push.queued)},
+        {"gpuflame_spool_requests", "Push requests waiting on disk.", "gauge", double(push.spooled)},
+        {"gpuflame_spool_bytes", "Bytes of push requests waiting on disk.", "gauge", double(push.spool_bytes)},
+        {"gpuflame_spool_dropped_total", "Spooled requests dropped because the spool was full.", "counter", double(push.dropped_spool_full)},
+        {"gpuflame_spool_corrupt_total", "Spool files that could not be read back.", "counter", double(push.spool_corrupt)},
         {"gpuflame_profile_samples_folded_total", "Stacks folded into [other] to stay within Pyroscope's limits.", "counter", double(folded_samples_)},
     });
   }
 
-  exporters::PushQueue& queue() { return queue_; }
+  exporters::PushQueue& queue() { return *queue_; }
+  void StopDelivery() { queue_.reset(); }
   int metrics_port() const { return metrics_.port(); }
 
  private:
@@ -164,7 +175,7 @@ class Agent {
   const AgentConfig& cfg_;
   Session& session_;
   exporters::PyroscopeClient client_;
-  exporters::PushQueue queue_;
+  std::unique_ptr<exporters::PushQueue> queue_;
   MetricsServer metrics_;
   WindowAccumulator window_;
   absl::flat_hash_map<pid_t, PodInfo> pods_;
@@ -187,6 +198,10 @@ int RunAgent(const AgentConfig& cfg) {
   }
   Session& session = **started;
   Agent agent(cfg, session);
+  if (auto s = agent.StartDelivery(); !s.ok()) {
+    std::fprintf(stderr, "gpuflame: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   if (auto s = agent.StartMetrics(); !s.ok()) {
     std::fprintf(stderr, "gpuflame: %s\n", std::string(s.message()).c_str());
     return 2;
@@ -220,14 +235,20 @@ int RunAgent(const AgentConfig& cfg) {
   // The last, partial window goes out too.
   session.Drain();
   agent.CloseWindow(window_start_wall, NowNs(CLOCK_MONOTONIC) - window_start);
-  bool flushed = agent.queue().Flush(10000);
+  // With a spool, what Pyroscope cannot take now waits on disk: no need to
+  // hold the node's shutdown for it.
+  bool flushed = agent.queue().Flush(cfg.spool_dir.empty() ? 10000 : 2000);
   exporters::PushStats st = agent.queue().Stats();
+  agent.StopDelivery();  // undelivered requests move to the spool
   std::fprintf(stderr, "gpuflame: agent stopped: %llu events from %zu processes; %llu pushes accepted, %llu retried, %llu dropped (queue full), %llu rejected%s\n",
                static_cast<unsigned long long>(session.events().stats().records),
                session.registry().processes().size(),
                static_cast<unsigned long long>(st.pushed), static_cast<unsigned long long>(st.failed_attempts),
                static_cast<unsigned long long>(st.dropped_queue_full), static_cast<unsigned long long>(st.dropped_rejected),
-               flushed ? "" : absl::StrCat("; ", st.queued, " not delivered (", st.last_error, ")").c_str());
+               flushed ? ""
+                       : absl::StrCat("; ", st.queued + st.spooled, " not delivered yet (", st.last_error, ")",
+                                      cfg.spool_dir.empty() ? "" : absl::StrCat(", kept in ", cfg.spool_dir))
+                             .c_str());
   Session::DetachProbesInBackground();
   return 0;
 }

@@ -67,6 +67,13 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
     int n = 0;
     if (auto s = num(ParseInt(key, value), n); !s.ok()) return s;
     c.queue_requests = static_cast<size_t>(std::max(n, 0));
+  } else if (key == "spool_dir") {
+    c.spool_dir = value;
+  } else if (key == "spool_max_mb") {
+    int mb = 0;
+    if (auto s = num(ParseInt(key, value), mb); !s.ok()) return s;
+    if (mb < 1) return Bad(absl::StrCat(where, ": spool_max_mb must be at least 1"));
+    c.spool_max_bytes = static_cast<uint64_t>(mb) << 20;
   } else if (key == "hide_trampolines") {
     c.show_trampolines = !(value == "true" || value == "1" || value == "yes");
   } else {
@@ -143,6 +150,9 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
   --service-name NAME       service_name for every profile (default namespace/process in
                             Kubernetes, the process name outside)
   --namespace NS, --pod P, --process NAME, --pid PID    select what to profile (repeatable)
+  --spool-dir DIR           undelivered profiles wait here (zstd) across outages and
+                            restarts, default /var/lib/gpuflame/spool; "" for memory only
+  --spool-max-mb N          spool size bound, default 256 (oldest dropped, counted)
   --check-config            validate, print the effective configuration, and exit
 )";
 }
@@ -163,7 +173,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_BASIC_AUTH_PASSWORD", "basic_auth_password"},
       {"GPUFLAME_BEARER_TOKEN_FILE", "bearer_token_file"}, {"GPUFLAME_CA_FILE", "ca_file"},
       {"GPUFLAME_METRICS_PORT", "metrics_port"}, {"GPUFLAME_SERVICE_NAME", "service_name"},
-      {"GPUFLAME_NODE", "node"}, {"NODE_NAME", "node"}};
+      {"GPUFLAME_NODE", "node"}, {"NODE_NAME", "node"}, {"GPUFLAME_SPOOL_DIR", "spool_dir"}};
   for (const auto& [var, key] : kEnv)
     if (auto it = env.find(var); it != env.end() && !it->second.empty())
       if (auto s = Apply(c, key, it->second, var); !s.ok()) return s;
@@ -172,7 +182,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"--pyroscope-url", "pyroscope_url"}, {"--window", "window"}, {"--tenant", "tenant"},
       {"--basic-auth-user", "basic_auth_user"}, {"--bearer-token-file", "bearer_token_file"},
       {"--ca-file", "ca_file"}, {"--metrics-port", "metrics_port"}, {"--node", "node"},
-      {"--service-name", "service_name"}, {"--metrics-address", "metrics_address"}};
+      {"--service-name", "service_name"}, {"--metrics-address", "metrics_address"},
+      {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}};
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     if (a == "--config") {
@@ -223,7 +234,9 @@ std::string DescribeConfig(const AgentConfig& c) {
                       "\nmetrics: ", c.metrics_port ? absl::StrCat(c.metrics_address, ":", c.metrics_port) : "off",
                       "\nnode: ", c.node, "\nnamespaces: ", list(c.select.namespaces),
                       "\npods: ", list(c.select.pods), "\nprocesses: ", list(c.select.processes),
-                      "\npids: ", list(c.select.pids), "\n");
+                      "\npids: ", list(c.select.pids),
+                      "\nspool: ", c.spool_dir.empty() ? std::string("off") : absl::StrCat(c.spool_dir, " (", c.spool_max_bytes >> 20, " MiB)"),
+                      "\n");
 }
 
 }  // namespace gpuflame::profiler

@@ -30,6 +30,8 @@ struct AgentConfig {
   std::string service_name;     // overrides the derived service_name when set
   Selectors select;
   size_t queue_requests = 256;
+  std::string spool_dir = "/var/lib/gpuflame/spool";  // empty: memory only
+  uint64_t spool_max_bytes = 256ull << 20;
   bool show_trampolines = true;
   bool check_only = false;      // --check-config
 };

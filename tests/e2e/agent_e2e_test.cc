@@ -38,7 +38,8 @@ int FreePort() {
 // The agent as a child process we can stop with SIGTERM.
 class AgentProcess {
  public:
-  AgentProcess(int pyroscope_port, int metrics_port, const std::string& log) : log_(log) {
+  AgentProcess(int pyroscope_port, int metrics_port, const std::string& log, const std::string& spool)
+      : log_(log) {
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = freopen(log.c_str(), "w", stderr);
@@ -47,7 +48,7 @@ class AgentProcess {
       std::string mport = std::to_string(metrics_port);
       execl(GPUFLAME_BIN, GPUFLAME_BIN, "agent", "--pyroscope-url", url.c_str(), "--window", "1",
             "--metrics-port", mport.c_str(), "--metrics-address", "127.0.0.1", "--node", "test-node",
-            nullptr);
+            "--spool-dir", spool.c_str(), nullptr);
       _exit(127);
     }
   }
@@ -149,7 +150,7 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   int metrics_port = FreePort();
-  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log");
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
   pid_t pid = RunWorkload(dir, metrics_port);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two windows close
@@ -182,15 +183,24 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   EXPECT_EQ(receiver.requests(), before);
 }
 
-TEST(AgentTest, DeliversEverythingAfterAPyroscopeOutage) {
+TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("outage");
   int port = FreePort();  // nothing listens yet: Pyroscope is down
   int metrics_port = FreePort();
-  AgentProcess agent(port, metrics_port, dir + "/agent.log");
-  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
-  pid_t pid = RunWorkload(dir, metrics_port);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // windows queue up, pushes fail
+  pid_t pid = 0;
+  {
+    AgentProcess first(port, metrics_port, dir + "/agent1.log", dir + "/spool");
+    ASSERT_TRUE(first.WaitReady()) << first.Log();
+    pid = RunWorkload(dir, metrics_port);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // windows close, pushes fail
+    EXPECT_EQ(first.Stop(), 0);
+    EXPECT_NE(first.Log().find("kept in " + dir + "/spool"), std::string::npos) << first.Log();
+  }
+  // A new agent during the outage: it must neither lose nor repeat anything.
+  AgentProcess second(port, metrics_port, dir + "/agent2.log", dir + "/spool");
+  ASSERT_TRUE(second.WaitReady()) << second.Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
 
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start(port));
@@ -199,15 +209,18 @@ TEST(AgentTest, DeliversEverythingAfterAPyroscopeOutage) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     t = Sum(receiver.Accepted(), pid);
   }
-  EXPECT_EQ(agent.Stop(), 0);
-  std::string log = agent.Log();
-  t = Sum(receiver.Accepted(), pid);
-  EXPECT_EQ(t.torch_alloc, 114 * MiB) << log;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // anything duplicated would arrive now
+  EXPECT_EQ(second.Stop(), 0);
+  std::string log = second.Log();
+  auto series = receiver.Accepted();
+  t = Sum(series, pid);
+  EXPECT_EQ(t.torch_alloc, 114 * MiB) << Windows(series, pid) << log;
   EXPECT_EQ(t.gpu_alloc, 121 * MiB) << log;
   EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
   EXPECT_TRUE(receiver.Rejections().empty());
-  EXPECT_EQ(log.find(" 0 retried"), std::string::npos) << "pushes failed during the outage: " << log;
   EXPECT_NE(log.find(" 0 dropped (queue full), 0 rejected\n"), std::string::npos) << log;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/spool") &&
+               !std::filesystem::is_empty(dir + "/spool")) << "the spool was replayed and emptied";
 }
 
 TEST(AgentTest, RejectsBadConfigurationWithOneLine) {

@@ -4,11 +4,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <unistd.h>
 #include <thread>
 
 #include "exporters/pprof_writer.h"
 #include "exporters/profile_limits.h"
 #include "exporters/push_queue.h"
+#include "exporters/spool.h"
 #include "profiler/agent_config.h"
 #include "profiler/k8s_metadata.h"
 #include "profiler/metrics_server.h"
@@ -157,21 +160,40 @@ TEST(MetricsTest, PrometheusTextFormat) {
   EXPECT_EQ(t, "# HELP gpuflame_events_total Events.\n# TYPE gpuflame_events_total counter\ngpuflame_events_total 42\n");
 }
 
+exporters::PushQueueOptions FastRetries(size_t max_requests, std::string spool_dir = "") {
+  exporters::PushQueueOptions o;
+  o.max_requests = max_requests;
+  o.initial_backoff_ms = 1;
+  o.max_backoff_ms = 4;
+  o.spool_dir = std::move(spool_dir);
+  return o;
+}
+
+std::vector<exporters::Series> Request(const std::string& payload) {
+  return {{{{"__name__", "gpu_memory"}}, payload}};
+}
+
+// The payload of a serialized one-series request, for checking order.
+std::string Payload(const std::string& body) {
+  return body.substr(body.size() - 8);
+}
+
 TEST(PushQueueTest, RetriesWhatCanBeRetriedAndCountsTheRest) {
   std::atomic<int> calls{0};
-  exporters::PushQueue q(
-      [&](const std::vector<exporters::Series>& s) -> absl::Status {
+  auto q = exporters::PushQueue::Create(
+      [&](const std::string& body) -> absl::Status {
         int n = calls++;
-        if (s[0].pprof == "bad") return absl::InvalidArgumentError("rejected");
+        if (body.find("bad") != std::string::npos) return absl::InvalidArgumentError("rejected");
         if (n < 2) return absl::UnavailableError("down");
         return absl::OkStatus();
       },
-      exporters::PushQueueOptions{4, 1, 4});
-  q.Enqueue({{{{"__name__", "gpu_memory"}}, "good"}});
-  ASSERT_TRUE(q.Flush(5000));
-  q.Enqueue({{{{"__name__", "gpu_memory"}}, "bad"}});
-  ASSERT_TRUE(q.Flush(5000));
-  exporters::PushStats s = q.Stats();
+      FastRetries(4));
+  ASSERT_TRUE(q.ok());
+  (*q)->Enqueue(Request("good"));
+  ASSERT_TRUE((*q)->Flush(5000));
+  (*q)->Enqueue(Request("bad"));
+  ASSERT_TRUE((*q)->Flush(5000));
+  exporters::PushStats s = (*q)->Stats();
   EXPECT_EQ(s.pushed, 1u);
   EXPECT_EQ(s.failed_attempts, 2u);
   EXPECT_EQ(s.dropped_rejected, 1u);
@@ -180,18 +202,74 @@ TEST(PushQueueTest, RetriesWhatCanBeRetriedAndCountsTheRest) {
 
 TEST(PushQueueTest, DropsTheOldestWhenFullAndSaysSo) {
   std::atomic<bool> release{false};
-  exporters::PushQueue q(
-      [&](const std::vector<exporters::Series>&) -> absl::Status {
+  auto q = exporters::PushQueue::Create(
+      [&](const std::string&) -> absl::Status {
         while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         return absl::OkStatus();
       },
-      exporters::PushQueueOptions{2, 1, 4});
-  for (int i = 0; i < 6; i++) q.Enqueue({{{{"__name__", "gpu_memory"}}, std::to_string(i)}});
+      FastRetries(2));
+  ASSERT_TRUE(q.ok());
+  for (int i = 0; i < 6; i++) (*q)->Enqueue(Request(std::to_string(i)));
   release = true;
-  ASSERT_TRUE(q.Flush(5000));
-  exporters::PushStats s = q.Stats();
+  ASSERT_TRUE((*q)->Flush(5000));
+  exporters::PushStats s = (*q)->Stats();
   EXPECT_EQ(s.pushed + s.dropped_queue_full, 6u);
   EXPECT_GE(s.dropped_queue_full, 3u);
+}
+
+TEST(PushQueueTest, OutageAndRestartLoseNothingAndKeepOrder) {
+  std::string dir = ::testing::TempDir() + "/spool-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  {
+    // Pyroscope is down for this whole run: everything ends up on disk.
+    auto q = exporters::PushQueue::Create([](const std::string&) { return absl::UnavailableError("down"); },
+                                          FastRetries(8, dir));
+    ASSERT_TRUE(q.ok());
+    for (int i = 0; i < 5; i++) (*q)->Enqueue(Request("window-" + std::to_string(i)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<std::string> seen;
+  std::mutex mu;
+  auto q = exporters::PushQueue::Create(
+      [&](const std::string& body) {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.push_back(Payload(body));
+        return absl::OkStatus();
+      },
+      FastRetries(8, dir));
+  ASSERT_TRUE(q.ok());
+  (*q)->Enqueue(Request("window-5"));
+  ASSERT_TRUE((*q)->Flush(5000));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(seen, (std::vector<std::string>{"window-0", "window-1", "window-2", "window-3", "window-4", "window-5"}));
+  EXPECT_EQ((*q)->Stats().spooled, 0u);
+  EXPECT_EQ((*q)->Stats().series_pushed, 6u);
+}
+
+TEST(SpoolTest, BoundedOldestFirstAndSurvivesCorruption) {
+  std::string dir = ::testing::TempDir() + "/spool2-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  auto spool = exporters::Spool::Open(dir, 200);
+  ASSERT_TRUE(spool.ok());
+  std::string big(150, 'x');  // zstd shrinks this: each file is small
+  for (int i = 0; i < 3; i++) ASSERT_TRUE(spool->Put(big + std::to_string(i), 1).ok());
+  auto first = spool->Oldest();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->body, big + "0");
+  EXPECT_EQ(first->series, 1u);
+  std::string incompressible;
+  for (int i = 0; i < 150; i++) incompressible += static_cast<char>((i * 7919) % 251);
+  ASSERT_TRUE(spool->Put(incompressible, 2).ok());  // needs room: the oldest go
+  EXPECT_GT(spool->dropped_full(), 0u);
+  EXPECT_LE(spool->bytes(), 200u);
+  // A damaged file is skipped and counted, not fatal.
+  std::ofstream(dir + "/00000000000000000000.push") << "garbage";
+  auto reopened = exporters::Spool::Open(dir, 200);
+  ASSERT_TRUE(reopened.ok());
+  auto next = reopened->Oldest();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(reopened->corrupt(), 1u);
+  EXPECT_EQ(next->body, incompressible);
 }
 
 }  // namespace
