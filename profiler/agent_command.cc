@@ -13,6 +13,7 @@
 #include "exporters/pprof_writer.h"
 #include "exporters/profile_limits.h"
 #include "exporters/push_queue.h"
+#include "exporters/pyroscope_grpc_client.h"
 #include "profiler/k8s_metadata.h"
 #include "profiler/metrics_server.h"
 #include "profiler/profile_builder.h"
@@ -43,14 +44,20 @@ std::string LabelValue(std::string v) {
 
 class Agent {
  public:
-  Agent(const AgentConfig& cfg, Session& session) : cfg_(cfg), session_(session), client_(cfg.pyroscope) {}
+  Agent(const AgentConfig& cfg, Session& session) : cfg_(cfg), session_(session), client_(cfg.pyroscope) {
+    if (cfg.protocol == "grpc") grpc_client_ = std::make_unique<exporters::PyroscopeGrpcClient>(cfg.pyroscope);
+  }
 
   absl::Status StartDelivery() {
     exporters::PushQueueOptions opt;
     opt.max_requests = cfg_.queue_requests;
     opt.spool_dir = cfg_.spool_dir;
     opt.spool_max_bytes = cfg_.spool_max_bytes;
-    auto q = exporters::PushQueue::Create([this](const std::string& body) { return client_.PushEncoded(body); }, opt);
+    auto q = exporters::PushQueue::Create(
+        [this](const std::string& body) {
+          return grpc_client_ ? grpc_client_->PushEncoded(body) : client_.PushEncoded(body);
+        },
+        opt);
     if (!q.ok()) return q.status();
     queue_ = std::move(*q);
     return absl::OkStatus();
@@ -175,6 +182,7 @@ class Agent {
   const AgentConfig& cfg_;
   Session& session_;
   exporters::PyroscopeClient client_;
+  std::unique_ptr<exporters::PyroscopeGrpcClient> grpc_client_;
   std::unique_ptr<exporters::PushQueue> queue_;
   MetricsServer metrics_;
   WindowAccumulator window_;

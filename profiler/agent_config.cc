@@ -44,6 +44,7 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   };
   if (key == "pyroscope_url") c.pyroscope.url = value;
   else if (key == "tenant") c.pyroscope.tenant = value;
+  else if (key == "protocol") c.protocol = value;
   else if (key == "basic_auth_user") c.pyroscope.basic_user = value;
   else if (key == "basic_auth_password") c.pyroscope.basic_password = value;
   else if (key == "bearer_token_file") c.pyroscope.bearer_token_file = value;
@@ -116,6 +117,8 @@ absl::Status Validate(const AgentConfig& c) {
   if (url.empty()) return Bad("no Pyroscope URL: give --pyroscope-url URL (or GPUFLAME_PYROSCOPE_URL, or pyroscope_url in the config file)");
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     return Bad(absl::StrCat("the Pyroscope URL must start with http:// or https://, not '", url, "'"));
+  if (c.protocol != "connect" && c.protocol != "grpc")
+    return Bad(absl::StrCat("protocol must be connect or grpc, not '", c.protocol, "'"));
   if (!(c.window_seconds >= 1 && c.window_seconds <= 3600))
     return Bad(absl::StrCat("window must be between 1 and 3600 seconds, not ", c.window_seconds));
   if (c.metrics_port < 0 || c.metrics_port > 65535)
@@ -140,6 +143,7 @@ std::string AgentUsageText() {
 Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
   --pyroscope-url URL       Pyroscope's base URL (pyroscope_url)
   --window SECONDS          window length, default 15 (window)
+  --protocol P              connect (HTTP/1.1, default) or grpc (protocol)
   --config FILE             YAML file with the settings below
   --tenant ID               X-Scope-OrgID for multi-tenant Pyroscope (tenant)
   --basic-auth-user U       with GPUFLAME_BASIC_AUTH_PASSWORD (basic_auth_user/_password)
@@ -183,7 +187,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"--basic-auth-user", "basic_auth_user"}, {"--bearer-token-file", "bearer_token_file"},
       {"--ca-file", "ca_file"}, {"--metrics-port", "metrics_port"}, {"--node", "node"},
       {"--service-name", "service_name"}, {"--metrics-address", "metrics_address"},
-      {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}};
+      {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}, {"--protocol", "protocol"}};
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     if (a == "--config") {
@@ -226,7 +230,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
 
 std::string DescribeConfig(const AgentConfig& c) {
   auto list = [](const auto& v) { return v.empty() ? std::string("(all)") : absl::StrJoin(v, ","); };
-  return absl::StrCat("pyroscope_url: ", c.pyroscope.url, "\nwindow: ", c.window_seconds,
+  return absl::StrCat("pyroscope_url: ", c.pyroscope.url, " (", c.protocol, ")\nwindow: ", c.window_seconds,
                       "\ntenant: ", c.pyroscope.tenant.empty() ? "(none)" : c.pyroscope.tenant,
                       "\nauth: ", !c.pyroscope.basic_user.empty() ? "basic"
                                   : !c.pyroscope.bearer_token_file.empty() ? "bearer token file"

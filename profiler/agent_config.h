@@ -23,6 +23,7 @@ struct Selectors {
 
 struct AgentConfig {
   exporters::PyroscopeEndpoint pyroscope;
+  std::string protocol = "connect";  // connect (HTTP/1.1) | grpc (HTTP/2)
   double window_seconds = 15;
   int metrics_port = 9400;      // 0: no metrics endpoint
   std::string metrics_address = "0.0.0.0";

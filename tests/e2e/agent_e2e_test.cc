@@ -38,7 +38,8 @@ int FreePort() {
 // The agent as a child process we can stop with SIGTERM.
 class AgentProcess {
  public:
-  AgentProcess(int pyroscope_port, int metrics_port, const std::string& log, const std::string& spool)
+  AgentProcess(int pyroscope_port, int metrics_port, const std::string& log, const std::string& spool,
+               const char* protocol = "connect")
       : log_(log) {
     pid_ = fork();
     if (pid_ == 0) {
@@ -48,7 +49,7 @@ class AgentProcess {
       std::string mport = std::to_string(metrics_port);
       execl(GPUFLAME_BIN, GPUFLAME_BIN, "agent", "--pyroscope-url", url.c_str(), "--window", "1",
             "--metrics-port", mport.c_str(), "--metrics-address", "127.0.0.1", "--node", "test-node",
-            "--spool-dir", spool.c_str(), nullptr);
+            "--spool-dir", spool.c_str(), "--protocol", protocol, nullptr);
       _exit(127);
     }
   }
@@ -221,6 +222,25 @@ TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
   EXPECT_NE(log.find(" 0 dropped (queue full), 0 rejected\n"), std::string::npos) << log;
   EXPECT_FALSE(std::filesystem::exists(dir + "/spool") &&
                !std::filesystem::is_empty(dir + "/spool")) << "the spool was replayed and emptied";
+}
+
+TEST(AgentTest, PushesOverGrpcToo) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("grpc");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.StartGrpc(FreePort()));
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "grpc");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  pid_t pid = RunWorkload(dir, metrics_port);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  auto series = receiver.Accepted();
+  Totals t = Sum(series, pid);
+  EXPECT_EQ(t.torch_alloc, 114 * MiB) << Windows(series, pid) << agent.Log();
+  EXPECT_EQ(t.gpu_alloc, 121 * MiB);
+  EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
+  EXPECT_TRUE(receiver.Rejections().empty());
 }
 
 TEST(AgentTest, RejectsBadConfigurationWithOneLine) {

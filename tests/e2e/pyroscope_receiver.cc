@@ -6,6 +6,11 @@
 #include <set>
 
 #include "exporters/gzip.h"
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+
+#include "push.grpc.pb.h"
 #include "push.pb.h"
 
 namespace gpuflame::e2e {
@@ -83,37 +88,72 @@ std::string ValidateSeries(const std::map<std::string, std::string>& labels, con
   return "";
 }
 
+class GrpcPusher final : public push::v1::PusherService::Service {
+ public:
+  explicit GrpcPusher(std::function<std::string(const std::string&)> accept) : accept_(std::move(accept)) {}
+  grpc::Status Push(grpc::ServerContext*, const push::v1::PushRequest* req, push::v1::PushResponse*) override {
+    std::string why = accept_(req->SerializeAsString());
+    return why.empty() ? grpc::Status::OK : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
+  }
+
+ private:
+  std::function<std::string(const std::string&)> accept_;
+};
+
 PyroscopeReceiver::PyroscopeReceiver() = default;
 PyroscopeReceiver::~PyroscopeReceiver() { Stop(); }
+
+std::string PyroscopeReceiver::Accept(const std::string& body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  requests_++;
+  push::v1::PushRequest push;
+  if (!push.ParseFromString(body)) {
+    rejections_.push_back("not a PushRequest");
+    return rejections_.back();
+  }
+  std::vector<ReceivedSeries> batch;
+  for (const auto& series : push.series()) {
+    std::map<std::string, std::string> labels;
+    for (const auto& l : series.labels()) labels[l.name()] = l.value();
+    for (const auto& sample : series.samples()) {
+      ReceivedSeries r;
+      r.labels = labels;
+      std::string why = ValidateSeries(labels, sample.raw_profile(), &r.profile);
+      if (!why.empty()) {
+        rejections_.push_back(why);
+        return why;
+      }
+      batch.push_back(std::move(r));
+    }
+  }
+  for (auto& r : batch) accepted_.push_back(std::move(r));
+  return "";
+}
+
+bool PyroscopeReceiver::StartGrpc(int port) {
+  grpc_service_ = std::make_unique<GrpcPusher>([this](const std::string& b) { return Accept(b); });
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(), &bound);
+  builder.RegisterService(grpc_service_.get());
+  grpc_server_ = builder.BuildAndStart();
+  port_ = bound;
+  return grpc_server_ && bound > 0;
+}
 
 bool PyroscopeReceiver::Start(int port) {
   server_ = std::make_unique<httplib::Server>();
   server_->Post("/push.v1.PusherService/Push", [this](const httplib::Request& req, httplib::Response& res) {
-    std::lock_guard<std::mutex> lock(mu_);
-    requests_++;
-    auto reject = [&](const std::string& why) {
-      rejections_.push_back(why);
-      res.status = 400;
-      res.set_content("{\"code\":\"invalid_argument\",\"message\":\"" + why + "\"}", "application/json");
-    };
-    if (req.get_header_value("Content-Type") != "application/proto") return reject("content type");
-    push::v1::PushRequest push;
-    if (!push.ParseFromString(req.body)) return reject("not a PushRequest");
-    std::vector<ReceivedSeries> batch;
-    for (const auto& series : push.series()) {
-      std::map<std::string, std::string> labels;
-      for (const auto& l : series.labels()) labels[l.name()] = l.value();
-      for (const auto& sample : series.samples()) {
-        ReceivedSeries r;
-        r.labels = labels;
-        std::string why = ValidateSeries(labels, sample.raw_profile(), &r.profile);
-        if (!why.empty()) return reject(why);
-        batch.push_back(std::move(r));
-      }
+    std::string why = req.get_header_value("Content-Type") == "application/proto"
+                          ? Accept(req.body)
+                          : std::string("content type");
+    if (why.empty()) {
+      res.status = 200;
+      res.set_content("", "application/proto");
+      return;
     }
-    for (auto& r : batch) accepted_.push_back(std::move(r));
-    res.status = 200;
-    res.set_content("", "application/proto");
+    res.status = 400;
+    res.set_content("{\"code\":\"invalid_argument\",\"message\":\"" + why + "\"}", "application/json");
   });
   port_ = port == 0 ? server_->bind_to_any_port("127.0.0.1") : (server_->bind_to_port("127.0.0.1", port) ? port : -1);
   if (port_ < 0) return false;
@@ -122,6 +162,7 @@ bool PyroscopeReceiver::Start(int port) {
 }
 
 void PyroscopeReceiver::Stop() {
+  if (grpc_server_) grpc_server_->Shutdown();
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
 }

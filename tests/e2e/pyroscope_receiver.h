@@ -18,6 +18,9 @@
 namespace httplib {
 class Server;
 }
+namespace grpc {
+class Server;
+}
 
 namespace gpuflame::e2e {
 
@@ -36,6 +39,8 @@ class PyroscopeReceiver {
   ~PyroscopeReceiver();
   // Listens on 127.0.0.1:|port| (0: any free port). False if it cannot.
   bool Start(int port = 0);
+  // The same, as a gRPC server (HTTP/2) for push.v1.PusherService.
+  bool StartGrpc(int port);
   void Stop();
   int port() const { return port_; }
 
@@ -44,7 +49,12 @@ class PyroscopeReceiver {
   int requests() const;
 
  private:
+  // Validates and stores one request; "" or why it was rejected.
+  std::string Accept(const std::string& body);
+
   std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<class GrpcPusher> grpc_service_;
   std::thread thread_;
   mutable std::mutex mu_;
   std::vector<ReceivedSeries> accepted_;
