@@ -144,9 +144,9 @@ class Agent {
 
  private:
   const PodInfo& Pod(pid_t pid) {
-    auto it = pods_.find(pid);
-    if (it == pods_.end()) it = pods_.emplace(pid, ReadPodInfo(pid)).first;
-    return it->second;
+    if (const ProcessInfo* info = session_.registry().Find(pid)) return info->pod;
+    static const PodInfo kNone;
+    return kNone;
   }
 
   bool Selected(pid_t pid, const std::string& name, const PodInfo& pod) const {
@@ -186,7 +186,6 @@ class Agent {
   std::unique_ptr<exporters::PushQueue> queue_;
   MetricsServer metrics_;
   WindowAccumulator window_;
-  absl::flat_hash_map<pid_t, PodInfo> pods_;
   absl::flat_hash_set<pid_t> retired_;
   uint64_t windows_enqueued_ = 0;
   uint64_t folded_samples_ = 0;

@@ -1,6 +1,8 @@
 #include "profiler/k8s_metadata.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -10,14 +12,31 @@
 namespace gpuflame::profiler {
 namespace {
 
-std::string ReadSmall(const std::string& path, size_t limit = 4096) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::string ReadFd(int fd, size_t limit) {
   if (fd < 0) return "";
   std::string out(limit, '\0');
   ssize_t n = read(fd, out.data(), limit);
   close(fd);
   out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
+}
+
+std::string ReadSmall(const std::string& path, size_t limit = 4096) {
+  return ReadFd(open(path.c_str(), O_RDONLY | O_CLOEXEC), limit);
+}
+
+// Reads |path| as the container sees it: every symlink, absolute ones
+// included (/var/run -> /run), resolves inside |root|, and nothing can lead
+// out of it to a file of the node (openat2 RESOLVE_IN_ROOT, Linux 5.6+).
+std::string ReadInRoot(const std::string& root, const std::string& path, size_t limit) {
+  int dir = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return "";
+  open_how how{};
+  how.flags = O_RDONLY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  long fd = syscall(SYS_openat2, dir, path.c_str(), &how, sizeof(how));
+  close(dir);
+  return fd < 0 ? "" : ReadFd(static_cast<int>(fd), limit);
 }
 
 std::string FirstLine(std::string s) {
@@ -73,9 +92,9 @@ PodInfo ReadPodInfo(pid_t pid, const std::string& proc) {
   if (auto id = ContainerIdFromCgroup(cgroup)) info.container_id = *id;
   if (auto uid = PodUidFromCgroup(cgroup)) info.pod_uid = *uid;
   if (!info.in_kubernetes()) return info;
-  info.pod = FirstLine(ReadSmall(base + "/root/etc/hostname", 256));
+  info.pod = FirstLine(ReadInRoot(base + "/root", "/etc/hostname", 256));
   info.namespace_name =
-      FirstLine(ReadSmall(base + "/root/var/run/secrets/kubernetes.io/serviceaccount/namespace", 256));
+      FirstLine(ReadInRoot(base + "/root", "/var/run/secrets/kubernetes.io/serviceaccount/namespace", 256));
   return info;
 }
 

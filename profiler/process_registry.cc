@@ -76,6 +76,7 @@ ProcessInfo& ProcessRegistry::Ensure(pid_t pid) {
     slot = std::make_unique<ProcessInfo>();
     slot->pid = pid;
     slot->comm = ReadComm(pid);
+    slot->pod = ReadPodInfo(pid);
     slot->memory = std::make_unique<symbolizer::RemoteProcessMemory>(pid);
   }
   return *slot;

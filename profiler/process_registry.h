@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "profiler/bpf_probes.h"
+#include "profiler/k8s_metadata.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 #include "symbolizer/process_memory.h"
@@ -26,6 +27,7 @@ namespace gpuflame::profiler {
 struct ProcessInfo {
   pid_t pid = 0;
   std::string comm;
+  PodInfo pod;  // read at discovery: a process may be gone by its last window
   bool has_cuda = false;
   bool has_torch = false;
   bool torch_fallback_wanted = false;  // libc10_cuda.so without USDT notes

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "e2e/e2e_support.h"
@@ -241,6 +242,62 @@ TEST(AgentTest, PushesOverGrpcToo) {
   EXPECT_EQ(t.gpu_alloc, 121 * MiB);
   EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
   EXPECT_TRUE(receiver.Rejections().empty());
+}
+
+// A process in a pod as the node sees it: its cgroup path names the pod and
+// container (cgroup v1, cgroupfs driver), and in its own mount namespace
+// /etc/hostname is the pod name and the service-account mount says the
+// namespace. The agent must find all of it through /proc alone.
+TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
+  GPUFLAME_REQUIRE_ROOT();
+  const std::string uid = "1a2b3c4d-1111-2222-3333-444455556666";
+  const std::string cid = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  const std::string cgroup = "/sys/fs/cgroup/pids/kubepods/besteffort/pod" + uid + "/" + cid;
+  std::error_code ec;
+  std::filesystem::create_directories(cgroup, ec);
+  if (ec) {
+    if (getenv("GPUFLAME_REQUIRE_E2E")) FAIL() << "cannot create " << cgroup << ": " << ec.message();
+    GTEST_SKIP() << "no writable cgroup v1 pids hierarchy";
+  }
+  std::string dir = TempDir("pod");
+  std::ofstream(dir + "/hostname") << "vllm-0\n";
+  std::filesystem::create_directories(dir + "/sa");
+  std::ofstream(dir + "/sa/namespace") << "serving";
+
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  std::string py = PyenvPython("3.12");
+  for (int i = 0; i < 300 && Metric(metrics_port, "gpuflame_library_files_attached") < 4; i++) {
+    Sh(SimEnv() + " " + py + " -c 'import sim_torch'");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string inner = "mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && "
+                      "mount --bind " + dir + "/sa /run/secrets/kubernetes.io/serviceaccount && "
+                      "mount --bind " + dir + "/hostname /etc/hostname && exec " + py + " " +
+                      std::string(GPUFLAME_WORKLOADS) + "/basic_model.py";
+  RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + cgroup + "/cgroup.procs && echo $$ > " + dir +
+                   "/pid && exec unshare --mount --propagation private sh -c \"" + inner + "\"'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pid_t pid = std::stoi(ReadFile(dir + "/pid"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  std::filesystem::remove(cgroup, ec);
+  std::filesystem::remove("/sys/fs/cgroup/pids/kubepods/besteffort/pod" + uid, ec);
+
+  int matched = 0;
+  for (const ReceivedSeries& s : receiver.Accepted()) {
+    if (s.labels.at("pid") != std::to_string(pid)) continue;
+    matched++;
+    auto label = [&](const std::string& k) { return s.labels.count(k) ? s.labels.at(k) : "(missing)"; };
+    EXPECT_EQ(label("namespace"), "serving");
+    EXPECT_EQ(label("pod"), "vllm-0");
+    EXPECT_EQ(label("container_id"), cid.substr(0, 12));
+    EXPECT_EQ(label("service_name"), "serving/python3.12");
+  }
+  EXPECT_GE(matched, 2) << agent.Log();  // gpu_memory and torch_memory
 }
 
 TEST(AgentTest, RejectsBadConfigurationWithOneLine) {

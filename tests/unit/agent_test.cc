@@ -95,6 +95,22 @@ TEST(K8sMetadataTest, ReadsHostnameAndNamespaceThroughProcRoot) {
   EXPECT_FALSE(profiler::ReadPodInfo(78, proc).in_kubernetes());
 }
 
+TEST(K8sMetadataTest, ContainerSymlinksCannotReachNodeFiles) {
+  // A hostile container points /etc/hostname at a node file: the read must
+  // resolve inside the container's root, where that file does not exist.
+  std::string proc = ::testing::TempDir() + "/fakeproc2";
+  std::string base = proc + "/79";
+  std::filesystem::remove_all(proc);
+  std::filesystem::create_directories(base + "/root/etc");
+  std::ofstream(base + "/cgroup") << "0::/kubepods/pod1a2b3c4d-1111-2222-3333-444455556666/" << std::string(64, 'c') << "\n";
+  std::string secret = ::testing::TempDir() + "/node-secret";
+  std::ofstream(secret) << "node-only-data";
+  std::filesystem::create_symlink(secret, base + "/root/etc/hostname");
+  profiler::PodInfo info = profiler::ReadPodInfo(79, proc);
+  EXPECT_TRUE(info.in_kubernetes());
+  EXPECT_EQ(info.pod, "");
+}
+
 exporters::Profile ManySamples(int n) {
   exporters::Profile p;
   p.name = "gpu_memory";
