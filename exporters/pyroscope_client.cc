@@ -49,15 +49,63 @@ PyroscopeClient::PyroscopeClient(PyroscopeEndpoint endpoint) : endpoint_(std::mo
   GlobalInit();
 }
 
+std::string IngestName(const std::vector<std::pair<std::string, std::string>>& labels) {
+  auto clean = [](std::string v) {
+    for (char& c : v)
+      if (c == ',' || c == '{' || c == '}' || c == '=') c = '_';
+    return v;
+  };
+  std::string service = "unknown_service", rest;
+  for (const auto& [k, v] : labels) {
+    if (k == "service_name") {
+      service = clean(v);
+    } else {
+      // __name__ is derived by the server from the sample types ("memory");
+      // keep ours as a label so device and tensor profiles stay apart.
+      std::string key = k == "__name__" ? "gpuflame_profile" : k;
+      absl::StrAppend(&rest, rest.empty() ? "" : ",", key, "=", clean(v));
+    }
+  }
+  return absl::StrCat(service, "{", rest, "}");
+}
+
+absl::Status PyroscopeClient::Ingest(const std::string& push_request) const {
+  push::v1::PushRequest req;
+  if (!req.ParseFromString(push_request)) return absl::InvalidArgumentError("not a push request");
+  std::string base = endpoint_.url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  for (const auto& series : req.series()) {
+    std::vector<std::pair<std::string, std::string>> labels;
+    for (const auto& l : series.labels()) labels.emplace_back(l.name(), l.value());
+    std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> esc(curl_easy_init(), &curl_easy_cleanup);
+    std::string name = IngestName(labels);
+    char* quoted = curl_easy_escape(esc.get(), name.data(), static_cast<int>(name.size()));
+    std::string url = absl::StrCat(base, "/ingest?format=pprof&spyName=gpuflame&name=", quoted ? quoted : "");
+    curl_free(quoted);
+    for (const auto& sample : series.samples())
+      if (auto s = Post(url, sample.raw_profile(), "Content-Type: application/octet-stream"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PyroscopeClient::PushEncoded(const std::string& body) const {
-  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), &curl_easy_cleanup);
-  if (!curl) return absl::InternalError("curl_easy_init failed");
+  if (legacy_) return Ingest(body);
   std::string url = endpoint_.url;
   while (!url.empty() && url.back() == '/') url.pop_back();
-  url += "/push.v1.PusherService/Push";
+  absl::Status s = Post(url + "/push.v1.PusherService/Push", body, "Content-Type: application/proto");
+  if (absl::IsNotFound(s)) {
+    legacy_ = true;  // no push API here: stay on /ingest from now on
+    return Ingest(body);
+  }
+  return s;
+}
 
+absl::Status PyroscopeClient::Post(const std::string& url, const std::string& body,
+                                   const char* content_type) const {
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), &curl_easy_cleanup);
+  if (!curl) return absl::InternalError("curl_easy_init failed");
   curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Content-Type: application/proto");
+  headers = curl_slist_append(headers, content_type);
   headers = curl_slist_append(headers, "Connect-Protocol-Version: 1");
   headers = curl_slist_append(headers, "User-Agent: gpuflame");
   if (!endpoint_.tenant.empty())
@@ -105,6 +153,7 @@ absl::Status PyroscopeClient::PushEncoded(const std::string& body) const {
   if (code >= 500 || code == 408) return absl::UnavailableError(msg);
   if (code == 401) return absl::UnauthenticatedError(msg);
   if (code == 403) return absl::PermissionDeniedError(msg);
+  if (code == 404) return absl::NotFoundError(msg);
   return absl::InvalidArgumentError(msg);
 }
 

@@ -36,13 +36,25 @@ class PyroscopeClient {
   // OK; UnavailableError / ResourceExhaustedError (retry later);
   // InvalidArgument / PermissionDenied / Unauthenticated (retrying won't help).
   absl::Status Push(const std::vector<Series>& series) const { return PushEncoded(EncodePushRequest(series)); }
-  // |body| is a serialized push.v1.PushRequest.
+  // |body| is a serialized push.v1.PushRequest. Uses push.v1 over Connect;
+  // once that answers 404 (a Pyroscope older than the push API), and always
+  // when |legacy_ingest| is set, the legacy /ingest endpoint instead.
   absl::Status PushEncoded(const std::string& body) const;
+  void set_legacy_ingest(bool on) { legacy_ = on; }
+  bool legacy_ingest() const { return legacy_; }
   const PyroscopeEndpoint& endpoint() const { return endpoint_; }
 
  private:
+  absl::Status Post(const std::string& url, const std::string& body, const char* content_type) const;
+  absl::Status Ingest(const std::string& push_request) const;
+
   PyroscopeEndpoint endpoint_;
+  mutable bool legacy_ = false;  // set by the sender thread only
 };
+
+// The legacy /ingest `name` parameter: `service{label=value,...}`, with the
+// characters its parser splits on replaced.
+std::string IngestName(const std::vector<std::pair<std::string, std::string>>& labels);
 
 }  // namespace gpuflame::exporters
 

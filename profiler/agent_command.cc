@@ -46,6 +46,7 @@ class Agent {
  public:
   Agent(const AgentConfig& cfg, Session& session) : cfg_(cfg), session_(session), client_(cfg.pyroscope) {
     if (cfg.protocol == "grpc") grpc_client_ = std::make_unique<exporters::PyroscopeGrpcClient>(cfg.pyroscope);
+    if (cfg.protocol == "ingest") client_.set_legacy_ingest(true);
   }
 
   absl::Status StartDelivery() {

@@ -117,8 +117,8 @@ absl::Status Validate(const AgentConfig& c) {
   if (url.empty()) return Bad("no Pyroscope URL: give --pyroscope-url URL (or GPUFLAME_PYROSCOPE_URL, or pyroscope_url in the config file)");
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     return Bad(absl::StrCat("the Pyroscope URL must start with http:// or https://, not '", url, "'"));
-  if (c.protocol != "connect" && c.protocol != "grpc")
-    return Bad(absl::StrCat("protocol must be connect or grpc, not '", c.protocol, "'"));
+  if (c.protocol != "connect" && c.protocol != "grpc" && c.protocol != "ingest")
+    return Bad(absl::StrCat("protocol must be connect, grpc or ingest, not '", c.protocol, "'"));
   if (!(c.window_seconds >= 1 && c.window_seconds <= 3600))
     return Bad(absl::StrCat("window must be between 1 and 3600 seconds, not ", c.window_seconds));
   if (c.metrics_port < 0 || c.metrics_port > 65535)
@@ -143,7 +143,9 @@ std::string AgentUsageText() {
 Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
   --pyroscope-url URL       Pyroscope's base URL (pyroscope_url)
   --window SECONDS          window length, default 15 (window)
-  --protocol P              connect (HTTP/1.1, default) or grpc (protocol)
+  --protocol P              connect (HTTP/1.1, default), grpc, or ingest (the legacy
+                            /ingest API; connect falls back to it on its own when the
+                            server has no push API) (protocol)
   --config FILE             YAML file with the settings below
   --tenant ID               X-Scope-OrgID for multi-tenant Pyroscope (tenant)
   --basic-auth-user U       with GPUFLAME_BASIC_AUTH_PASSWORD (basic_auth_user/_password)

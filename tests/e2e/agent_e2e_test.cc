@@ -133,7 +133,10 @@ Totals Sum(const std::vector<ReceivedSeries>& series, pid_t pid) {
   for (const ReceivedSeries& s : series) {
     auto it = s.labels.find("pid");
     if (it == s.labels.end() || it->second != std::to_string(pid)) continue;
-    bool torch = s.labels.at("__name__") == "torch_memory";
+    // Over the legacy /ingest API the profile name travels as a label.
+    const std::string& profile = s.labels.count("gpuflame_profile") ? s.labels.at("gpuflame_profile")
+                                                                     : s.labels.at("__name__");
+    bool torch = profile == "torch_memory";
     int64_t& alloc = torch ? t.torch_alloc : t.gpu_alloc;
     alloc += SampleTotal(s.profile, "alloc_space");
     int64_t& last = torch ? last_torch : last_gpu;
@@ -298,6 +301,29 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
     EXPECT_EQ(label("service_name"), "serving/python3.12");
   }
   EXPECT_GE(matched, 2) << agent.Log();  // gpu_memory and torch_memory
+}
+
+TEST(AgentTest, FallsBackToLegacyIngestWithoutThePushApi) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("ingest");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start(0, /*legacy_only=*/true));
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  pid_t pid = RunWorkload(dir, metrics_port);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  auto series = receiver.Accepted();
+  Totals t = Sum(series, pid);
+  EXPECT_EQ(t.torch_alloc, 114 * MiB) << agent.Log();
+  EXPECT_EQ(t.gpu_alloc, 121 * MiB);
+  EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+  for (const ReceivedSeries& s : series)
+    if (s.labels.at("pid") == std::to_string(pid)) {
+      EXPECT_EQ(s.labels.at("service_name"), "python3.12");
+      EXPECT_EQ(s.labels.at("node"), "test-node");
+    }
 }
 
 TEST(AgentTest, RejectsBadConfigurationWithOneLine) {

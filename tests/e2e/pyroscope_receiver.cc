@@ -141,8 +141,43 @@ bool PyroscopeReceiver::StartGrpc(int port) {
   return grpc_server_ && bound > 0;
 }
 
-bool PyroscopeReceiver::Start(int port) {
+bool PyroscopeReceiver::Start(int port, bool legacy_only) {
   server_ = std::make_unique<httplib::Server>();
+  // Legacy /ingest: name=app{k=v,...}, body a (gzipped) pprof; __name__ is
+  // guessed from the sample types as Pyroscope does (memory here).
+  server_->Post("/ingest", [this](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_++;
+    std::string name = req.get_param_value("name");
+    auto open = name.find('{');
+    if (req.get_param_value("format") != "pprof" || open == std::string::npos || name.back() != '}') {
+      rejections_.push_back("bad ingest parameters: " + name);
+      res.status = 400;
+      return;
+    }
+    std::map<std::string, std::string> labels{{"__name__", "ingested_memory"},
+                                              {"service_name", name.substr(0, open)}};
+    std::string inner = name.substr(open + 1, name.size() - open - 2);
+    for (size_t pos = 0; pos < inner.size();) {
+      size_t comma = inner.find(',', pos);
+      std::string kv = inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    ReceivedSeries r;
+    std::string why = ValidateSeries(labels, req.body, &r.profile);
+    if (!why.empty()) {
+      rejections_.push_back(why);
+      res.status = 400;
+      return;
+    }
+    r.labels = std::move(labels);
+    accepted_.push_back(std::move(r));
+    res.status = 200;
+  });
+  if (!legacy_only)
   server_->Post("/push.v1.PusherService/Push", [this](const httplib::Request& req, httplib::Response& res) {
     std::string why = req.get_header_value("Content-Type") == "application/proto"
                           ? Accept(req.body)

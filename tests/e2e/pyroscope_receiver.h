@@ -38,7 +38,8 @@ class PyroscopeReceiver {
   PyroscopeReceiver();
   ~PyroscopeReceiver();
   // Listens on 127.0.0.1:|port| (0: any free port). False if it cannot.
-  bool Start(int port = 0);
+  // |legacy_only|: only the old /ingest API, as Pyroscope before push.v1.
+  bool Start(int port = 0, bool legacy_only = false);
   // The same, as a gRPC server (HTTP/2) for push.v1.PusherService.
   bool StartGrpc(int port);
   void Stop();

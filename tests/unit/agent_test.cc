@@ -11,6 +11,7 @@
 #include "exporters/pprof_writer.h"
 #include "exporters/profile_limits.h"
 #include "exporters/push_queue.h"
+#include "exporters/pyroscope_client.h"
 #include "exporters/spool.h"
 #include "profiler/agent_config.h"
 #include "profiler/k8s_metadata.h"
@@ -169,6 +170,13 @@ TEST(WindowTest, AllocatedDuringTheWindowInUseAtItsEnd) {
   auto third = w.Close(c);
   EXPECT_EQ(third[0].alloc_bytes, 0);
   EXPECT_EQ(third[1].alloc_bytes, 50);
+}
+
+TEST(IngestNameTest, ServiceAndLabelsInTheLegacyNameSyntax) {
+  EXPECT_EQ(exporters::IngestName({{"__name__", "gpu_memory"}, {"service_name", "ml/train"},
+                                   {"pod", "a,b{c}=d"}}),
+            "ml/train{gpuflame_profile=gpu_memory,pod=a_b_c__d}");
+  EXPECT_EQ(exporters::IngestName({}), "unknown_service{}");
 }
 
 TEST(MetricsTest, PrometheusTextFormat) {
