@@ -164,8 +164,9 @@ class Agent {
                                                           const std::string& name, const PodInfo& pod) const {
     std::string service = cfg_.service_name;
     if (service.empty())
-      service = pod.in_kubernetes() && !pod.namespace_name.empty() ? absl::StrCat(pod.namespace_name, "/", name)
-                                                                   : name;
+      service = pod.in_kubernetes() && !pod.namespace_name.empty()
+                    ? absl::StrCat(pod.namespace_name, "/", pod.container.empty() ? name : pod.container)
+                    : name;
     if (service.empty()) service = "unknown_service";
     std::vector<std::pair<std::string, std::string>> l = {
         {"__name__", profile},
@@ -176,6 +177,7 @@ class Agent {
     };
     if (!pod.namespace_name.empty()) l.push_back({"namespace", LabelValue(pod.namespace_name)});
     if (!pod.pod.empty()) l.push_back({"pod", LabelValue(pod.pod)});
+    if (!pod.container.empty()) l.push_back({"container", LabelValue(pod.container)});
     if (!pod.container_id.empty()) l.push_back({"container_id", pod.container_id.substr(0, 12)});
     return l;
   }

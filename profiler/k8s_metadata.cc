@@ -85,6 +85,29 @@ std::optional<std::string> PodUidFromCgroup(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<std::string> ContainerNameFromMountinfo(std::string_view text, std::string_view pod_uid) {
+  // Fields: id parent major:minor root mountpoint ...; the root is what we want.
+  std::string needle = absl::StrCat("/pods/", std::string(pod_uid), "/containers/");
+  size_t lines = 0;
+  while (!text.empty() && lines++ < 10000) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    std::string_view f = line;
+    for (int skip = 0; skip < 3 && !f.empty(); skip++) {
+      size_t sp = f.find(' ');
+      f = sp == std::string_view::npos ? std::string_view() : f.substr(sp + 1);
+    }
+    std::string_view root = f.substr(0, f.find(' '));
+    size_t at = root.find(needle);
+    if (at == std::string_view::npos) continue;
+    std::string_view rest = root.substr(at + needle.size());
+    std::string_view name = rest.substr(0, rest.find('/'));
+    if (!name.empty() && name.size() <= 253) return std::string(name);
+  }
+  return std::nullopt;
+}
+
 PodInfo ReadPodInfo(pid_t pid, const std::string& proc) {
   PodInfo info;
   std::string base = absl::StrCat(proc, "/", pid);
@@ -92,6 +115,8 @@ PodInfo ReadPodInfo(pid_t pid, const std::string& proc) {
   if (auto id = ContainerIdFromCgroup(cgroup)) info.container_id = *id;
   if (auto uid = PodUidFromCgroup(cgroup)) info.pod_uid = *uid;
   if (!info.in_kubernetes()) return info;
+  if (auto name = ContainerNameFromMountinfo(ReadSmall(base + "/mountinfo", 1 << 20), info.pod_uid))
+    info.container = *name;
   info.pod = FirstLine(ReadInRoot(base + "/root", "/etc/hostname", 256));
   info.namespace_name =
       FirstLine(ReadInRoot(base + "/root", "/var/run/secrets/kubernetes.io/serviceaccount/namespace", 256));

@@ -266,6 +266,10 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
   std::ofstream(dir + "/hostname") << "vllm-0\n";
   std::filesystem::create_directories(dir + "/sa");
   std::ofstream(dir + "/sa/namespace") << "serving";
+  // Where kubelet keeps the container's termination log, bind-mounted in.
+  std::string kubelet = dir + "/var/lib/kubelet/pods/" + uid + "/containers/vllm-server";
+  std::filesystem::create_directories(kubelet);
+  std::ofstream(kubelet + "/5f2c1a7e") << "";
 
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
@@ -279,7 +283,9 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
   }
   std::string inner = "mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && "
                       "mount --bind " + dir + "/sa /run/secrets/kubernetes.io/serviceaccount && "
-                      "mount --bind " + dir + "/hostname /etc/hostname && exec " + py + " " +
+                      "mount --bind " + dir + "/hostname /etc/hostname && "
+                      // (kubelet's target is /dev/termination-log; any file shows the source path)
+                      "mount --bind " + kubelet + "/5f2c1a7e /etc/hosts && exec " + py + " " +
                       std::string(GPUFLAME_WORKLOADS) + "/basic_model.py";
   RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + cgroup + "/cgroup.procs && echo $$ > " + dir +
                    "/pid && exec unshare --mount --propagation private sh -c \"" + inner + "\"'");
@@ -298,7 +304,8 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
     EXPECT_EQ(label("namespace"), "serving");
     EXPECT_EQ(label("pod"), "vllm-0");
     EXPECT_EQ(label("container_id"), cid.substr(0, 12));
-    EXPECT_EQ(label("service_name"), "serving/python3.12");
+    EXPECT_EQ(label("container"), "vllm-server");
+    EXPECT_EQ(label("service_name"), "serving/vllm-server");
   }
   EXPECT_GE(matched, 2) << agent.Log();  // gpu_memory and torch_memory
 }

@@ -80,6 +80,17 @@ TEST(K8sMetadataTest, ContainerAndPodFromEveryCgroupShape) {
   EXPECT_FALSE(profiler::ContainerIdFromCgroup("0::/x/" + id + "a").has_value());
 }
 
+TEST(K8sMetadataTest, ContainerNameFromKubeletBindMounts) {
+  const std::string uid = "1a2b3c4d-1111-2222-3333-444455556666";
+  std::string mountinfo =
+      "1290 1272 0:26 / / rw,relatime - overlay overlay rw\n"
+      "1301 1290 253:1 /var/lib/kubelet/pods/" + uid + "/etc-hosts /etc/hosts rw - ext4 /dev/vda1 rw\n"
+      "1302 1290 253:1 /var/lib/kubelet/pods/" + uid + "/containers/vllm-server/5f2c1a7e /dev/termination-log rw - ext4 /dev/vda1 rw\n";
+  EXPECT_EQ(profiler::ContainerNameFromMountinfo(mountinfo, uid), "vllm-server");
+  EXPECT_FALSE(profiler::ContainerNameFromMountinfo(mountinfo, "ffffffff-1111-2222-3333-444455556666").has_value());
+  EXPECT_FALSE(profiler::ContainerNameFromMountinfo("garbage\n\n", uid).has_value());
+}
+
 TEST(K8sMetadataTest, ReadsHostnameAndNamespaceThroughProcRoot) {
   std::string proc = ::testing::TempDir() + "/fakeproc";
   std::string base = proc + "/77";
