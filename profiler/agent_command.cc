@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include <cctype>
 #include <cstdio>
 #include <set>
 
@@ -36,6 +37,14 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// Kubernetes label keys (app.kubernetes.io/name) as Pyroscope label names.
+std::string LabelName(const std::string& key) {
+  std::string out;
+  for (char c : key) out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
+  return out.substr(0, 1024);
+}
+
 // Pyroscope label values are at most 2048 bytes.
 std::string LabelValue(std::string v) {
   if (v.size() > 2048) v.resize(2048);
@@ -44,7 +53,8 @@ std::string LabelValue(std::string v) {
 
 class Agent {
  public:
-  Agent(const AgentConfig& cfg, Session& session) : cfg_(cfg), session_(session), client_(cfg.pyroscope) {
+  Agent(const AgentConfig& cfg, Session& session)
+      : cfg_(cfg), session_(session), client_(cfg.pyroscope), kubelet_(cfg.kubelet) {
     if (cfg.protocol == "grpc") grpc_client_ = std::make_unique<exporters::PyroscopeGrpcClient>(cfg.pyroscope);
     if (cfg.protocol == "ingest") client_.set_legacy_ingest(true);
   }
@@ -161,7 +171,7 @@ class Agent {
   }
 
   std::vector<std::pair<std::string, std::string>> Labels(const std::string& profile, pid_t pid,
-                                                          const std::string& name, const PodInfo& pod) const {
+                                                          const std::string& name, const PodInfo& pod) {
     std::string service = cfg_.service_name;
     if (service.empty())
       service = pod.in_kubernetes() && !pod.namespace_name.empty()
@@ -179,6 +189,10 @@ class Agent {
     if (!pod.pod.empty()) l.push_back({"pod", LabelValue(pod.pod)});
     if (!pod.container.empty()) l.push_back({"container", LabelValue(pod.container)});
     if (!pod.container_id.empty()) l.push_back({"container_id", pod.container_id.substr(0, 12)});
+    for (const auto& [key, value] : kubelet_.LabelsOf(pod.pod_uid)) {
+      if (l.size() >= 30) break;  // Pyroscope's per-series label limit
+      l.push_back({LabelName(key), LabelValue(value)});
+    }
     return l;
   }
 
@@ -187,6 +201,7 @@ class Agent {
   exporters::PyroscopeClient client_;
   std::unique_ptr<exporters::PyroscopeGrpcClient> grpc_client_;
   std::unique_ptr<exporters::PushQueue> queue_;
+  KubeletPods kubelet_;
   MetricsServer metrics_;
   WindowAccumulator window_;
   absl::flat_hash_set<pid_t> retired_;

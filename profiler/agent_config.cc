@@ -75,6 +75,16 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
     if (auto s = num(ParseInt(key, value), mb); !s.ok()) return s;
     if (mb < 1) return Bad(absl::StrCat(where, ": spool_max_mb must be at least 1"));
     c.spool_max_bytes = static_cast<uint64_t>(mb) << 20;
+  } else if (key == "kubelet_url") {
+    c.kubelet.url = value;
+  } else if (key == "kubelet_token_file") {
+    c.kubelet.token_file = value;
+  } else if (key == "kubelet_ca_file") {
+    c.kubelet.ca_file = value;
+  } else if (key == "kubelet_insecure_skip_verify") {
+    c.kubelet.insecure_skip_verify = value == "true" || value == "1" || value == "yes";
+  } else if (key == "pod_labels") {
+    c.kubelet.labels = SplitList(value);
   } else if (key == "hide_trampolines") {
     c.show_trampolines = !(value == "true" || value == "1" || value == "yes");
   } else {
@@ -128,6 +138,12 @@ absl::Status Validate(const AgentConfig& c) {
   for (const std::string* f : {&c.pyroscope.bearer_token_file, &c.pyroscope.ca_file})
     if (!f->empty() && access(f->c_str(), R_OK) != 0) return Bad(absl::StrCat("cannot read ", *f));
   if (c.queue_requests == 0) return Bad("queue_requests must be at least 1");
+  if (!c.kubelet.url.empty() && c.kubelet.url.rfind("http://", 0) != 0 && c.kubelet.url.rfind("https://", 0) != 0)
+    return Bad(absl::StrCat("the kubelet URL must start with http:// or https://, not '", c.kubelet.url, "'"));
+  if (c.kubelet.url.empty() && !c.kubelet.labels.empty())
+    return Bad("pod_labels needs kubelet_url: pod labels come from the kubelet");
+  for (const std::string* f : {&c.kubelet.token_file, &c.kubelet.ca_file})
+    if (!f->empty() && access(f->c_str(), R_OK) != 0) return Bad(absl::StrCat("cannot read ", *f));
   return absl::OkStatus();
 }
 
@@ -159,6 +175,10 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
   --spool-dir DIR           undelivered profiles wait here (zstd) across outages and
                             restarts, default /var/lib/gpuflame/spool; "" for memory only
   --spool-max-mb N          spool size bound, default 256 (oldest dropped, counted)
+  --kubelet-url URL         also copy pod labels from the kubelet (https://$NODE_IP:10250)
+  --pod-labels a,b          which pod labels to copy (pod_labels)
+  --kubelet-token-file F    service-account token for the kubelet (kubelet_token_file)
+  --kubelet-ca-file F       the kubelet's CA (kubelet_ca_file; kubelet_insecure_skip_verify)
   --check-config            validate, print the effective configuration, and exit
 )";
 }
@@ -189,7 +209,9 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"--basic-auth-user", "basic_auth_user"}, {"--bearer-token-file", "bearer_token_file"},
       {"--ca-file", "ca_file"}, {"--metrics-port", "metrics_port"}, {"--node", "node"},
       {"--service-name", "service_name"}, {"--metrics-address", "metrics_address"},
-      {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}, {"--protocol", "protocol"}};
+      {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}, {"--protocol", "protocol"},
+      {"--kubelet-url", "kubelet_url"}, {"--kubelet-token-file", "kubelet_token_file"},
+      {"--kubelet-ca-file", "kubelet_ca_file"}, {"--pod-labels", "pod_labels"}};
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     if (a == "--config") {

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "exporters/pyroscope_client.h"
+#include "profiler/kubelet_pods.h"
 
 namespace gpuflame::profiler {
 
@@ -30,6 +31,7 @@ struct AgentConfig {
   std::string node;             // default: $NODE_NAME, else the host name
   std::string service_name;     // overrides the derived service_name when set
   Selectors select;
+  KubeletOptions kubelet;  // optional: pod labels from the kubelet
   size_t queue_requests = 256;
   std::string spool_dir = "/var/lib/gpuflame/spool";  // empty: memory only
   uint64_t spool_max_bytes = 256ull << 20;

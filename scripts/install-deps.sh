@@ -8,7 +8,7 @@ packages=(
   libbpf-dev bpftool              # skeletons, USDT
   libelf-dev libdw-dev zlib1g-dev libzstd-dev
   protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libabsl-dev
-  libcurl4-openssl-dev libcpp-httplib-dev libyaml-cpp-dev
+  libcurl4-openssl-dev libcpp-httplib-dev libyaml-cpp-dev nlohmann-json3-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   systemtap-sdt-dev               # <sys/sdt.h> for the simulated PyTorch's USDT probes
   golang-go                       # `go tool pprof`, an independent pprof reader for tests

@@ -40,17 +40,22 @@ int FreePort() {
 class AgentProcess {
  public:
   AgentProcess(int pyroscope_port, int metrics_port, const std::string& log, const std::string& spool,
-               const char* protocol = "connect")
+               const char* protocol = "connect", std::vector<std::string> extra = {})
       : log_(log) {
+    std::vector<std::string> args = {GPUFLAME_BIN, "agent", "--pyroscope-url",
+                                     "http://127.0.0.1:" + std::to_string(pyroscope_port), "--window", "1",
+                                     "--metrics-port", std::to_string(metrics_port), "--metrics-address",
+                                     "127.0.0.1", "--node", "test-node", "--spool-dir", spool,
+                                     "--protocol", protocol};
+    args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = freopen(log.c_str(), "w", stderr);
       (void)f;
-      std::string url = "http://127.0.0.1:" + std::to_string(pyroscope_port);
-      std::string mport = std::to_string(metrics_port);
-      execl(GPUFLAME_BIN, GPUFLAME_BIN, "agent", "--pyroscope-url", url.c_str(), "--window", "1",
-            "--metrics-port", mport.c_str(), "--metrics-address", "127.0.0.1", "--node", "test-node",
-            "--spool-dir", spool.c_str(), "--protocol", protocol, nullptr);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(GPUFLAME_BIN, argv.data());
       _exit(127);
     }
   }
@@ -267,14 +272,26 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
   std::filesystem::create_directories(dir + "/sa");
   std::ofstream(dir + "/sa/namespace") << "serving";
   // Where kubelet keeps the container's termination log, bind-mounted in.
-  std::string kubelet = dir + "/var/lib/kubelet/pods/" + uid + "/containers/vllm-server";
-  std::filesystem::create_directories(kubelet);
-  std::ofstream(kubelet + "/5f2c1a7e") << "";
+  std::string kubelet_dir = dir + "/var/lib/kubelet/pods/" + uid + "/containers/vllm-server";
+  std::filesystem::create_directories(kubelet_dir);
+  std::ofstream(kubelet_dir + "/5f2c1a7e") << "";
+
+  // The node's kubelet, for pod labels (what /proc cannot tell).
+  httplib::Server kubelet;
+  kubelet.Get("/pods", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"items":[{"metadata":{"uid":")" + uid +
+                        R"(","labels":{"app.kubernetes.io/name":"vllm","team":"serving-infra"}}}]})",
+                    "application/json");
+  });
+  int kubelet_port = kubelet.bind_to_any_port("127.0.0.1");
+  std::thread kubelet_thread([&] { kubelet.listen_after_bind(); });
 
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   int metrics_port = FreePort();
-  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--kubelet-url", "http://127.0.0.1:" + std::to_string(kubelet_port), "--pod-labels",
+                      "app.kubernetes.io/name,team"});
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
   std::string py = PyenvPython("3.12");
   for (int i = 0; i < 300 && Metric(metrics_port, "gpuflame_library_files_attached") < 4; i++) {
@@ -285,7 +302,7 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
                       "mount --bind " + dir + "/sa /run/secrets/kubernetes.io/serviceaccount && "
                       "mount --bind " + dir + "/hostname /etc/hostname && "
                       // (kubelet's target is /dev/termination-log; any file shows the source path)
-                      "mount --bind " + kubelet + "/5f2c1a7e /etc/hosts && exec " + py + " " +
+                      "mount --bind " + kubelet_dir + "/5f2c1a7e /etc/hosts && exec " + py + " " +
                       std::string(GPUFLAME_WORKLOADS) + "/basic_model.py";
   RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + cgroup + "/cgroup.procs && echo $$ > " + dir +
                    "/pid && exec unshare --mount --propagation private sh -c \"" + inner + "\"'");
@@ -293,6 +310,8 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
   pid_t pid = std::stoi(ReadFile(dir + "/pid"));
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  kubelet.stop();
+  kubelet_thread.join();
   std::filesystem::remove(cgroup, ec);
   std::filesystem::remove("/sys/fs/cgroup/pids/kubepods/besteffort/pod" + uid, ec);
 
@@ -305,6 +324,8 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
     EXPECT_EQ(label("pod"), "vllm-0");
     EXPECT_EQ(label("container_id"), cid.substr(0, 12));
     EXPECT_EQ(label("container"), "vllm-server");
+    EXPECT_EQ(label("app_kubernetes_io_name"), "vllm");
+    EXPECT_EQ(label("team"), "serving-infra");
     EXPECT_EQ(label("service_name"), "serving/vllm-server");
   }
   EXPECT_GE(matched, 2) << agent.Log();  // gpu_memory and torch_memory

@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include <thread>
 
+#include <httplib.h>
+
 #include "exporters/pprof_writer.h"
 #include "exporters/profile_limits.h"
 #include "exporters/push_queue.h"
@@ -15,6 +17,7 @@
 #include "exporters/spool.h"
 #include "profiler/agent_config.h"
 #include "profiler/k8s_metadata.h"
+#include "profiler/kubelet_pods.h"
 #include "profiler/metrics_server.h"
 #include "profiler/window.h"
 
@@ -78,6 +81,47 @@ TEST(K8sMetadataTest, ContainerAndPodFromEveryCgroupShape) {
   // Not in a container; a 65-hex run is not an ID.
   EXPECT_FALSE(profiler::ContainerIdFromCgroup("0::/user.slice/user-0.slice/session-1.scope").has_value());
   EXPECT_FALSE(profiler::ContainerIdFromCgroup("0::/x/" + id + "a").has_value());
+}
+
+TEST(KubeletPodsTest, ParsesThePodListKeepingOnlyChosenLabels) {
+  std::string json = R"({"kind":"PodList","items":[
+    {"metadata":{"uid":"u1","name":"vllm-0","labels":{"app":"vllm","team":"serving","pod-template-hash":"abc"}}},
+    {"metadata":{"uid":"u2","name":"train-0"}},
+    {"metadata":{"name":"no-uid"}}, 7]})";
+  auto pods = profiler::ParsePodList(json, {"app", "team", "missing"});
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  EXPECT_EQ(pods->size(), 2u);
+  EXPECT_EQ(pods->at("u1"), (std::map<std::string, std::string>{{"app", "vllm"}, {"team", "serving"}}));
+  EXPECT_TRUE(pods->at("u2").empty());
+  EXPECT_FALSE(profiler::ParsePodList("{not json", {"app"}).ok());
+  EXPECT_FALSE(profiler::ParsePodList("[]", {"app"}).ok());
+}
+
+TEST(KubeletPodsTest, AsksTheKubeletWithTheTokenAndCaches) {
+  httplib::Server kubelet;
+  std::atomic<int> calls{0};
+  std::string auth;
+  kubelet.Get("/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    calls++;
+    auth = req.get_header_value("Authorization");
+    res.set_content(R"({"items":[{"metadata":{"uid":"u1","labels":{"app":"vllm"}}}]})", "application/json");
+  });
+  int port = kubelet.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { kubelet.listen_after_bind(); });
+  std::string token = ::testing::TempDir() + "/token";
+  std::ofstream(token) << "sa-token\n";
+  profiler::KubeletOptions o;
+  o.url = "http://127.0.0.1:" + std::to_string(port);
+  o.token_file = token;
+  o.labels = {"app"};
+  profiler::KubeletPods pods(o);
+  EXPECT_EQ(pods.LabelsOf("u1").at("app"), "vllm");
+  EXPECT_EQ(pods.LabelsOf("u1").at("app"), "vllm");
+  EXPECT_TRUE(pods.LabelsOf("unknown").empty());  // within the refresh period: no new call
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(auth, "Bearer sa-token");
+  kubelet.stop();
+  t.join();
 }
 
 TEST(K8sMetadataTest, ContainerNameFromKubeletBindMounts) {
