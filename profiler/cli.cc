@@ -14,11 +14,14 @@ Usage:
   gpuflame record -o DIR [--duration SECONDS] [--pid PID ...] [-- COMMAND ARGS ...]
 
   gpuflame agent --pyroscope-url URL [--window SECONDS] [--config FILE]
+  gpuflame symbolize IN.pb.gz -o OUT.pb.gz [--binaries DIR ...]
 
   record      Profile a command (-- COMMAND), running processes (--pid), or,
               with neither, every CUDA process on this machine. Writes
               DIR/gpu_memory.pb.gz, DIR/torch_memory.pb.gz (when PyTorch's
               allocator was used), folded stacks and DIR/flamegraph.html.
+  symbolize   Resolve a stored profile's raw-address frames against binaries
+              found later (matched by build ID), e.g. unstripped copies.
   agent       Run continuously and push per-process profiles to Grafana
               Pyroscope every window (see gpuflame agent --help).
 
@@ -56,6 +59,29 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
     auto cfg = LoadAgentConfig(rest, env);
     if (!cfg.ok()) return Bad(std::string(cfg.status().message()));
     return *cfg;
+  }
+  if (args[0] == "symbolize") {
+    SymbolizeOptions o;
+    for (size_t i = 1; i < args.size(); i++) {
+      const std::string& a = args[i];
+      if ((a == "-o" || a == "--output" || a == "--binaries") && i + 1 >= args.size())
+        return Bad(absl::StrCat(a, " needs a path"));
+      if (a == "-o" || a == "--output") {
+        o.output = args[++i];
+      } else if (a == "--binaries") {
+        o.binary_dirs.push_back(args[++i]);
+      } else if (a == "-h" || a == "--help") {
+        return HelpRequest{UsageText()};
+      } else if (!a.empty() && a[0] == '-') {
+        return Bad(absl::StrCat("unknown option '", a, "'"));
+      } else if (o.input.empty()) {
+        o.input = a;
+      } else {
+        return Bad("symbolize takes one input profile");
+      }
+    }
+    if (o.input.empty() || o.output.empty()) return Bad("usage: gpuflame symbolize IN.pb.gz -o OUT.pb.gz [--binaries DIR]");
+    return o;
   }
   if (args[0] != "record") return Bad(absl::StrCat("unknown command '", args[0], "'"));
 

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "profiler/agent_config.h"
 #include "profiler/record_command.h"
+#include "profiler/symbolize_command.h"
 
 namespace gpuflame::profiler {
 
@@ -19,7 +20,7 @@ struct HelpRequest {
 };
 struct VersionRequest {};
 
-using Command = std::variant<RecordOptions, AgentConfig, HelpRequest, VersionRequest>;
+using Command = std::variant<RecordOptions, AgentConfig, SymbolizeOptions, HelpRequest, VersionRequest>;
 
 // |env| feeds the agent's GPUFLAME_* settings.
 absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,

@@ -43,5 +43,7 @@ int main(int argc, char** argv) {
     }
     return gpuflame::profiler::RunAgent(*agent);
   }
+  if (auto* sym = std::get_if<gpuflame::profiler::SymbolizeOptions>(&*cmd))
+    return gpuflame::profiler::RunSymbolize(*sym);
   return gpuflame::profiler::RunRecord(std::get<gpuflame::profiler::RecordOptions>(*cmd));
 }

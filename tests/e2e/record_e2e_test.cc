@@ -267,6 +267,33 @@ TEST(RecordTest, NativeProgramsGetSymbolizedNativeStacks) {
   EXPECT_EQ(stack.rfind("0x7f", 0), 0u) << stack;
 }
 
+TEST(RecordTest, StrippedBinariesAreSymbolizedLaterByBuildId) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("stripped");
+  RunResult r = Sh(std::string(GPUFLAME_BIN) + " record -q -o " + out + " -- " + GPUFLAME_SIM_DIR +
+                   "/stripped/native_alloc_stripped");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile before;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &before));
+  std::string raw_stack = Stacks(before, "alloc_space").begin()->first;
+  EXPECT_EQ(raw_stack.find("main"), std::string::npos) << "stripped: no name at capture: " << raw_stack;
+
+  // The unstripped build, found by build ID in another directory.
+  RunResult s = Sh(std::string(GPUFLAME_BIN) + " symbolize " + out + "/gpu_memory.pb.gz -o " + out +
+                   "/symbolized.pb.gz --binaries " + GPUFLAME_SIM_DIR);
+  ASSERT_EQ(s.status, 0) << s.output;
+  EXPECT_NE(s.output.find("raw-address frames resolved"), std::string::npos) << s.output;
+  pprof::Profile after;
+  ASSERT_TRUE(LoadPprof(out + "/symbolized.pb.gz", &after));
+  auto stacks = Stacks(after, "alloc_space");
+  ASSERT_EQ(stacks.size(), 1u);
+  EXPECT_NE(stacks.begin()->first.find(";main;cudaMalloc"), std::string::npos) << stacks.begin()->first;
+  EXPECT_EQ(stacks.begin()->second, 12 * MiB);
+  RunResult go = Sh("go tool pprof -traces " + out + "/symbolized.pb.gz");
+  EXPECT_EQ(go.status, 0) << go.output;
+  EXPECT_NE(go.output.find("main"), std::string::npos) << go.output;
+}
+
 TEST(RecordTest, UnsupportedPythonStillProfilesWithNativeFrames) {
   GPUFLAME_REQUIRE_ROOT();
   std::string py39 = PyenvPython("3.9");
