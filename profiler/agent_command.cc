@@ -18,20 +18,12 @@
 #include "profiler/k8s_metadata.h"
 #include "profiler/metrics_server.h"
 #include "profiler/profile_builder.h"
+#include "profiler/run_control.h"
 #include "profiler/session.h"
 #include "profiler/window.h"
 
 namespace gpuflame::profiler {
 namespace {
-
-volatile sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
-
-int64_t NowNs(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 bool Contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
@@ -231,10 +223,7 @@ int RunAgent(const AgentConfig& cfg) {
     std::fprintf(stderr, "gpuflame: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  struct sigaction sa{};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
+  InstallStopHandlers(/*sigint=*/true);
   std::fprintf(stderr, "gpuflame: agent pushing to %s every %gs%s\n", cfg.pyroscope.url.c_str(),
                cfg.window_seconds,
                cfg.metrics_port ? absl::StrCat(", metrics on :", agent.metrics_port()).c_str() : "");
@@ -243,7 +232,7 @@ int RunAgent(const AgentConfig& cfg) {
   int64_t window_start = NowNs(CLOCK_MONOTONIC);
   int64_t window_start_wall = NowNs(CLOCK_REALTIME);
   int64_t last_metrics = 0;
-  while (!g_stop) {
+  while (!StopRequested()) {
     session.Poll(20);
     for (const std::string& w : session.TakeWarnings()) std::fprintf(stderr, "gpuflame: warning: %s\n", w.c_str());
     int64_t now = NowNs(CLOCK_MONOTONIC);

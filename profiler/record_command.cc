@@ -16,6 +16,7 @@
 #include "exporters/html_writer.h"
 #include "profiler/event_processor.h"
 #include "profiler/preflight.h"
+#include "profiler/run_control.h"
 #include "profiler/session.h"
 #include "profiler/process_registry.h"
 #include "profiler/profile_builder.h"
@@ -24,15 +25,6 @@
 
 namespace gpuflame::profiler {
 namespace {
-
-volatile sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
-
-int64_t NowNs(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "gpuflame: %s\n", std::string(s.message()).c_str());
@@ -153,15 +145,8 @@ int RunRecord(const RecordOptions& opt) {
   for (pid_t pid : opt.pids)
     if (auto s = session.AddTarget(pid); !s.ok()) return Fail(s);
 
-  struct sigaction sa{};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGTERM, &sa, nullptr);
   // With a command, Ctrl-C reaches it through the terminal; we finish when it exits.
-  if (opt.command.empty()) {
-    sigaction(SIGINT, &sa, nullptr);
-  } else {
-    signal(SIGINT, SIG_IGN);
-  }
+  InstallStopHandlers(/*sigint=*/opt.command.empty());
 
   Child child;
   if (!opt.command.empty()) {
@@ -187,7 +172,7 @@ int RunRecord(const RecordOptions& opt) {
   int exit_status = 0;
   bool child_done = opt.command.empty();
   int64_t last_draw = 0;
-  while (!g_stop) {
+  while (!StopRequested()) {
     // Records arrive without wakeups (see wakeup_bytes in the BPF side): the
     // timeout is how often allocations are picked up.
     int n = session.Poll(20);

@@ -233,23 +233,44 @@ TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
                !std::filesystem::is_empty(dir + "/spool")) << "the spool was replayed and emptied";
 }
 
-TEST(AgentTest, PushesOverGrpcToo) {
-  GPUFLAME_REQUIRE_ROOT();
-  std::string dir = TempDir("grpc");
-  PyroscopeReceiver receiver;
-  ASSERT_TRUE(receiver.StartGrpc(FreePort()));
+// features.py's exact totals, as the receiver got them.
+void ExpectFeaturesTotals(const PyroscopeReceiver& receiver, pid_t pid, const std::string& log) {
+  auto series = receiver.Accepted();
+  Totals t = Sum(series, pid);
+  EXPECT_EQ(t.torch_alloc, 114 * MiB) << Windows(series, pid) << log;
+  EXPECT_EQ(t.gpu_alloc, 121 * MiB);
+  EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
+  EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+}
+
+// Runs features.py under an agent pushing to |receiver| with |protocol|.
+void RunAgainst(const PyroscopeReceiver& receiver, const char* protocol, const std::string& dir) {
   int metrics_port = FreePort();
-  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "grpc");
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", protocol);
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
   pid_t pid = RunWorkload(dir, metrics_port);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
-  auto series = receiver.Accepted();
-  Totals t = Sum(series, pid);
-  EXPECT_EQ(t.torch_alloc, 114 * MiB) << Windows(series, pid) << agent.Log();
-  EXPECT_EQ(t.gpu_alloc, 121 * MiB);
-  EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
-  EXPECT_TRUE(receiver.Rejections().empty());
+  ExpectFeaturesTotals(receiver, pid, agent.Log());
+  for (const ReceivedSeries& s : receiver.Accepted())
+    if (s.labels.at("pid") == std::to_string(pid)) {
+      EXPECT_EQ(s.labels.at("service_name"), "python3.12");
+      EXPECT_EQ(s.labels.at("node"), "test-node");
+    }
+}
+
+TEST(AgentTest, PushesOverGrpcToo) {
+  GPUFLAME_REQUIRE_ROOT();
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.StartGrpc(FreePort()));
+  RunAgainst(receiver, "grpc", TempDir("grpc"));
+}
+
+TEST(AgentTest, FallsBackToLegacyIngestWithoutThePushApi) {
+  GPUFLAME_REQUIRE_ROOT();
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start(0, /*legacy_only=*/true));
+  RunAgainst(receiver, "connect", TempDir("ingest"));
 }
 
 // A process in a pod as the node sees it: its cgroup path names the pod and
@@ -329,29 +350,6 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
     EXPECT_EQ(label("service_name"), "serving/vllm-server");
   }
   EXPECT_GE(matched, 2) << agent.Log();  // gpu_memory and torch_memory
-}
-
-TEST(AgentTest, FallsBackToLegacyIngestWithoutThePushApi) {
-  GPUFLAME_REQUIRE_ROOT();
-  std::string dir = TempDir("ingest");
-  PyroscopeReceiver receiver;
-  ASSERT_TRUE(receiver.Start(0, /*legacy_only=*/true));
-  int metrics_port = FreePort();
-  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
-  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
-  pid_t pid = RunWorkload(dir, metrics_port);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
-  auto series = receiver.Accepted();
-  Totals t = Sum(series, pid);
-  EXPECT_EQ(t.torch_alloc, 114 * MiB) << agent.Log();
-  EXPECT_EQ(t.gpu_alloc, 121 * MiB);
-  EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
-  for (const ReceivedSeries& s : series)
-    if (s.labels.at("pid") == std::to_string(pid)) {
-      EXPECT_EQ(s.labels.at("service_name"), "python3.12");
-      EXPECT_EQ(s.labels.at("node"), "test-node");
-    }
 }
 
 TEST(AgentTest, RejectsBadConfigurationWithOneLine) {
