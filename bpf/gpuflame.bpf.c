@@ -30,6 +30,10 @@ const volatile bool capture_native_fallback = true;
  * a wakeup per record costs an irq_work and a cross-CPU interrupt, which
  * dwarfed everything else per allocation. User space polls on a short timer. */
 const volatile __u64 wakeup_bytes = 1 << 20;
+/* Copy registers and the top of the user stack for DWARF unwinding in user
+ * space: 0 never, 1 device-level events (rare: caching-allocator misses),
+ * 2 every allocation (costly on the tensor hot path). */
+const volatile __u32 native_stacks = 1;
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -98,6 +102,21 @@ struct {
   __type(value, struct gf_record);
 } scratch SEC(".maps");
 
+/* The fixed-layout record that carries a stack copy (see gpuflame_abi.h). */
+struct gf_record_native {
+  struct gf_event ev;
+  struct gf_py_frame py[GF_MAX_PY_FRAMES];
+  struct gf_user_regs regs;
+  __u8 stack[GF_USER_STACK_BYTES];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct gf_record_native);
+} scratch_native SEC(".maps");
+
 static __always_inline void bump(__u32 stat) {
   __u64 *v = bpf_map_lookup_elem(&stats, &stat);
   if (v)
@@ -128,6 +147,7 @@ static __always_inline void fill_header(struct gf_event *ev, __u8 kind, __u8 dom
   ev->arg2 = 0;
   ev->py_count = 0;
   ev->native_count = 0;
+  ev->user_stack_len = 0;
   ev->pad = 0;
 }
 
@@ -146,10 +166,70 @@ static __always_inline void submit_small(struct gf_event *ev) {
     bump(GF_STAT_EVENTS);
 }
 
+/* Emits an allocation with its Python stack, registers and a copy of the
+ * user stack, for native unwinding in user space. */
+static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kind, __u8 domain,
+                                                   __u16 api, __u32 flags, __u64 addr, __u64 size,
+                                                   __u64 arg0, __u64 arg1, __u64 arg2) {
+  __u32 zero = 0;
+  struct gf_record_native *r = bpf_map_lookup_elem(&scratch_native, &zero);
+  if (!r)
+    return;
+  fill_header(&r->ev, kind, domain, api, addr, size);
+  r->ev.flags = flags | GF_EVF_USER_STACK;
+  r->ev.arg0 = arg0;
+  r->ev.arg1 = arg1;
+  r->ev.arg2 = arg2;
+  __u32 tgid = r->ev.pid;
+  struct gf_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
+  if (py) {
+    __u32 pyflags = 0;
+    bump(GF_STAT_PY_WALKS);
+    __u32 n = gf_walk_python(py, r->py, &pyflags);
+    r->ev.flags |= pyflags;
+    if (pyflags & GF_EVF_PY_TRUNCATED)
+      bump(GF_STAT_PY_TRUNCATED);
+    r->ev.py_count = n > GF_MAX_PY_FRAMES ? GF_MAX_PY_FRAMES : n;
+  }
+  r->regs.ip = PT_REGS_IP(ctx);
+  r->regs.sp = PT_REGS_SP(ctx);
+  r->regs.bp = ctx->bp;
+  /* The stack may end (thread stack top, main stack's environment) less than
+   * GF_USER_STACK_BYTES above sp: try smaller copies. */
+  __u32 len = 0;
+  for (__u32 want = GF_USER_STACK_BYTES; want >= 2048 && !len; want /= 2) {
+    if (!bpf_probe_read_user(r->stack, want & (GF_USER_STACK_BYTES * 2 - 1), (const void *)r->regs.sp))
+      len = want;
+  }
+  r->ev.user_stack_len = len;
+  if (bpf_ringbuf_output(&events, r, sizeof(*r), wakeup_flags(false)))
+    bump(GF_STAT_RINGBUF_FULL);
+  else
+    bump(GF_STAT_EVENTS);
+}
+
 /* Emits an allocation with the calling thread's stack. */
 static __always_inline void submit_with_stack(void *ctx, __u8 domain, __u16 api, __u32 flags,
                                               __u64 addr, __u64 size, __u64 arg0, __u64 arg1,
                                               __u64 arg2) {
+  if (flags & GF_EVF_STACK_AT_ENTRY) {
+    /* The stacks were sent at the call's entry: this record only points there. */
+    struct gf_event ev;
+    fill_header(&ev, GF_EV_ALLOC, domain, api, addr, size);
+    ev.flags = flags;
+    ev.arg0 = arg0;
+    ev.arg1 = arg1;
+    ev.arg2 = arg2;
+    if (bpf_ringbuf_output(&events, &ev, sizeof(ev), wakeup_flags(false)))
+      bump(GF_STAT_RINGBUF_FULL);
+    else
+      bump(GF_STAT_EVENTS);
+    return;
+  }
+  if (native_stacks == 2) {
+    submit_with_user_stack(ctx, GF_EV_ALLOC, domain, api, flags, addr, size, arg0, arg1, arg2);
+    return;
+  }
   __u32 zero = 0;
   struct gf_record *r = bpf_map_lookup_elem(&scratch, &zero);
   if (!r)
@@ -245,10 +325,13 @@ int alloc_enter(struct pt_regs *ctx) {
       .aux = PT_REGS_PARM4(ctx),
       .api = api,
   };
+  bool outermost = GF_API_IS_RUNTIME(api) || !bpf_map_lookup_elem(&runtime_calls, &id);
   if (GF_API_IS_RUNTIME(api))
     bpf_map_update_elem(&runtime_calls, &id, &call, BPF_ANY);
   else
     bpf_map_update_elem(&driver_calls, &id, &call, BPF_ANY);
+  if (native_stacks && outermost)
+    submit_with_user_stack(ctx, GF_EV_CALL_STACK, GF_DOMAIN_GPU, api, 0, 0, 0, 0, 0, 0);
   return 0;
 }
 
@@ -299,6 +382,8 @@ int alloc_exit(struct pt_regs *ctx) {
       bump(GF_STAT_FORWARDED);
     }
   }
+  if (native_stacks)
+    flags |= GF_EVF_STACK_AT_ENTRY;
   submit_with_stack(ctx, GF_DOMAIN_GPU, leaf, flags, addr, size, 0, 0, 0);
 done:
   bpf_map_delete_elem(runtime ? (void *)&runtime_calls : (void *)&driver_calls, &id);

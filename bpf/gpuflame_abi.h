@@ -44,6 +44,8 @@ enum gf_event_kind {
   GF_EV_EXEC = 6,    /* a watched process exec()ed */
   GF_EV_EXIT = 7,    /* a watched process exited (thread-group leader) */
   GF_EV_PY_FINALIZE = 8, /* Py_FinalizeEx entered: last chance to read code objects */
+  GF_EV_CALL_STACK = 9,  /* stacks at the entry of an allocation call; its ALLOC
+                          * (GF_EVF_STACK_AT_ENTRY) follows on the same thread */
 };
 
 /* Which accounting an event belongs to. */
@@ -97,6 +99,8 @@ enum gf_event_flags {
   GF_EVF_PY_KEY_UNSET = 1u << 5, /* interpreter not initialised yet */
   GF_EVF_GATED = 1u << 6,      /* the process was stopped; user space must SIGCONT it */
   GF_EVF_NATIVE_TRUNCATED = 1u << 7,
+  GF_EVF_USER_STACK = 1u << 8,  /* regs + copied stack follow (fixed layout) */
+  GF_EVF_STACK_AT_ENTRY = 1u << 9, /* the stack is this thread's last GF_EV_CALL_STACK */
 };
 
 struct gf_event {
@@ -114,9 +118,28 @@ struct gf_event {
   gf_u64 arg2;  /* allocator's total reserved bytes (report hook) */
   gf_u16 py_count;
   gf_u16 native_count;
-  gf_u32 pad;
+  gf_u16 user_stack_len; /* GF_EVF_USER_STACK: bytes of stack copied from sp */
+  gf_u16 pad;
 };
 GF_STATIC_ASSERT(sizeof(struct gf_event) == 72, "gf_event ABI");
+
+/*
+ * With GF_EVF_USER_STACK (GF_EV_CALL_STACK records taken at the entry of a
+ * device-level call, where no return probe has yet replaced a return address
+ * with the kernel's uretprobe trampoline; or every ALLOC with native_stacks=2)
+ * the record has a fixed layout, for DWARF unwinding in user space:
+ *
+ *   | gf_event | GF_MAX_PY_FRAMES x gf_py_frame (py_count valid) |
+ *   | gf_user_regs | GF_USER_STACK_BYTES of stack (user_stack_len valid) |
+ */
+#define GF_USER_STACK_BYTES 16384
+
+struct gf_user_regs {
+  gf_u64 ip;
+  gf_u64 sp;
+  gf_u64 bp;
+};
+GF_STATIC_ASSERT(sizeof(struct gf_user_regs) == 24, "gf_user_regs ABI");
 
 /* gf_py_frame.flags */
 enum gf_py_frame_flags {

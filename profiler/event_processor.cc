@@ -33,6 +33,34 @@ StackId EventProcessor::InternStack(const gf_event& ev, std::span<const uint8_t>
   return stacks_.Insert(key_, std::move(info));
 }
 
+StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uint8_t> payload) {
+  const size_t py_bytes = GF_MAX_PY_FRAMES * sizeof(gf_py_frame);
+  gf_user_regs regs;
+  std::memcpy(&regs, payload.data() + py_bytes, sizeof(regs));
+  std::span<const uint8_t> stack = payload.subspan(py_bytes + sizeof(regs), ev.user_stack_len);
+  std::vector<uint64_t> pcs;
+  if (unwinder_) pcs = unwinder_->Unwind(static_cast<pid_t>(ev.pid), regs, stack);
+  key_.clear();
+  uint32_t truncated = ev.flags & GF_EVF_PY_TRUNCATED;
+  uint32_t mixed = 1;
+  key_.append(reinterpret_cast<const char*>(&ev.pid), sizeof(ev.pid));
+  key_.append(reinterpret_cast<const char*>(&ev.api), sizeof(ev.api));
+  key_.push_back(static_cast<char>(ev.domain));
+  key_.append(reinterpret_cast<const char*>(&truncated), sizeof(truncated));
+  key_.append(reinterpret_cast<const char*>(&mixed), sizeof(mixed));
+  key_.append(reinterpret_cast<const char*>(payload.data()), ev.py_count * sizeof(gf_py_frame));
+  key_.append(reinterpret_cast<const char*>(pcs.data()), pcs.size() * sizeof(uint64_t));
+  StackId id = stacks_.Find(key_);
+  if (id != StackTable::kNone) return id;
+  std::vector<gf_py_frame> py(ev.py_count);
+  std::memcpy(py.data(), payload.data(), py.size() * sizeof(gf_py_frame));
+  StackInfo info;
+  info.pid = static_cast<pid_t>(ev.pid);
+  info.domain = ev.domain;
+  for (const symbolizer::Frame& f : resolver_.ResolveMixed(ev, py, pcs)) info.frames.push_back(frames_.Intern(f));
+  return stacks_.Insert(key_, std::move(info));
+}
+
 void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   stats_.records++;
   if (record.size() < sizeof(gf_event)) {
@@ -42,9 +70,11 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   gf_event ev;
   std::memcpy(&ev, record.data(), sizeof(ev));
   size_t payload = record.size() - sizeof(gf_event);
-  size_t expected = ev.py_count * sizeof(gf_py_frame) + ev.native_count * sizeof(uint64_t);
-  if (expected != payload || ev.py_count > GF_MAX_PY_FRAMES ||
-      ev.native_count > GF_MAX_NATIVE_FRAMES) {
+  const bool mixed = ev.flags & GF_EVF_USER_STACK;
+  size_t expected = mixed ? GF_MAX_PY_FRAMES * sizeof(gf_py_frame) + sizeof(gf_user_regs) + GF_USER_STACK_BYTES
+                          : ev.py_count * sizeof(gf_py_frame) + ev.native_count * sizeof(uint64_t);
+  if (expected != payload || ev.py_count > GF_MAX_PY_FRAMES || ev.native_count > GF_MAX_NATIVE_FRAMES ||
+      (mixed && (ev.native_count != 0 || ev.user_stack_len > GF_USER_STACK_BYTES))) {
     stats_.malformed++;
     return;
   }
@@ -53,8 +83,23 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   bool gated = ev.flags & GF_EVF_GATED;
   bool handle = ev.flags & GF_EVF_HANDLE;
   switch (ev.kind) {
+    case GF_EV_CALL_STACK:
+      if (mixed) entry_stacks_[ev.tid] = InternMixedStack(ev, record.subspan(sizeof(gf_event)));
+      break;
     case GF_EV_ALLOC: {
-      StackId stack = InternStack(ev, record.subspan(sizeof(gf_event)));
+      StackId stack;
+      if (ev.flags & GF_EVF_STACK_AT_ENTRY) {
+        auto it = entry_stacks_.find(ev.tid);
+        // Without it (entry missed: attached mid-call), the Python-less
+        // fallback below still names the API.
+        stack = it != entry_stacks_.end() && stacks_.Get(it->second).pid == pid
+                    ? it->second
+                    : InternStack(ev, record.subspan(sizeof(gf_event)));
+        if (it != entry_stacks_.end()) entry_stacks_.erase(it);
+      } else {
+        stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
+                      : InternStack(ev, record.subspan(sizeof(gf_event)));
+      }
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack);
       if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};
       break;
@@ -72,9 +117,11 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       stats_.mapped_bytes -= ev.size;
       break;
     case GF_EV_LIB_MAPPED:
+      if (unwinder_) unwinder_->Invalidate(pid);
       if (registry_) registry_->OnLibraryMapped(pid, gated);
       break;
     case GF_EV_EXEC:
+      if (unwinder_) unwinder_->Invalidate(pid);
       if (registry_) registry_->OnExec(pid, gated);
       break;
     case GF_EV_PY_FINALIZE:
@@ -82,6 +129,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (registry_) registry_->OnFinalize(pid, gated);
       break;
     case GF_EV_EXIT:
+      if (unwinder_) unwinder_->Invalidate(pid);
+      absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).pid == pid; });
       tracker_.OnProcessExit(pid);
       if (registry_) registry_->OnExit(pid);
       break;

@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "profiler/allocation_tracker.h"
+#include "profiler/native_unwinder.h"
 #include "profiler/process_registry.h"
 #include "profiler/stack_resolver.h"
 #include "profiler/stack_table.h"
@@ -34,8 +35,8 @@ class EventProcessor {
  public:
   // |registry| may be null in benchmarks and unit tests that feed events for
   // processes the registry does not know (stacks then resolve to markers).
-  EventProcessor(ProcessRegistry* registry, StackResolver& resolver)
-      : registry_(registry), resolver_(resolver) {}
+  EventProcessor(ProcessRegistry* registry, StackResolver& resolver, NativeUnwinder* unwinder = nullptr)
+      : registry_(registry), resolver_(resolver), unwinder_(unwinder) {}
 
   void OnRecord(std::span<const uint8_t> record);
 
@@ -51,9 +52,13 @@ class EventProcessor {
 
  private:
   StackId InternStack(const gf_event& ev, std::span<const uint8_t> payload);
+  // A record with registers and a stack copy: unwound first, interned by the
+  // return addresses it yields (the stack bytes themselves never repeat).
+  StackId InternMixedStack(const gf_event& ev, std::span<const uint8_t> payload);
 
   ProcessRegistry* registry_;
   StackResolver& resolver_;
+  NativeUnwinder* unwinder_;
   AllocationTracker tracker_;
   StackTable stacks_;
   FrameTable frames_;
@@ -61,6 +66,8 @@ class EventProcessor {
   absl::flat_hash_map<uint32_t, AllocatorTotals> totals_;
   uint64_t by_kind_[16] = {};
   std::string key_;  // reused buffer for raw-stack keys
+  // Per thread: the stack sent at the entry of its allocation call in flight.
+  absl::flat_hash_map<uint32_t, StackId> entry_stacks_;
 };
 
 }  // namespace gpuflame::profiler

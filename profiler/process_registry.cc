@@ -133,6 +133,7 @@ void ProcessRegistry::Scan(pid_t pid) {
       PythonProcess& p = **py;
       if (auto s = probes_.SetPython(pid, p.bpf); s.ok()) {
         info.python = p.layout;
+        info.python_module = p.mapping->path;
         info.code = std::make_unique<symbolizer::PythonCodeReader>(*info.memory, p.layout);
         FileKey key = FileKey::Of(*p.mapping);
         symbolizer::PinnedFile file = symbolizer::PinnedFile::Open(pid, *p.mapping);

@@ -33,6 +33,7 @@ struct ProcessInfo {
   bool torch_fallback_wanted = false;  // libc10_cuda.so without USDT notes
   bool exited = false;
   std::optional<symbolizer::PythonLayout> python;
+  std::string python_module;  // libpython's or the static interpreter's path
   std::unique_ptr<symbolizer::RemoteProcessMemory> memory;
   std::unique_ptr<symbolizer::PythonCodeReader> code;
 };

@@ -100,7 +100,7 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, "},\n");
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",
                   ev.frames().size(), ", \"python_frames_unresolved\": ",
-                  res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated,
+                  res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
                   "},\n  \"processes\": [");
   bool first = true;
   for (const auto& [pid, info] : reg.processes()) {

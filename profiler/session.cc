@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(s->registry_.get(), *s->native_,
                                                  StackResolver::Options{options.show_trampolines});
-  s->events_ = std::make_unique<EventProcessor>(s->registry_.get(), *s->resolver_);
+  s->unwinder_ = std::make_unique<NativeUnwinder>(*s->native_);
+  s->events_ = std::make_unique<EventProcessor>(s->registry_.get(), *s->resolver_, s->unwinder_.get());
   if (options.system_wide) s->registry_->ScanAll();
   return s;
 }

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "profiler/bpf_probes.h"
 #include "profiler/event_processor.h"
+#include "profiler/native_unwinder.h"
 #include "profiler/process_registry.h"
 #include "profiler/stack_resolver.h"
 #include "symbolizer/elf_cache.h"
@@ -63,6 +64,7 @@ class Session {
   std::unique_ptr<BpfProbes> probes_;
   std::unique_ptr<ProcessRegistry> registry_;
   std::unique_ptr<StackResolver> resolver_;
+  std::unique_ptr<NativeUnwinder> unwinder_;
   std::unique_ptr<EventProcessor> events_;
 };
 

@@ -2,7 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include <algorithm>
+
 #include "profiler/probe_table.h"
+#include "profiler/stack_merger.h"
 
 namespace gpuflame::profiler {
 
@@ -52,23 +55,56 @@ Frame StackResolver::PythonFrame(ProcessInfo* proc, const gf_py_frame& raw) {
   return f;
 }
 
+std::vector<Frame> StackResolver::PythonFrames(const gf_event& ev, std::span<const gf_py_frame> py) {
+  std::vector<Frame> out;
+  if (py.empty()) return out;
+  ProcessInfo* proc = registry_ ? registry_->Find(static_cast<pid_t>(ev.pid)) : nullptr;
+  if (ev.flags & GF_EVF_PY_TRUNCATED) {
+    stats_.truncated++;
+    out.push_back(Marker(absl::StrCat("[truncated: deeper than ", GF_MAX_PY_FRAMES, " frames]")));
+  }
+  // BPF walks leaf first; flame graphs read root first.
+  for (size_t i = py.size(); i-- > 0;) out.push_back(PythonFrame(proc, py[i]));
+  return out;
+}
+
+std::vector<Frame> StackResolver::ResolveMixed(const gf_event& ev, std::span<const gf_py_frame> py,
+                                               std::span<const uint64_t> pcs) {
+  stats_.mixed++;
+  auto pid = static_cast<pid_t>(ev.pid);
+  std::vector<Frame> python = PythonFrames(ev, py);
+  std::string_view leaf_name = ApiName(ev.api);
+  std::vector<Frame> native;
+  for (size_t i = pcs.size(); i-- > 0;) {
+    // Past the first, each pc is a return address: the call is the byte before.
+    Frame f = native_.Symbolize(pid, i == 0 ? pcs[i] : pcs[i] - 1);
+    stats_.native_frames++;
+    if (i == 0 && f.name == leaf_name) continue;  // inside the probed API: the leaf names it
+    native.push_back(std::move(f));
+  }
+  ProcessInfo* proc = registry_ ? registry_->Find(pid) : nullptr;
+  std::vector<Frame> out = MergeStacks(native, python, proc ? proc->python_module : "",
+                                       options_.keep_interpreter_frames);
+  if (!options_.show_trampolines)
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [](const Frame& f) { return f.kind == FrameKind::kTrampoline; }),
+              out.end());
+  Frame leaf;
+  leaf.kind = FrameKind::kApi;
+  leaf.name = std::string(leaf_name);
+  out.push_back(std::move(leaf));
+  return out;
+}
+
 std::vector<Frame> StackResolver::Resolve(const gf_event& ev, std::span<const gf_py_frame> py,
                                           std::span<const uint64_t> native) {
-  std::vector<Frame> out;
-  out.reserve(py.size() + native.size() + 2);
+  std::vector<Frame> out = PythonFrames(ev, py);
   auto pid = static_cast<pid_t>(ev.pid);
-  if (!py.empty()) {
-    ProcessInfo* proc = registry_ ? registry_->Find(pid) : nullptr;
-    if (ev.flags & GF_EVF_PY_TRUNCATED) {
-      stats_.truncated++;
-      out.push_back(Marker(absl::StrCat("[truncated: deeper than ", GF_MAX_PY_FRAMES, " frames]")));
-    }
-    // BPF walks leaf first; flame graphs read root first.
-    for (size_t i = py.size(); i-- > 0;) {
-      if (!options_.show_trampolines && (py[i].flags & GF_PYF_TRAMPOLINE)) continue;
-      out.push_back(PythonFrame(proc, py[i]));
-    }
-  } else if (!native.empty()) {
+  if (!options_.show_trampolines)
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [](const Frame& f) { return f.kind == FrameKind::kTrampoline; }),
+              out.end());
+  if (py.empty() && !native.empty()) {
     // native[0] is inside the probed function itself: the API leaf names it.
     for (size_t i = native.size(); i-- > 1;) {
       stats_.native_frames++;

@@ -21,22 +21,29 @@ struct ResolveStats {
   uint64_t python_unresolved = 0;  // code object unreadable: `[unknown python frame]`
   uint64_t native_frames = 0;
   uint64_t truncated = 0;
+  uint64_t mixed = 0;  // stacks joined with DWARF-unwound native frames
 };
 
 class StackResolver {
  public:
   struct Options {
     bool show_trampolines = true;
+    bool keep_interpreter_frames = false;  // CPython's own C frames in mixed stacks
   };
   StackResolver(ProcessRegistry* registry, symbolizer::NativeSymbolizer& native, Options options)
       : registry_(registry), native_(native), options_(options) {}
 
   std::vector<symbolizer::Frame> Resolve(const gf_event& ev, std::span<const gf_py_frame> py,
                                          std::span<const uint64_t> native);
+  // Python frames joined with a DWARF-unwound native stack (|pcs| leaf first,
+  // return addresses past the first).
+  std::vector<symbolizer::Frame> ResolveMixed(const gf_event& ev, std::span<const gf_py_frame> py,
+                                              std::span<const uint64_t> pcs);
   const ResolveStats& stats() const { return stats_; }
 
  private:
   symbolizer::Frame PythonFrame(ProcessInfo* proc, const gf_py_frame& f);
+  std::vector<symbolizer::Frame> PythonFrames(const gf_event& ev, std::span<const gf_py_frame> py);
 
   ProcessRegistry* registry_;  // may be null (benchmarks)
   symbolizer::NativeSymbolizer& native_;

@@ -26,6 +26,14 @@ const Mapping* NativeSymbolizer::FindMapping(pid_t pid, uint64_t address) {
   return find(slot);
 }
 
+const std::vector<Mapping>* NativeSymbolizer::Maps(pid_t pid) {
+  auto it = maps_.find(pid);
+  if (it != maps_.end()) return &it->second;
+  auto fresh = ReadProcMaps(pid);
+  if (!fresh.ok()) return nullptr;
+  return &(maps_[pid] = std::move(*fresh));
+}
+
 Frame NativeSymbolizer::Symbolize(pid_t pid, uint64_t address) {
   Frame f;
   f.kind = FrameKind::kNative;

@@ -24,6 +24,9 @@ class NativeSymbolizer {
   // Keeps |maps| as |pid|'s layout: a process that exits right after its
   // last allocation is still symbolized from what was seen while it ran.
   void Remember(pid_t pid, std::vector<Mapping> maps) { maps_[pid] = std::move(maps); }
+  // |pid|'s mappings as last seen (read now if never seen); nullptr if none.
+  const std::vector<Mapping>* Maps(pid_t pid);
+  ElfCache& elves() { return elves_; }
   // Drops the cached maps of |pid| (after exec, new mappings, or exit).
   void Forget(pid_t pid) { maps_.erase(pid); }
   size_t unresolved() const { return unresolved_; }

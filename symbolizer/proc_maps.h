@@ -63,6 +63,7 @@ class PinnedFile {
   PinnedFile& operator=(PinnedFile&&) = delete;
   ~PinnedFile();
   bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
   std::string path() const;  // /proc/self/fd/N
 
  private:

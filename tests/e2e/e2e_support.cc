@@ -94,8 +94,14 @@ static std::string FunctionOf(const pprof::Profile& p, uint64_t location_id) {
   return "?";
 }
 
-std::map<std::string, int64_t> Stacks(const pprof::Profile& p, const std::string& type,
-                                      bool drop_trampolines) {
+static bool IsNative(const pprof::Profile& p, uint64_t location_id) {
+  for (const auto& l : p.location())
+    if (l.id() == location_id) return l.mapping_id() != 0 || (l.line_size() && false);
+  return false;
+}
+
+std::map<std::string, int64_t> Stacks(const pprof::Profile& p, const std::string& type, bool drop_trampolines,
+                                      bool drop_native) {
   std::map<std::string, int64_t> out;
   int idx = TypeIndex(p, type);
   if (idx < 0) return out;
@@ -106,6 +112,7 @@ std::map<std::string, int64_t> Stacks(const pprof::Profile& p, const std::string
     for (int i = s.location_id_size() - 1; i >= 0; i--) {
       std::string name = FunctionOf(p, s.location_id(i));
       if (drop_trampolines && name == "<interpreter trampoline>") continue;
+      if (drop_native && (IsNative(p, s.location_id(i)) || name.rfind("0x", 0) == 0)) continue;
       if (!key.empty()) key += ";";
       key += name;
     }

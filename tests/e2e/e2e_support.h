@@ -38,8 +38,10 @@ std::string ReadFile(const std::string& path);
 
 bool LoadPprof(const std::string& gz_path, pprof::Profile* out);
 // "root;...;leaf" -> value of |sample_type|, trampolines dropped when asked.
+// |drop_native| keeps only Python frames and the API leaf (native frames have
+// a mapping): what the tests that are about Python stacks compare.
 std::map<std::string, int64_t> Stacks(const pprof::Profile& p, const std::string& sample_type,
-                                      bool drop_trampolines = true);
+                                      bool drop_trampolines = true, bool drop_native = false);
 int64_t Total(const pprof::Profile& p, const std::string& sample_type);
 // Line recorded for the first location whose function has |name|.
 int64_t LineOf(const pprof::Profile& p, const std::string& name);

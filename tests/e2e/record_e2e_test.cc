@@ -67,8 +67,10 @@ TEST_P(FeaturesTest, ExactFramesAndBytes) {
   const std::string inner = py.minor >= 11 ? "outer;outer > inner;" : "outer;inner;";
   auto t_alloc = Stacks(torch, "alloc_space");
   auto t_inuse = Stacks(torch, "inuse_space");
-  auto g_alloc = Stacks(gpu, "alloc_space");
-  auto g_inuse = Stacks(gpu, "inuse_space");
+  // Device-level stacks also carry the native frames between Python and the
+  // API (RecordTest.MixedStacks checks those); here, the Python part.
+  auto g_alloc = Stacks(gpu, "alloc_space", true, /*drop_native=*/true);
+  auto g_inuse = Stacks(gpu, "inuse_space", true, /*drop_native=*/true);
 
   // Tensor level: exactly the tensors each function created; in use at exit
   // is the live set when the interpreter began to shut down.
@@ -157,7 +159,7 @@ TEST(RecordTest, ExpandableSegmentsAreCountedThroughCuMemCreate) {
   ASSERT_EQ(r.status, 0) << r.output;
   pprof::Profile gpu;
   ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
-  auto g = Stacks(gpu, "inuse_space");
+  auto g = Stacks(gpu, "inuse_space", true, /*drop_native=*/true);
   EXPECT_EQ(ValueEndingWith(g, "<module>;Cache > grow;empty;Tensor > __init__;cuMemCreate"), 6 * MiB) << Dump(g);
   EXPECT_EQ(Total(gpu, "inuse_space"), 6 * MiB);
   EXPECT_NE(ReadFile(out + "/summary.json").find("\"cu_mem_mapped_bytes\": 6291456"), std::string::npos);
@@ -221,8 +223,8 @@ TEST(RecordTest, EveryRuntimeAndDriverApiIsCountedOnce) {
   ASSERT_EQ(r.status, 0) << r.output;
   pprof::Profile gpu;
   ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
-  auto a = Stacks(gpu, "alloc_space");
-  auto u = Stacks(gpu, "inuse_space");
+  auto a = Stacks(gpu, "alloc_space", true, /*drop_native=*/true);
+  auto u = Stacks(gpu, "inuse_space", true, /*drop_native=*/true);
   EXPECT_EQ(ValueEndingWith(a, "<module>;stream_ordered;cuda_malloc_async;cudaMallocAsync"), 5 * MiB) << Dump(a);
   EXPECT_EQ(ValueEndingWith(u, "<module>;stream_ordered;cuda_malloc_async;cudaMallocAsync"), -1) << "freed with cudaFreeAsync";
   EXPECT_EQ(ValueEndingWith(u, "<module>;managed;cuda_malloc_managed;cudaMallocManaged"), 7 * MiB) << Dump(u);
@@ -256,15 +258,38 @@ TEST(RecordTest, NativeProgramsGetSymbolizedNativeStacks) {
   ASSERT_EQ(a.size(), 1u) << Dump(a);
   const std::string& stack = a.begin()->first;
   EXPECT_EQ(a.begin()->second, 12 * MiB);
-  // Frame pointers and a PIE executable's load bias: main resolves by name
-  // even though the process exited before its stack was symbolized (the maps
-  // seen at its gates are kept), and the leaf is the API called. Its caller
-  // is libc's __libc_start_call_main, a local symbol Debian's stripped libc
-  // does not name: a raw address, as it should be. (load_weights itself is
-  // invisible to a frame-pointer walk from inside cudaMalloc: issue 4's
-  // DWARF unwinding is what recovers it.)
-  EXPECT_EQ(stack.substr(stack.size() - 16), ";main;cudaMalloc") << stack;
-  EXPECT_EQ(stack.rfind("0x7f", 0), 0u) << stack;
+  // DWARF unwinding from cudaMalloc's entry (its own .eh_frame, then the
+  // PIE's with its load bias) recovers load_weights, which a frame-pointer
+  // walk misses, though the process exited before its stack was unwound (the
+  // maps seen at its gates are kept). libc's __libc_start_call_main is a
+  // local symbol Debian's stripped libc does not name: a raw address, rightly.
+  EXPECT_EQ(stack, std::string("_start;__libc_start_main;") + stack.substr(25, 14) +
+                       ";main;load_weights.constprop.0;cudaMalloc") << stack;
+}
+
+TEST(RecordTest, MixedStacksJoinPythonAndNativeFrames) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("mixed");
+  RunResult r = Record(out, PyenvPython("3.12"), "basic_model.py");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
+  auto a = Stacks(gpu, "alloc_space", /*drop_trampolines=*/false);
+  // Python from the top (no libc start-up frames above <module>), then ctypes
+  // and libffi, then the simulated caching allocator and the API, unwound
+  // through code built without frame pointers.
+  bool found = false;
+  for (const auto& [stack, v] : a) {
+    if (stack.find("LlamaMLP > __init__") == std::string::npos) continue;
+    found = true;
+    EXPECT_EQ(v, 8 * MiB);
+    EXPECT_EQ(stack.rfind("<interpreter trampoline>;<module>;", 0), 0u) << stack;
+    EXPECT_NE(stack.find("Tensor > __init__;PyCFuncPtr_call;_ctypes_callproc;ffi_call;"), std::string::npos) << stack;
+    EXPECT_TRUE(std::string_view(stack).ends_with(";gf_sim_empty;cudaMalloc")) << stack;
+    EXPECT_EQ(stack.find("_PyEval_EvalFrameDefault"), std::string::npos) << "eval frames are replaced: " << stack;
+  }
+  EXPECT_TRUE(found) << Dump(a);
+  EXPECT_NE(ReadFile(out + "/summary.json").find("\"mixed_stacks\": "), std::string::npos);
 }
 
 TEST(RecordTest, StrippedBinariesAreSymbolizedLaterByBuildId) {
@@ -276,7 +301,7 @@ TEST(RecordTest, StrippedBinariesAreSymbolizedLaterByBuildId) {
   pprof::Profile before;
   ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &before));
   std::string raw_stack = Stacks(before, "alloc_space").begin()->first;
-  EXPECT_EQ(raw_stack.find("main"), std::string::npos) << "stripped: no name at capture: " << raw_stack;
+  EXPECT_EQ(raw_stack.find(";main;"), std::string::npos) << "stripped: no name at capture: " << raw_stack;
 
   // The unstripped build, found by build ID in another directory.
   RunResult s = Sh(std::string(GPUFLAME_BIN) + " symbolize " + out + "/gpu_memory.pb.gz -o " + out +
@@ -287,7 +312,8 @@ TEST(RecordTest, StrippedBinariesAreSymbolizedLaterByBuildId) {
   ASSERT_TRUE(LoadPprof(out + "/symbolized.pb.gz", &after));
   auto stacks = Stacks(after, "alloc_space");
   ASSERT_EQ(stacks.size(), 1u);
-  EXPECT_NE(stacks.begin()->first.find(";main;cudaMalloc"), std::string::npos) << stacks.begin()->first;
+  EXPECT_NE(stacks.begin()->first.find(";main;load_weights.constprop.0;cudaMalloc"), std::string::npos)
+      << stacks.begin()->first;
   EXPECT_EQ(stacks.begin()->second, 12 * MiB);
   RunResult go = Sh("go tool pprof -traces " + out + "/symbolized.pb.gz");
   EXPECT_EQ(go.status, 0) << go.output;

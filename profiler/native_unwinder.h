@@ -1,0 +1,61 @@
+// DWARF CFI unwinding of a stack copied at a probe hit (.eh_frame and
+// .debug_frame through elfutils libdwfl), so that libraries built without
+// frame pointers (pip wheels, CPython) still yield their callers. Memory
+// reads are served from the copy; anything outside it (rare: a caller's
+// frame beyond the copied bytes) is read from the live process.
+// One Dwfl per process, rebuilt when its mappings change.
+// Not thread-safe: event loop only.
+#ifndef GPUFLAME_PROFILER_NATIVE_UNWINDER_H_
+#define GPUFLAME_PROFILER_NATIVE_UNWINDER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "bpf/gpuflame_abi.h"
+#include "symbolizer/native_symbolizer.h"
+
+struct Dwfl;
+
+namespace gpuflame::profiler {
+
+struct UnwindStats {
+  uint64_t unwinds = 0;
+  uint64_t frames = 0;
+  uint64_t failures = 0;  // libdwfl could not set up the process
+};
+
+class NativeUnwinder {
+ public:
+  // Modules come from |symbols|' view of each process (maps remembered while
+  // it ran), so a process that has exited can still be unwound.
+  explicit NativeUnwinder(symbolizer::NativeSymbolizer& symbols);
+  ~NativeUnwinder();
+  NativeUnwinder(const NativeUnwinder&) = delete;
+  NativeUnwinder& operator=(const NativeUnwinder&) = delete;
+
+  // Return addresses, leaf first (the first is the probe's own pc).
+  std::vector<uint64_t> Unwind(pid_t pid, const gf_user_regs& regs, std::span<const uint8_t> stack,
+                               size_t max_frames = 128);
+  // The process mapped something new (or exited): rebuild on next use.
+  void Invalidate(pid_t pid);
+  const UnwindStats& stats() const { return stats_; }
+
+  struct Context;  // per-unwind state handed to libdwfl's callbacks
+
+ private:
+  struct Process;
+  Process* Get(pid_t pid);
+
+  symbolizer::NativeSymbolizer& symbols_;
+  absl::flat_hash_map<pid_t, std::unique_ptr<Process>> processes_;
+  UnwindStats stats_;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_NATIVE_UNWINDER_H_
