@@ -12,4 +12,6 @@ ldd "$build/gpuflame" "$build/bench/gpuflame_overhead" | awk '/=> \// {print $3}
     *) cp -L -n "$lib" "$root/.carry/lib/" ;;
   esac
 done
+# Debug info stays on this machine: the transfer to the GPU host is bounded.
+strip --strip-debug "$root/.carry/gpuflame" "$root/.carry/gpuflame_overhead" "$root/.carry/lib/"* 2>/dev/null || true
 du -sh "$root/.carry"
