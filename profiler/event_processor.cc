@@ -5,15 +5,19 @@
 
 namespace gpuflame::profiler {
 
-StackId EventProcessor::InternStack(const gf_event& ev, std::span<const uint8_t> payload) {
+void EventProcessor::StartKey(const gf_event& ev, bool mixed) {
   // Key: what makes two raw stacks the same for a profile. Frame words are
   // per-process addresses, so the pid is part of it.
   key_.clear();
-  uint32_t truncated = ev.flags & GF_EVF_PY_TRUNCATED;
+  uint32_t bits = (ev.flags & GF_EVF_PY_TRUNCATED) | (mixed ? GF_EVF_USER_STACK : 0);
   key_.append(reinterpret_cast<const char*>(&ev.pid), sizeof(ev.pid));
   key_.append(reinterpret_cast<const char*>(&ev.api), sizeof(ev.api));
   key_.push_back(static_cast<char>(ev.domain));
-  key_.append(reinterpret_cast<const char*>(&truncated), sizeof(truncated));
+  key_.append(reinterpret_cast<const char*>(&bits), sizeof(bits));
+}
+
+StackId EventProcessor::InternStack(const gf_event& ev, std::span<const uint8_t> payload) {
+  StartKey(ev, /*mixed=*/false);
   key_.append(reinterpret_cast<const char*>(payload.data()), payload.size());
   StackId id = stacks_.Find(key_);
   if (id != StackTable::kNone) return id;
@@ -40,14 +44,7 @@ StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uin
   std::span<const uint8_t> stack = payload.subspan(py_bytes + sizeof(regs), ev.user_stack_len);
   std::vector<uint64_t> pcs;
   if (unwinder_) pcs = unwinder_->Unwind(static_cast<pid_t>(ev.pid), regs, stack);
-  key_.clear();
-  uint32_t truncated = ev.flags & GF_EVF_PY_TRUNCATED;
-  uint32_t mixed = 1;
-  key_.append(reinterpret_cast<const char*>(&ev.pid), sizeof(ev.pid));
-  key_.append(reinterpret_cast<const char*>(&ev.api), sizeof(ev.api));
-  key_.push_back(static_cast<char>(ev.domain));
-  key_.append(reinterpret_cast<const char*>(&truncated), sizeof(truncated));
-  key_.append(reinterpret_cast<const char*>(&mixed), sizeof(mixed));
+  StartKey(ev, /*mixed=*/true);
   key_.append(reinterpret_cast<const char*>(payload.data()), ev.py_count * sizeof(gf_py_frame));
   key_.append(reinterpret_cast<const char*>(pcs.data()), pcs.size() * sizeof(uint64_t));
   StackId id = stacks_.Find(key_);

@@ -51,6 +51,7 @@ class EventProcessor {
   uint64_t kind_count(uint8_t kind) const { return kind < 16 ? by_kind_[kind] : 0; }
 
  private:
+  void StartKey(const gf_event& ev, bool mixed);  // the key_ prefix both stack kinds share
   StackId InternStack(const gf_event& ev, std::span<const uint8_t> payload);
   // A record with registers and a stack copy: unwound first, interned by the
   // return addresses it yields (the stack bytes themselves never repeat).

@@ -96,7 +96,7 @@ static std::string FunctionOf(const pprof::Profile& p, uint64_t location_id) {
 
 static bool IsNative(const pprof::Profile& p, uint64_t location_id) {
   for (const auto& l : p.location())
-    if (l.id() == location_id) return l.mapping_id() != 0 || (l.line_size() && false);
+    if (l.id() == location_id) return l.mapping_id() != 0;
   return false;
 }
 
