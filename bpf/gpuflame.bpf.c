@@ -108,7 +108,9 @@ struct gf_record_native {
   struct gf_py_frame py[GF_MAX_PY_FRAMES];
   struct gf_user_regs regs;
   __u8 stack[GF_USER_STACK_BYTES];
+  __u8 slack[4096]; /* not sent: lets the verifier bound a page-sized copy at any offset */
 };
+#define GF_NATIVE_RECORD_BYTES (sizeof(struct gf_record_native) - 4096)
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -194,15 +196,23 @@ static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kin
   r->regs.ip = PT_REGS_IP(ctx);
   r->regs.sp = PT_REGS_SP(ctx);
   r->regs.bp = ctx->bp;
-  /* The stack may end (thread stack top, main stack's environment) less than
-   * GF_USER_STACK_BYTES above sp: try smaller copies. */
+  /* The stack may end (a thread's stack top, the main stack's environment)
+   * anywhere above sp, and a read that crosses its end fails whole: copy to
+   * the end of sp's page (always mapped), then page by page. */
+  __u64 sp = r->regs.sp;
   __u32 len = 0;
-  for (__u32 want = GF_USER_STACK_BYTES; want >= 2048 && !len; want /= 2) {
-    if (!bpf_probe_read_user(r->stack, want & (GF_USER_STACK_BYTES * 2 - 1), (const void *)r->regs.sp))
-      len = want;
+  for (int i = 0; i < GF_USER_STACK_BYTES / 4096 + 1; i++) {
+    __u32 chunk = i == 0 ? 4096 - (__u32)(sp & 4095) : 4096;
+    if (len + chunk > GF_USER_STACK_BYTES)
+      chunk = GF_USER_STACK_BYTES - len;
+    if (chunk == 0 || chunk > 4096)
+      break;
+    if (bpf_probe_read_user(&r->stack[len & (GF_USER_STACK_BYTES - 1)], chunk, (const void *)(sp + len)))
+      break;
+    len += chunk;
   }
-  r->ev.user_stack_len = len;
-  if (bpf_ringbuf_output(&events, r, sizeof(*r), wakeup_flags(false)))
+  r->ev.user_stack_len = len > GF_USER_STACK_BYTES ? GF_USER_STACK_BYTES : len;
+  if (bpf_ringbuf_output(&events, r, GF_NATIVE_RECORD_BYTES, wakeup_flags(false)))
     bump(GF_STAT_RINGBUF_FULL);
   else
     bump(GF_STAT_EVENTS);

@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   p->skel_->rodata->filter_targets = options.filter_targets;
   p->skel_->rodata->capture_native_fallback = options.native_fallback;
   p->skel_->rodata->wakeup_bytes = options.ring_bytes / 8;
+  p->skel_->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
   if (int err = bpf_map__set_max_entries(p->skel_->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");

@@ -35,6 +35,7 @@ class BpfProbes {
     bool filter_targets = true;       // only processes in the targets map
     size_t ring_bytes = 16u << 20;    // power of two
     bool native_fallback = true;      // frame-pointer stacks for threads without Python
+    int native_stacks = 1;            // stack copies for DWARF: 0 off, 1 device level, 2 all
   };
 
   static absl::StatusOr<std::unique_ptr<BpfProbes>> Load(const Options& options,

@@ -31,6 +31,9 @@ Options:
                           the PIDs exit, or Ctrl-C)
   -p, --pid PID           profile this process (repeatable)
       --hide-trampolines  drop CPython's <interpreter trampoline> frames
+      --native-stacks M   native frames (DWARF-unwound) for: gpu (device-level
+                          allocations, default), all (tensors too: costly), off
+      --keep-interpreter-frames  keep CPython's own C frames in mixed stacks
   -q, --quiet             no progress bar or summary
   -h, --help              this text
       --version           print the version
@@ -120,6 +123,15 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       o.pids.push_back(pid);
     } else if (a == "--hide-trampolines") {
       o.show_trampolines = false;
+    } else if (a == "--keep-interpreter-frames") {
+      o.keep_interpreter_frames = true;
+    } else if (a == "--native-stacks") {
+      auto v = value("off, gpu or all");
+      if (!v.ok()) return v.status();
+      if (*v == "off") o.native_stacks = 0;
+      else if (*v == "gpu") o.native_stacks = 1;
+      else if (*v == "all") o.native_stacks = 2;
+      else return Bad(absl::StrCat("--native-stacks wants off, gpu or all, not '", *v, "'"));
     } else if (a == "-q" || a == "--quiet") {
       o.quiet = true;
     } else if (a == "--no-progress") {

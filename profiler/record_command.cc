@@ -139,6 +139,8 @@ int RunRecord(const RecordOptions& opt) {
   Session::Options sopt;
   sopt.system_wide = system_wide;
   sopt.show_trampolines = opt.show_trampolines;
+  sopt.keep_interpreter_frames = opt.keep_interpreter_frames;
+  sopt.native_stacks = opt.native_stacks;
   auto started = Session::Start(sopt);
   if (!started.ok()) return Fail(started.status());
   Session& session = **started;

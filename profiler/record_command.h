@@ -17,6 +17,8 @@ struct RecordOptions {
   std::vector<pid_t> pids;
   std::vector<std::string> command;  // after `--`
   bool show_trampolines = true;
+  bool keep_interpreter_frames = false;  // CPython's C frames in mixed stacks
+  int native_stacks = 1;                 // 0 off, 1 device-level events, 2 every allocation
   bool progress = true;  // only drawn on a terminal
   bool quiet = false;
 };

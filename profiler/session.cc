@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   BpfProbes::Options bopt;
   bopt.filter_targets = !options.system_wide;
   bopt.ring_bytes = options.ring_bytes;
+  bopt.native_stacks = options.native_stacks;
   Session* raw = s.get();
   auto probes = BpfProbes::Load(bopt, [raw](std::span<const uint8_t> rec) { raw->events_->OnRecord(rec); });
   if (!probes.ok()) return ExplainBpfFailure(probes.status());
@@ -28,7 +29,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(s->registry_.get(), *s->native_,
-                                                 StackResolver::Options{options.show_trampolines});
+                                                 StackResolver::Options{options.show_trampolines,
+                                                                        options.keep_interpreter_frames});
   s->unwinder_ = std::make_unique<NativeUnwinder>(*s->native_);
   s->events_ = std::make_unique<EventProcessor>(s->registry_.get(), *s->resolver_, s->unwinder_.get());
   if (options.system_wide) s->registry_->ScanAll();

@@ -28,6 +28,8 @@ class Session {
   struct Options {
     bool system_wide = false;       // every CUDA process, not only targets
     bool show_trampolines = true;
+    bool keep_interpreter_frames = false;
+    int native_stacks = 1;  // 0 off, 1 device-level events, 2 every allocation
     size_t ring_bytes = 16u << 20;
   };
 

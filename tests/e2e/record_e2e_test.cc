@@ -292,6 +292,50 @@ TEST(RecordTest, MixedStacksJoinPythonAndNativeFrames) {
   EXPECT_NE(ReadFile(out + "/summary.json").find("\"mixed_stacks\": "), std::string::npos);
 }
 
+TEST(RecordTest, NativeThreadsInPythonProcessesGetNativeStacks) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("native-thread");
+  RunResult r = Record(out, PyenvPython("3.11"), "native_thread.py");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
+  auto a = Stacks(gpu, "alloc_space", false);
+  ASSERT_EQ(a.size(), 1u) << Dump(a);
+  const std::string& stack = a.begin()->first;
+  EXPECT_EQ(a.begin()->second, 5 * MiB);
+  // The worker thread never ran Python: no Python frame, no <module>; its
+  // native frames from the thread's start down to the API.
+  EXPECT_EQ(stack.find("<module>"), std::string::npos) << stack;
+  EXPECT_EQ(stack.find("start_worker"), std::string::npos) << stack;
+  // Above it only libc's start_thread and clone3: local symbols, which
+  // Debian's stripped libc does not name, so raw addresses.
+  EXPECT_EQ(stack.rfind("0x7f", 0), 0u) << stack;
+  EXPECT_TRUE(std::string_view(stack).ends_with(";NativeWorker(void*);cudaMalloc") ||
+              std::string_view(stack).ends_with(";(anonymous namespace)::NativeWorker(void*);cudaMalloc"))
+      << stack;
+}
+
+TEST(RecordTest, NativeStacksForTensorsAndInterpreterFramesOnRequest) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("native-all");
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q --native-stacks all --keep-interpreter-frames -o " +
+                   out + " -- " + PyenvPython("3.12") + " " + Workload("basic_model.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
+  auto a = Stacks(torch, "alloc_space", false);
+  ASSERT_FALSE(a.empty());
+  for (const auto& [stack, v] : a) {
+    // Tensor stacks now go through ctypes into the allocator, and CPython's
+    // own C frames are kept (the eval loop itself is still replaced by the
+    // Python frames it ran).
+    EXPECT_NE(stack.find("gf_sim_empty;" + kTorchLeaf), std::string::npos) << stack;
+    EXPECT_NE(stack.find("_PyObject_MakeTpCall;"), std::string::npos) << stack;
+    EXPECT_EQ(stack.find("_PyEval_EvalFrameDefault"), std::string::npos) << stack;
+  }
+  EXPECT_EQ(Total(torch, "alloc_space"), 12 * MiB);
+}
+
 TEST(RecordTest, StrippedBinariesAreSymbolizedLaterByBuildId) {
   GPUFLAME_REQUIRE_ROOT();
   std::string out = TempDir("stripped");

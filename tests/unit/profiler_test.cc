@@ -95,6 +95,7 @@ TEST(CliTest, OneClearMessagePerMistake) {
   EXPECT_NE(msg({"record", "-o", "x", "--"}).find("nothing to run"), std::string::npos);
   EXPECT_NE(msg({"record", "-o", "x", "-p", "1", "--", "ls"}).find("not both"), std::string::npos);
   EXPECT_NE(msg({"record", "-o", "x", "--frobnicate"}).find("unknown option"), std::string::npos);
+  EXPECT_NE(msg({"record", "-o", "x", "--native-stacks", "some"}).find("off, gpu or all"), std::string::npos);
   EXPECT_TRUE(std::holds_alternative<HelpRequest>(*ParseCommandLine({"--help"})));
 }
 
