@@ -7,6 +7,7 @@
 //   gpuflame  the full agent: stack walk in BPF, ring buffer, event loop
 // Reports ns added per allocator event and gpuflame's cost relative to noop.
 #include <bpf/libbpf.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,11 +40,19 @@ struct Workload {
   std::string backend;
 };
 
-Workload Start(const std::string& python, const std::string& script) {
+Workload Start(const std::string& python, const std::string& script, int cpu) {
   int to_child[2], from_child[2];
   if (pipe(to_child) != 0 || pipe(from_child) != 0) return {};
   pid_t pid = fork();
   if (pid == 0) {
+    if (cpu >= 0) {
+      // The workload alone on one CPU, as the reference measurement was;
+      // the agent's event loop runs elsewhere.
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      sched_setaffinity(0, sizeof(set), &set);
+    }
     dup2(to_child[0], 0);
     dup2(from_child[1], 1);
     close(to_child[1]);
@@ -154,6 +163,7 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string python = "python3", script = "overhead_workload.py";
   int rounds = 8;
+  int cpu = -1;
   long iters = 100000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -161,8 +171,9 @@ int main(int argc, char** argv) {
     else if (a == "--workload") script = argv[i + 1];
     else if (a == "--rounds") rounds = atoi(argv[i + 1]);
     else if (a == "--iters") iters = atol(argv[i + 1]);
+    else if (a == "--workload-cpu") cpu = atoi(argv[i + 1]);
   }
-  Workload w = Start(python, script);
+  Workload w = Start(python, script, cpu);
   if (w.pid <= 0) {
     fprintf(stderr, "overhead: could not start %s %s\n", python.c_str(), script.c_str());
     return 1;
@@ -205,8 +216,8 @@ int main(int argc, char** argv) {
   double agent = Median(ns_per_iter["gpuflame"]);
   // Each iteration is one allocation and one free: two probe hits.
   double noop_added = (noop - none) / 2, agent_added = (agent - none) / 2;
-  printf("overhead harness: backend=%s rounds=%d iters/round=%ld (alloc+free per iter, 20 Python frames deep)\n",
-         w.backend.c_str(), rounds, iters);
+  printf("overhead harness: backend=%s rounds=%d iters/round=%ld workload-cpu=%d (alloc+free per iter, 20 Python frames deep)\n",
+         w.backend.c_str(), rounds, iters, cpu);
   printf("  mode       median ns/iter   added ns/event\n");
   printf("  none       %10.1f\n", none);
   printf("  noop       %10.1f       %8.1f\n", noop, noop_added);

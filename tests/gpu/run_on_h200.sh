@@ -25,7 +25,7 @@ for conf in "" "expandable_segments:True"; do
 done
 echo "== overhead: torch.empty(4096)+del, 20 Python frames deep, interleaved rounds"
 "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/overhead_workload.py" \
-    --rounds "${ROUNDS:-10}" --iters "${ITERS:-20000}" || status=1
+    --rounds "${ROUNDS:-10}" --iters "${ITERS:-20000}" ${WORKLOAD_CPU:+--workload-cpu $WORKLOAD_CPU} || status=1
 # Only a few files come back from the device: pack the rest.
 tar -C "$out" -czf "$out/outputs.tgz" default expandable 2>/dev/null
 exit $status
