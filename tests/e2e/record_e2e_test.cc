@@ -4,6 +4,7 @@
 // `go tool pprof`.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -334,6 +335,39 @@ TEST(RecordTest, NativeStacksForTensorsAndInterpreterFramesOnRequest) {
     EXPECT_EQ(stack.find("_PyEval_EvalFrameDefault"), std::string::npos) << stack;
   }
   EXPECT_EQ(Total(torch, "alloc_space"), 12 * MiB);
+}
+
+TEST(RecordTest, DeletedBinariesStillResolveThroughMapFiles) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("deleted");
+  std::string exe = dir + "/native_alloc_deleted", go = dir + "/go";
+  std::filesystem::copy_file(std::string(GPUFLAME_SIM_DIR) + "/native_alloc", exe);
+  std::filesystem::permissions(exe, std::filesystem::perms::owner_all);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(exe.c_str(), exe.c_str(), go.c_str(), nullptr);
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::filesystem::remove(exe);  // a binary replaced or cleaned up while it runs
+  std::string cmd = std::string(GPUFLAME_BIN) + " record --no-progress -d 2 -o " + dir + "/out -p " +
+                    std::to_string(pid) + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string log;
+  char line[1024];
+  while (fgets(line, sizeof(line), f)) {
+    log += line;
+    if (log.find("gpuflame: recording") != std::string::npos) std::ofstream(go) << "go";
+  }
+  pclose(f);
+  waitpid(pid, nullptr, 0);
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(dir + "/out/gpu_memory.pb.gz", &gpu)) << log;
+  auto a = Stacks(gpu, "alloc_space");
+  ASSERT_EQ(a.size(), 1u) << Dump(a) << log;
+  EXPECT_TRUE(std::string_view(a.begin()->first).ends_with(";main;load_weights.constprop.0;cudaMalloc"))
+      << a.begin()->first;
 }
 
 TEST(RecordTest, StrippedBinariesAreSymbolizedLaterByBuildId) {
