@@ -82,8 +82,6 @@ class Agent {
     absl::flat_hash_map<pid_t, std::string> comm;
     for (const auto& [pid, info] : session_.registry().processes()) comm[pid] = info->comm;
     for (pid_t pid : active) {
-      if (retired_.contains(pid)) continue;
-      const ProcessInfo* info = session_.registry().Find(pid);
       const PodInfo& pod = Pod(pid);
       std::string name = comm.contains(pid) ? comm[pid] : "";
       if (!Selected(pid, name, pod)) continue;
@@ -105,8 +103,15 @@ class Agent {
         queue_->Enqueue(request);
         windows_enqueued_++;
       }
-      // An exited process's last window has gone out: forget it.
-      if (info && info->exited) retired_.insert(pid);
+    }
+    // Exited processes have had their last window: forget them, so that a
+    // new process reusing a pid is reported afresh.
+    std::vector<pid_t> exited;
+    for (const auto& [pid, info] : session_.registry().processes())
+      if (info->exited) exited.push_back(pid);
+    for (pid_t pid : exited) {
+      session_.events().RetireProcess(pid);
+      session_.registry().Forget(pid);
     }
   }
 
@@ -196,7 +201,6 @@ class Agent {
   KubeletPods kubelet_;
   MetricsServer metrics_;
   WindowAccumulator window_;
-  absl::flat_hash_set<pid_t> retired_;
   uint64_t windows_enqueued_ = 0;
   uint64_t folded_samples_ = 0;
   uint64_t truncated_stacks_ = 0;

@@ -46,6 +46,14 @@ void AllocationTracker::OnProcessExit(pid_t pid) {
   frozen_.erase(static_cast<uint32_t>(pid));
 }
 
+void AllocationTracker::ClearInUse(const std::vector<StackId>& stacks) {
+  for (StackId id : stacks) {
+    if (id >= counters_.size()) continue;
+    counters_[id].inuse_objects = 0;
+    counters_[id].inuse_bytes = 0;
+  }
+}
+
 size_t AllocationTracker::MemoryUsage() const {
   // flat_hash_map: one slot per bucket plus one control byte.
   return live_.capacity() * (sizeof(std::pair<Key, Live>) + 1) +

@@ -44,6 +44,9 @@ class AllocationTracker {
   void FreezeProcess(pid_t pid) { frozen_.insert(static_cast<uint32_t>(pid)); }
   // Forgets the live table of an exited process; its counters stay.
   void OnProcessExit(pid_t pid);
+  // After an exited process's last window: its stacks hold nothing any more,
+  // so a later process that reuses the pid starts from zero.
+  void ClearInUse(const std::vector<StackId>& stacks);
 
   // Counters indexed by StackId (stacks with no events are zero).
   const std::vector<StackCounters>& counters() const { return counters_; }

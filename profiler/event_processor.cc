@@ -58,6 +58,13 @@ StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uin
   return stacks_.Insert(key_, std::move(info));
 }
 
+void EventProcessor::RetireProcess(pid_t pid) {
+  std::vector<StackId> stacks;
+  for (StackId id = 0; id < stacks_.size(); id++)
+    if (stacks_.Get(id).pid == pid) stacks.push_back(id);
+  tracker_.ClearInUse(stacks);
+}
+
 void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   stats_.records++;
   if (record.size() < sizeof(gf_event)) {

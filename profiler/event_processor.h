@@ -41,6 +41,9 @@ class EventProcessor {
   void OnRecord(std::span<const uint8_t> record);
 
   const AllocationTracker& tracker() const { return tracker_; }
+  // An exited process has been reported for the last time: drop its in-use
+  // bytes, so that its pid can be reused by another process cleanly.
+  void RetireProcess(pid_t pid);
   const StackTable& stacks() const { return stacks_; }
   const FrameTable& frames() const { return frames_; }
   const ProcessorStats& stats() const { return stats_; }

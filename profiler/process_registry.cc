@@ -272,6 +272,12 @@ void ProcessRegistry::OnExit(pid_t pid) {
   rescans_.erase(pid);
 }
 
+void ProcessRegistry::Forget(pid_t pid) {
+  processes_.erase(pid);
+  rescans_.erase(pid);
+  if (native_) native_->Forget(pid);
+}
+
 void ProcessRegistry::Tick() {
   for (auto it = rescans_.begin(); it != rescans_.end();) {
     Scan(it->first);

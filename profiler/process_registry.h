@@ -57,6 +57,8 @@ class ProcessRegistry {
   void OnExec(pid_t pid, bool gated);
   void OnFinalize(pid_t pid, bool gated);
   void OnExit(pid_t pid);
+  // Drops everything known about an exited pid (the pid may be reused).
+  void Forget(pid_t pid);
   // Re-scans processes whose new mappings may not have been visible yet.
   void Tick();
 

@@ -69,6 +69,15 @@ TEST(AllocationTrackerTest, FrozenAndExitedProcessesKeepTheirLiveSet) {
   EXPECT_EQ(t.counters()[1].inuse_bytes, 0);
 }
 
+TEST(AllocationTrackerTest, ClearedInUseLetsAReusedPidStartFromZero) {
+  AllocationTracker t;
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 0);
+  t.OnProcessExit(1);
+  t.ClearInUse({0, 7});  // 7: a stack the tracker never saw
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
+  EXPECT_EQ(t.counters()[0].alloc_bytes, 10);  // what was allocated stays
+}
+
 TEST(CliTest, ParsesRecord) {
   auto c = ParseCommandLine({"record", "-o", "out", "--duration", "2.5", "--", "python3", "-c", "x"});
   ASSERT_TRUE(c.ok()) << c.status();
