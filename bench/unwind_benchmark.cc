@@ -1,11 +1,14 @@
 // Native unwinding cost per event on a warm cache: the benchmark captures
 // its own registers (getcontext) and 16 KB of its stack, as the BPF program
-// does at a probe, and unwinds that copy with the same NativeUnwinder
-// (libdwfl over .eh_frame), then symbolizes every frame.
+// does at a probe, and unwinds that copy with the same NativeUnwinder, then
+// symbolizes every frame. BM_Unwind_LibdwflOnly is the same unwind through
+// libdwfl alone: the figure that justified caching unwind rows (CfiTable).
 #include <benchmark/benchmark.h>
 #include <ucontext.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -29,9 +32,12 @@ __attribute__((noinline)) Captured CaptureHere() {
   c.regs.ip = static_cast<uint64_t>(uc.uc_mcontext.gregs[REG_RIP]);
   c.regs.sp = static_cast<uint64_t>(uc.uc_mcontext.gregs[REG_RSP]);
   c.regs.bp = static_cast<uint64_t>(uc.uc_mcontext.gregs[REG_RBP]);
-  // The benchmark's main-thread stack has far more than 16 KB above here.
+  // As bpf_probe_read_user would: up to the copy size, less at the stack's top.
   c.stack.resize(GF_USER_STACK_BYTES);
-  std::memcpy(c.stack.data(), reinterpret_cast<const void*>(c.regs.sp), c.stack.size());
+  iovec local{c.stack.data(), c.stack.size()};
+  iovec remote{reinterpret_cast<void*>(c.regs.sp), c.stack.size()};
+  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  c.stack.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return c;
 }
 
@@ -54,17 +60,33 @@ void BM_Unwind_WarmCache(benchmark::State& state) {
 }
 BENCHMARK(BM_Unwind_WarmCache)->Arg(8)->Arg(32);
 
+void BM_Unwind_LibdwflOnly(benchmark::State& state) {
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer symbols(elves);
+  profiler::NativeUnwinder unwinder(symbols);
+  unwinder.set_fast_path(false);
+  Captured c = Depth(static_cast<int>(state.range(0)));
+  size_t frames = unwinder.Unwind(getpid(), c.regs, c.stack).size();
+  for (auto _ : state) benchmark::DoNotOptimize(unwinder.Unwind(getpid(), c.regs, c.stack));
+  state.counters["frames"] = static_cast<double>(frames);
+}
+BENCHMARK(BM_Unwind_LibdwflOnly)->Arg(8)->Arg(32);
+
 void BM_UnwindAndSymbolize_WarmCache(benchmark::State& state) {
   symbolizer::ElfCache elves;
   symbolizer::NativeSymbolizer symbols(elves);
   profiler::NativeUnwinder unwinder(symbols);
   Captured c = Depth(static_cast<int>(state.range(0)));
-  for (uint64_t pc : unwinder.Unwind(getpid(), c.regs, c.stack)) symbols.Symbolize(getpid(), pc - 1);
+  const pid_t pid = getpid();
+  for (uint64_t pc : unwinder.Unwind(pid, c.regs, c.stack)) symbols.Symbolize(pid, pc - 1);
   for (auto _ : state) {
-    for (uint64_t pc : unwinder.Unwind(getpid(), c.regs, c.stack))
-      benchmark::DoNotOptimize(symbols.Symbolize(getpid(), pc - 1));
+    for (uint64_t pc : unwinder.Unwind(pid, c.regs, c.stack)) benchmark::DoNotOptimize(symbols.Symbolize(pid, pc - 1));
   }
   state.counters["cached_modules"] = static_cast<double>(elves.size());
+  state.counters["cfi_bytes_per_module"] =
+      unwinder.cfi().size() ? static_cast<double>(unwinder.cfi().MemoryUsage()) / static_cast<double>(unwinder.cfi().size()) : 0;
+  state.counters["fast_fraction"] =
+      static_cast<double>(unwinder.stats().fast) / static_cast<double>(std::max<uint64_t>(1, unwinder.stats().unwinds));
   state.counters["bytes_per_cached_module"] =
       elves.size() ? static_cast<double>(elves.MemoryUsage()) / static_cast<double>(elves.size()) : 0;
 }

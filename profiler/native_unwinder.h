@@ -1,9 +1,11 @@
 // DWARF CFI unwinding of a stack copied at a probe hit (.eh_frame and
-// .debug_frame through elfutils libdwfl), so that libraries built without
-// frame pointers (pip wheels, CPython) still yield their callers. Memory
-// reads are served from the copy; anything outside it (rare: a caller's
-// frame beyond the copied bytes) is read from the live process.
-// One Dwfl per process, rebuilt when its mappings change.
+// .debug_frame), so that libraries built without frame pointers (pip wheels,
+// CPython) still yield their callers. The fast path replays unwind rows
+// cached per build ID (CfiTable); a stack that needs a rule outside that
+// subset is unwound by elfutils libdwfl instead, whole. Memory reads are
+// served from the copy; anything outside it (rare: a caller's frame beyond
+// the copied bytes) is read from the live process.
+// Per process: its modules and one Dwfl, rebuilt when its mappings change.
 // Not thread-safe: event loop only.
 #ifndef GPUFLAME_PROFILER_NATIVE_UNWINDER_H_
 #define GPUFLAME_PROFILER_NATIVE_UNWINDER_H_
@@ -17,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "bpf/gpuflame_abi.h"
+#include "profiler/cfi_table.h"
 #include "symbolizer/native_symbolizer.h"
 
 struct Dwfl;
@@ -26,7 +29,9 @@ namespace gpuflame::profiler {
 struct UnwindStats {
   uint64_t unwinds = 0;
   uint64_t frames = 0;
-  uint64_t failures = 0;  // libdwfl could not set up the process
+  uint64_t fast = 0;      // unwound from cached rows alone
+  uint64_t fallback = 0;  // needed libdwfl (expression rules, PLT, no CFI)
+  uint64_t failures = 0;  // the process's modules could not be set up
 };
 
 class NativeUnwinder {
@@ -44,14 +49,24 @@ class NativeUnwinder {
   // The process mapped something new (or exited): rebuild on next use.
   void Invalidate(pid_t pid);
   const UnwindStats& stats() const { return stats_; }
+  const CfiCache& cfi() const { return cfi_; }
+  // Only libdwfl, as before the row cache (benchmarks and cross-checks).
+  void set_fast_path(bool on) { fast_path_ = on; }
 
   struct Context;  // per-unwind state handed to libdwfl's callbacks
 
  private:
   struct Process;
+  struct Scratch;
   Process* Get(pid_t pid);
+  Dwfl* DwflFor(Process& p);
+  bool FastUnwind(Process& p, size_t max_frames, std::vector<uint64_t>& pcs);
+  void DwflUnwind(Process& p, size_t max_frames, std::vector<uint64_t>& pcs);
 
   symbolizer::NativeSymbolizer& symbols_;
+  CfiCache cfi_;
+  std::unique_ptr<Scratch> scratch_;
+  bool fast_path_ = true;
   absl::flat_hash_map<pid_t, std::unique_ptr<Process>> processes_;
   UnwindStats stats_;
 };

@@ -58,14 +58,25 @@ Frame NativeSymbolizer::Symbolize(pid_t pid, uint64_t address) {
   }
   uint64_t vaddr = address - *bias;
   f.address = vaddr;
-  auto hit = elf->Lookup(vaddr);
-  if (!hit) {
+  auto [it, inserted] = names_.try_emplace(NameKey{elf, vaddr});
+  if (inserted) {
+    // Demangling dominates symbolization; each address is demangled once.
+    if (names_.size() > kMaxCachedNames) {
+      names_.clear();
+      it = names_.try_emplace(NameKey{elf, vaddr}).first;
+    }
+    if (auto hit = elf->Lookup(vaddr)) {
+      it->second.system_name = std::string(hit->name);
+      it->second.name = Demangle(hit->name);
+    }
+  }
+  if (it->second.system_name.empty()) {
     unresolved_++;
     f.name = absl::StrFormat("0x%x", address);
     return f;
   }
-  f.system_name = std::string(hit->name);
-  f.name = Demangle(hit->name);
+  f.system_name = it->second.system_name;
+  f.name = it->second.name;
   return f;
 }
 

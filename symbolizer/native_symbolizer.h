@@ -34,8 +34,23 @@ class NativeSymbolizer {
  private:
   const Mapping* FindMapping(pid_t pid, uint64_t address);
 
+  struct NameKey {
+    const ElfFile* elf;  // owned by elves_, which never drops a file
+    uint64_t vaddr;
+    bool operator==(const NameKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const NameKey& k) {
+      return H::combine(std::move(h), k.elf, k.vaddr);
+    }
+  };
+  struct Names {
+    std::string name, system_name;  // empty: no symbol covers the address
+  };
+  static constexpr size_t kMaxCachedNames = 1 << 18;
+
   ElfCache& elves_;
   absl::flat_hash_map<pid_t, std::vector<Mapping>> maps_;
+  absl::flat_hash_map<NameKey, Names> names_;
   size_t unresolved_ = 0;
 };
 

@@ -1,0 +1,141 @@
+// The native unwinder against itself: the cached-row fast path must find
+// exactly the frames libdwfl finds, on this test's own stack captured the way
+// the BPF program captures a profiled thread's (registers plus a copy).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <ucontext.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "profiler/cfi_table.h"
+#include "profiler/native_unwinder.h"
+#include "symbolizer/elf_cache.h"
+#include "symbolizer/native_symbolizer.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+struct Captured {
+  gf_user_regs regs{};
+  std::vector<uint8_t> stack;
+};
+
+__attribute__((noinline)) Captured CaptureHere() {
+  ucontext_t uc;
+  getcontext(&uc);
+  Captured c;
+  c.regs.ip = static_cast<uint64_t>(uc.uc_mcontext.gregs[REG_RIP]);
+  c.regs.sp = static_cast<uint64_t>(uc.uc_mcontext.gregs[REG_RSP]);
+  c.regs.bp = static_cast<uint64_t>(uc.uc_mcontext.gregs[REG_RBP]);
+  // As bpf_probe_read_user would: up to the copy size, less at the stack's top.
+  c.stack.resize(GF_USER_STACK_BYTES);
+  iovec local{c.stack.data(), c.stack.size()};
+  iovec remote{reinterpret_cast<void*>(c.regs.sp), c.stack.size()};
+  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  c.stack.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return c;
+}
+
+extern "C" __attribute__((noinline)) Captured gf_test_unwind_depth(int n) {
+  if (n == 0) return CaptureHere();
+  Captured c = gf_test_unwind_depth(n - 1);
+  asm volatile("" ::: "memory");  // not a tail call: each level keeps a frame
+  return c;
+}
+
+TEST(NativeUnwinderTest, FastPathFindsWhatLibdwflFinds) {
+  Captured c = gf_test_unwind_depth(6);
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer symbols(elves);
+  NativeUnwinder fast(symbols), slow(symbols);
+  slow.set_fast_path(false);
+  std::vector<uint64_t> a = fast.Unwind(getpid(), c.regs, c.stack);
+  std::vector<uint64_t> b = slow.Unwind(getpid(), c.regs, c.stack);
+  EXPECT_EQ(fast.stats().fast, 1u);
+  EXPECT_EQ(fast.stats().fallback, 0u);
+  EXPECT_EQ(a, b);
+  // Every level of the recursion, then on to main and libc's start.
+  size_t depth_frames = 0;
+  bool saw_main = false;
+  for (size_t i = 1; i < a.size(); i++) {
+    std::string name = symbols.Symbolize(getpid(), a[i] - 1).name;
+    if (name == "gf_test_unwind_depth") depth_frames++;
+    if (name == "main") saw_main = true;
+  }
+  EXPECT_EQ(depth_frames, 7u);  // n = 6 down to 0
+  EXPECT_TRUE(saw_main);
+  EXPECT_GT(fast.cfi().size(), 0u);
+}
+
+TEST(NativeUnwinderTest, GarbageStackEndsQuicklyAndBounded) {
+  Captured c = CaptureHere();
+  std::mt19937_64 rng(42);
+  for (auto& b : c.stack) b = static_cast<uint8_t>(rng());
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer symbols(elves);
+  NativeUnwinder unwinder(symbols);
+  for (int trial = 0; trial < 50; trial++) {
+    c.regs.sp = rng() & ~7ull;
+    c.regs.bp = rng();
+    std::vector<uint64_t> pcs = unwinder.Unwind(getpid(), c.regs, c.stack, 64);
+    EXPECT_LE(pcs.size(), 64u);
+  }
+}
+
+int OpenSelf() { return open("/proc/self/exe", O_RDONLY | O_CLOEXEC); }
+
+TEST(CfiTableTest, FunctionEntryHasTheCallRule) {
+  auto table = CfiTable::Open(OpenSelf());
+  ASSERT_NE(table, nullptr);
+  // At a function's first instruction the call has just pushed the return
+  // address: CFA = rsp + 8, return address at CFA - 8. The test binary is
+  // position-independent, so the runtime address is rebased by hand.
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer symbols(elves);
+  auto entry = reinterpret_cast<uint64_t>(&gf_test_unwind_depth);
+  symbolizer::Frame f = symbols.Symbolize(getpid(), entry);
+  ASSERT_EQ(f.name, "gf_test_unwind_depth");
+  const UnwindRow& row = table->Find(f.address);
+  EXPECT_EQ(row.kind, UnwindRow::Kind::kFrame);
+  EXPECT_EQ(row.cfa, UnwindRow::Cfa::kRsp);
+  EXPECT_EQ(row.cfa_offset, 8);
+  EXPECT_EQ(row.ra_offset, -8);
+  EXPECT_LE(row.start, f.address);
+  EXPECT_GT(row.end, f.address);
+  // A second lookup in the same range is served from the cache.
+  size_t rows = table->rows();
+  table->Find(f.address);
+  EXPECT_EQ(table->rows(), rows);
+}
+
+TEST(CfiTableTest, NotElfOrTruncatedIsHandled) {
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  EXPECT_EQ(CfiTable::Open(fd), nullptr);
+  // A truncated copy of a real binary: whatever rows it yields, no crash.
+  char path[] = "/tmp/gf_cfi_truncXXXXXX";
+  int out = mkstemp(path);
+  ASSERT_GE(out, 0);
+  int self = OpenSelf();
+  std::vector<char> buf(64 * 1024);
+  ssize_t n = read(self, buf.data(), buf.size());
+  close(self);
+  ASSERT_GT(n, 0);
+  ASSERT_EQ(write(out, buf.data(), static_cast<size_t>(n)), n);
+  lseek(out, 0, SEEK_SET);
+  unlink(path);
+  auto table = CfiTable::Open(out);
+  if (table) {
+    for (uint64_t a = 0; a < 0x100000; a += 0x1000) {
+      const UnwindRow& row = table->Find(a);
+      EXPECT_LT(row.start, row.end);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuflame::profiler
