@@ -1,47 +1,19 @@
 #include "exporters/pprof_symbolizer.h"
 
-#include <filesystem>
 #include <map>
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "profile.pb.h"
+#include "symbolizer/build_id_index.h"
 #include "symbolizer/demangle.h"
 #include "symbolizer/elf_file.h"
 
 namespace gpuflame::exporters {
 namespace {
 
-constexpr size_t kMaxFilesScanned = 100000;
-
 bool IsRawAddress(const std::string& name) { return name.rfind("0x", 0) == 0; }
-
-// Build ID -> path, for every ELF file under |dirs|. Stripped and unstripped
-// copies share a build ID: the one with the most symbols wins.
-std::map<std::string, std::string> IndexBinaries(const std::vector<std::string>& dirs) {
-  std::map<std::string, std::string> index;
-  std::map<std::string, size_t> symbols;
-  size_t seen = 0;
-  for (const std::string& dir : dirs) {
-    std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(
-             dir, std::filesystem::directory_options::skip_permission_denied, ec);
-         it != std::filesystem::recursive_directory_iterator() && seen < kMaxFilesScanned; it.increment(ec)) {
-      if (ec) break;
-      if (!it->is_regular_file(ec)) continue;
-      seen++;
-      auto elf = symbolizer::ElfFile::Open(it->path().string());
-      if (!elf.ok() || elf->build_id().empty()) continue;
-      auto [best, inserted] = symbols.try_emplace(elf->build_id(), elf->symbol_count());
-      if (inserted || elf->symbol_count() > best->second) {
-        best->second = elf->symbol_count();
-        index[elf->build_id()] = it->path().string();
-      }
-    }
-  }
-  return index;
-}
 
 }  // namespace
 
@@ -68,27 +40,19 @@ absl::StatusOr<SymbolizeReport> SymbolizePprof(std::string& bytes, const std::ve
   absl::flat_hash_map<uint64_t, const pprof::Mapping*> mappings;
   for (const auto& m : p.mapping()) mappings[m.id()] = &m;
 
-  std::map<std::string, std::string> index = IndexBinaries(binary_dirs);
-  std::map<std::string, std::unique_ptr<symbolizer::ElfFile>> opened;  // by build ID
+  symbolizer::BuildIdIndex index(binary_dirs);
+  std::map<std::string, std::unique_ptr<symbolizer::ElfFile>> at_path;  // by build ID
   auto binary_for = [&](const pprof::Mapping& m) -> const symbolizer::ElfFile* {
     const std::string& build_id = str(m.build_id());
-    auto cached = opened.find(build_id);
-    if (cached != opened.end()) return cached->second.get();
-    std::unique_ptr<symbolizer::ElfFile> file;
-    auto it = index.find(build_id);
-    std::vector<std::string> candidates;
-    if (it != index.end()) candidates.push_back(it->second);
-    candidates.push_back(str(m.filename()));
-    for (const std::string& path : candidates) {
-      auto elf = symbolizer::ElfFile::Open(path);
-      if (elf.ok() && (build_id.empty() || elf->build_id() == build_id)) {
-        file = std::make_unique<symbolizer::ElfFile>(std::move(*elf));
-        break;
-      }
+    if (const symbolizer::ElfFile* found = index.Find(build_id)) return found;
+    // The mapping's own path, when it still holds that very build.
+    auto [it, inserted] = at_path.try_emplace(build_id);
+    if (inserted) {
+      auto elf = symbolizer::ElfFile::Open(str(m.filename()));
+      if (elf.ok() && (build_id.empty() || elf->build_id() == build_id))
+        it->second = std::make_unique<symbolizer::ElfFile>(std::move(*elf));
     }
-    const symbolizer::ElfFile* raw = file.get();
-    opened.emplace(build_id, std::move(file));
-    return raw;
+    return it->second.get();
   };
 
   // New functions by name, so that equal names share one.

@@ -72,6 +72,8 @@ class Agent {
   }
 
   void CloseWindow(int64_t start_wall, int64_t duration) {
+    // Frames captured as raw addresses get another chance every window.
+    session_.RefreshFrames();
     const EventProcessor& events = session_.events();
     std::vector<StackCounters> counters = window_.Close(events.tracker().counters());
     absl::flat_hash_set<pid_t> active;
@@ -132,6 +134,10 @@ class Agent {
         {"gpuflame_live_allocations", "Allocations currently tracked.", "gauge", double(ev.tracker().live_count())},
         {"gpuflame_unmatched_frees_total", "Frees of memory allocated before gpuflame attached.", "counter", double(ev.tracker().stats().unmatched_frees)},
         {"gpuflame_python_frames_unresolved_total", "Python frames whose code object could not be read.", "counter", double(session_.resolver().stats().python_unresolved)},
+        {"gpuflame_native_frames_unresolved", "Native frames still raw addresses (no symbol found yet).", "gauge", double(ev.frames().unresolved().size())},
+        {"gpuflame_native_frames_resolved_later_total", "Raw-address frames named in a later window (debug files or binaries found by build ID).", "counter", double(session_.refresher().stats().resolved)},
+        {"gpuflame_unwinds_total", "Native stacks unwound from copied user stacks.", "counter", double(session_.unwinder().stats().unwinds)},
+        {"gpuflame_unwinds_libdwfl_total", "Unwinds that needed libdwfl (rules outside the cached CFI subset).", "counter", double(session_.unwinder().stats().fallback)},
         {"gpuflame_profiles_enqueued_total", "Per-process window pushes queued.", "counter", double(windows_enqueued_)},
         {"gpuflame_profiles_pushed_total", "Push requests accepted by Pyroscope.", "counter", double(push.pushed)},
         {"gpuflame_push_failures_total", "Push attempts that failed and were retried.", "counter", double(push.failed_attempts)},
@@ -212,6 +218,8 @@ int RunAgent(const AgentConfig& cfg) {
   Session::Options sopt;
   sopt.system_wide = true;
   sopt.show_trampolines = cfg.show_trampolines;
+  sopt.native_stacks = cfg.native_stacks;
+  sopt.binary_dirs = cfg.binary_dirs;
   auto started = Session::Start(sopt);
   if (!started.ok()) {
     std::fprintf(stderr, "gpuflame: %s\n", std::string(started.status().message()).c_str());

@@ -55,6 +55,13 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   else if (key == "node") c.node = value;
   else if (key == "service_name") c.service_name = value;
   else if (key == "namespaces") c.select.namespaces = SplitList(value);
+  else if (key == "binaries") c.binary_dirs = SplitList(value);
+  else if (key == "native_stacks") {
+    if (value == "off") c.native_stacks = 0;
+    else if (value == "gpu") c.native_stacks = 1;
+    else if (value == "all") c.native_stacks = 2;
+    else return Bad(absl::StrCat(where, ": native_stacks wants off, gpu or all, not '", value, "'"));
+  }
   else if (key == "pods") c.select.pods = SplitList(value);
   else if (key == "processes") c.select.processes = SplitList(value);
   else if (key == "pids") {
@@ -179,6 +186,10 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
   --pod-labels a,b          which pod labels to copy (pod_labels)
   --kubelet-token-file F    service-account token for the kubelet (kubelet_token_file)
   --kubelet-ca-file F       the kubelet's CA (kubelet_ca_file; kubelet_insecure_skip_verify)
+  --native-stacks M         native frames for: gpu (device-level, default), all, off
+  --binaries a,b            directories where raw-address frames are named later by
+                            build ID (debug files, unstripped copies), re-read every
+                            window; default /usr/lib/debug (binaries)
   --check-config            validate, print the effective configuration, and exit
 )";
 }
@@ -199,7 +210,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_BASIC_AUTH_PASSWORD", "basic_auth_password"},
       {"GPUFLAME_BEARER_TOKEN_FILE", "bearer_token_file"}, {"GPUFLAME_CA_FILE", "ca_file"},
       {"GPUFLAME_METRICS_PORT", "metrics_port"}, {"GPUFLAME_SERVICE_NAME", "service_name"},
-      {"GPUFLAME_NODE", "node"}, {"NODE_NAME", "node"}, {"GPUFLAME_SPOOL_DIR", "spool_dir"}};
+      {"GPUFLAME_NODE", "node"}, {"NODE_NAME", "node"}, {"GPUFLAME_SPOOL_DIR", "spool_dir"},
+      {"GPUFLAME_BINARIES", "binaries"}, {"GPUFLAME_NATIVE_STACKS", "native_stacks"}};
   for (const auto& [var, key] : kEnv)
     if (auto it = env.find(var); it != env.end() && !it->second.empty())
       if (auto s = Apply(c, key, it->second, var); !s.ok()) return s;
@@ -211,7 +223,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"--service-name", "service_name"}, {"--metrics-address", "metrics_address"},
       {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}, {"--protocol", "protocol"},
       {"--kubelet-url", "kubelet_url"}, {"--kubelet-token-file", "kubelet_token_file"},
-      {"--kubelet-ca-file", "kubelet_ca_file"}, {"--pod-labels", "pod_labels"}};
+      {"--kubelet-ca-file", "kubelet_ca_file"}, {"--pod-labels", "pod_labels"},
+      {"--binaries", "binaries"}, {"--native-stacks", "native_stacks"}};
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     if (a == "--config") {

@@ -36,6 +36,8 @@ struct AgentConfig {
   std::string spool_dir = "/var/lib/gpuflame/spool";  // empty: memory only
   uint64_t spool_max_bytes = 256ull << 20;
   bool show_trampolines = true;
+  int native_stacks = 1;        // 0 off, 1 device-level events, 2 every allocation
+  std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
   bool check_only = false;      // --check-config
 };
 

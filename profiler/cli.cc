@@ -34,6 +34,9 @@ Options:
       --native-stacks M   native frames (DWARF-unwound) for: gpu (device-level
                           allocations, default), all (tensors too: costly), off
       --keep-interpreter-frames  keep CPython's own C frames in mixed stacks
+      --binaries DIR      name raw-address frames from binaries or debug files
+                          here, matched by build ID (repeatable; default
+                          /usr/lib/debug)
   -q, --quiet             no progress bar or summary
   -h, --help              this text
       --version           print the version
@@ -89,6 +92,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
   if (args[0] != "record") return Bad(absl::StrCat("unknown command '", args[0], "'"));
 
   RecordOptions o;
+  bool binaries_given = false;
   for (size_t i = 1; i < args.size(); i++) {
     const std::string& a = args[i];
     auto value = [&](const char* what) -> absl::StatusOr<std::string> {
@@ -123,6 +127,12 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       o.pids.push_back(pid);
     } else if (a == "--hide-trampolines") {
       o.show_trampolines = false;
+    } else if (a == "--binaries") {
+      auto v = value("a directory");
+      if (!v.ok()) return v.status();
+      if (!binaries_given) o.binary_dirs.clear();
+      binaries_given = true;
+      o.binary_dirs.push_back(*v);
     } else if (a == "--keep-interpreter-frames") {
       o.keep_interpreter_frames = true;
     } else if (a == "--native-stacks") {

@@ -46,6 +46,7 @@ class EventProcessor {
   void RetireProcess(pid_t pid);
   const StackTable& stacks() const { return stacks_; }
   const FrameTable& frames() const { return frames_; }
+  FrameTable& frames() { return frames_; }
   const ProcessorStats& stats() const { return stats_; }
   const absl::flat_hash_map<uint32_t, AllocatorTotals>& allocator_totals() const {
     return totals_;

@@ -83,6 +83,7 @@ class Progress {
 
 std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const std::array<uint64_t, GF_STAT_MAX>& bpf, const StackResolver& res,
+                        const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
                         double seconds, const std::vector<std::string>& warnings) {
   const char* bpf_names[GF_STAT_MAX] = {
       "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
@@ -101,7 +102,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",
                   ev.frames().size(), ", \"python_frames_unresolved\": ",
                   res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
-                  "},\n  \"processes\": [");
+                  ", \"native_frames_unresolved\": ", native.unresolved(), ", \"inlined_frames\": ",
+                  native.inlined_frames(), ", \"unwinds\": ", unwind.unwinds, ", \"unwinds_from_cached_cfi\": ",
+                  unwind.fast, ", \"unwinds_by_libdwfl\": ", unwind.fallback, "},\n  \"processes\": [");
   bool first = true;
   for (const auto& [pid, info] : reg.processes()) {
     absl::StrAppend(&out, first ? "\n" : ",\n", "    {\"pid\": ", pid, ", \"process\": ",
@@ -141,6 +144,7 @@ int RunRecord(const RecordOptions& opt) {
   sopt.show_trampolines = opt.show_trampolines;
   sopt.keep_interpreter_frames = opt.keep_interpreter_frames;
   sopt.native_stacks = opt.native_stacks;
+  sopt.binary_dirs = opt.binary_dirs;
   auto started = Session::Start(sopt);
   if (!started.ok()) return Fail(started.status());
   Session& session = **started;
@@ -209,6 +213,7 @@ int RunRecord(const RecordOptions& opt) {
     }
   }
   session.Drain();
+  session.RefreshFrames();
   progress.Finish();
   const int64_t duration = NowNs(CLOCK_MONOTONIC) - start;
 
@@ -241,7 +246,8 @@ int RunRecord(const RecordOptions& opt) {
     for (const auto& [pid, info] : registry.processes()) cuda |= info->has_cuda || info->has_torch;
     if (!cuda) warnings.push_back("no CUDA library was loaded by the profiled processes");
   }
-  std::string summary = SummaryJson(events, registry, bpf_stats, session.resolver(),
+  std::string summary = SummaryJson(events, registry, bpf_stats, session.resolver(), session.unwinder().stats(),
+                                    session.native_symbols(),
                                     static_cast<double>(duration) / 1e9, warnings);
   std::string title = opt.command.empty() ? "record" : opt.command[0];
   for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);

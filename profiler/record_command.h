@@ -18,6 +18,7 @@ struct RecordOptions {
   std::vector<std::string> command;  // after `--`
   bool show_trampolines = true;
   bool keep_interpreter_frames = false;  // CPython's C frames in mixed stacks
+  std::vector<std::string> binary_dirs = {"/usr/lib/debug"};  // --binaries
   int native_stacks = 1;                 // 0 off, 1 device-level events, 2 every allocation
   bool progress = true;  // only drawn on a terminal
   bool quiet = false;

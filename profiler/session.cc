@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
                                                                         options.keep_interpreter_frames});
   s->unwinder_ = std::make_unique<NativeUnwinder>(*s->native_);
   s->events_ = std::make_unique<EventProcessor>(s->registry_.get(), *s->resolver_, s->unwinder_.get());
+  s->refresher_ = std::make_unique<FrameRefresher>(options.binary_dirs);
   if (options.system_wide) s->registry_->ScanAll();
   return s;
 }

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "profiler/bpf_probes.h"
 #include "profiler/event_processor.h"
+#include "profiler/frame_refresher.h"
 #include "profiler/native_unwinder.h"
 #include "profiler/process_registry.h"
 #include "profiler/stack_resolver.h"
@@ -31,6 +32,9 @@ class Session {
     bool keep_interpreter_frames = false;
     int native_stacks = 1;  // 0 off, 1 device-level events, 2 every allocation
     size_t ring_bytes = 16u << 20;
+    // Where raw-address frames are looked up again by build ID (debug files,
+    // unstripped copies) before each export.
+    std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
   };
 
   // Checks privileges and kernel support, loads and attaches the lifecycle
@@ -52,7 +56,13 @@ class Session {
   const EventProcessor& events() const { return *events_; }
   ProcessRegistry& registry() { return *registry_; }
   const StackResolver& resolver() const { return *resolver_; }
+  const NativeUnwinder& unwinder() const { return *unwinder_; }
+  const symbolizer::NativeSymbolizer& native_symbols() const { return *native_; }
   std::array<uint64_t, GF_STAT_MAX> BpfStats() const { return probes_->ReadStats(); }
+  // Names raw-address frames whose binaries or debug files can now be found;
+  // call before building profiles. Returns how many were named.
+  size_t RefreshFrames() { return refresher_->Refresh(events_->frames()); }
+  const FrameRefresher& refresher() const { return *refresher_; }
 
   // Uprobe unregistration waits for an RCU grace period per probe (~100 ms
   // here): a child inherits the descriptors and drops them after we exit.
@@ -68,6 +78,7 @@ class Session {
   std::unique_ptr<StackResolver> resolver_;
   std::unique_ptr<NativeUnwinder> unwinder_;
   std::unique_ptr<EventProcessor> events_;
+  std::unique_ptr<FrameRefresher> refresher_;
 };
 
 }  // namespace gpuflame::profiler

@@ -77,10 +77,11 @@ std::vector<Frame> StackResolver::ResolveMixed(const gf_event& ev, std::span<con
   std::vector<Frame> native;
   for (size_t i = pcs.size(); i-- > 0;) {
     // Past the first, each pc is a return address: the call is the byte before.
-    Frame f = native_.Symbolize(pid, i == 0 ? pcs[i] : pcs[i] - 1);
-    stats_.native_frames++;
-    if (i == 0 && f.name == leaf_name) continue;  // inside the probed API: the leaf names it
-    native.push_back(std::move(f));
+    size_t before = native.size();
+    native_.Append(pid, i == 0 ? pcs[i] : pcs[i] - 1, native);
+    stats_.native_frames += native.size() - before;
+    // Inside the probed API: the leaf names it.
+    if (i == 0 && native.size() == before + 1 && native.back().name == leaf_name) native.pop_back();
   }
   ProcessInfo* proc = registry_ ? registry_->Find(pid) : nullptr;
   std::vector<Frame> out = MergeStacks(native, python, proc ? proc->python_module : "",
@@ -107,8 +108,9 @@ std::vector<Frame> StackResolver::Resolve(const gf_event& ev, std::span<const gf
   if (py.empty() && !native.empty()) {
     // native[0] is inside the probed function itself: the API leaf names it.
     for (size_t i = native.size(); i-- > 1;) {
-      stats_.native_frames++;
-      out.push_back(native_.Symbolize(pid, native[i]));
+      size_t before = out.size();
+      native_.Append(pid, native[i] - 1, out);  // a return address: the call is the byte before
+      stats_.native_frames += out.size() - before;
     }
   }
   Frame leaf;

@@ -8,7 +8,20 @@ FrameId FrameTable::Intern(const symbolizer::Frame& f) {
   auto id = static_cast<FrameId>(frames_.size());
   frames_.push_back(f);
   index_.emplace(f, id);
+  if (f.kind == symbolizer::FrameKind::kNative && f.system_name.empty() && !f.build_id.empty())
+    unresolved_.push_back(id);
   return id;
+}
+
+void FrameTable::Resolve(FrameId id, std::string name, std::string system_name) {
+  symbolizer::Frame& f = frames_[id];
+  index_.erase(f);
+  f.name = std::move(name);
+  f.system_name = std::move(system_name);
+  // Another id may already hold this content; interning new stacks finds
+  // either, and both print alike.
+  index_.try_emplace(f, id);
+  std::erase(unresolved_, id);
 }
 
 StackId StackTable::Insert(std::string_view raw, StackInfo info) {

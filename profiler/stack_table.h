@@ -26,9 +26,14 @@ class FrameTable {
   FrameId Intern(const symbolizer::Frame& f);
   const symbolizer::Frame& Get(FrameId id) const { return frames_[id]; }
   size_t size() const { return frames_.size(); }
+  // Native frames kept as raw addresses with a build ID: resolvable later.
+  const std::vector<FrameId>& unresolved() const { return unresolved_; }
+  // Names a raw frame in place: every stack holding it reads the new name.
+  void Resolve(FrameId id, std::string name, std::string system_name);
 
  private:
   std::vector<symbolizer::Frame> frames_;
+  std::vector<FrameId> unresolved_;
   absl::flat_hash_map<symbolizer::Frame, FrameId> index_;
 };
 

@@ -1,5 +1,7 @@
 #include "symbolizer/native_symbolizer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
@@ -34,50 +36,87 @@ const std::vector<Mapping>* NativeSymbolizer::Maps(pid_t pid) {
   return &(maps_[pid] = std::move(*fresh));
 }
 
-Frame NativeSymbolizer::Symbolize(pid_t pid, uint64_t address) {
+DwarfInlines* NativeSymbolizer::InlinesFor(pid_t pid, const Mapping& m, const ElfFile& elf) {
+  auto [it, inserted] = dwarf_.try_emplace(&elf);
+  if (inserted) {
+    PinnedFile file = PinnedFile::Open(pid, m);
+    if (file.ok()) it->second = DwarfInlines::Open(dup(file.fd()));
+  }
+  return it->second.get();
+}
+
+const NativeSymbolizer::Entry* NativeSymbolizer::Lookup(pid_t pid, const Mapping& m, const ElfFile& elf,
+                                                        uint64_t vaddr) {
+  auto it = names_.find(NameKey{&elf, vaddr});
+  if (it != names_.end()) return &it->second;
+  // Demangling and DWARF walks dominate symbolization: each address once.
+  if (names_.size() >= kMaxCachedNames) names_.clear();
+  Entry e;
+  if (auto hit = elf.Lookup(vaddr)) {
+    e.function.system_name = std::string(hit->name);
+    e.function.name = Demangle(hit->name);
+  }
+  if (DwarfInlines* dw = InlinesFor(pid, m, elf)) {
+    std::vector<SourceFrame> src = dw->At(vaddr);
+    if (!src.empty()) {
+      // The outermost is the function .symtab named (or names it when the
+      // symbol table was stripped but DWARF was not).
+      if (e.function.system_name.empty() && !src[0].system_name.empty()) {
+        e.function.system_name = src[0].system_name;
+        e.function.name = Demangle(src[0].system_name);
+      }
+      e.function.line = src[0].line;
+      for (size_t i = 1; i < src.size(); i++)
+        e.inlined.push_back({Demangle(src[i].system_name), src[i].system_name, src[i].line});
+    }
+  }
+  return &names_.emplace(NameKey{&elf, vaddr}, std::move(e)).first->second;
+}
+
+void NativeSymbolizer::Append(pid_t pid, uint64_t address, std::vector<Frame>& out) {
   Frame f;
   f.kind = FrameKind::kNative;
   f.address = address;
   f.name = absl::StrFormat("0x%x", address);
   const Mapping* m = FindMapping(pid, address);
-  if (!m || m->inode == 0) {
+  const ElfFile* elf = m && m->inode != 0 ? elves_.Get(pid, *m) : nullptr;
+  if (m) f.file = m->path;
+  auto bias = elf ? elf->LoadBias(m->start, m->offset) : std::nullopt;
+  if (!elf || !bias) {
     unresolved_++;
-    return f;
-  }
-  f.file = m->path;
-  const ElfFile* elf = elves_.Get(pid, *m);
-  if (!elf) {
-    unresolved_++;
-    return f;
+    out.push_back(std::move(f));
+    return;
   }
   f.build_id = elf->build_id();
-  auto bias = elf->LoadBias(m->start, m->offset);
-  if (!bias) {
-    unresolved_++;
-    return f;
-  }
   uint64_t vaddr = address - *bias;
   f.address = vaddr;
-  auto [it, inserted] = names_.try_emplace(NameKey{elf, vaddr});
-  if (inserted) {
-    // Demangling dominates symbolization; each address is demangled once.
-    if (names_.size() > kMaxCachedNames) {
-      names_.clear();
-      it = names_.try_emplace(NameKey{elf, vaddr}).first;
-    }
-    if (auto hit = elf->Lookup(vaddr)) {
-      it->second.system_name = std::string(hit->name);
-      it->second.name = Demangle(hit->name);
-    }
-  }
-  if (it->second.system_name.empty()) {
+  const Entry* e = Lookup(pid, *m, *elf, vaddr);
+  if (e->function.system_name.empty()) {
+    // Raw, but with module, build ID and offset: `gpuflame symbolize` and
+    // later windows can still name it.
     unresolved_++;
-    f.name = absl::StrFormat("0x%x", address);
-    return f;
+    out.push_back(std::move(f));
+    return;
   }
-  f.system_name = it->second.system_name;
-  f.name = it->second.name;
-  return f;
+  f.system_name = e->function.system_name;
+  f.name = e->function.name;
+  f.line = e->function.line;
+  out.push_back(f);
+  for (const Names& n : e->inlined) {
+    inlined_++;
+    f.name = n.name;
+    f.system_name = n.system_name;
+    f.line = n.line;
+    out.push_back(f);
+  }
+}
+
+Frame NativeSymbolizer::Symbolize(pid_t pid, uint64_t address) {
+  std::vector<Frame> frames;
+  Append(pid, address, frames);
+  Frame outer = std::move(frames.front());
+  outer.line = 0;
+  return outer;
 }
 
 }  // namespace gpuflame::symbolizer

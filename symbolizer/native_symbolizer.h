@@ -7,9 +7,11 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "symbolizer/dwarf_inlines.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/frame.h"
 #include "symbolizer/proc_maps.h"
@@ -20,7 +22,11 @@ class NativeSymbolizer {
  public:
   explicit NativeSymbolizer(ElfCache& elves) : elves_(elves) {}
 
+  // The function containing |address|, by ELF symbol.
   Frame Symbolize(pid_t pid, uint64_t address);
+  // Appends |address|'s frames to |out|, outermost first: the function, then
+  // each call that -O2 inlined into it where the module has DWARF.
+  void Append(pid_t pid, uint64_t address, std::vector<Frame>& out);
   // Keeps |maps| as |pid|'s layout: a process that exits right after its
   // last allocation is still symbolized from what was seen while it ran.
   void Remember(pid_t pid, std::vector<Mapping> maps) { maps_[pid] = std::move(maps); }
@@ -30,6 +36,7 @@ class NativeSymbolizer {
   // Drops the cached maps of |pid| (after exec, new mappings, or exit).
   void Forget(pid_t pid) { maps_.erase(pid); }
   size_t unresolved() const { return unresolved_; }
+  size_t inlined_frames() const { return inlined_; }
 
  private:
   const Mapping* FindMapping(pid_t pid, uint64_t address);
@@ -45,12 +52,21 @@ class NativeSymbolizer {
   };
   struct Names {
     std::string name, system_name;  // empty: no symbol covers the address
+    int64_t line = 0;
   };
+  struct Entry {
+    Names function;               // from .symtab/.dynsym
+    std::vector<Names> inlined;   // from DWARF, outermost first
+  };
+  const Entry* Lookup(pid_t pid, const Mapping& m, const ElfFile& elf, uint64_t vaddr);
+  DwarfInlines* InlinesFor(pid_t pid, const Mapping& m, const ElfFile& elf);
   static constexpr size_t kMaxCachedNames = 1 << 18;
 
   ElfCache& elves_;
   absl::flat_hash_map<pid_t, std::vector<Mapping>> maps_;
-  absl::flat_hash_map<NameKey, Names> names_;
+  absl::flat_hash_map<NameKey, Entry> names_;
+  absl::flat_hash_map<const ElfFile*, std::unique_ptr<DwarfInlines>> dwarf_;  // nullptr: no DWARF
+  size_t inlined_ = 0;
   size_t unresolved_ = 0;
 };
 

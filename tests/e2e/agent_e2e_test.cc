@@ -193,6 +193,63 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   EXPECT_EQ(receiver.requests(), before);
 }
 
+TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {
+  GPUFLAME_REQUIRE_ROOT();
+  // A stripped program is profiled while the directory of binaries is empty:
+  // its frames go out as raw addresses. Once the unstripped build (same build
+  // ID) is dropped there, the next windows name them; no restart.
+  std::string dir = TempDir("later");
+  std::string bins = dir + "/binaries", go = dir + "/go", done = dir + "/done";
+  std::filesystem::create_directories(bins);
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--binaries", bins});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  std::string exe = std::string(GPUFLAME_SIM_DIR) + "/stripped/native_alloc_stripped";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(exe.c_str(), exe.c_str(), go.c_str(), done.c_str(), nullptr);
+    _exit(127);
+  }
+  // libcudart and libcuda attached: then let it allocate.
+  for (int i = 0; i < 300 && Metric(metrics_port, "gpuflame_library_files_attached") < 2; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::ofstream(go) << "go";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_GE(Metric(metrics_port, "gpuflame_native_frames_unresolved"), 1);
+  std::filesystem::copy_file(std::string(GPUFLAME_SIM_DIR) + "/native_alloc", bins + "/native_alloc");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_GE(Metric(metrics_port, "gpuflame_native_frames_resolved_later_total"), 1);
+  std::ofstream(done) << "done";
+  waitpid(pid, nullptr, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+
+  int raw = 0, named = 0;
+  int64_t last_raw = -1, first_named = INT64_MAX;
+  for (const ReceivedSeries& s : receiver.Accepted()) {
+    if (s.labels.at("pid") != std::to_string(pid) || s.labels.at("__name__") != "gpu_memory") continue;
+    auto stacks = Stacks(s.profile, "inuse_space");
+    ASSERT_EQ(stacks.size(), 1u) << Dump(stacks);
+    const std::string& stack = stacks.begin()->first;
+    EXPECT_EQ(stacks.begin()->second, 12 * MiB);
+    if (std::string_view(stack).ends_with(";main;load_weights.constprop.0;cudaMalloc") ||
+        std::string_view(stack).ends_with(";main;load_weights;cudaMalloc")) {
+      named++;
+      first_named = std::min(first_named, s.profile.time_nanos());
+    } else {
+      EXPECT_EQ(stack.find(";main;"), std::string::npos) << stack;
+      raw++;
+      last_raw = std::max(last_raw, s.profile.time_nanos());
+    }
+  }
+  EXPECT_GE(raw, 1) << agent.Log();
+  EXPECT_GE(named, 1) << agent.Log();
+  EXPECT_LT(last_raw, first_named) << "once named, a frame stays named";
+}
+
 TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("outage");

@@ -100,6 +100,12 @@ static bool IsNative(const pprof::Profile& p, uint64_t location_id) {
   return false;
 }
 
+std::string Dump(const std::map<std::string, int64_t>& stacks) {
+  std::string s;
+  for (const auto& [k, v] : stacks) s += "  " + std::to_string(v) + "  " + k + "\n";
+  return s;
+}
+
 std::map<std::string, int64_t> Stacks(const pprof::Profile& p, const std::string& type, bool drop_trampolines,
                                       bool drop_native) {
   std::map<std::string, int64_t> out;

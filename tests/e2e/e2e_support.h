@@ -43,6 +43,8 @@ bool LoadPprof(const std::string& gz_path, pprof::Profile* out);
 std::map<std::string, int64_t> Stacks(const pprof::Profile& p, const std::string& sample_type,
                                       bool drop_trampolines = true, bool drop_native = false);
 int64_t Total(const pprof::Profile& p, const std::string& sample_type);
+// One stack per line with its value, for failure messages.
+std::string Dump(const std::map<std::string, int64_t>& stacks);
 // Line recorded for the first location whose function has |name|.
 int64_t LineOf(const pprof::Profile& p, const std::string& name);
 // 1-based line of the first line in |file| containing |needle|.

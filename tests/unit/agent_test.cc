@@ -33,7 +33,7 @@ std::string Message(const absl::StatusOr<profiler::AgentConfig>& c) {
 TEST(AgentConfigTest, FlagsOverEnvironmentOverFile) {
   std::string path = ::testing::TempDir() + "/agent.yaml";
   std::ofstream(path) << "pyroscope_url: http://file:4040\nwindow: 30\ntenant: from-file\n"
-                         "namespaces: [ml, serving]\n";
+                         "namespaces: [ml, serving]\nnative_stacks: all\nbinaries: [/opt/debug, /srv/syms]\n";
   auto c = LoadAgentConfig({"--config", path, "--window", "5"},
                            {{"GPUFLAME_TENANT", "from-env"}, {"NODE_NAME", "gpu-node-7"}});
   ASSERT_TRUE(c.ok()) << c.status();
@@ -42,6 +42,12 @@ TEST(AgentConfigTest, FlagsOverEnvironmentOverFile) {
   EXPECT_EQ(c->pyroscope.tenant, "from-env");
   EXPECT_EQ(c->node, "gpu-node-7");
   EXPECT_EQ(c->select.namespaces, (std::vector<std::string>{"ml", "serving"}));
+  EXPECT_EQ(c->native_stacks, 2);
+  EXPECT_EQ(c->binary_dirs, (std::vector<std::string>{"/opt/debug", "/srv/syms"}));
+  auto d = LoadAgentConfig({"--pyroscope-url", "http://p"}, {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->native_stacks, 1);
+  EXPECT_EQ(d->binary_dirs, (std::vector<std::string>{"/usr/lib/debug"}));
 }
 
 TEST(AgentConfigTest, OneClearMessagePerMistake) {
@@ -53,6 +59,7 @@ TEST(AgentConfigTest, OneClearMessagePerMistake) {
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--frobnicate", "1"}, {})).find("unknown option"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--bearer-token-file", "/nonexistent"}, {})).find("cannot read /nonexistent"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--basic-auth-user", "u"}, {})).find("both a user and a password"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--native-stacks", "some"}, {})).find("off, gpu or all"), std::string::npos);
   std::string bad = ::testing::TempDir() + "/bad.yaml";
   std::ofstream(bad) << "pyroscope_url: http://p\nwindwo: 5\n";
   EXPECT_NE(Message(LoadAgentConfig({"--config", bad}, {})).find("bad.yaml:2: unknown setting 'windwo'"), std::string::npos)

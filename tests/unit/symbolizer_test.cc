@@ -2,7 +2,12 @@
 
 #include <cstring>
 
+#include <filesystem>
+#include <fcntl.h>
+
+#include "symbolizer/build_id_index.h"
 #include "symbolizer/demangle.h"
+#include "symbolizer/dwarf_inlines.h"
 #include "symbolizer/elf_file.h"
 #include "symbolizer/proc_maps.h"
 #include "symbolizer/process_memory.h"
@@ -111,6 +116,57 @@ TEST(ElfFileTest, ReadsTheFixtureRuntime) {
 TEST(ElfFileTest, RejectsNonElfAndMissingFiles) {
   EXPECT_FALSE(ElfFile::Open("/proc/self/status").ok());
   EXPECT_FALSE(ElfFile::Open("/nonexistent/libcuda.so.1").ok());
+}
+
+TEST(BuildIdIndexTest, FindsDebugFilesByTheBuildIdLayoutAndByScanning) {
+  auto stripped = ElfFile::Open(GPUFLAME_SIM_DIR "/stripped/native_alloc_stripped");
+  ASSERT_TRUE(stripped.ok());
+  const std::string id = stripped->build_id();
+  ASSERT_GT(id.size(), 4u);
+  std::string root = testing::TempDir() + "/gf_buildid_" + std::to_string(getpid());
+  std::filesystem::remove_all(root);
+  std::string layout = root + "/layout/.build-id/" + id.substr(0, 2);
+  std::filesystem::create_directories(layout);
+  std::filesystem::create_directories(root + "/flat/sub");
+  BuildIdIndex index({root + "/layout", root + "/flat"});
+  EXPECT_EQ(index.Find(id), nullptr);  // nothing there yet
+  // Stripped copies do not count: they have no symbols to give.
+  std::filesystem::copy_file(GPUFLAME_SIM_DIR "/stripped/native_alloc_stripped", root + "/flat/sub/a");
+  index.Rescan();
+  EXPECT_EQ(index.Find(id), nullptr);
+  std::filesystem::copy_file(GPUFLAME_SIM_DIR "/native_alloc", layout + "/" + id.substr(2) + ".debug");
+  EXPECT_EQ(index.Find(id), nullptr) << "a miss is remembered until Rescan";
+  index.Rescan();
+  const ElfFile* found = index.Find(id);
+  ASSERT_NE(found, nullptr);
+  EXPECT_TRUE(found->FindSymbol("main").has_value());
+  EXPECT_EQ(index.Find("zz"), nullptr);
+  std::filesystem::remove_all(root);
+}
+
+TEST(DwarfInlinesTest, NamesInlinedCallsWithTheirLines) {
+  // The fixture's gf_sim_empty has NewSegment forced inline (always_inline).
+  auto elf = ElfFile::Open(GPUFLAME_SIM_DIR "/libc10_cuda.so");
+  ASSERT_TRUE(elf.ok());
+  auto fn = elf->FindSymbol("gf_sim_empty");
+  ASSERT_TRUE(fn.has_value());
+  auto dw = DwarfInlines::Open(open(GPUFLAME_SIM_DIR "/libc10_cuda.so", O_RDONLY | O_CLOEXEC));
+  ASSERT_NE(dw, nullptr);
+  bool saw_inline = false;
+  // Somewhere in the function's first few hundred bytes is NewSegment's call.
+  for (uint64_t a = *fn; a < *fn + 1024 && !saw_inline; a++) {
+    std::vector<SourceFrame> frames = dw->At(a);
+    if (frames.empty()) continue;
+    EXPECT_EQ(frames[0].system_name, "gf_sim_empty");
+    for (size_t i = 1; i < frames.size(); i++)
+      if (frames[i].system_name.find("NewSegment") != std::string::npos) {
+        saw_inline = true;
+        EXPECT_GT(frames[i - 1].line, 0);
+      }
+  }
+  EXPECT_TRUE(saw_inline);
+  EXPECT_EQ(DwarfInlines::Open(open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)), nullptr);
+  EXPECT_EQ(DwarfInlines::Open(-1), nullptr);
 }
 
 TEST(DemangleTest, CxxNamesAndPlainNames) {
