@@ -187,7 +187,7 @@ static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kin
   if (py) {
     __u32 pyflags = 0;
     bump(GF_STAT_PY_WALKS);
-    __u32 n = gf_walk_python(py, r->py, &pyflags);
+    __u32 n = gf_walk_python_fp(py, r->py, &pyflags, kind == GF_EV_CPU_SAMPLE || kind == GF_EV_KERNEL_LAUNCH);
     r->ev.flags |= pyflags;
     if (pyflags & GF_EVF_PY_TRUNCATED)
       bump(GF_STAT_PY_TRUNCATED);
@@ -218,33 +218,16 @@ static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kin
     bump(GF_STAT_EVENTS);
 }
 
-/* Emits an allocation with the calling thread's stack. */
-static __always_inline void submit_with_stack(void *ctx, __u8 domain, __u16 api, __u32 flags,
-                                              __u64 addr, __u64 size, __u64 arg0, __u64 arg1,
-                                              __u64 arg2) {
-  if (flags & GF_EVF_STACK_AT_ENTRY) {
-    /* The stacks were sent at the call's entry: this record only points there. */
-    struct gf_event ev;
-    fill_header(&ev, GF_EV_ALLOC, domain, api, addr, size);
-    ev.flags = flags;
-    ev.arg0 = arg0;
-    ev.arg1 = arg1;
-    ev.arg2 = arg2;
-    if (bpf_ringbuf_output(&events, &ev, sizeof(ev), wakeup_flags(false)))
-      bump(GF_STAT_RINGBUF_FULL);
-    else
-      bump(GF_STAT_EVENTS);
-    return;
-  }
-  if (native_stacks == 2) {
-    submit_with_user_stack(ctx, GF_EV_ALLOC, domain, api, flags, addr, size, arg0, arg1, arg2);
-    return;
-  }
+/* Emits an event (an allocation, a CPU sample, a launch) with the calling
+ * thread's stack: Python frames, or the frame-pointer chain without Python. */
+static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain, __u16 api,
+                                              __u32 flags, __u64 addr, __u64 size, __u64 arg0,
+                                              __u64 arg1, __u64 arg2) {
   __u32 zero = 0;
   struct gf_record *r = bpf_map_lookup_elem(&scratch, &zero);
   if (!r)
     return;
-  fill_header(&r->ev, GF_EV_ALLOC, domain, api, addr, size);
+  fill_header(&r->ev, kind, domain, api, addr, size);
   r->ev.flags = flags;
   r->ev.arg0 = arg0;
   r->ev.arg1 = arg1;
@@ -257,7 +240,7 @@ static __always_inline void submit_with_stack(void *ctx, __u8 domain, __u16 api,
   if (py) {
     __u32 pyflags = 0;
     bump(GF_STAT_PY_WALKS);
-    n = gf_walk_python(py, r->py, &pyflags);
+    n = gf_walk_python_fp(py, r->py, &pyflags, kind == GF_EV_CPU_SAMPLE || kind == GF_EV_KERNEL_LAUNCH);
     r->ev.flags |= pyflags;
     if (pyflags & GF_EVF_PY_NO_THREAD)
       bump(GF_STAT_PY_NO_THREAD);
@@ -289,6 +272,31 @@ static __always_inline void submit_with_stack(void *ctx, __u8 domain, __u16 api,
     bump(GF_STAT_RINGBUF_FULL);
   else
     bump(GF_STAT_EVENTS);
+}
+
+/* Emits an allocation with the calling thread's stack. */
+static __always_inline void submit_with_stack(void *ctx, __u8 domain, __u16 api, __u32 flags,
+                                              __u64 addr, __u64 size, __u64 arg0, __u64 arg1,
+                                              __u64 arg2) {
+  if (flags & GF_EVF_STACK_AT_ENTRY) {
+    /* The stacks were sent at the call's entry: this record only points there. */
+    struct gf_event ev;
+    fill_header(&ev, GF_EV_ALLOC, domain, api, addr, size);
+    ev.flags = flags;
+    ev.arg0 = arg0;
+    ev.arg1 = arg1;
+    ev.arg2 = arg2;
+    if (bpf_ringbuf_output(&events, &ev, sizeof(ev), wakeup_flags(false)))
+      bump(GF_STAT_RINGBUF_FULL);
+    else
+      bump(GF_STAT_EVENTS);
+    return;
+  }
+  if (native_stacks == 2) {
+    submit_with_user_stack(ctx, GF_EV_ALLOC, domain, api, flags, addr, size, arg0, arg1, arg2);
+    return;
+  }
+  submit_stack_kind(ctx, GF_EV_ALLOC, domain, api, flags, addr, size, arg0, arg1, arg2);
 }
 
 static __always_inline void submit_free(__u8 domain, __u16 api, __u32 flags, __u64 addr) {
@@ -515,6 +523,140 @@ int torch_report(struct pt_regs *ctx) {
   return 0;
 }
 
+/* ---- CPU time ---- */
+
+/* One perf event per CPU (cpu-clock at the sampling rate) lands here in
+ * whatever task is running; only profiled processes are kept. */
+SEC("perf_event")
+int cpu_sample(struct bpf_perf_event_data *ctx) {
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  if (tgid == 0)
+    return 0;
+  __u32 *flags = bpf_map_lookup_elem(&targets, &tgid);
+  if (!flags || !(*flags & (GF_TARGET_TRACE | GF_TARGET_SAMPLE)))
+    return 0;
+  bump(GF_STAT_CPU_SAMPLES);
+  if (native_stacks) {
+    /* The user registers as the thread last left user mode: right whether
+     * the tick interrupted user code or a system call. */
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    submit_with_user_stack(regs, GF_EV_CPU_SAMPLE, GF_DOMAIN_CPU, GF_API_NONE, 0, 0, 0, 0, 0, 0);
+  } else {
+    submit_stack_kind(ctx, GF_EV_CPU_SAMPLE, GF_DOMAIN_CPU, GF_API_NONE, 0, 0, 0, 0, 0, 0);
+  }
+  return 0;
+}
+
+/* ---- GPU kernel time: USDT probes of libgpuflame_cupti.so ---- */
+
+struct gf_record_gpu {
+  struct gf_event ev;
+  union {
+    struct gf_kernel_record recs[GF_KERNEL_BATCH_MAX];
+    char name[GF_KERNEL_NAME_MAX];
+  };
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct gf_record_gpu);
+} scratch_gpu SEC(".maps");
+
+/* gpuflame:launch(correlation, cbid): a sampled launch, on the launching
+ * thread: its stack is what the kernel's time is charged to. */
+SEC("usdt")
+int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  bump(GF_STAT_LAUNCHES);
+  if (native_stacks)
+    submit_with_user_stack(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, 0,
+                           correlation, cbid, 0);
+  else
+    submit_stack_kind(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, 0,
+                      correlation, cbid, 0);
+  return 0;
+}
+
+/* gpuflame:kernel_batch(records, count): completed GPU work, copied whole
+ * before the library reuses its buffer. */
+SEC("usdt")
+int BPF_USDT(kernel_batch, __u64 records, __u64 count) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  __u32 zero = 0;
+  struct gf_record_gpu *r = bpf_map_lookup_elem(&scratch_gpu, &zero);
+  if (!r)
+    return 0;
+  if (count > GF_KERNEL_BATCH_MAX)
+    count = GF_KERNEL_BATCH_MAX;
+  fill_header(&r->ev, GF_EV_KERNEL_BATCH, GF_DOMAIN_NONE, GF_API_NONE, 0, count);
+  __u32 bytes = (__u32)count * sizeof(struct gf_kernel_record);
+  if (bytes > sizeof(r->recs))
+    bytes = sizeof(r->recs);
+  if (bytes == 0)
+    return 0;
+  if (bpf_probe_read_user(r->recs, bytes, (const void *)records)) {
+    bump(GF_STAT_KERNEL_BATCH_READ_FAILED);
+    return 0;
+  }
+  __u64 len = sizeof(struct gf_event) + bytes;
+  if (len > sizeof(*r))
+    len = sizeof(*r);
+  if (bpf_ringbuf_output(&events, r, len, wakeup_flags(false))) {
+    bump(GF_STAT_RINGBUF_FULL);
+  } else {
+    bump(GF_STAT_EVENTS);
+    __u32 stat = GF_STAT_KERNEL_RECORDS;
+    __u64 *v = bpf_map_lookup_elem(&stats, &stat);
+    if (v)
+      *v += count;
+  }
+  return 0;
+}
+
+/* gpuflame:kernel_name(id, name): each distinct kernel name, once. */
+SEC("usdt")
+int BPF_USDT(kernel_name, __u64 name_id, __u64 name) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  __u32 zero = 0;
+  struct gf_record_gpu *r = bpf_map_lookup_elem(&scratch_gpu, &zero);
+  if (!r)
+    return 0;
+  fill_header(&r->ev, GF_EV_KERNEL_NAME, GF_DOMAIN_NONE, GF_API_NONE, 0, 0);
+  r->ev.arg0 = name_id;
+  long n = bpf_probe_read_user_str(r->name, sizeof(r->name), (const void *)name);
+  if (n <= 0)
+    return 0;
+  __u64 len = sizeof(struct gf_event) + (__u64)n;
+  if (len > sizeof(*r))
+    len = sizeof(*r);
+  if (bpf_ringbuf_output(&events, r, len, wakeup_flags(false)))
+    bump(GF_STAT_RINGBUF_FULL);
+  else
+    bump(GF_STAT_EVENTS);
+  return 0;
+}
+
+/* gpuflame:status(code): the injection library is active, or stepped aside. */
+SEC("usdt")
+int BPF_USDT(cupti_status, __u64 code) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_CUPTI_STATUS, GF_DOMAIN_NONE, GF_API_NONE, 0, 0);
+  ev.arg0 = code;
+  submit_small(&ev);
+  return 0;
+}
+
 /* ---- process lifecycle: attach before the first allocation ---- */
 
 static __always_inline __u32 target_flags(__u32 tgid) {
@@ -579,7 +721,7 @@ int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
   if (bpf_probe_read_kernel_str(name, sizeof(name), dname) <= 0)
     return 0;
   if (!has_prefix(name, "libcuda", 7) && !has_prefix(name, "libc10", 6) &&
-      !has_prefix(name, "libpython3", 10))
+      !has_prefix(name, "libpython3", 10) && !has_prefix(name, "libgpuflame_cup", 15))
     return 0;
   struct gf_event ev;
   fill_header(&ev, GF_EV_LIB_MAPPED, GF_DOMAIN_NONE, 0, (__u64)ret, 0);
@@ -596,6 +738,9 @@ int BPF_PROG(watch_exec, struct task_struct *p, pid_t old_pid, struct linux_binp
   __u32 tflags = target_flags(tgid);
   if (!(tflags & GF_TARGET_TRACE))
     return 0;
+  /* The old image's interpreter layout must not walk the new one's memory,
+   * even for the moment until user space hears of the exec. */
+  bpf_map_delete_elem(&py_procs, &tgid);
   struct gf_event ev;
   fill_header(&ev, GF_EV_EXEC, GF_DOMAIN_NONE, 0, 0, 0);
   ev.flags = maybe_gate(tflags);
@@ -613,6 +758,11 @@ int BPF_PROG(watch_fork, struct task_struct *parent, struct task_struct *child) 
   if (ctgid == ptgid)
     return 0; /* a new thread, not a new process */
   bpf_map_update_elem(&targets, &ctgid, &tflags, BPF_ANY);
+  /* A forked child (a DataLoader worker) has its parent's address space:
+   * its Python stacks walk with the same layout until it execs. */
+  struct gf_py_proc *py = bpf_map_lookup_elem(&py_procs, &ptgid);
+  if (py)
+    bpf_map_update_elem(&py_procs, &ctgid, py, BPF_ANY);
   return 0;
 }
 

@@ -46,6 +46,12 @@ enum gf_event_kind {
   GF_EV_PY_FINALIZE = 8, /* Py_FinalizeEx entered: last chance to read code objects */
   GF_EV_CALL_STACK = 9,  /* stacks at the entry of an allocation call; its ALLOC
                           * (GF_EVF_STACK_AT_ENTRY) follows on the same thread */
+  GF_EV_CPU_SAMPLE = 10, /* a profiled thread was on CPU at a sampling tick */
+  GF_EV_KERNEL_LAUNCH = 11, /* a sampled kernel launch: arg0 = CUPTI correlation ID,
+                             * arg1 = CUPTI callback ID, with the launching stack */
+  GF_EV_KERNEL_BATCH = 12,  /* size = n gf_kernel_record follow (GPU activity) */
+  GF_EV_KERNEL_NAME = 13,   /* arg0 = name ID; a NUL-terminated name follows */
+  GF_EV_CUPTI_STATUS = 14,  /* arg0 = enum gf_cupti_status, once per process */
 };
 
 /* Which accounting an event belongs to. */
@@ -53,6 +59,8 @@ enum gf_domain {
   GF_DOMAIN_NONE = 0,
   GF_DOMAIN_GPU = 1,   /* device level: what the CUDA driver/runtime handed out */
   GF_DOMAIN_TORCH = 2, /* tensor level: PyTorch caching-allocator blocks */
+  GF_DOMAIN_CPU = 3,   /* CPU-time samples */
+  GF_DOMAIN_LAUNCH = 4, /* kernel-launch stacks (the kernel name is added in user space) */
 };
 
 /*
@@ -144,6 +152,7 @@ GF_STATIC_ASSERT(sizeof(struct gf_user_regs) == 24, "gf_user_regs ABI");
 /* gf_py_frame.flags */
 enum gf_py_frame_flags {
   GF_PYF_TRAMPOLINE = 1u << 0, /* a C-stack entry (shim) frame: <interpreter trampoline> */
+  GF_PYF_FIRST_LINE = 1u << 1, /* first_line holds co_firstlineno (low 16 bits) read at the event */
 };
 
 /* One Python frame as the interpreter had it; names are read later. */
@@ -151,7 +160,7 @@ struct gf_py_frame {
   gf_u64 code;  /* PyCodeObject* (0 for a 3.13 shim frame) */
   gf_u64 aux;   /* 3.10 only: the type of `self` / the class `cls` (PyTypeObject*) */
   gf_u32 instr; /* instruction index in code units (for the line number) */
-  gf_u16 first_line; /* reserved (0): the code-reuse guard runs in user space */
+  gf_u16 first_line; /* GF_PYF_FIRST_LINE: co_firstlineno & 0xffff at the event */
   gf_u8 flags;
   gf_u8 pad;
 };
@@ -192,6 +201,7 @@ enum gf_target_flags {
   GF_TARGET_TRACE = 1u << 0,   /* take this process's events */
   GF_TARGET_GATE = 1u << 1,    /* stop it when a watched library maps, until attached */
   GF_TARGET_FOLLOW = 1u << 2,  /* children inherit the target flags */
+  GF_TARGET_SAMPLE = 1u << 3,  /* sample its CPU time (machine-wide mode) */
 };
 
 /* Per-CPU counters, indices into the `stats` map. */
@@ -207,7 +217,46 @@ enum gf_stat {
   GF_STAT_PY_TRUNCATED,
   GF_STAT_FORWARDED,         /* driver events attributed to an enclosing runtime call */
   GF_STAT_GATED,
+  GF_STAT_CPU_SAMPLES,       /* ticks that landed in a profiled process */
+  GF_STAT_LAUNCHES,          /* sampled kernel launches seen at the USDT probe */
+  GF_STAT_KERNEL_RECORDS,    /* GPU activity records copied from the injection library */
+  GF_STAT_KERNEL_BATCH_READ_FAILED, /* a batch the probe could not read (records lost) */
   GF_STAT_MAX,
+};
+
+/*
+ * GPU activity, as libgpuflame_cupti.so (cupti/) hands it over at its USDT
+ * probe gpuflame:kernel_batch(records, count): plain records, converted from
+ * CUPTI's versioned activity structs in the process, copied by BPF unchanged.
+ */
+enum gf_gpu_activity_kind {
+  GF_GPU_KERNEL = 1,
+  GF_GPU_MEMCPY = 2,
+  GF_GPU_MEMSET = 3,
+};
+
+struct gf_kernel_record {
+  gf_u64 start_ns;    /* GPU timestamps, CUPTI's clock */
+  gf_u64 end_ns;
+  gf_u32 correlation; /* CUPTI correlation ID of the launching API call */
+  gf_u32 name_id;     /* kernels: ID announced by gpuflame:kernel_name; else 0 */
+  gf_u32 device;
+  gf_u32 stream;
+  gf_u32 graph_id;    /* CUDA graph the kernel ran in; 0 for a direct launch */
+  gf_u8 kind;         /* enum gf_gpu_activity_kind */
+  gf_u8 copy_kind;    /* memcpy: CUpti_ActivityMemcpyKind */
+  gf_u16 pad;
+};
+GF_STATIC_ASSERT(sizeof(struct gf_kernel_record) == 40, "gf_kernel_record ABI");
+
+#define GF_KERNEL_BATCH_MAX 64   /* records per gpuflame:kernel_batch hit */
+#define GF_KERNEL_NAME_MAX 1024  /* bytes of a kernel name, NUL included */
+
+/* gpuflame:status(code): what the injection library did, said once. */
+enum gf_cupti_status {
+  GF_CUPTI_ACTIVE = 1,
+  GF_CUPTI_OTHER_SUBSCRIBER = 2, /* torch.profiler / Nsight holds CUPTI: stepped aside */
+  GF_CUPTI_FAILED = 3,           /* CUPTI refused (no driver support, old CUPTI) */
 };
 
 #endif /* GPUFLAME_BPF_GPUFLAME_ABI_H_ */

@@ -35,6 +35,8 @@ struct gf_frame_buf {
   __u64 win_end;
   __u32 n;
   __u32 flags;
+  __u32 fingerprint; /* also read each code object's co_firstlineno */
+  __u32 pad;
   __u8 bytes[2 * GF_WINDOW + 136]; /* slack: the verifier bounds base and offset separately */
 };
 
@@ -134,6 +136,17 @@ static long gf_walk_one(__u32 index, void *arg) {
       f->instr = lasti > 0 ? (__u32)lasti : 0;
     }
     f->first_line = 0;
+    if (buf->fingerprint && code) {
+      /* Samples are resolved after the fact, when a short-lived code object
+       * (an imported module's body) may be freed and its address reused:
+       * co_firstlineno taken now lets user space tell. One read per frame,
+       * so only for CPU samples and launches, not the allocation hot path. */
+      __s32 first = 0;
+      if (!bpf_probe_read_user(&first, sizeof(first), (const void *)(code + cfg->code_firstlineno))) {
+        f->first_line = (__u16)first;
+        f->flags |= GF_PYF_FIRST_LINE;
+      }
+    }
     if (cfg->read_self_type) {
       /* 3.10 has no co_qualname: keep the class of `self`/`cls` for naming.
        * User space uses it only when the first parameter is self or cls. */
@@ -183,8 +196,8 @@ static __always_inline __u64 gf_thread_state(const struct gf_py_proc *cfg, __u32
 }
 
 /* Walks the Python stack into |frames|; returns the frame count. */
-static __always_inline __u32 gf_walk_python(const struct gf_py_proc *cfg,
-                                            struct gf_py_frame *frames, __u32 *flags) {
+static __always_inline __u32 gf_walk_python_fp(const struct gf_py_proc *cfg, struct gf_py_frame *frames,
+                                               __u32 *flags, __u32 fingerprint) {
   __u64 tstate = gf_thread_state(cfg, flags);
   if (!tstate)
     return 0;
@@ -199,6 +212,7 @@ static __always_inline __u32 gf_walk_python(const struct gf_py_proc *cfg,
   buf->frame = top;
   buf->n = 0;
   buf->flags = 0;
+  buf->fingerprint = fingerprint;
   buf->win_start = buf->win_end = 0;
   if (cfg->tstate_datastack && top) {
     /* datastack_chunk and datastack_top are adjacent in PyThreadState. */
@@ -222,6 +236,11 @@ static __always_inline __u32 gf_walk_python(const struct gf_py_proc *cfg,
   bpf_loop(GF_MAX_PY_FRAMES + 1, gf_walk_one, &w, 0);
   *flags |= buf->flags;
   return buf->n;
+}
+
+static __always_inline __u32 gf_walk_python(const struct gf_py_proc *cfg, struct gf_py_frame *frames,
+                                            __u32 *flags) {
+  return gf_walk_python_fp(cfg, frames, flags, 0);
 }
 
 #endif /* GPUFLAME_BPF_PYTHON_STACK_BPF_H_ */

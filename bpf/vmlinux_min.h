@@ -52,6 +52,14 @@ struct pt_regs {
   unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
 
+/* The context of perf_event programs (UAPI, fixed layout). */
+typedef struct pt_regs bpf_user_pt_regs_t;
+struct bpf_perf_event_data {
+  bpf_user_pt_regs_t regs;
+  __u64 sample_period;
+  __u64 addr;
+};
+
 struct thread_struct {
   unsigned long fsbase;
 } __attribute__((preserve_access_index));

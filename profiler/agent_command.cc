@@ -74,13 +74,19 @@ class Agent {
   void CloseWindow(int64_t start_wall, int64_t duration) {
     // Frames captured as raw addresses get another chance every window.
     session_.RefreshFrames();
-    const EventProcessor& events = session_.events();
+    EventProcessor& events = session_.events();
+    events.joiner().Flush(NowNs(CLOCK_MONOTONIC));  // unsampled kernels charged before the cut
+    if (cfg_.kernel_time) session_.registry().CheckKernelTime();
     std::vector<StackCounters> counters = window_.Close(events.tracker().counters());
+    auto cpu = events.cpu().TakeWindow();
+    auto kernels = events.kernels().TakeWindow();
     absl::flat_hash_set<pid_t> active;
     for (StackId id = 0; id < counters.size() && id < events.stacks().size(); id++) {
       const StackCounters& c = counters[id];
       if (c.alloc_objects != 0 || c.inuse_objects != 0) active.insert(events.stacks().Get(id).pid);
     }
+    for (const auto* window : {&cpu, &kernels})
+      for (const auto& [key, c] : *window) active.insert(events.stacks().Get(key.stack).pid);
     absl::flat_hash_map<pid_t, std::string> comm;
     for (const auto& [pid, info] : session_.registry().processes()) comm[pid] = info->comm;
     for (pid_t pid : active) {
@@ -88,12 +94,18 @@ class Agent {
       std::string name = comm.contains(pid) ? comm[pid] : "";
       if (!Selected(pid, name, pod)) continue;
       std::vector<exporters::Series> request;
-      for (uint8_t domain : {uint8_t{GF_DOMAIN_GPU}, uint8_t{GF_DOMAIN_TORCH}}) {
-        exporters::Profile p = BuildMemoryProfile(events, counters, domain, comm, pid, start_wall, duration);
+      std::vector<exporters::Profile> profiles;
+      for (uint8_t domain : {uint8_t{GF_DOMAIN_GPU}, uint8_t{GF_DOMAIN_TORCH}})
+        profiles.push_back(BuildMemoryProfile(events, counters, domain, comm, pid, start_wall, duration));
+      profiles.push_back(BuildTimeProfile(events, events.cpu(), cpu, TimeKind::kCpu, comm, pid, start_wall, duration));
+      profiles.push_back(
+          BuildTimeProfile(events, events.kernels(), kernels, TimeKind::kGpuKernel, comm, pid, start_wall, duration));
+      for (exporters::Profile& p : profiles) {
         if (p.samples.empty()) continue;
         // One series per process already: the pid/process sample labels
         // would only split it again (and count against the label limit).
-        for (auto& s : p.samples) s.labels.clear();
+        for (auto& s : p.samples)
+          std::erase_if(s.labels, [](const exporters::Label& l) { return l.key == "pid" || l.key == "process"; });
         exporters::LimitReport r = exporters::EnforceLimits(p);
         folded_samples_ += r.folded_samples;
         truncated_stacks_ += r.truncated_stacks;
@@ -219,6 +231,8 @@ int RunAgent(const AgentConfig& cfg) {
   sopt.system_wide = true;
   sopt.show_trampolines = cfg.show_trampolines;
   sopt.native_stacks = cfg.native_stacks;
+  sopt.cpu_hz = cfg.cpu_hz;
+  sopt.thread_names = cfg.thread_names;
   sopt.binary_dirs = cfg.binary_dirs;
   auto started = Session::Start(sopt);
   if (!started.ok()) {

@@ -56,6 +56,14 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   else if (key == "service_name") c.service_name = value;
   else if (key == "namespaces") c.select.namespaces = SplitList(value);
   else if (key == "binaries") c.binary_dirs = SplitList(value);
+  else if (key == "cpu_hz") {
+    if (auto s = num(ParseInt(key, value), c.cpu_hz); !s.ok()) return s;
+    if (c.cpu_hz < 0 || c.cpu_hz > 10000) return Bad(absl::StrCat(where, ": cpu_hz must be between 0 and 10000"));
+  } else if (key == "thread_names") {
+    c.thread_names = value == "true" || value == "1" || value == "yes";
+  } else if (key == "kernel_time") {
+    c.kernel_time = value == "true" || value == "1" || value == "yes";
+  }
   else if (key == "native_stacks") {
     if (value == "off") c.native_stacks = 0;
     else if (value == "gpu") c.native_stacks = 1;
@@ -186,6 +194,11 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
   --pod-labels a,b          which pod labels to copy (pod_labels)
   --kubelet-token-file F    service-account token for the kubelet (kubelet_token_file)
   --kubelet-ca-file F       the kubelet's CA (kubelet_ca_file; kubelet_insecure_skip_verify)
+  --cpu-hz N                CPU-time samples per second of CPU, default 97, 0: no
+                            process_cpu profile (cpu_hz)
+  --thread-names            thread_name label on CPU samples (thread_names)
+  --no-kernel-time          do not report processes that lack libgpuflame_cupti.so
+                            (kernel_time: false)
   --native-stacks M         native frames for: gpu (device-level, default), all, off
   --binaries a,b            directories where raw-address frames are named later by
                             build ID (debug files, unstripped copies), re-read every
@@ -211,7 +224,9 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_BEARER_TOKEN_FILE", "bearer_token_file"}, {"GPUFLAME_CA_FILE", "ca_file"},
       {"GPUFLAME_METRICS_PORT", "metrics_port"}, {"GPUFLAME_SERVICE_NAME", "service_name"},
       {"GPUFLAME_NODE", "node"}, {"NODE_NAME", "node"}, {"GPUFLAME_SPOOL_DIR", "spool_dir"},
-      {"GPUFLAME_BINARIES", "binaries"}, {"GPUFLAME_NATIVE_STACKS", "native_stacks"}};
+      {"GPUFLAME_BINARIES", "binaries"}, {"GPUFLAME_NATIVE_STACKS", "native_stacks"},
+      {"GPUFLAME_CPU_HZ", "cpu_hz"}, {"GPUFLAME_THREAD_NAMES", "thread_names"},
+      {"GPUFLAME_KERNEL_TIME", "kernel_time"}};
   for (const auto& [var, key] : kEnv)
     if (auto it = env.find(var); it != env.end() && !it->second.empty())
       if (auto s = Apply(c, key, it->second, var); !s.ok()) return s;
@@ -224,7 +239,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}, {"--protocol", "protocol"},
       {"--kubelet-url", "kubelet_url"}, {"--kubelet-token-file", "kubelet_token_file"},
       {"--kubelet-ca-file", "kubelet_ca_file"}, {"--pod-labels", "pod_labels"},
-      {"--binaries", "binaries"}, {"--native-stacks", "native_stacks"}};
+      {"--binaries", "binaries"}, {"--native-stacks", "native_stacks"}, {"--cpu-hz", "cpu_hz"}};
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     if (a == "--config") {
@@ -237,6 +252,14 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
     }
     if (a == "--hide-trampolines") {
       c.show_trampolines = false;
+      continue;
+    }
+    if (a == "--thread-names") {
+      c.thread_names = true;
+      continue;
+    }
+    if (a == "--no-kernel-time") {
+      c.kernel_time = false;
       continue;
     }
     if (i + 1 >= args.size()) return Bad(absl::StrCat(a, kFlags.count(a) ? " needs a value" : ": unknown option"));

@@ -37,6 +37,9 @@ struct AgentConfig {
   uint64_t spool_max_bytes = 256ull << 20;
   bool show_trampolines = true;
   int native_stacks = 1;        // 0 off, 1 device-level events, 2 every allocation
+  int cpu_hz = 97;              // 0: no process_cpu profile
+  bool thread_names = false;    // thread_name sample label on process_cpu
+  bool kernel_time = true;      // expect libgpuflame_cupti.so; say once where it is missing
   std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
   bool check_only = false;      // --check-config
 };

@@ -2,6 +2,8 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,6 +36,10 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kMapEnter: return s->progs.map_enter;
     case ProbeProgram::kTorchReport: return s->progs.torch_report;
     case ProbeProgram::kPyFinalize: return s->progs.py_finalize;
+    case ProbeProgram::kKernelLaunch: return s->progs.kernel_launch;
+    case ProbeProgram::kKernelBatch: return s->progs.kernel_batch;
+    case ProbeProgram::kKernelName: return s->progs.kernel_name;
+    case ProbeProgram::kCuptiStatus: return s->progs.cupti_status;
   }
   return nullptr;
 }
@@ -93,11 +99,42 @@ absl::Status BpfProbes::AttachUprobe(const std::string& path, uint64_t offset,
 
 absl::Status BpfProbes::AttachUsdt(const std::string& path, const char* provider,
                                    const char* name, ProbeProgram program) {
-  bpf_program* prog = program == ProbeProgram::kAllocEnter ? skel_->progs.torch_malloc
-                                                           : skel_->progs.torch_free;
+  bpf_program* prog = program == ProbeProgram::kAllocEnter  ? skel_->progs.torch_malloc
+                      : program == ProbeProgram::kFreeEnter ? skel_->progs.torch_free
+                                                            : ProgramFor(skel_, program);
   bpf_link* link = bpf_program__attach_usdt(prog, -1, path.c_str(), provider, name, nullptr);
   if (!link) return Errno(errno, absl::StrCat("USDT ", provider, ":", name, " in ", path));
   links_.push_back(link);
+  return absl::OkStatus();
+}
+
+absl::Status BpfProbes::StartCpuSampling(int hz) {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return Errno(-cpus, "counting CPUs");
+  int started = 0;
+  for (int cpu = 0; cpu < cpus; cpu++) {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    // A fixed period of CPU time (not a frequency the kernel tunes): every
+    // sample then stands for exactly this many nanoseconds on CPU.
+    attr.sample_period = 1'000'000'000ull / static_cast<uint64_t>(hz);
+    int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      if (errno == ENODEV) continue;  // offline CPU
+      return Errno(errno, absl::StrCat("opening a cpu-clock perf event on CPU ", cpu));
+    }
+    bpf_link* link = bpf_program__attach_perf_event(skel_->progs.cpu_sample, fd);
+    if (!link) {
+      int err = errno;
+      close(fd);
+      return Errno(err, "attaching the CPU sampler");
+    }
+    links_.push_back(link);  // the link owns fd
+    started++;
+  }
+  if (started == 0) return absl::UnavailableError("no online CPU accepted a cpu-clock perf event");
   return absl::OkStatus();
 }
 

@@ -52,6 +52,10 @@ class BpfProbes {
   absl::Status AttachUsdt(const std::string& path, const char* provider, const char* name,
                           ProbeProgram program);
 
+  // One cpu-clock perf event per online CPU, |hz| samples per second of CPU
+  // time, feeding the cpu_sample program (which keeps profiled processes only).
+  absl::Status StartCpuSampling(int hz);
+
   absl::Status SetTarget(pid_t pid, uint32_t flags);
   void RemoveTarget(pid_t pid);
   absl::Status SetPython(pid_t pid, const gf_py_proc& proc);

@@ -19,7 +19,9 @@ Usage:
   record      Profile a command (-- COMMAND), running processes (--pid), or,
               with neither, every CUDA process on this machine. Writes
               DIR/gpu_memory.pb.gz, DIR/torch_memory.pb.gz (when PyTorch's
-              allocator was used), folded stacks and DIR/flamegraph.html.
+              allocator was used), DIR/process_cpu.pb.gz (CPU time),
+              DIR/gpu_kernel.pb.gz (kernel time), folded stacks and
+              DIR/flamegraph.html.
   symbolize   Resolve a stored profile's raw-address frames against binaries
               found later (matched by build ID), e.g. unstripped copies.
   agent       Run continuously and push per-process profiles to Grafana
@@ -34,6 +36,10 @@ Options:
       --native-stacks M   native frames (DWARF-unwound) for: gpu (device-level
                           allocations, default), all (tensors too: costly), off
       --keep-interpreter-frames  keep CPython's own C frames in mixed stacks
+      --cpu-hz N          CPU-time samples per second of CPU (default 97; 0: off)
+      --thread-names      label CPU samples with their thread's name
+      --no-kernel-time    do not load libgpuflame_cupti.so into the command
+                          (kernel time, DIR/gpu_kernel.pb.gz, needs it)
       --binaries DIR      name raw-address frames from binaries or debug files
                           here, matched by build ID (repeatable; default
                           /usr/lib/debug)
@@ -127,6 +133,18 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       o.pids.push_back(pid);
     } else if (a == "--hide-trampolines") {
       o.show_trampolines = false;
+    } else if (a == "--cpu-hz") {
+      auto v = value("samples per second");
+      if (!v.ok()) return v.status();
+      int hz = -1;
+      auto r = std::from_chars(v->data(), v->data() + v->size(), hz);
+      if (r.ec != std::errc() || r.ptr != v->data() + v->size() || hz < 0 || hz > 10000)
+        return Bad(absl::StrCat("--cpu-hz wants 0 to 10000 samples per second, not '", *v, "'"));
+      o.cpu_hz = hz;
+    } else if (a == "--thread-names") {
+      o.thread_names = true;
+    } else if (a == "--no-kernel-time") {
+      o.kernel_time = false;
     } else if (a == "--binaries") {
       auto v = value("a directory");
       if (!v.ok()) return v.status();

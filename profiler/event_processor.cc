@@ -1,7 +1,11 @@
 #include "profiler/event_processor.h"
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace gpuflame::profiler {
 
@@ -58,6 +62,48 @@ StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uin
   return stacks_.Insert(key_, std::move(info));
 }
 
+uint32_t EventProcessor::ThreadLabel(const gf_event& ev) {
+  uint64_t key = (uint64_t{ev.pid} << 32) | ev.tid;
+  auto it = thread_labels_.find(key);
+  if (it != thread_labels_.end()) return it->second;
+  // Read once per thread: a thread renaming itself later keeps its first name.
+  std::string name;
+  if (std::ifstream f(absl::StrCat("/proc/", ev.pid, "/task/", ev.tid, "/comm")); f) std::getline(f, name);
+  if (thread_labels_.size() > 1 << 16) thread_labels_.clear();  // tids churn; bound the cache
+  return thread_labels_[key] = cpu_.Label(name.empty() ? "[unknown thread]" : name);
+}
+
+void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload) {
+  auto pid = static_cast<pid_t>(ev.pid);
+  if (ev.kind < 16) by_kind_[ev.kind]++;
+  switch (ev.kind) {
+    case GF_EV_KERNEL_BATCH: {
+      if (ev.size > GF_KERNEL_BATCH_MAX || payload.size() != ev.size * sizeof(gf_kernel_record)) {
+        stats_.malformed++;
+        return;
+      }
+      std::vector<gf_kernel_record> recs(ev.size);
+      std::memcpy(recs.data(), payload.data(), payload.size());
+      joiner_.OnRecords(pid, recs, ev.ts_ns);
+      return;
+    }
+    case GF_EV_KERNEL_NAME: {
+      // NUL-terminated within the payload.
+      auto end = std::find(payload.begin(), payload.end(), uint8_t{0});
+      if (payload.empty() || end == payload.end()) {
+        stats_.malformed++;
+        return;
+      }
+      joiner_.OnName(pid, static_cast<uint32_t>(ev.arg0),
+                     std::string_view(reinterpret_cast<const char*>(payload.data()), end - payload.begin()));
+      return;
+    }
+    case GF_EV_CUPTI_STATUS:
+      if (registry_) registry_->OnCuptiStatus(pid, static_cast<uint32_t>(ev.arg0));
+      return;
+  }
+}
+
 void EventProcessor::RetireProcess(pid_t pid) {
   std::vector<StackId> stacks;
   for (StackId id = 0; id < stacks_.size(); id++)
@@ -75,6 +121,11 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   std::memcpy(&ev, record.data(), sizeof(ev));
   size_t payload = record.size() - sizeof(gf_event);
   const bool mixed = ev.flags & GF_EVF_USER_STACK;
+  // Records that carry no stack: GPU activity and kernel names.
+  if (ev.kind == GF_EV_KERNEL_BATCH || ev.kind == GF_EV_KERNEL_NAME || ev.kind == GF_EV_CUPTI_STATUS) {
+    OnGpuRecord(ev, record.subspan(sizeof(gf_event)));
+    return;
+  }
   size_t expected = mixed ? GF_MAX_PY_FRAMES * sizeof(gf_py_frame) + sizeof(gf_user_regs) + GF_USER_STACK_BYTES
                           : ev.py_count * sizeof(gf_py_frame) + ev.native_count * sizeof(uint64_t);
   if (expected != payload || ev.py_count > GF_MAX_PY_FRAMES || ev.native_count > GF_MAX_NATIVE_FRAMES ||
@@ -90,6 +141,20 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
     case GF_EV_CALL_STACK:
       if (mixed) entry_stacks_[ev.tid] = InternMixedStack(ev, record.subspan(sizeof(gf_event)));
       break;
+    case GF_EV_CPU_SAMPLE: {
+      if (registry_) registry_->Observe(pid);
+      StackId stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
+                            : InternStack(ev, record.subspan(sizeof(gf_event)));
+      stats_.cpu_samples++;
+      cpu_.Add(stack, thread_names_ ? ThreadLabel(ev) : 0, 1, cpu_period_ns_);
+      break;
+    }
+    case GF_EV_KERNEL_LAUNCH: {
+      StackId stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
+                            : InternStack(ev, record.subspan(sizeof(gf_event)));
+      joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
+      break;
+    }
     case GF_EV_ALLOC: {
       StackId stack;
       if (ev.flags & GF_EVF_STACK_AT_ENTRY) {
@@ -136,6 +201,9 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (unwinder_) unwinder_->Invalidate(pid);
       absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).pid == pid; });
       tracker_.OnProcessExit(pid);
+      absl::erase_if(thread_labels_, [&](const auto& kv) { return kv.first >> 32 == ev.pid; });
+      joiner_.Flush(ev.ts_ns);  // its pooled kernels are charged before its names go
+      joiner_.ForgetProcess(pid);
       if (registry_) registry_->OnExit(pid);
       break;
     default:

@@ -11,10 +11,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "profiler/allocation_tracker.h"
+#include "profiler/kernel_joiner.h"
 #include "profiler/native_unwinder.h"
 #include "profiler/process_registry.h"
 #include "profiler/stack_resolver.h"
 #include "profiler/stack_table.h"
+#include "profiler/time_tracker.h"
 
 namespace gpuflame::profiler {
 
@@ -29,6 +31,7 @@ struct ProcessorStats {
   uint64_t malformed = 0;
   uint64_t mapped_bytes = 0;   // cuMemMap minus cuMemUnmap
   uint64_t map_calls = 0;
+  uint64_t cpu_samples = 0;
 };
 
 class EventProcessor {
@@ -39,6 +42,20 @@ class EventProcessor {
       : registry_(registry), resolver_(resolver), unwinder_(unwinder) {}
 
   void OnRecord(std::span<const uint8_t> record);
+
+  // CPU samples are worth |period_ns| each; with |thread_names|, each is
+  // labelled with its thread's name (off by default: series cardinality).
+  void SetCpuSampling(int64_t period_ns, bool thread_names) {
+    cpu_period_ns_ = period_ns;
+    thread_names_ = thread_names;
+  }
+  int64_t cpu_period_ns() const { return cpu_period_ns_; }
+  TimeTracker& cpu() { return cpu_; }
+  const TimeTracker& cpu() const { return cpu_; }
+  TimeTracker& kernels() { return kernels_; }
+  const TimeTracker& kernels() const { return kernels_; }
+  KernelJoiner& joiner() { return joiner_; }
+  const KernelJoiner& joiner() const { return joiner_; }
 
   const AllocationTracker& tracker() const { return tracker_; }
   // An exited process has been reported for the last time: drop its in-use
@@ -61,6 +78,9 @@ class EventProcessor {
   // return addresses it yields (the stack bytes themselves never repeat).
   StackId InternMixedStack(const gf_event& ev, std::span<const uint8_t> payload);
 
+  uint32_t ThreadLabel(const gf_event& ev);
+  void OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload);
+
   ProcessRegistry* registry_;
   StackResolver& resolver_;
   NativeUnwinder* unwinder_;
@@ -73,6 +93,12 @@ class EventProcessor {
   std::string key_;  // reused buffer for raw-stack keys
   // Per thread: the stack sent at the entry of its allocation call in flight.
   absl::flat_hash_map<uint32_t, StackId> entry_stacks_;
+  TimeTracker cpu_;
+  TimeTracker kernels_;
+  KernelJoiner joiner_{stacks_, frames_, kernels_};
+  int64_t cpu_period_ns_ = 1'000'000'000 / 97;
+  bool thread_names_ = false;
+  absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
 };
 
 }  // namespace gpuflame::profiler

@@ -18,6 +18,7 @@ enum class LibraryKind : uint8_t {
   kTorchCuda,    // libc10_cuda.so: USDT pytorch:malloc / pytorch:free
   kTorchCore,    // libc10.so: c10::reportMemoryUsageToProfiler fallback
   kPython,       // libpython3.X.so or a statically linked python executable
+  kCupti,        // libgpuflame_cupti.so: USDT gpuflame:* (kernel launches and activity)
 };
 
 enum class ProbeProgram : uint8_t {
@@ -28,6 +29,10 @@ enum class ProbeProgram : uint8_t {
   kMapEnter,
   kTorchReport,
   kPyFinalize,
+  kKernelLaunch,  // USDT gpuflame:launch
+  kKernelBatch,   // USDT gpuflame:kernel_batch
+  kKernelName,    // USDT gpuflame:kernel_name
+  kCuptiStatus,   // USDT gpuflame:status
 };
 
 struct UprobeSpec {

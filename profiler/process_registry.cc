@@ -24,6 +24,7 @@ std::optional<LibraryKind> Classify(std::string_view base) {
   if (base == "libc10_cuda.so" || std::string_view(base).starts_with("libc10_cuda.so."))
     return LibraryKind::kTorchCuda;
   if (base == "libc10.so" || std::string_view(base).starts_with("libc10.so.")) return LibraryKind::kTorchCore;
+  if (std::string_view(base).starts_with("libgpuflame_cupti.so")) return LibraryKind::kCupti;
   return std::nullopt;
 }
 
@@ -150,6 +151,7 @@ void ProcessRegistry::Scan(pid_t pid) {
     if (!kind) continue;
     if (*kind == LibraryKind::kCudaRuntime || *kind == LibraryKind::kCudaDriver) info.has_cuda = true;
     if (*kind == LibraryKind::kTorchCuda) info.has_torch = true;
+    if (*kind == LibraryKind::kCupti) info.has_cupti = true;
     AttachLibrary(pid, m, *kind, *maps, info);
   }
   if (native_) native_->Remember(pid, std::move(*maps));
@@ -172,6 +174,19 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   const symbolizer::ElfFile* elf = file.ok() ? elves_.Get(pid, m) : nullptr;
   if (!elf) return;
   const std::string path = file.path();
+  if (kind == LibraryKind::kCupti) {
+    static constexpr std::pair<const char*, ProbeProgram> kProbes[] = {
+        {"launch", ProbeProgram::kKernelLaunch}, {"kernel_batch", ProbeProgram::kKernelBatch},
+        {"kernel_name", ProbeProgram::kKernelName}, {"status", ProbeProgram::kCuptiStatus}};
+    for (const auto& [name, program] : kProbes) {
+      if (auto st = probes_.AttachUsdt(path, "gpuflame", name, program); !st.ok()) {
+        Warn(absl::StrCat("pid ", pid, ": kernel time unavailable: ", st.message()));
+        return;
+      }
+    }
+    attached_.emplace(key, kind);
+    return;
+  }
   if (kind == LibraryKind::kTorchCuda) {
     auto a = probes_.AttachUsdt(path, "pytorch", "malloc", ProbeProgram::kAllocEnter);
     auto f = probes_.AttachUsdt(path, "pytorch", "free", ProbeProgram::kFreeEnter);
@@ -270,6 +285,29 @@ void ProcessRegistry::OnExit(pid_t pid) {
   probes_.RemovePython(pid);
   probes_.RemoveTarget(pid);
   rescans_.erase(pid);
+}
+
+void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status) {
+  ProcessInfo& info = Ensure(pid);
+  info.cupti_status = status;
+  info.has_cupti = true;
+  if (status == GF_CUPTI_OTHER_SUBSCRIBER)
+    Warn(absl::StrCat("pid ", pid, " (", info.comm,
+                      "): kernel time unavailable: another CUPTI client (torch.profiler, Nsight) "
+                      "holds CUPTI, so libgpuflame_cupti.so stepped aside"));
+  else if (status == GF_CUPTI_FAILED)
+    Warn(absl::StrCat("pid ", pid, " (", info.comm, "): kernel time unavailable: CUPTI refused to start"));
+}
+
+void ProcessRegistry::CheckKernelTime() {
+  for (auto& [pid, info] : processes_) {
+    if (info->kernel_time_reported || !info->has_cuda || info->has_cupti) continue;
+    info->kernel_time_reported = true;
+    Warn(absl::StrCat("pid ", pid, " (", info->comm,
+                      "): kernel time unavailable: libgpuflame_cupti.so is not loaded (start the "
+                      "workload with CUDA_INJECTION64_PATH=/path/to/libgpuflame_cupti.so); memory and "
+                      "CPU profiles are unaffected"));
+  }
 }
 
 void ProcessRegistry::Forget(pid_t pid) {

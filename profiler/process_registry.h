@@ -31,6 +31,9 @@ struct ProcessInfo {
   bool has_cuda = false;
   bool has_torch = false;
   bool torch_fallback_wanted = false;  // libc10_cuda.so without USDT notes
+  bool has_cupti = false;  // libgpuflame_cupti.so is loaded
+  uint32_t cupti_status = 0;  // enum gf_cupti_status, 0 until it reports
+  bool kernel_time_reported = false;  // "kernel time unavailable" said once
   bool exited = false;
   std::optional<symbolizer::PythonLayout> python;
   std::string python_module;  // libpython's or the static interpreter's path
@@ -57,12 +60,22 @@ class ProcessRegistry {
   void OnExec(pid_t pid, bool gated);
   void OnFinalize(pid_t pid, bool gated);
   void OnExit(pid_t pid);
+  // The injection library said what it does (enum gf_cupti_status).
+  void OnCuptiStatus(pid_t pid, uint32_t status);
+  // Says once per CUDA process without the injection library that it gets
+  // no kernel time (called when kernel time was asked for).
+  void CheckKernelTime();
   // Drops everything known about an exited pid (the pid may be reused).
   void Forget(pid_t pid);
   // Re-scans processes whose new mappings may not have been visible yet.
   void Tick();
 
   ProcessInfo* Find(pid_t pid);
+  // A process seen only through a CPU sample (a followed child, such as a
+  // DataLoader worker): learn its name, pod and interpreter once.
+  void Observe(pid_t pid) {
+    if (!Find(pid)) Scan(pid);
+  }
   const absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>>& processes() const {
     return processes_;
   }

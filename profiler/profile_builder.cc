@@ -1,8 +1,42 @@
 #include "profiler/profile_builder.h"
 
+#include <algorithm>
+
 #include "bpf/gpuflame_abi.h"
 
 namespace gpuflame::profiler {
+namespace {
+
+// The profile's frames are the event loop's, re-indexed to those used.
+class SampleMaker {
+ public:
+  SampleMaker(const EventProcessor& events, const absl::flat_hash_map<pid_t, std::string>& comm,
+              exporters::Profile& p)
+      : events_(events), comm_(comm), p_(p), remap_(events.frames().size(), -1) {}
+
+  exporters::Sample Make(const StackInfo& stack) {
+    exporters::Sample s;
+    for (FrameId f : stack.frames) {
+      if (remap_[f] < 0) {
+        remap_[f] = static_cast<int64_t>(p_.frames.size());
+        p_.frames.push_back(events_.frames().Get(f));
+      }
+      s.frames.push_back(static_cast<uint32_t>(remap_[f]));
+    }
+    s.labels.push_back({"pid", "", stack.pid});
+    if (auto it = comm_.find(stack.pid); it != comm_.end() && !it->second.empty())
+      s.labels.push_back({"process", it->second, 0});
+    return s;
+  }
+
+ private:
+  const EventProcessor& events_;
+  const absl::flat_hash_map<pid_t, std::string>& comm_;
+  exporters::Profile& p_;
+  std::vector<int64_t> remap_;
+};
+
+}  // namespace
 
 exporters::Profile BuildMemoryProfile(const EventProcessor& events,
                                       const std::vector<StackCounters>& counters, uint8_t domain,
@@ -20,27 +54,53 @@ exporters::Profile BuildMemoryProfile(const EventProcessor& events,
   p.period = 1;  // every allocation is recorded: no sampling
   p.time_nanos = time_nanos;
   p.duration_nanos = duration_nanos;
-
-  // Profile frames are the event loop's frames, re-indexed to those used.
-  const FrameTable& frames = events.frames();
-  std::vector<int64_t> remap(frames.size(), -1);
+  SampleMaker make(events, comm, p);
   for (StackId id = 0; id < events.stacks().size() && id < counters.size(); id++) {
     const StackInfo& stack = events.stacks().Get(id);
     const StackCounters& c = counters[id];
     if (stack.domain != domain || (c.alloc_objects == 0 && c.inuse_objects == 0)) continue;
     if (pid && stack.pid != *pid) continue;
-    exporters::Sample s;
-    for (FrameId f : stack.frames) {
-      if (remap[f] < 0) {
-        remap[f] = static_cast<int64_t>(p.frames.size());
-        p.frames.push_back(frames.Get(f));
-      }
-      s.frames.push_back(static_cast<uint32_t>(remap[f]));
-    }
+    exporters::Sample s = make.Make(stack);
     s.values = {c.alloc_objects, c.alloc_bytes, c.inuse_objects, c.inuse_bytes};
-    s.labels.push_back({"pid", "", stack.pid});
-    if (auto it = comm.find(stack.pid); it != comm.end() && !it->second.empty())
-      s.labels.push_back({"process", it->second, 0});
+    p.samples.push_back(std::move(s));
+  }
+  return p;
+}
+
+exporters::Profile BuildTimeProfile(const EventProcessor& events, const TimeTracker& tracker,
+                                    const absl::flat_hash_map<TimeKey, TimeCounters>& counters, TimeKind kind,
+                                    const absl::flat_hash_map<pid_t, std::string>& comm,
+                                    std::optional<pid_t> pid, int64_t time_nanos, int64_t duration_nanos) {
+  exporters::Profile p;
+  p.time_nanos = time_nanos;
+  p.duration_nanos = duration_nanos;
+  if (kind == TimeKind::kCpu) {
+    // Pyroscope's process_cpu:cpu:nanoseconds:cpu:nanoseconds.
+    p.name = kCpuProfile;
+    p.sample_types = {{"cpu", "nanoseconds"}};
+    p.default_sample_type = "cpu";
+    p.period_type = {"cpu", "nanoseconds"};
+    p.period = events.cpu_period_ns();
+  } else {
+    p.name = kGpuKernelProfile;
+    p.sample_types = {{"time", "nanoseconds"}, {"launches", "count"}};
+    p.default_sample_type = "time";
+    p.period_type = {"time", "nanoseconds"};
+    p.period = 1;  // every kernel's time is counted (stacks are what is sampled)
+  }
+  SampleMaker make(events, comm, p);
+  // Stable output: by stack, then label.
+  std::vector<std::pair<TimeKey, TimeCounters>> sorted(counters.begin(), counters.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.first.stack != b.first.stack ? a.first.stack < b.first.stack : a.first.label < b.first.label;
+  });
+  for (const auto& [key, c] : sorted) {
+    if (key.stack >= events.stacks().size() || (c.count == 0 && c.nanos == 0)) continue;
+    const StackInfo& stack = events.stacks().Get(key.stack);
+    if (pid && stack.pid != *pid) continue;
+    exporters::Sample s = make.Make(stack);
+    s.values = kind == TimeKind::kCpu ? std::vector<int64_t>{c.nanos} : std::vector<int64_t>{c.nanos, c.count};
+    if (key.label != 0) s.labels.push_back({"thread_name", tracker.label(key.label), 0});
     p.samples.push_back(std::move(s));
   }
   return p;

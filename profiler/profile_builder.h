@@ -24,8 +24,19 @@ exporters::Profile BuildMemoryProfile(const EventProcessor& events,
                                       std::optional<pid_t> pid, int64_t time_nanos,
                                       int64_t duration_nanos);
 
+enum class TimeKind { kCpu, kGpuKernel };
+
+// `process_cpu` (cpu/nanoseconds) or `gpu_kernel` (time/nanoseconds and
+// launches/count) from a TimeTracker's totals or window.
+exporters::Profile BuildTimeProfile(const EventProcessor& events, const TimeTracker& tracker,
+                                    const absl::flat_hash_map<TimeKey, TimeCounters>& counters, TimeKind kind,
+                                    const absl::flat_hash_map<pid_t, std::string>& comm,
+                                    std::optional<pid_t> pid, int64_t time_nanos, int64_t duration_nanos);
+
 inline constexpr const char* kGpuMemoryProfile = "gpu_memory";
 inline constexpr const char* kTorchMemoryProfile = "torch_memory";
+inline constexpr const char* kCpuProfile = "process_cpu";
+inline constexpr const char* kGpuKernelProfile = "gpu_kernel";
 
 }  // namespace gpuflame::profiler
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -37,7 +38,20 @@ struct Child {
   int release_fd = -1;  // write a byte to let it exec
 };
 
-absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv) {
+// libgpuflame_cupti.so shipped with this binary: next to it (build tree,
+// container image) or in ../lib/gpuflame (installed).
+std::string FindCuptiLibrary() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const char* rel : {"libgpuflame_cupti.so", "cupti/libgpuflame_cupti.so", "../lib/gpuflame/libgpuflame_cupti.so"}) {
+    std::filesystem::path p = self.parent_path() / rel;
+    if (std::filesystem::is_regular_file(p, ec)) return std::filesystem::canonical(p, ec).string();
+  }
+  return "";
+}
+
+absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std::string& injection) {
   int gate[2];
   if (pipe2(gate, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   pid_t pid = fork();
@@ -50,6 +64,9 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv) {
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     signal(SIGINT, SIG_DFL);
+    // Kernel time without touching the workload: CUDA loads the injection
+    // library at cuInit. A user's own injection setting wins.
+    if (!injection.empty()) setenv("CUDA_INJECTION64_PATH", injection.c_str(), /*overwrite=*/0);
     execvp(args[0], args.data());
     _exit(127);  // reported by the parent from the exit status
   }
@@ -88,7 +105,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   const char* bpf_names[GF_STAT_MAX] = {
       "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
       "failed_cuda_calls", "python_walks", "python_no_thread_state", "python_read_failed",
-      "python_truncated", "driver_calls_inside_runtime_calls", "gated_stops"};
+      "python_truncated", "driver_calls_inside_runtime_calls", "gated_stops", "cpu_samples",
+      "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable"};
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++)
     absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
@@ -98,7 +116,13 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"frees\": ", t.frees, ", \"unmatched_frees\": ", t.unmatched_frees,
                   ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees, ", \"live_allocations\": ",
                   ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
-                  ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, "},\n");
+                  ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,
+                  "},\n");
+  const JoinStats& j = ev.joiner().stats();
+  absl::StrAppend(&out, "  \"gpu_kernels\": {\"launch_stacks\": ", j.launches, ", \"activity_records\": ", j.records,
+                  ", \"joined\": ", j.joined, ", \"charged_by_sampled_share\": ", j.scaled,
+                  ", \"launch_stack_not_sampled\": ", j.unattributed, ", \"unknown_kernel_names\": ", j.unknown_names,
+                  ", \"expired_launch_stacks\": ", j.expired_launches, "},\n");
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",
                   ev.frames().size(), ", \"python_frames_unresolved\": ",
                   res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
@@ -145,6 +169,8 @@ int RunRecord(const RecordOptions& opt) {
   sopt.keep_interpreter_frames = opt.keep_interpreter_frames;
   sopt.native_stacks = opt.native_stacks;
   sopt.binary_dirs = opt.binary_dirs;
+  sopt.cpu_hz = opt.cpu_hz;
+  sopt.thread_names = opt.thread_names;
   auto started = Session::Start(sopt);
   if (!started.ok()) return Fail(started.status());
   Session& session = **started;
@@ -156,7 +182,8 @@ int RunRecord(const RecordOptions& opt) {
 
   Child child;
   if (!opt.command.empty()) {
-    auto c = SpawnHeld(opt.command);
+    std::string injection = opt.kernel_time ? FindCuptiLibrary() : "";
+    auto c = SpawnHeld(opt.command, injection);
     if (!c.ok()) return Fail(c.status());
     child = *c;
     // Gate our own command (and its children): stopped at exec and at every
@@ -231,8 +258,18 @@ int RunRecord(const RecordOptions& opt) {
                                               comm, std::nullopt, start_wall, duration);
   exporters::Profile torch = BuildMemoryProfile(events, events.tracker().counters(), GF_DOMAIN_TORCH,
                                                 comm, std::nullopt, start_wall, duration);
+  session.events().joiner().Flush(NowNs(CLOCK_MONOTONIC));  // pooled unsampled kernels
+  exporters::Profile cpu = BuildTimeProfile(events, events.cpu(), events.cpu().totals(), TimeKind::kCpu, comm,
+                                            std::nullopt, start_wall, duration);
+  exporters::Profile kernels = BuildTimeProfile(events, events.kernels(), events.kernels().totals(),
+                                                TimeKind::kGpuKernel, comm, std::nullopt, start_wall, duration);
+  bool any_cupti = false;
+  for (const auto& [pid, info] : registry.processes()) any_cupti |= info->has_cupti;
   std::vector<const exporters::Profile*> profiles{&gpu};
   if (any_torch) profiles.push_back(&torch);
+  if (opt.cpu_hz > 0) profiles.push_back(&cpu);
+  if (any_cupti || !kernels.samples.empty()) profiles.push_back(&kernels);
+  if (opt.kernel_time) registry.CheckKernelTime();
 
   std::vector<std::string> warnings = session.TakeWarnings();
   auto bpf_stats = session.BpfStats();

@@ -20,6 +20,9 @@ struct RecordOptions {
   bool keep_interpreter_frames = false;  // CPython's C frames in mixed stacks
   std::vector<std::string> binary_dirs = {"/usr/lib/debug"};  // --binaries
   int native_stacks = 1;                 // 0 off, 1 device-level events, 2 every allocation
+  int cpu_hz = 97;                       // --cpu-hz; 0: no CPU profile
+  bool thread_names = false;             // --thread-names
+  bool kernel_time = true;               // --no-kernel-time: no CUPTI injection
   bool progress = true;  // only drawn on a terminal
   bool quiet = false;
 };

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "absl/strings/str_cat.h"
 #include "profiler/preflight.h"
 
 namespace gpuflame::profiler {
@@ -34,6 +35,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   s->unwinder_ = std::make_unique<NativeUnwinder>(*s->native_);
   s->events_ = std::make_unique<EventProcessor>(s->registry_.get(), *s->resolver_, s->unwinder_.get());
   s->refresher_ = std::make_unique<FrameRefresher>(options.binary_dirs);
+  if (options.cpu_hz > 0) {
+    s->events_->SetCpuSampling(1'000'000'000 / options.cpu_hz, options.thread_names);
+    if (auto st = s->probes_->StartCpuSampling(options.cpu_hz); !st.ok())
+      return absl::Status(st.code(), absl::StrCat("CPU profile: ", st.message(), " (use --cpu-hz 0 to go without)"));
+  }
   if (options.system_wide) s->registry_->ScanAll();
   return s;
 }

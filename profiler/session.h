@@ -35,6 +35,8 @@ class Session {
     // Where raw-address frames are looked up again by build ID (debug files,
     // unstripped copies) before each export.
     std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
+    int cpu_hz = 97;            // CPU-time samples per second of CPU; 0: no CPU profile
+    bool thread_names = false;  // label CPU samples with the thread's name
   };
 
   // Checks privileges and kernel support, loads and attaches the lifecycle

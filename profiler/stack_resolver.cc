@@ -37,6 +37,13 @@ Frame StackResolver::PythonFrame(ProcessInfo* proc, const gf_py_frame& raw) {
     stats_.python_unresolved++;
     return Marker("[unknown python frame]");
   }
+  if ((raw.flags & GF_PYF_FIRST_LINE) && static_cast<uint16_t>(code->first_line) != raw.first_line) {
+    // Freed and reused by another code object between the sample and now:
+    // its name now would be a lie.
+    stats_.python_unresolved++;
+    stats_.python_reused++;
+    return Marker("[unknown python frame]");
+  }
   Frame f;
   f.kind = FrameKind::kPython;
   f.system_name = code->qualname;
@@ -81,7 +88,17 @@ std::vector<Frame> StackResolver::ResolveMixed(const gf_event& ev, std::span<con
     native_.Append(pid, i == 0 ? pcs[i] : pcs[i] - 1, native);
     stats_.native_frames += native.size() - before;
     // Inside the probed API: the leaf names it.
-    if (i == 0 && native.size() == before + 1 && native.back().name == leaf_name) native.pop_back();
+    if (i == 0 && ev.api != GF_API_NONE && native.size() == before + 1 && native.back().name == leaf_name)
+      native.pop_back();
+  }
+  if (ev.domain == GF_DOMAIN_LAUNCH) {
+    // The launch probe fires inside CUPTI's callback into our injection
+    // library: those frames are ours, not the workload's. The stack ends at
+    // the launching CUDA API (cudaLaunchKernel, cuLaunchKernel, ...).
+    auto ours = [](const Frame& f) {
+      return f.file.find("libgpuflame_cupti") != std::string::npos || f.file.find("libcupti") != std::string::npos;
+    };
+    while (!native.empty() && ours(native.back())) native.pop_back();
   }
   ProcessInfo* proc = registry_ ? registry_->Find(pid) : nullptr;
   std::vector<Frame> out = MergeStacks(native, python, proc ? proc->python_module : "",
@@ -90,10 +107,12 @@ std::vector<Frame> StackResolver::ResolveMixed(const gf_event& ev, std::span<con
     out.erase(std::remove_if(out.begin(), out.end(),
                              [](const Frame& f) { return f.kind == FrameKind::kTrampoline; }),
               out.end());
-  Frame leaf;
-  leaf.kind = FrameKind::kApi;
-  leaf.name = std::string(leaf_name);
-  out.push_back(std::move(leaf));
+  if (ev.api != GF_API_NONE) {
+    Frame leaf;
+    leaf.kind = FrameKind::kApi;
+    leaf.name = std::string(leaf_name);
+    out.push_back(std::move(leaf));
+  }
   return out;
 }
 
@@ -106,17 +125,22 @@ std::vector<Frame> StackResolver::Resolve(const gf_event& ev, std::span<const gf
                              [](const Frame& f) { return f.kind == FrameKind::kTrampoline; }),
               out.end());
   if (py.empty() && !native.empty()) {
-    // native[0] is inside the probed function itself: the API leaf names it.
-    for (size_t i = native.size(); i-- > 1;) {
+    // With a probed API, native[0] is inside it and the API leaf names it; a
+    // CPU sample's native[0] is the exact pc it interrupted.
+    const size_t last = ev.api != GF_API_NONE ? 1 : 0;
+    for (size_t i = native.size(); i-- > last;) {
       size_t before = out.size();
-      native_.Append(pid, native[i] - 1, out);  // a return address: the call is the byte before
+      // Past the first, a return address: the call is the byte before.
+      native_.Append(pid, i == 0 ? native[i] : native[i] - 1, out);
       stats_.native_frames += out.size() - before;
     }
   }
-  Frame leaf;
-  leaf.kind = FrameKind::kApi;
-  leaf.name = std::string(ApiName(ev.api));
-  out.push_back(std::move(leaf));
+  if (ev.api != GF_API_NONE) {
+    Frame leaf;
+    leaf.kind = FrameKind::kApi;
+    leaf.name = std::string(ApiName(ev.api));
+    out.push_back(std::move(leaf));
+  }
   return out;
 }
 

@@ -19,6 +19,7 @@ namespace gpuflame::profiler {
 struct ResolveStats {
   uint64_t python_frames = 0;
   uint64_t python_unresolved = 0;  // code object unreadable: `[unknown python frame]`
+  uint64_t python_reused = 0;      // of which: freed and its address reused since the sample
   uint64_t native_frames = 0;
   uint64_t truncated = 0;
   uint64_t mixed = 0;  // stacks joined with DWARF-unwound native frames

@@ -141,6 +141,7 @@ Totals Sum(const std::vector<ReceivedSeries>& series, pid_t pid) {
     // Over the legacy /ingest API the profile name travels as a label.
     const std::string& profile = s.labels.count("gpuflame_profile") ? s.labels.at("gpuflame_profile")
                                                                      : s.labels.at("__name__");
+    if (profile != "torch_memory" && profile != "gpu_memory") continue;  // CPU time is checked apart
     bool torch = profile == "torch_memory";
     int64_t& alloc = torch ? t.torch_alloc : t.gpu_alloc;
     alloc += SampleTotal(s.profile, "alloc_space");

@@ -343,6 +343,47 @@ TEST(RecordTest, NativeStacksForTensorsAndInterpreterFramesOnRequest) {
   EXPECT_EQ(Total(torch, "alloc_space"), 12 * MiB);
 }
 
+TEST(RecordTest, CpuTimeLandsOnTheHotPythonFunction) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("cpu");
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q --thread-names -o " + out + " -- " +
+                   PyenvPython("3.12") + " " + Workload("cpu_hot.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile cpu;
+  ASSERT_TRUE(LoadPprof(out + "/process_cpu.pb.gz", &cpu)) << r.output;
+  ASSERT_EQ(cpu.sample_type_size(), 1);
+  EXPECT_EQ(cpu.string_table(cpu.sample_type(0).type()), "cpu");
+  EXPECT_EQ(cpu.string_table(cpu.sample_type(0).unit()), "nanoseconds");
+  EXPECT_EQ(cpu.string_table(cpu.period_type().type()), "cpu");
+  EXPECT_EQ(cpu.period(), 1000000000 / 97);
+  auto stacks = Stacks(cpu, "cpu");
+  int64_t total = Total(cpu, "cpu"), hot = 0, sleeping = 0;
+  for (const auto& [stack, v] : stacks) {
+    if (stack.find("<module>;Trainer > step;hot_loop") != std::string::npos) hot += v;
+    if (stack.find(";idle") != std::string::npos) sleeping += v;
+  }
+  // ~1 s of CPU in hot_loop out of ~1.1-1.3 s in all (interpreter start-up,
+  // imports). Sampling: bounds, not exact values.
+  EXPECT_GT(hot, total * 6 / 10) << Dump(stacks);
+  EXPECT_GT(hot, 800'000'000) << Dump(stacks);
+  EXPECT_LT(hot, 1'300'000'000) << Dump(stacks);
+  EXPECT_LT(sleeping, total / 20) << "time.sleep is off CPU: " << Dump(stacks);
+  // Every sample carries its thread's name; the main thread's is the process's.
+  for (const auto& s : cpu.sample()) {
+    ASSERT_EQ(s.label_size() >= 1, true);
+    bool named = false;
+    for (const auto& l : s.label())
+      if (cpu.string_table(l.key()) == "thread_name") named = !cpu.string_table(l.str()).empty();
+    EXPECT_TRUE(named);
+  }
+  // An independent reader agrees.
+  RunResult top = Sh("go tool pprof -top " + out + "/process_cpu.pb.gz");
+  ASSERT_EQ(top.status, 0) << top.output;
+  EXPECT_NE(top.output.find("hot_loop"), std::string::npos) << top.output;
+  // The report offers it next to the memory profiles.
+  EXPECT_NE(ReadFile(out + "/flamegraph.html").find("process_cpu"), std::string::npos);
+}
+
 TEST(RecordTest, DeletedBinariesStillResolveThroughMapFiles) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("deleted");
