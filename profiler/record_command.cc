@@ -126,6 +126,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",
                   ev.frames().size(), ", \"python_frames_unresolved\": ",
                   res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
+                  ", \"cpu_python_frames_unresolved\": ", res.stats().cpu_python_unresolved,
+                  ", \"python_frames_reused_before_read\": ", res.stats().python_reused,
                   ", \"native_frames_unresolved\": ", native.unresolved(), ", \"inlined_frames\": ",
                   native.inlined_frames(), ", \"unwinds\": ", unwind.unwinds, ", \"unwinds_from_cached_cfi\": ",
                   unwind.fast, ", \"unwinds_by_libdwfl\": ", unwind.fallback, "},\n  \"processes\": [");
@@ -180,6 +182,7 @@ int RunRecord(const RecordOptions& opt) {
   // With a command, Ctrl-C reaches it through the terminal; we finish when it exits.
   InstallStopHandlers(/*sigint=*/opt.command.empty());
 
+  std::vector<std::string> warnings;  // every one said, for summary.json
   Child child;
   if (!opt.command.empty()) {
     std::string injection = opt.kernel_time ? FindCuptiLibrary() : "";
@@ -213,8 +216,11 @@ int RunRecord(const RecordOptions& opt) {
       std::fprintf(stderr, "gpuflame: reading events failed: %s\n", std::strerror(-n));
       break;
     }
-    for (const std::string& w : session.TakeWarnings())
-      if (!opt.quiet) std::fprintf(stderr, "\r\033[Kgpuflame: warning: %s\n", w.c_str());
+    for (std::string& w : session.TakeWarnings()) {
+      if (!opt.quiet)
+        std::fprintf(stderr, "%sgpuflame: warning: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", w.c_str());
+      warnings.push_back(std::move(w));  // for summary.json too
+    }
     int64_t now = NowNs(CLOCK_MONOTONIC);
     double elapsed = static_cast<double>(now - start) / 1e9;
     if (now - last_draw > 200'000'000) {
@@ -271,7 +277,7 @@ int RunRecord(const RecordOptions& opt) {
   if (any_cupti || !kernels.samples.empty()) profiles.push_back(&kernels);
   if (opt.kernel_time) registry.CheckKernelTime();
 
-  std::vector<std::string> warnings = session.TakeWarnings();
+  for (std::string& w : session.TakeWarnings()) warnings.push_back(std::move(w));
   auto bpf_stats = session.BpfStats();
   if (bpf_stats[GF_STAT_RINGBUF_FULL])
     warnings.push_back(absl::StrCat(bpf_stats[GF_STAT_RINGBUF_FULL],

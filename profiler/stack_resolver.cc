@@ -23,7 +23,7 @@ Frame Marker(std::string name) {
 
 }  // namespace
 
-Frame StackResolver::PythonFrame(ProcessInfo* proc, const gf_py_frame& raw) {
+Frame StackResolver::PythonFrame(ProcessInfo* proc, const gf_py_frame& raw, uint64_t& unresolved) {
   stats_.python_frames++;
   if (raw.flags & GF_PYF_TRAMPOLINE) {
     Frame f;
@@ -34,13 +34,13 @@ Frame StackResolver::PythonFrame(ProcessInfo* proc, const gf_py_frame& raw) {
   const symbolizer::CodeInfo* code =
       proc && proc->code ? proc->code->Read(raw.code) : nullptr;
   if (!code) {
-    stats_.python_unresolved++;
+    unresolved++;
     return Marker("[unknown python frame]");
   }
   if ((raw.flags & GF_PYF_FIRST_LINE) && static_cast<uint16_t>(code->first_line) != raw.first_line) {
     // Freed and reused by another code object between the sample and now:
     // its name now would be a lie.
-    stats_.python_unresolved++;
+    unresolved++;
     stats_.python_reused++;
     return Marker("[unknown python frame]");
   }
@@ -71,7 +71,8 @@ std::vector<Frame> StackResolver::PythonFrames(const gf_event& ev, std::span<con
     out.push_back(Marker(absl::StrCat("[truncated: deeper than ", GF_MAX_PY_FRAMES, " frames]")));
   }
   // BPF walks leaf first; flame graphs read root first.
-  for (size_t i = py.size(); i-- > 0;) out.push_back(PythonFrame(proc, py[i]));
+  uint64_t& unresolved = ev.kind == GF_EV_CPU_SAMPLE ? stats_.cpu_python_unresolved : stats_.python_unresolved;
+  for (size_t i = py.size(); i-- > 0;) out.push_back(PythonFrame(proc, py[i], unresolved));
   return out;
 }
 

@@ -20,6 +20,9 @@ struct ResolveStats {
   uint64_t python_frames = 0;
   uint64_t python_unresolved = 0;  // code object unreadable: `[unknown python frame]`
   uint64_t python_reused = 0;      // of which: freed and its address reused since the sample
+  // The same for CPU samples, which often land in short-lived code (module
+  // bodies run once at import) and are counted apart.
+  uint64_t cpu_python_unresolved = 0;
   uint64_t native_frames = 0;
   uint64_t truncated = 0;
   uint64_t mixed = 0;  // stacks joined with DWARF-unwound native frames
@@ -43,7 +46,7 @@ class StackResolver {
   const ResolveStats& stats() const { return stats_; }
 
  private:
-  symbolizer::Frame PythonFrame(ProcessInfo* proc, const gf_py_frame& f);
+  symbolizer::Frame PythonFrame(ProcessInfo* proc, const gf_py_frame& f, uint64_t& unresolved);
   std::vector<symbolizer::Frame> PythonFrames(const gf_event& ev, std::span<const gf_py_frame> py);
 
   ProcessRegistry* registry_;  // may be null (benchmarks)

@@ -60,6 +60,8 @@ std::string SimEnv() {
          " PYTHONDONTWRITEBYTECODE=1";
 }
 
+std::string Workload(const std::string& name) { return std::string(GPUFLAME_WORKLOADS) + "/" + name; }
+
 std::string TempDir(const std::string& name) {
   std::string base = (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   std::string dir = base + "/gpuflame-e2e-" + std::to_string(getpid()) + "-" + name;

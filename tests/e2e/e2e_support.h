@@ -32,6 +32,8 @@ std::string PyenvPython(const std::string& minor);  // "" when absent
 
 // Environment that points sim_torch at the simulated CUDA runtime (fixture).
 std::string SimEnv();
+// A script under tests/workloads.
+std::string Workload(const std::string& name);
 
 std::string TempDir(const std::string& name);
 std::string ReadFile(const std::string& path);

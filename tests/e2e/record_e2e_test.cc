@@ -20,7 +20,6 @@ namespace {
 constexpr int64_t MiB = 1 << 20;
 const std::string kTorchLeaf = "c10::cuda::CUDACachingAllocator::malloc";
 
-std::string Workload(const std::string& name) { return std::string(GPUFLAME_WORKLOADS) + "/" + name; }
 
 RunResult Record(const std::string& out, const std::string& python, const std::string& script,
                  const std::string& extra_env = "") {

@@ -1,0 +1,83 @@
+#include "cupti/activity_converter.h"
+
+namespace gpuflame::cupti {
+
+uint32_t ActivityConverter::NameId(const char* name, ActivitySink& sink) {
+  std::string key = name ? name : "[unnamed kernel]";
+  if (ids_.size() >= kMaxNames && !ids_.contains(key)) key = "[kernel names overflow]";
+  auto [it, inserted] = ids_.try_emplace(key, static_cast<uint32_t>(ids_.size() + 1));
+  if (inserted) sink.Name(it->second, it->first.c_str());
+  return it->second;
+}
+
+size_t ActivityConverter::names() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ids_.size();
+}
+
+ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecordFn next, ActivitySink& sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ConvertStats st;
+  gf_kernel_record batch[GF_KERNEL_BATCH_MAX];
+  size_t n = 0;
+  auto flush = [&] {
+    if (n == 0) return;
+    sink.Batch(batch, n);
+    st.batches++;
+    n = 0;
+  };
+  CUpti_Activity* rec = nullptr;
+  while (next(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    gf_kernel_record out{};
+    switch (rec->kind) {
+      case CUPTI_ACTIVITY_KIND_KERNEL:
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+        out.kind = GF_GPU_KERNEL;
+        out.start_ns = k->start;
+        out.end_ns = k->end;
+        out.correlation = k->correlationId;
+        out.device = k->deviceId;
+        out.stream = k->streamId;
+        out.graph_id = k->graphId;
+        out.name_id = NameId(k->name, sink);  // announced before the batch that uses it
+        st.kernels++;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+        out.kind = GF_GPU_MEMCPY;
+        out.copy_kind = m->copyKind;
+        out.start_ns = m->start;
+        out.end_ns = m->end;
+        out.correlation = m->correlationId;
+        out.device = m->deviceId;
+        out.stream = m->streamId;
+        out.graph_id = m->graphId;
+        st.memcpys++;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+        out.kind = GF_GPU_MEMSET;
+        out.start_ns = m->start;
+        out.end_ns = m->end;
+        out.correlation = m->correlationId;
+        out.device = m->deviceId;
+        out.stream = m->streamId;
+        out.graph_id = m->graphId;
+        st.memsets++;
+        break;
+      }
+      default:
+        st.other++;
+        continue;
+    }
+    batch[n++] = out;
+    if (n == GF_KERNEL_BATCH_MAX) flush();
+  }
+  flush();
+  return st;
+}
+
+}  // namespace gpuflame::cupti

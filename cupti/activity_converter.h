@@ -1,0 +1,58 @@
+// CUPTI activity buffers to gf_kernel_record batches: the versioned CUPTI
+// structs are read here, in the process, and the agent only ever sees the
+// plain records of bpf/gpuflame_abi.h. Kernel names are interned: each is
+// announced once (by ID) before the first batch that uses it.
+#ifndef GPUFLAME_CUPTI_ACTIVITY_CONVERTER_H_
+#define GPUFLAME_CUPTI_ACTIVITY_CONVERTER_H_
+
+#include <cupti_activity.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "bpf/gpuflame_abi.h"
+
+namespace gpuflame::cupti {
+
+class ActivitySink {
+ public:
+  virtual ~ActivitySink() = default;
+  virtual void Name(uint32_t id, const char* name) = 0;
+  virtual void Batch(const gf_kernel_record* records, size_t count) = 0;
+};
+
+struct ConvertStats {
+  uint64_t kernels = 0;
+  uint64_t memcpys = 0;
+  uint64_t memsets = 0;
+  uint64_t other = 0;   // kinds we do not chart
+  uint64_t batches = 0;
+};
+
+// cuptiActivityGetNextRecord, passed in: the real one in the library and in
+// tests (it needs no GPU), so the walk is CUPTI's own.
+using NextRecordFn = CUptiResult (*)(uint8_t*, size_t, CUpti_Activity**);
+
+class ActivityConverter {
+ public:
+  // Converts every record of |buffer|[0, |valid|) and hands them to |sink|
+  // in batches of at most GF_KERNEL_BATCH_MAX. Thread-safe (CUPTI may
+  // complete buffers on several threads).
+  ConvertStats Convert(uint8_t* buffer, size_t valid, NextRecordFn next, ActivitySink& sink);
+  size_t names() const;
+
+  static constexpr size_t kMaxNames = 1 << 16;  // beyond: "[kernel names overflow]"
+
+ private:
+  uint32_t NameId(const char* name, ActivitySink& sink);
+
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, uint32_t> ids_;
+};
+
+}  // namespace gpuflame::cupti
+
+#endif  // GPUFLAME_CUPTI_ACTIVITY_CONVERTER_H_

@@ -1,0 +1,130 @@
+// Kernel time end to end: `gpuflame record` loads the real
+// libgpuflame_cupti.so into a Python workload (CUDA_INJECTION64_PATH), which
+// runs on the simulated CUDA driver, runtime and CUPTI (test fixture: no
+// GPU). Real USDT probes, real BPF stack capture, real correlation join;
+// what the fixture's "GPU" reports is exact, so the profile must be too.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "e2e/e2e_support.h"
+
+namespace gpuflame::e2e {
+namespace {
+
+constexpr int64_t kUs = 1000;
+const std::string kGemm = "void cutlass::Kernel<cutlass::gemm::kernel::Gemm>(cutlass::gemm::kernel::Gemm::Params)";
+const std::string kRelu = "void at::native::vectorized_elementwise_kernel<4, at::native::Relu>(int, at::native::Relu)";
+
+RunResult RecordKernels(const std::string& out, const std::string& env = "", const std::string& flags = "") {
+  return Sh(SimEnv() + " " + env + " " + GPUFLAME_BIN + " record -q " + flags + " -o " + out + " -- " +
+            PyenvPython("3.12") + " " + Workload("kernels.py"));
+}
+
+// Time per leaf (kernel), whatever the stack.
+std::map<std::string, int64_t> ByLeaf(const std::map<std::string, int64_t>& stacks) {
+  std::map<std::string, int64_t> out;
+  for (const auto& [stack, v] : stacks) out[stack.substr(stack.rfind(';') + 1)] += v;
+  return out;
+}
+
+TEST(KernelTimeTest, EveryKernelOnItsLaunchingMethodExactly) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("kernels");
+  RunResult r = RecordKernels(out, "GPUFLAME_LAUNCH_STACKS_PER_S=0");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile k;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_kernel.pb.gz", &k)) << r.output;
+  ASSERT_EQ(k.sample_type_size(), 2);
+  EXPECT_EQ(k.string_table(k.sample_type(0).type()), "time");
+  EXPECT_EQ(k.string_table(k.sample_type(0).unit()), "nanoseconds");
+  EXPECT_EQ(k.string_table(k.sample_type(1).type()), "launches");
+  auto time = Stacks(k, "time", /*drop_trampolines=*/true, /*drop_native=*/true);
+  auto launches = Stacks(k, "launches", true, true);
+  // Python frames, then the launching API (a native leaf is kept: the API
+  // the kernel came from), then the demangled kernel name.
+  EXPECT_EQ(time["<module>;Model > forward;launch;" + kGemm], 20 * 300 * kUs) << Dump(time);
+  EXPECT_EQ(launches["<module>;Model > forward;launch;" + kGemm], 20) << Dump(launches);
+  EXPECT_EQ(time["<module>;Model > forward;launch_driver;" + kRelu], 20 * 50 * kUs) << Dump(time);
+  // One graph launch, three kernels, each charged to the graph's launch.
+  EXPECT_EQ(time["<module>;Model > backward;graph_launch;attn_fwd"], 10 * 100 * kUs) << Dump(time);
+  EXPECT_EQ(time["<module>;Model > backward;graph_launch;attn_bwd"], 10 * 200 * kUs) << Dump(time);
+  EXPECT_EQ(time["<module>;Model > backward;graph_launch;ampere_sgemm_128x64_nn"], 10 * 300 * kUs) << Dump(time);
+  EXPECT_EQ(launches["<module>;Model > backward;graph_launch;attn_bwd"], 10) << Dump(launches);
+  EXPECT_EQ(time["<module>;load_batch;memcpy_htod;[memcpy HtoD]"], 4 * 8 * kUs) << Dump(time);
+  EXPECT_EQ(Total(k, "time"), 13 * 1000 * kUs + 32 * kUs);
+  // With native frames: the launching API sits right above the kernel.
+  auto full = Stacks(k, "time");
+  bool via_runtime = false;
+  for (const auto& [stack, v] : full) via_runtime |= stack.ends_with(";cudaLaunchKernel;" + kGemm);
+  EXPECT_TRUE(via_runtime) << Dump(full);
+  std::string summary = ReadFile(out + "/summary.json");
+  EXPECT_NE(summary.find("\"joined\": 74"), std::string::npos) << summary;
+  RunResult top = Sh("go tool pprof -top -sample_index=time " + out + "/gpu_kernel.pb.gz");
+  ASSERT_EQ(top.status, 0) << top.output;
+  EXPECT_NE(top.output.find("cutlass::Kernel"), std::string::npos) << top.output;
+  EXPECT_NE(ReadFile(out + "/flamegraph.html").find("gpu_kernel"), std::string::npos);
+}
+
+TEST(KernelTimeTest, SampledLaunchStacksKeepTotalsExact) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("kernels-sampled");
+  // One launch stack per thread per 10 s, after a burst of one: most kernels
+  // complete without a sampled stack of their own.
+  RunResult r = RecordKernels(out, "GPUFLAME_LAUNCH_STACKS_PER_S=0.1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile k;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_kernel.pb.gz", &k)) << r.output;
+  auto leaf = ByLeaf(Stacks(k, "time", true, true));
+  EXPECT_EQ(leaf[kGemm], 20 * 300 * kUs) << Dump(leaf);
+  EXPECT_EQ(leaf[kRelu], 20 * 50 * kUs) << Dump(leaf);
+  EXPECT_EQ(leaf["attn_bwd"], 10 * 200 * kUs) << Dump(leaf);
+  EXPECT_EQ(Total(k, "time"), 13 * 1000 * kUs + 32 * kUs);
+  EXPECT_EQ(Total(k, "launches"), 20 + 20 + 30 + 4);
+  // The one sampled launch (the first: a host-to-device copy) carries its
+  // own; the rest are charged to it by kernel, or shown as unsampled.
+  auto stacks = Stacks(k, "time", true, true);
+  EXPECT_EQ(stacks["<module>;load_batch;memcpy_htod;[memcpy HtoD]"], 4 * 8 * kUs) << Dump(stacks);
+  EXPECT_EQ(stacks["[launch stack not sampled];" + kGemm], 20 * 300 * kUs) << Dump(stacks);
+  std::string summary = ReadFile(out + "/summary.json");
+  EXPECT_NE(summary.find("\"launch_stacks\": 1,"), std::string::npos) << summary;
+}
+
+TEST(KernelTimeTest, StepsAsideForAnotherCuptiClientAndSaysSo) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("kernels-busy");
+  RunResult r = RecordKernels(out, "GF_SIM_CUPTI_BUSY=1");  // the fixture plays torch.profiler
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("another CUPTI client"), std::string::npos) << r.output;
+  std::string summary = ReadFile(out + "/summary.json");
+  EXPECT_NE(summary.find("stepped aside"), std::string::npos) << summary;
+  // Memory and CPU profiles are unaffected.
+  pprof::Profile gpu, cpu;
+  EXPECT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
+  EXPECT_TRUE(LoadPprof(out + "/process_cpu.pb.gz", &cpu));
+}
+
+TEST(KernelTimeTest, WithoutTheLibraryEverythingElseFlowsAndItIsSaidOnce) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("kernels-off");
+  RunResult r = RecordKernels(out, "", "--no-kernel-time");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out + "/gpu_kernel.pb.gz"));
+  EXPECT_EQ(ReadFile(out + "/summary.json").find("kernel time unavailable"), std::string::npos)
+      << "asked not to: no warning";
+  // Attached by --pid to a process started without the library: one warning.
+  std::string dir = TempDir("kernels-pid");
+  RunResult p = Sh("cd " + dir + " && (" + SimEnv() + " " + PyenvPython("3.12") + " " + Workload("steady.py") +
+                   " pid go & ) && for i in $(seq 100); do [ -f pid ] && break; sleep 0.05; done; " + GPUFLAME_BIN +
+                   " record -q -d 1 -o out -p $(cat pid) & sleep 0.5; touch " + dir + "/go; wait; kill $(cat " + dir +
+                   "/pid)");
+  std::string summary = ReadFile(dir + "/out/summary.json");
+  size_t first = summary.find("kernel time unavailable");
+  EXPECT_NE(first, std::string::npos) << summary << p.output;
+  EXPECT_EQ(summary.find("kernel time unavailable", first + 1), std::string::npos) << "once: " << summary;
+}
+
+}  // namespace
+}  // namespace gpuflame::e2e

@@ -1,0 +1,231 @@
+// Kernel time without a GPU: CUPTI activity buffers built from CUDA's real
+// CUPTI structs and walked by the real cuptiActivityGetNextRecord (it needs
+// no driver), then the agent's correlation join with its sampling rules.
+#include <cupti.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cupti/activity_converter.h"
+#include "cupti/token_bucket.h"
+#include "profiler/kernel_joiner.h"
+
+namespace gpuflame {
+namespace {
+
+class Buffer {
+ public:
+  template <typename Record>
+  void Add(const Record& r) {
+    size_t at = bytes_.size();
+    bytes_.resize(at + sizeof(r));
+    std::memcpy(bytes_.data() + at, &r, sizeof(r));
+  }
+  uint8_t* data() { return bytes_.data(); }
+  size_t size() const { return bytes_.size(); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+CUpti_ActivityKernel10 Kernel(const char* name, uint64_t start, uint64_t end, uint32_t corr, uint32_t graph = 0) {
+  CUpti_ActivityKernel10 k{};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.name = name;
+  k.start = start;
+  k.end = end;
+  k.correlationId = corr;
+  k.deviceId = 3;
+  k.streamId = 14;
+  k.graphId = graph;
+  return k;
+}
+
+struct Recorder : cupti::ActivitySink {
+  std::vector<std::pair<uint32_t, std::string>> names;
+  std::vector<std::vector<gf_kernel_record>> batches;
+  std::vector<size_t> names_before_batch;  // how many names were announced before each batch
+  void Name(uint32_t id, const char* name) override { names.push_back({id, name}); }
+  void Batch(const gf_kernel_record* r, size_t n) override {
+    batches.emplace_back(r, r + n);
+    names_before_batch.push_back(names.size());
+  }
+};
+
+TEST(ActivityConverterTest, ConvertsCuptiRecordsInBatchesWithNamesFirst) {
+  Buffer b;
+  for (uint32_t i = 0; i < 100; i++) b.Add(Kernel(i % 2 ? "_Z4gemmv" : "relu", 1000 * i, 1000 * i + 500, 7 + i));
+  CUpti_ActivityMemcpy6 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  m.start = 10;
+  m.end = 90;
+  m.correlationId = 500;
+  b.Add(m);
+  CUpti_ActivityMemset4 s{};
+  s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  s.start = 5;
+  s.end = 6;
+  s.correlationId = 501;
+  b.Add(s);
+  cupti::ActivityConverter conv;
+  Recorder rec;
+  cupti::ConvertStats st = conv.Convert(b.data(), b.size(), cuptiActivityGetNextRecord, rec);
+  EXPECT_EQ(st.kernels, 100u);
+  EXPECT_EQ(st.memcpys, 1u);
+  EXPECT_EQ(st.memsets, 1u);
+  ASSERT_EQ(rec.batches.size(), 2u);  // 64 + 38
+  EXPECT_EQ(rec.batches[0].size(), size_t{GF_KERNEL_BATCH_MAX});
+  EXPECT_EQ(rec.batches[1].size(), 38u);
+  ASSERT_EQ(rec.names.size(), 2u);
+  EXPECT_EQ(rec.names_before_batch[0], 2u) << "names are announced before the batch that uses them";
+  const gf_kernel_record& k1 = rec.batches[0][1];
+  EXPECT_EQ(k1.kind, GF_GPU_KERNEL);
+  EXPECT_EQ(k1.start_ns, 1000u);
+  EXPECT_EQ(k1.end_ns, 1500u);
+  EXPECT_EQ(k1.correlation, 8u);
+  EXPECT_EQ(k1.device, 3u);
+  EXPECT_EQ(k1.stream, 14u);
+  EXPECT_EQ(rec.names[k1.name_id - 1].second, "_Z4gemmv");
+  const gf_kernel_record& copy = rec.batches[1][36];
+  EXPECT_EQ(copy.kind, GF_GPU_MEMCPY);
+  EXPECT_EQ(copy.copy_kind, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+  EXPECT_EQ(copy.correlation, 500u);
+  EXPECT_EQ(rec.batches[1][37].kind, GF_GPU_MEMSET);
+  // A second buffer reuses the IDs: no name is announced twice.
+  Buffer again;
+  again.Add(Kernel("relu", 1, 2, 1000));
+  conv.Convert(again.data(), again.size(), cuptiActivityGetNextRecord, rec);
+  EXPECT_EQ(rec.names.size(), 2u);
+  EXPECT_EQ(rec.batches.back()[0].name_id, rec.batches[0][0].name_id);
+}
+
+TEST(ActivityConverterTest, EmptyAndTruncatedBuffersAreHarmless) {
+  cupti::ActivityConverter conv;
+  Recorder rec;
+  EXPECT_EQ(conv.Convert(nullptr, 0, cuptiActivityGetNextRecord, rec).kernels, 0u);
+  Buffer b;
+  b.Add(Kernel("k", 1, 2, 3));
+  // Half a record: CUPTI's walk stops; nothing is invented.
+  cupti::ConvertStats st = conv.Convert(b.data(), b.size() / 2, cuptiActivityGetNextRecord, rec);
+  EXPECT_EQ(st.kernels, 0u);
+  EXPECT_TRUE(rec.batches.empty());
+}
+
+TEST(TokenBucketTest, RateAndBurst) {
+  cupti::TokenBucket b(/*rate=*/10, /*burst=*/2);
+  uint64_t t = 1'000'000'000;
+  EXPECT_TRUE(b.Take(t));
+  EXPECT_TRUE(b.Take(t));
+  EXPECT_FALSE(b.Take(t));               // burst spent
+  EXPECT_FALSE(b.Take(t + 50'000'000));  // half a token after 50 ms
+  EXPECT_TRUE(b.Take(t + 100'000'000));  // one after 100 ms
+  int taken = 0;
+  for (int i = 1; i <= 1050; i++) taken += b.Take(t + 100'000'000 + i * 1'000'000ull);  // 1.05 s more
+  EXPECT_EQ(taken, 10);
+  cupti::TokenBucket unlimited(0, 0);
+  for (int i = 0; i < 100; i++) EXPECT_TRUE(unlimited.Take(t));
+}
+
+// ---- the agent's join ----
+
+class KernelJoinerTest : public ::testing::Test {
+ protected:
+  profiler::StackId Launch(const std::string& frame) {
+    symbolizer::Frame f;
+    f.kind = symbolizer::FrameKind::kPython;
+    f.name = frame;
+    profiler::StackInfo info;
+    info.pid = 42;
+    info.domain = GF_DOMAIN_LAUNCH;
+    info.frames.push_back(frames.Intern(f));
+    return stacks.Insert("L" + frame, info);
+  }
+  gf_kernel_record Rec(uint32_t corr, uint32_t name, uint64_t nanos, uint32_t graph = 0) {
+    gf_kernel_record r{};
+    r.kind = GF_GPU_KERNEL;
+    r.correlation = corr;
+    r.name_id = name;
+    r.start_ns = 1000;
+    r.end_ns = 1000 + nanos;
+    r.graph_id = graph;
+    return r;
+  }
+  // "frame;leaf" -> {count, nanos}
+  std::map<std::string, profiler::TimeCounters> Totals() {
+    std::map<std::string, profiler::TimeCounters> out;
+    for (const auto& [key, c] : time.totals()) {
+      std::string s;
+      for (profiler::FrameId f : stacks.Get(key.stack).frames) s += (s.empty() ? "" : ";") + frames.Get(f).name;
+      out[s].count += c.count;
+      out[s].nanos += c.nanos;
+    }
+    return out;
+  }
+  profiler::StackTable stacks;
+  profiler::FrameTable frames;
+  profiler::TimeTracker time;
+  profiler::KernelJoiner joiner{stacks, frames, time};
+};
+
+TEST_F(KernelJoinerTest, JoinsByCorrelationAndKeepsGraphLaunchesForAllTheirKernels) {
+  joiner.OnName(42, 1, "_ZN2at6native13reduce_kernelILi512ELi1EEEvv");
+  joiner.OnName(42, 2, "attn");
+  joiner.OnLaunch(42, 100, Launch("Model > forward"), 1);
+  joiner.OnLaunch(42, 101, Launch("Model > backward"), 1);
+  std::vector<gf_kernel_record> recs = {Rec(100, 1, 300), Rec(101, 2, 50, 9), Rec(101, 2, 70, 9), Rec(101, 1, 5, 9)};
+  joiner.OnRecords(42, recs, 2);
+  joiner.Flush(3);
+  auto t = Totals();
+  EXPECT_EQ(t["Model > forward;void at::native::reduce_kernel<512, 1>()"].nanos, 300);
+  EXPECT_EQ(t["Model > backward;attn"].nanos, 120);
+  EXPECT_EQ(t["Model > backward;attn"].count, 2);
+  EXPECT_EQ(t["Model > backward;void at::native::reduce_kernel<512, 1>()"].nanos, 5);
+  EXPECT_EQ(joiner.stats().joined, 4u);
+}
+
+TEST_F(KernelJoinerTest, UnsampledKernelsAreChargedBySampledShareExactly) {
+  joiner.OnName(42, 1, "gemm");
+  joiner.OnName(42, 2, "never_sampled");
+  // gemm sampled twice from A, once from B.
+  joiner.OnLaunch(42, 1, Launch("A"), 1);
+  joiner.OnLaunch(42, 2, Launch("A"), 1);
+  joiner.OnLaunch(42, 3, Launch("B"), 1);
+  std::vector<gf_kernel_record> recs = {Rec(1, 1, 10), Rec(2, 1, 10), Rec(3, 1, 10)};
+  // 7 gemms and 2 others whose launches were not sampled, 1000 ns each.
+  for (uint32_t c = 10; c < 17; c++) recs.push_back(Rec(c, 1, 1000));
+  recs.push_back(Rec(20, 2, 1000));
+  recs.push_back(Rec(21, 2, 1000));
+  joiner.OnRecords(42, recs, 2);
+  joiner.Flush(3);
+  auto t = Totals();
+  // 7000 ns split 2:1 -> 4667 + 2333 (largest remainder), counts 5 + 2.
+  EXPECT_EQ(t["A;gemm"].nanos, 20 + 4667);
+  EXPECT_EQ(t["B;gemm"].nanos, 10 + 2333);
+  EXPECT_EQ(t["A;gemm"].count + t["B;gemm"].count, 10);
+  EXPECT_EQ(t["[launch stack not sampled];never_sampled"].nanos, 2000);
+  EXPECT_EQ(t["[launch stack not sampled];never_sampled"].count, 2);
+  EXPECT_EQ(joiner.stats().scaled, 7u);
+  EXPECT_EQ(joiner.stats().unattributed, 2u);
+}
+
+TEST_F(KernelJoinerTest, LaunchesExpireAndProcessesAreForgotten) {
+  joiner.OnLaunch(42, 1, Launch("A"), 0);
+  joiner.OnLaunch(43, 1, Launch("B"), profiler::KernelJoiner::kLaunchTtlNs);
+  joiner.Flush(profiler::KernelJoiner::kLaunchTtlNs + 1);
+  EXPECT_EQ(joiner.pending_launches(), 1u);
+  EXPECT_EQ(joiner.stats().expired_launches, 1u);
+  joiner.ForgetProcess(43);
+  EXPECT_EQ(joiner.pending_launches(), 0u);
+  // A record whose name was never announced still counts, under an ID.
+  std::vector<gf_kernel_record> recs = {Rec(5, 77, 10)};
+  joiner.OnRecords(42, recs, 1);
+  joiner.Flush(2);
+  EXPECT_EQ(Totals()["[launch stack not sampled];[kernel 77]"].nanos, 10);
+  EXPECT_EQ(joiner.stats().unknown_names, 1u);
+}
+
+}  // namespace
+}  // namespace gpuflame
