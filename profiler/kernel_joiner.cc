@@ -32,7 +32,7 @@ void KernelJoiner::OnLaunch(pid_t pid, uint32_t correlation, StackId stack, uint
     Flush(ts_ns);
     if (launches_.size() >= kMaxPendingLaunches) return;
   }
-  launches_[Key{pid, correlation}] = Launch{stack, ts_ns};
+  launches_[Key{pid, correlation}] = Launch{stack, ts_ns, false};
 }
 
 void KernelJoiner::OnName(pid_t pid, uint32_t name_id, std::string_view mangled) {
@@ -90,6 +90,7 @@ void KernelJoiner::OnRecords(pid_t pid, std::span<const gf_kernel_record> record
     if (it != launches_.end()) {
       stats_.joined++;
       it->second.ts_ns = now_ns;  // a graph's later kernels keep it alive
+      it->second.joined = true;
       time_.Add(KernelStack(pid, it->second.stack, r), 0, 1, nanos);
       sampled_[Key{pid, PoolId(r)}][it->second.stack]++;
       continue;
@@ -136,7 +137,10 @@ void KernelJoiner::Flush(uint64_t now_ns) {
   }
   unsampled_.clear();
   size_t before = launches_.size();
-  absl::erase_if(launches_, [&](const auto& kv) { return now_ns - kv.second.ts_ns > kLaunchTtlNs; });
+  absl::erase_if(launches_, [&](const auto& kv) {
+    uint64_t age = now_ns > kv.second.ts_ns ? now_ns - kv.second.ts_ns : 0;
+    return age > (kv.second.joined ? kJoinedTtlNs : kLaunchTtlNs);
+  });
   stats_.expired_launches += before - launches_.size();
 }
 

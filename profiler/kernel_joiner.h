@@ -50,8 +50,14 @@ class KernelJoiner {
   void ForgetProcess(pid_t pid);
   const JoinStats& stats() const { return stats_; }
   size_t pending_launches() const { return launches_.size(); }
+  // Bytes held by the launch table (Swiss table: one control byte per slot).
+  size_t MemoryUsage() const { return launches_.capacity() * (sizeof(std::pair<Key, Launch>) + 1); }
 
-  static constexpr uint64_t kLaunchTtlNs = 30'000'000'000;  // CUPTI buffers flush within seconds
+  // A launch waits this long for its first record (CUPTI buffers flush
+  // within seconds), then, once joined, kJoinedTtlNs for more (a graph's
+  // later kernels arrive in the same or the next buffer).
+  static constexpr uint64_t kLaunchTtlNs = 30'000'000'000;
+  static constexpr uint64_t kJoinedTtlNs = 3'000'000'000;
   static constexpr size_t kMaxPendingLaunches = 1 << 20;
 
  private:
@@ -66,7 +72,8 @@ class KernelJoiner {
   };
   struct Launch {
     StackId stack;
-    uint64_t ts_ns;
+    uint64_t ts_ns;  // launch, or last record joined to it
+    bool joined = false;
   };
   // A kernel's stack: the launch stack (or kNone) plus the leaf for |name|.
   StackId KernelStack(pid_t pid, StackId launch, const gf_kernel_record& r);

@@ -251,6 +251,46 @@ TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {
   EXPECT_LT(last_raw, first_named) << "once named, a frame stays named";
 }
 
+TEST(AgentTest, PushesCpuAndKernelTimePerProcess) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent-time");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  // Workloads opt in to kernel time with the injection library (the chart's
+  // hostPath ships it); the simulated driver loads it at cuInit.
+  std::string env = SimEnv() + " GPUFLAME_LAUNCH_STACKS_PER_S=0 CUDA_INJECTION64_PATH=" + GPUFLAME_CUPTI_LIB;
+  std::string py = PyenvPython("3.12");
+  for (int i = 0; i < 300; i++) {  // CUDA libraries, libpython and the injection library attached
+    Sh(env + " " + py + " -c 'import sim_torch'");
+    if (Metric(metrics_port, "gpuflame_library_files_attached") >= 5) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string pidfile = dir + "/workload.pid";
+  RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("kernels.py") + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pid_t pid = std::stoi(ReadFile(pidfile));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+  int64_t kernel_ns = 0, launches = 0, cpu_ns = 0;
+  for (const ReceivedSeries& s : receiver.Accepted()) {
+    if (s.labels.at("pid") != std::to_string(pid)) continue;
+    if (s.labels.at("__name__") == "gpu_kernel") {
+      kernel_ns += SampleTotal(s.profile, "time");
+      launches += SampleTotal(s.profile, "launches");
+    } else if (s.labels.at("__name__") == "process_cpu") {
+      cpu_ns += SampleTotal(s.profile, "cpu");
+      EXPECT_EQ(s.profile.period(), 1000000000 / 97);
+    }
+  }
+  EXPECT_EQ(kernel_ns, 13'032'000) << agent.Log();
+  EXPECT_EQ(launches, 74);
+  EXPECT_GT(cpu_ns, 0);
+}
+
 TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("outage");

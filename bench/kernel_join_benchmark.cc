@@ -1,0 +1,114 @@
+// Kernel-time join throughput on the event loop: sampled launch records
+// (20-frame Python stacks, 50 call sites) and activity batches of 64
+// records, through EventProcessor::OnRecord as the ring buffer delivers them.
+// Reports kernels/s, and the join's memory after one simulated minute at
+// 100 000 kernels/s (every launch sampled: the worst case).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <vector>
+
+#include "profiler/event_processor.h"
+#include "symbolizer/elf_cache.h"
+#include "symbolizer/native_symbolizer.h"
+
+namespace {
+
+using namespace gpuflame;
+
+std::vector<uint8_t> LaunchRecord(uint32_t corr, int site, uint64_t ts) {
+  constexpr int kDepth = 20;
+  gf_event ev{};
+  ev.kind = GF_EV_KERNEL_LAUNCH;
+  ev.domain = GF_DOMAIN_LAUNCH;
+  ev.pid = 4321;
+  ev.ts_ns = ts;
+  ev.arg0 = corr;
+  ev.py_count = kDepth;
+  std::vector<uint8_t> rec(sizeof(ev) + kDepth * sizeof(gf_py_frame));
+  std::memcpy(rec.data(), &ev, sizeof(ev));
+  for (int i = 0; i < kDepth; i++) {
+    gf_py_frame f{};
+    f.code = 0x7f0000000000ull + static_cast<uint64_t>(i) * 4096 + static_cast<uint64_t>(site);
+    std::memcpy(rec.data() + sizeof(ev) + i * sizeof(f), &f, sizeof(f));
+  }
+  return rec;
+}
+
+std::vector<uint8_t> BatchRecord(uint32_t first_corr, uint64_t ts) {
+  gf_event ev{};
+  ev.kind = GF_EV_KERNEL_BATCH;
+  ev.pid = 4321;
+  ev.ts_ns = ts;
+  ev.size = GF_KERNEL_BATCH_MAX;
+  std::vector<uint8_t> rec(sizeof(ev) + GF_KERNEL_BATCH_MAX * sizeof(gf_kernel_record));
+  std::memcpy(rec.data(), &ev, sizeof(ev));
+  for (uint32_t i = 0; i < GF_KERNEL_BATCH_MAX; i++) {
+    gf_kernel_record r{};
+    r.kind = GF_GPU_KERNEL;
+    r.correlation = first_corr + i;
+    r.name_id = 1 + i % 8;
+    r.start_ns = ts;
+    r.end_ns = ts + 5000;
+    std::memcpy(rec.data() + sizeof(ev) + i * sizeof(r), &r, sizeof(r));
+  }
+  return rec;
+}
+
+struct Loop {
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer native{elves};
+  profiler::StackResolver resolver{nullptr, native, {}};
+  profiler::EventProcessor events{nullptr, resolver};
+};
+
+// One iteration: 64 launches (every one sampled) and their batch.
+void BM_KernelJoin(benchmark::State& state) {
+  Loop loop;
+  uint32_t corr = 1;
+  uint64_t ts = 1'000'000'000;
+  std::vector<std::vector<uint8_t>> launches;
+  for (auto _ : state) {
+    state.PauseTiming();
+    launches.clear();
+    for (uint32_t i = 0; i < GF_KERNEL_BATCH_MAX; i++) launches.push_back(LaunchRecord(corr + i, (corr + i) % 50, ts));
+    std::vector<uint8_t> batch = BatchRecord(corr, ts);
+    state.ResumeTiming();
+    for (const auto& l : launches) loop.events.OnRecord(l);
+    loop.events.OnRecord(batch);
+    corr += GF_KERNEL_BATCH_MAX;
+    ts += 640'000;  // 64 kernels at 100 000/s
+    if (corr % (GF_KERNEL_BATCH_MAX * 1024) == 1) loop.events.joiner().Flush(ts);
+  }
+  state.SetItemsProcessed(state.iterations() * GF_KERNEL_BATCH_MAX);
+}
+BENCHMARK(BM_KernelJoin);
+
+// A minute at 100 000 kernels/s, flushed once a second as the agent does.
+void BM_KernelJoinMemoryAfterAMinute(benchmark::State& state) {
+  for (auto _ : state) {
+    Loop loop;
+    uint32_t corr = 1;
+    uint64_t ts = 1'000'000'000;
+    for (int second = 0; second < 60; second++) {
+      for (int b = 0; b < 100'000 / GF_KERNEL_BATCH_MAX; b++) {
+        for (uint32_t i = 0; i < GF_KERNEL_BATCH_MAX; i++)
+          loop.events.OnRecord(LaunchRecord(corr + i, (corr + i) % 50, ts));
+        loop.events.OnRecord(BatchRecord(corr, ts));
+        corr += GF_KERNEL_BATCH_MAX;
+        ts += 640'000;
+      }
+      loop.events.joiner().Flush(ts);
+      loop.events.kernels().TakeWindow();
+    }
+    state.counters["pending_launches"] = static_cast<double>(loop.events.joiner().pending_launches());
+    state.counters["launch_table_MiB"] = static_cast<double>(loop.events.joiner().MemoryUsage()) / (1 << 20);
+    state.counters["kernel_stacks"] = static_cast<double>(loop.events.kernels().totals().size());
+    state.counters["joined"] = static_cast<double>(loop.events.joiner().stats().joined);
+  }
+}
+BENCHMARK(BM_KernelJoinMemoryAfterAMinute)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
