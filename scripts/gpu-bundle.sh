@@ -5,7 +5,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 rm -rf "$root/.carry" && mkdir -p "$root/.carry/lib"
-cp "$build/gpuflame" "$build/bench/gpuflame_overhead" "$root/.carry/"
+cp "$build/gpuflame" "$build/bench/gpuflame_overhead" "$build/libgpuflame_cupti.so" "$root/.carry/"
 ldd "$build/gpuflame" "$build/bench/gpuflame_overhead" | awk '/=> \// {print $3}' | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libgcc_s.so*|libstdc++.so*|ld-linux*) ;;
@@ -13,5 +13,6 @@ ldd "$build/gpuflame" "$build/bench/gpuflame_overhead" | awk '/=> \// {print $3}
   esac
 done
 # Debug info stays on this machine: the transfer to the GPU host is bounded.
-strip --strip-debug "$root/.carry/gpuflame" "$root/.carry/gpuflame_overhead" "$root/.carry/lib/"* 2>/dev/null || true
+strip --strip-debug "$root/.carry/gpuflame" "$root/.carry/gpuflame_overhead" "$root/.carry/libgpuflame_cupti.so" \
+  "$root/.carry/lib/"* 2>/dev/null || true
 du -sh "$root/.carry"

@@ -1,0 +1,48 @@
+"""Checks kernel time from a real GPU run (tests/gpu/run_kernel_time.sh):
+gpuflame's gpu_kernel time under Trainer > step against torch.profiler's GPU
+time for the same steps in a separate run of the same workload (CUPTI takes
+one subscriber per process: both cannot watch one run), and prints the
+heaviest kernels with their stacks."""
+import json
+import sys
+
+
+def load(path):
+    stacks = {}
+    with open(path) as f:
+        for line in f:
+            stack, value = line.rstrip("\n").rsplit(" ", 1)
+            stacks[stack] = stacks.get(stack, 0) + int(value)
+    return stacks
+
+
+def main(rec_dir, prof_json):
+    time = load(f"{rec_dir}/gpu_kernel.time.folded")
+    launches = load(f"{rec_dir}/gpu_kernel.launches.folded")
+    total = sum(time.values())
+    step = sum(v for s, v in time.items() if "Trainer > step" in s.split(";"))
+    prof_us = json.load(open(prof_json))["torch_profiler_gpu_us"]
+    ratio = step / 1e3 / prof_us if prof_us else 0
+    print(f"gpuflame gpu_kernel: {total / 1e6:.2f} ms in all, {step / 1e6:.2f} ms under Trainer > step, "
+          f"{sum(launches.values())} kernels")
+    print(f"torch.profiler (separate run, same steps): {prof_us / 1e3:.2f} ms; ratio {ratio:.3f}")
+    by_leaf = {}
+    for s, v in time.items():
+        leaf = s.split(";")[-1]
+        by_leaf[leaf] = by_leaf.get(leaf, 0) + v
+    print("heaviest kernels:")
+    for leaf, v in sorted(by_leaf.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"  {v / 1e6:8.2f} ms  {leaf[:150]}")
+    print("heaviest stacks (Python frames and the launching API, kernel last):")
+    for s, v in sorted(time.items(), key=lambda kv: -kv[1])[:3]:
+        print(f"--- {v / 1e6:.2f} ms")
+        for i, f in enumerate(s.split(";")):
+            print(f"  {'  ' * min(i, 30)}{f[:160]}")
+    summary = json.load(open(f"{rec_dir}/summary.json"))
+    print("join:", json.dumps(summary["gpu_kernels"]), "warnings:", summary["warnings"])
+    ok = abs(ratio - 1) <= 0.10 and step > 0
+    print("kernel time within 10% of torch.profiler:", "yes" if ok else "NO")
+    return 0 if ok else 1
+
+
+sys.exit(main(sys.argv[1], sys.argv[2]))
