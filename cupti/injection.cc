@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -62,6 +63,11 @@ uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void Trace(const char* what) {
+  static const bool on = std::getenv("GPUFLAME_CUPTI_DEBUG") != nullptr;
+  if (on) std::fprintf(stderr, "gpuflame_cupti: %s\n", what);
 }
 
 double EnvNumber(const char* name, double fallback) {
@@ -172,21 +178,42 @@ void FlushLoop() {
     lock.unlock();
     // An agent that attaches after start-up raises the semaphore: start then.
     if (!s.activity_on && BatchProbeOn()) EnableActivity();
-    if (s.activity_on) s.api.ActivityFlushAll(0);
+    if (s.activity_on) {
+      Trace("flush");
+      s.api.ActivityFlushAll(0);
+    }
     lock.lock();
   }
 }
 
+// At exit, what completed since the last flush goes out, but the workload's
+// exit must never wait on us: CUDA may be half torn down by now (its own
+// exit handlers can run before ours), so the last flush runs on a helper
+// thread and is abandoned after a bounded wait.
 void AtExit() {
   State& s = S();
+  Trace("exit: stopping the flusher");
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.stop = true;
   }
   s.cv.notify_all();
-  if (s.flusher.joinable()) s.flusher.join();
-  // What completed since the last flush, before CUDA tears down.
-  if (s.activity_on) s.api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (!s.activity_on) {
+    if (s.flusher.joinable()) s.flusher.detach();
+    return;
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread last([done] {
+    State& st = S();
+    if (st.flusher.joinable()) st.flusher.join();
+    Trace("exit: final flush");
+    st.api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    done->store(true);
+  });
+  for (int i = 0; i < 200 && !done->load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Trace(done->load() ? "exit: flushed" : "exit: final flush did not finish in 2 s, abandoned");
+  if (done->load()) last.join();
+  else last.detach();
 }
 
 void Say(const char* what) { std::fprintf(stderr, "gpuflame: %s\n", what); }
@@ -225,6 +252,7 @@ int Initialize() {
   s.flusher = std::thread(FlushLoop);
   std::atexit(AtExit);
   FireStatus(GF_CUPTI_ACTIVE);
+  Trace(BatchProbeOn() ? "active, agent attached" : "active, no agent yet");
   return 1;
 }
 

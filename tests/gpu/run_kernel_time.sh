@@ -6,6 +6,8 @@
 #  2. interleaved rounds of the same workload without gpuflame, with only the
 #     injection library (no agent), and under gpuflame record (default launch
 #     sampling, and every launch): step time and per-launch cost.
+# Every command is bounded; one that overruns gets its processes' states and
+# kernel stacks dumped (a device lease is too short to lose to a hang).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -16,18 +18,47 @@ mkdir -p "$out"
 py=${PYTHON:-python3}
 w="$here/kernel_workload.py"
 status=0
+
+# guarded NAME SECONDS CMD...: stdout to $out/NAME.out, stderr to NAME.err.
+guarded() {
+  local name=$1 secs=$2; shift 2
+  "$@" >"$out/$name.out" 2>"$out/$name.err" &
+  local pid=$! t=0
+  while kill -0 $pid 2>/dev/null && [ $t -lt $((secs * 10)) ]; do sleep 0.1; t=$((t + 1)); done
+  if kill -0 $pid 2>/dev/null; then
+    echo "!! $name still running after ${secs}s:" | tee -a "$out/hangs.txt"
+    ps -eo pid,ppid,stat,wchan:32,etime,args | grep -E "python|gpuflame" | grep -v grep | tee -a "$out/hangs.txt"
+    for p in $(pgrep -f kernel_workload.py); do
+      for t in /proc/$p/task/*; do
+        echo "-- $t $(awk '{print $3}' $t/stat) $(cat $t/comm)"; cat $t/stack 2>/dev/null | head -6
+      done
+    done >>"$out/hangs.txt"
+    pkill -KILL -f kernel_workload.py; kill -KILL $pid 2>/dev/null
+    status=1
+  fi
+  wait $pid 2>/dev/null
+  return 0
+}
+
 echo "== kernel time vs torch.profiler (200 steps)"
-"$bundle/gpuflame" record -q -o "$out/rec" -- $py "$w" --steps 200 --tiny 0 || status=1
-$py "$w" --steps 200 --profile "$out/prof.json" || status=1
+GPUFLAME_CUPTI_DEBUG=1 guarded rec 150 "$bundle/gpuflame" record -o "$out/rec" -- $py "$w" --steps 200 --tiny 0
+tail -5 "$out/rec.err"
+guarded prof 120 $py "$w" --steps 200 --profile "$out/prof.json"
 python3 "$here/check_kernels.py" "$out/rec" "$out/prof.json" || status=1
 sort -t' ' -k2 -nr "$out/rec/process_cpu.cpu.folded" 2>/dev/null | head -3 | cut -c1-400
-echo "== overhead: ${ROUNDS:-4} interleaved rounds, 100 steps + 20000 tiny launches each"
-for r in $(seq "${ROUNDS:-4}"); do
-  echo "round $r plain $($py "$w" --steps 100)"
-  echo "round $r inject_only $(CUDA_INJECTION64_PATH=$bundle/libgpuflame_cupti.so $py "$w" --steps 100)"
-  echo "round $r gpuflame $("$bundle/gpuflame" record -q -o "$out/o$r" -- $py "$w" --steps 100)"
-  echo "round $r gpuflame_all_launches $(GPUFLAME_LAUNCH_STACKS_PER_S=0 "$bundle/gpuflame" record -q -o "$out/a$r" -- $py "$w" --steps 100)"
-done | tee "$out/overhead.txt"
+echo "== overhead: ${ROUNDS:-3} interleaved rounds, 100 steps + 20000 tiny launches each"
+for r in $(seq "${ROUNDS:-3}"); do
+  guarded plain$r 90 $py "$w" --steps 100
+  echo "round $r plain $(cat "$out/plain$r.out")"
+  CUDA_INJECTION64_PATH=$bundle/libgpuflame_cupti.so guarded inject$r 90 $py "$w" --steps 100
+  echo "round $r inject_only $(cat "$out/inject$r.out")"
+  GPUFLAME_CUPTI_DEBUG=1 guarded gf$r 120 "$bundle/gpuflame" record -q -o "$out/o$r" -- $py "$w" --steps 100
+  echo "round $r gpuflame $(cat "$out/gf$r.out")"
+  GPUFLAME_LAUNCH_STACKS_PER_S=0 guarded all$r 120 "$bundle/gpuflame" record -q -o "$out/a$r" -- $py "$w" --steps 100
+  echo "round $r gpuflame_all_launches $(cat "$out/all$r.out")"
+done > "$out/overhead.txt"
+cat "$out/overhead.txt"
+[ -f "$out/hangs.txt" ] && cat "$out/hangs.txt" && tail -5 "$out"/gf*.err
 python3 - "$out/overhead.txt" <<'PY'
 import json, re, statistics, sys
 runs = {}
@@ -46,4 +77,5 @@ for mode, rs in runs.items():
         line += f"  (step {100 * (step / b_step - 1):+.2f}%, launch {tiny - b_tiny:+.2f} us)"
     print(line)
 PY
+for d in o1 a1; do [ -f "$out/$d/summary.json" ] && python3 -c "import json; d=json.load(open('$out/$d/summary.json')); print('$d', json.dumps(d['gpu_kernels']), d['bpf']['ringbuf_full_drops'], d['warnings'])"; done
 exit $status
