@@ -8,6 +8,8 @@
 #include "absl/strings/str_replace.h"
 #include "flamegraph_html.h"  // generated from flamegraph.html: kFlameGraphTemplate
 
+#include "exporters/utf8.h"
+
 namespace gpuflame::exporters {
 namespace {
 
@@ -47,7 +49,8 @@ void AppendNode(std::string& out, uint32_t name, const Node& n) {
 
 }  // namespace
 
-std::string JsonString(std::string_view s) {
+std::string JsonString(std::string_view raw) {
+  const std::string s = ValidUtf8(raw);
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {

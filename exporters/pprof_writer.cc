@@ -12,6 +12,8 @@
 #include "exporters/gzip.h"
 #include "profile.pb.h"  // generated from exporters/proto/profile.proto
 
+#include "exporters/utf8.h"
+
 namespace gpuflame::exporters {
 namespace {
 
@@ -20,7 +22,7 @@ class StringTable {
   explicit StringTable(pprof::Profile& p) : p_(p) { Intern(""); }
   int64_t Intern(const std::string& s) {
     auto [it, inserted] = index_.try_emplace(s, static_cast<int64_t>(index_.size()));
-    if (inserted) p_.add_string_table(s);
+    if (inserted) p_.add_string_table(ValidUtf8(s));  // proto3 strings must be UTF-8
     return it->second;
   }
 

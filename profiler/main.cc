@@ -7,6 +7,7 @@
 #include "profiler/agent_command.h"
 #include "profiler/cli.h"
 #include "profiler/record_command.h"
+#include "profiler/run_control.h"
 
 #ifndef GPUFLAME_VERSION
 #define GPUFLAME_VERSION "0.1.0"
@@ -15,6 +16,7 @@
 extern char** environ;
 
 int main(int argc, char** argv) {
+  gpuflame::profiler::InstallCrashHandler();
   std::vector<std::string> args(argv + 1, argv + argc);
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; e++) {

@@ -14,6 +14,14 @@ namespace gpuflame::profiler {
 
 using symbolizer::FileKey;
 
+bool ReadCopiedWord(std::span<const uint8_t> copy, uint64_t sp, uint64_t addr, uint64_t* out) {
+  // Written without addr + 8 or sp + size, either of which wraps for the
+  // garbage addresses a bad unwind produces (an rbp of 0xffff...).
+  if (addr < sp || copy.size() < sizeof(uint64_t) || addr - sp > copy.size() - sizeof(uint64_t)) return false;
+  std::memcpy(out, copy.data() + (addr - sp), sizeof(uint64_t));
+  return true;
+}
+
 struct NativeUnwinder::Context {
   static constexpr uint64_t kPage = 4096;
   static constexpr size_t kMaxPages = 16;  // bounds live reads per unwind
@@ -69,16 +77,12 @@ bool GetThread(Dwfl*, pid_t tid, void* arg, void** thread_argp) {
 }
 
 bool ReadWord(NativeUnwinder::Context* ctx, uint64_t addr, uint64_t* result) {
-  uint64_t sp = ctx->regs.sp;
-  if (addr >= sp && addr + sizeof(uint64_t) <= sp + ctx->stack.size()) {
-    std::memcpy(result, ctx->stack.data() + (addr - sp), sizeof(uint64_t));
-    return true;
-  }
+  if (ReadCopiedWord(ctx->stack, ctx->regs.sp, addr, result)) return true;
   // Outside the copy: the live process (its memory may have moved on; a
   // mismatch ends the unwind early rather than inventing frames). Read a
   // page at a time, since the next frames' words are usually next to this one.
   uint64_t page = addr & ~(NativeUnwinder::Context::kPage - 1);
-  if (addr + sizeof(uint64_t) > page + NativeUnwinder::Context::kPage) {
+  if (addr - page > NativeUnwinder::Context::kPage - sizeof(uint64_t)) {
     iovec local{result, sizeof(uint64_t)};
     iovec remote{reinterpret_cast<void*>(addr), sizeof(uint64_t)};
     return process_vm_readv(ctx->pid, &local, 1, &remote, 1, 0) == sizeof(uint64_t);

@@ -34,6 +34,10 @@ struct UnwindStats {
   uint64_t failures = 0;  // the process's modules could not be set up
 };
 
+// The word at |addr| if it lies within |copy|, a copy of the stack from |sp|
+// up. Any 64-bit |addr| and |sp| are safe.
+bool ReadCopiedWord(std::span<const uint8_t> copy, uint64_t sp, uint64_t addr, uint64_t* out);
+
 class NativeUnwinder {
  public:
   // Modules come from |symbols|' view of each process (maps remembered while

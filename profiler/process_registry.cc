@@ -1,5 +1,7 @@
 #include "profiler/process_registry.h"
 
+#include "profiler/run_control.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -79,6 +81,7 @@ ProcessInfo& ProcessRegistry::Ensure(pid_t pid) {
     slot->comm = ReadComm(pid);
     slot->pod = ReadPodInfo(pid);
     slot->memory = std::make_unique<symbolizer::RemoteProcessMemory>(pid);
+    RememberTarget(pid);
   }
   return *slot;
 }

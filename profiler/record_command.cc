@@ -191,6 +191,7 @@ int RunRecord(const RecordOptions& opt) {
     child = *c;
     // Gate our own command (and its children): stopped at exec and at every
     // CUDA/PyTorch/libpython mapping until the probes are in place.
+    RememberTarget(child.pid);
     if (auto s = session.AddGatedChild(child.pid); !s.ok()) return Fail(s);
     (void)!write(child.release_fd, "x", 1);
     close(child.release_fd);

@@ -3,6 +3,7 @@
 #ifndef GPUFLAME_PROFILER_RUN_CONTROL_H_
 #define GPUFLAME_PROFILER_RUN_CONTROL_H_
 
+#include <sys/types.h>
 #include <time.h>
 
 #include <cstdint>
@@ -13,6 +14,14 @@ namespace gpuflame::profiler {
 // ignored, so that Ctrl-C reaches a command we run and we finish after it).
 void InstallStopHandlers(bool sigint);
 bool StopRequested();
+
+// Processes we may hold stopped (the BPF gates SIGSTOP them until user space
+// resumes them). If gpuflame itself crashes, its crash handler resumes every
+// one of them before dying: a profiler bug must never freeze a workload.
+void RememberTarget(pid_t pid);
+// SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT: backtrace to stderr, resume the
+// remembered processes, then die with the signal.
+void InstallCrashHandler();
 
 inline int64_t NowNs(clockid_t clock) {
   timespec ts{};

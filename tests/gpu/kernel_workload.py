@@ -4,6 +4,7 @@ tiny kernels for the per-launch cost. Prints timings as JSON.
 
   --steps N         model steps (after 5 warm-up steps)
   --tiny N          tiny-kernel launches (torch.add on 16 floats)
+  --scale N         N times the batch (same kernels, N times the work each)
   --profile FILE    also run under torch.profiler and write its total GPU
                     time (kernels, memcpy, memset) to FILE
 """
@@ -35,11 +36,11 @@ class MLPHead(nn.Module):
 
 
 class Trainer:
-    def __init__(self):
+    def __init__(self, scale=1):
         self.conv = ConvBlock().cuda().to(torch.bfloat16)
         self.mlp = MLPHead().cuda().to(torch.bfloat16)
-        self.images = torch.randn(32, 64, 56, 56, device="cuda", dtype=torch.bfloat16)
-        self.tokens = torch.randn(2048, 4096, device="cuda", dtype=torch.bfloat16)
+        self.images = torch.randn(32 * scale, 64, 56, 56, device="cuda", dtype=torch.bfloat16)
+        self.tokens = torch.randn(2048 * scale, 4096, device="cuda", dtype=torch.bfloat16)
 
     @torch.no_grad()
     def step(self):
@@ -74,9 +75,10 @@ def main():
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--tiny", type=int, default=20000)
     p.add_argument("--profile", default="")
+    p.add_argument("--scale", type=int, default=1)
     a = p.parse_args()
     torch.cuda.init()
-    trainer = Trainer()
+    trainer = Trainer(a.scale)
     if a.profile:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -85,7 +87,7 @@ def main():
         json.dump({"torch_profiler_gpu_us": total_us}, open(a.profile, "w"))
         return
     step_ms = run(trainer, a.steps)
-    launch_us = tiny_launches(a.tiny)
+    launch_us = tiny_launches(a.tiny) if a.tiny else 0.0
     print(json.dumps({"step_ms": step_ms, "tiny_launch_us": launch_us}))
 
 

@@ -40,21 +40,24 @@ guarded() {
   return 0
 }
 
+if [ -z "${SKIP_CHECK:-}" ]; then
 echo "== kernel time vs torch.profiler (200 steps)"
 GPUFLAME_CUPTI_DEBUG=1 guarded rec 150 "$bundle/gpuflame" record -o "$out/rec" -- $py "$w" --steps 200 --tiny 0
 tail -5 "$out/rec.err"
 guarded prof 120 $py "$w" --steps 200 --profile "$out/prof.json"
 python3 "$here/check_kernels.py" "$out/rec" "$out/prof.json" || status=1
 sort -t' ' -k2 -nr "$out/rec/process_cpu.cpu.folded" 2>/dev/null | head -3 | cut -c1-400
-echo "== overhead: ${ROUNDS:-3} interleaved rounds, 100 steps + 20000 tiny launches each"
+fi
+args="--steps ${STEPS:-100} --scale ${SCALE:-1}"
+echo "== overhead: ${ROUNDS:-3} interleaved rounds of: $args, then 20000 tiny launches"
 for r in $(seq "${ROUNDS:-3}"); do
-  guarded plain$r 90 $py "$w" --steps 100
+  guarded plain$r 90 $py "$w" $args
   echo "round $r plain $(cat "$out/plain$r.out")"
-  CUDA_INJECTION64_PATH=$bundle/libgpuflame_cupti.so guarded inject$r 90 $py "$w" --steps 100
+  CUDA_INJECTION64_PATH=$bundle/libgpuflame_cupti.so guarded inject$r 90 $py "$w" $args
   echo "round $r inject_only $(cat "$out/inject$r.out")"
-  GPUFLAME_CUPTI_DEBUG=1 guarded gf$r 120 "$bundle/gpuflame" record -q -o "$out/o$r" -- $py "$w" --steps 100
+  GPUFLAME_CUPTI_DEBUG=1 guarded gf$r 120 "$bundle/gpuflame" record -q -o "$out/o$r" -- $py "$w" $args
   echo "round $r gpuflame $(cat "$out/gf$r.out")"
-  GPUFLAME_LAUNCH_STACKS_PER_S=0 guarded all$r 120 "$bundle/gpuflame" record -q -o "$out/a$r" -- $py "$w" --steps 100
+  GPUFLAME_LAUNCH_STACKS_PER_S=0 guarded all$r 120 "$bundle/gpuflame" record -q -o "$out/a$r" -- $py "$w" $args
   echo "round $r gpuflame_all_launches $(cat "$out/all$r.out")"
 done > "$out/overhead.txt"
 cat "$out/overhead.txt"

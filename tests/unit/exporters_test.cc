@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "exporters/utf8.h"
+
 #include "exporters/folded_writer.h"
 #include "exporters/gzip.h"
 #include "exporters/html_writer.h"
@@ -120,4 +122,17 @@ TEST(JsonStringTest, EscapesControlCharacters) {
 }
 
 }  // namespace
+}  // namespace gpuflame::exporters
+
+namespace gpuflame::exporters {
+TEST(Utf8Test, InvalidBytesFromProfiledProcessesBecomeReplacementCharacters) {
+  EXPECT_EQ(ValidUtf8("Trainer > step"), "Trainer > step");
+  EXPECT_EQ(ValidUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x94\xA5"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x94\xA5");
+  EXPECT_EQ(ValidUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(ValidUtf8("\xC3"), "\xEF\xBF\xBD");                       // truncated
+  EXPECT_EQ(ValidUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
+  EXPECT_EQ(ValidUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // above U+10FFFF
+  EXPECT_TRUE(IsValidUtf8(ValidUtf8(std::string("\x80\x81\xFE", 3))));
+}
 }  // namespace gpuflame::exporters

@@ -87,6 +87,22 @@ TEST(NativeUnwinderTest, GarbageStackEndsQuicklyAndBounded) {
   }
 }
 
+TEST(NativeUnwinderTest, CopiedStackReadsAreBoundedForAnyAddress) {
+  std::vector<uint8_t> copy(64);
+  for (size_t i = 0; i < copy.size(); i++) copy[i] = static_cast<uint8_t>(i);
+  uint64_t v = 0;
+  const uint64_t sp = 0x7ffc00001000;
+  EXPECT_TRUE(ReadCopiedWord(copy, sp, sp, &v));
+  EXPECT_EQ(v, 0x0706050403020100u);
+  EXPECT_TRUE(ReadCopiedWord(copy, sp, sp + 56, &v));
+  EXPECT_FALSE(ReadCopiedWord(copy, sp, sp + 57, &v));  // would run past the copy
+  EXPECT_FALSE(ReadCopiedWord(copy, sp, sp - 8, &v));
+  // What crashed on a real GPU host: addresses whose + 8 wraps past zero.
+  for (uint64_t addr : {~0ull, ~0ull - 3, ~0ull - 7, ~0ull - 8}) EXPECT_FALSE(ReadCopiedWord(copy, sp, addr, &v));
+  EXPECT_TRUE(ReadCopiedWord(copy, ~0ull - 63, ~0ull - 7, &v));  // the very top, still inside
+  EXPECT_FALSE(ReadCopiedWord(std::span<const uint8_t>(), sp, sp, &v));
+}
+
 int OpenSelf() { return open("/proc/self/exe", O_RDONLY | O_CLOEXEC); }
 
 TEST(CfiTableTest, FunctionEntryHasTheCallRule) {
