@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "profiler/native_unwinder.h"
+#include "tests/support/capture_stack.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 
@@ -20,26 +21,8 @@ namespace {
 
 using namespace gpuflame;
 
-struct Captured {
-  gf_user_regs regs{};
-  std::vector<uint8_t> stack;
-};
-
-__attribute__((noinline)) Captured CaptureHere() {
-  ucontext_t uc;
-  getcontext(&uc);
-  Captured c;
-  c.regs.ip = static_cast<uint64_t>(uc.uc_mcontext.gregs[REG_RIP]);
-  c.regs.sp = static_cast<uint64_t>(uc.uc_mcontext.gregs[REG_RSP]);
-  c.regs.bp = static_cast<uint64_t>(uc.uc_mcontext.gregs[REG_RBP]);
-  // As bpf_probe_read_user would: up to the copy size, less at the stack's top.
-  c.stack.resize(GF_USER_STACK_BYTES);
-  iovec local{c.stack.data(), c.stack.size()};
-  iovec remote{reinterpret_cast<void*>(c.regs.sp), c.stack.size()};
-  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-  c.stack.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return c;
-}
+using testing::Captured;
+using testing::CaptureHere;
 
 // A few real frames between the benchmark loop and the capture.
 __attribute__((noinline)) Captured Depth(int n) {

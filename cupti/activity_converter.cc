@@ -1,6 +1,20 @@
 #include "cupti/activity_converter.h"
 
 namespace gpuflame::cupti {
+namespace {
+
+// The fields every charted CUPTI record has, under the same names.
+template <typename Record>
+void CopyCommon(const Record& r, gf_kernel_record& out) {
+  out.start_ns = r.start;
+  out.end_ns = r.end;
+  out.correlation = r.correlationId;
+  out.device = r.deviceId;
+  out.stream = r.streamId;
+  out.graph_id = r.graphId;
+}
+
+}  // namespace
 
 uint32_t ActivityConverter::NameId(const char* name, ActivitySink& sink) {
   std::string key = name ? name : "[unnamed kernel]";
@@ -33,42 +47,25 @@ ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecor
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+        CopyCommon(*k, out);
         out.kind = GF_GPU_KERNEL;
-        out.start_ns = k->start;
-        out.end_ns = k->end;
-        out.correlation = k->correlationId;
-        out.device = k->deviceId;
-        out.stream = k->streamId;
-        out.graph_id = k->graphId;
         out.name_id = NameId(k->name, sink);  // announced before the batch that uses it
         st.kernels++;
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+        CopyCommon(*m, out);
         out.kind = GF_GPU_MEMCPY;
         out.copy_kind = m->copyKind;
-        out.start_ns = m->start;
-        out.end_ns = m->end;
-        out.correlation = m->correlationId;
-        out.device = m->deviceId;
-        out.stream = m->streamId;
-        out.graph_id = m->graphId;
         st.memcpys++;
         break;
       }
-      case CUPTI_ACTIVITY_KIND_MEMSET: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+      case CUPTI_ACTIVITY_KIND_MEMSET:
+        CopyCommon(*reinterpret_cast<const CUpti_ActivityMemset4*>(rec), out);
         out.kind = GF_GPU_MEMSET;
-        out.start_ns = m->start;
-        out.end_ns = m->end;
-        out.correlation = m->correlationId;
-        out.device = m->deviceId;
-        out.stream = m->streamId;
-        out.graph_id = m->graphId;
         st.memsets++;
         break;
-      }
       default:
         st.other++;
         continue;
