@@ -59,6 +59,9 @@ struct NativeUnwinder::Process {
 
 namespace {
 
+// Linux never maps below mmap_min_addr (64 KiB by default).
+constexpr uint64_t kMinCodeAddress = 0x10000;
+
 // x86-64 DWARF register numbers: 6 rbp, 7 rsp, 16 return address (rip).
 constexpr int kDwarfRbp = 6;
 constexpr int kDwarfRsp = 7;
@@ -142,7 +145,7 @@ int OnFrame(Dwfl_Frame* frame, void* arg) {
   auto* c = static_cast<Collect*>(arg);
   Dwarf_Addr pc = 0;
   bool activation = false;
-  if (!dwfl_frame_pc(frame, &pc, &activation) || pc == 0) return DWARF_CB_ABORT;
+  if (!dwfl_frame_pc(frame, &pc, &activation) || pc < kMinCodeAddress) return DWARF_CB_ABORT;
   c->pcs->push_back(pc);
   return c->pcs->size() >= c->max ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
@@ -254,8 +257,10 @@ bool NativeUnwinder::FastUnwind(Process& p, size_t max_frames, std::vector<uint6
       bp_known = false;
     }
     // The stack grows down: a caller's frame is above its callee's. Anything
-    // else is a corrupt or misread stack; stop rather than loop.
-    if (ra == 0 || cfa <= sp) return true;
+    // else is a corrupt or misread stack; stop rather than loop. A return
+    // address in the first 64 KiB (never mapped: mmap_min_addr) is a misread
+    // too, not a frame to show.
+    if (ra < kMinCodeAddress || cfa <= sp) return true;
     sp = cfa;
     pc = ra;
     pcs.push_back(pc);
