@@ -182,6 +182,52 @@ TEST(HelmChartTest, SchemaRejectsBadValuesWithAClearMessage) {
   EXPECT_NE(r.status, 0) << "capabilities are an allow-list";
 }
 
+// ---- the image ----
+
+TEST(AgentImageTest, DockerfileInstallsEveryLibraryTheBinaryNeeds) {
+  // The packages the Dockerfile installs, and what each pulls in directly.
+  std::ifstream df(GPUFLAME_SOURCE_DIR "/Dockerfile");
+  std::stringstream text;
+  text << df.rdbuf();
+  std::string install = text.str().substr(text.str().find("--no-install-recommends"));
+  install = install.substr(0, install.find("&& rm"));
+  std::set<std::string> provided = {"libc6", "libstdc++6", "libgcc-s1"};  // in debian:bookworm-slim
+  std::istringstream words(install);
+  for (std::string w; words >> w;) {
+    if (w == "\\" || w.rfind("--", 0) == 0 || w == "&&") continue;
+    provided.insert(w);
+    ShResult deps = Sh("apt-cache depends --important " + w + " | awk '/Depends:/ {print $2}'");
+    std::istringstream d(deps.out);
+    for (std::string p; d >> p;) provided.insert(p);
+  }
+  ShResult needed = Sh("readelf -d " GPUFLAME_BIN " | sed -n 's/.*NEEDED.*\\[\\(.*\\)\\]/\\1/p'");
+  ASSERT_EQ(needed.status, 0) << needed.out;
+  // One dpkg query for all of them: "package: /path/to/lib".
+  std::string patterns;
+  std::vector<std::string> libs;
+  std::istringstream in(needed.out);
+  for (std::string lib; in >> lib;) {
+    libs.push_back(lib);
+    patterns += " '*/" + lib + "'";
+  }
+  ShResult owners = Sh("dpkg -S" + patterns);
+  std::map<std::string, std::string> owner;  // library -> package
+  std::istringstream lines(owners.out);
+  for (std::string line; std::getline(lines, line);) {
+    size_t colon = line.find(':'), slash = line.rfind('/');
+    if (colon == std::string::npos || slash == std::string::npos) continue;
+    owner.emplace(line.substr(slash + 1), line.substr(0, colon));
+  }
+  int checked = 0;
+  for (const std::string& lib : libs) {
+    checked++;
+    ASSERT_TRUE(owner.count(lib)) << "no Debian package owns " << lib;
+    EXPECT_TRUE(provided.count(owner[lib])) << lib << " comes from " << owner[lib]
+                                            << ", which the Dockerfile does not install";
+  }
+  EXPECT_GT(checked, 5);
+}
+
 // ---- the dashboard ----
 
 nlohmann::json Dashboard() {
