@@ -278,6 +278,7 @@ int RunRecord(const RecordOptions& opt) {
   if (any_cupti || !kernels.samples.empty()) profiles.push_back(&kernels);
   if (opt.kernel_time) registry.CheckKernelTime();
 
+  const size_t said_live = warnings.size();  // already on the terminal
   for (std::string& w : session.TakeWarnings()) warnings.push_back(std::move(w));
   auto bpf_stats = session.BpfStats();
   if (bpf_stats[GF_STAT_RINGBUF_FULL])
@@ -299,10 +300,19 @@ int RunRecord(const RecordOptions& opt) {
   if (!written.ok()) return Fail(written.status());
 
   if (!opt.quiet) {
-    for (const std::string& w : warnings) std::fprintf(stderr, "gpuflame: warning: %s\n", w.c_str());
+    for (size_t i = said_live; i < warnings.size(); i++)
+      std::fprintf(stderr, "gpuflame: warning: %s\n", warnings[i].c_str());
     const TrackerStats& t = events.tracker().stats();
-    std::fprintf(stderr, "gpuflame: %llu allocations, %llu frees in %.1fs; wrote %s/\n",
+    int64_t kernel_ns = 0, kernels_run = 0;
+    for (const auto& [key, c] : events.kernels().totals()) {
+      kernel_ns += c.nanos;
+      kernels_run += c.count;
+    }
+    std::string kernel_part =
+        kernels_run ? absl::StrFormat(", %.1f ms of GPU work in %d kernels/copies", kernel_ns / 1e6, kernels_run) : "";
+    std::fprintf(stderr, "gpuflame: %llu allocations, %llu frees, %llu CPU samples%s in %.1fs; wrote %s/\n",
                  static_cast<unsigned long long>(t.allocs), static_cast<unsigned long long>(t.frees),
+                 static_cast<unsigned long long>(events.stats().cpu_samples), kernel_part.c_str(),
                  static_cast<double>(duration) / 1e9, opt.output_dir.c_str());
     std::fprintf(stderr, "gpuflame: open %s/flamegraph.html in a browser\n", opt.output_dir.c_str());
   }
