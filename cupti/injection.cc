@@ -9,8 +9,9 @@
 //  - kernel, memcpy and memset activity (GPU start/end, device, stream,
 //    correlation ID), flushed every GPUFLAME_FLUSH_MS (default 1000) and at
 //    exit, at gpuflame:kernel_batch, with kernel names once each.
-// With no agent attached the probes' semaphores are down: activity is not
-// even enabled, and a launch costs a semaphore load in CUPTI's callback.
+// With no agent attached the probes' semaphores are down: neither launch
+// callbacks nor activity are enabled, so the library costs the workload
+// nothing until an agent attaches (checked at start and once per flush period).
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 #include <time.h>
@@ -47,6 +48,7 @@ struct State {
   ActivityConverter converter;
   double launch_rate = 1000;
   std::atomic<bool> activity_on{false};
+  std::atomic<bool> tracing_on{false};
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
@@ -169,6 +171,17 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   FireLaunch(cb->correlationId, cbid);
 }
 
+void EnableCallbacks();
+
+// Callbacks and activity, once, when an agent is there to listen.
+void EnableTracing() {
+  State& s = S();
+  if (s.tracing_on.exchange(true)) return;
+  Trace("agent attached: tracing launches and activity");
+  EnableCallbacks();
+  EnableActivity();
+}
+
 void FlushLoop() {
   State& s = S();
   std::unique_lock<std::mutex> lock(s.mu);
@@ -176,8 +189,8 @@ void FlushLoop() {
     s.cv.wait_for(lock, std::chrono::milliseconds(s.flush_ms));
     if (s.stop) break;
     lock.unlock();
-    // An agent that attaches after start-up raises the semaphore: start then.
-    if (!s.activity_on && BatchProbeOn()) EnableActivity();
+    // An agent that attaches after start-up raises the semaphores: start then.
+    if (!s.tracing_on && (BatchProbeOn() || LaunchProbeOn())) EnableTracing();
     if (s.activity_on) {
       Trace("flush");
       s.api.ActivityFlushAll(0);
@@ -216,6 +229,16 @@ void AtExit() {
   else last.detach();
 }
 
+// Only the launch APIs: every other callback would cost the workload a call
+// into us for nothing.
+void EnableCallbacks() {
+  State& s = S();
+  for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
+    if (IsLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+  for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
+    if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+}
+
 void Say(const char* what) { std::fprintf(stderr, "gpuflame: %s\n", what); }
 
 int Initialize() {
@@ -242,13 +265,7 @@ int Initialize() {
     Say((std::string("kernel time off for this process: cuptiSubscribe: ") + (msg ? msg : "error")).c_str());
     return 1;
   }
-  // Only the launch APIs: every other callback would cost the workload a
-  // call into us for nothing.
-  for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
-    if (IsLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
-  for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
-    if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-  if (BatchProbeOn()) EnableActivity();
+  if (BatchProbeOn() || LaunchProbeOn()) EnableTracing();
   s.flusher = std::thread(FlushLoop);
   std::atexit(AtExit);
   FireStatus(GF_CUPTI_ACTIVE);

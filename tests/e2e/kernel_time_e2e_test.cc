@@ -92,6 +92,24 @@ TEST(KernelTimeTest, SampledLaunchStacksKeepTotalsExact) {
   EXPECT_NE(summary.find("\"launch_stacks\": 1,"), std::string::npos) << summary;
 }
 
+TEST(KernelTimeTest, TheLibraryCostsNothingUntilAnAgentAttaches) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("kernels-idle");
+  // Loaded (a pod that opted in) but no agent: no CUPTI callback, no activity.
+  // A copy of the library: probes on a file stay until their last descriptor
+  // closes, and earlier tests' sessions may still be letting go of theirs.
+  std::string lib = dir + "/libgpuflame_cupti.so";
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  RunResult idle = Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir +
+                      "/idle.txt " + PyenvPython("3.12") + " " + Workload("kernels.py"));
+  ASSERT_EQ(idle.status, 0) << idle.output;
+  EXPECT_EQ(ReadFile(dir + "/idle.txt"), "delivered=0 activity=0\n");
+  RunResult traced = RecordKernels(dir + "/out", "GF_SIM_CUPTI_REPORT=" + dir + "/traced.txt");
+  ASSERT_EQ(traced.status, 0) << traced.output;
+  EXPECT_NE(ReadFile(dir + "/traced.txt").find("activity=1"), std::string::npos) << ReadFile(dir + "/traced.txt");
+  EXPECT_EQ(ReadFile(dir + "/traced.txt").find("delivered=0 "), std::string::npos);
+}
+
 TEST(KernelTimeTest, StepsAsideForAnotherCuptiClientAndSaysSo) {
   GPUFLAME_REQUIRE_ROOT();
   std::string out = TempDir("kernels-busy");
