@@ -107,8 +107,11 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
 void EventProcessor::RetireProcess(pid_t pid) {
   std::vector<StackId> stacks;
   for (StackId id = 0; id < stacks_.size(); id++)
-    if (stacks_.Get(id).pid == pid) stacks.push_back(id);
+    if (stacks_.Get(id).pid == pid && !stacks_.Get(id).frames.empty()) stacks.push_back(id);
   tracker_.ClearInUse(stacks);
+  cpu_.Forget(stacks);
+  kernels_.Forget(stacks);
+  stacks_.Retire(stacks);
 }
 
 void EventProcessor::OnRecord(std::span<const uint8_t> record) {

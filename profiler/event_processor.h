@@ -59,7 +59,8 @@ class EventProcessor {
 
   const AllocationTracker& tracker() const { return tracker_; }
   // An exited process has been reported for the last time: drop its in-use
-  // bytes, so that its pid can be reused by another process cleanly.
+  // bytes and free its stacks, so that its pid can be reused by another
+  // process cleanly and the agent's memory does not grow with process churn.
   void RetireProcess(pid_t pid);
   const StackTable& stacks() const { return stacks_; }
   const FrameTable& frames() const { return frames_; }

@@ -31,6 +31,17 @@ StackId StackTable::Insert(std::string_view raw, StackInfo info) {
   return id;
 }
 
+void StackTable::Retire(const std::vector<StackId>& ids) {
+  if (ids.empty()) return;
+  std::vector<bool> retired(stacks_.size());
+  for (StackId id : ids) {
+    if (id >= stacks_.size()) continue;
+    retired[id] = true;
+    stacks_[id].frames = {};  // frees the list, not just its size
+  }
+  absl::erase_if(index_, [&](const auto& kv) { return kv.second < retired.size() && retired[kv.second]; });
+}
+
 size_t StackTable::MemoryUsage() const {
   size_t total = stacks_.capacity() * sizeof(StackInfo);
   for (const StackInfo& s : stacks_) total += s.frames.capacity() * sizeof(FrameId);

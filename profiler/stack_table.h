@@ -52,6 +52,12 @@ class StackTable {
     return it == index_.end() ? kNone : it->second;
   }
   StackId Insert(std::string_view raw, StackInfo info);
+  // Stacks of a process that has gone and been reported for the last time:
+  // their raw keys and frame lists are freed (a long-running agent on a node
+  // with churning processes would otherwise grow without bound). The ids stay
+  // valid, as empty tombstones of a few bytes, so nothing that still holds
+  // one can read freed memory; a new process reusing the pid starts afresh.
+  void Retire(const std::vector<StackId>& ids);
   const StackInfo& Get(StackId id) const { return stacks_[id]; }
   size_t size() const { return stacks_.size(); }
   size_t MemoryUsage() const;

@@ -1,5 +1,7 @@
 #include "profiler/time_tracker.h"
 
+#include "absl/container/flat_hash_set.h"
+
 namespace gpuflame::profiler {
 
 void TimeTracker::Add(StackId stack, uint32_t label, int64_t count, int64_t nanos) {
@@ -17,6 +19,13 @@ uint32_t TimeTracker::Label(const std::string& label) {
   auto [it, inserted] = label_ids_.try_emplace(label, static_cast<uint32_t>(labels_.size()));
   if (inserted) labels_.push_back(label);
   return it->second;
+}
+
+void TimeTracker::Forget(const std::vector<StackId>& ids) {
+  if (ids.empty() || (totals_.empty() && window_.empty())) return;
+  absl::flat_hash_set<StackId> gone(ids.begin(), ids.end());
+  absl::erase_if(totals_, [&](const auto& kv) { return gone.contains(kv.first.stack); });
+  absl::erase_if(window_, [&](const auto& kv) { return gone.contains(kv.first.stack); });
 }
 
 absl::flat_hash_map<TimeKey, TimeCounters> TimeTracker::TakeWindow() {

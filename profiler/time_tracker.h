@@ -41,6 +41,8 @@ class TimeTracker {
   const absl::flat_hash_map<TimeKey, TimeCounters>& totals() const { return totals_; }
   // What was added since the previous call, and a fresh window.
   absl::flat_hash_map<TimeKey, TimeCounters> TakeWindow();
+  // Forgets retired stacks (see StackTable::Retire).
+  void Forget(const std::vector<StackId>& ids);
   size_t window_size() const { return window_.size(); }
 
  private:

@@ -185,6 +185,27 @@ TEST_F(EventProcessorTest, InternsStacksAndAccounts) {
   EXPECT_EQ(events_.frames().Get(s.frames.back()).name, "c10::cuda::CUDACachingAllocator::malloc");
 }
 
+TEST_F(EventProcessorTest, RetiredProcessesGiveBackTheirStacks) {
+  // Many distinct stacks of a process that then exits (an agent's view of a
+  // churning node): retiring frees them and a reused pid starts afresh.
+  for (uint64_t i = 0; i < 200; i++)
+    events_.OnRecord(Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x1000 + i, 4096,
+                            {0x10, 0x20 + i, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80}));
+  ASSERT_EQ(events_.stacks().size(), 200u);
+  size_t before = events_.stacks().MemoryUsage();
+  events_.OnRecord(Record(GF_EV_EXIT, GF_DOMAIN_NONE, 0, 0, 0));
+  events_.RetireProcess(4242);
+  size_t after = events_.stacks().MemoryUsage();
+  EXPECT_LT(after * 2, before) << before << " -> " << after;  // what stays: fixed-size tombstones
+  EXPECT_TRUE(events_.stacks().Get(7).frames.empty());
+  EXPECT_EQ(events_.tracker().counters()[7].inuse_bytes, 0);
+  // The same raw stack from a new process with that pid is a new stack.
+  events_.OnRecord(Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x9000, 4096,
+                          {0x10, 0x27, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80}));
+  EXPECT_EQ(events_.stacks().size(), 201u);
+  EXPECT_FALSE(events_.stacks().Get(200).frames.empty());
+}
+
 TEST_F(EventProcessorTest, RejectsMalformedRecords) {
   std::vector<uint8_t> tiny(10);
   events_.OnRecord(tiny);
