@@ -182,6 +182,18 @@ TEST(HelmChartTest, SchemaRejectsBadValuesWithAClearMessage) {
   EXPECT_NE(r.status, 0) << "capabilities are an allow-list";
 }
 
+TEST(HelmChartTest, NotesTellTheUserWhatToDoNext) {
+  ShResult r = Sh(Helm() + " install gf " + kChart + " --namespace monitoring --dry-run=client");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::string notes = r.out.substr(r.out.find("NOTES:"));
+  for (const char* needle : {"kubectl -n monitoring get pods", "port-forward ds/gf-gpuflame 9400",
+                             "Grafana Pyroscope", "gf-gpuflame-dashboard",
+                             "CUDA_INJECTION64_PATH", "/opt/gpuflame/lib/libgpuflame_cupti.so"})
+    EXPECT_NE(notes.find(needle), std::string::npos) << needle << "\n" << notes;
+  r = Sh(Helm() + " install gf " + kChart + " --dry-run=client --set cuptiLibrary.enabled=false");
+  EXPECT_EQ(r.out.substr(r.out.find("NOTES:")).find("CUDA_INJECTION64_PATH"), std::string::npos);
+}
+
 // ---- the image ----
 
 TEST(AgentImageTest, DockerfileInstallsEveryLibraryTheBinaryNeeds) {
