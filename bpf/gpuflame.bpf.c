@@ -159,13 +159,19 @@ static __always_inline __u64 wakeup_flags(bool urgent) {
   return BPF_RB_NO_WAKEUP;
 }
 
+/* Hands |len| bytes to user space; a full ring buffer is counted, never silent. */
+static __always_inline bool emit(void *data, __u64 len, bool urgent) {
+  if (bpf_ringbuf_output(&events, data, len, wakeup_flags(urgent))) {
+    bump(GF_STAT_RINGBUF_FULL);
+    return false;
+  }
+  bump(GF_STAT_EVENTS);
+  return true;
+}
+
 static __always_inline void submit_small(struct gf_event *ev) {
   /* Lifecycle records may have stopped a process: hand them over at once. */
-  bool urgent = ev->kind >= GF_EV_LIB_MAPPED;
-  if (bpf_ringbuf_output(&events, ev, sizeof(*ev), wakeup_flags(urgent)))
-    bump(GF_STAT_RINGBUF_FULL);
-  else
-    bump(GF_STAT_EVENTS);
+  emit(ev, sizeof(*ev), ev->kind >= GF_EV_LIB_MAPPED);
 }
 
 /* Emits an allocation with its Python stack, registers and a copy of the
@@ -212,10 +218,7 @@ static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kin
     len += chunk;
   }
   r->ev.user_stack_len = len > GF_USER_STACK_BYTES ? GF_USER_STACK_BYTES : len;
-  if (bpf_ringbuf_output(&events, r, GF_NATIVE_RECORD_BYTES, wakeup_flags(false)))
-    bump(GF_STAT_RINGBUF_FULL);
-  else
-    bump(GF_STAT_EVENTS);
+  emit(r, GF_NATIVE_RECORD_BYTES, false);
 }
 
 /* Emits an event (an allocation, a CPU sample, a launch) with the calling
@@ -268,10 +271,7 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
   }
   if (len > sizeof(*r))
     len = sizeof(*r);
-  if (bpf_ringbuf_output(&events, r, len, wakeup_flags(false)))
-    bump(GF_STAT_RINGBUF_FULL);
-  else
-    bump(GF_STAT_EVENTS);
+  emit(r, len, false);
 }
 
 /* Emits an allocation with the calling thread's stack. */
@@ -286,10 +286,7 @@ static __always_inline void submit_with_stack(void *ctx, __u8 domain, __u16 api,
     ev.arg0 = arg0;
     ev.arg1 = arg1;
     ev.arg2 = arg2;
-    if (bpf_ringbuf_output(&events, &ev, sizeof(ev), wakeup_flags(false)))
-      bump(GF_STAT_RINGBUF_FULL);
-    else
-      bump(GF_STAT_EVENTS);
+    emit(&ev, sizeof(ev), false);
     return;
   }
   if (native_stacks == 2) {
@@ -607,10 +604,7 @@ int BPF_USDT(kernel_batch, __u64 records, __u64 count) {
   __u64 len = sizeof(struct gf_event) + bytes;
   if (len > sizeof(*r))
     len = sizeof(*r);
-  if (bpf_ringbuf_output(&events, r, len, wakeup_flags(false))) {
-    bump(GF_STAT_RINGBUF_FULL);
-  } else {
-    bump(GF_STAT_EVENTS);
+  if (emit(r, len, false)) {
     __u32 stat = GF_STAT_KERNEL_RECORDS;
     __u64 *v = bpf_map_lookup_elem(&stats, &stat);
     if (v)
@@ -637,10 +631,7 @@ int BPF_USDT(kernel_name, __u64 name_id, __u64 name) {
   __u64 len = sizeof(struct gf_event) + (__u64)n;
   if (len > sizeof(*r))
     len = sizeof(*r);
-  if (bpf_ringbuf_output(&events, r, len, wakeup_flags(false)))
-    bump(GF_STAT_RINGBUF_FULL);
-  else
-    bump(GF_STAT_EVENTS);
+  emit(r, len, false);
   return 0;
 }
 

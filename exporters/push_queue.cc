@@ -57,8 +57,17 @@ void PushQueue::Enqueue(const std::vector<Series>& request) {
       if (!spool_->Put(body, series).ok()) stats_.last_error = "spool write failed";
     } else {
       if (queue_.size() >= options_.max_requests) {
-        queue_.pop_front();  // the oldest window matters least
-        stats_.dropped_queue_full++;
+        // The oldest window matters least, unless it is being sent right
+        // now: then the next oldest goes, so nothing is counted both as
+        // pushed and as dropped.
+        bool front_in_flight = in_flight_ != 0 && queue_.front().id == in_flight_;
+        if (front_in_flight && queue_.size() > 1) {
+          queue_.erase(queue_.begin() + 1);
+          stats_.dropped_queue_full++;
+        } else if (!front_in_flight) {
+          queue_.pop_front();
+          stats_.dropped_queue_full++;
+        }
       }
       queue_.push_back(Entry{next_id_++, series, std::move(body)});
     }
@@ -95,10 +104,12 @@ void PushQueue::Run() {
     const uint32_t series = spooled ? spooled->series : queue_.front().series;
     std::string body = spooled ? std::move(spooled->body) : queue_.front().body;
     busy_ = true;
+    in_flight_ = id;
     lock.unlock();
     absl::Status s = sender_(body);
     lock.lock();
     busy_ = false;
+    in_flight_ = 0;
     auto remove = [&] {
       if (spooled) {
         spool_->Remove(spooled->sequence);

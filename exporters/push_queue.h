@@ -79,10 +79,11 @@ class PushQueue {
   std::condition_variable cv_;
   std::deque<Entry> queue_;
   std::optional<Spool> spool_;
-  uint64_t next_id_ = 0;
+  uint64_t next_id_ = 1;  // 0 means "no entry" (in_flight_)
   PushStats stats_;
   bool stopping_ = false;
   bool busy_ = false;
+  uint64_t in_flight_ = 0;  // id of the queue entry being sent (ids start at 1); 0: none
   std::thread thread_;
 };
 

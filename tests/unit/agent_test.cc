@@ -286,6 +286,37 @@ TEST(PushQueueTest, RetriesWhatCanBeRetriedAndCountsTheRest) {
   EXPECT_EQ(s.queued, 0u);
 }
 
+TEST(PushQueueTest, TheRequestBeingSentIsNeverAlsoCountedAsDropped) {
+  // The sender holds the oldest request while the queue overflows behind it:
+  // the next oldest are dropped instead, and every request is counted once.
+  std::atomic<bool> sending{false}, release{false};
+  std::mutex mu;
+  std::vector<std::string> sent;
+  auto q = exporters::PushQueue::Create(
+      [&](const std::string& body) -> absl::Status {
+        sending = true;
+        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::lock_guard<std::mutex> lock(mu);
+        sent.push_back(body);
+        return absl::OkStatus();
+      },
+      FastRetries(2));
+  ASSERT_TRUE(q.ok());
+  (*q)->Enqueue(Request("first"));
+  for (int i = 0; i < 500 && !sending; i++) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_TRUE(sending);
+  for (int i = 0; i < 5; i++) (*q)->Enqueue(Request("later" + std::to_string(i)));
+  release = true;
+  ASSERT_TRUE((*q)->Flush(5000));
+  exporters::PushStats s = (*q)->Stats();
+  EXPECT_EQ(s.pushed + s.dropped_queue_full, 6u);
+  EXPECT_EQ(s.pushed, 2u);  // the one in flight and the newest
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_NE(sent[0].find("first"), std::string::npos);
+  EXPECT_NE(sent[1].find("later4"), std::string::npos);
+}
+
 TEST(PushQueueTest, DropsTheOldestWhenFullAndSaysSo) {
   std::atomic<bool> release{false};
   auto q = exporters::PushQueue::Create(
