@@ -136,12 +136,12 @@ void KernelJoiner::Flush(uint64_t now_ns) {
     stats_.scaled += static_cast<uint64_t>(pool.count);
   }
   unsampled_.clear();
-  size_t before = launches_.size();
   absl::erase_if(launches_, [&](const auto& kv) {
     uint64_t age = now_ns > kv.second.ts_ns ? now_ns - kv.second.ts_ns : 0;
-    return age > (kv.second.joined ? kJoinedTtlNs : kLaunchTtlNs);
+    bool expired = age > (kv.second.joined ? kJoinedTtlNs : kLaunchTtlNs);
+    if (expired && !kv.second.joined) stats_.expired_launches++;  // its kernels never came
+    return expired;
   });
-  stats_.expired_launches += before - launches_.size();
 }
 
 void KernelJoiner::ForgetProcess(pid_t pid) {

@@ -33,7 +33,7 @@ struct JoinStats {
   uint64_t joined = 0;          // records whose launch stack was sampled
   uint64_t scaled = 0;          // charged to sampled stacks of the same kernel
   uint64_t unattributed = 0;    // charged to `[launch stack not sampled]`
-  uint64_t expired_launches = 0;  // launch stacks dropped unused after kLaunchTtlNs
+  uint64_t expired_launches = 0;  // launch stacks no activity record ever joined (kLaunchTtlNs)
   uint64_t unknown_names = 0;   // a kernel record whose name was never announced
 };
 
