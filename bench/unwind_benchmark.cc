@@ -60,10 +60,14 @@ void BM_UnwindAndSymbolize_WarmCache(benchmark::State& state) {
   symbolizer::NativeSymbolizer symbols(elves);
   profiler::NativeUnwinder unwinder(symbols);
   Captured c = Depth(static_cast<int>(state.range(0)));
+  // Append, as the stack resolver does: inlined frames included.
   const pid_t pid = getpid();
-  for (uint64_t pc : unwinder.Unwind(pid, c.regs, c.stack)) symbols.Symbolize(pid, pc - 1);
+  std::vector<symbolizer::Frame> frames;
+  for (uint64_t pc : unwinder.Unwind(pid, c.regs, c.stack)) symbols.Append(pid, pc - 1, frames);
   for (auto _ : state) {
-    for (uint64_t pc : unwinder.Unwind(pid, c.regs, c.stack)) benchmark::DoNotOptimize(symbols.Symbolize(pid, pc - 1));
+    frames.clear();
+    for (uint64_t pc : unwinder.Unwind(pid, c.regs, c.stack)) symbols.Append(pid, pc - 1, frames);
+    benchmark::DoNotOptimize(frames);
   }
   state.counters["cached_modules"] = static_cast<double>(elves.size());
   state.counters["cfi_bytes_per_module"] =

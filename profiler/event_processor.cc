@@ -82,9 +82,10 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
         stats_.malformed++;
         return;
       }
-      std::vector<gf_kernel_record> recs(ev.size);
-      std::memcpy(recs.data(), payload.data(), payload.size());
-      joiner_.OnRecords(pid, recs, ev.ts_ns);
+      // Copied out: ring-buffer records are not aligned for in-place reads.
+      batch_.resize(ev.size);
+      std::memcpy(batch_.data(), payload.data(), payload.size());
+      joiner_.OnRecords(pid, batch_, ev.ts_ns);
       return;
     }
     case GF_EV_KERNEL_NAME: {

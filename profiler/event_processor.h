@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "profiler/allocation_tracker.h"
@@ -100,6 +101,7 @@ class EventProcessor {
   int64_t cpu_period_ns_ = 1'000'000'000 / 97;
   bool thread_names_ = false;
   absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
+  std::vector<gf_kernel_record> batch_;  // reused for every activity batch
 };
 
 }  // namespace gpuflame::profiler

@@ -12,23 +12,44 @@ constexpr size_t kMaxFilesScanned = 100000;
 void BuildIdIndex::ScanOnce() {
   if (scanned_) return;
   scanned_ = true;
-  std::map<std::string, size_t> symbols;
+  // A walk stats every file, but only files new or changed since the last
+  // walk are opened: the agent rescans every window that still has raw
+  // frames, and a debug tree of thousands of files must not be parsed anew.
+  absl::flat_hash_map<std::string, Seen> seen;
+  size_t files = 0;
   for (const std::string& dir : dirs_) {
     std::error_code ec;
     for (auto it = std::filesystem::recursive_directory_iterator(
              dir, std::filesystem::directory_options::skip_permission_denied, ec);
-         it != std::filesystem::recursive_directory_iterator() && files_scanned_ < kMaxFilesScanned;
-         it.increment(ec)) {
+         it != std::filesystem::recursive_directory_iterator() && files < kMaxFilesScanned; it.increment(ec)) {
       if (ec) break;
       if (!it->is_regular_file(ec)) continue;
-      files_scanned_++;
-      auto elf = ElfFile::Open(it->path().string());
-      if (!elf.ok() || elf->build_id().empty()) continue;
-      auto [best, inserted] = symbols.try_emplace(elf->build_id(), elf->symbol_count());
-      if (inserted || elf->symbol_count() > best->second) {
-        best->second = elf->symbol_count();
-        scan_[elf->build_id()] = it->path().string();
+      files++;
+      std::string path = it->path().string();
+      Seen now{static_cast<uint64_t>(it->file_size(ec)),
+               static_cast<int64_t>(it->last_write_time(ec).time_since_epoch().count()), "", 0};
+      auto known = seen_.find(path);
+      if (known != seen_.end() && known->second.size == now.size && known->second.mtime == now.mtime) {
+        now = known->second;
+      } else {
+        files_opened_++;
+        if (auto elf = ElfFile::Open(path); elf.ok()) {
+          now.build_id = elf->build_id();
+          now.symbols = elf->symbol_count();
+        }
       }
+      seen.emplace(std::move(path), now);
+    }
+  }
+  seen_ = std::move(seen);
+  scan_.clear();
+  std::map<std::string, size_t> best_symbols;
+  for (const auto& [path, s] : seen_) {
+    if (s.build_id.empty()) continue;
+    auto [best, inserted] = best_symbols.try_emplace(s.build_id, s.symbols);
+    if (inserted || s.symbols > best->second) {
+      best->second = s.symbols;
+      scan_[s.build_id] = path;
     }
   }
 }
@@ -63,8 +84,6 @@ const ElfFile* BuildIdIndex::Find(const std::string& build_id) {
 
 void BuildIdIndex::Rescan() {
   scanned_ = false;
-  files_scanned_ = 0;
-  scan_.clear();
   std::erase_if(opened_, [](const auto& kv) { return kv.second == nullptr; });
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "symbolizer/elf_file.h"
 
 namespace gpuflame::symbolizer {
@@ -27,15 +28,23 @@ class BuildIdIndex {
   // calls this once per window that still has unresolved frames).
   void Rescan();
   bool empty() const { return dirs_.empty(); }
-  size_t files_scanned() const { return files_scanned_; }
+  // ELF files parsed by scans so far (unchanged files are not parsed again).
+  size_t files_opened() const { return files_opened_; }
 
  private:
   void ScanOnce();
 
   std::vector<std::string> dirs_;
+  struct Seen {
+    uint64_t size = 0;
+    int64_t mtime = 0;
+    std::string build_id;  // empty: not an ELF file with one
+    size_t symbols = 0;
+  };
   bool scanned_ = false;
-  size_t files_scanned_ = 0;
-  std::map<std::string, std::string> scan_;  // build ID -> best path
+  size_t files_opened_ = 0;
+  absl::flat_hash_map<std::string, Seen> seen_;  // path -> what the last scan found
+  std::map<std::string, std::string> scan_;      // build ID -> best path
   std::map<std::string, std::unique_ptr<ElfFile>> opened_;  // nullptr: none
 };
 

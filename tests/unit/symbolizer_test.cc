@@ -140,6 +140,14 @@ TEST(BuildIdIndexTest, FindsDebugFilesByTheBuildIdLayoutAndByScanning) {
   const ElfFile* found = index.Find(id);
   ASSERT_NE(found, nullptr);
   EXPECT_TRUE(found->FindSymbol("main").has_value());
+  // Rescans parse only what is new or changed since the last walk.
+  index.Rescan();
+  EXPECT_EQ(index.Find("00ff00ff"), nullptr);  // a miss walks the tree
+  size_t opened = index.files_opened();
+  EXPECT_EQ(opened, 2u);  // the stripped copy once, the debug file once
+  index.Rescan();
+  EXPECT_EQ(index.Find("00ff00ff"), nullptr);
+  EXPECT_EQ(index.files_opened(), opened);
   EXPECT_EQ(index.Find("zz"), nullptr);
   std::filesystem::remove_all(root);
 }
