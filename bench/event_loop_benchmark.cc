@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "profiler/event_processor.h"
+#include "profiler/pipeline/event_processor.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 

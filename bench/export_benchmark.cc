@@ -7,10 +7,10 @@
 #include <cstring>
 #include <thread>
 
-#include "exporters/gzip.h"
-#include "exporters/pprof_writer.h"
-#include "exporters/pyroscope_client.h"
-#include "profiler/event_processor.h"
+#include "exporters/pprof/gzip.h"
+#include "exporters/pprof/pprof_writer.h"
+#include "exporters/pyroscope/pyroscope_client.h"
+#include "profiler/pipeline/event_processor.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 
@@ -20,8 +20,8 @@ using namespace gpuflame;
 
 // A profile shaped like a large model: 10 000 distinct stacks, 24 frames
 // deep, sharing a common trunk and drawing on 2 000 distinct functions.
-exporters::Profile BigProfile(int stacks) {
-  exporters::Profile p;
+profiler::Profile BigProfile(int stacks) {
+  profiler::Profile p;
   p.name = "gpu_memory";
   p.sample_types = {{"alloc_objects", "count"}, {"alloc_space", "bytes"},
                     {"inuse_objects", "count"}, {"inuse_space", "bytes"}};
@@ -34,7 +34,7 @@ exporters::Profile BigProfile(int stacks) {
     p.frames.push_back(fr);
   }
   for (int s = 0; s < stacks; s++) {
-    exporters::Sample sample;
+    profiler::Sample sample;
     for (int d = 0; d < 24; d++) sample.frames.push_back(static_cast<uint32_t>(d < 8 ? d : (s * 31 + d * 7) % 2000));
     sample.values = {1 + s % 5, (s % 97 + 1) * 4096, s % 3, (s % 7) * 4096};
     p.samples.push_back(std::move(sample));
@@ -43,7 +43,7 @@ exporters::Profile BigProfile(int stacks) {
 }
 
 void BM_Export_SerializeCompress(benchmark::State& state) {
-  exporters::Profile p = BigProfile(static_cast<int>(state.range(0)));
+  profiler::Profile p = BigProfile(static_cast<int>(state.range(0)));
   size_t raw = 0, gz = 0;
   for (auto _ : state) {
     std::string bytes = exporters::SerializePprof(p);
@@ -68,7 +68,7 @@ void BM_Export_PushConnect(benchmark::State& state) {
   exporters::PyroscopeEndpoint endpoint;
   endpoint.url = "http://127.0.0.1:" + std::to_string(port);
   exporters::PyroscopeClient client(endpoint);
-  exporters::Profile p = BigProfile(10000);
+  profiler::Profile p = BigProfile(10000);
   std::string gz = *exporters::EncodePprofGz(p);
   std::vector<exporters::Series> req = {{{{"__name__", "gpu_memory"}, {"service_name", "bench"}}, gz}};
   for (auto _ : state) {

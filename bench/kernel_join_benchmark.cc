@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "profiler/event_processor.h"
+#include "profiler/pipeline/event_processor.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 

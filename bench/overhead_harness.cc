@@ -23,11 +23,11 @@
 #include <vector>
 
 #include "noop_probe.skel.h"
-#include "profiler/bpf_probes.h"
-#include "profiler/event_processor.h"
-#include "profiler/process_registry.h"
-#include "profiler/stack_resolver.h"
-#include "symbolizer/proc_maps.h"
+#include "profiler/probes/bpf_probes.h"
+#include "profiler/pipeline/event_processor.h"
+#include "profiler/process/process_registry.h"
+#include "profiler/resolve/stack_resolver.h"
+#include "inspect/proc_maps.h"
 
 namespace {
 
@@ -81,10 +81,10 @@ int64_t RunRound(Workload& w, long iters) {
 }
 
 std::string FindLibrary(pid_t pid, const char* base) {
-  auto maps = symbolizer::ReadProcMaps(pid);
+  auto maps = inspect::ReadProcMaps(pid);
   if (!maps.ok()) return "";
   for (const auto& m : *maps)
-    if (m.Basename() == base) return symbolizer::OpenablePath(pid, m);
+    if (m.Basename() == base) return inspect::OpenablePath(pid, m);
   return "";
 }
 

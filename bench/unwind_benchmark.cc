@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "profiler/native_unwinder.h"
+#include "profiler/unwind/native_unwinder.h"
 #include "tests/support/capture_stack.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"

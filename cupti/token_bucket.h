@@ -1,7 +1,7 @@
 // Rate limit for launch stacks: |rate| tokens per second, up to |burst|
 // saved. One bucket per thread (no atomics on the launch path). A launch
 // without a token still has its kernel timed; the agent charges it to the
-// sampled stacks of the same kernel (profiler/kernel_joiner.h).
+// sampled stacks of the same kernel (profiler/aggregate/kernel_joiner.h).
 #ifndef GPUFLAME_CUPTI_TOKEN_BUCKET_H_
 #define GPUFLAME_CUPTI_TOKEN_BUCKET_H_
 

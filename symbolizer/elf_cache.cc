@@ -2,17 +2,17 @@
 
 namespace gpuflame::symbolizer {
 
-const ElfFile* ElfCache::Get(pid_t pid, const Mapping& m) {
-  FileKey key = FileKey::Of(m);
+const ElfFile* ElfCache::Get(pid_t pid, const inspect::Mapping& m) {
+  inspect::FileKey key = inspect::FileKey::Of(m);
   auto it = files_.find(key);
   if (it != files_.end()) return it->second.get();
-  auto elf = ElfFile::Open(OpenablePath(pid, m));
+  auto elf = ElfFile::Open(inspect::OpenablePath(pid, m));
   if (!elf.ok() && !m.deleted) {
     // The path may not exist in our namespace view (a racing unlink): map_files
     // still names the mapped file.
-    Mapping copy = m;
+    inspect::Mapping copy = m;
     copy.deleted = true;
-    elf = ElfFile::Open(OpenablePath(pid, copy));
+    elf = ElfFile::Open(inspect::OpenablePath(pid, copy));
   }
   if (!elf.ok() && !m.path.empty() && m.path.front() == '/') {
     // The process is gone (no /proc/PID/root): the path as it named it is

@@ -12,20 +12,20 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "symbolizer/elf_file.h"
-#include "symbolizer/proc_maps.h"
+#include "inspect/proc_maps.h"
 
 namespace gpuflame::symbolizer {
 
 class ElfCache {
  public:
   // The parsed file behind |m| in |pid|, or nullptr (counted in failures()).
-  const ElfFile* Get(pid_t pid, const Mapping& m);
+  const ElfFile* Get(pid_t pid, const inspect::Mapping& m);
   size_t size() const { return files_.size(); }
   size_t failures() const { return failures_; }
   size_t MemoryUsage() const;
 
  private:
-  absl::flat_hash_map<FileKey, std::unique_ptr<ElfFile>> files_;  // nullptr: failed
+  absl::flat_hash_map<inspect::FileKey, std::unique_ptr<ElfFile>> files_;  // nullptr: failed
   size_t failures_ = 0;
 };
 

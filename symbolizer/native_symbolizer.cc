@@ -9,43 +9,43 @@
 
 namespace gpuflame::symbolizer {
 
-const Mapping* NativeSymbolizer::FindMapping(pid_t pid, uint64_t address) {
-  auto find = [&](const std::vector<Mapping>& maps) -> const Mapping* {
+const inspect::Mapping* NativeSymbolizer::FindMapping(pid_t pid, uint64_t address) {
+  auto find = [&](const std::vector<inspect::Mapping>& maps) -> const inspect::Mapping* {
     auto it = std::upper_bound(maps.begin(), maps.end(), address,
-                               [](uint64_t a, const Mapping& m) { return a < m.start; });
+                               [](uint64_t a, const inspect::Mapping& m) { return a < m.start; });
     if (it == maps.begin()) return nullptr;
     --it;
     return it->Contains(address) ? &*it : nullptr;
   };
   auto it = maps_.find(pid);
   if (it != maps_.end())
-    if (const Mapping* m = find(it->second)) return m;
+    if (const inspect::Mapping* m = find(it->second)) return m;
   // A miss may be a library mapped since we last looked: re-read once.
-  auto fresh = ReadProcMaps(pid);
+  auto fresh = inspect::ReadProcMaps(pid);
   if (!fresh.ok()) return nullptr;
   auto& slot = maps_[pid];
   slot = std::move(*fresh);
   return find(slot);
 }
 
-const std::vector<Mapping>* NativeSymbolizer::Maps(pid_t pid) {
+const std::vector<inspect::Mapping>* NativeSymbolizer::Maps(pid_t pid) {
   auto it = maps_.find(pid);
   if (it != maps_.end()) return &it->second;
-  auto fresh = ReadProcMaps(pid);
+  auto fresh = inspect::ReadProcMaps(pid);
   if (!fresh.ok()) return nullptr;
   return &(maps_[pid] = std::move(*fresh));
 }
 
-DwarfInlines* NativeSymbolizer::InlinesFor(pid_t pid, const Mapping& m, const ElfFile& elf) {
+DwarfInlines* NativeSymbolizer::InlinesFor(pid_t pid, const inspect::Mapping& m, const ElfFile& elf) {
   auto [it, inserted] = dwarf_.try_emplace(&elf);
   if (inserted) {
-    PinnedFile file = PinnedFile::Open(pid, m);
+    inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
     if (file.ok()) it->second = DwarfInlines::Open(dup(file.fd()));
   }
   return it->second.get();
 }
 
-const NativeSymbolizer::Entry* NativeSymbolizer::Lookup(pid_t pid, const Mapping& m, const ElfFile& elf,
+const NativeSymbolizer::Entry* NativeSymbolizer::Lookup(pid_t pid, const inspect::Mapping& m, const ElfFile& elf,
                                                         uint64_t vaddr) {
   auto it = names_.find(NameKey{&elf, vaddr});
   if (it != names_.end()) return &it->second;
@@ -78,7 +78,7 @@ void NativeSymbolizer::Append(pid_t pid, uint64_t address, std::vector<Frame>& o
   f.kind = FrameKind::kNative;
   f.address = address;
   f.name = absl::StrFormat("0x%x", address);
-  const Mapping* m = FindMapping(pid, address);
+  const inspect::Mapping* m = FindMapping(pid, address);
   const ElfFile* elf = m && m->inode != 0 ? elves_.Get(pid, *m) : nullptr;
   if (m) f.file = m->path;
   auto bias = elf ? elf->LoadBias(m->start, m->offset) : std::nullopt;

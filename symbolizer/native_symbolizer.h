@@ -14,7 +14,7 @@
 #include "symbolizer/dwarf_inlines.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/frame.h"
-#include "symbolizer/proc_maps.h"
+#include "inspect/proc_maps.h"
 
 namespace gpuflame::symbolizer {
 
@@ -29,9 +29,9 @@ class NativeSymbolizer {
   void Append(pid_t pid, uint64_t address, std::vector<Frame>& out);
   // Keeps |maps| as |pid|'s layout: a process that exits right after its
   // last allocation is still symbolized from what was seen while it ran.
-  void Remember(pid_t pid, std::vector<Mapping> maps) { maps_[pid] = std::move(maps); }
+  void Remember(pid_t pid, std::vector<inspect::Mapping> maps) { maps_[pid] = std::move(maps); }
   // |pid|'s mappings as last seen (read now if never seen); nullptr if none.
-  const std::vector<Mapping>* Maps(pid_t pid);
+  const std::vector<inspect::Mapping>* Maps(pid_t pid);
   ElfCache& elves() { return elves_; }
   // Drops the cached maps of |pid| (after exec, new mappings, or exit).
   void Forget(pid_t pid) { maps_.erase(pid); }
@@ -39,7 +39,7 @@ class NativeSymbolizer {
   size_t inlined_frames() const { return inlined_; }
 
  private:
-  const Mapping* FindMapping(pid_t pid, uint64_t address);
+  const inspect::Mapping* FindMapping(pid_t pid, uint64_t address);
 
   struct NameKey {
     const ElfFile* elf;  // owned by elves_, which never drops a file
@@ -58,12 +58,12 @@ class NativeSymbolizer {
     Names function;               // from .symtab/.dynsym
     std::vector<Names> inlined;   // from DWARF, outermost first
   };
-  const Entry* Lookup(pid_t pid, const Mapping& m, const ElfFile& elf, uint64_t vaddr);
-  DwarfInlines* InlinesFor(pid_t pid, const Mapping& m, const ElfFile& elf);
+  const Entry* Lookup(pid_t pid, const inspect::Mapping& m, const ElfFile& elf, uint64_t vaddr);
+  DwarfInlines* InlinesFor(pid_t pid, const inspect::Mapping& m, const ElfFile& elf);
   static constexpr size_t kMaxCachedNames = 1 << 18;
 
   ElfCache& elves_;
-  absl::flat_hash_map<pid_t, std::vector<Mapping>> maps_;
+  absl::flat_hash_map<pid_t, std::vector<inspect::Mapping>> maps_;
   absl::flat_hash_map<NameKey, Entry> names_;
   absl::flat_hash_map<const ElfFile*, std::unique_ptr<DwarfInlines>> dwarf_;  // nullptr: no DWARF
   size_t inlined_ = 0;

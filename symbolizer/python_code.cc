@@ -112,7 +112,7 @@ int Line311(std::string_view table, int first_line, uint32_t instr) {
 
 }  // namespace
 
-int LineForInstruction(const PythonVersion& v, std::string_view linetable, int first_line,
+int LineForInstruction(const inspect::PythonVersion& v, std::string_view linetable, int first_line,
                        uint32_t instr) {
   if (v.minor <= 10) return Line310(linetable, first_line, instr);
   return Line311(linetable, first_line, instr);
@@ -137,8 +137,8 @@ std::string DisplayName(std::string_view qualname) {
 
 std::optional<std::string> PythonCodeReader::ReadString(uint64_t addr) const {
   if (addr == 0) return std::nullopt;
-  auto length = memory_.ReadValue<int64_t>(addr + PythonLayout::kUnicodeLength);
-  auto state = memory_.ReadValue<uint32_t>(addr + PythonLayout::kUnicodeState);
+  auto length = memory_.ReadValue<int64_t>(addr + inspect::PythonLayout::kUnicodeLength);
+  auto state = memory_.ReadValue<uint32_t>(addr + inspect::PythonLayout::kUnicodeState);
   if (!length || !state || *length < 0) return std::nullopt;
   size_t n = std::min<size_t>(static_cast<size_t>(*length), kMaxStringChars);
   unsigned kind = (*state >> 2) & 7;
@@ -170,7 +170,7 @@ std::optional<std::string> PythonCodeReader::ReadString(uint64_t addr) const {
 }
 
 std::optional<std::string> PythonCodeReader::TypeName(uint64_t type_addr) const {
-  auto name_ptr = memory_.ReadValue<uint64_t>(type_addr + PythonLayout::kTypeName);
+  auto name_ptr = memory_.ReadValue<uint64_t>(type_addr + inspect::PythonLayout::kTypeName);
   if (!name_ptr || *name_ptr == 0) return std::nullopt;
   // tp_name is a C string; read it in small chunks so a short string near the
   // end of a mapping still reads.
@@ -197,7 +197,7 @@ std::optional<std::string> PythonCodeReader::TypeName(uint64_t type_addr) const 
 }
 
 std::optional<CodeInfo> PythonCodeReader::Load(uint64_t code) const {
-  const PythonLayout& l = layout_;
+  const inspect::PythonLayout& l = layout_;
   CodeInfo info;
   auto first_line = memory_.ReadValue<int32_t>(code + l.code_firstlineno);
   auto argcount = memory_.ReadValue<int32_t>(code + l.code_argcount);
@@ -213,15 +213,15 @@ std::optional<CodeInfo> PythonCodeReader::Load(uint64_t code) const {
   info.first_line = *first_line;
   info.argcount = *argcount;
   info.name_ptr = *name;
-  if (auto size = memory_.ReadValue<int64_t>(*table + PythonLayout::kVarSize);
+  if (auto size = memory_.ReadValue<int64_t>(*table + inspect::PythonLayout::kVarSize);
       size && *size > 0 && static_cast<size_t>(*size) <= kMaxLineTable) {
     info.linetable.resize(static_cast<size_t>(*size));
-    if (!memory_.Read(*table + PythonLayout::kBytesData, info.linetable.data(), info.linetable.size()))
+    if (!memory_.Read(*table + inspect::PythonLayout::kBytesData, info.linetable.data(), info.linetable.size()))
       info.linetable.clear();
   }
   if (l.code_varnames && info.argcount > 0) {
     if (auto names = memory_.ReadValue<uint64_t>(code + l.code_varnames)) {
-      if (auto first = memory_.ReadValue<uint64_t>(*names + PythonLayout::kTupleItems))
+      if (auto first = memory_.ReadValue<uint64_t>(*names + inspect::PythonLayout::kTupleItems))
         info.first_param = ReadString(*first).value_or("");
     }
   }
@@ -231,7 +231,7 @@ std::optional<CodeInfo> PythonCodeReader::Load(uint64_t code) const {
 const CodeInfo* PythonCodeReader::Read(uint64_t code_addr) {
   auto it = cache_.find(code_addr);
   if (it != cache_.end()) {
-    const PythonLayout& l = layout_;
+    const inspect::PythonLayout& l = layout_;
     auto first_line = memory_.ReadValue<int32_t>(code_addr + l.code_firstlineno);
     auto name = memory_.ReadValue<uint64_t>(code_addr + (l.code_qualname ? l.code_qualname : l.code_name));
     if (first_line && name && *first_line == it->second.first_line && *name == it->second.name_ptr)

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "absl/container/flat_hash_map.h"
-#include "symbolizer/process_memory.h"
-#include "symbolizer/python_layout.h"
+#include "inspect/process_memory.h"
+#include "inspect/python_layout.h"
 
 namespace gpuflame::symbolizer {
 
@@ -25,7 +25,7 @@ struct CodeInfo {
 };
 
 // Line of the instruction at |instr| (code units), or 0 when unknown.
-int LineForInstruction(const PythonVersion& v, std::string_view linetable, int first_line,
+int LineForInstruction(const inspect::PythonVersion& v, std::string_view linetable, int first_line,
                        uint32_t instr);
 
 // `GPUModelRunner._allocate_kv_cache_tensors` -> `GPUModelRunner > _allocate_kv_cache_tensors`,
@@ -39,21 +39,21 @@ std::string DisplayName(std::string_view qualname);
 // another is detected and re-read. Not thread-safe: owned by the event loop.
 class PythonCodeReader {
  public:
-  PythonCodeReader(const ProcessMemory& memory, PythonLayout layout)
+  PythonCodeReader(const inspect::ProcessMemory& memory, inspect::PythonLayout layout)
       : memory_(memory), layout_(layout) {}
 
   const CodeInfo* Read(uint64_t code_addr);
   uint64_t reuse_detected() const { return reuse_detected_; }
   std::optional<std::string> ReadString(uint64_t unicode_addr) const;
   std::optional<std::string> TypeName(uint64_t type_addr) const;
-  const PythonLayout& layout() const { return layout_; }
+  const inspect::PythonLayout& layout() const { return layout_; }
   size_t cached() const { return cache_.size(); }
 
  private:
   std::optional<CodeInfo> Load(uint64_t code_addr) const;
 
-  const ProcessMemory& memory_;
-  PythonLayout layout_;
+  const inspect::ProcessMemory& memory_;
+  inspect::PythonLayout layout_;
   absl::flat_hash_map<uint64_t, CodeInfo> cache_;
   uint64_t reuse_detected_ = 0;
 };

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/profile_builder.h"
+#include "profiler/aggregate/profile_builder.h"
 
 namespace gpuflame {
 namespace {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "exporters/gzip.h"
+#include "exporters/pprof/gzip.h"
 
 namespace gpuflame::e2e {
 

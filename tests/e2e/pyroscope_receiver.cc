@@ -5,7 +5,7 @@
 #include <regex>
 #include <set>
 
-#include "exporters/gzip.h"
+#include "exporters/pprof/gzip.h"
 #include <grpcpp/grpcpp.h>
 
 #include <functional>

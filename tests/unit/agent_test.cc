@@ -10,16 +10,16 @@
 
 #include <httplib.h>
 
-#include "exporters/pprof_writer.h"
-#include "exporters/profile_limits.h"
-#include "exporters/push_queue.h"
-#include "exporters/pyroscope_client.h"
-#include "exporters/spool.h"
-#include "profiler/agent_config.h"
-#include "profiler/k8s_metadata.h"
-#include "profiler/kubelet_pods.h"
-#include "profiler/metrics_server.h"
-#include "profiler/window.h"
+#include "exporters/pprof/pprof_writer.h"
+#include "exporters/pprof/profile_limits.h"
+#include "exporters/pyroscope/push_queue.h"
+#include "exporters/pyroscope/pyroscope_client.h"
+#include "exporters/pyroscope/spool.h"
+#include "agent/agent_config.h"
+#include "profiler/process/k8s_metadata.h"
+#include "agent/kubelet_pods.h"
+#include "agent/metrics_server.h"
+#include "profiler/aggregate/window.h"
 
 namespace gpuflame {
 namespace {
@@ -174,8 +174,8 @@ TEST(K8sMetadataTest, ContainerSymlinksCannotReachNodeFiles) {
   EXPECT_EQ(info.pod, "");
 }
 
-exporters::Profile ManySamples(int n) {
-  exporters::Profile p;
+profiler::Profile ManySamples(int n) {
+  profiler::Profile p;
   p.name = "gpu_memory";
   p.sample_types = {{"alloc_space", "bytes"}, {"inuse_space", "bytes"}};
   for (int i = 0; i < n; i++) {
@@ -189,7 +189,7 @@ exporters::Profile ManySamples(int n) {
 }
 
 TEST(ProfileLimitsTest, FoldsTheLeastSignificantIntoOtherKeepingTotals) {
-  exporters::Profile p = ManySamples(20000);
+  profiler::Profile p = ManySamples(20000);
   int64_t alloc = 0, inuse = 0;
   for (const auto& s : p.samples) alloc += s.values[0], inuse += s.values[1];
   exporters::LimitReport r = exporters::EnforceLimits(p);
@@ -207,7 +207,7 @@ TEST(ProfileLimitsTest, FoldsTheLeastSignificantIntoOtherKeepingTotals) {
 }
 
 TEST(ProfileLimitsTest, CutsDeepStacksAndOversizedProfiles) {
-  exporters::Profile p = ManySamples(3);
+  profiler::Profile p = ManySamples(3);
   for (int i = 0; i < 1500; i++) p.samples[0].frames.push_back(1);
   exporters::ProfileLimits small;
   small.max_bytes = 200;

@@ -1,16 +1,19 @@
 #include <gtest/gtest.h>
 
-#include "exporters/utf8.h"
+#include "base/utf8.h"
 
-#include "exporters/folded_writer.h"
-#include "exporters/gzip.h"
-#include "exporters/html_writer.h"
-#include "exporters/pprof_writer.h"
+#include "exporters/files/folded_writer.h"
+#include "exporters/pprof/gzip.h"
+#include "exporters/files/html_writer.h"
+#include "exporters/pprof/pprof_writer.h"
 #include "profile.pb.h"
 
 namespace gpuflame::exporters {
 namespace {
 
+using profiler::Label;
+using profiler::Profile;
+using profiler::Sample;
 using symbolizer::Frame;
 using symbolizer::FrameKind;
 
@@ -117,22 +120,5 @@ TEST(HtmlWriterTest, SelfContainedAndEscaped) {
   EXPECT_NE(html.find("\"gpu_memory\""), std::string::npos);
 }
 
-TEST(JsonStringTest, EscapesControlCharacters) {
-  EXPECT_EQ(JsonString("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
-}
-
 }  // namespace
-}  // namespace gpuflame::exporters
-
-namespace gpuflame::exporters {
-TEST(Utf8Test, InvalidBytesFromProfiledProcessesBecomeReplacementCharacters) {
-  EXPECT_EQ(ValidUtf8("Trainer > step"), "Trainer > step");
-  EXPECT_EQ(ValidUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x94\xA5"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x94\xA5");
-  EXPECT_EQ(ValidUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(ValidUtf8("\xC3"), "\xEF\xBF\xBD");                       // truncated
-  EXPECT_EQ(ValidUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
-  EXPECT_EQ(ValidUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
-  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // above U+10FFFF
-  EXPECT_TRUE(IsValidUtf8(ValidUtf8(std::string("\x80\x81\xFE", 3))));
-}
 }  // namespace gpuflame::exporters

@@ -10,7 +10,7 @@
 
 #include "cupti/activity_converter.h"
 #include "cupti/token_bucket.h"
-#include "profiler/kernel_joiner.h"
+#include "profiler/aggregate/kernel_joiner.h"
 
 namespace gpuflame {
 namespace {

@@ -3,11 +3,11 @@
 #include <cstring>
 #include <vector>
 
-#include "profiler/allocation_tracker.h"
-#include "profiler/cli.h"
-#include "profiler/event_processor.h"
-#include "profiler/probe_table.h"
-#include "profiler/python_discovery.h"
+#include "profiler/aggregate/allocation_tracker.h"
+#include "app/cli.h"
+#include "profiler/pipeline/event_processor.h"
+#include "profiler/probes/probe_table.h"
+#include "profiler/process/python_discovery.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 
@@ -119,17 +119,17 @@ TEST(PythonDiscoveryTest, VersionFromFileNames) {
 }
 
 TEST(PythonDiscoveryTest, BpfLayoutFollowsTheVersionTable) {
-  auto l312 = symbolizer::LayoutFor({3, 12, 1});
+  auto l312 = inspect::LayoutFor({3, 12, 1});
   gf_py_proc p = MakeBpfPyProc(*l312, 0x7f0000001000);
   EXPECT_EQ(p.runtime_addr, 0x7f0000001000u);
   EXPECT_EQ(p.tss_off, 1544u);
   EXPECT_EQ(p.frame_owner, 70);
   EXPECT_TRUE(p.uses_cframe);
   EXPECT_FALSE(p.read_self_type);
-  gf_py_proc p310 = MakeBpfPyProc(*symbolizer::LayoutFor({3, 10, 13}), 1);
+  gf_py_proc p310 = MakeBpfPyProc(*inspect::LayoutFor({3, 10, 13}), 1);
   EXPECT_TRUE(p310.read_self_type);
   EXPECT_FALSE(p310.instr_is_pointer);
-  gf_py_proc p313 = MakeBpfPyProc(*symbolizer::LayoutFor({3, 13, 0}), 1);
+  gf_py_proc p313 = MakeBpfPyProc(*inspect::LayoutFor({3, 13, 0}), 1);
   EXPECT_FALSE(p313.uses_cframe);
   EXPECT_EQ(p313.tstate_frame, 72);
 }

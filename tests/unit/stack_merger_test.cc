@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "profiler/stack_merger.h"
+#include "profiler/resolve/stack_merger.h"
 
 namespace gpuflame::profiler {
 namespace {

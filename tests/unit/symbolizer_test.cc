@@ -9,13 +9,21 @@
 #include "symbolizer/demangle.h"
 #include "symbolizer/dwarf_inlines.h"
 #include "symbolizer/elf_file.h"
-#include "symbolizer/proc_maps.h"
-#include "symbolizer/process_memory.h"
+#include "inspect/proc_maps.h"
+#include "inspect/process_memory.h"
 #include "symbolizer/python_code.h"
-#include "symbolizer/python_layout.h"
+#include "inspect/python_layout.h"
 
 namespace gpuflame::symbolizer {
 namespace {
+
+using inspect::BufferMemory;
+using inspect::LayoutFor;
+using inspect::Mapping;
+using inspect::OpenablePath;
+using inspect::ParseProcMaps;
+using inspect::ProcessMemory;
+using inspect::PythonVersion;
 
 TEST(DisplayNameTest, FollowsAzureConvention) {
   EXPECT_EQ(DisplayName("GPUModelRunner._allocate_kv_cache_tensors"),

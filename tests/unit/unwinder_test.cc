@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "profiler/cfi_table.h"
-#include "profiler/native_unwinder.h"
+#include "profiler/unwind/cfi_table.h"
+#include "profiler/unwind/native_unwinder.h"
 #include "tests/support/capture_stack.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"

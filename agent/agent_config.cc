@@ -1,0 +1,307 @@
+#include "agent/agent_config.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+
+absl::StatusOr<double> ParseDouble(const std::string& what, const std::string& v) {
+  double d = 0;
+  auto r = std::from_chars(v.data(), v.data() + v.size(), d);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size()) return Bad(absl::StrCat(what, " wants a number, not '", v, "'"));
+  return d;
+}
+
+absl::StatusOr<int> ParseInt(const std::string& what, const std::string& v) {
+  int i = 0;
+  auto r = std::from_chars(v.data(), v.data() + v.size(), i);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size()) return Bad(absl::StrCat(what, " wants a whole number, not '", v, "'"));
+  return i;
+}
+
+std::vector<std::string> SplitList(const std::string& v) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) out.emplace_back(part);
+  return out;
+}
+
+// One setting by its config-file key, from any source.
+absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& value, const std::string& where) {
+  auto num = [&](auto parsed, auto& field) -> absl::Status {
+    if (!parsed.ok()) return Bad(absl::StrCat(where, ": ", parsed.status().message()));
+    field = *parsed;
+    return absl::OkStatus();
+  };
+  if (key == "pyroscope_url") c.pyroscope.url = value;
+  else if (key == "tenant") c.pyroscope.tenant = value;
+  else if (key == "protocol") c.protocol = value;
+  else if (key == "basic_auth_user") c.pyroscope.basic_user = value;
+  else if (key == "basic_auth_password") c.pyroscope.basic_password = value;
+  else if (key == "bearer_token_file") c.pyroscope.bearer_token_file = value;
+  else if (key == "ca_file") c.pyroscope.ca_file = value;
+  else if (key == "window") return num(ParseDouble(key, value), c.window_seconds);
+  else if (key == "metrics_port") return num(ParseInt(key, value), c.metrics_port);
+  else if (key == "metrics_address") c.metrics_address = value;
+  else if (key == "node") c.node = value;
+  else if (key == "service_name") c.service_name = value;
+  else if (key == "namespaces") c.select.namespaces = SplitList(value);
+  else if (key == "binaries") c.binary_dirs = SplitList(value);
+  else if (key == "cpu_hz") {
+    if (auto s = num(ParseInt(key, value), c.cpu_hz); !s.ok()) return s;
+    if (c.cpu_hz < 0 || c.cpu_hz > 10000) return Bad(absl::StrCat(where, ": cpu_hz must be between 0 and 10000"));
+  } else if (key == "thread_names") {
+    c.thread_names = value == "true" || value == "1" || value == "yes";
+  } else if (key == "kernel_time") {
+    c.kernel_time = value == "true" || value == "1" || value == "yes";
+  }
+  else if (key == "native_stacks") {
+    if (value == "off") c.native_stacks = 0;
+    else if (value == "gpu") c.native_stacks = 1;
+    else if (value == "all") c.native_stacks = 2;
+    else return Bad(absl::StrCat(where, ": native_stacks wants off, gpu or all, not '", value, "'"));
+  }
+  else if (key == "pods") c.select.pods = SplitList(value);
+  else if (key == "processes") c.select.processes = SplitList(value);
+  else if (key == "pids") {
+    c.select.pids.clear();
+    for (const std::string& p : SplitList(value)) {
+      auto pid = ParseInt("pids", p);
+      if (!pid.ok()) return Bad(absl::StrCat(where, ": ", pid.status().message()));
+      c.select.pids.push_back(*pid);
+    }
+  } else if (key == "queue_requests") {
+    int n = 0;
+    if (auto s = num(ParseInt(key, value), n); !s.ok()) return s;
+    c.queue_requests = static_cast<size_t>(std::max(n, 0));
+  } else if (key == "spool_dir") {
+    c.spool_dir = value;
+  } else if (key == "spool_max_mb") {
+    int mb = 0;
+    if (auto s = num(ParseInt(key, value), mb); !s.ok()) return s;
+    if (mb < 1) return Bad(absl::StrCat(where, ": spool_max_mb must be at least 1"));
+    c.spool_max_bytes = static_cast<uint64_t>(mb) << 20;
+  } else if (key == "kubelet_url") {
+    c.kubelet.url = value;
+  } else if (key == "kubelet_token_file") {
+    c.kubelet.token_file = value;
+  } else if (key == "kubelet_ca_file") {
+    c.kubelet.ca_file = value;
+  } else if (key == "kubelet_insecure_skip_verify") {
+    c.kubelet.insecure_skip_verify = value == "true" || value == "1" || value == "yes";
+  } else if (key == "pod_labels") {
+    c.kubelet.labels = SplitList(value);
+  } else if (key == "hide_trampolines") {
+    c.show_trampolines = !(value == "true" || value == "1" || value == "yes");
+  } else {
+    return Bad(absl::StrCat(where, ": unknown setting '", key, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadFile(AgentConfig& c, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return Bad(absl::StrCat("cannot read config file ", path));
+  } catch (const YAML::Exception& e) {
+    return Bad(absl::StrCat(path, ":", e.mark.line + 1, ": ", e.msg));
+  }
+  if (!root || root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) return Bad(absl::StrCat(path, ": expected key: value settings"));
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    std::string where = absl::StrCat(path, ":", kv.first.Mark().line + 1);
+    std::string value;
+    if (kv.second.IsSequence()) {
+      std::vector<std::string> items;
+      for (const auto& item : kv.second) items.push_back(item.as<std::string>());
+      value = absl::StrJoin(items, ",");
+    } else if (kv.second.IsScalar()) {
+      value = kv.second.as<std::string>();
+    } else {
+      return Bad(absl::StrCat(where, ": '", key, "' wants a value or a list"));
+    }
+    if (auto s = Apply(c, key, value, where); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const AgentConfig& c) {
+  const std::string& url = c.pyroscope.url;
+  if (url.empty()) return Bad("no Pyroscope URL: give --pyroscope-url URL (or GPUFLAME_PYROSCOPE_URL, or pyroscope_url in the config file)");
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+    return Bad(absl::StrCat("the Pyroscope URL must start with http:// or https://, not '", url, "'"));
+  if (c.protocol != "connect" && c.protocol != "grpc" && c.protocol != "ingest")
+    return Bad(absl::StrCat("protocol must be connect, grpc or ingest, not '", c.protocol, "'"));
+  if (!(c.window_seconds >= 1 && c.window_seconds <= 3600))
+    return Bad(absl::StrCat("window must be between 1 and 3600 seconds, not ", c.window_seconds));
+  if (c.metrics_port < 0 || c.metrics_port > 65535)
+    return Bad(absl::StrCat("metrics_port must be 0-65535, not ", c.metrics_port));
+  if (c.pyroscope.basic_user.empty() != c.pyroscope.basic_password.empty())
+    return Bad("basic auth needs both a user and a password");
+  for (const std::string* f : {&c.pyroscope.bearer_token_file, &c.pyroscope.ca_file})
+    if (!f->empty() && access(f->c_str(), R_OK) != 0) return Bad(absl::StrCat("cannot read ", *f));
+  if (c.queue_requests == 0) return Bad("queue_requests must be at least 1");
+  if (!c.kubelet.url.empty() && c.kubelet.url.rfind("http://", 0) != 0 && c.kubelet.url.rfind("https://", 0) != 0)
+    return Bad(absl::StrCat("the kubelet URL must start with http:// or https://, not '", c.kubelet.url, "'"));
+  if (c.kubelet.url.empty() && !c.kubelet.labels.empty())
+    return Bad("pod_labels needs kubelet_url: pod labels come from the kubelet");
+  for (const std::string* f : {&c.kubelet.token_file, &c.kubelet.ca_file})
+    if (!f->empty() && access(f->c_str(), R_OK) != 0) return Bad(absl::StrCat("cannot read ", *f));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string AgentUsageText() {
+  return R"(Usage:
+  gpuflame agent --pyroscope-url URL [--window SECONDS] [--config FILE] [options]
+
+  Profiles every CUDA process on this node (or those selected) and pushes one
+  gpu_memory / torch_memory profile per process per window to Grafana Pyroscope.
+
+Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
+  --pyroscope-url URL       Pyroscope's base URL (pyroscope_url)
+  --window SECONDS          window length, default 15 (window)
+  --protocol P              connect (HTTP/1.1, default), grpc, or ingest (the legacy
+                            /ingest API; connect falls back to it on its own when the
+                            server has no push API) (protocol)
+  --config FILE             YAML file with the settings below
+  --tenant ID               X-Scope-OrgID for multi-tenant Pyroscope (tenant)
+  --basic-auth-user U       with GPUFLAME_BASIC_AUTH_PASSWORD (basic_auth_user/_password)
+  --bearer-token-file F     Authorization: Bearer <contents of F> (bearer_token_file)
+  --ca-file F               trust this CA for https (ca_file)
+  --metrics-port N          Prometheus self-metrics on :N/metrics, 0 to disable, default 9400
+  --node NAME               the node label (default $NODE_NAME, else the host name)
+  --service-name NAME       service_name for every profile (default namespace/process in
+                            Kubernetes, the process name outside)
+  --namespace NS, --pod P, --process NAME, --pid PID    select what to profile (repeatable)
+  --spool-dir DIR           undelivered profiles wait here (zstd) across outages and
+                            restarts, default /var/lib/gpuflame/spool; "" for memory only
+  --spool-max-mb N          spool size bound, default 256 (oldest dropped, counted)
+  --kubelet-url URL         also copy pod labels from the kubelet (https://$NODE_IP:10250)
+  --pod-labels a,b          which pod labels to copy (pod_labels)
+  --kubelet-token-file F    service-account token for the kubelet (kubelet_token_file)
+  --kubelet-ca-file F       the kubelet's CA (kubelet_ca_file; kubelet_insecure_skip_verify)
+  --cpu-hz N                CPU-time samples per second of CPU, default 97, 0: no
+                            process_cpu profile (cpu_hz)
+  --thread-names            thread_name label on CPU samples (thread_names)
+  --no-kernel-time          do not report processes that lack libgpuflame_cupti.so
+                            (kernel_time: false)
+  --native-stacks M         native frames for: gpu (device-level, default), all, off
+  --binaries a,b            directories where raw-address frames are named later by
+                            build ID (debug files, unstripped copies), re-read every
+                            window; default /usr/lib/debug (binaries)
+  --check-config            validate, print the effective configuration, and exit
+)";
+}
+
+absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args,
+                                            const std::map<std::string, std::string>& env) {
+  AgentConfig c;
+  // The file first, wherever --config appears.
+  for (size_t i = 0; i < args.size(); i++) {
+    if (args[i] == "--config") {
+      if (i + 1 >= args.size()) return Bad("--config needs a file");
+      if (auto s = LoadFile(c, args[i + 1]); !s.ok()) return s;
+    }
+  }
+  static const std::pair<const char*, const char*> kEnv[] = {
+      {"GPUFLAME_PYROSCOPE_URL", "pyroscope_url"}, {"GPUFLAME_WINDOW", "window"},
+      {"GPUFLAME_TENANT", "tenant"}, {"GPUFLAME_BASIC_AUTH_USER", "basic_auth_user"},
+      {"GPUFLAME_BASIC_AUTH_PASSWORD", "basic_auth_password"},
+      {"GPUFLAME_BEARER_TOKEN_FILE", "bearer_token_file"}, {"GPUFLAME_CA_FILE", "ca_file"},
+      {"GPUFLAME_METRICS_PORT", "metrics_port"}, {"GPUFLAME_SERVICE_NAME", "service_name"},
+      {"GPUFLAME_NODE", "node"}, {"NODE_NAME", "node"}, {"GPUFLAME_SPOOL_DIR", "spool_dir"},
+      {"GPUFLAME_BINARIES", "binaries"}, {"GPUFLAME_NATIVE_STACKS", "native_stacks"},
+      {"GPUFLAME_CPU_HZ", "cpu_hz"}, {"GPUFLAME_THREAD_NAMES", "thread_names"},
+      {"GPUFLAME_KERNEL_TIME", "kernel_time"}, {"GPUFLAME_KUBELET_URL", "kubelet_url"},
+      {"GPUFLAME_KUBELET_INSECURE_SKIP_VERIFY", "kubelet_insecure_skip_verify"}};
+  for (const auto& [var, key] : kEnv)
+    if (auto it = env.find(var); it != env.end() && !it->second.empty())
+      if (auto s = Apply(c, key, it->second, var); !s.ok()) return s;
+
+  static const std::map<std::string, std::string> kFlags = {
+      {"--pyroscope-url", "pyroscope_url"}, {"--window", "window"}, {"--tenant", "tenant"},
+      {"--basic-auth-user", "basic_auth_user"}, {"--bearer-token-file", "bearer_token_file"},
+      {"--ca-file", "ca_file"}, {"--metrics-port", "metrics_port"}, {"--node", "node"},
+      {"--service-name", "service_name"}, {"--metrics-address", "metrics_address"},
+      {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}, {"--protocol", "protocol"},
+      {"--kubelet-url", "kubelet_url"}, {"--kubelet-token-file", "kubelet_token_file"},
+      {"--kubelet-ca-file", "kubelet_ca_file"}, {"--pod-labels", "pod_labels"},
+      {"--binaries", "binaries"}, {"--native-stacks", "native_stacks"}, {"--cpu-hz", "cpu_hz"}};
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "--config") {
+      i++;
+      continue;
+    }
+    if (a == "--check-config") {
+      c.check_only = true;
+      continue;
+    }
+    if (a == "--hide-trampolines") {
+      c.show_trampolines = false;
+      continue;
+    }
+    if (a == "--thread-names") {
+      c.thread_names = true;
+      continue;
+    }
+    if (a == "--no-kernel-time") {
+      c.kernel_time = false;
+      continue;
+    }
+    if (i + 1 >= args.size()) return Bad(absl::StrCat(a, kFlags.count(a) ? " needs a value" : ": unknown option"));
+    const std::string& v = args[++i];
+    if (auto it = kFlags.find(a); it != kFlags.end()) {
+      if (auto s = Apply(c, it->second, v, a); !s.ok()) return s;
+    } else if (a == "--namespace") {
+      c.select.namespaces.push_back(v);
+    } else if (a == "--pod") {
+      c.select.pods.push_back(v);
+    } else if (a == "--process") {
+      c.select.processes.push_back(v);
+    } else if (a == "--pid") {
+      auto pid = ParseInt("--pid", v);
+      if (!pid.ok()) return pid.status();
+      c.select.pids.push_back(*pid);
+    } else {
+      return Bad(absl::StrCat("unknown option '", a, "'"));
+    }
+  }
+  if (c.node.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) == 0) c.node = host;
+  }
+  if (auto s = Validate(c); !s.ok()) return s;
+  return c;
+}
+
+std::string DescribeConfig(const AgentConfig& c) {
+  auto list = [](const auto& v) { return v.empty() ? std::string("(all)") : absl::StrJoin(v, ","); };
+  return absl::StrCat("pyroscope_url: ", c.pyroscope.url, " (", c.protocol, ")\nwindow: ", c.window_seconds,
+                      "\ntenant: ", c.pyroscope.tenant.empty() ? "(none)" : c.pyroscope.tenant,
+                      "\nauth: ", !c.pyroscope.basic_user.empty() ? "basic"
+                                  : !c.pyroscope.bearer_token_file.empty() ? "bearer token file"
+                                                                           : "none",
+                      "\nmetrics: ", c.metrics_port ? absl::StrCat(c.metrics_address, ":", c.metrics_port) : "off",
+                      "\nnode: ", c.node, "\nnamespaces: ", list(c.select.namespaces),
+                      "\npods: ", list(c.select.pods), "\nprocesses: ", list(c.select.processes),
+                      "\npids: ", list(c.select.pids),
+                      "\nspool: ", c.spool_dir.empty() ? std::string("off") : absl::StrCat(c.spool_dir, " (", c.spool_max_bytes >> 20, " MiB)"),
+                      "\n");
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,55 @@
+// `gpuflame agent` configuration from a YAML file, environment variables and
+// flags (flags win over the environment, which wins over the file), checked
+// with one clear message per mistake.
+#ifndef GPUFLAME_AGENT_AGENT_CONFIG_H_
+#define GPUFLAME_AGENT_AGENT_CONFIG_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "exporters/pyroscope/pyroscope_client.h"
+#include "agent/kubelet_pods.h"
+
+namespace gpuflame::profiler {
+
+struct Selectors {
+  std::vector<std::string> namespaces;
+  std::vector<std::string> pods;
+  std::vector<std::string> processes;  // process names (comm)
+  std::vector<int> pids;
+  bool Empty() const { return namespaces.empty() && pods.empty() && processes.empty() && pids.empty(); }
+};
+
+struct AgentConfig {
+  exporters::PyroscopeEndpoint pyroscope;
+  std::string protocol = "connect";  // connect (HTTP/1.1) | grpc (HTTP/2)
+  double window_seconds = 15;
+  int metrics_port = 9400;      // 0: no metrics endpoint
+  std::string metrics_address = "0.0.0.0";
+  std::string node;             // default: $NODE_NAME, else the host name
+  std::string service_name;     // overrides the derived service_name when set
+  Selectors select;
+  KubeletOptions kubelet;  // optional: pod labels from the kubelet
+  size_t queue_requests = 256;
+  std::string spool_dir = "/var/lib/gpuflame/spool";  // empty: memory only
+  uint64_t spool_max_bytes = 256ull << 20;
+  bool show_trampolines = true;
+  int native_stacks = 1;        // 0 off, 1 device-level events, 2 every allocation
+  int cpu_hz = 97;              // 0: no process_cpu profile
+  bool thread_names = false;    // thread_name sample label on process_cpu
+  bool kernel_time = true;      // expect libgpuflame_cupti.so; say once where it is missing
+  std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
+  bool check_only = false;      // --check-config
+};
+
+// |args| follow `agent`; |env| is the environment (name -> value).
+absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args,
+                                            const std::map<std::string, std::string>& env);
+std::string DescribeConfig(const AgentConfig& c);
+std::string AgentUsageText();
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_AGENT_AGENT_CONFIG_H_

@@ -1,0 +1,51 @@
+#include "agent/metrics_server.h"
+
+#include <httplib.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpuflame::profiler {
+
+std::string PrometheusText(const std::vector<Metric>& metrics) {
+  std::string out;
+  for (const Metric& m : metrics)
+    absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", m.name, m.help, m.name,
+                          m.type, m.name, m.value);
+  return out;
+}
+
+MetricsServer::MetricsServer() = default;
+
+MetricsServer::~MetricsServer() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status MetricsServer::Start(const std::string& address, int port) {
+  server_ = std::make_unique<httplib::Server>();
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu_);
+    res.set_content(text_, "text/plain; version=0.0.4");
+  });
+  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  if (port == 0) {
+    port_ = server_->bind_to_any_port(address.c_str());
+  } else {
+    port_ = server_->bind_to_port(address.c_str(), port) ? port : -1;
+  }
+  if (port_ < 0)
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ":", port, " for metrics"));
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return absl::OkStatus();
+}
+
+void MetricsServer::Publish(std::vector<Metric> metrics) {
+  std::string text = PrometheusText(metrics);
+  std::lock_guard<std::mutex> lock(mu_);
+  text_ = std::move(text);
+}
+
+}  // namespace gpuflame::profiler

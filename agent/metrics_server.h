@@ -1,0 +1,50 @@
+// Prometheus text-format self-metrics (`GET /metrics`) and a liveness
+// endpoint (`GET /healthz`) on their own thread. The event loop publishes a
+// snapshot; scrapes never touch the pipeline.
+#ifndef GPUFLAME_AGENT_METRICS_SERVER_H_
+#define GPUFLAME_AGENT_METRICS_SERVER_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace gpuflame::profiler {
+
+struct Metric {
+  std::string name;  // gpuflame_events_total
+  std::string help;
+  std::string type;  // counter | gauge
+  double value = 0;
+};
+
+// Renders metrics in the Prometheus text exposition format.
+std::string PrometheusText(const std::vector<Metric>& metrics);
+
+class MetricsServer {
+ public:
+  MetricsServer();
+  ~MetricsServer();
+  // Binds |address|:|port| (port 0 picks one, see port()).
+  absl::Status Start(const std::string& address, int port);
+  void Publish(std::vector<Metric> metrics);
+  int port() const { return port_; }
+
+ private:
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::string text_;
+  int port_ = 0;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_AGENT_METRICS_SERVER_H_

@@ -1,0 +1,324 @@
+#include "app/record_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/json_string.h"
+#include "exporters/files/html_writer.h"
+#include "profiler/pipeline/event_processor.h"
+#include "profiler/probes/preflight.h"
+#include "profiler/process/run_control.h"
+#include "profiler/pipeline/session.h"
+#include "profiler/process/process_registry.h"
+#include "profiler/aggregate/profile_builder.h"
+#include "app/record_output.h"
+#include "profiler/resolve/stack_resolver.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "gpuflame: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+// Starts |argv| stopped before exec, so it can be made a target first.
+struct Child {
+  pid_t pid = -1;
+  int release_fd = -1;  // write a byte to let it exec
+};
+
+// libgpuflame_cupti.so shipped with this binary: next to it (build tree,
+// container image) or in ../lib/gpuflame (installed).
+std::string FindCuptiLibrary() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const char* rel : {"libgpuflame_cupti.so", "cupti/libgpuflame_cupti.so", "../lib/gpuflame/libgpuflame_cupti.so"}) {
+    std::filesystem::path p = self.parent_path() / rel;
+    if (std::filesystem::is_regular_file(p, ec)) return std::filesystem::canonical(p, ec).string();
+  }
+  return "";
+}
+
+absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std::string& injection) {
+  int gate[2];
+  if (pipe2(gate, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    close(gate[1]);
+    char b;
+    if (read(gate[0], &b, 1) != 1) _exit(127);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    signal(SIGINT, SIG_DFL);
+    // Kernel time without touching the workload: CUDA loads the injection
+    // library at cuInit. A user's own injection setting wins.
+    if (!injection.empty()) setenv("CUDA_INJECTION64_PATH", injection.c_str(), /*overwrite=*/0);
+    execvp(args[0], args.data());
+    _exit(127);  // reported by the parent from the exit status
+  }
+  close(gate[0]);
+  return Child{pid, gate[1]};
+}
+
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
+  void Draw(double elapsed, const EventProcessor& ev, size_t procs) {
+    if (!enabled_) return;
+    int64_t gpu = 0, torch = 0;
+    const auto& counters = ev.tracker().counters();
+    for (StackId id = 0; id < counters.size() && id < ev.stacks().size(); id++) {
+      (ev.stacks().Get(id).domain == GF_DOMAIN_TORCH ? torch : gpu) += counters[id].inuse_bytes;
+    }
+    std::fprintf(stderr, "\r\033[K[gpuflame] %6.1fs  %llu events  GPU in use %s  tensors %s  %zu process%s",
+                 elapsed, static_cast<unsigned long long>(ev.stats().records),
+                 HumanBytes(gpu).c_str(), HumanBytes(torch).c_str(), procs, procs == 1 ? "" : "es");
+    drawn_ = true;
+  }
+  void Finish() {
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+};
+
+std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
+                        const std::array<uint64_t, GF_STAT_MAX>& bpf, const StackResolver& res,
+                        const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
+                        double seconds, const std::vector<std::string>& warnings) {
+  const char* bpf_names[GF_STAT_MAX] = {
+      "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
+      "failed_cuda_calls", "python_walks", "python_no_thread_state", "python_read_failed",
+      "python_truncated", "driver_calls_inside_runtime_calls", "gated_stops", "cpu_samples",
+      "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable"};
+  std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
+  for (int i = 0; i < GF_STAT_MAX; i++)
+    absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
+  const TrackerStats& t = ev.tracker().stats();
+  absl::StrAppend(&out, "},\n  \"events\": {\"records\": ", ev.stats().records,
+                  ", \"malformed\": ", ev.stats().malformed, ", \"allocs\": ", t.allocs,
+                  ", \"frees\": ", t.frees, ", \"unmatched_frees\": ", t.unmatched_frees,
+                  ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees, ", \"live_allocations\": ",
+                  ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
+                  ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,
+                  "},\n");
+  const JoinStats& j = ev.joiner().stats();
+  absl::StrAppend(&out, "  \"gpu_kernels\": {\"launch_stacks\": ", j.launches, ", \"activity_records\": ", j.records,
+                  ", \"joined\": ", j.joined, ", \"charged_by_sampled_share\": ", j.scaled,
+                  ", \"launch_stack_not_sampled\": ", j.unattributed, ", \"unknown_kernel_names\": ", j.unknown_names,
+                  ", \"expired_launch_stacks\": ", j.expired_launches, "},\n");
+  absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",
+                  ev.frames().size(), ", \"python_frames_unresolved\": ",
+                  res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
+                  ", \"cpu_python_frames_unresolved\": ", res.stats().cpu_python_unresolved,
+                  ", \"python_frames_reused_before_read\": ", res.stats().python_reused,
+                  ", \"native_frames_unresolved\": ", native.unresolved(), ", \"inlined_frames\": ",
+                  native.inlined_frames(), ", \"unwinds\": ", unwind.unwinds, ", \"unwinds_from_cached_cfi\": ",
+                  unwind.fast, ", \"unwinds_by_libdwfl\": ", unwind.fallback, "},\n  \"processes\": [");
+  bool first = true;
+  for (const auto& [pid, info] : reg.processes()) {
+    absl::StrAppend(&out, first ? "\n" : ",\n", "    {\"pid\": ", pid, ", \"process\": ",
+                    base::JsonString(info->comm), ", \"python\": ",
+                    info->python ? base::JsonString(absl::StrCat(info->python->version.major, ".",
+                                                                      info->python->version.minor))
+                                 : "null",
+                    ", \"cuda\": ", info->has_cuda ? "true" : "false", ", \"torch\": ",
+                    info->has_torch ? "true" : "false");
+    if (auto it = ev.allocator_totals().find(static_cast<uint32_t>(pid));
+        it != ev.allocator_totals().end() && it->second.known)
+      absl::StrAppend(&out, ", \"torch_allocated_bytes\": ", it->second.allocated,
+                      ", \"torch_reserved_bytes\": ", it->second.reserved);
+    out += "}";
+    first = false;
+  }
+  absl::StrAppend(&out, "\n  ],\n  \"warnings\": [");
+  for (size_t i = 0; i < warnings.size(); i++)
+    absl::StrAppend(&out, i ? ", " : "", base::JsonString(warnings[i]));
+  out += "]\n}\n";
+  return out;
+}
+
+}  // namespace
+
+int RunRecord(const RecordOptions& opt) {
+  // Most fundamental first: without privileges nothing else matters.
+  if (auto s = CheckPrivileges(); !s.ok()) return Fail(s);
+  for (pid_t pid : opt.pids)
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+      return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));
+  if (auto s = PrepareOutputDir(opt.output_dir); !s.ok()) return Fail(s);
+
+  bool system_wide = opt.pids.empty() && opt.command.empty();
+  Session::Options sopt;
+  sopt.system_wide = system_wide;
+  sopt.show_trampolines = opt.show_trampolines;
+  sopt.keep_interpreter_frames = opt.keep_interpreter_frames;
+  sopt.native_stacks = opt.native_stacks;
+  sopt.binary_dirs = opt.binary_dirs;
+  sopt.cpu_hz = opt.cpu_hz;
+  sopt.thread_names = opt.thread_names;
+  auto started = Session::Start(sopt);
+  if (!started.ok()) return Fail(started.status());
+  Session& session = **started;
+  for (pid_t pid : opt.pids)
+    if (auto s = session.AddTarget(pid); !s.ok()) return Fail(s);
+
+  // With a command, Ctrl-C reaches it through the terminal; we finish when it exits.
+  InstallStopHandlers(/*sigint=*/opt.command.empty());
+
+  std::vector<std::string> warnings;  // every one said, for summary.json
+  Child child;
+  if (!opt.command.empty()) {
+    std::string injection = opt.kernel_time ? FindCuptiLibrary() : "";
+    auto c = SpawnHeld(opt.command, injection);
+    if (!c.ok()) return Fail(c.status());
+    child = *c;
+    // Gate our own command (and its children): stopped at exec and at every
+    // CUDA/PyTorch/libpython mapping until the probes are in place.
+    RememberTarget(child.pid);
+    if (auto s = session.AddGatedChild(child.pid); !s.ok()) return Fail(s);
+    (void)!write(child.release_fd, "x", 1);
+    close(child.release_fd);
+  }
+
+  if (!opt.quiet) {
+    std::string what = !opt.command.empty() ? opt.command[0]
+                       : system_wide        ? std::string("every CUDA process")
+                                            : absl::StrCat(opt.pids.size(), " process(es)");
+    std::fprintf(stderr, "gpuflame: recording %s (Ctrl-C to stop)\n", what.c_str());
+  }
+  const int64_t start_wall = NowNs(CLOCK_REALTIME);
+  const int64_t start = NowNs(CLOCK_MONOTONIC);
+  Progress progress(opt.progress && !opt.quiet);
+  int exit_status = 0;
+  bool child_done = opt.command.empty();
+  int64_t last_draw = 0;
+  while (!StopRequested()) {
+    // Records arrive without wakeups (see wakeup_bytes in the BPF side): the
+    // timeout is how often allocations are picked up.
+    int n = session.Poll(20);
+    if (n < 0 && n != -EINTR) {
+      std::fprintf(stderr, "gpuflame: reading events failed: %s\n", std::strerror(-n));
+      break;
+    }
+    for (std::string& w : session.TakeWarnings()) {
+      if (!opt.quiet)
+        std::fprintf(stderr, "%sgpuflame: warning: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", w.c_str());
+      warnings.push_back(std::move(w));  // for summary.json too
+    }
+    int64_t now = NowNs(CLOCK_MONOTONIC);
+    double elapsed = static_cast<double>(now - start) / 1e9;
+    if (now - last_draw > 200'000'000) {
+      progress.Draw(elapsed, session.events(), session.registry().processes().size());
+      last_draw = now;
+    }
+    if (!child_done) {
+      int status = 0;
+      pid_t r = waitpid(child.pid, &status, WNOHANG);
+      if (r == child.pid) {
+        child_done = true;
+        exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+          std::fprintf(stderr, "gpuflame: could not run %s\n", opt.command[0].c_str());
+        break;
+      }
+    }
+    if (opt.duration_s && elapsed >= *opt.duration_s) break;
+    if (!opt.pids.empty()) {
+      bool any = false;
+      for (pid_t pid : opt.pids) any |= kill(pid, 0) == 0 || errno != ESRCH;
+      if (!any) break;
+    }
+  }
+  session.Drain();
+  session.RefreshFrames();
+  progress.Finish();
+  const int64_t duration = NowNs(CLOCK_MONOTONIC) - start;
+
+  absl::flat_hash_map<pid_t, std::string> comm;
+  bool any_torch = false;
+  const EventProcessor& events = session.events();
+  ProcessRegistry& registry = session.registry();
+  for (const auto& [pid, info] : registry.processes()) {
+    comm[pid] = info->comm;
+    any_torch |= info->has_torch;
+  }
+  for (StackId id = 0; id < events.stacks().size(); id++)
+    any_torch |= events.stacks().Get(id).domain == GF_DOMAIN_TORCH;
+  profiler::Profile gpu = BuildMemoryProfile(events.stack_source(), events.tracker().counters(), GF_DOMAIN_GPU,
+                                              comm, std::nullopt, start_wall, duration);
+  profiler::Profile torch = BuildMemoryProfile(events.stack_source(), events.tracker().counters(), GF_DOMAIN_TORCH,
+                                                comm, std::nullopt, start_wall, duration);
+  session.events().joiner().Flush(NowNs(CLOCK_MONOTONIC));  // pooled unsampled kernels
+  profiler::Profile cpu = BuildTimeProfile(events.stack_source(), events.cpu(), events.cpu_period_ns(), events.cpu().totals(), TimeKind::kCpu, comm,
+                                            std::nullopt, start_wall, duration);
+  profiler::Profile kernels = BuildTimeProfile(events.stack_source(), events.kernels(), events.cpu_period_ns(), events.kernels().totals(),
+                                                TimeKind::kGpuKernel, comm, std::nullopt, start_wall, duration);
+  bool any_cupti = false;
+  for (const auto& [pid, info] : registry.processes()) any_cupti |= info->has_cupti;
+  std::vector<const profiler::Profile*> profiles{&gpu};
+  if (any_torch) profiles.push_back(&torch);
+  if (opt.cpu_hz > 0) profiles.push_back(&cpu);
+  if (any_cupti || !kernels.samples.empty()) profiles.push_back(&kernels);
+  if (opt.kernel_time) registry.CheckKernelTime();
+
+  const size_t said_live = warnings.size();  // already on the terminal
+  for (std::string& w : session.TakeWarnings()) warnings.push_back(std::move(w));
+  auto bpf_stats = session.BpfStats();
+  if (bpf_stats[GF_STAT_RINGBUF_FULL])
+    warnings.push_back(absl::StrCat(bpf_stats[GF_STAT_RINGBUF_FULL],
+                                    " events were dropped because the ring buffer was full"));
+  if (registry.processes().empty())
+    warnings.push_back("no process with a CUDA library was seen: the profiles are empty");
+  else {
+    bool cuda = false;
+    for (const auto& [pid, info] : registry.processes()) cuda |= info->has_cuda || info->has_torch;
+    if (!cuda) warnings.push_back("no CUDA library was loaded by the profiled processes");
+  }
+  std::string summary = SummaryJson(events, registry, bpf_stats, session.resolver(), session.unwinder().stats(),
+                                    session.native_symbols(),
+                                    static_cast<double>(duration) / 1e9, warnings);
+  std::string title = opt.command.empty() ? "record" : opt.command[0];
+  for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
+  auto written = WriteRecordOutput(opt.output_dir, profiles, title, summary);
+  if (!written.ok()) return Fail(written.status());
+
+  if (!opt.quiet) {
+    for (size_t i = said_live; i < warnings.size(); i++)
+      std::fprintf(stderr, "gpuflame: warning: %s\n", warnings[i].c_str());
+    const TrackerStats& t = events.tracker().stats();
+    int64_t kernel_ns = 0, kernels_run = 0;
+    for (const auto& [key, c] : events.kernels().totals()) {
+      kernel_ns += c.nanos;
+      kernels_run += c.count;
+    }
+    std::string kernel_part =
+        kernels_run ? absl::StrFormat(", %.1f ms of GPU work in %d kernels/copies", kernel_ns / 1e6, kernels_run) : "";
+    std::fprintf(stderr, "gpuflame: %llu allocations, %llu frees, %llu CPU samples%s in %.1fs; wrote %s/\n",
+                 static_cast<unsigned long long>(t.allocs), static_cast<unsigned long long>(t.frees),
+                 static_cast<unsigned long long>(events.stats().cpu_samples), kernel_part.c_str(),
+                 static_cast<double>(duration) / 1e9, opt.output_dir.c_str());
+    std::fprintf(stderr, "gpuflame: open %s/flamegraph.html in a browser\n", opt.output_dir.c_str());
+  }
+  Session::DetachProbesInBackground();
+  return opt.command.empty() ? 0 : exit_status;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,139 @@
+#include "exporters/pprof/pprof_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "exporters/pprof/gzip.h"
+#include "profile.pb.h"  // generated from exporters/proto/profile.proto
+
+#include "base/utf8.h"
+
+namespace gpuflame::exporters {
+namespace {
+
+class StringTable {
+ public:
+  explicit StringTable(pprof::Profile& p) : p_(p) { Intern(""); }
+  int64_t Intern(const std::string& s) {
+    auto [it, inserted] = index_.try_emplace(s, static_cast<int64_t>(index_.size()));
+    if (inserted) p_.add_string_table(base::ValidUtf8(s));  // proto3 strings must be UTF-8
+    return it->second;
+  }
+
+ private:
+  pprof::Profile& p_;
+  absl::flat_hash_map<std::string, int64_t> index_;
+};
+
+}  // namespace
+
+std::string SerializePprof(const profiler::Profile& profile) {
+  pprof::Profile p;
+  StringTable strings(p);
+  for (const profiler::ValueType& vt : profile.sample_types) {
+    auto* t = p.add_sample_type();
+    t->set_type(strings.Intern(vt.type));
+    t->set_unit(strings.Intern(vt.unit));
+  }
+  if (!profile.period_type.type.empty()) {
+    p.mutable_period_type()->set_type(strings.Intern(profile.period_type.type));
+    p.mutable_period_type()->set_unit(strings.Intern(profile.period_type.unit));
+  }
+  p.set_period(profile.period);
+  p.set_time_nanos(profile.time_nanos);
+  p.set_duration_nanos(profile.duration_nanos);
+  if (!profile.default_sample_type.empty())
+    p.set_default_sample_type(strings.Intern(profile.default_sample_type));
+  for (const std::string& c : profile.comments) p.add_comment(strings.Intern(c));
+
+  // Mappings per native module, functions per (name, file, start line),
+  // locations per profile frame; created lazily so only referenced ones exist.
+  absl::flat_hash_map<std::pair<std::string, std::string>, uint64_t> mappings;
+  absl::flat_hash_map<std::tuple<std::string, std::string, std::string, int64_t>, uint64_t> functions;
+  std::vector<uint64_t> location_of(profile.frames.size(), 0);
+
+  auto location_for = [&](uint32_t frame_index) -> uint64_t {
+    uint64_t& loc = location_of[frame_index];
+    if (loc) return loc;
+    const symbolizer::Frame& f = profile.frames[frame_index];
+    auto fkey = std::make_tuple(f.name, f.system_name, f.file, f.start_line);
+    auto [fit, fnew] = functions.try_emplace(fkey, functions.size() + 1);
+    if (fnew) {
+      auto* fn = p.add_function();
+      fn->set_id(fit->second);
+      fn->set_name(strings.Intern(f.name));
+      fn->set_system_name(strings.Intern(f.system_name.empty() ? f.name : f.system_name));
+      fn->set_filename(strings.Intern(f.file));
+      fn->set_start_line(f.start_line);
+    }
+    auto* l = p.add_location();
+    loc = static_cast<uint64_t>(p.location_size());
+    l->set_id(loc);
+    if (f.kind == symbolizer::FrameKind::kNative && !f.file.empty()) {
+      auto [mit, mnew] = mappings.try_emplace(std::make_pair(f.file, f.build_id), mappings.size() + 1);
+      if (mnew) {
+        auto* m = p.add_mapping();
+        m->set_id(mit->second);
+        m->set_filename(strings.Intern(f.file));
+        m->set_build_id(strings.Intern(f.build_id));
+        m->set_has_functions(true);
+      }
+      l->set_mapping_id(mit->second);
+      l->set_address(f.address);
+    }
+    auto* line = l->add_line();
+    line->set_function_id(fit->second);
+    line->set_line(f.line);
+    return loc;
+  };
+
+  for (const profiler::Sample& s : profile.samples) {
+    auto* out = p.add_sample();
+    for (size_t i = s.frames.size(); i-- > 0;) out->add_location_id(location_for(s.frames[i]));
+    for (int64_t v : s.values) out->add_value(v);
+    for (const profiler::Label& lb : s.labels) {
+      auto* l = out->add_label();
+      l->set_key(strings.Intern(lb.key));
+      if (!lb.str.empty()) {
+        l->set_str(strings.Intern(lb.str));
+      } else {
+        l->set_num(lb.num);
+      }
+    }
+  }
+  return p.SerializeAsString();
+}
+
+absl::StatusOr<std::string> EncodePprofGz(const profiler::Profile& profile) {
+  return Gzip(SerializePprof(profile));
+}
+
+absl::Status WriteFile(const std::string& path, std::string_view bytes) {
+  // Write then rename: a reader never sees half a profile.
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) {
+      int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return absl::InternalError(absl::StrCat("writing ", path, ": ", std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str()) != 0)
+    return absl::InternalError(absl::StrCat("renaming ", tmp, ": ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+}  // namespace gpuflame::exporters

@@ -1,0 +1,83 @@
+// Exact GPU-memory accounting: a live-allocation table keyed by (process,
+// domain, device address or handle) and, per stack, what was allocated and
+// what is still in use. Every byte an event reports is counted; frees that
+// match nothing (memory allocated before gpuflame attached) are counted, not
+// guessed. A process that exits keeps its live set at exit as "in use"; for
+// Python, "exit" is when the interpreter starts shutting down (Py_FinalizeEx),
+// since finalization frees every tensor and would leave nothing to see.
+// Not thread-safe: event loop only.
+#ifndef GPUFLAME_PROFILER_AGGREGATE_ALLOCATION_TRACKER_H_
+#define GPUFLAME_PROFILER_AGGREGATE_ALLOCATION_TRACKER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "profiler/resolve/stack_table.h"
+
+namespace gpuflame::profiler {
+
+struct StackCounters {
+  int64_t alloc_objects = 0;
+  int64_t alloc_bytes = 0;
+  int64_t inuse_objects = 0;
+  int64_t inuse_bytes = 0;
+};
+
+struct TrackerStats {
+  uint64_t allocs = 0;
+  uint64_t frees = 0;
+  uint64_t unmatched_frees = 0;   // free of an address we never saw allocated
+  uint64_t replaced_live = 0;     // alloc of an address already live (missed free)
+  uint64_t shutdown_frees = 0;    // frees after the live set was frozen
+};
+
+class AllocationTracker {
+ public:
+  void OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack);
+  void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr);
+  // Keeps the current live set of |pid| as its final "in use": later frees
+  // (interpreter teardown) are counted but not applied.
+  void FreezeProcess(pid_t pid) { frozen_.insert(static_cast<uint32_t>(pid)); }
+  // Forgets the live table of an exited process; its counters stay.
+  void OnProcessExit(pid_t pid);
+  // After an exited process's last window: its stacks hold nothing any more,
+  // so a later process that reuses the pid starts from zero.
+  void ClearInUse(const std::vector<StackId>& stacks);
+
+  // Counters indexed by StackId (stacks with no events are zero).
+  const std::vector<StackCounters>& counters() const { return counters_; }
+  const TrackerStats& stats() const { return stats_; }
+  size_t live_count() const { return live_.size(); }
+  size_t MemoryUsage() const;
+
+ private:
+  struct Key {
+    uint64_t addr;
+    uint32_t pid;
+    uint8_t domain;
+    uint8_t handle;
+    bool operator==(const Key&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.addr, k.pid, k.domain, k.handle);
+    }
+  };
+  struct Live {
+    uint64_t size;
+    StackId stack;
+  };
+  void Release(const Live& live);
+
+  absl::flat_hash_map<Key, Live> live_;
+  absl::flat_hash_set<uint32_t> frozen_;
+  std::vector<StackCounters> counters_;
+  TrackerStats stats_;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_AGGREGATE_ALLOCATION_TRACKER_H_

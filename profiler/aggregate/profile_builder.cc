@@ -1,0 +1,109 @@
+#include "profiler/aggregate/profile_builder.h"
+
+#include <algorithm>
+
+#include "bpf/gpuflame_abi.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+// The profile's frames are the event loop's, re-indexed to those used.
+class SampleMaker {
+ public:
+  SampleMaker(StackSource source, const absl::flat_hash_map<pid_t, std::string>& comm,
+              Profile& p)
+      : source_(source), comm_(comm), p_(p), remap_(source.frames.size(), -1) {}
+
+  Sample Make(const StackInfo& stack) {
+    Sample s;
+    for (FrameId f : stack.frames) {
+      if (remap_[f] < 0) {
+        remap_[f] = static_cast<int64_t>(p_.frames.size());
+        p_.frames.push_back(source_.frames.Get(f));
+      }
+      s.frames.push_back(static_cast<uint32_t>(remap_[f]));
+    }
+    s.labels.push_back({"pid", "", stack.pid});
+    if (auto it = comm_.find(stack.pid); it != comm_.end() && !it->second.empty())
+      s.labels.push_back({"process", it->second, 0});
+    return s;
+  }
+
+ private:
+  StackSource source_;
+  const absl::flat_hash_map<pid_t, std::string>& comm_;
+  Profile& p_;
+  std::vector<int64_t> remap_;
+};
+
+}  // namespace
+
+Profile BuildMemoryProfile(StackSource source,
+                                      const std::vector<StackCounters>& counters, uint8_t domain,
+                                      const absl::flat_hash_map<pid_t, std::string>& comm,
+                                      std::optional<pid_t> pid, int64_t time_nanos,
+                                      int64_t duration_nanos) {
+  Profile p;
+  p.name = domain == GF_DOMAIN_TORCH ? kTorchMemoryProfile : kGpuMemoryProfile;
+  p.sample_types = {{"alloc_objects", "count"},
+                    {"alloc_space", "bytes"},
+                    {"inuse_objects", "count"},
+                    {"inuse_space", "bytes"}};
+  p.default_sample_type = "inuse_space";
+  p.period_type = {"space", "bytes"};
+  p.period = 1;  // every allocation is recorded: no sampling
+  p.time_nanos = time_nanos;
+  p.duration_nanos = duration_nanos;
+  SampleMaker make(source, comm, p);
+  for (StackId id = 0; id < source.stacks.size() && id < counters.size(); id++) {
+    const StackInfo& stack = source.stacks.Get(id);
+    const StackCounters& c = counters[id];
+    if (stack.domain != domain || (c.alloc_objects == 0 && c.inuse_objects == 0)) continue;
+    if (pid && stack.pid != *pid) continue;
+    Sample s = make.Make(stack);
+    s.values = {c.alloc_objects, c.alloc_bytes, c.inuse_objects, c.inuse_bytes};
+    p.samples.push_back(std::move(s));
+  }
+  return p;
+}
+
+Profile BuildTimeProfile(StackSource source, const TimeTracker& tracker, int64_t period_ns,
+                                    const absl::flat_hash_map<TimeKey, TimeCounters>& counters, TimeKind kind,
+                                    const absl::flat_hash_map<pid_t, std::string>& comm,
+                                    std::optional<pid_t> pid, int64_t time_nanos, int64_t duration_nanos) {
+  Profile p;
+  p.time_nanos = time_nanos;
+  p.duration_nanos = duration_nanos;
+  if (kind == TimeKind::kCpu) {
+    // Pyroscope's process_cpu:cpu:nanoseconds:cpu:nanoseconds.
+    p.name = kCpuProfile;
+    p.sample_types = {{"cpu", "nanoseconds"}};
+    p.default_sample_type = "cpu";
+    p.period_type = {"cpu", "nanoseconds"};
+    p.period = period_ns;
+  } else {
+    p.name = kGpuKernelProfile;
+    p.sample_types = {{"time", "nanoseconds"}, {"launches", "count"}};
+    p.default_sample_type = "time";
+    p.period_type = {"time", "nanoseconds"};
+    p.period = 1;  // every kernel's time is counted (stacks are what is sampled)
+  }
+  SampleMaker make(source, comm, p);
+  // Stable output: by stack, then label.
+  std::vector<std::pair<TimeKey, TimeCounters>> sorted(counters.begin(), counters.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.first.stack != b.first.stack ? a.first.stack < b.first.stack : a.first.label < b.first.label;
+  });
+  for (const auto& [key, c] : sorted) {
+    if (key.stack >= source.stacks.size() || (c.count == 0 && c.nanos == 0)) continue;
+    const StackInfo& stack = source.stacks.Get(key.stack);
+    if (pid && stack.pid != *pid) continue;
+    Sample s = make.Make(stack);
+    s.values = kind == TimeKind::kCpu ? std::vector<int64_t>{c.nanos} : std::vector<int64_t>{c.nanos, c.count};
+    if (key.label != 0) s.labels.push_back({"thread_name", tracker.label(key.label), 0});
+    p.samples.push_back(std::move(s));
+  }
+  return p;
+}
+
+}  // namespace gpuflame::profiler

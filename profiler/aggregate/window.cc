@@ -1,0 +1,19 @@
+#include "profiler/aggregate/window.h"
+
+namespace gpuflame::profiler {
+
+std::vector<StackCounters> WindowAccumulator::Close(const std::vector<StackCounters>& cumulative) {
+  last_.resize(cumulative.size());
+  std::vector<StackCounters> out(cumulative.size());
+  for (size_t i = 0; i < cumulative.size(); i++) {
+    out[i].alloc_objects = cumulative[i].alloc_objects - last_[i].alloc_objects;
+    out[i].alloc_bytes = cumulative[i].alloc_bytes - last_[i].alloc_bytes;
+    out[i].inuse_objects = cumulative[i].inuse_objects;
+    out[i].inuse_bytes = cumulative[i].inuse_bytes;
+    last_[i].alloc_objects = cumulative[i].alloc_objects;
+    last_[i].alloc_bytes = cumulative[i].alloc_bytes;
+  }
+  return out;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,218 @@
+#include "profiler/pipeline/event_processor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpuflame::profiler {
+
+void EventProcessor::StartKey(const gf_event& ev, bool mixed) {
+  // Key: what makes two raw stacks the same for a profile. Frame words are
+  // per-process addresses, so the pid is part of it.
+  key_.clear();
+  uint32_t bits = (ev.flags & GF_EVF_PY_TRUNCATED) | (mixed ? GF_EVF_USER_STACK : 0);
+  key_.append(reinterpret_cast<const char*>(&ev.pid), sizeof(ev.pid));
+  key_.append(reinterpret_cast<const char*>(&ev.api), sizeof(ev.api));
+  key_.push_back(static_cast<char>(ev.domain));
+  key_.append(reinterpret_cast<const char*>(&bits), sizeof(bits));
+}
+
+StackId EventProcessor::InternStack(const gf_event& ev, std::span<const uint8_t> payload) {
+  StartKey(ev, /*mixed=*/false);
+  key_.append(reinterpret_cast<const char*>(payload.data()), payload.size());
+  StackId id = stacks_.Find(key_);
+  if (id != StackTable::kNone) return id;
+
+  // First sighting: copy the frames out (the record buffer is not aligned for
+  // in-place reads) and resolve them while the process is alive.
+  std::vector<gf_py_frame> py(ev.py_count);
+  std::vector<uint64_t> native(ev.native_count);
+  std::memcpy(py.data(), payload.data(), py.size() * sizeof(gf_py_frame));
+  std::memcpy(native.data(), payload.data() + py.size() * sizeof(gf_py_frame),
+              native.size() * sizeof(uint64_t));
+  StackInfo info;
+  info.pid = static_cast<pid_t>(ev.pid);
+  info.domain = ev.domain;
+  for (const symbolizer::Frame& f : resolver_.Resolve(ev, py, native))
+    info.frames.push_back(frames_.Intern(f));
+  return stacks_.Insert(key_, std::move(info));
+}
+
+StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uint8_t> payload) {
+  const size_t py_bytes = GF_MAX_PY_FRAMES * sizeof(gf_py_frame);
+  gf_user_regs regs;
+  std::memcpy(&regs, payload.data() + py_bytes, sizeof(regs));
+  std::span<const uint8_t> stack = payload.subspan(py_bytes + sizeof(regs), ev.user_stack_len);
+  std::vector<uint64_t> pcs;
+  if (unwinder_) pcs = unwinder_->Unwind(static_cast<pid_t>(ev.pid), regs, stack);
+  StartKey(ev, /*mixed=*/true);
+  key_.append(reinterpret_cast<const char*>(payload.data()), ev.py_count * sizeof(gf_py_frame));
+  key_.append(reinterpret_cast<const char*>(pcs.data()), pcs.size() * sizeof(uint64_t));
+  StackId id = stacks_.Find(key_);
+  if (id != StackTable::kNone) return id;
+  std::vector<gf_py_frame> py(ev.py_count);
+  std::memcpy(py.data(), payload.data(), py.size() * sizeof(gf_py_frame));
+  StackInfo info;
+  info.pid = static_cast<pid_t>(ev.pid);
+  info.domain = ev.domain;
+  for (const symbolizer::Frame& f : resolver_.ResolveMixed(ev, py, pcs)) info.frames.push_back(frames_.Intern(f));
+  return stacks_.Insert(key_, std::move(info));
+}
+
+uint32_t EventProcessor::ThreadLabel(const gf_event& ev) {
+  uint64_t key = (uint64_t{ev.pid} << 32) | ev.tid;
+  auto it = thread_labels_.find(key);
+  if (it != thread_labels_.end()) return it->second;
+  // Read once per thread: a thread renaming itself later keeps its first name.
+  std::string name;
+  if (std::ifstream f(absl::StrCat("/proc/", ev.pid, "/task/", ev.tid, "/comm")); f) std::getline(f, name);
+  if (thread_labels_.size() > 1 << 16) thread_labels_.clear();  // tids churn; bound the cache
+  return thread_labels_[key] = cpu_.Label(name.empty() ? "[unknown thread]" : name);
+}
+
+void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload) {
+  auto pid = static_cast<pid_t>(ev.pid);
+  if (ev.kind < 16) by_kind_[ev.kind]++;
+  switch (ev.kind) {
+    case GF_EV_KERNEL_BATCH: {
+      if (ev.size > GF_KERNEL_BATCH_MAX || payload.size() != ev.size * sizeof(gf_kernel_record)) {
+        stats_.malformed++;
+        return;
+      }
+      // Copied out: ring-buffer records are not aligned for in-place reads.
+      batch_.resize(ev.size);
+      std::memcpy(batch_.data(), payload.data(), payload.size());
+      joiner_.OnRecords(pid, batch_, ev.ts_ns);
+      return;
+    }
+    case GF_EV_KERNEL_NAME: {
+      // NUL-terminated within the payload.
+      auto end = std::find(payload.begin(), payload.end(), uint8_t{0});
+      if (payload.empty() || end == payload.end()) {
+        stats_.malformed++;
+        return;
+      }
+      joiner_.OnName(pid, static_cast<uint32_t>(ev.arg0),
+                     std::string_view(reinterpret_cast<const char*>(payload.data()), end - payload.begin()));
+      return;
+    }
+    case GF_EV_CUPTI_STATUS:
+      if (registry_) registry_->OnCuptiStatus(pid, static_cast<uint32_t>(ev.arg0));
+      return;
+  }
+}
+
+void EventProcessor::RetireProcess(pid_t pid) {
+  std::vector<StackId> stacks;
+  for (StackId id = 0; id < stacks_.size(); id++)
+    if (stacks_.Get(id).pid == pid && !stacks_.Get(id).frames.empty()) stacks.push_back(id);
+  tracker_.ClearInUse(stacks);
+  cpu_.Forget(stacks);
+  kernels_.Forget(stacks);
+  stacks_.Retire(stacks);
+}
+
+void EventProcessor::OnRecord(std::span<const uint8_t> record) {
+  stats_.records++;
+  if (record.size() < sizeof(gf_event)) {
+    stats_.malformed++;
+    return;
+  }
+  gf_event ev;
+  std::memcpy(&ev, record.data(), sizeof(ev));
+  size_t payload = record.size() - sizeof(gf_event);
+  const bool mixed = ev.flags & GF_EVF_USER_STACK;
+  // Records that carry no stack: GPU activity and kernel names.
+  if (ev.kind == GF_EV_KERNEL_BATCH || ev.kind == GF_EV_KERNEL_NAME || ev.kind == GF_EV_CUPTI_STATUS) {
+    OnGpuRecord(ev, record.subspan(sizeof(gf_event)));
+    return;
+  }
+  size_t expected = mixed ? GF_MAX_PY_FRAMES * sizeof(gf_py_frame) + sizeof(gf_user_regs) + GF_USER_STACK_BYTES
+                          : ev.py_count * sizeof(gf_py_frame) + ev.native_count * sizeof(uint64_t);
+  if (expected != payload || ev.py_count > GF_MAX_PY_FRAMES || ev.native_count > GF_MAX_NATIVE_FRAMES ||
+      (mixed && (ev.native_count != 0 || ev.user_stack_len > GF_USER_STACK_BYTES))) {
+    stats_.malformed++;
+    return;
+  }
+  if (ev.kind < 16) by_kind_[ev.kind]++;
+  auto pid = static_cast<pid_t>(ev.pid);
+  bool gated = ev.flags & GF_EVF_GATED;
+  bool handle = ev.flags & GF_EVF_HANDLE;
+  switch (ev.kind) {
+    case GF_EV_CALL_STACK:
+      if (mixed) entry_stacks_[ev.tid] = InternMixedStack(ev, record.subspan(sizeof(gf_event)));
+      break;
+    case GF_EV_CPU_SAMPLE: {
+      if (registry_) registry_->Observe(pid);
+      StackId stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
+                            : InternStack(ev, record.subspan(sizeof(gf_event)));
+      stats_.cpu_samples++;
+      cpu_.Add(stack, thread_names_ ? ThreadLabel(ev) : 0, 1, cpu_period_ns_);
+      break;
+    }
+    case GF_EV_KERNEL_LAUNCH: {
+      StackId stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
+                            : InternStack(ev, record.subspan(sizeof(gf_event)));
+      joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
+      break;
+    }
+    case GF_EV_ALLOC: {
+      StackId stack;
+      if (ev.flags & GF_EVF_STACK_AT_ENTRY) {
+        auto it = entry_stacks_.find(ev.tid);
+        // Without it (entry missed: attached mid-call), the Python-less
+        // fallback below still names the API.
+        stack = it != entry_stacks_.end() && stacks_.Get(it->second).pid == pid
+                    ? it->second
+                    : InternStack(ev, record.subspan(sizeof(gf_event)));
+        if (it != entry_stacks_.end()) entry_stacks_.erase(it);
+      } else {
+        stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
+                      : InternStack(ev, record.subspan(sizeof(gf_event)));
+      }
+      tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack);
+      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      break;
+    }
+    case GF_EV_FREE:
+      tracker_.OnFree(pid, ev.domain, handle, ev.addr);
+      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      break;
+    case GF_EV_MAP:
+      stats_.map_calls++;
+      stats_.mapped_bytes += ev.size;
+      break;
+    case GF_EV_UNMAP:
+      stats_.map_calls++;
+      stats_.mapped_bytes -= ev.size;
+      break;
+    case GF_EV_LIB_MAPPED:
+      if (unwinder_) unwinder_->Invalidate(pid);
+      if (registry_) registry_->OnLibraryMapped(pid, gated);
+      break;
+    case GF_EV_EXEC:
+      if (unwinder_) unwinder_->Invalidate(pid);
+      if (registry_) registry_->OnExec(pid, gated);
+      break;
+    case GF_EV_PY_FINALIZE:
+      tracker_.FreezeProcess(pid);
+      if (registry_) registry_->OnFinalize(pid, gated);
+      break;
+    case GF_EV_EXIT:
+      if (unwinder_) unwinder_->Invalidate(pid);
+      absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).pid == pid; });
+      tracker_.OnProcessExit(pid);
+      absl::erase_if(thread_labels_, [&](const auto& kv) { return kv.first >> 32 == ev.pid; });
+      joiner_.Flush(ev.ts_ns);  // its pooled kernels are charged before its names go
+      joiner_.ForgetProcess(pid);
+      if (registry_) registry_->OnExit(pid);
+      break;
+    default:
+      stats_.malformed++;
+  }
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,111 @@
+// The event loop's body: decodes each ring-buffer record, keeps the process
+// registry current, interns the stack and updates the allocation tracker.
+// The hot path (a known stack) does no allocation and no syscalls.
+// Not thread-safe: called from BpfProbes::Poll on the event-loop thread.
+#ifndef GPUFLAME_PROFILER_PIPELINE_EVENT_PROCESSOR_H_
+#define GPUFLAME_PROFILER_PIPELINE_EVENT_PROCESSOR_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "profiler/aggregate/allocation_tracker.h"
+#include "profiler/aggregate/kernel_joiner.h"
+#include "profiler/aggregate/profile_builder.h"
+#include "profiler/unwind/native_unwinder.h"
+#include "profiler/process/process_registry.h"
+#include "profiler/resolve/stack_resolver.h"
+#include "profiler/resolve/stack_table.h"
+#include "profiler/aggregate/time_tracker.h"
+
+namespace gpuflame::profiler {
+
+struct AllocatorTotals {
+  uint64_t allocated = 0;  // caching allocator's allocated bytes (report hook)
+  uint64_t reserved = 0;   // caching allocator's reserved bytes (report hook)
+  bool known = false;
+};
+
+struct ProcessorStats {
+  uint64_t records = 0;
+  uint64_t malformed = 0;
+  uint64_t mapped_bytes = 0;   // cuMemMap minus cuMemUnmap
+  uint64_t map_calls = 0;
+  uint64_t cpu_samples = 0;
+};
+
+class EventProcessor {
+ public:
+  // |registry| may be null in benchmarks and unit tests that feed events for
+  // processes the registry does not know (stacks then resolve to markers).
+  EventProcessor(ProcessRegistry* registry, StackResolver& resolver, NativeUnwinder* unwinder = nullptr)
+      : registry_(registry), resolver_(resolver), unwinder_(unwinder) {}
+
+  void OnRecord(std::span<const uint8_t> record);
+
+  // CPU samples are worth |period_ns| each; with |thread_names|, each is
+  // labelled with its thread's name (off by default: series cardinality).
+  void SetCpuSampling(int64_t period_ns, bool thread_names) {
+    cpu_period_ns_ = period_ns;
+    thread_names_ = thread_names;
+  }
+  int64_t cpu_period_ns() const { return cpu_period_ns_; }
+  TimeTracker& cpu() { return cpu_; }
+  const TimeTracker& cpu() const { return cpu_; }
+  TimeTracker& kernels() { return kernels_; }
+  const TimeTracker& kernels() const { return kernels_; }
+  KernelJoiner& joiner() { return joiner_; }
+  const KernelJoiner& joiner() const { return joiner_; }
+
+  const AllocationTracker& tracker() const { return tracker_; }
+  // An exited process has been reported for the last time: drop its in-use
+  // bytes and free its stacks, so that its pid can be reused by another
+  // process cleanly and the agent's memory does not grow with process churn.
+  void RetireProcess(pid_t pid);
+  const StackTable& stacks() const { return stacks_; }
+  const FrameTable& frames() const { return frames_; }
+  StackSource stack_source() const { return {stacks_, frames_}; }
+  FrameTable& frames() { return frames_; }
+  const ProcessorStats& stats() const { return stats_; }
+  const absl::flat_hash_map<uint32_t, AllocatorTotals>& allocator_totals() const {
+    return totals_;
+  }
+  // Count of records by enum gf_event_kind, for the summary.
+  uint64_t kind_count(uint8_t kind) const { return kind < 16 ? by_kind_[kind] : 0; }
+
+ private:
+  void StartKey(const gf_event& ev, bool mixed);  // the key_ prefix both stack kinds share
+  StackId InternStack(const gf_event& ev, std::span<const uint8_t> payload);
+  // A record with registers and a stack copy: unwound first, interned by the
+  // return addresses it yields (the stack bytes themselves never repeat).
+  StackId InternMixedStack(const gf_event& ev, std::span<const uint8_t> payload);
+
+  uint32_t ThreadLabel(const gf_event& ev);
+  void OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload);
+
+  ProcessRegistry* registry_;
+  StackResolver& resolver_;
+  NativeUnwinder* unwinder_;
+  AllocationTracker tracker_;
+  StackTable stacks_;
+  FrameTable frames_;
+  ProcessorStats stats_;
+  absl::flat_hash_map<uint32_t, AllocatorTotals> totals_;
+  uint64_t by_kind_[16] = {};
+  std::string key_;  // reused buffer for raw-stack keys
+  // Per thread: the stack sent at the entry of its allocation call in flight.
+  absl::flat_hash_map<uint32_t, StackId> entry_stacks_;
+  TimeTracker cpu_;
+  TimeTracker kernels_;
+  KernelJoiner joiner_{stacks_, frames_, kernels_};
+  int64_t cpu_period_ns_ = 1'000'000'000 / 97;
+  bool thread_names_ = false;
+  absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
+  std::vector<gf_kernel_record> batch_;  // reused for every activity batch
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PIPELINE_EVENT_PROCESSOR_H_

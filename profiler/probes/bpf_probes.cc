@@ -1,0 +1,189 @@
+#include "profiler/probes/bpf_probes.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "gpuflame_bpf.skel.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+absl::Status Errno(int err, std::string_view what) {
+  err = err < 0 ? -err : err;
+  std::string msg = absl::StrCat(std::string(what), ": ", std::strerror(err));
+  if (err == EPERM || err == EACCES) return absl::PermissionDeniedError(msg);
+  return absl::InternalError(msg);
+}
+
+int QuietPrint(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level != LIBBPF_WARN || getenv("GPUFLAME_BPF_DEBUG") == nullptr) return 0;
+  return vfprintf(stderr, fmt, args);
+}
+
+bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
+  switch (p) {
+    case ProbeProgram::kAllocEnter: return s->progs.alloc_enter;
+    case ProbeProgram::kAllocExit: return s->progs.alloc_exit;
+    case ProbeProgram::kFreeEnter: return s->progs.free_enter;
+    case ProbeProgram::kFreeExit: return s->progs.free_exit;
+    case ProbeProgram::kMapEnter: return s->progs.map_enter;
+    case ProbeProgram::kTorchReport: return s->progs.torch_report;
+    case ProbeProgram::kPyFinalize: return s->progs.py_finalize;
+    case ProbeProgram::kKernelLaunch: return s->progs.kernel_launch;
+    case ProbeProgram::kKernelBatch: return s->progs.kernel_batch;
+    case ProbeProgram::kKernelName: return s->progs.kernel_name;
+    case ProbeProgram::kCuptiStatus: return s->progs.cupti_status;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& options,
+                                                           RecordHandler handler) {
+  libbpf_set_print(QuietPrint);
+  std::unique_ptr<BpfProbes> p(new BpfProbes());
+  p->handler_ = std::move(handler);
+  p->skel_ = gpuflame_bpf__open();
+  if (!p->skel_) return Errno(errno, "opening the BPF object");
+  p->skel_->rodata->filter_targets = options.filter_targets;
+  p->skel_->rodata->capture_native_fallback = options.native_fallback;
+  p->skel_->rodata->wakeup_bytes = options.ring_bytes / 8;
+  p->skel_->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
+  if (int err = bpf_map__set_max_entries(p->skel_->maps.events,
+                                         static_cast<uint32_t>(options.ring_bytes)))
+    return Errno(err, "sizing the ring buffer");
+  if (int err = gpuflame_bpf__load(p->skel_)) return Errno(err, "loading the BPF programs");
+
+  for (bpf_program* prog : {p->skel_->progs.watch_mmap, p->skel_->progs.watch_exec,
+                            p->skel_->progs.watch_fork, p->skel_->progs.watch_exit}) {
+    bpf_link* link = bpf_program__attach(prog);
+    if (!link)
+      return Errno(errno, absl::StrCat("attaching ", bpf_program__name(prog)));
+    p->links_.push_back(link);
+  }
+  p->ring_ = ring_buffer__new(bpf_map__fd(p->skel_->maps.events), &BpfProbes::OnRecord, p.get(),
+                              nullptr);
+  if (!p->ring_) return Errno(errno, "opening the ring buffer");
+  return p;
+}
+
+BpfProbes::~BpfProbes() {
+  if (ring_) ring_buffer__free(ring_);
+  for (bpf_link* l : links_) bpf_link__destroy(l);
+  if (skel_) gpuflame_bpf__destroy(skel_);
+}
+
+int BpfProbes::OnRecord(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<BpfProbes*>(ctx);
+  self->handler_(std::span<const uint8_t>(static_cast<const uint8_t*>(data), size));
+  return 0;
+}
+
+absl::Status BpfProbes::AttachUprobe(const std::string& path, uint64_t offset,
+                                     ProbeProgram program, bool retprobe, uint64_t cookie) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = retprobe);
+  bpf_link* link = bpf_program__attach_uprobe_opts(ProgramFor(skel_, program), -1, path.c_str(),
+                                                   offset, &opts);
+  if (!link) return Errno(errno, absl::StrCat("uprobe on ", path, "+0x", absl::Hex(offset)));
+  links_.push_back(link);
+  return absl::OkStatus();
+}
+
+absl::Status BpfProbes::AttachUsdt(const std::string& path, const char* provider,
+                                   const char* name, ProbeProgram program) {
+  bpf_program* prog = program == ProbeProgram::kAllocEnter  ? skel_->progs.torch_malloc
+                      : program == ProbeProgram::kFreeEnter ? skel_->progs.torch_free
+                                                            : ProgramFor(skel_, program);
+  bpf_link* link = bpf_program__attach_usdt(prog, -1, path.c_str(), provider, name, nullptr);
+  if (!link) return Errno(errno, absl::StrCat("USDT ", provider, ":", name, " in ", path));
+  links_.push_back(link);
+  return absl::OkStatus();
+}
+
+absl::Status BpfProbes::StartCpuSampling(int hz) {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return Errno(-cpus, "counting CPUs");
+  int started = 0;
+  for (int cpu = 0; cpu < cpus; cpu++) {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    // A fixed period of CPU time (not a frequency the kernel tunes): every
+    // sample then stands for exactly this many nanoseconds on CPU.
+    attr.sample_period = 1'000'000'000ull / static_cast<uint64_t>(hz);
+    int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      if (errno == ENODEV) continue;  // offline CPU
+      return Errno(errno, absl::StrCat("opening a cpu-clock perf event on CPU ", cpu));
+    }
+    bpf_link* link = bpf_program__attach_perf_event(skel_->progs.cpu_sample, fd);
+    if (!link) {
+      int err = errno;
+      close(fd);
+      return Errno(err, "attaching the CPU sampler");
+    }
+    links_.push_back(link);  // the link owns fd
+    started++;
+  }
+  if (started == 0) return absl::UnavailableError("no online CPU accepted a cpu-clock perf event");
+  return absl::OkStatus();
+}
+
+absl::Status BpfProbes::SetTarget(pid_t pid, uint32_t flags) {
+  uint32_t key = static_cast<uint32_t>(pid);
+  if (bpf_map__update_elem(skel_->maps.targets, &key, sizeof(key), &flags, sizeof(flags), BPF_ANY))
+    return Errno(errno, "updating targets");
+  return absl::OkStatus();
+}
+
+void BpfProbes::RemoveTarget(pid_t pid) {
+  uint32_t key = static_cast<uint32_t>(pid);
+  bpf_map__delete_elem(skel_->maps.targets, &key, sizeof(key), 0);
+}
+
+absl::Status BpfProbes::SetPython(pid_t pid, const gf_py_proc& proc) {
+  uint32_t key = static_cast<uint32_t>(pid);
+  if (bpf_map__update_elem(skel_->maps.py_procs, &key, sizeof(key), &proc, sizeof(proc), BPF_ANY))
+    return Errno(errno, "updating py_procs");
+  return absl::OkStatus();
+}
+
+void BpfProbes::RemovePython(pid_t pid) {
+  uint32_t key = static_cast<uint32_t>(pid);
+  bpf_map__delete_elem(skel_->maps.py_procs, &key, sizeof(key), 0);
+}
+
+int BpfProbes::Poll(int timeout_ms) {
+  // Most records are submitted without a wakeup, so epoll may report nothing
+  // while data waits: always consume what is there after the wait.
+  int woken = ring_buffer__poll(ring_, timeout_ms);
+  if (woken < 0 && woken != -EINTR) return woken;
+  int drained = ring_buffer__consume(ring_);
+  if (drained < 0) return drained;
+  return (woken > 0 ? woken : 0) + drained;
+}
+
+std::array<uint64_t, GF_STAT_MAX> BpfProbes::ReadStats() const {
+  std::array<uint64_t, GF_STAT_MAX> out{};
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return out;
+  std::vector<uint64_t> values(static_cast<size_t>(ncpu));
+  for (uint32_t i = 0; i < GF_STAT_MAX; i++) {
+    if (bpf_map__lookup_elem(skel_->maps.stats, &i, sizeof(i), values.data(),
+                             values.size() * sizeof(uint64_t), 0))
+      continue;
+    for (uint64_t v : values) out[i] += v;
+  }
+  return out;
+}
+
+}  // namespace gpuflame::profiler

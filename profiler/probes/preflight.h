@@ -1,0 +1,17 @@
+// Checks that turn kernel and permission problems into one clear sentence
+// before anything is loaded.
+#ifndef GPUFLAME_PROFILER_PROBES_PREFLIGHT_H_
+#define GPUFLAME_PROFILER_PROBES_PREFLIGHT_H_
+
+#include "absl/status/status.h"
+
+namespace gpuflame::profiler {
+
+absl::Status CheckPrivileges();
+absl::Status CheckKernel();
+// Rewrites a BPF load/attach failure as advice for the user.
+absl::Status ExplainBpfFailure(const absl::Status& status);
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PROBES_PREFLIGHT_H_

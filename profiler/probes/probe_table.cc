@@ -1,0 +1,64 @@
+#include "profiler/probes/probe_table.h"
+
+#include <array>
+
+namespace gpuflame::profiler {
+namespace {
+
+using K = LibraryKind;
+using P = ProbeProgram;
+
+constexpr std::array kSpecs = {
+    // Runtime API: entry stores the call, return emits it unless the driver
+    // call inside it already did (so device bytes are counted once).
+    UprobeSpec{K::kCudaRuntime, "cudaMalloc", GF_API_CUDA_MALLOC, P::kAllocEnter, true, P::kAllocExit},
+    UprobeSpec{K::kCudaRuntime, "cudaMallocAsync", GF_API_CUDA_MALLOC_ASYNC, P::kAllocEnter, true, P::kAllocExit},
+    UprobeSpec{K::kCudaRuntime, "cudaMallocManaged", GF_API_CUDA_MALLOC_MANAGED, P::kAllocEnter, true, P::kAllocExit},
+    UprobeSpec{K::kCudaRuntime, "cudaFree", GF_API_CUDA_FREE, P::kFreeEnter, true, P::kFreeExit},
+    UprobeSpec{K::kCudaRuntime, "cudaFreeAsync", GF_API_CUDA_FREE_ASYNC, P::kFreeEnter, true, P::kFreeExit},
+    // Driver API: what the device actually handed out.
+    UprobeSpec{K::kCudaDriver, "cuMemAlloc_v2", GF_API_CU_MEM_ALLOC, P::kAllocEnter, true, P::kAllocExit},
+    UprobeSpec{K::kCudaDriver, "cuMemAllocAsync", GF_API_CU_MEM_ALLOC_ASYNC, P::kAllocEnter, true, P::kAllocExit},
+    UprobeSpec{K::kCudaDriver, "cuMemAllocManaged", GF_API_CU_MEM_ALLOC_MANAGED, P::kAllocEnter, true, P::kAllocExit},
+    UprobeSpec{K::kCudaDriver, "cuMemAllocPitch_v2", GF_API_CU_MEM_ALLOC_PITCH, P::kAllocEnter, true, P::kAllocExit},
+    UprobeSpec{K::kCudaDriver, "cuMemCreate", GF_API_CU_MEM_CREATE, P::kAllocEnter, true, P::kAllocExit},
+    UprobeSpec{K::kCudaDriver, "cuMemFree_v2", GF_API_CU_MEM_FREE, P::kFreeEnter, true, P::kFreeExit},
+    UprobeSpec{K::kCudaDriver, "cuMemFreeAsync", GF_API_CU_MEM_FREE_ASYNC, P::kFreeEnter, true, P::kFreeExit},
+    UprobeSpec{K::kCudaDriver, "cuMemRelease", GF_API_CU_MEM_RELEASE, P::kFreeEnter, true, P::kFreeExit},
+    UprobeSpec{K::kCudaDriver, "cuMemMap", GF_API_CU_MEM_MAP, P::kMapEnter, false, P::kMapEnter},
+    UprobeSpec{K::kCudaDriver, "cuMemUnmap", GF_API_CU_MEM_UNMAP, P::kMapEnter, false, P::kMapEnter},
+    // PyTorch without USDT notes.
+    UprobeSpec{K::kTorchCore, kTorchReportSymbol, GF_API_TORCH_REPORT, P::kTorchReport, false, P::kTorchReport},
+    // Interpreter shutdown barrier.
+    UprobeSpec{K::kPython, "Py_FinalizeEx", GF_API_NONE, P::kPyFinalize, false, P::kPyFinalize},
+};
+
+}  // namespace
+
+std::span<const UprobeSpec> UprobeSpecs() { return kSpecs; }
+
+std::string_view ApiName(uint16_t api) {
+  switch (api) {
+    case GF_API_CUDA_MALLOC: return "cudaMalloc";
+    case GF_API_CUDA_FREE: return "cudaFree";
+    case GF_API_CUDA_MALLOC_ASYNC: return "cudaMallocAsync";
+    case GF_API_CUDA_FREE_ASYNC: return "cudaFreeAsync";
+    case GF_API_CUDA_MALLOC_MANAGED: return "cudaMallocManaged";
+    case GF_API_CU_MEM_ALLOC: return "cuMemAlloc_v2";
+    case GF_API_CU_MEM_FREE: return "cuMemFree_v2";
+    case GF_API_CU_MEM_ALLOC_ASYNC: return "cuMemAllocAsync";
+    case GF_API_CU_MEM_FREE_ASYNC: return "cuMemFreeAsync";
+    case GF_API_CU_MEM_ALLOC_MANAGED: return "cuMemAllocManaged";
+    case GF_API_CU_MEM_ALLOC_PITCH: return "cuMemAllocPitch_v2";
+    case GF_API_CU_MEM_CREATE: return "cuMemCreate";
+    case GF_API_CU_MEM_RELEASE: return "cuMemRelease";
+    case GF_API_CU_MEM_MAP: return "cuMemMap";
+    case GF_API_CU_MEM_UNMAP: return "cuMemUnmap";
+    case GF_API_TORCH_MALLOC:
+    case GF_API_TORCH_REPORT: return "c10::cuda::CUDACachingAllocator::malloc";
+    case GF_API_TORCH_FREE: return "c10::cuda::CUDACachingAllocator::free";
+    default: return "[unknown api]";
+  }
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,57 @@
+// What gpuflame hooks, in one table: for each library kind, the functions,
+// the BPF program that serves them and the API id passed as attach cookie.
+// gpu-host-findings.md lists how each looked on a real H200 with PyTorch 2.11.
+#ifndef GPUFLAME_PROFILER_PROBES_PROBE_TABLE_H_
+#define GPUFLAME_PROFILER_PROBES_PROBE_TABLE_H_
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "bpf/gpuflame_abi.h"
+
+namespace gpuflame::profiler {
+
+enum class LibraryKind : uint8_t {
+  kCudaRuntime,  // libcudart.so*
+  kCudaDriver,   // libcuda.so*
+  kTorchCuda,    // libc10_cuda.so: USDT pytorch:malloc / pytorch:free
+  kTorchCore,    // libc10.so: c10::reportMemoryUsageToProfiler fallback
+  kPython,       // libpython3.X.so or a statically linked python executable
+  kCupti,        // libgpuflame_cupti.so: USDT gpuflame:* (kernel launches and activity)
+};
+
+enum class ProbeProgram : uint8_t {
+  kAllocEnter,
+  kAllocExit,
+  kFreeEnter,
+  kFreeExit,
+  kMapEnter,
+  kTorchReport,
+  kPyFinalize,
+  kKernelLaunch,  // USDT gpuflame:launch
+  kKernelBatch,   // USDT gpuflame:kernel_batch
+  kKernelName,    // USDT gpuflame:kernel_name
+  kCuptiStatus,   // USDT gpuflame:status
+};
+
+struct UprobeSpec {
+  LibraryKind library;
+  std::string_view symbol;
+  gf_api api;
+  ProbeProgram entry;
+  bool has_exit;  // also a return probe (same program family's exit)
+  ProbeProgram exit;
+};
+
+std::span<const UprobeSpec> UprobeSpecs();
+
+// The leaf frame name of an API, e.g. "cudaMalloc".
+std::string_view ApiName(uint16_t api);
+// c10::reportMemoryUsageToProfiler(void*, long, unsigned long, unsigned long, c10::Device)
+inline constexpr std::string_view kTorchReportSymbol =
+    "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PROBES_PROBE_TABLE_H_

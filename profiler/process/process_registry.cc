@@ -1,0 +1,333 @@
+#include "profiler/process/process_registry.h"
+
+#include "profiler/process/run_control.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "profiler/process/python_discovery.h"
+
+namespace gpuflame::profiler {
+
+using inspect::Mapping;
+
+namespace {
+
+std::optional<LibraryKind> Classify(std::string_view base) {
+  if (std::string_view(base).starts_with("libcudart.so")) return LibraryKind::kCudaRuntime;
+  if (std::string_view(base).starts_with("libcuda.so")) return LibraryKind::kCudaDriver;
+  if (base == "libc10_cuda.so" || std::string_view(base).starts_with("libc10_cuda.so."))
+    return LibraryKind::kTorchCuda;
+  if (base == "libc10.so" || std::string_view(base).starts_with("libc10.so.")) return LibraryKind::kTorchCore;
+  if (std::string_view(base).starts_with("libgpuflame_cupti.so")) return LibraryKind::kCupti;
+  return std::nullopt;
+}
+
+std::string ReadComm(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/comm"));
+  std::string comm;
+  std::getline(f, comm);
+  return comm;
+}
+
+char ProcState(pid_t pid) {
+  std::string path = absl::StrCat("/proc/", pid, "/stat");
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[512];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  std::string_view s(buf, static_cast<size_t>(n));
+  auto paren = s.rfind(')');  // comm may contain spaces and parentheses
+  if (paren == std::string_view::npos || paren + 2 >= s.size()) return 0;
+  return s[paren + 2];
+}
+
+}  // namespace
+
+bool WaitStopped(pid_t pid, int timeout_ms) {
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    char state = ProcState(pid);
+    if (state == 'T' || state == 't') return true;
+    if (state == 0 || state == 'Z' || state == 'X') return false;
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (elapsed > timeout_ms) return false;
+    timespec pause{0, 50'000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+ProcessRegistry::ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
+                                 symbolizer::NativeSymbolizer* native)
+    : probes_(probes), elves_(elves), options_(options), native_(native) {}
+
+ProcessInfo& ProcessRegistry::Ensure(pid_t pid) {
+  auto& slot = processes_[pid];
+  if (!slot) {
+    slot = std::make_unique<ProcessInfo>();
+    slot->pid = pid;
+    slot->comm = ReadComm(pid);
+    slot->pod = ReadPodInfo(pid);
+    slot->memory = std::make_unique<inspect::RemoteProcessMemory>(pid);
+    RememberTarget(pid);
+  }
+  return *slot;
+}
+
+ProcessInfo* ProcessRegistry::Find(pid_t pid) {
+  auto it = processes_.find(pid);
+  return it == processes_.end() ? nullptr : it->second.get();
+}
+
+void ProcessRegistry::Warn(std::string message) {
+  if (warned_.insert(message).second) warnings_.push_back(std::move(message));
+}
+
+std::vector<std::string> ProcessRegistry::TakeWarnings() { return std::exchange(warnings_, {}); }
+
+absl::Status ProcessRegistry::AddTarget(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH)
+    return absl::NotFoundError(absl::StrCat("no such process: ", pid));
+  if (auto s = probes_.SetTarget(pid, options_.target_flags); !s.ok()) return s;
+  Scan(pid);
+  return absl::OkStatus();
+}
+
+void ProcessRegistry::ScanAll() {
+  DIR* dir = opendir("/proc");
+  if (!dir) return;
+  size_t seen = 0;
+  while (dirent* e = readdir(dir)) {
+    if (++seen > 1'000'000) break;
+    char* end = nullptr;
+    long pid = strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0' || pid == getpid()) continue;
+    auto maps = inspect::ReadProcMaps(static_cast<pid_t>(pid));
+    if (!maps.ok()) continue;
+    bool cuda = false;
+    for (const Mapping& m : *maps) cuda |= Classify(m.Basename()).has_value();
+    if (cuda) Scan(static_cast<pid_t>(pid));
+  }
+  closedir(dir);
+}
+
+void ProcessRegistry::Scan(pid_t pid) {
+  auto maps = inspect::ReadProcMaps(pid);
+  if (!maps.ok()) return;
+  ProcessInfo& info = Ensure(pid);
+  if (!options_.filtered) (void)probes_.SetTarget(pid, options_.target_flags);
+
+  if (!info.python) {
+    auto py = DiscoverPython(pid, *maps, elves_);
+    if (!py.ok()) {
+      Warn(absl::StrCat("pid ", pid, " (", info.comm, "): ", py.status().message()));
+    } else if (py->has_value()) {
+      PythonProcess& p = **py;
+      if (auto s = probes_.SetPython(pid, p.bpf); s.ok()) {
+        info.python = p.layout;
+        info.python_module = p.mapping->path;
+        info.code = std::make_unique<symbolizer::PythonCodeReader>(*info.memory, p.layout);
+        FileKey key = FileKey::Of(*p.mapping);
+        inspect::PinnedFile file = inspect::PinnedFile::Open(pid, *p.mapping);
+        if (p.finalize_offset && !attached_.contains(key) && file.ok()) {
+          auto st = probes_.AttachUprobe(file.path(), *p.finalize_offset, ProbeProgram::kPyFinalize, false, 0);
+          if (st.ok()) attached_.emplace(key, LibraryKind::kPython);
+        }
+      }
+    }
+  }
+  for (const Mapping& m : *maps) {
+    if (!m.executable) continue;
+    auto kind = Classify(m.Basename());
+    if (!kind) continue;
+    if (*kind == LibraryKind::kCudaRuntime || *kind == LibraryKind::kCudaDriver) info.has_cuda = true;
+    if (*kind == LibraryKind::kTorchCuda) info.has_torch = true;
+    if (*kind == LibraryKind::kCupti) info.has_cupti = true;
+    AttachLibrary(pid, m, *kind, *maps, info);
+  }
+  if (native_) native_->Remember(pid, std::move(*maps));
+}
+
+void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kind,
+                                    const std::vector<Mapping>& maps, ProcessInfo& info) {
+  FileKey key = FileKey::Of(m);
+  if (attached_.contains(key)) return;
+  // libc10.so's fallback hook is attached only for a libc10_cuda.so without
+  // USDT notes. ld.so maps libc10_cuda.so before its dependency libc10.so, so
+  // the decision may already be waiting when libc10.so shows up.
+  if (kind == LibraryKind::kTorchCore) {
+    if (info.torch_fallback_wanted) AttachTorchFallback(pid, maps);
+    return;
+  }
+  // Pinned open: a short-lived process may exit while we attach. If it is
+  // already gone, the next process mapping this file tries again.
+  inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
+  const symbolizer::ElfFile* elf = file.ok() ? elves_.Get(pid, m) : nullptr;
+  if (!elf) return;
+  const std::string path = file.path();
+  if (kind == LibraryKind::kCupti) {
+    static constexpr std::pair<const char*, ProbeProgram> kProbes[] = {
+        {"launch", ProbeProgram::kKernelLaunch}, {"kernel_batch", ProbeProgram::kKernelBatch},
+        {"kernel_name", ProbeProgram::kKernelName}, {"status", ProbeProgram::kCuptiStatus}};
+    for (const auto& [name, program] : kProbes) {
+      if (auto st = probes_.AttachUsdt(path, "gpuflame", name, program); !st.ok()) {
+        Warn(absl::StrCat("pid ", pid, ": kernel time unavailable: ", st.message()));
+        return;
+      }
+    }
+    attached_.emplace(key, kind);
+    return;
+  }
+  if (kind == LibraryKind::kTorchCuda) {
+    auto a = probes_.AttachUsdt(path, "pytorch", "malloc", ProbeProgram::kAllocEnter);
+    auto f = probes_.AttachUsdt(path, "pytorch", "free", ProbeProgram::kFreeEnter);
+    attached_.emplace(key, kind);
+    if (!a.ok() || !f.ok()) {
+      info.torch_fallback_wanted = true;
+      AttachTorchFallback(pid, maps);
+    }
+    return;
+  }
+  int attached = 0;
+  for (const UprobeSpec& spec : UprobeSpecs()) {
+    if (spec.library != kind) continue;
+    if (!elf->Exports(spec.symbol)) continue;  // older CUDA: not every API exists
+    auto vaddr = elf->FindSymbol(spec.symbol);
+    auto offset = vaddr ? elf->VaddrToOffset(*vaddr) : std::nullopt;
+    if (!offset) continue;
+    auto st = probes_.AttachUprobe(path, *offset, spec.entry, false, spec.api);
+    if (st.ok() && spec.has_exit) st = probes_.AttachUprobe(path, *offset, spec.exit, true, spec.api);
+    if (!st.ok()) {
+      Warn(absl::StrCat("pid ", pid, ": ", st.message()));
+      continue;
+    }
+    attached++;
+  }
+  if (attached == 0) {
+    Warn(absl::StrCat("pid ", pid, ": ", m.path, " exports none of the CUDA allocation functions"));
+    return;
+  }
+  attached_.emplace(key, kind);
+}
+
+void ProcessRegistry::AttachTorchFallback(pid_t pid, const std::vector<Mapping>& maps) {
+  for (const Mapping& m : maps) {
+    if (!m.executable || Classify(m.Basename()) != LibraryKind::kTorchCore) continue;
+    FileKey key = FileKey::Of(m);
+    if (attached_.contains(key)) return;
+    const symbolizer::ElfFile* elf = elves_.Get(pid, m);
+    auto vaddr = elf ? elf->FindSymbol(kTorchReportSymbol) : std::nullopt;
+    auto offset = vaddr ? elf->VaddrToOffset(*vaddr) : std::nullopt;
+    if (!offset) {
+      Warn(absl::StrCat("pid ", pid, ": PyTorch has neither USDT probes nor ",
+                        "c10::reportMemoryUsageToProfiler: tensor-level memory unavailable"));
+      return;
+    }
+    inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
+    if (!file.ok()) return;
+    auto st = probes_.AttachUprobe(file.path(), *offset, ProbeProgram::kTorchReport, false, GF_API_TORCH_REPORT);
+    if (!st.ok()) {
+      Warn(absl::StrCat("pid ", pid, ": ", st.message()));
+      return;
+    }
+    attached_.emplace(key, LibraryKind::kTorchCore);
+    return;
+  }
+  // libc10.so is not mapped yet: attached when it is (see AttachLibrary).
+}
+
+void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated) {
+  if (gated) {
+    if (WaitStopped(pid, 2000)) Scan(pid);
+    kill(pid, SIGCONT);
+    return;
+  }
+  // The mapping is being created as we read: look now and a few ticks later.
+  Scan(pid);
+  rescans_[pid] = 3;
+}
+
+void ProcessRegistry::OnExec(pid_t pid, bool gated) {
+  if (ProcessInfo* info = Find(pid)) {
+    // A new program image: everything learnt about the old one is stale.
+    probes_.RemovePython(pid);
+    info->python.reset();
+    info->code.reset();
+    info->comm = ReadComm(pid);
+  }
+  OnLibraryMapped(pid, gated);
+}
+
+void ProcessRegistry::OnFinalize(pid_t pid, bool gated) {
+  // Nothing to read here: the caller has drained every earlier record and
+  // resolved its frames before this one. Just let the process finish.
+  (void)pid;
+  if (gated) {
+    WaitStopped(pid, 2000);
+    kill(pid, SIGCONT);
+  }
+}
+
+void ProcessRegistry::OnExit(pid_t pid) {
+  if (ProcessInfo* info = Find(pid)) {
+    info->exited = true;
+    info->code.reset();
+  }
+  probes_.RemovePython(pid);
+  probes_.RemoveTarget(pid);
+  rescans_.erase(pid);
+}
+
+void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status) {
+  ProcessInfo& info = Ensure(pid);
+  info.cupti_status = status;
+  info.has_cupti = true;
+  if (status == GF_CUPTI_OTHER_SUBSCRIBER)
+    Warn(absl::StrCat("pid ", pid, " (", info.comm,
+                      "): kernel time unavailable: another CUPTI client (torch.profiler, Nsight) "
+                      "holds CUPTI, so libgpuflame_cupti.so stepped aside"));
+  else if (status == GF_CUPTI_FAILED)
+    Warn(absl::StrCat("pid ", pid, " (", info.comm, "): kernel time unavailable: CUPTI refused to start"));
+}
+
+void ProcessRegistry::CheckKernelTime() {
+  for (auto& [pid, info] : processes_) {
+    if (info->kernel_time_reported || !info->has_cuda || info->has_cupti) continue;
+    info->kernel_time_reported = true;
+    Warn(absl::StrCat("pid ", pid, " (", info->comm,
+                      "): kernel time unavailable: libgpuflame_cupti.so is not loaded (start the "
+                      "workload with CUDA_INJECTION64_PATH=/path/to/libgpuflame_cupti.so); memory and "
+                      "CPU profiles are unaffected"));
+  }
+}
+
+void ProcessRegistry::Forget(pid_t pid) {
+  processes_.erase(pid);
+  rescans_.erase(pid);
+  if (native_) native_->Forget(pid);
+}
+
+void ProcessRegistry::Tick() {
+  for (auto it = rescans_.begin(); it != rescans_.end();) {
+    Scan(it->first);
+    if (--it->second <= 0) {
+      rescans_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,113 @@
+// Which processes gpuflame follows and what it has attached for them.
+// Discovery is driven by BPF lifecycle events (exec, executable mappings of
+// CUDA/PyTorch/libpython, Py_FinalizeEx, exit): a gated process is stopped by
+// its BPF hook and resumed here once every probe it needs is in place, so its
+// first allocation is already seen. Not thread-safe: event loop only.
+#ifndef GPUFLAME_PROFILER_PROCESS_PROCESS_REGISTRY_H_
+#define GPUFLAME_PROFILER_PROCESS_PROCESS_REGISTRY_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "profiler/probes/bpf_probes.h"
+#include "profiler/process/k8s_metadata.h"
+#include "symbolizer/elf_cache.h"
+#include "symbolizer/native_symbolizer.h"
+#include "inspect/process_memory.h"
+#include "symbolizer/python_code.h"
+
+namespace gpuflame::profiler {
+
+struct ProcessInfo {
+  pid_t pid = 0;
+  std::string comm;
+  PodInfo pod;  // read at discovery: a process may be gone by its last window
+  bool has_cuda = false;
+  bool has_torch = false;
+  bool torch_fallback_wanted = false;  // libc10_cuda.so without USDT notes
+  bool has_cupti = false;  // libgpuflame_cupti.so is loaded
+  uint32_t cupti_status = 0;  // enum gf_cupti_status, 0 until it reports
+  bool kernel_time_reported = false;  // "kernel time unavailable" said once
+  bool exited = false;
+  std::optional<inspect::PythonLayout> python;
+  std::string python_module;  // libpython's or the static interpreter's path
+  std::unique_ptr<inspect::RemoteProcessMemory> memory;
+  std::unique_ptr<symbolizer::PythonCodeReader> code;
+};
+
+class ProcessRegistry {
+ public:
+  struct Options {
+    uint32_t target_flags = GF_TARGET_TRACE;  // for processes we add
+    bool filtered = true;  // BPF only reports processes in the targets map
+  };
+  // |native| (optional) is given each process's maps as they are read.
+  ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
+                  symbolizer::NativeSymbolizer* native = nullptr);
+
+  // A process named by the user or started by us.
+  absl::Status AddTarget(pid_t pid);
+  // Every process already running that maps a CUDA library (system-wide mode).
+  void ScanAll();
+
+  void OnLibraryMapped(pid_t pid, bool gated);
+  void OnExec(pid_t pid, bool gated);
+  void OnFinalize(pid_t pid, bool gated);
+  void OnExit(pid_t pid);
+  // The injection library said what it does (enum gf_cupti_status).
+  void OnCuptiStatus(pid_t pid, uint32_t status);
+  // Says once per CUDA process without the injection library that it gets
+  // no kernel time (called when kernel time was asked for).
+  void CheckKernelTime();
+  // Drops everything known about an exited pid (the pid may be reused).
+  void Forget(pid_t pid);
+  // Re-scans processes whose new mappings may not have been visible yet.
+  void Tick();
+
+  ProcessInfo* Find(pid_t pid);
+  // A process seen only through a CPU sample (a followed child, such as a
+  // DataLoader worker): learn its name, pod and interpreter once.
+  void Observe(pid_t pid) {
+    if (!Find(pid)) Scan(pid);
+  }
+  const absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>>& processes() const {
+    return processes_;
+  }
+  // Messages for the user, each once ("pid 42: Python 3.8 is not supported...").
+  std::vector<std::string> TakeWarnings();
+  size_t attached_files() const { return attached_.size(); }
+
+ private:
+  using FileKey = inspect::FileKey;
+
+  void Scan(pid_t pid);
+  void AttachLibrary(pid_t pid, const inspect::Mapping& m, LibraryKind kind,
+                     const std::vector<inspect::Mapping>& maps, ProcessInfo& info);
+  void AttachTorchFallback(pid_t pid, const std::vector<inspect::Mapping>& maps);
+  void Warn(std::string message);
+  ProcessInfo& Ensure(pid_t pid);
+
+  BpfProbes& probes_;
+  symbolizer::ElfCache& elves_;
+  Options options_;
+  symbolizer::NativeSymbolizer* native_;
+  absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>> processes_;
+  absl::flat_hash_map<FileKey, LibraryKind> attached_;
+  absl::flat_hash_map<pid_t, int> rescans_;  // pid -> scans left
+  absl::flat_hash_set<std::string> warned_;
+  std::vector<std::string> warnings_;
+};
+
+// Stops until |pid| is in the stopped state (a gate's SIGSTOP has landed),
+// bounded in time; false if it exited or never stopped.
+bool WaitStopped(pid_t pid, int timeout_ms);
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PROCESS_PROCESS_REGISTRY_H_

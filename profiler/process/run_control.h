@@ -1,0 +1,34 @@
+// What the long-running front ends (record, agent) share: a stop request
+// set by SIGTERM/SIGINT, and clock readings in nanoseconds.
+#ifndef GPUFLAME_PROFILER_PROCESS_RUN_CONTROL_H_
+#define GPUFLAME_PROFILER_PROCESS_RUN_CONTROL_H_
+
+#include <sys/types.h>
+#include <time.h>
+
+#include <cstdint>
+
+namespace gpuflame::profiler {
+
+// SIGTERM always requests a stop; SIGINT too when |sigint| (otherwise it is
+// ignored, so that Ctrl-C reaches a command we run and we finish after it).
+void InstallStopHandlers(bool sigint);
+bool StopRequested();
+
+// Processes we may hold stopped (the BPF gates SIGSTOP them until user space
+// resumes them). If gpuflame itself crashes, its crash handler resumes every
+// one of them before dying: a profiler bug must never freeze a workload.
+void RememberTarget(pid_t pid);
+// SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT: backtrace to stderr, resume the
+// remembered processes, then die with the signal.
+void InstallCrashHandler();
+
+inline int64_t NowNs(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PROCESS_RUN_CONTROL_H_

@@ -1,0 +1,179 @@
+#include "profiler/unwind/cfi_table.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace gpuflame::profiler {
+namespace {
+
+// x86-64 DWARF register numbers.
+constexpr unsigned kRbp = 6;
+constexpr unsigned kRsp = 7;
+// Past this many distinct rows a table stops growing (a hostile or huge
+// binary); lookups beyond it are computed each time, still correct.
+constexpr size_t kMaxRows = 1 << 18;
+
+struct Frame {
+  Dwarf_Frame* f = nullptr;
+  ~Frame() { std::free(f); }
+};
+
+// Where a register is saved, as libdw describes it. Returns false for rules
+// outside the fast subset.
+enum class Saved { kSame, kUndefined, kAtCfa, kUnsupported };
+Saved SavedRule(Dwarf_Frame* frame, int regno, int32_t* offset) {
+  Dwarf_Op mem[3];
+  Dwarf_Op* ops = nullptr;
+  size_t nops = 0;
+  if (dwarf_frame_register(frame, regno, mem, &ops, &nops) != 0) return Saved::kUnsupported;
+  if (nops == 0) return ops == nullptr ? Saved::kSame : Saved::kUndefined;
+  if (ops[0].atom != DW_OP_call_frame_cfa) return Saved::kUnsupported;
+  if (nops == 1) {
+    *offset = 0;
+    return Saved::kAtCfa;
+  }
+  if (nops == 2 && ops[1].atom == DW_OP_plus_uconst) {
+    *offset = static_cast<int32_t>(static_cast<int64_t>(ops[1].number));
+    return Saved::kAtCfa;
+  }
+  return Saved::kUnsupported;  // val_offset (DW_OP_stack_value) or an expression
+}
+
+bool CfaRule(Dwarf_Frame* frame, UnwindRow* row) {
+  Dwarf_Op* ops = nullptr;
+  size_t nops = 0;
+  if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1) return false;
+  unsigned reg;
+  int64_t offset;
+  if (ops[0].atom == DW_OP_bregx) {
+    reg = static_cast<unsigned>(ops[0].number);
+    offset = static_cast<int64_t>(ops[0].number2);
+  } else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+    reg = ops[0].atom - DW_OP_breg0;
+    offset = static_cast<int64_t>(ops[0].number);
+  } else {
+    return false;
+  }
+  if (reg != kRsp && reg != kRbp) return false;
+  if (offset < INT32_MIN || offset > INT32_MAX) return false;
+  row->cfa = reg == kRsp ? UnwindRow::Cfa::kRsp : UnwindRow::Cfa::kRbp;
+  row->cfa_offset = static_cast<int32_t>(offset);
+  return true;
+}
+
+}  // namespace
+
+struct CfiTable::Handles {
+  int fd = -1;
+  Elf* elf = nullptr;
+  Dwarf_CFI* eh = nullptr;        // .eh_frame (owned)
+  Dwarf* dwarf = nullptr;         // for .debug_frame, opened on first need
+  Dwarf_CFI* debug = nullptr;     // owned by |dwarf|
+  bool debug_tried = false;
+  ~Handles() {
+    if (eh) dwarf_cfi_end(eh);
+    if (dwarf) dwarf_end(dwarf);
+    if (elf) elf_end(elf);
+    if (fd >= 0) close(fd);
+  }
+  Dwarf_CFI* DebugFrame() {
+    if (!debug_tried) {
+      debug_tried = true;
+      dwarf = dwarf_begin_elf(elf, DWARF_C_READ, nullptr);
+      if (dwarf) debug = dwarf_getcfi(dwarf);
+    }
+    return debug;
+  }
+};
+
+CfiTable::CfiTable(std::unique_ptr<Handles> h) : handles_(std::move(h)) {}
+CfiTable::~CfiTable() = default;
+
+std::unique_ptr<CfiTable> CfiTable::Open(int fd) {
+  auto h = std::make_unique<Handles>();
+  h->fd = fd;
+  elf_version(EV_CURRENT);
+  h->elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  if (!h->elf || elf_kind(h->elf) != ELF_K_ELF) return nullptr;
+  h->eh = dwarf_getcfi_elf(h->elf);
+  return std::unique_ptr<CfiTable>(new CfiTable(std::move(h)));
+}
+
+UnwindRow CfiTable::Compute(uint64_t vaddr) {
+  UnwindRow row;
+  row.start = vaddr;
+  row.end = vaddr + 1;
+  Frame frame;
+  if (!handles_->eh || dwarf_cfi_addrframe(handles_->eh, vaddr, &frame.f) != 0) {
+    frame.f = nullptr;
+    Dwarf_CFI* debug = handles_->DebugFrame();
+    if (!debug || dwarf_cfi_addrframe(debug, vaddr, &frame.f) != 0) return row;  // no CFI here
+  }
+  Dwarf_Addr start = 0, end = 0;
+  bool signal = false;
+  int ra_reg = dwarf_frame_info(frame.f, &start, &end, &signal);
+  if (ra_reg < 0 || signal || start > vaddr || end <= vaddr) return row;
+  row.start = start;
+  row.end = end;
+  int32_t ra_offset = 0;
+  switch (SavedRule(frame.f, ra_reg, &ra_offset)) {
+    case Saved::kUndefined:
+      row.kind = UnwindRow::Kind::kOutermost;
+      return row;
+    case Saved::kAtCfa:
+      row.ra_offset = ra_offset;
+      break;
+    default:
+      return row;
+  }
+  if (!CfaRule(frame.f, &row)) return row;
+  int32_t rbp_offset = 0;
+  switch (SavedRule(frame.f, kRbp, &rbp_offset)) {
+    case Saved::kSame:
+      row.rbp = UnwindRow::Rbp::kSame;
+      break;
+    case Saved::kUndefined:
+      row.rbp = UnwindRow::Rbp::kUndefined;
+      break;
+    case Saved::kAtCfa:
+      row.rbp = UnwindRow::Rbp::kAtCfa;
+      row.rbp_offset = rbp_offset;
+      break;
+    case Saved::kUnsupported:
+      return row;
+  }
+  row.kind = UnwindRow::Kind::kFrame;
+  return row;
+}
+
+const UnwindRow& CfiTable::Find(uint64_t vaddr) {
+  auto it = std::upper_bound(rows_.begin(), rows_.end(), vaddr,
+                             [](uint64_t a, const UnwindRow& r) { return a < r.start; });
+  if (it != rows_.begin() && vaddr < std::prev(it)->end) return *std::prev(it);
+  UnwindRow row = Compute(vaddr);
+  if (rows_.size() >= kMaxRows) {
+    overflow_ = row;
+    return overflow_;
+  }
+  // Rows from libdw never overlap, but a no-CFI placeholder might sit inside a
+  // range found later; keep the table disjoint by trimming to the gap.
+  uint64_t lo = it != rows_.begin() ? std::prev(it)->end : 0;
+  uint64_t hi = it != rows_.end() ? it->start : UINT64_MAX;
+  row.start = std::max(row.start, lo);
+  row.end = std::min(row.end, hi);
+  return *rows_.insert(it, row);
+}
+
+size_t CfiCache::MemoryUsage() const {
+  size_t total = 0;
+  for (const auto& [k, t] : tables_)
+    if (t) total += t->MemoryUsage() + sizeof(CfiTable) + k.size();
+  return total;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,86 @@
+// Unwind rows of one ELF file (x86-64), computed from its .eh_frame or
+// .debug_frame by libdw on first use and cached as compact ranges, so that a
+// warm unwind step is a binary search and two reads from the copied stack
+// instead of a CFI program run (libdwfl re-interprets the FDE at every frame:
+// 12-54 us per stack in bench/unwind_benchmark.cc, against ~1 us here).
+// Only the rules compilers emit for ordinary code are kept (CFA = rsp/rbp +
+// offset, RA and rbp saved at CFA + offset); anything else (PLT expressions,
+// signal frames, DWARF expressions) is reported as unsupported and the caller
+// falls back to libdwfl. Shared across processes through CfiCache.
+// Not thread-safe: event loop only.
+#ifndef GPUFLAME_PROFILER_UNWIND_CFI_TABLE_H_
+#define GPUFLAME_PROFILER_UNWIND_CFI_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace gpuflame::profiler {
+
+struct UnwindRow {
+  enum class Cfa : uint8_t { kRsp, kRbp };
+  enum class Rbp : uint8_t { kSame, kAtCfa, kUndefined };
+  enum class Kind : uint8_t {
+    kFrame,        // caller's pc at CFA + ra_offset
+    kOutermost,    // return address undefined: the stack ends here (_start, clone)
+    kUnsupported,  // rules outside the fast subset, or no CFI: use libdwfl
+  };
+  uint64_t start = 0, end = 0;  // [start, end) in the file's virtual addresses
+  int32_t cfa_offset = 0;
+  int32_t ra_offset = -8;
+  int32_t rbp_offset = 0;
+  Cfa cfa = Cfa::kRsp;
+  Rbp rbp = Rbp::kSame;
+  Kind kind = Kind::kUnsupported;
+};
+
+class CfiTable {
+ public:
+  // Takes ownership of |fd| (a descriptor of the ELF file); nullptr if it is
+  // not an ELF file libelf can read.
+  static std::unique_ptr<CfiTable> Open(int fd);
+  ~CfiTable();
+  CfiTable(const CfiTable&) = delete;
+  CfiTable& operator=(const CfiTable&) = delete;
+
+  // The row covering |vaddr| (a file virtual address, not a runtime one).
+  const UnwindRow& Find(uint64_t vaddr);
+  size_t rows() const { return rows_.size(); }
+  size_t MemoryUsage() const { return rows_.capacity() * sizeof(UnwindRow); }
+
+ private:
+  struct Handles;
+  explicit CfiTable(std::unique_ptr<Handles> h);
+  UnwindRow Compute(uint64_t vaddr);
+
+  std::unique_ptr<Handles> handles_;
+  std::vector<UnwindRow> rows_;  // sorted by start, disjoint
+  UnwindRow overflow_;           // the answer when rows_ is full
+};
+
+// One CfiTable per build ID, whichever process mapped the file first.
+class CfiCache {
+ public:
+  // |open_fd| is called only on a miss; it returns an owned descriptor or -1.
+  template <typename OpenFd>
+  CfiTable* Get(const std::string& key, OpenFd open_fd) {
+    auto it = tables_.find(key);
+    if (it != tables_.end()) return it->second.get();
+    int fd = open_fd();
+    std::unique_ptr<CfiTable> t = fd >= 0 ? CfiTable::Open(fd) : nullptr;
+    return tables_.emplace(key, std::move(t)).first->second.get();
+  }
+  size_t size() const { return tables_.size(); }
+  size_t MemoryUsage() const;
+
+ private:
+  absl::flat_hash_map<std::string, std::unique_ptr<CfiTable>> tables_;  // nullptr: unreadable
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_UNWIND_CFI_TABLE_H_
