@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/redact.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -55,21 +56,6 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   else if (key == "node") c.node = value;
   else if (key == "service_name") c.service_name = value;
   else if (key == "namespaces") c.select.namespaces = SplitList(value);
-  else if (key == "binaries") c.binary_dirs = SplitList(value);
-  else if (key == "cpu_hz") {
-    if (auto s = num(ParseInt(key, value), c.cpu_hz); !s.ok()) return s;
-    if (c.cpu_hz < 0 || c.cpu_hz > 10000) return Bad(absl::StrCat(where, ": cpu_hz must be between 0 and 10000"));
-  } else if (key == "thread_names") {
-    c.thread_names = value == "true" || value == "1" || value == "yes";
-  } else if (key == "kernel_time") {
-    c.kernel_time = value == "true" || value == "1" || value == "yes";
-  }
-  else if (key == "native_stacks") {
-    if (value == "off") c.native_stacks = 0;
-    else if (value == "gpu") c.native_stacks = 1;
-    else if (value == "all") c.native_stacks = 2;
-    else return Bad(absl::StrCat(where, ": native_stacks wants off, gpu or all, not '", value, "'"));
-  }
   else if (key == "pods") c.select.pods = SplitList(value);
   else if (key == "processes") c.select.processes = SplitList(value);
   else if (key == "pids") {
@@ -100,8 +86,9 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
     c.kubelet.insecure_skip_verify = value == "true" || value == "1" || value == "yes";
   } else if (key == "pod_labels") {
     c.kubelet.labels = SplitList(value);
-  } else if (key == "hide_trampolines") {
-    c.show_trampolines = !(value == "true" || value == "1" || value == "yes");
+  } else if (IsProfilingOption(key)) {
+    if (auto s = SetProfilingOption(c.profiling, key, value); !s.ok())
+      return Bad(absl::StrCat(where, ": ", s.message()));
   } else {
     return Bad(absl::StrCat(where, ": unknown setting '", key, "'"));
   }
@@ -119,20 +106,31 @@ absl::Status LoadFile(AgentConfig& c, const std::string& path) {
   }
   if (!root || root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) return Bad(absl::StrCat(path, ": expected key: value settings"));
-  for (const auto& kv : root) {
-    std::string key = kv.first.as<std::string>();
-    std::string where = absl::StrCat(path, ":", kv.first.Mark().line + 1);
-    std::string value;
-    if (kv.second.IsSequence()) {
-      std::vector<std::string> items;
-      for (const auto& item : kv.second) items.push_back(item.as<std::string>());
-      value = absl::StrJoin(items, ",");
-    } else if (kv.second.IsScalar()) {
-      value = kv.second.as<std::string>();
-    } else {
-      return Bad(absl::StrCat(where, ": '", key, "' wants a value or a list"));
+  // yaml-cpp reports type mismatches by throwing: every node is checked for
+  // its type before conversion, and anything it still throws (an alias
+  // cycle, a conversion we did not foresee) becomes the file's error.
+  try {
+    for (const auto& kv : root) {
+      std::string where = absl::StrCat(path, ":", kv.first.Mark().line + 1);
+      if (!kv.first.IsScalar()) return Bad(absl::StrCat(where, ": a setting's name must be a plain word"));
+      std::string key = kv.first.Scalar();
+      std::string value;
+      if (kv.second.IsSequence()) {
+        std::vector<std::string> items;
+        for (const auto& item : kv.second) {
+          if (!item.IsScalar()) return Bad(absl::StrCat(where, ": '", key, "' wants a list of plain values"));
+          items.push_back(item.Scalar());
+        }
+        value = absl::StrJoin(items, ",");
+      } else if (kv.second.IsScalar()) {
+        value = kv.second.Scalar();
+      } else {
+        return Bad(absl::StrCat(where, ": '", key, "' wants a value or a list"));
+      }
+      if (auto s = Apply(c, key, value, where); !s.ok()) return s;
     }
-    if (auto s = Apply(c, key, value, where); !s.ok()) return s;
+  } catch (const YAML::Exception& e) {
+    return Bad(absl::StrCat(path, ":", e.mark.line + 1, ": ", e.msg));
   }
   return absl::OkStatus();
 }
@@ -141,7 +139,7 @@ absl::Status Validate(const AgentConfig& c) {
   const std::string& url = c.pyroscope.url;
   if (url.empty()) return Bad("no Pyroscope URL: give --pyroscope-url URL (or GPUFLAME_PYROSCOPE_URL, or pyroscope_url in the config file)");
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
-    return Bad(absl::StrCat("the Pyroscope URL must start with http:// or https://, not '", url, "'"));
+    return Bad(absl::StrCat("the Pyroscope URL must start with http:// or https://, not '", base::RedactUrl(url), "'"));
   if (c.protocol != "connect" && c.protocol != "grpc" && c.protocol != "ingest")
     return Bad(absl::StrCat("protocol must be connect, grpc or ingest, not '", c.protocol, "'"));
   if (!(c.window_seconds >= 1 && c.window_seconds <= 3600))
@@ -153,8 +151,14 @@ absl::Status Validate(const AgentConfig& c) {
   for (const std::string* f : {&c.pyroscope.bearer_token_file, &c.pyroscope.ca_file})
     if (!f->empty() && access(f->c_str(), R_OK) != 0) return Bad(absl::StrCat("cannot read ", *f));
   if (c.queue_requests == 0) return Bad("queue_requests must be at least 1");
+  // These go into HTTP headers: a line break would start another header.
+  for (const auto& [what, value] : {std::pair<const char*, const std::string*>{"tenant", &c.pyroscope.tenant},
+                                    {"basic_auth_user", &c.pyroscope.basic_user},
+                                    {"basic_auth_password", &c.pyroscope.basic_password},
+                                    {"service_name", &c.service_name}})
+    if (base::HasControlCharacters(*value)) return Bad(absl::StrCat(what, " must not contain control characters (line breaks, tabs)"));
   if (!c.kubelet.url.empty() && c.kubelet.url.rfind("http://", 0) != 0 && c.kubelet.url.rfind("https://", 0) != 0)
-    return Bad(absl::StrCat("the kubelet URL must start with http:// or https://, not '", c.kubelet.url, "'"));
+    return Bad(absl::StrCat("the kubelet URL must start with http:// or https://, not '", base::RedactUrl(c.kubelet.url), "'"));
   if (c.kubelet.url.empty() && !c.kubelet.labels.empty())
     return Bad("pod_labels needs kubelet_url: pod labels come from the kubelet");
   for (const std::string* f : {&c.kubelet.token_file, &c.kubelet.ca_file})
@@ -165,7 +169,7 @@ absl::Status Validate(const AgentConfig& c) {
 }  // namespace
 
 std::string AgentUsageText() {
-  return R"(Usage:
+  return absl::StrCat(R"(Usage:
   gpuflame agent --pyroscope-url URL [--window SECONDS] [--config FILE] [options]
 
   Profiles every CUDA process on this node (or those selected) and pushes one
@@ -194,17 +198,11 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
   --pod-labels a,b          which pod labels to copy (pod_labels)
   --kubelet-token-file F    service-account token for the kubelet (kubelet_token_file)
   --kubelet-ca-file F       the kubelet's CA (kubelet_ca_file; kubelet_insecure_skip_verify)
-  --cpu-hz N                CPU-time samples per second of CPU, default 97, 0: no
-                            process_cpu profile (cpu_hz)
-  --thread-names            thread_name label on CPU samples (thread_names)
-  --no-kernel-time          do not report processes that lack libgpuflame_cupti.so
-                            (kernel_time: false)
-  --native-stacks M         native frames for: gpu (device-level, default), all, off
-  --binaries a,b            directories where raw-address frames are named later by
-                            build ID (debug files, unstripped copies), re-read every
-                            window; default /usr/lib/debug (binaries)
   --check-config            validate, print the effective configuration, and exit
-)";
+
+Profiling options (config keys native_stacks, cpu_hz, thread_names, kernel_time,
+hide_trampolines, keep_interpreter_frames, binaries):
+)", ProfilingFlags::Help(28));
 }
 
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args,
@@ -239,8 +237,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"--service-name", "service_name"}, {"--metrics-address", "metrics_address"},
       {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}, {"--protocol", "protocol"},
       {"--kubelet-url", "kubelet_url"}, {"--kubelet-token-file", "kubelet_token_file"},
-      {"--kubelet-ca-file", "kubelet_ca_file"}, {"--pod-labels", "pod_labels"},
-      {"--binaries", "binaries"}, {"--native-stacks", "native_stacks"}, {"--cpu-hz", "cpu_hz"}};
+      {"--kubelet-ca-file", "kubelet_ca_file"}, {"--pod-labels", "pod_labels"}};
+  ProfilingFlags profiling(c.profiling);
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     if (a == "--config") {
@@ -251,16 +249,10 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       c.check_only = true;
       continue;
     }
-    if (a == "--hide-trampolines") {
-      c.show_trampolines = false;
-      continue;
-    }
-    if (a == "--thread-names") {
-      c.thread_names = true;
-      continue;
-    }
-    if (a == "--no-kernel-time") {
-      c.kernel_time = false;
+    auto took = profiling.Consume(args, i);
+    if (!took.ok()) return took.status();
+    if (*took > 0) {
+      i += *took - 1;
       continue;
     }
     if (i + 1 >= args.size()) return Bad(absl::StrCat(a, kFlags.count(a) ? " needs a value" : ": unknown option"));
@@ -291,7 +283,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
 
 std::string DescribeConfig(const AgentConfig& c) {
   auto list = [](const auto& v) { return v.empty() ? std::string("(all)") : absl::StrJoin(v, ","); };
-  return absl::StrCat("pyroscope_url: ", c.pyroscope.url, " (", c.protocol, ")\nwindow: ", c.window_seconds,
+  return absl::StrCat("pyroscope_url: ", base::RedactUrl(c.pyroscope.url), " (", c.protocol, ")\nwindow: ", c.window_seconds,
                       "\ntenant: ", c.pyroscope.tenant.empty() ? "(none)" : c.pyroscope.tenant,
                       "\nauth: ", !c.pyroscope.basic_user.empty() ? "basic"
                                   : !c.pyroscope.bearer_token_file.empty() ? "bearer token file"

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "exporters/pyroscope/pyroscope_client.h"
 #include "agent/kubelet_pods.h"
+#include "profiler/pipeline/profiling_options.h"
 
 namespace gpuflame::profiler {
 
@@ -35,12 +36,9 @@ struct AgentConfig {
   size_t queue_requests = 256;
   std::string spool_dir = "/var/lib/gpuflame/spool";  // empty: memory only
   uint64_t spool_max_bytes = 256ull << 20;
-  bool show_trampolines = true;
-  int native_stacks = 1;        // 0 off, 1 device-level events, 2 every allocation
-  int cpu_hz = 97;              // 0: no process_cpu profile
-  bool thread_names = false;    // thread_name sample label on process_cpu
-  bool kernel_time = true;      // expect libgpuflame_cupti.so; say once where it is missing
-  std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
+  // Shared with record; kernel_time: expect libgpuflame_cupti.so and say
+  // once per process where it is missing.
+  ProfilingOptions profiling;
   bool check_only = false;      // --check-config
 };
 

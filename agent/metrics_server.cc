@@ -42,7 +42,7 @@ absl::Status MetricsServer::Start(const std::string& address, int port) {
   return absl::OkStatus();
 }
 
-void MetricsServer::Publish(std::vector<Metric> metrics) {
+void MetricsServer::Publish(const std::vector<Metric>& metrics) {
   std::string text = PrometheusText(metrics);
   std::lock_guard<std::mutex> lock(mu_);
   text_ = std::move(text);

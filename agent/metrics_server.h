@@ -34,7 +34,7 @@ class MetricsServer {
   ~MetricsServer();
   // Binds |address|:|port| (port 0 picks one, see port()).
   absl::Status Start(const std::string& address, int port);
-  void Publish(std::vector<Metric> metrics);
+  void Publish(const std::vector<Metric>& metrics);
   int port() const { return port_; }
 
  private:

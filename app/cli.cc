@@ -8,7 +8,7 @@
 namespace gpuflame::profiler {
 
 std::string UsageText() {
-  return R"(gpuflame: GPU memory flame graphs for unmodified CUDA / PyTorch processes
+  return absl::StrCat(R"(gpuflame: GPU memory flame graphs for unmodified CUDA / PyTorch processes
 
 Usage:
   gpuflame record -o DIR [--duration SECONDS] [--pid PID ...] [-- COMMAND ARGS ...]
@@ -32,28 +32,17 @@ Options:
   -d, --duration SECONDS  stop after this long (default: until the command or
                           the PIDs exit, or Ctrl-C)
   -p, --pid PID           profile this process (repeatable)
-      --hide-trampolines  drop CPython's <interpreter trampoline> frames
-      --native-stacks M   native frames (DWARF-unwound) for: gpu (device-level
-                          allocations, default), all (tensors too: costly), off
-      --keep-interpreter-frames  keep CPython's own C frames in mixed stacks
-      --cpu-hz N          CPU-time samples per second of CPU (default 97; 0: off)
-      --thread-names      label CPU samples with their thread's name
-      --no-kernel-time    do not load libgpuflame_cupti.so into the command
-                          (kernel time, DIR/gpu_kernel.pb.gz, needs it)
-      --binaries DIR      name raw-address frames from binaries or debug files
-                          here, matched by build ID (repeatable; default
-                          /usr/lib/debug)
-  -q, --quiet             no progress bar or summary
+)", ProfilingFlags::Help(26), R"(  -q, --quiet             no progress bar or summary
   -h, --help              this text
       --version           print the version
 
 With -- COMMAND, gpuflame exits with the command's exit status.
-)";
+)");
 }
 
 namespace {
 
-absl::Status Bad(std::string msg) {
+absl::Status Bad(const std::string& msg) {
   return absl::InvalidArgumentError(absl::StrCat(msg, " (see gpuflame --help)"));
 }
 
@@ -98,9 +87,15 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
   if (args[0] != "record") return Bad(absl::StrCat("unknown command '", args[0], "'"));
 
   RecordOptions o;
-  bool binaries_given = false;
+  ProfilingFlags profiling(o.profiling);
   for (size_t i = 1; i < args.size(); i++) {
     const std::string& a = args[i];
+    auto took = profiling.Consume(args, i);
+    if (!took.ok()) return Bad(std::string(took.status().message()));
+    if (*took > 0) {
+      i += *took - 1;
+      continue;
+    }
     auto value = [&](const char* what) -> absl::StatusOr<std::string> {
       if (i + 1 >= args.size()) return Bad(absl::StrCat(a, " needs ", what));
       return args[++i];
@@ -131,35 +126,6 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       if (r.ec != std::errc() || r.ptr != v->data() + v->size() || pid <= 0)
         return Bad(absl::StrCat("--pid wants a process ID, not '", *v, "'"));
       o.pids.push_back(pid);
-    } else if (a == "--hide-trampolines") {
-      o.show_trampolines = false;
-    } else if (a == "--cpu-hz") {
-      auto v = value("samples per second");
-      if (!v.ok()) return v.status();
-      int hz = -1;
-      auto r = std::from_chars(v->data(), v->data() + v->size(), hz);
-      if (r.ec != std::errc() || r.ptr != v->data() + v->size() || hz < 0 || hz > 10000)
-        return Bad(absl::StrCat("--cpu-hz wants 0 to 10000 samples per second, not '", *v, "'"));
-      o.cpu_hz = hz;
-    } else if (a == "--thread-names") {
-      o.thread_names = true;
-    } else if (a == "--no-kernel-time") {
-      o.kernel_time = false;
-    } else if (a == "--binaries") {
-      auto v = value("a directory");
-      if (!v.ok()) return v.status();
-      if (!binaries_given) o.binary_dirs.clear();
-      binaries_given = true;
-      o.binary_dirs.push_back(*v);
-    } else if (a == "--keep-interpreter-frames") {
-      o.keep_interpreter_frames = true;
-    } else if (a == "--native-stacks") {
-      auto v = value("off, gpu or all");
-      if (!v.ok()) return v.status();
-      if (*v == "off") o.native_stacks = 0;
-      else if (*v == "gpu") o.native_stacks = 1;
-      else if (*v == "all") o.native_stacks = 2;
-      else return Bad(absl::StrCat("--native-stacks wants off, gpu or all, not '", *v, "'"));
     } else if (a == "-q" || a == "--quiet") {
       o.quiet = true;
     } else if (a == "--no-progress") {

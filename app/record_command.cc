@@ -11,10 +11,12 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/json_string.h"
+#include "base/scoped_fd.h"
 #include "exporters/files/html_writer.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/probes/preflight.h"
@@ -36,7 +38,9 @@ int Fail(const absl::Status& s) {
 // Starts |argv| stopped before exec, so it can be made a target first.
 struct Child {
   pid_t pid = -1;
-  int release_fd = -1;  // write a byte to let it exec
+  // Write a byte to let it exec. Closing it without a byte (an error return
+  // before the release, or our exit) makes the child exit 127 unrun.
+  base::ScopedFd release;
 };
 
 // libgpuflame_cupti.so shipped with this binary: next to it (build tree,
@@ -53,15 +57,18 @@ std::string FindCuptiLibrary() {
 }
 
 absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std::string& injection) {
-  int gate[2];
-  if (pipe2(gate, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  std::optional<base::Pipe> gate = base::Pipe::Open();  // close-on-exec: the command never sees it
+  if (!gate) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
-    close(gate[1]);
+    // Our copy of the write end must go (owners are not destroyed here:
+    // exec or _exit), or the read below could never see EOF if gpuflame died.
+    gate->write_end.reset();
     char b;
-    if (read(gate[0], &b, 1) != 1) _exit(127);
+    if (read(gate->read_end.get(), &b, 1) != 1) _exit(127);
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     signal(SIGINT, SIG_DFL);
@@ -71,8 +78,7 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std:
     execvp(args[0], args.data());
     _exit(127);  // reported by the parent from the exit status
   }
-  close(gate[0]);
-  return Child{pid, gate[1]};
+  return Child{pid, std::move(gate->write_end)};  // the read end closes here
 }
 
 class Progress {
@@ -100,17 +106,24 @@ class Progress {
 };
 
 std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
-                        const std::array<uint64_t, GF_STAT_MAX>& bpf, const StackResolver& res,
+                        const std::array<uint64_t, GF_STAT_MAX>& bpf, const RingReaderStats& reader,
+                        const StackResolver& res,
                         const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
-                        double seconds, const std::vector<std::string>& warnings) {
+                        const Guardrails& guard, double seconds, const std::vector<std::string>& warnings) {
   const char* bpf_names[GF_STAT_MAX] = {
       "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
       "failed_cuda_calls", "python_walks", "python_no_thread_state", "python_read_failed",
       "python_truncated", "driver_calls_inside_runtime_calls", "gated_stops", "cpu_samples",
-      "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable"};
+      "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable",
+      "shed_native_stacks", "shed_cpu_samples", "shed_tensor_events"};
+  static_assert(GF_STAT_MAX == 18, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++)
     absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
+  // The ring-buffer reader thread: records moved to the worker, times it
+  // waited on a full hand-off queue, records it dropped (larger than the queue).
+  absl::StrAppend(&out, "},\n  \"reader\": {\"records\": ", reader.records, ", \"queue_full_waits\": ",
+                  reader.full_waits, ", \"dropped\": ", reader.dropped);
   const TrackerStats& t = ev.tracker().stats();
   absl::StrAppend(&out, "},\n  \"events\": {\"records\": ", ev.stats().records,
                   ", \"malformed\": ", ev.stats().malformed, ", \"allocs\": ", t.allocs,
@@ -119,6 +132,14 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
                   ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,
                   "},\n");
+  // gpuflame's own budget: the limits, the last reading, what is shed now,
+  // and how many events went to the over-budget stack.
+  const GuardrailLimits& lim = guard.limits();
+  absl::StrAppend(&out, "  \"guardrails\": {\"max_cpu_cores\": ", lim.max_cpu_cores, ", \"max_rss_bytes\": ",
+                  lim.max_rss_bytes, ", \"cpu_cores\": ", absl::StrFormat("%.3f", guard.last_usage().cpu_cores),
+                  ", \"rss_bytes\": ", guard.last_usage().rss_bytes, ", \"shedding\": ",
+                  base::JsonString(DescribeShed(guard.actions())), ", \"changes\": ", guard.changes().size(),
+                  ", \"over_budget_events\": ", ev.stats().over_budget_events, "},\n");
   const JoinStats& j = ev.joiner().stats();
   absl::StrAppend(&out, "  \"gpu_kernels\": {\"launch_stacks\": ", j.launches, ", \"activity_records\": ", j.records,
                   ", \"joined\": ", j.joined, ", \"charged_by_sampled_share\": ", j.scaled,
@@ -168,12 +189,7 @@ int RunRecord(const RecordOptions& opt) {
   bool system_wide = opt.pids.empty() && opt.command.empty();
   Session::Options sopt;
   sopt.system_wide = system_wide;
-  sopt.show_trampolines = opt.show_trampolines;
-  sopt.keep_interpreter_frames = opt.keep_interpreter_frames;
-  sopt.native_stacks = opt.native_stacks;
-  sopt.binary_dirs = opt.binary_dirs;
-  sopt.cpu_hz = opt.cpu_hz;
-  sopt.thread_names = opt.thread_names;
+  sopt.profiling = opt.profiling;
   auto started = Session::Start(sopt);
   if (!started.ok()) return Fail(started.status());
   Session& session = **started;
@@ -186,16 +202,16 @@ int RunRecord(const RecordOptions& opt) {
   std::vector<std::string> warnings;  // every one said, for summary.json
   Child child;
   if (!opt.command.empty()) {
-    std::string injection = opt.kernel_time ? FindCuptiLibrary() : "";
+    std::string injection = opt.profiling.kernel_time ? FindCuptiLibrary() : "";
     auto c = SpawnHeld(opt.command, injection);
     if (!c.ok()) return Fail(c.status());
-    child = *c;
+    child = std::move(*c);
     // Gate our own command (and its children): stopped at exec and at every
     // CUDA/PyTorch/libpython mapping until the probes are in place.
     RememberTarget(child.pid);
     if (auto s = session.AddGatedChild(child.pid); !s.ok()) return Fail(s);
-    (void)!write(child.release_fd, "x", 1);
-    close(child.release_fd);
+    (void)!write(child.release.get(), "x", 1);
+    child.release.reset();
   }
 
   if (!opt.quiet) {
@@ -208,11 +224,12 @@ int RunRecord(const RecordOptions& opt) {
   const int64_t start = NowNs(CLOCK_MONOTONIC);
   Progress progress(opt.progress && !opt.quiet);
   int exit_status = 0;
-  bool child_done = opt.command.empty();
+  const bool child_done = opt.command.empty();  // no command: nothing to wait for
   int64_t last_draw = 0;
   while (!StopRequested()) {
-    // Records arrive without wakeups (see wakeup_bytes in the BPF side): the
-    // timeout is how often allocations are picked up.
+    // Returns as soon as the reader thread hands records over (it reads the
+    // ring every 20 ms, at once for lifecycle records); the timeout only
+    // paces the checks below when nothing comes.
     int n = session.Poll(20);
     if (n < 0 && n != -EINTR) {
       std::fprintf(stderr, "gpuflame: reading events failed: %s\n", std::strerror(-n));
@@ -232,8 +249,7 @@ int RunRecord(const RecordOptions& opt) {
     if (!child_done) {
       int status = 0;
       pid_t r = waitpid(child.pid, &status, WNOHANG);
-      if (r == child.pid) {
-        child_done = true;
+      if (r == child.pid) {  // the loop ends here: no need to mark the child done
         exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
           std::fprintf(stderr, "gpuflame: could not run %s\n", opt.command[0].c_str());
@@ -275,9 +291,9 @@ int RunRecord(const RecordOptions& opt) {
   for (const auto& [pid, info] : registry.processes()) any_cupti |= info->has_cupti;
   std::vector<const profiler::Profile*> profiles{&gpu};
   if (any_torch) profiles.push_back(&torch);
-  if (opt.cpu_hz > 0) profiles.push_back(&cpu);
+  if (opt.profiling.cpu_hz > 0) profiles.push_back(&cpu);
   if (any_cupti || !kernels.samples.empty()) profiles.push_back(&kernels);
-  if (opt.kernel_time) registry.CheckKernelTime();
+  if (opt.profiling.kernel_time) registry.CheckKernelTime();
 
   const size_t said_live = warnings.size();  // already on the terminal
   for (std::string& w : session.TakeWarnings()) warnings.push_back(std::move(w));
@@ -285,6 +301,10 @@ int RunRecord(const RecordOptions& opt) {
   if (bpf_stats[GF_STAT_RINGBUF_FULL])
     warnings.push_back(absl::StrCat(bpf_stats[GF_STAT_RINGBUF_FULL],
                                     " events were dropped because the ring buffer was full"));
+  const RingReaderStats reader_stats = session.ReaderStats();
+  if (reader_stats.dropped)
+    warnings.push_back(absl::StrCat(reader_stats.dropped,
+                                    " events were dropped by the ring-buffer reader (larger than its queue)"));
   if (registry.processes().empty())
     warnings.push_back("no process with a CUDA library was seen: the profiles are empty");
   else {
@@ -292,8 +312,18 @@ int RunRecord(const RecordOptions& opt) {
     for (const auto& [pid, info] : registry.processes()) cuda |= info->has_cuda || info->has_torch;
     if (!cuda) warnings.push_back("no CUDA library was loaded by the profiled processes");
   }
-  std::string summary = SummaryJson(events, registry, bpf_stats, session.resolver(), session.unwinder().stats(),
-                                    session.native_symbols(),
+  // What gpuflame shed to stay in its budget: said on the terminal, in the
+  // summary, and in every profile, where the numbers are read.
+  for (const std::string& line : session.guardrails().Describe(start)) {
+    for (profiler::Profile* p : {&gpu, &torch, &cpu, &kernels}) p->comments.push_back(line);
+    warnings.push_back(line);
+  }
+  if (events.stats().over_budget_events)
+    warnings.push_back(absl::StrCat(events.stats().over_budget_events,
+                                    " events on stacks first seen while over the memory budget went to ",
+                                    kOverBudgetFrame));
+  std::string summary = SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
+                                    session.native_symbols(), session.guardrails(),
                                     static_cast<double>(duration) / 1e9, warnings);
   std::string title = opt.command.empty() ? "record" : opt.command[0];
   for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
@@ -310,7 +340,9 @@ int RunRecord(const RecordOptions& opt) {
       kernels_run += c.count;
     }
     std::string kernel_part =
-        kernels_run ? absl::StrFormat(", %.1f ms of GPU work in %d kernels/copies", kernel_ns / 1e6, kernels_run) : "";
+        kernels_run ? absl::StrFormat(", %.1f ms of GPU work in %d kernels/copies",
+                                      static_cast<double>(kernel_ns) / 1e6, kernels_run)
+                    : "";
     std::fprintf(stderr, "gpuflame: %llu allocations, %llu frees, %llu CPU samples%s in %.1fs; wrote %s/\n",
                  static_cast<unsigned long long>(t.allocs), static_cast<unsigned long long>(t.frees),
                  static_cast<unsigned long long>(events.stats().cpu_samples), kernel_part.c_str(),

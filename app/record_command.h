@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "profiler/pipeline/profiling_options.h"
+
 namespace gpuflame::profiler {
 
 struct RecordOptions {
@@ -16,13 +18,7 @@ struct RecordOptions {
   std::optional<double> duration_s;
   std::vector<pid_t> pids;
   std::vector<std::string> command;  // after `--`
-  bool show_trampolines = true;
-  bool keep_interpreter_frames = false;  // CPython's C frames in mixed stacks
-  std::vector<std::string> binary_dirs = {"/usr/lib/debug"};  // --binaries
-  int native_stacks = 1;                 // 0 off, 1 device-level events, 2 every allocation
-  int cpu_hz = 97;                       // --cpu-hz; 0: no CPU profile
-  bool thread_names = false;             // --thread-names
-  bool kernel_time = true;               // --no-kernel-time: no CUPTI injection
+  ProfilingOptions profiling;  // shared with the agent; kernel_time: inject the CUPTI library
   bool progress = true;  // only drawn on a terminal
   bool quiet = false;
 };

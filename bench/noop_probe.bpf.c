@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /* The overhead harness's baseline: a probe that only counts its hits, on the
  * same USDT points gpuflame uses. What it costs is the kernel's trap itself. */
-#include "vmlinux_min.h"
+#include "lib/vmlinux_min.h"
 
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>

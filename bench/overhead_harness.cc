@@ -18,10 +18,12 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/scoped_fd.h"
 #include "noop_probe.skel.h"
 #include "profiler/probes/bpf_probes.h"
 #include "profiler/pipeline/event_processor.h"
@@ -41,8 +43,10 @@ struct Workload {
 };
 
 Workload Start(const std::string& python, const std::string& script, int cpu) {
-  int to_child[2], from_child[2];
-  if (pipe(to_child) != 0 || pipe(from_child) != 0) return {};
+  // Close-on-exec: the workload keeps only the copies dup2() makes on 0 and 1.
+  std::optional<base::Pipe> to_child = base::Pipe::Open();
+  std::optional<base::Pipe> from_child = base::Pipe::Open();
+  if (!to_child || !from_child) return {};
   pid_t pid = fork();
   if (pid == 0) {
     if (cpu >= 0) {
@@ -53,16 +57,14 @@ Workload Start(const std::string& python, const std::string& script, int cpu) {
       CPU_SET(cpu, &set);
       sched_setaffinity(0, sizeof(set), &set);
     }
-    dup2(to_child[0], 0);
-    dup2(from_child[1], 1);
-    close(to_child[1]);
-    close(from_child[0]);
+    dup2(to_child->read_end.get(), 0);
+    dup2(from_child->write_end.get(), 1);
     execlp(python.c_str(), python.c_str(), script.c_str(), nullptr);
     _exit(127);
   }
-  close(to_child[0]);
-  close(from_child[1]);
-  Workload w{pid, fdopen(to_child[1], "w"), fdopen(from_child[0], "r"), ""};
+  // Our ends go to stdio streams, which own them from here; the child's
+  // ends close when their owners leave scope.
+  Workload w{pid, fdopen(to_child->write_end.release(), "w"), fdopen(from_child->read_end.release(), "r"), ""};
   char line[256];
   if (!fgets(line, sizeof(line), w.out)) return {};
   char backend[64] = {};
@@ -111,32 +113,40 @@ class NoopObserver {
   std::vector<bpf_link*> links_;
 };
 
-// The real agent, in process: probes, registry, event loop on a thread.
+// The real agent, in process: probes, registry, the ring-buffer reader
+// thread and the event loop on a worker thread, as in a Session.
 class AgentObserver {
  public:
   bool Start(pid_t pid) {
     profiler::BpfProbes::Options opt;
     opt.filter_targets = true;
-    auto probes = profiler::BpfProbes::Load(opt, [this](std::span<const uint8_t> r) { events_->OnRecord(r); });
+    auto probes = profiler::BpfProbes::Load(opt);
     if (!probes.ok()) {
       fprintf(stderr, "gpuflame: %s\n", std::string(probes.status().message()).c_str());
       return false;
     }
     probes_ = std::move(*probes);
+    auto reader = probes_->StartRingReader({});
+    if (!reader.ok()) {
+      fprintf(stderr, "gpuflame: %s\n", std::string(reader.status().message()).c_str());
+      return false;
+    }
+    reader_ = std::move(*reader);
     registry_ = std::make_unique<profiler::ProcessRegistry>(*probes_, elves_, profiler::ProcessRegistry::Options{});
     resolver_ = std::make_unique<profiler::StackResolver>(registry_.get(), native_, profiler::StackResolver::Options{});
     events_ = std::make_unique<profiler::EventProcessor>(registry_.get(), *resolver_);
     if (!registry_->AddTarget(pid).ok()) return false;
     poller_ = std::thread([this] {
-      while (!stop_) probes_->Poll(20);
-      while (probes_->Poll(0) > 0) {
-      }
+      auto handle = [this](std::span<const uint8_t> r) { events_->OnRecord(r); };
+      while (!stop_) reader_->Poll(20, handle);
+      reader_->Drain(handle);
     });
     return true;
   }
   uint64_t Stop() {
     stop_ = true;
     if (poller_.joinable()) poller_.join();
+    if (reader_) reader_->Stop();
     return events_ ? events_->stats().records : 0;
   }
   uint64_t Dropped() const { return probes_ ? probes_->ReadStats()[GF_STAT_RINGBUF_FULL] : 0; }
@@ -146,6 +156,7 @@ class AgentObserver {
   symbolizer::ElfCache elves_;
   symbolizer::NativeSymbolizer native_{elves_};
   std::unique_ptr<profiler::BpfProbes> probes_;
+  std::unique_ptr<profiler::RingReader> reader_;
   std::unique_ptr<profiler::ProcessRegistry> registry_;
   std::unique_ptr<profiler::StackResolver> resolver_;
   std::unique_ptr<profiler::EventProcessor> events_;

@@ -2,7 +2,8 @@
 /*
  * The one contract between the BPF programs and user space: plain data only.
  * Every struct has fixed-width fields, explicit padding and a size assertion,
- * and is included unchanged by gpuflame.bpf.c and by profiler/ (C++).
+ * and is included unchanged by the BPF programs (bpf/), by profiler/ (C++)
+ * and by the CUPTI injection library (cupti/).
  *
  * Wire layout of one ring-buffer record:
  *
@@ -15,6 +16,32 @@
  */
 #ifndef GPUFLAME_BPF_GPUFLAME_ABI_H_
 #define GPUFLAME_BPF_GPUFLAME_ABI_H_
+
+/*
+ * GF_ABI_VERSION: the version of the one half of this contract that ships
+ * apart from the agent. The BPF object is embedded in the gpuflame binary
+ * (skeleton), so BPF and user space always match; libgpuflame_cupti.so is
+ * loaded into workloads, often from an image built at another time, and
+ * talks to the agent through the `gpuflame` USDT probes (cupti/probes.h).
+ *
+ * Bump it on any change an agent or a library built on the other side of
+ * the change would misread: a gpuflame USDT probe's name, argument order or
+ * meaning; struct gf_kernel_record; GF_KERNEL_BATCH_MAX, GF_KERNEL_NAME_MAX;
+ * enum gf_gpu_activity_kind or enum gf_cupti_status values. A purely
+ * additive change the other side safely ignores (a new probe an older agent
+ * does not attach) needs none. Versions are compared for equality only.
+ *
+ * The check is the agent's: the library passes the version it was built
+ * with as the second argument of gpuflame:status (GF_EV_CUPTI_STATUS arg1;
+ * a library from before versioning sends none, read as 0), and on mismatch
+ * the agent ignores that process's kernel records and warns once. The
+ * library cannot check in-process: USDT is one-way (the semaphores only say
+ * that some tracer is attached), so it cannot know the agent's version, and
+ * it never steps aside on this account.
+ *
+ * v1: the first versioned contract.
+ */
+#define GF_ABI_VERSION 1
 
 #ifdef __cplusplus
 #include <cstdint>
@@ -51,7 +78,9 @@ enum gf_event_kind {
                              * arg1 = CUPTI callback ID, with the launching stack */
   GF_EV_KERNEL_BATCH = 12,  /* size = n gf_kernel_record follow (GPU activity) */
   GF_EV_KERNEL_NAME = 13,   /* arg0 = name ID; a NUL-terminated name follows */
-  GF_EV_CUPTI_STATUS = 14,  /* arg0 = enum gf_cupti_status, once per process */
+  GF_EV_CUPTI_STATUS = 14,  /* arg0 = enum gf_cupti_status, arg1 = the library's
+                             * GF_ABI_VERSION (0: unversioned); at start, then
+                             * (active) every flush period while traced */
 };
 
 /* Which accounting an event belongs to. */
@@ -168,8 +197,8 @@ GF_STATIC_ASSERT(sizeof(struct gf_py_frame) == 24, "gf_py_frame ABI");
 
 /*
  * Per-process interpreter layout, written by user space at discovery and read
- * by the walker at every event. Offsets in bytes; see
- * ../shared/reference/cpython-unwinding.md §0 for where each comes from.
+ * by the walker at every event. Offsets in bytes, from the per-version
+ * tables in inspect/python_layout.cc (where each comes from is said there).
  */
 struct gf_py_proc {
   gf_u64 runtime_addr;       /* &_PyRuntime in the process */
@@ -205,6 +234,17 @@ enum gf_target_flags {
 };
 
 /* Per-CPU counters, indices into the `stats` map. */
+/*
+ * Work gpuflame sheds when over its own CPU or memory budget
+ * (profiler/pipeline/guardrails.h), set at run time in the BPF object's
+ * `shed` global (bpf/lib/config.bpf.h). Each shed event is counted.
+ */
+enum gf_shed {
+  GF_SHED_NATIVE_STACKS = 1u << 0, /* no user-stack copies: Python frames only */
+  GF_SHED_CPU_SAMPLES = 1u << 1,   /* no CPU-time samples */
+  GF_SHED_TENSOR_EVENTS = 1u << 2, /* no caching-allocator events */
+};
+
 enum gf_stat {
   GF_STAT_EVENTS = 0,
   GF_STAT_RINGBUF_FULL,
@@ -221,6 +261,9 @@ enum gf_stat {
   GF_STAT_LAUNCHES,          /* sampled kernel launches seen at the USDT probe */
   GF_STAT_KERNEL_RECORDS,    /* GPU activity records copied from the injection library */
   GF_STAT_KERNEL_BATCH_READ_FAILED, /* a batch the probe could not read (records lost) */
+  GF_STAT_SHED_NATIVE_STACKS, /* events whose stack copy was shed (guardrails) */
+  GF_STAT_SHED_CPU_SAMPLES,   /* ticks in profiled processes not taken (guardrails) */
+  GF_STAT_SHED_TENSOR_EVENTS, /* caching-allocator events not taken (guardrails) */
   GF_STAT_MAX,
 };
 
@@ -252,7 +295,10 @@ GF_STATIC_ASSERT(sizeof(struct gf_kernel_record) == 40, "gf_kernel_record ABI");
 #define GF_KERNEL_BATCH_MAX 64   /* records per gpuflame:kernel_batch hit */
 #define GF_KERNEL_NAME_MAX 1024  /* bytes of a kernel name, NUL included */
 
-/* gpuflame:status(code): what the injection library did, said once. */
+/* gpuflame:status(code, abi_version): what the injection library did, with
+ * the GF_ABI_VERSION it was built with. A refusal is said once, at start;
+ * GF_CUPTI_ACTIVE at start and again every flush period while an agent
+ * listens (one may attach at any time). */
 enum gf_cupti_status {
   GF_CUPTI_ACTIVE = 1,
   GF_CUPTI_OTHER_SUBSCRIBER = 2, /* torch.profiler / Nsight holds CUPTI: stepped aside */

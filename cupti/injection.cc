@@ -14,6 +14,9 @@
 // nothing until an agent attaches (checked at start and once per flush period).
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
+// gpuflame:status also carries the GF_ABI_VERSION this library was built
+// with, at start and again every flush period while an agent listens: the
+// agent checks it, since the library cannot know the agent's (probes.h).
 #include <time.h>
 
 #include <atomic>
@@ -189,6 +192,11 @@ void FlushLoop() {
     s.cv.wait_for(lock, std::chrono::milliseconds(s.flush_ms));
     if (s.stop) break;
     lock.unlock();
+    // Which ABI we speak, said again before each flush's records: an agent
+    // may attach at any time, also while another one already holds the
+    // semaphores, and nothing in the process tells the two apart (a
+    // semaphore counts probe sites, not tracers). One probe hit a period.
+    FireStatus(GF_CUPTI_ACTIVE);
     // An agent that attaches after start-up raises the semaphores: start then.
     if (!s.tracing_on && (BatchProbeOn() || LaunchProbeOn())) EnableTracing();
     if (s.activity_on) {
@@ -265,10 +273,12 @@ int Initialize() {
     Say((std::string("kernel time off for this process: cuptiSubscribe: ") + (msg ? msg : "error")).c_str());
     return 1;
   }
+  // Said before tracing starts, so that the agent knows our ABI version
+  // before our first launch or activity record reaches it.
+  FireStatus(GF_CUPTI_ACTIVE);
   if (BatchProbeOn() || LaunchProbeOn()) EnableTracing();
   s.flusher = std::thread(FlushLoop);
   std::atexit(AtExit);
-  FireStatus(GF_CUPTI_ACTIVE);
   Trace(BatchProbeOn() ? "active, agent attached" : "active, no agent yet");
   return 1;
 }

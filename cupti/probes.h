@@ -2,11 +2,20 @@
 // `gpuflame`), each guarded by a semaphore the kernel raises while a tracer
 // is attached: with no agent, a launch costs one load and branch here.
 // Arguments are plain integers and pointers to bpf/gpuflame_abi.h structs.
+//
+// The library is built separately from the agent and may meet an agent of
+// another version: gpuflame:status carries the GF_ABI_VERSION it was built
+// with, and the agent checks it (it ignores the process's kernel records on
+// a mismatch, and says so). The check cannot live here: USDT is one-way and
+// the semaphores only say that some tracer is attached, not which version,
+// so the library never learns the agent's ABI and never steps aside for it.
 #ifndef GPUFLAME_CUPTI_PROBES_H_
 #define GPUFLAME_CUPTI_PROBES_H_
 
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
+
+#include "bpf/gpuflame_abi.h"
 
 extern "C" {
 extern unsigned short gpuflame_launch_semaphore;
@@ -30,8 +39,10 @@ inline void FireBatch(const void* records, unsigned long count) {
 inline void FireName(unsigned int id, const char* name) {
   if (gpuflame_kernel_name_semaphore) DTRACE_PROBE2(gpuflame, kernel_name, id, name);
 }
+inline bool StatusProbeOn() { return gpuflame_status_semaphore != 0; }
+// What the library did (enum gf_cupti_status), with the ABI it speaks.
 inline void FireStatus(unsigned int status) {
-  if (gpuflame_status_semaphore) DTRACE_PROBE1(gpuflame, status, status);
+  if (StatusProbeOn()) DTRACE_PROBE2(gpuflame, status, status, static_cast<unsigned int>(GF_ABI_VERSION));
 }
 
 }  // namespace gpuflame::cupti

@@ -79,39 +79,34 @@ std::vector<Mapping> ParseProcMaps(std::string_view text, size_t max_mappings) {
 
 absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid) {
   std::string path = absl::StrCat("/proc/", pid, "/maps");
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("no such process: ", pid));
+  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return absl::NotFoundError(absl::StrCat("no such process: ", pid));
   std::string text;
   char buf[64 << 10];
   while (text.size() < kMaxMapsBytes) {
-    ssize_t n = read(fd, buf, sizeof(buf));
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
   }
-  close(fd);
+  fd.reset();
   return ParseProcMaps(text);
 }
 
 PinnedFile PinnedFile::Open(pid_t pid, const Mapping& m) {
   auto open_same = [&](const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st{};
-    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
+    if (fd && fstat(fd.get(), &st) == 0 && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
         minor(st.st_dev) == m.dev_minor)
       return fd;
-    if (fd >= 0) close(fd);
-    return -1;
+    return base::ScopedFd();  // another file now at that path: closed here
   };
-  int fd = open_same(OpenablePath(pid, m));
-  if (fd < 0 && !m.path.empty() && m.path.front() == '/') fd = open_same(m.path);
-  return PinnedFile(fd);
+  base::ScopedFd fd = open_same(OpenablePath(pid, m));
+  if (!fd && !m.path.empty() && m.path.front() == '/') fd = open_same(m.path);
+  return PinnedFile(std::move(fd));
 }
 
-PinnedFile::~PinnedFile() {
-  if (fd_ >= 0) close(fd_);
-}
-
-std::string PinnedFile::path() const { return absl::StrCat("/proc/self/fd/", fd_); }
+std::string PinnedFile::path() const { return absl::StrCat("/proc/self/fd/", fd_.get()); }
 
 std::string OpenablePath(pid_t pid, const Mapping& m) {
   if (m.deleted || m.path.empty() || m.path.front() != '/')

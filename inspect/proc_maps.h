@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/scoped_fd.h"
 
 namespace gpuflame::inspect {
 
@@ -59,16 +60,16 @@ std::string OpenablePath(pid_t pid, const Mapping& m);
 class PinnedFile {
  public:
   static PinnedFile Open(pid_t pid, const Mapping& m);
-  PinnedFile(PinnedFile&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  PinnedFile& operator=(PinnedFile&&) = delete;
-  ~PinnedFile();
-  bool ok() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
+  bool ok() const { return fd_.valid(); }
+  int fd() const { return fd_.get(); }
+  // A descriptor of the same file for an owner that outlives this one
+  // (libelf, libdw); close-on-exec.
+  base::ScopedFd Dup() const { return base::ScopedFd::Dup(fd_.get()); }
   std::string path() const;  // /proc/self/fd/N
 
  private:
-  explicit PinnedFile(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit PinnedFile(base::ScopedFd fd) : fd_(std::move(fd)) {}
+  base::ScopedFd fd_;
 };
 
 }  // namespace gpuflame::inspect

@@ -2,7 +2,6 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
-#include <unistd.h>
 
 namespace gpuflame::symbolizer {
 namespace {
@@ -82,11 +81,10 @@ bool FindSubprogram(Dwarf_Die* scope, Dwarf_Addr pc, int depth, Dwarf_Die* out) 
 }  // namespace
 
 struct DwarfInlines::Handles {
-  int fd = -1;
+  base::ScopedFd fd;  // closed after the destructor's body has ended |dwarf|
   Dwarf* dwarf = nullptr;
   ~Handles() {
     if (dwarf) dwarf_end(dwarf);
-    if (fd >= 0) close(fd);
   }
   // The compile unit holding |pc|: through .debug_aranges when present, else
   // by scanning unit ranges (GCC omits aranges for some units).
@@ -106,11 +104,11 @@ struct DwarfInlines::Handles {
 DwarfInlines::DwarfInlines(std::unique_ptr<Handles> h) : h_(std::move(h)) {}
 DwarfInlines::~DwarfInlines() = default;
 
-std::unique_ptr<DwarfInlines> DwarfInlines::Open(int fd) {
+std::unique_ptr<DwarfInlines> DwarfInlines::Open(base::ScopedFd fd) {
+  if (!fd) return nullptr;
   auto h = std::make_unique<Handles>();
-  h->fd = fd;
-  if (fd < 0) return nullptr;
-  h->dwarf = dwarf_begin(fd, DWARF_C_READ);
+  h->fd = std::move(fd);
+  h->dwarf = dwarf_begin(h->fd.get(), DWARF_C_READ);
   if (!h->dwarf) return nullptr;  // no .debug_info: the common pip-wheel case
   return std::unique_ptr<DwarfInlines>(new DwarfInlines(std::move(h)));
 }

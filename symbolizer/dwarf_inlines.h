@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/scoped_fd.h"
+
 namespace gpuflame::symbolizer {
 
 struct SourceFrame {
@@ -21,8 +23,9 @@ struct SourceFrame {
 
 class DwarfInlines {
  public:
-  // Takes ownership of |fd|; nullptr when the file has no usable DWARF.
-  static std::unique_ptr<DwarfInlines> Open(int fd);
+  // Keeps |fd| open as long as the result lives; nullptr (and |fd| closed)
+  // when it is invalid or the file has no usable DWARF.
+  static std::unique_ptr<DwarfInlines> Open(base::ScopedFd fd);
   ~DwarfInlines();
   DwarfInlines(const DwarfInlines&) = delete;
   DwarfInlines& operator=(const DwarfInlines&) = delete;

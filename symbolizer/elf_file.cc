@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/scoped_fd.h"
 
 namespace gpuflame::symbolizer {
 namespace {
@@ -24,20 +25,15 @@ constexpr size_t kMaxSymbolName = 4096;
 struct ElfCloser {
   void operator()(Elf* e) const { elf_end(e); }
 };
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) close(fd);
-  }
-};
 
 }  // namespace
 
 absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
   if (elf_version(EV_CURRENT) == EV_NONE) return absl::InternalError("libelf: version mismatch");
-  FdCloser fd{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.fd, ELF_C_READ_MMAP, nullptr));
+  // Declared before |elf|, so destroyed after it: libelf reads through the fd until elf_end.
+  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF)
     return absl::InvalidArgumentError(absl::StrCat(path, " is not an ELF file"));
   GElf_Ehdr ehdr;
@@ -159,11 +155,10 @@ std::optional<uint64_t> ElfFile::LoadBias(uint64_t map_start, uint64_t map_offse
 std::optional<std::string> ElfFile::ReadVaddr(uint64_t vaddr, size_t len) const {
   auto off = VaddrToOffset(vaddr);
   if (!off || len > (1u << 20)) return std::nullopt;
-  int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  base::ScopedFd fd(open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
   std::string buf(len, '\0');
-  ssize_t got = pread(fd, buf.data(), len, static_cast<off_t>(*off));
-  close(fd);
+  ssize_t got = pread(fd.get(), buf.data(), len, static_cast<off_t>(*off));
   if (got != static_cast<ssize_t>(len)) return std::nullopt;
   return buf;
 }

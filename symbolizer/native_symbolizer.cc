@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "symbolizer/build_id_resolver.h"
 #include "symbolizer/demangle.h"
 
 namespace gpuflame::symbolizer {
@@ -40,7 +41,7 @@ DwarfInlines* NativeSymbolizer::InlinesFor(pid_t pid, const inspect::Mapping& m,
   auto [it, inserted] = dwarf_.try_emplace(&elf);
   if (inserted) {
     inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
-    if (file.ok()) it->second = DwarfInlines::Open(dup(file.fd()));
+    if (file.ok()) it->second = DwarfInlines::Open(file.Dup());
   }
   return it->second.get();
 }
@@ -52,10 +53,9 @@ const NativeSymbolizer::Entry* NativeSymbolizer::Lookup(pid_t pid, const inspect
   // Demangling and DWARF walks dominate symbolization: each address once.
   if (names_.size() >= kMaxCachedNames) names_.clear();
   Entry e;
-  if (auto hit = elf.Lookup(vaddr)) {
-    e.function.system_name = std::string(hit->name);
-    e.function.name = Demangle(hit->name);
-  }
+  SymbolName symbol = NameAt(elf, vaddr);
+  e.function.system_name = std::move(symbol.system_name);
+  e.function.name = std::move(symbol.name);
   if (DwarfInlines* dw = InlinesFor(pid, m, elf)) {
     std::vector<SourceFrame> src = dw->At(vaddr);
     if (!src.empty()) {

@@ -51,7 +51,10 @@ int Line310(std::string_view table, int first_line, uint32_t instr) {
   return 0;
 }
 
-// 3.11+ location table; Objects/locations.md.
+// The 3.11+ location table (co_linetable): a sequence of entries, each a
+// byte 1CCCCLLL (C: a code, L: length - 1 in code units) followed by
+// varints of 6 bits per byte (bit 6: more follows) and signed varints
+// (zig-zag in the low bit); the code says which line delta form follows.
 class LocationReader {
  public:
   explicit LocationReader(std::string_view t) : t_(t) {}

@@ -1,14 +1,9 @@
 #include "exporters/pprof/pprof_symbolizer.h"
 
-#include <map>
-#include <memory>
-
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "profile.pb.h"
-#include "symbolizer/build_id_index.h"
-#include "symbolizer/demangle.h"
-#include "symbolizer/elf_file.h"
+#include "symbolizer/build_id_resolver.h"
 
 namespace gpuflame::exporters {
 namespace {
@@ -40,20 +35,7 @@ absl::StatusOr<SymbolizeReport> SymbolizePprof(std::string& bytes, const std::ve
   absl::flat_hash_map<uint64_t, const pprof::Mapping*> mappings;
   for (const auto& m : p.mapping()) mappings[m.id()] = &m;
 
-  symbolizer::BuildIdIndex index(binary_dirs);
-  std::map<std::string, std::unique_ptr<symbolizer::ElfFile>> at_path;  // by build ID
-  auto binary_for = [&](const pprof::Mapping& m) -> const symbolizer::ElfFile* {
-    const std::string& build_id = str(m.build_id());
-    if (const symbolizer::ElfFile* found = index.Find(build_id)) return found;
-    // The mapping's own path, when it still holds that very build.
-    auto [it, inserted] = at_path.try_emplace(build_id);
-    if (inserted) {
-      auto elf = symbolizer::ElfFile::Open(str(m.filename()));
-      if (elf.ok() && (build_id.empty() || elf->build_id() == build_id))
-        it->second = std::make_unique<symbolizer::ElfFile>(std::move(*elf));
-    }
-    return it->second.get();
-  };
+  symbolizer::BuildIdResolver resolver(binary_dirs);
 
   // New functions by name, so that equal names share one.
   absl::flat_hash_map<std::string, uint64_t> by_name;
@@ -64,18 +46,18 @@ absl::StatusOr<SymbolizeReport> SymbolizePprof(std::string& bytes, const std::ve
     if (fit == functions.end() || !IsRawAddress(str(fit->second->name()))) continue;
     r.unresolved_before++;
     auto mit = mappings.find(loc.mapping_id());
-    const symbolizer::ElfFile* elf = mit == mappings.end() ? nullptr : binary_for(*mit->second);
-    if (!elf) {
+    if (mit == mappings.end()) {
       r.no_binary++;
       continue;
     }
-    auto hit = elf->Lookup(loc.address());
-    if (!hit) {
-      r.no_symbol++;
+    const pprof::Mapping& m = *mit->second;
+    auto found = resolver.Resolve(str(m.build_id()), loc.address(), str(m.filename()));
+    if (found.outcome != symbolizer::BuildIdResolver::Outcome::kNamed) {
+      (found.outcome == symbolizer::BuildIdResolver::Outcome::kNoBinary ? r.no_binary : r.no_symbol)++;
       continue;
     }
-    std::string system(hit->name);
-    std::string name = symbolizer::Demangle(system);
+    const std::string& system = found.symbol.system_name;
+    const std::string& name = found.symbol.name;
     auto [nit, inserted] = by_name.try_emplace(name, next_function);
     if (inserted) {
       auto* fn = p.add_function();

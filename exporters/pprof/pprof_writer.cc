@@ -12,6 +12,7 @@
 #include "exporters/pprof/gzip.h"
 #include "profile.pb.h"  // generated from exporters/proto/profile.proto
 
+#include "base/scoped_fd.h"
 #include "base/utf8.h"
 
 namespace gpuflame::exporters {
@@ -117,20 +118,25 @@ absl::StatusOr<std::string> EncodePprofGz(const profiler::Profile& profile) {
 absl::Status WriteFile(const std::string& path, std::string_view bytes) {
   // Write then rename: a reader never sees half a profile.
   std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  base::ScopedFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    ssize_t n = write(fd.get(), bytes.data() + done, bytes.size() - done);
     if (n <= 0) {
       int err = errno;
-      close(fd);
+      fd.reset();
       unlink(tmp.c_str());
       return absl::InternalError(absl::StrCat("writing ", path, ": ", std::strerror(err)));
     }
     done += static_cast<size_t>(n);
   }
-  close(fd);
+  // Checked: on NFS or a full quota, close can be the first to report lost data.
+  if (fd.Close() != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("writing ", path, ": ", std::strerror(err)));
+  }
   if (rename(tmp.c_str(), path.c_str()) != 0)
     return absl::InternalError(absl::StrCat("renaming ", tmp, ": ", std::strerror(errno)));
   return absl::OkStatus();

@@ -1,5 +1,7 @@
-// Keeps a profile inside what Pyroscope accepts (pkg/validation/limits.go
-// defaults, shared/reference/pyroscope-grafana-aks.md §3.c) without losing
+// Keeps a profile inside what Pyroscope accepts by default (its validation
+// limits: 4 MiB uncompressed profile, 16000 samples, 1000 frames per stack
+// (truncated leaf-side), 65535-byte strings, 30 labels per series, label
+// names 1024 and values 2048 bytes) without losing
 // bytes: the least significant stacks are folded into one `[other]` sample,
 // so every total stays exact, and each fold is reported.
 #ifndef GPUFLAME_EXPORTERS_PPROF_PROFILE_LIMITS_H_

@@ -6,9 +6,9 @@
 namespace gpuflame::exporters {
 
 absl::StatusOr<std::unique_ptr<PushQueue>> PushQueue::Create(Sender sender, PushQueueOptions options) {
-  std::unique_ptr<PushQueue> q(new PushQueue(std::move(sender), options));
-  if (!options.spool_dir.empty()) {
-    auto spool = Spool::Open(options.spool_dir, options.spool_max_bytes);
+  std::unique_ptr<PushQueue> q(new PushQueue(std::move(sender), std::move(options)));
+  if (!q->options_.spool_dir.empty()) {
+    auto spool = Spool::Open(q->options_.spool_dir, q->options_.spool_max_bytes);
     if (!spool.ok()) return spool.status();
     q->spool_.emplace(std::move(*spool));
     q->RefreshLocked();

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/redact.h"
 #include "push.pb.h"  // generated from exporters/proto/push.proto
 
 namespace gpuflame::exporters {
@@ -20,7 +21,7 @@ void GlobalInit() {
 
 size_t Collect(char* data, size_t size, size_t n, void* out) {
   auto* body = static_cast<std::string*>(out);
-  if (body->size() < 64 * 1024) body->append(data, size * n);  // errors are short; bound it
+  if (body->size() < (64u << 10)) body->append(data, size * n);  // errors are short; bound it
   return size * n;
 }
 
@@ -144,11 +145,11 @@ absl::Status PyroscopeClient::Post(const std::string& url, const std::string& bo
 
   CURLcode rc = curl_easy_perform(c);
   if (rc != CURLE_OK)
-    return absl::UnavailableError(absl::StrCat("push to ", endpoint_.url, ": ", curl_easy_strerror(rc)));
+    return absl::UnavailableError(absl::StrCat("push to ", base::RedactUrl(endpoint_.url), ": ", curl_easy_strerror(rc)));
   long code = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
   if (code == 200) return absl::OkStatus();
-  std::string msg = absl::StrCat("push to ", endpoint_.url, ": HTTP ", code, " ", Trim(response));
+  std::string msg = absl::StrCat("push to ", base::RedactUrl(endpoint_.url), ": HTTP ", code, " ", Trim(response));
   if (code == 429) return absl::ResourceExhaustedError(msg);
   if (code >= 500 || code == 408) return absl::UnavailableError(msg);
   if (code == 401) return absl::UnauthenticatedError(msg);

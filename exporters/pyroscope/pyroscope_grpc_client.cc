@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/redact.h"
 #include "push.grpc.pb.h"  // generated from exporters/proto/push.proto
 
 namespace gpuflame::exporters {
@@ -76,7 +77,7 @@ absl::Status PyroscopeGrpcClient::PushEncoded(const std::string& body) const {
   auto stub = push::v1::PusherService::NewStub(channel_);
   grpc::Status s = stub->Push(&ctx, req, &resp);
   if (s.ok()) return absl::OkStatus();
-  std::string msg = absl::StrCat("gRPC push to ", endpoint_.url, ": ", s.error_message());
+  std::string msg = absl::StrCat("gRPC push to ", base::RedactUrl(endpoint_.url), ": ", s.error_message());
   switch (s.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:

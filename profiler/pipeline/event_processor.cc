@@ -25,6 +25,7 @@ StackId EventProcessor::InternStack(const gf_event& ev, std::span<const uint8_t>
   key_.append(reinterpret_cast<const char*>(payload.data()), payload.size());
   StackId id = stacks_.Find(key_);
   if (id != StackTable::kNone) return id;
+  if (frozen_) return OverBudgetStack(ev);
 
   // First sighting: copy the frames out (the record buffer is not aligned for
   // in-place reads) and resolve them while the process is alive.
@@ -53,12 +54,30 @@ StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uin
   key_.append(reinterpret_cast<const char*>(pcs.data()), pcs.size() * sizeof(uint64_t));
   StackId id = stacks_.Find(key_);
   if (id != StackTable::kNone) return id;
+  if (frozen_) return OverBudgetStack(ev);
   std::vector<gf_py_frame> py(ev.py_count);
   std::memcpy(py.data(), payload.data(), py.size() * sizeof(gf_py_frame));
   StackInfo info;
   info.pid = static_cast<pid_t>(ev.pid);
   info.domain = ev.domain;
   for (const symbolizer::Frame& f : resolver_.ResolveMixed(ev, py, pcs)) info.frames.push_back(frames_.Intern(f));
+  return stacks_.Insert(key_, std::move(info));
+}
+
+StackId EventProcessor::OverBudgetStack(const gf_event& ev) {
+  stats_.over_budget_events++;
+  StartKey(ev, /*mixed=*/false);
+  // Raw stacks append whole 8-byte words; this 29-byte tail cannot be one.
+  key_.append(kOverBudgetFrame);
+  StackId id = stacks_.Find(key_);
+  if (id != StackTable::kNone) return id;
+  symbolizer::Frame marker;
+  marker.kind = symbolizer::FrameKind::kMarker;
+  marker.name = kOverBudgetFrame;
+  StackInfo info;
+  info.pid = static_cast<pid_t>(ev.pid);
+  info.domain = ev.domain;
+  info.frames.push_back(frames_.Intern(marker));
   return stacks_.Insert(key_, std::move(info));
 }
 
@@ -76,6 +95,10 @@ uint32_t EventProcessor::ThreadLabel(const gf_event& ev) {
 void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload) {
   auto pid = static_cast<pid_t>(ev.pid);
   if (ev.kind < 16) by_kind_[ev.kind]++;
+  if (ev.kind != GF_EV_CUPTI_STATUS && ForeignAbi(pid)) {
+    stats_.foreign_abi_records++;
+    return;
+  }
   switch (ev.kind) {
     case GF_EV_KERNEL_BATCH: {
       if (ev.size > GF_KERNEL_BATCH_MAX || payload.size() != ev.size * sizeof(gf_kernel_record)) {
@@ -99,9 +122,23 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
                      std::string_view(reinterpret_cast<const char*>(payload.data()), end - payload.begin()));
       return;
     }
-    case GF_EV_CUPTI_STATUS:
-      if (registry_) registry_->OnCuptiStatus(pid, static_cast<uint32_t>(ev.arg0));
+    case GF_EV_CUPTI_STATUS: {
+      // The library says which GF_ABI_VERSION it speaks at start, before its
+      // first launch or activity record, and again before each flush (an
+      // agent may attach at any time). Another version's records may not
+      // mean what ours do: from here on, none of its kernel records is read,
+      // and what it already sent is dropped unjoined. A library from before
+      // versioning says 0 (and only at start).
+      const auto abi = static_cast<uint32_t>(ev.arg1);
+      if (abi != GF_ABI_VERSION) {
+        foreign_abi_.insert(ev.pid);
+        joiner_.ForgetProcess(pid);
+      } else {
+        foreign_abi_.erase(ev.pid);
+      }
+      if (registry_) registry_->OnCuptiStatus(pid, static_cast<uint32_t>(ev.arg0), abi);
       return;
+    }
   }
 }
 
@@ -154,6 +191,10 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       break;
     }
     case GF_EV_KERNEL_LAUNCH: {
+      if (ForeignAbi(pid)) {
+        stats_.foreign_abi_records++;
+        break;
+      }
       StackId stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
                             : InternStack(ev, record.subspan(sizeof(gf_event)));
       joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
@@ -195,6 +236,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       break;
     case GF_EV_EXEC:
       if (unwinder_) unwinder_->Invalidate(pid);
+      foreign_abi_.erase(ev.pid);  // the new image says its own, if it loads the library
       if (registry_) registry_->OnExec(pid, gated);
       break;
     case GF_EV_PY_FINALIZE:
@@ -208,6 +250,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       absl::erase_if(thread_labels_, [&](const auto& kv) { return kv.first >> 32 == ev.pid; });
       joiner_.Flush(ev.ts_ns);  // its pooled kernels are charged before its names go
       joiner_.ForgetProcess(pid);
+      foreign_abi_.erase(ev.pid);
       if (registry_) registry_->OnExit(pid);
       break;
     default:

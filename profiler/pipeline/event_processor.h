@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "profiler/aggregate/allocation_tracker.h"
 #include "profiler/aggregate/kernel_joiner.h"
 #include "profiler/aggregate/profile_builder.h"
@@ -34,7 +35,13 @@ struct ProcessorStats {
   uint64_t mapped_bytes = 0;   // cuMemMap minus cuMemUnmap
   uint64_t map_calls = 0;
   uint64_t cpu_samples = 0;
+  uint64_t foreign_abi_records = 0;  // kernel records ignored: the library speaks another ABI
+  uint64_t over_budget_events = 0;   // events on new stacks while stacks were frozen (guardrails)
 };
+
+// The frame that stands for every stack not interned while gpuflame was over
+// its memory budget: the events are counted, their stacks are not kept.
+inline constexpr const char* kOverBudgetFrame = "[gpuflame over memory budget]";
 
 class EventProcessor {
  public:
@@ -52,6 +59,10 @@ class EventProcessor {
     thread_names_ = thread_names;
   }
   int64_t cpu_period_ns() const { return cpu_period_ns_; }
+  // While frozen (the guardrails' last memory step), stacks not seen before
+  // are not interned: their events go to one kOverBudgetFrame stack per
+  // process and domain, so memory stops growing and nothing is lost.
+  void SetFrozen(bool frozen) { frozen_ = frozen; }
   TimeTracker& cpu() { return cpu_; }
   const TimeTracker& cpu() const { return cpu_; }
   TimeTracker& kernels() { return kernels_; }
@@ -74,6 +85,9 @@ class EventProcessor {
   }
   // Count of records by enum gf_event_kind, for the summary.
   uint64_t kind_count(uint8_t kind) const { return kind < 16 ? by_kind_[kind] : 0; }
+  // The process's libgpuflame_cupti.so said it speaks another GF_ABI_VERSION:
+  // its kernel records (launches, activity, names) are ignored.
+  bool ForeignAbi(pid_t pid) const { return !foreign_abi_.empty() && foreign_abi_.contains(static_cast<uint32_t>(pid)); }
 
  private:
   void StartKey(const gf_event& ev, bool mixed);  // the key_ prefix both stack kinds share
@@ -82,6 +96,7 @@ class EventProcessor {
   // return addresses it yields (the stack bytes themselves never repeat).
   StackId InternMixedStack(const gf_event& ev, std::span<const uint8_t> payload);
 
+  StackId OverBudgetStack(const gf_event& ev);
   uint32_t ThreadLabel(const gf_event& ev);
   void OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload);
 
@@ -102,8 +117,10 @@ class EventProcessor {
   KernelJoiner joiner_{stacks_, frames_, kernels_};
   int64_t cpu_period_ns_ = 1'000'000'000 / 97;
   bool thread_names_ = false;
+  bool frozen_ = false;
   absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
   std::vector<gf_kernel_record> batch_;  // reused for every activity batch
+  absl::flat_hash_set<uint32_t> foreign_abi_;  // pids whose library speaks another ABI
 };
 
 }  // namespace gpuflame::profiler

@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <cerrno>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "base/scoped_fd.h"
 #include "profiler/probes/preflight.h"
 
 namespace gpuflame::profiler {
@@ -13,38 +17,47 @@ namespace gpuflame::profiler {
 absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) {
   if (auto s = CheckPrivileges(); !s.ok()) return s;
   if (auto s = CheckKernel(); !s.ok()) return s;
-  std::unique_ptr<Session> s(new Session());
+  std::unique_ptr<Session> s(new Session(options.profiling.guardrails));
   s->native_ = std::make_unique<symbolizer::NativeSymbolizer>(s->elves_);
 
   BpfProbes::Options bopt;
   bopt.filter_targets = !options.system_wide;
   bopt.ring_bytes = options.ring_bytes;
-  bopt.native_stacks = options.native_stacks;
-  Session* raw = s.get();
-  auto probes = BpfProbes::Load(bopt, [raw](std::span<const uint8_t> rec) { raw->events_->OnRecord(rec); });
+  bopt.native_stacks = static_cast<int>(options.profiling.native_stacks);
+  auto probes = BpfProbes::Load(bopt);
   if (!probes.ok()) return ExplainBpfFailure(probes.status());
   s->probes_ = std::move(*probes);
+  // Reading starts now: what the lifecycle hooks see while the rest is set
+  // up (a machine-wide scan can take a while) waits in the queue.
+  RingReader::Options qopt;
+  qopt.queue_bytes = options.queue_bytes;
+  auto reader = s->probes_->StartRingReader(qopt);
+  if (!reader.ok()) return reader.status();
+  s->reader_ = std::move(*reader);
 
   ProcessRegistry::Options ropt;
   ropt.filtered = !options.system_wide;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(s->registry_.get(), *s->native_,
-                                                 StackResolver::Options{options.show_trampolines,
-                                                                        options.keep_interpreter_frames});
+                                                 StackResolver::Options{options.profiling.show_trampolines,
+                                                                        options.profiling.keep_interpreter_frames});
   s->unwinder_ = std::make_unique<NativeUnwinder>(*s->native_);
   s->events_ = std::make_unique<EventProcessor>(s->registry_.get(), *s->resolver_, s->unwinder_.get());
-  s->refresher_ = std::make_unique<FrameRefresher>(options.binary_dirs);
-  if (options.cpu_hz > 0) {
-    s->events_->SetCpuSampling(1'000'000'000 / options.cpu_hz, options.thread_names);
-    if (auto st = s->probes_->StartCpuSampling(options.cpu_hz); !st.ok())
+  s->refresher_ = std::make_unique<FrameRefresher>(options.profiling.binary_dirs);
+  if (const ProfilingOptions& p = options.profiling; p.cpu_hz > 0) {
+    s->events_->SetCpuSampling(1'000'000'000 / p.cpu_hz, p.thread_names);
+    if (auto st = s->probes_->StartCpuSampling(p.cpu_hz); !st.ok())
       return absl::Status(st.code(), absl::StrCat("CPU profile: ", st.message(), " (use --cpu-hz 0 to go without)"));
   }
   if (options.system_wide) s->registry_->ScanAll();
   return s;
 }
 
-Session::~Session() = default;
+Session::~Session() {
+  // The reader first: it must not be left pushing while the rest goes.
+  if (reader_) reader_->Stop();
+}
 
 absl::Status Session::AddTarget(pid_t pid) { return registry_->AddTarget(pid); }
 
@@ -53,30 +66,60 @@ absl::Status Session::AddGatedChild(pid_t pid) {
 }
 
 int Session::Poll(int timeout_ms) {
-  int n = probes_->Poll(timeout_ms);
+  int n = reader_->Poll(timeout_ms, [this](std::span<const uint8_t> record) { events_->OnRecord(record); });
   registry_->Tick();
+  CheckGuardrails();
   return n;
 }
 
+// The guardrails' user-space bits are the BPF side's `shed` bits, plus the
+// stack freeze that only user space does.
+static_assert(uint32_t{kShedNativeStacks} == GF_SHED_NATIVE_STACKS &&
+              uint32_t{kShedCpuSamples} == GF_SHED_CPU_SAMPLES &&
+              uint32_t{kShedTensorEvents} == GF_SHED_TENSOR_EVENTS);
+
+void Session::CheckGuardrails() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  if (now < next_guardrail_check_ns_) return;
+  next_guardrail_check_ns_ = now + 1'000'000'000;
+  const uint32_t before = guardrails_.actions();
+  const uint32_t now_shed = guardrails_.Check(now);
+  if (now_shed == before) return;
+  probes_->SetShed(now_shed & (kShedNativeStacks | kShedCpuSamples | kShedTensorEvents));
+  events_->SetFrozen(now_shed & kFreezeStacks);
+}
+
 void Session::Drain() {
-  for (int i = 0; i < 1000 && probes_->Poll(0) > 0; i++) {
-  }
+  reader_->Drain([this](std::span<const uint8_t> record) { events_->OnRecord(record); });
 }
 
 void Session::DetachProbesInBackground() {
-  int alive[2];
-  if (pipe(alive) != 0) return;
+  // The child reads |alive| until EOF, which comes when the last write end
+  // closes. Close-on-exec, so no command we might still start holds it open.
+  std::optional<base::Pipe> alive = base::Pipe::Open();
+  if (!alive) return;
   pid_t pid = fork();
   if (pid == 0) {
-    int null = open("/dev/null", O_RDWR);
-    for (int fd = 0; fd < 3; fd++) dup2(null, fd);
-    close(alive[1]);
+    // Owners are not destroyed here (_exit), so each close is explicit.
+    base::ScopedFd null(open("/dev/null", O_RDWR | O_CLOEXEC));
+    for (int fd = 0; fd < 3; fd++) dup2(null.get(), fd);  // the copies are not close-on-exec
+    alive->write_end.reset();  // else our own copy would keep EOF from coming
     char b;
-    while (read(alive[0], &b, 1) < 0 && errno == EINTR) {
+    while (read(alive->read_end.get(), &b, 1) < 0 && errno == EINTR) {
     }
     _exit(0);  // read returns 0 once the parent has exited
   }
-  close(alive[0]);  // the write end stays open until we exit
+  alive->read_end.reset();
+  // The write end is deliberately never closed: it is released from its
+  // owner and left open until gpuflame exits, when the kernel closes it and
+  // the child's read returns, so the child drops the inherited BPF
+  // descriptors (and pays the per-probe detach) only after we are gone.
+  // Closing it here would let the child exit at once, leaving the last
+  // references (and the slow detach) to our own exit again. On a failed
+  // fork there is no child, and the owner closes it.
+  if (pid > 0) (void)alive->write_end.release();
 }
 
 }  // namespace gpuflame::profiler

@@ -1,7 +1,14 @@
 // One profiling pipeline, two front ends (`record` and `agent`): BPF probes
 // -> process registry -> event loop -> allocation tracker. Owns every piece
-// and the order they are built and torn down in. Not thread-safe: the event
-// loop thread owns it.
+// and the order they are built and torn down in.
+//
+// Threads. Session starts one thread of its own, the ring-buffer reader
+// (RingReader): it only copies records from the BPF ring buffer into a
+// bounded queue. Everything else here belongs to the thread that calls
+// Start, Poll and Drain (the worker, also called the event loop): records
+// are decoded, unwound, resolved and counted there, and the registry
+// attaches probes from there. Not thread-safe beyond that: one worker.
+// The reader is stopped and joined by the destructor.
 #ifndef GPUFLAME_PROFILER_PIPELINE_SESSION_H_
 #define GPUFLAME_PROFILER_PIPELINE_SESSION_H_
 
@@ -15,6 +22,8 @@
 #include "absl/status/statusor.h"
 #include "profiler/probes/bpf_probes.h"
 #include "profiler/pipeline/event_processor.h"
+#include "profiler/pipeline/guardrails.h"
+#include "profiler/pipeline/profiling_options.h"
 #include "profiler/resolve/frame_refresher.h"
 #include "profiler/unwind/native_unwinder.h"
 #include "profiler/process/process_registry.h"
@@ -27,16 +36,12 @@ namespace gpuflame::profiler {
 class Session {
  public:
   struct Options {
-    bool system_wide = false;       // every CUDA process, not only targets
-    bool show_trampolines = true;
-    bool keep_interpreter_frames = false;
-    int native_stacks = 1;  // 0 off, 1 device-level events, 2 every allocation
+    ProfilingOptions profiling;
+    bool system_wide = false;  // every CUDA process, not only targets
     size_t ring_bytes = 16u << 20;
-    // Where raw-address frames are looked up again by build ID (debug files,
-    // unstripped copies) before each export.
-    std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
-    int cpu_hz = 97;            // CPU-time samples per second of CPU; 0: no CPU profile
-    bool thread_names = false;  // label CPU samples with the thread's name
+    // The hand-off queue between the reader and the worker; never smaller
+    // than the ring buffer (see RingReader).
+    size_t queue_bytes = 16u << 20;
   };
 
   // Checks privileges and kernel support, loads and attaches the lifecycle
@@ -48,9 +53,11 @@ class Session {
   absl::Status AddTarget(pid_t pid);
   // A process we started and hold before exec: gated until probes are in place.
   absl::Status AddGatedChild(pid_t pid);
-  // Waits up to |timeout_ms| for records and handles them.
+  // Waits up to |timeout_ms| for records and handles them on this thread;
+  // returns how many (negative: -errno, the reader failed).
   int Poll(int timeout_ms);
-  // Hands what is still in the ring buffer to the event loop.
+  // Returns once every record the ring buffer held at the call has been
+  // handled (the reader is asked to read it at once).
   void Drain();
   std::vector<std::string> TakeWarnings() { return registry_->TakeWarnings(); }
 
@@ -61,17 +68,23 @@ class Session {
   const NativeUnwinder& unwinder() const { return *unwinder_; }
   const symbolizer::NativeSymbolizer& native_symbols() const { return *native_; }
   std::array<uint64_t, GF_STAT_MAX> BpfStats() const { return probes_->ReadStats(); }
+  // The reader thread's counters (user-space drops, waits on a full queue).
+  RingReaderStats ReaderStats() const { return reader_->stats(); }
   // Names raw-address frames whose binaries or debug files can now be found;
   // call before building profiles. Returns how many were named.
   size_t RefreshFrames() { return refresher_->Refresh(events_->frames()); }
   const FrameRefresher& refresher() const { return *refresher_; }
+  // gpuflame's own budget: checked about once a second from Poll; what is
+  // shed, since when and why (changes()) goes into the output.
+  const Guardrails& guardrails() const { return guardrails_; }
 
   // Uprobe unregistration waits for an RCU grace period per probe (~100 ms
   // here): a child inherits the descriptors and drops them after we exit.
   static void DetachProbesInBackground();
 
  private:
-  Session() = default;
+  explicit Session(GuardrailLimits limits) : guardrails_(limits) {}
+  void CheckGuardrails();
 
   symbolizer::ElfCache elves_;
   std::unique_ptr<symbolizer::NativeSymbolizer> native_;
@@ -81,6 +94,10 @@ class Session {
   std::unique_ptr<NativeUnwinder> unwinder_;
   std::unique_ptr<EventProcessor> events_;
   std::unique_ptr<FrameRefresher> refresher_;
+  Guardrails guardrails_;
+  int64_t next_guardrail_check_ns_ = 0;
+  // Last: stopped first (~Session stops it explicitly too).
+  std::unique_ptr<RingReader> reader_;
 };
 
 }  // namespace gpuflame::profiler

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/scoped_fd.h"
 #include "gpuflame_bpf.skel.h"
 
 namespace gpuflame::profiler {
@@ -46,54 +47,44 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& options,
-                                                           RecordHandler handler) {
+absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& options) {
   libbpf_set_print(QuietPrint);
   std::unique_ptr<BpfProbes> p(new BpfProbes());
-  p->handler_ = std::move(handler);
-  p->skel_ = gpuflame_bpf__open();
+  p->skel_.reset(gpuflame_bpf__open());
   if (!p->skel_) return Errno(errno, "opening the BPF object");
-  p->skel_->rodata->filter_targets = options.filter_targets;
-  p->skel_->rodata->capture_native_fallback = options.native_fallback;
-  p->skel_->rodata->wakeup_bytes = options.ring_bytes / 8;
-  p->skel_->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
-  if (int err = bpf_map__set_max_entries(p->skel_->maps.events,
+  gpuflame_bpf* skel = p->skel_.get();
+  skel->rodata->filter_targets = options.filter_targets;
+  skel->rodata->capture_native_fallback = options.native_fallback;
+  skel->rodata->wakeup_bytes = options.ring_bytes / 8;
+  skel->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
+  if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");
-  if (int err = gpuflame_bpf__load(p->skel_)) return Errno(err, "loading the BPF programs");
+  if (int err = gpuflame_bpf__load(skel)) return Errno(err, "loading the BPF programs");
 
-  for (bpf_program* prog : {p->skel_->progs.watch_mmap, p->skel_->progs.watch_exec,
-                            p->skel_->progs.watch_fork, p->skel_->progs.watch_exit}) {
-    bpf_link* link = bpf_program__attach(prog);
+  for (bpf_program* prog : {skel->progs.watch_mmap, skel->progs.watch_exec,
+                            skel->progs.watch_fork, skel->progs.watch_exit}) {
+    LinkPtr link(bpf_program__attach(prog));
     if (!link)
       return Errno(errno, absl::StrCat("attaching ", bpf_program__name(prog)));
-    p->links_.push_back(link);
+    p->links_.push_back(std::move(link));
   }
-  p->ring_ = ring_buffer__new(bpf_map__fd(p->skel_->maps.events), &BpfProbes::OnRecord, p.get(),
-                              nullptr);
-  if (!p->ring_) return Errno(errno, "opening the ring buffer");
   return p;
 }
 
-BpfProbes::~BpfProbes() {
-  if (ring_) ring_buffer__free(ring_);
-  for (bpf_link* l : links_) bpf_link__destroy(l);
-  if (skel_) gpuflame_bpf__destroy(skel_);
-}
+// Teardown order is the members' declaration order, reversed (see the header).
+BpfProbes::~BpfProbes() = default;
 
-int BpfProbes::OnRecord(void* ctx, void* data, size_t size) {
-  auto* self = static_cast<BpfProbes*>(ctx);
-  self->handler_(std::span<const uint8_t>(static_cast<const uint8_t*>(data), size));
-  return 0;
-}
+void BpfProbes::SkeletonDeleter::operator()(gpuflame_bpf* skel) const { gpuflame_bpf__destroy(skel); }
+void BpfProbes::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 
 absl::Status BpfProbes::AttachUprobe(const std::string& path, uint64_t offset,
                                      ProbeProgram program, bool retprobe, uint64_t cookie) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = retprobe);
-  bpf_link* link = bpf_program__attach_uprobe_opts(ProgramFor(skel_, program), -1, path.c_str(),
-                                                   offset, &opts);
+  LinkPtr link(bpf_program__attach_uprobe_opts(ProgramFor(skel_.get(), program), -1, path.c_str(),
+                                               offset, &opts));
   if (!link) return Errno(errno, absl::StrCat("uprobe on ", path, "+0x", absl::Hex(offset)));
-  links_.push_back(link);
+  links_.push_back(std::move(link));
   return absl::OkStatus();
 }
 
@@ -101,10 +92,10 @@ absl::Status BpfProbes::AttachUsdt(const std::string& path, const char* provider
                                    const char* name, ProbeProgram program) {
   bpf_program* prog = program == ProbeProgram::kAllocEnter  ? skel_->progs.torch_malloc
                       : program == ProbeProgram::kFreeEnter ? skel_->progs.torch_free
-                                                            : ProgramFor(skel_, program);
-  bpf_link* link = bpf_program__attach_usdt(prog, -1, path.c_str(), provider, name, nullptr);
+                                                            : ProgramFor(skel_.get(), program);
+  LinkPtr link(bpf_program__attach_usdt(prog, -1, path.c_str(), provider, name, nullptr));
   if (!link) return Errno(errno, absl::StrCat("USDT ", provider, ":", name, " in ", path));
-  links_.push_back(link);
+  links_.push_back(std::move(link));
   return absl::OkStatus();
 }
 
@@ -120,18 +111,16 @@ absl::Status BpfProbes::StartCpuSampling(int hz) {
     // A fixed period of CPU time (not a frequency the kernel tunes): every
     // sample then stands for exactly this many nanoseconds on CPU.
     attr.sample_period = 1'000'000'000ull / static_cast<uint64_t>(hz);
-    int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
-    if (fd < 0) {
+    base::ScopedFd fd(static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)));
+    if (!fd) {
       if (errno == ENODEV) continue;  // offline CPU
       return Errno(errno, absl::StrCat("opening a cpu-clock perf event on CPU ", cpu));
     }
-    bpf_link* link = bpf_program__attach_perf_event(skel_->progs.cpu_sample, fd);
-    if (!link) {
-      int err = errno;
-      close(fd);
-      return Errno(err, "attaching the CPU sampler");
-    }
-    links_.push_back(link);  // the link owns fd
+    LinkPtr link(bpf_program__attach_perf_event(skel_->progs.cpu_sample, fd.get()));
+    if (!link) return Errno(errno, "attaching the CPU sampler");  // |fd| closed on return
+    // The link owns the perf event fd from here (bpf_link__destroy closes it).
+    (void)fd.release();
+    links_.push_back(std::move(link));
     started++;
   }
   if (started == 0) return absl::UnavailableError("no online CPU accepted a cpu-clock perf event");
@@ -162,14 +151,15 @@ void BpfProbes::RemovePython(pid_t pid) {
   bpf_map__delete_elem(skel_->maps.py_procs, &key, sizeof(key), 0);
 }
 
-int BpfProbes::Poll(int timeout_ms) {
-  // Most records are submitted without a wakeup, so epoll may report nothing
-  // while data waits: always consume what is there after the wait.
-  int woken = ring_buffer__poll(ring_, timeout_ms);
-  if (woken < 0 && woken != -EINTR) return woken;
-  int drained = ring_buffer__consume(ring_);
-  if (drained < 0) return drained;
-  return (woken > 0 ? woken : 0) + drained;
+absl::StatusOr<std::unique_ptr<RingReader>> BpfProbes::StartRingReader(const RingReader::Options& options) const {
+  auto reader = RingReader::Start(bpf_map__fd(skel_->maps.events), options);
+  if (!reader.ok()) return absl::Status(reader.status().code(), absl::StrCat("events ring buffer: ", reader.status().message()));
+  return reader;
+}
+
+void BpfProbes::SetShed(uint32_t shed) {
+  // The .bss global is mmapped: a plain store, seen by the next event.
+  __atomic_store_n(&skel_->bss->shed, shed, __ATOMIC_RELAXED);
 }
 
 std::array<uint64_t, GF_STAT_MAX> BpfProbes::ReadStats() const {

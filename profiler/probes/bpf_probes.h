@@ -1,7 +1,23 @@
-// Owns the loaded BPF object: its maps, its links and the ring buffer.
+// Owns the loaded BPF object: its maps and its links.
 // open -> size/rodata -> load -> attach lifecycle hooks; library probes are
 // attached later, per file, as processes map CUDA libraries. Every kernel
-// resource is released by the destructor. Not thread-safe: event loop only.
+// resource is released by the destructor.
+//
+// Threads. The ring buffer is not read here: StartRingReader hands it to a
+// RingReader (ring_reader.h), whose own thread reads it, while this object
+// stays with the worker thread (the process registry attaches and updates
+// maps through it). That split is safe because the two share no libbpf
+// object: the reader uses its own ring_buffer (built from a duplicate of the
+// events map's descriptor; libbpf's ring code touches only that struct and
+// its mmap'd pages), and the calls made here work on the skeleton
+// (bpf_program__attach_uprobe_opts/_usdt: the programs and, for USDT,
+// the object's lazily built USDT manager) or are single syscalls on map
+// descriptors (bpf_map__update_elem/lookup/delete), which the kernel
+// serialises. libbpf objects are not safe for concurrent use, so:
+//   worker thread only: Load, Attach*, StartCpuSampling, Set*/Remove*,
+//     StartRingReader, the destructor (after the RingReader it started has
+//     been stopped or not, either way: the reader holds its own descriptor);
+//   any thread: ReadStats (map lookups only), link_count.
 #ifndef GPUFLAME_PROFILER_PROBES_BPF_PROBES_H_
 #define GPUFLAME_PROFILER_PROBES_BPF_PROBES_H_
 
@@ -9,7 +25,6 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,14 +35,12 @@
 #include "absl/status/statusor.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/probes/probe_table.h"
+#include "profiler/probes/ring_reader.h"
 
 struct gpuflame_bpf;
-struct ring_buffer;
 struct bpf_link;
 
 namespace gpuflame::profiler {
-
-using RecordHandler = std::function<void(std::span<const uint8_t>)>;
 
 class BpfProbes {
  public:
@@ -38,8 +51,7 @@ class BpfProbes {
     int native_stacks = 1;            // stack copies for DWARF: 0 off, 1 device level, 2 all
   };
 
-  static absl::StatusOr<std::unique_ptr<BpfProbes>> Load(const Options& options,
-                                                         RecordHandler handler);
+  static absl::StatusOr<std::unique_ptr<BpfProbes>> Load(const Options& options);
   ~BpfProbes();
   BpfProbes(const BpfProbes&) = delete;
   BpfProbes& operator=(const BpfProbes&) = delete;
@@ -61,19 +73,32 @@ class BpfProbes {
   absl::Status SetPython(pid_t pid, const gf_py_proc& proc);
   void RemovePython(pid_t pid);
 
-  // Delivers ready records to the handler; returns how many (negative: error).
-  int Poll(int timeout_ms);
+  // Starts the thread that reads the events ring buffer (see RingReader).
+  absl::StatusOr<std::unique_ptr<RingReader>> StartRingReader(const RingReader::Options& options) const;
   std::array<uint64_t, GF_STAT_MAX> ReadStats() const;
+  // What the BPF programs shed from now on (enum gf_shed bits), for the
+  // guardrails. Worker thread; takes effect at the programs' next event.
+  void SetShed(uint32_t shed);
   size_t link_count() const { return links_.size(); }
 
  private:
   BpfProbes() = default;
-  static int OnRecord(void* ctx, void* data, size_t size);
 
-  gpuflame_bpf* skel_ = nullptr;
-  ring_buffer* ring_ = nullptr;
-  std::vector<bpf_link*> links_;
-  RecordHandler handler_;
+  // Owners of the libbpf objects (deleters in the .cc, where the skeleton's
+  // type is complete). Members are destroyed in reverse order, which is the
+  // teardown order: the links (they point at the skeleton's programs), then
+  // the skeleton (programs and maps). A RingReader keeps its own duplicate
+  // of the events map's descriptor, so it may outlive this object.
+  struct SkeletonDeleter {
+    void operator()(gpuflame_bpf* skel) const;
+  };
+  struct LinkDeleter {
+    void operator()(bpf_link* link) const;
+  };
+  using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+
+  std::unique_ptr<gpuflame_bpf, SkeletonDeleter> skel_;
+  std::vector<LinkPtr> links_;
 };
 
 }  // namespace gpuflame::profiler

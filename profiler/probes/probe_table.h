@@ -1,6 +1,11 @@
 // What gpuflame hooks, in one table: for each library kind, the functions,
 // the BPF program that serves them and the API id passed as attach cookie.
-// gpu-host-findings.md lists how each looked on a real H200 with PyTorch 2.11.
+// Checked on an H200 host (PyTorch 2.11 wheels, CUDA 13): libcudart and
+// libcuda export every CUDA symbol below (cudart forwards each cudaMalloc to
+// cuMemAlloc_v2, hence the forwarding flag); libc10_cuda.so carries the
+// semaphore-guarded USDT pytorch:malloc/free notes; libc10.so exports
+// c10::reportMemoryUsageToProfiler, called on every caching-allocator
+// alloc and free. The libraries live under site-packages, not a fixed path.
 #ifndef GPUFLAME_PROFILER_PROBES_PROBE_TABLE_H_
 #define GPUFLAME_PROFILER_PROBES_PROBE_TABLE_H_
 

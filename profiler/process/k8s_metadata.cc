@@ -8,35 +8,34 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "base/scoped_fd.h"
 
 namespace gpuflame::profiler {
 namespace {
 
-std::string ReadFd(int fd, size_t limit) {
-  if (fd < 0) return "";
+std::string ReadFd(const base::ScopedFd& fd, size_t limit) {
+  if (!fd) return "";
   std::string out(limit, '\0');
-  ssize_t n = read(fd, out.data(), limit);
-  close(fd);
+  ssize_t n = read(fd.get(), out.data(), limit);
   out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
 }
 
 std::string ReadSmall(const std::string& path, size_t limit = 4096) {
-  return ReadFd(open(path.c_str(), O_RDONLY | O_CLOEXEC), limit);
+  return ReadFd(base::ScopedFd(open(path.c_str(), O_RDONLY | O_CLOEXEC)), limit);
 }
 
 // Reads |path| as the container sees it: every symlink, absolute ones
 // included (/var/run -> /run), resolves inside |root|, and nothing can lead
 // out of it to a file of the node (openat2 RESOLVE_IN_ROOT, Linux 5.6+).
 std::string ReadInRoot(const std::string& root, const std::string& path, size_t limit) {
-  int dir = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return "";
+  base::ScopedFd dir(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return "";
   open_how how{};
   how.flags = O_RDONLY | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  long fd = syscall(SYS_openat2, dir, path.c_str(), &how, sizeof(how));
-  close(dir);
-  return fd < 0 ? "" : ReadFd(static_cast<int>(fd), limit);
+  base::ScopedFd fd(static_cast<int>(syscall(SYS_openat2, dir.get(), path.c_str(), &how, sizeof(how))));
+  return ReadFd(fd, limit);
 }
 
 std::string FirstLine(std::string s) {
@@ -111,7 +110,7 @@ std::optional<std::string> ContainerNameFromMountinfo(std::string_view text, std
 PodInfo ReadPodInfo(pid_t pid, const std::string& proc) {
   PodInfo info;
   std::string base = absl::StrCat(proc, "/", pid);
-  std::string cgroup = ReadSmall(base + "/cgroup", 64 * 1024);
+  std::string cgroup = ReadSmall(base + "/cgroup", 64u << 10);
   if (auto id = ContainerIdFromCgroup(cgroup)) info.container_id = *id;
   if (auto uid = PodUidFromCgroup(cgroup)) info.pod_uid = *uid;
   if (!info.in_kubernetes()) return info;

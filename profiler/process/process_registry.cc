@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/scoped_fd.h"
 #include "profiler/process/python_discovery.h"
 
 namespace gpuflame::profiler {
@@ -39,11 +40,10 @@ std::string ReadComm(pid_t pid) {
 
 char ProcState(pid_t pid) {
   std::string path = absl::StrCat("/proc/", pid, "/stat");
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return 0;
   char buf[512];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
+  ssize_t n = read(fd.get(), buf, sizeof(buf) - 1);
   if (n <= 0) return 0;
   std::string_view s(buf, static_cast<size_t>(n));
   auto paren = s.rfind(')');  // comm may contain spaces and parentheses
@@ -106,10 +106,10 @@ absl::Status ProcessRegistry::AddTarget(pid_t pid) {
 }
 
 void ProcessRegistry::ScanAll() {
-  DIR* dir = opendir("/proc");
+  base::ScopedDir dir(opendir("/proc"));
   if (!dir) return;
   size_t seen = 0;
-  while (dirent* e = readdir(dir)) {
+  while (dirent* e = readdir(dir.get())) {
     if (++seen > 1'000'000) break;
     char* end = nullptr;
     long pid = strtol(e->d_name, &end, 10);
@@ -120,7 +120,6 @@ void ProcessRegistry::ScanAll() {
     for (const Mapping& m : *maps) cuda |= Classify(m.Basename()).has_value();
     if (cuda) Scan(static_cast<pid_t>(pid));
   }
-  closedir(dir);
 }
 
 void ProcessRegistry::Scan(pid_t pid) {
@@ -290,10 +289,24 @@ void ProcessRegistry::OnExit(pid_t pid) {
   rescans_.erase(pid);
 }
 
-void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status) {
+std::string CuptiAbiMismatchWarning(pid_t pid, const std::string& comm, uint32_t library_abi) {
+  return absl::StrCat("pid ", pid, " (", comm, "): libgpuflame_cupti.so speaks ABI v", library_abi,
+                      library_abi == 0 ? " (from before ABI versions)" : "", ", this gpuflame v", GF_ABI_VERSION,
+                      ": kernel time off for it; use the library shipped with this gpuflame");
+}
+
+void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version) {
   ProcessInfo& info = Ensure(pid);
-  info.cupti_status = status;
   info.has_cupti = true;
+  info.cupti_abi = abi_version;
+  if (abi_version != GF_ABI_VERSION) {
+    // Not even its status code can be trusted to mean what ours do: this is
+    // all that is said about it, once (Warn drops the repeats: the library
+    // says its version every flush period).
+    Warn(CuptiAbiMismatchWarning(pid, info.comm, abi_version));
+    return;
+  }
+  info.cupti_status = status;
   if (status == GF_CUPTI_OTHER_SUBSCRIBER)
     Warn(absl::StrCat("pid ", pid, " (", info.comm,
                       "): kernel time unavailable: another CUPTI client (torch.profiler, Nsight) "

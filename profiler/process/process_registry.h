@@ -33,6 +33,7 @@ struct ProcessInfo {
   bool torch_fallback_wanted = false;  // libc10_cuda.so without USDT notes
   bool has_cupti = false;  // libgpuflame_cupti.so is loaded
   uint32_t cupti_status = 0;  // enum gf_cupti_status, 0 until it reports
+  uint32_t cupti_abi = 0;     // the library's GF_ABI_VERSION, 0 until it reports (or unversioned)
   bool kernel_time_reported = false;  // "kernel time unavailable" said once
   bool exited = false;
   std::optional<inspect::PythonLayout> python;
@@ -60,8 +61,10 @@ class ProcessRegistry {
   void OnExec(pid_t pid, bool gated);
   void OnFinalize(pid_t pid, bool gated);
   void OnExit(pid_t pid);
-  // The injection library said what it does (enum gf_cupti_status).
-  void OnCuptiStatus(pid_t pid, uint32_t status);
+  // The injection library said what it does (enum gf_cupti_status) and
+  // which GF_ABI_VERSION it speaks; on a mismatch, warns once (the event
+  // processor ignores the process's kernel records).
+  void OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version);
   // Says once per CUDA process without the injection library that it gets
   // no kernel time (called when kernel time was asked for).
   void CheckKernelTime();
@@ -103,6 +106,10 @@ class ProcessRegistry {
   absl::flat_hash_set<std::string> warned_;
   std::vector<std::string> warnings_;
 };
+
+// What the user is told when |pid|'s libgpuflame_cupti.so speaks ABI
+// |library_abi| and this gpuflame GF_ABI_VERSION.
+std::string CuptiAbiMismatchWarning(pid_t pid, const std::string& comm, uint32_t library_abi);
 
 // Stops until |pid| is in the stopped state (a gate's SIGSTOP has landed),
 // bounded in time; false if it exited or never stopped.

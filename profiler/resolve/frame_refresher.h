@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "profiler/resolve/stack_table.h"
-#include "symbolizer/build_id_index.h"
+#include "symbolizer/build_id_resolver.h"
 
 namespace gpuflame::profiler {
 
@@ -20,13 +20,13 @@ struct RefreshStats {
 
 class FrameRefresher {
  public:
-  explicit FrameRefresher(std::vector<std::string> dirs) : index_(std::move(dirs)) {}
+  explicit FrameRefresher(std::vector<std::string> dirs) : resolver_(std::move(dirs)) {}
   // Names what it can of |frames|' unresolved frames; returns how many.
   size_t Refresh(FrameTable& frames);
   const RefreshStats& stats() const { return stats_; }
 
  private:
-  symbolizer::BuildIdIndex index_;
+  symbolizer::BuildIdResolver resolver_;
   RefreshStats stats_;
 };
 

@@ -45,7 +45,7 @@ void StackTable::Retire(const std::vector<StackId>& ids) {
 size_t StackTable::MemoryUsage() const {
   size_t total = stacks_.capacity() * sizeof(StackInfo);
   for (const StackInfo& s : stacks_) total += s.frames.capacity() * sizeof(FrameId);
-  for (const auto& [k, v] : index_) total += k.capacity() + sizeof(k) + sizeof(v) + 1;
+  for (const auto& [k, v] : index_) total += k.capacity() + sizeof(std::string) + sizeof(StackId) + 1;
   return total;
 }
 

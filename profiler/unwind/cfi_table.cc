@@ -69,7 +69,7 @@ bool CfaRule(Dwarf_Frame* frame, UnwindRow* row) {
 }  // namespace
 
 struct CfiTable::Handles {
-  int fd = -1;
+  base::ScopedFd fd;  // closed after the destructor's body has ended the libelf/libdw handles
   Elf* elf = nullptr;
   Dwarf_CFI* eh = nullptr;        // .eh_frame (owned)
   Dwarf* dwarf = nullptr;         // for .debug_frame, opened on first need
@@ -79,7 +79,6 @@ struct CfiTable::Handles {
     if (eh) dwarf_cfi_end(eh);
     if (dwarf) dwarf_end(dwarf);
     if (elf) elf_end(elf);
-    if (fd >= 0) close(fd);
   }
   Dwarf_CFI* DebugFrame() {
     if (!debug_tried) {
@@ -94,11 +93,12 @@ struct CfiTable::Handles {
 CfiTable::CfiTable(std::unique_ptr<Handles> h) : handles_(std::move(h)) {}
 CfiTable::~CfiTable() = default;
 
-std::unique_ptr<CfiTable> CfiTable::Open(int fd) {
+std::unique_ptr<CfiTable> CfiTable::Open(base::ScopedFd fd) {
+  if (!fd) return nullptr;
   auto h = std::make_unique<Handles>();
-  h->fd = fd;
+  h->fd = std::move(fd);
   elf_version(EV_CURRENT);
-  h->elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  h->elf = elf_begin(h->fd.get(), ELF_C_READ_MMAP, nullptr);
   if (!h->elf || elf_kind(h->elf) != ELF_K_ELF) return nullptr;
   h->eh = dwarf_getcfi_elf(h->elf);
   return std::unique_ptr<CfiTable>(new CfiTable(std::move(h)));

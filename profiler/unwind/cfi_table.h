@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "base/scoped_fd.h"
 
 namespace gpuflame::profiler {
 
@@ -40,9 +41,9 @@ struct UnwindRow {
 
 class CfiTable {
  public:
-  // Takes ownership of |fd| (a descriptor of the ELF file); nullptr if it is
-  // not an ELF file libelf can read.
-  static std::unique_ptr<CfiTable> Open(int fd);
+  // Keeps |fd| (a descriptor of the ELF file) open as long as the table
+  // lives; nullptr (and |fd| closed) if it is not an ELF file libelf can read.
+  static std::unique_ptr<CfiTable> Open(base::ScopedFd fd);
   ~CfiTable();
   CfiTable(const CfiTable&) = delete;
   CfiTable& operator=(const CfiTable&) = delete;
@@ -65,13 +66,14 @@ class CfiTable {
 // One CfiTable per build ID, whichever process mapped the file first.
 class CfiCache {
  public:
-  // |open_fd| is called only on a miss; it returns an owned descriptor or -1.
+  // |open_fd| is called only on a miss; it returns a base::ScopedFd, invalid
+  // when the file cannot be opened.
   template <typename OpenFd>
   CfiTable* Get(const std::string& key, OpenFd open_fd) {
     auto it = tables_.find(key);
     if (it != tables_.end()) return it->second.get();
-    int fd = open_fd();
-    std::unique_ptr<CfiTable> t = fd >= 0 ? CfiTable::Open(fd) : nullptr;
+    base::ScopedFd fd = open_fd();
+    std::unique_ptr<CfiTable> t = fd ? CfiTable::Open(std::move(fd)) : nullptr;
     return tables_.emplace(key, std::move(t)).first->second.get();
   }
   size_t size() const { return tables_.size(); }

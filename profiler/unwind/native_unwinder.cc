@@ -187,7 +187,7 @@ NativeUnwinder::Process* NativeUnwinder::Get(pid_t pid) {
     CfiTable* cfi = cfi_.Get(cache_key, [&] {
       // An fd of this very file (inode checked), whoever opened it first.
       inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
-      return file.ok() ? dup(file.fd()) : -1;
+      return file.Dup();  // invalid if |file| is
     });
     p->modules.push_back({m.start, m.end, *bias, cfi});
   }
@@ -220,9 +220,12 @@ Dwfl* NativeUnwinder::DwflFor(Process& p) {
     if (!bias) continue;
     inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
     if (!file.ok()) continue;
-    int fd = dup(file.fd());
+    base::ScopedFd fd = file.Dup();
+    if (!fd) continue;  // a -1 would make libdwfl open m.path itself, in our mount namespace
     std::string name(m.Basename());
-    if (!dwfl_report_elf(dwfl, name.c_str(), m.path.c_str(), fd, *bias, false) && fd >= 0) close(fd);
+    // On success the module owns the fd (dwfl_end closes it); on failure
+    // libdwfl leaves it to us, so it is released only then.
+    if (dwfl_report_elf(dwfl, name.c_str(), m.path.c_str(), fd.get(), *bias, false)) (void)fd.release();
   }
   if (dwfl_report_end(dwfl, nullptr, nullptr) != 0 || !dwfl_attach_state(dwfl, nullptr, pid, &kCallbacks, &p.ctx)) {
     dwfl_end(dwfl);

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/scoped_fd.h"
 #include "e2e/e2e_support.h"
 #include "e2e/pyroscope_receiver.h"
 
@@ -25,14 +26,13 @@ namespace {
 constexpr int64_t MiB = 1 << 20;
 
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  base::ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
   socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
   return ntohs(a.sin_port);
 }
 

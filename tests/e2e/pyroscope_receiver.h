@@ -1,7 +1,8 @@
 // A Pyroscope push receiver for tests: serves push.v1.PusherService/Push over
 // Connect (HTTP/1.1, application/proto), validates every request as
-// Pyroscope's distributor does (labels, limits, pprof well-formedness; see
-// shared/reference/pyroscope-grafana-aks.md §3.b-c), answers like Pyroscope,
+// Pyroscope's distributor does (non-empty label names and values, at most 30
+// labels per series, names 1024 / values 2048 bytes, a 4 MiB uncompressed
+// profile, 16000 samples, a well-formed pprof), answers like Pyroscope,
 // and keeps what it accepted.
 #ifndef GPUFLAME_TESTS_E2E_PYROSCOPE_RECEIVER_H_
 #define GPUFLAME_TESTS_E2E_PYROSCOPE_RECEIVER_H_

@@ -383,6 +383,38 @@ TEST(RecordTest, CpuTimeLandsOnTheHotPythonFunction) {
   EXPECT_NE(ReadFile(out + "/flamegraph.html").find("process_cpu"), std::string::npos);
 }
 
+// gpuflame over its own memory budget (here 1 MiB, which it always is): it
+// sheds native stacks, then stops keeping new stacks; every byte is still
+// counted, the later ones under its over-budget frame, and the profiles and
+// the summary say what was shed.
+TEST(RecordTest, OverItsMemoryBudgetGpuflameShedsAndSaysSo) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("budget");
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress --max-memory-mb 1 -o " + out + " -- " +
+                   PyenvPython("3.12") + " " + Workload("budget.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("gpuflame sheds native stacks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gpuflame sheds native stacks, new stacks"), std::string::npos) << r.output;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
+  EXPECT_EQ(Total(torch, "alloc_space"), 16 * MiB) << "nothing lost";
+  int64_t over = 0, kept = 0;
+  for (const auto& [stack, v] : Stacks(torch, "alloc_space")) {
+    if (stack.find("[gpuflame over memory budget]") != std::string::npos) over += v;
+    if (stack.find(";alloc_") != std::string::npos) kept += v;
+  }
+  EXPECT_GT(over, 0) << Dump(Stacks(torch, "alloc_space"));
+  // Stacks seen before the freeze (about a second in) keep their names; how
+  // many there are depends on how fast the interpreter started.
+  EXPECT_EQ(over + kept, 16 * MiB);
+  bool commented = false;
+  for (int64_t c : torch.comment()) commented |= torch.string_table(static_cast<int>(c)).find("RSS") != std::string::npos;
+  EXPECT_TRUE(commented) << "the profile says why it has an over-budget frame";
+  std::string summary = ReadFile(out + "/summary.json");
+  EXPECT_NE(summary.find("\"shedding\": \"native stacks, new stacks\""), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("\"over_budget_events\": 0,"), std::string::npos) << summary;
+}
+
 TEST(RecordTest, DeletedBinariesStillResolveThroughMapFiles) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("deleted");

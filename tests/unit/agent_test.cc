@@ -42,12 +42,12 @@ TEST(AgentConfigTest, FlagsOverEnvironmentOverFile) {
   EXPECT_EQ(c->pyroscope.tenant, "from-env");
   EXPECT_EQ(c->node, "gpu-node-7");
   EXPECT_EQ(c->select.namespaces, (std::vector<std::string>{"ml", "serving"}));
-  EXPECT_EQ(c->native_stacks, 2);
-  EXPECT_EQ(c->binary_dirs, (std::vector<std::string>{"/opt/debug", "/srv/syms"}));
+  EXPECT_EQ(c->profiling.native_stacks, profiler::NativeStacks::kAll);
+  EXPECT_EQ(c->profiling.binary_dirs, (std::vector<std::string>{"/opt/debug", "/srv/syms"}));
   auto d = LoadAgentConfig({"--pyroscope-url", "http://p"}, {});
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d->native_stacks, 1);
-  EXPECT_EQ(d->binary_dirs, (std::vector<std::string>{"/usr/lib/debug"}));
+  EXPECT_EQ(d->profiling.native_stacks, profiler::NativeStacks::kDevice);
+  EXPECT_EQ(d->profiling.binary_dirs, (std::vector<std::string>{"/usr/lib/debug"}));
 }
 
 TEST(AgentConfigTest, OneClearMessagePerMistake) {
@@ -68,6 +68,38 @@ TEST(AgentConfigTest, OneClearMessagePerMistake) {
   std::ofstream(broken) << "pyroscope_url: [unclosed\n";
   EXPECT_NE(Message(LoadAgentConfig({"--config", broken}, {})).find("broken.yaml"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--config", "/nonexistent.yaml"}, {})).find("cannot read config file"), std::string::npos);
+}
+
+// Shapes a hand-written or fuzzed file can have that yaml-cpp would throw on
+// when converted: each is one clear message, never an abort.
+TEST(AgentConfigTest, CredentialsAreNeverPrinted) {
+  auto c = LoadAgentConfig({"--pyroscope-url", "http://alice:s3cret@pyroscope:4040"}, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(profiler::DescribeConfig(*c).find("s3cret"), std::string::npos) << profiler::DescribeConfig(*c);
+  std::string bad = Message(LoadAgentConfig({"--pyroscope-url", "ftp://alice:s3cret@p"}, {}));
+  EXPECT_EQ(bad.find("s3cret"), std::string::npos) << bad;
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--tenant", "a\r\nX-Evil: 1"}, {}))
+                .find("tenant must not contain control characters"),
+            std::string::npos);
+}
+
+TEST(AgentConfigTest, MisshapenYamlIsAMessageNotACrash) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {"namespaces: [[a]]\n", "wants a list of plain values"},
+      {"window: [[1]]\n", "wants a list of plain values"},
+      {"namespaces: [{a: b}]\n", "wants a list of plain values"},
+      {"window: {a: 1}\n", "wants a value or a list"},
+      {"[a]: 1\n", "must be a plain word"},
+      {"? {a: b}\n: 1\n", "must be a plain word"},
+      {"a: &x [*x]\n", "cfg.yaml"},
+      {"pyroscope_url: http://p\nthread_names: perhaps\n", "thread_names wants true or false"},
+  };
+  std::string path = ::testing::TempDir() + "/cfg.yaml";
+  for (const auto& [text, want] : kCases) {
+    std::ofstream(path, std::ios::trunc) << text;
+    std::string msg = Message(LoadAgentConfig({"--config", path}, {}));
+    EXPECT_NE(msg.find(want), std::string::npos) << text << " -> " << msg;
+  }
 }
 
 TEST(K8sMetadataTest, ContainerAndPodFromEveryCgroupShape) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fcntl.h>
 
+#include "base/scoped_fd.h"
 #include "symbolizer/build_id_index.h"
 #include "symbolizer/demangle.h"
 #include "symbolizer/dwarf_inlines.h"
@@ -166,7 +167,7 @@ TEST(DwarfInlinesTest, NamesInlinedCallsWithTheirLines) {
   ASSERT_TRUE(elf.ok());
   auto fn = elf->FindSymbol("gf_sim_empty");
   ASSERT_TRUE(fn.has_value());
-  auto dw = DwarfInlines::Open(open(GPUFLAME_SIM_DIR "/libc10_cuda.so", O_RDONLY | O_CLOEXEC));
+  auto dw = DwarfInlines::Open(base::ScopedFd(open(GPUFLAME_SIM_DIR "/libc10_cuda.so", O_RDONLY | O_CLOEXEC)));
   ASSERT_NE(dw, nullptr);
   bool saw_inline = false;
   // Somewhere in the function's first few hundred bytes is NewSegment's call.
@@ -181,8 +182,8 @@ TEST(DwarfInlinesTest, NamesInlinedCallsWithTheirLines) {
       }
   }
   EXPECT_TRUE(saw_inline);
-  EXPECT_EQ(DwarfInlines::Open(open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)), nullptr);
-  EXPECT_EQ(DwarfInlines::Open(-1), nullptr);
+  EXPECT_EQ(DwarfInlines::Open(base::ScopedFd(open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC))), nullptr);
+  EXPECT_EQ(DwarfInlines::Open(base::ScopedFd()), nullptr);
 }
 
 TEST(DemangleTest, CxxNamesAndPlainNames) {

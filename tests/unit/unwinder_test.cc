@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/scoped_fd.h"
 #include "profiler/unwind/cfi_table.h"
 #include "profiler/unwind/native_unwinder.h"
 #include "tests/support/capture_stack.h"
@@ -86,7 +87,7 @@ TEST(NativeUnwinderTest, CopiedStackReadsAreBoundedForAnyAddress) {
   EXPECT_FALSE(ReadCopiedWord(std::span<const uint8_t>(), sp, sp, &v));
 }
 
-int OpenSelf() { return open("/proc/self/exe", O_RDONLY | O_CLOEXEC); }
+base::ScopedFd OpenSelf() { return base::ScopedFd(open("/proc/self/exe", O_RDONLY | O_CLOEXEC)); }
 
 TEST(CfiTableTest, FunctionEntryHasTheCallRule) {
   auto table = CfiTable::Open(OpenSelf());
@@ -113,21 +114,19 @@ TEST(CfiTableTest, FunctionEntryHasTheCallRule) {
 }
 
 TEST(CfiTableTest, NotElfOrTruncatedIsHandled) {
-  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  EXPECT_EQ(CfiTable::Open(fd), nullptr);
+  EXPECT_EQ(CfiTable::Open(base::ScopedFd(open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC))), nullptr);
+  EXPECT_EQ(CfiTable::Open(base::ScopedFd()), nullptr);
   // A truncated copy of a real binary: whatever rows it yields, no crash.
   char path[] = "/tmp/gf_cfi_truncXXXXXX";
-  int out = mkstemp(path);
-  ASSERT_GE(out, 0);
-  int self = OpenSelf();
+  base::ScopedFd out(mkostemp(path, O_CLOEXEC));
+  ASSERT_TRUE(out.valid());
   std::vector<char> buf(64 * 1024);
-  ssize_t n = read(self, buf.data(), buf.size());
-  close(self);
+  ssize_t n = read(OpenSelf().get(), buf.data(), buf.size());
   ASSERT_GT(n, 0);
-  ASSERT_EQ(write(out, buf.data(), static_cast<size_t>(n)), n);
-  lseek(out, 0, SEEK_SET);
+  ASSERT_EQ(write(out.get(), buf.data(), static_cast<size_t>(n)), n);
+  lseek(out.get(), 0, SEEK_SET);
   unlink(path);
-  auto table = CfiTable::Open(out);
+  auto table = CfiTable::Open(std::move(out));
   if (table) {
     for (uint64_t a = 0; a < 0x100000; a += 0x1000) {
       const UnwindRow& row = table->Find(a);

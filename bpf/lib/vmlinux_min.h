@@ -5,8 +5,8 @@
  * kernel's BTF (CO-RE). Keeping this to the fields we read, instead of a
  * 3 MB generated vmlinux.h, makes each dependency on kernel layout visible.
  */
-#ifndef GPUFLAME_BPF_VMLINUX_MIN_H_
-#define GPUFLAME_BPF_VMLINUX_MIN_H_
+#ifndef GPUFLAME_BPF_LIB_VMLINUX_MIN_H_
+#define GPUFLAME_BPF_LIB_VMLINUX_MIN_H_
 /* Tells bpf_tracing.h to use the kernel pt_regs field names below. */
 #define __VMLINUX_H__
 
@@ -111,4 +111,4 @@ struct linux_binprm;
 struct file;
 
 
-#endif /* GPUFLAME_BPF_VMLINUX_MIN_H_ */
+#endif /* GPUFLAME_BPF_LIB_VMLINUX_MIN_H_ */

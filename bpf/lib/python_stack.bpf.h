@@ -6,10 +6,18 @@
  * The thread state comes from the glibc pthread TSS slot keyed by CPython's
  * autoTSSkey, never from the GIL holder: PyTorch (and ctypes) release the GIL
  * before calling into CUDA, so at cudaMalloc the calling thread does not hold
- * it (cpython-unwinding.md §1.2).
+ * it. The slot is glibc's: *(fsbase + 0x310 + 16 * key + 8) for key < 32
+ * (struct pthread's specific_1stblock at 784, glibc 2.27-2.38).
  */
-#ifndef GPUFLAME_BPF_PYTHON_STACK_BPF_H_
-#define GPUFLAME_BPF_PYTHON_STACK_BPF_H_
+#ifndef GPUFLAME_BPF_LIB_PYTHON_STACK_BPF_H_
+#define GPUFLAME_BPF_LIB_PYTHON_STACK_BPF_H_
+
+#include "vmlinux_min.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+#include "gpuflame_abi.h"
 
 #define GF_PY_OWNED_BY_CSTACK 3
 #define GF_TPFLAGS_TYPE_SUBCLASS (1UL << 31)
@@ -243,4 +251,4 @@ static __always_inline __u32 gf_walk_python(const struct gf_py_proc *cfg, struct
   return gf_walk_python_fp(cfg, frames, flags, 0);
 }
 
-#endif /* GPUFLAME_BPF_PYTHON_STACK_BPF_H_ */
+#endif /* GPUFLAME_BPF_LIB_PYTHON_STACK_BPF_H_ */

@@ -1,0 +1,18 @@
+#include "agent/retirement.h"
+
+#include <vector>
+
+namespace gpuflame::profiler {
+
+size_t RetireExitedProcesses(Session& session) {
+  std::vector<pid_t> exited;
+  for (const auto& [pid, info] : session.registry().processes())
+    if (info->exited) exited.push_back(pid);
+  for (pid_t pid : exited) {
+    session.events().RetireProcess(pid);
+    session.registry().Forget(pid);
+  }
+  return exited.size();
+}
+
+}  // namespace gpuflame::profiler

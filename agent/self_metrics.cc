@@ -1,0 +1,80 @@
+#include "agent/self_metrics.h"
+
+namespace gpuflame::profiler {
+
+AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, const ExportStats& exported,
+                             const exporters::PushStats& push) {
+  AgentStats s;
+  s.bpf = session.BpfStats();
+  s.reader = session.ReaderStats();
+  const EventProcessor& ev = session.events();
+  s.events = ev.stats();
+  s.tracker = ev.tracker().stats();
+  s.live_allocations = ev.tracker().live_count();
+  s.joiner = ev.joiner().stats();
+  s.resolver = session.resolver().stats();
+  s.unwinder = session.unwinder().stats();
+  s.refresher = session.refresher().stats();
+  s.native_frames_unresolved = ev.frames().unresolved().size();
+  for (const auto& [pid, info] : session.registry().processes()) s.processes_attached += !info->exited;
+  s.library_files_attached = session.registry().attached_files();
+  s.window_snapshot_seconds = window_snapshot_seconds;
+  s.self_usage = session.guardrails().last_usage();
+  s.shedding = session.guardrails().actions();
+  s.exported = exported;
+  s.push = push;
+  return s;
+}
+
+std::vector<Metric> SelfMetrics(const AgentStats& s) {
+  return {
+      {"gpuflame_events_total", "Allocator events seen by the BPF programs.", "counter", double(s.bpf[GF_STAT_EVENTS])},
+      {"gpuflame_ringbuf_dropped_total", "Events lost because the ring buffer was full.", "counter", double(s.bpf[GF_STAT_RINGBUF_FULL])},
+      {"gpuflame_records_total", "Ring-buffer records handled in user space.", "counter", double(s.events.records)},
+      {"gpuflame_records_malformed_total", "Ring-buffer records that failed validation.", "counter", double(s.events.malformed)},
+      {"gpuflame_processes_attached", "Processes being profiled.", "gauge", double(s.processes_attached)},
+      {"gpuflame_library_files_attached", "Library files (CUDA, PyTorch, libpython) with probes attached.", "gauge", double(s.library_files_attached)},
+      {"gpuflame_live_allocations", "Allocations currently tracked.", "gauge", double(s.live_allocations)},
+      {"gpuflame_unmatched_frees_total", "Frees of memory allocated before gpuflame attached.", "counter", double(s.tracker.unmatched_frees)},
+      {"gpuflame_python_frames_unresolved_total", "Python frames whose code object could not be read.", "counter", double(s.resolver.python_unresolved)},
+      {"gpuflame_cpu_samples_total", "CPU-time samples taken in profiled processes.", "counter", double(s.bpf[GF_STAT_CPU_SAMPLES])},
+      {"gpuflame_kernel_launch_stacks_total", "Kernel launches whose stack was taken (sampled by the injection library).", "counter", double(s.joiner.launches)},
+      {"gpuflame_gpu_activity_records_total", "Kernel, memcpy and memset records from libgpuflame_cupti.so.", "counter", double(s.joiner.records)},
+      {"gpuflame_gpu_activity_charged_by_share_total", "GPU activity whose launch stack was not sampled, charged to the sampled stacks of the same kernel.", "counter", double(s.joiner.scaled)},
+      {"gpuflame_gpu_activity_unattributed_total", "GPU activity charged to [launch stack not sampled] (its kernel never had a sampled launch).", "counter", double(s.joiner.unattributed)},
+      {"gpuflame_gpu_activity_batches_unreadable_total", "Activity batches the probe could not copy (records lost).", "counter", double(s.bpf[GF_STAT_KERNEL_BATCH_READ_FAILED])},
+      {"gpuflame_native_frames_unresolved", "Native frames still raw addresses (no symbol found yet).", "gauge", double(s.native_frames_unresolved)},
+      {"gpuflame_native_frames_resolved_later_total", "Raw-address frames named in a later window (debug files or binaries found by build ID).", "counter", double(s.refresher.resolved)},
+      {"gpuflame_unwinds_total", "Native stacks unwound from copied user stacks.", "counter", double(s.unwinder.unwinds)},
+      {"gpuflame_unwinds_libdwfl_total", "Unwinds that needed libdwfl (rules outside the cached CFI subset).", "counter", double(s.unwinder.fallback)},
+      {"gpuflame_profiles_enqueued_total", "Per-process window pushes queued.", "counter", double(s.exported.enqueued)},
+      {"gpuflame_profiles_pushed_total", "Push requests accepted by Pyroscope.", "counter", double(s.push.pushed)},
+      {"gpuflame_push_failures_total", "Push attempts that failed and were retried.", "counter", double(s.push.failed_attempts)},
+      {"gpuflame_push_dropped_queue_full_total", "Push requests dropped because the queue was full.", "counter", double(s.push.dropped_queue_full)},
+      {"gpuflame_push_rejected_total", "Push requests Pyroscope rejected for good.", "counter", double(s.push.dropped_rejected)},
+      {"gpuflame_push_queue_requests", "Push requests waiting in memory.", "gauge", double(s.push.queued)},
+      {"gpuflame_spool_requests", "Push requests waiting on disk.", "gauge", double(s.push.spooled)},
+      {"gpuflame_spool_bytes", "Bytes of push requests waiting on disk.", "gauge", double(s.push.spool_bytes)},
+      {"gpuflame_spool_dropped_total", "Spooled requests dropped because the spool was full.", "counter", double(s.push.dropped_spool_full)},
+      {"gpuflame_spool_corrupt_total", "Spool files that could not be read back.", "counter", double(s.push.spool_corrupt)},
+      {"gpuflame_profile_samples_folded_total", "Stacks folded into [other] to stay within Pyroscope's limits.", "counter", double(s.exported.folded_samples)},
+      // The threads: ring-buffer reader -> event loop -> export thread.
+      {"gpuflame_reader_queue_full_waits_total", "Times the ring-buffer reader thread waited because the event loop's queue was full (records then wait in the ring buffer).", "counter", double(s.reader.full_waits)},
+      {"gpuflame_reader_dropped_total", "Ring-buffer records dropped by the reader thread (larger than its queue).", "counter", double(s.reader.dropped)},
+      {"gpuflame_reader_queue_bytes", "Bytes of records waiting for the event loop.", "gauge", double(s.reader.queued_bytes)},
+      {"gpuflame_window_snapshot_seconds", "Time the last window close held the event loop (building the per-process profiles).", "gauge", s.window_snapshot_seconds},
+      {"gpuflame_window_export_seconds", "Time the export thread took for the last window (limits, encoding, labels, queueing).", "gauge", s.exported.last_window_seconds},
+      {"gpuflame_export_dropped_total", "Per-process window profiles dropped because the export thread fell behind (oldest first).", "counter", double(s.exported.dropped)},
+      {"gpuflame_profile_encode_failures_total", "Profiles that could not be serialised (not pushed).", "counter", double(s.exported.encode_failures)},
+      // gpuflame's own budget (--max-cpu, --max-memory-mb) and what it sheds to keep it.
+      {"gpuflame_self_cpu_cores", "gpuflame's own CPU use, in cores, over the last 10 s.", "gauge", s.self_usage.cpu_cores},
+      {"gpuflame_self_resident_bytes", "gpuflame's own resident memory.", "gauge", double(s.self_usage.rss_bytes)},
+      {"gpuflame_shedding", "Work shed to stay in budget, as bits: 1 native stacks, 2 CPU samples, 4 tensor events, 8 new stacks.", "gauge", double(s.shedding)},
+      {"gpuflame_shed_native_stacks_total", "Events whose native stack was not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_NATIVE_STACKS])},
+      {"gpuflame_shed_cpu_samples_total", "CPU samples not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_CPU_SAMPLES])},
+      {"gpuflame_shed_tensor_events_total", "Caching-allocator events not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_TENSOR_EVENTS])},
+      {"gpuflame_over_budget_events_total", "Events on new stacks charged to [gpuflame over memory budget].", "counter", double(s.events.over_budget_events)},
+  };
+}
+
+}  // namespace gpuflame::profiler

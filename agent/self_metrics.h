@@ -1,0 +1,48 @@
+// The agent's own Prometheus metrics (/metrics): one snapshot struct,
+// gathered on the event loop from every part of the pipeline, and the pure
+// function that turns it into the metric list. Names, help texts and types
+// are an interface (dashboards, alerts, tests): change them never lightly.
+#ifndef GPUFLAME_AGENT_SELF_METRICS_H_
+#define GPUFLAME_AGENT_SELF_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "agent/metrics_server.h"
+#include "agent/window_export.h"
+#include "exporters/pyroscope/push_queue.h"
+#include "profiler/pipeline/session.h"
+
+namespace gpuflame::profiler {
+
+struct AgentStats {
+  std::array<uint64_t, GF_STAT_MAX> bpf{};
+  RingReaderStats reader;
+  ProcessorStats events;
+  TrackerStats tracker;
+  uint64_t live_allocations = 0;
+  JoinStats joiner;
+  ResolveStats resolver;
+  UnwindStats unwinder;
+  RefreshStats refresher;
+  uint64_t native_frames_unresolved = 0;
+  uint64_t processes_attached = 0;  // known and not exited
+  uint64_t library_files_attached = 0;
+  double window_snapshot_seconds = 0;  // the event loop's part of the last window close
+  Guardrails::Usage self_usage;        // gpuflame's own CPU and memory, last reading
+  uint32_t shedding = 0;               // ShedAction bits in force
+  ExportStats exported;
+  exporters::PushStats push;
+};
+
+// Event loop: reads the pipeline's counters (Session is not thread-safe).
+// |window_snapshot_seconds|: how long the last window close held the loop.
+AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, const ExportStats& exported,
+                             const exporters::PushStats& push);
+
+std::vector<Metric> SelfMetrics(const AgentStats& s);
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_AGENT_SELF_METRICS_H_

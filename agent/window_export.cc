@@ -1,0 +1,99 @@
+#include "agent/window_export.h"
+
+#include <pthread.h>
+
+#include <chrono>
+#include <utility>
+
+#include "exporters/pprof/gzip.h"
+#include "exporters/pprof/pprof_writer.h"
+#include "exporters/pprof/profile_limits.h"
+
+namespace gpuflame::profiler {
+
+WindowExporter::WindowExporter(SeriesLabeler labeler, exporters::PushQueue& queue, size_t max_windows)
+    : labeler_(std::move(labeler)), queue_(queue), max_windows_(max_windows < 1 ? 1 : max_windows) {
+  thread_ = std::thread([this] { Run(); });
+  pthread_setname_np(thread_.native_handle(), "gpuflame-export");  // as top -H shows it
+}
+
+WindowExporter::~WindowExporter() { Finish(); }
+
+void WindowExporter::Submit(std::vector<ProcessWindow> window) {
+  if (window.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_.size() >= max_windows_) {
+      dropped_.fetch_add(pending_.front().size(), std::memory_order_relaxed);
+      pending_.pop_front();
+    }
+    pending_.push_back(std::move(window));
+  }
+  cv_.notify_one();
+}
+
+void WindowExporter::Finish() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finishing_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+void WindowExporter::Run() {
+  for (;;) {
+    std::vector<ProcessWindow> window;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return finishing_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // finishing, and nothing left
+      window = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    Export(window);
+    last_window_seconds_.store(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                               std::memory_order_relaxed);
+  }
+}
+
+void WindowExporter::Export(std::vector<ProcessWindow>& window) {
+  for (ProcessWindow& w : window) {
+    std::vector<exporters::Series> request;
+    for (Profile& p : w.profiles) {
+      if (p.samples.empty()) continue;
+      // One series per process already: the pid/process sample labels
+      // would only split it again (and count against the label limit).
+      for (auto& s : p.samples)
+        std::erase_if(s.labels, [](const Label& l) { return l.key == "pid" || l.key == "process"; });
+      exporters::LimitReport r = exporters::EnforceLimits(p);
+      folded_samples_.fetch_add(r.folded_samples, std::memory_order_relaxed);
+      truncated_stacks_.fetch_add(r.truncated_stacks, std::memory_order_relaxed);
+      auto gz = exporters::EncodePprofGz(p);
+      if (!gz.ok()) {
+        encode_failures_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      request.push_back({labeler_.Labels(p.name, w.pid, w.process, w.pod), std::move(*gz)});
+    }
+    if (!request.empty()) {
+      queue_.Enqueue(request);
+      enqueued_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+ExportStats WindowExporter::stats() const {
+  ExportStats s;
+  s.enqueued = enqueued_.load(std::memory_order_relaxed);
+  s.folded_samples = folded_samples_.load(std::memory_order_relaxed);
+  s.truncated_stacks = truncated_stacks_.load(std::memory_order_relaxed);
+  s.dropped = dropped_.load(std::memory_order_relaxed);
+  s.encode_failures = encode_failures_.load(std::memory_order_relaxed);
+  s.last_window_seconds = last_window_seconds_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,48 @@
+// The worker's part of closing an agent window: cut the window out of the
+// pipeline's counters and build each selected process's profiles from it.
+// That needs the pipeline's state (stacks, frames, trackers, the registry),
+// so it runs on the event loop; the result is self-contained (frames are
+// copied into each Profile), so everything after it (limits, encoding,
+// labels, delivery) runs on the export thread (WindowExporter).
+// Not thread-safe: event loop only.
+#ifndef GPUFLAME_AGENT_WINDOW_SNAPSHOT_H_
+#define GPUFLAME_AGENT_WINDOW_SNAPSHOT_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "agent/agent_config.h"
+#include "profiler/aggregate/profile.h"
+#include "profiler/aggregate/window.h"
+#include "profiler/pipeline/session.h"
+#include "profiler/process/k8s_metadata.h"
+
+namespace gpuflame::profiler {
+
+// One process's profiles for one window, with what its labels need.
+struct ProcessWindow {
+  pid_t pid = 0;
+  std::string process;  // comm
+  PodInfo pod;          // copied: the process may be forgotten before export
+  // gpu_memory, torch_memory, process_cpu, gpu_kernel (some may be empty).
+  std::vector<Profile> profiles;
+};
+
+class WindowSnapshotter {
+ public:
+  explicit WindowSnapshotter(const AgentConfig& cfg) : cfg_(cfg) {}
+
+  // Closes the window that began at |start_wall| and lasted |duration| ns:
+  // the profiles of every selected process that had activity in it.
+  std::vector<ProcessWindow> Close(Session& session, int64_t start_wall, int64_t duration);
+
+ private:
+  const AgentConfig& cfg_;
+  WindowAccumulator window_;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_AGENT_WINDOW_SNAPSHOT_H_

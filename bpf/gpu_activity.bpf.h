@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GPU kernel time: the USDT probes (provider `gpuflame`) that the injection
+ * library libgpuflame_cupti.so fires from inside the workload (cupti/probes.h).
+ * Launch stacks are taken here; the GPU activity itself is only copied on,
+ * as plain gf_kernel_record structs, and joined in user space.
+ */
+#ifndef GPUFLAME_BPF_GPU_ACTIVITY_BPF_H_
+#define GPUFLAME_BPF_GPU_ACTIVITY_BPF_H_
+
+#include "lib/vmlinux_min.h"
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/usdt.bpf.h>
+
+#include "gpuflame_abi.h"
+#include "lib/config.bpf.h"
+#include "lib/emit.bpf.h"
+#include "lib/stacks.bpf.h"
+#include "lib/stats.bpf.h"
+#include "lib/targets.bpf.h"
+
+struct gf_record_gpu {
+  struct gf_event ev;
+  union {
+    struct gf_kernel_record recs[GF_KERNEL_BATCH_MAX];
+    char name[GF_KERNEL_NAME_MAX];
+  };
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct gf_record_gpu);
+} scratch_gpu SEC(".maps");
+
+/* gpuflame:launch(correlation, cbid): a sampled launch, on the launching
+ * thread: its stack is what the kernel's time is charged to. */
+SEC("usdt")
+int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  bump(GF_STAT_LAUNCHES);
+  if (want_user_stack(1))
+    submit_with_user_stack(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, 0,
+                           correlation, cbid, 0);
+  else
+    submit_stack_kind(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, 0,
+                      correlation, cbid, 0);
+  return 0;
+}
+
+/* gpuflame:kernel_batch(records, count): completed GPU work, copied whole
+ * before the library reuses its buffer. */
+SEC("usdt")
+int BPF_USDT(kernel_batch, __u64 records, __u64 count) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  __u32 zero = 0;
+  struct gf_record_gpu *r = bpf_map_lookup_elem(&scratch_gpu, &zero);
+  if (!r)
+    return 0;
+  if (count > GF_KERNEL_BATCH_MAX)
+    count = GF_KERNEL_BATCH_MAX;
+  fill_header(&r->ev, GF_EV_KERNEL_BATCH, GF_DOMAIN_NONE, GF_API_NONE, 0, count);
+  __u32 bytes = (__u32)count * sizeof(struct gf_kernel_record);
+  if (bytes > sizeof(r->recs))
+    bytes = sizeof(r->recs);
+  if (bytes == 0)
+    return 0;
+  if (bpf_probe_read_user(r->recs, bytes, (const void *)records)) {
+    bump(GF_STAT_KERNEL_BATCH_READ_FAILED);
+    return 0;
+  }
+  __u64 len = sizeof(struct gf_event) + bytes;
+  if (len > sizeof(*r))
+    len = sizeof(*r);
+  if (emit(r, len, false))
+    bump_by(GF_STAT_KERNEL_RECORDS, count);
+  return 0;
+}
+
+/* gpuflame:kernel_name(id, name): each distinct kernel name, once. */
+SEC("usdt")
+int BPF_USDT(kernel_name, __u64 name_id, __u64 name) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  __u32 zero = 0;
+  struct gf_record_gpu *r = bpf_map_lookup_elem(&scratch_gpu, &zero);
+  if (!r)
+    return 0;
+  fill_header(&r->ev, GF_EV_KERNEL_NAME, GF_DOMAIN_NONE, GF_API_NONE, 0, 0);
+  r->ev.arg0 = name_id;
+  long n = bpf_probe_read_user_str(r->name, sizeof(r->name), (const void *)name);
+  if (n <= 0)
+    return 0;
+  __u64 len = sizeof(struct gf_event) + (__u64)n;
+  if (len > sizeof(*r))
+    len = sizeof(*r);
+  emit(r, len, false);
+  return 0;
+}
+
+/* gpuflame:status(code, abi_version): the injection library is active, or
+ * stepped aside, and which GF_ABI_VERSION it was built with. A library from
+ * before versioning fires it with one argument: libbpf reads the missing
+ * second as 0, which user space takes as a mismatch. The version is only
+ * passed on: the check is user space's (event_processor.cc). */
+SEC("usdt")
+int BPF_USDT(cupti_status, __u64 code, __u64 abi_version) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_CUPTI_STATUS, GF_DOMAIN_NONE, GF_API_NONE, 0, 0);
+  ev.arg0 = code;
+  ev.arg1 = abi_version;
+  submit_small(&ev);
+  return 0;
+}
+
+#endif /* GPUFLAME_BPF_GPU_ACTIVITY_BPF_H_ */

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The knobs user space sets before load (the skeleton's rodata): constants
+ * to the verifier, so a branch on one that is off is pruned, costing nothing.
+ */
+#ifndef GPUFLAME_BPF_LIB_CONFIG_BPF_H_
+#define GPUFLAME_BPF_LIB_CONFIG_BPF_H_
+
+#include "vmlinux_min.h"
+
+#include "gpuflame_abi.h"
+#include "stats.bpf.h"
+
+const volatile bool filter_targets = false; /* only processes in `targets` */
+const volatile bool capture_native_fallback = true;
+/* Wake the reader only past this much unread data (or for urgent records):
+ * a wakeup per record costs an irq_work and a cross-CPU interrupt, which
+ * dwarfed everything else per allocation. User space polls on a short timer. */
+const volatile __u64 wakeup_bytes = 1 << 20;
+/* Copy registers and the top of the user stack for DWARF unwinding in user
+ * space: 0 never, 1 device-level events (rare: caching-allocator misses),
+ * 2 every allocation (costly on the tensor hot path). */
+const volatile __u32 native_stacks = 1;
+
+/* What gpuflame's guardrails shed now (enum gf_shed). Not rodata: user space
+ * changes it at run time through the skeleton's .bss mapping, so reading it
+ * is one load, no map lookup, on every event. */
+volatile __u32 shed = 0;
+
+/* Whether to copy the user stack for an event that wants native frames at
+ * |level| (1: device-level, 2: every allocation); a copy shed by the
+ * guardrails is counted. */
+static __always_inline bool want_user_stack(__u32 level) {
+  if (native_stacks < level)
+    return false;
+  if (shed & GF_SHED_NATIVE_STACKS) {
+    bump(GF_STAT_SHED_NATIVE_STACKS);
+    return false;
+  }
+  return true;
+}
+
+#endif /* GPUFLAME_BPF_LIB_CONFIG_BPF_H_ */

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Process lifecycle and gating: user space must attach a process's library
+ * probes before that process allocates anything. Lifecycle records (exec,
+ * a watched library mapped, exit, Py_FinalizeEx) tell it when; a gated
+ * target (GF_TARGET_GATE) is also stopped with SIGSTOP at that point, and
+ * user space sends SIGCONT once attached (GF_EVF_GATED).
+ */
+#ifndef GPUFLAME_BPF_PROCESS_LIFECYCLE_BPF_H_
+#define GPUFLAME_BPF_PROCESS_LIFECYCLE_BPF_H_
+
+#include "lib/vmlinux_min.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "gpuflame_abi.h"
+#include "lib/config.bpf.h"
+#include "lib/emit.bpf.h"
+#include "lib/maps.bpf.h"
+#include "lib/stats.bpf.h"
+#include "lib/targets.bpf.h"
+
+#define GF_SIGSTOP 19
+#define GF_PROT_EXEC 0x4
+
+/* Stops a gated process so that user space can attach before it runs on. */
+static __always_inline __u32 maybe_gate(__u32 tflags) {
+  if (!(tflags & GF_TARGET_GATE))
+    return 0;
+  bpf_send_signal(GF_SIGSTOP);
+  bump(GF_STAT_GATED);
+  return GF_EVF_GATED;
+}
+
+static __always_inline bool has_prefix(const char *name, const char *prefix, int len) {
+  for (int i = 0; i < len; i++)
+    if (name[i] != prefix[i])
+      return false;
+  return true;
+}
+
+/* The file behind descriptor |fd| of the current task, or NULL. */
+static __always_inline struct file *fd_file(int fd) {
+  struct task_struct *task = bpf_get_current_task_btf();
+  struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+  if (!fdt || fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+    return NULL;
+  struct file **fds = BPF_CORE_READ(fdt, fd);
+  struct file *file = NULL;
+  bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+  return file;
+}
+
+/*
+ * Every executable file mapping (how ld.so maps a library's text) whose file
+ * name says CUDA, PyTorch or libpython. The raw sys_exit tracepoint is the
+ * hook because this kernel class offers neither kprobes without tracefs nor
+ * fentry; the syscall-number test keeps every other syscall to a few
+ * instructions. At exit the mapping exists, so a gated process stopped here
+ * shows it in /proc/PID/maps.
+ */
+#define GF_NR_MMAP 9
+SEC("tp_btf/sys_exit")
+int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
+  struct pt_regs r;
+  if (bpf_probe_read_kernel(&r, sizeof(r), regs) || r.orig_ax != GF_NR_MMAP)
+    return 0;
+  if ((ret < 0 && ret > -4096) || !(r.dx & GF_PROT_EXEC))
+    return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  __u32 tflags = target_flags(tgid);
+  if (filter_targets && !(tflags & GF_TARGET_TRACE))
+    return 0;
+  struct file *file = fd_file((int)r.r8);
+  if (!file)
+    return 0;
+  char name[16] = {};
+  const unsigned char *dname = BPF_CORE_READ(file, f_path.dentry, d_name.name);
+  if (bpf_probe_read_kernel_str(name, sizeof(name), dname) <= 0)
+    return 0;
+  if (!has_prefix(name, "libcuda", 7) && !has_prefix(name, "libc10", 6) &&
+      !has_prefix(name, "libpython3", 10) && !has_prefix(name, "libgpuflame_cup", 15))
+    return 0;
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_LIB_MAPPED, GF_DOMAIN_NONE, 0, (__u64)ret, 0);
+  ev.arg0 = BPF_CORE_READ(file, f_inode, i_ino);
+  ev.arg1 = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+  ev.flags = maybe_gate(tflags);
+  submit_small(&ev);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(watch_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) {
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  __u32 tflags = target_flags(tgid);
+  if (!(tflags & GF_TARGET_TRACE))
+    return 0;
+  /* The old image's interpreter layout must not walk the new one's memory,
+   * even for the moment until user space hears of the exec. */
+  bpf_map_delete_elem(&py_procs, &tgid);
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_EXEC, GF_DOMAIN_NONE, 0, 0, 0);
+  ev.flags = maybe_gate(tflags);
+  submit_small(&ev);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(watch_fork, struct task_struct *parent, struct task_struct *child) {
+  __u32 ptgid = BPF_CORE_READ(parent, tgid);
+  __u32 tflags = target_flags(ptgid);
+  if (!(tflags & GF_TARGET_FOLLOW))
+    return 0;
+  __u32 ctgid = BPF_CORE_READ(child, tgid);
+  if (ctgid == ptgid)
+    return 0; /* a new thread, not a new process */
+  bpf_map_update_elem(&targets, &ctgid, &tflags, BPF_ANY);
+  /* A forked child (a DataLoader worker) has its parent's address space:
+   * its Python stacks walk with the same layout until it execs. */
+  struct gf_py_proc *py = bpf_map_lookup_elem(&py_procs, &ptgid);
+  if (py)
+    bpf_map_update_elem(&py_procs, &ctgid, py, BPF_ANY);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(watch_exit, struct task_struct *p) {
+  __u32 pid = BPF_CORE_READ(p, pid);
+  __u32 tgid = BPF_CORE_READ(p, tgid);
+  if (pid != tgid)
+    return 0;
+  if (!bpf_map_lookup_elem(&targets, &tgid))
+    return 0;
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_EXIT, GF_DOMAIN_NONE, 0, 0, 0);
+  submit_small(&ev);
+  return 0;
+}
+
+/* Py_FinalizeEx: code objects are about to be freed. A gated process waits
+ * here until user space has drained the ring buffer and read every name. */
+SEC("uprobe")
+int py_finalize(struct pt_regs *ctx) {
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  __u32 tflags = target_flags(tgid);
+  if (!bpf_map_lookup_elem(&py_procs, &tgid))
+    return 0;
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_PY_FINALIZE, GF_DOMAIN_NONE, 0, 0, 0);
+  ev.flags = maybe_gate(tflags);
+  submit_small(&ev);
+  return 0;
+}
+
+#endif /* GPUFLAME_BPF_PROCESS_LIFECYCLE_BPF_H_ */

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * PyTorch's CUDA caching allocator: tensor-level blocks, carved out of what
+ * cudaMalloc handed out. The USDT notes pytorch:malloc/free where the build
+ * has them; else a uprobe on c10::reportMemoryUsageToProfiler.
+ */
+#ifndef GPUFLAME_BPF_TORCH_ALLOC_BPF_H_
+#define GPUFLAME_BPF_TORCH_ALLOC_BPF_H_
+
+#include "lib/vmlinux_min.h"
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
+
+#include "gpuflame_abi.h"
+#include "lib/alloc_records.bpf.h"
+#include "lib/config.bpf.h"
+#include "lib/emit.bpf.h"
+#include "lib/targets.bpf.h"
+
+/* The last rung of the guardrails' CPU ladder: tensor events stop, counted. */
+static __always_inline bool tensor_events_shed(void) {
+  if (!(shed & GF_SHED_TENSOR_EVENTS))
+    return false;
+  bump(GF_STAT_SHED_TENSOR_EVENTS);
+  return true;
+}
+
+SEC("usdt")
+int BPF_USDT(torch_malloc, __u64 ptr, __s64 device, __u64 size, __u64 stream) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32) || tensor_events_shed())
+    return 0;
+  submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 0, ptr, size, (__u64)device,
+                    stream, 0);
+  return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(torch_free, __u64 ptr) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32) || tensor_events_shed())
+    return 0;
+  submit_free(GF_DOMAIN_TORCH, GF_API_TORCH_FREE, 0, ptr);
+  return 0;
+}
+
+/* c10::reportMemoryUsageToProfiler(void *ptr, int64_t delta, size_t allocated,
+ * size_t reserved, c10::Device device): the fallback for builds without USDT
+ * notes. Called on every caching-allocator alloc (+size) and free (-size). */
+SEC("uprobe")
+int torch_report(struct pt_regs *ctx) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32) || tensor_events_shed())
+    return 0;
+  __u64 ptr = PT_REGS_PARM1(ctx);
+  __s64 delta = (__s64)PT_REGS_PARM2(ctx);
+  __u64 allocated = PT_REGS_PARM3(ctx);
+  __u64 reserved = PT_REGS_PARM4(ctx);
+  __u64 device = (PT_REGS_PARM5(ctx) >> 8) & 0xff; /* c10::Device{type, index} */
+  if (delta > 0) {
+    submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0, ptr, (__u64)delta, device,
+                      allocated, reserved);
+  } else if (delta < 0) {
+    struct gf_event ev;
+    fill_header(&ev, GF_EV_FREE, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, ptr, (__u64)(-delta));
+    ev.arg0 = device;
+    ev.arg1 = allocated;
+    ev.arg2 = reserved;
+    submit_small(&ev);
+  }
+  return 0;
+}
+
+#endif /* GPUFLAME_BPF_TORCH_ALLOC_BPF_H_ */

@@ -1,0 +1,152 @@
+#include "profiler/pipeline/guardrails.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+constexpr uint32_t kCpuLadder[] = {kShedNativeStacks, kShedCpuSamples, kShedTensorEvents};
+constexpr uint32_t kMemLadder[] = {kShedNativeStacks, kFreezeStacks};
+constexpr int kCpuSteps = sizeof(kCpuLadder) / sizeof(kCpuLadder[0]);
+constexpr int kMemSteps = sizeof(kMemLadder) / sizeof(kMemLadder[0]);
+
+// Reads a small /proc/self file from offset 0 (these files are regenerated
+// on each read from the start). Bounded: both are well under 1 KB.
+bool ReadSmall(int fd, char* buf, size_t size) {
+  ssize_t n = pread(fd, buf, size - 1, 0);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return true;
+}
+
+std::string Bytes(uint64_t b) {
+  return b >= (1ull << 30) ? absl::StrFormat("%.1f GiB", b / double(1ull << 30))
+                           : absl::StrFormat("%.0f MiB", b / double(1ull << 20));
+}
+
+}  // namespace
+
+std::string DescribeShed(uint32_t actions) {
+  std::vector<std::string> parts;
+  if (actions & kShedNativeStacks) parts.push_back("native stacks");
+  if (actions & kShedCpuSamples) parts.push_back("CPU samples");
+  if (actions & kShedTensorEvents) parts.push_back("tensor-level events");
+  if (actions & kFreezeStacks) parts.push_back("new stacks");
+  return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
+}
+
+Guardrails::Guardrails(GuardrailLimits limits)
+    : Guardrails(limits, base::ScopedFd(open("/proc/self/stat", O_RDONLY | O_CLOEXEC)),
+                 base::ScopedFd(open("/proc/self/statm", O_RDONLY | O_CLOEXEC))) {}
+
+Guardrails::Guardrails(GuardrailLimits limits, base::ScopedFd stat, base::ScopedFd statm)
+    : limits_(limits),
+      stat_(std::move(stat)),
+      statm_(std::move(statm)),
+      ticks_per_s_(sysconf(_SC_CLK_TCK)),
+      page_bytes_(sysconf(_SC_PAGESIZE)) {}
+
+bool Guardrails::ReadUsage(int64_t now_ns, Usage& out) {
+  char buf[1024];
+  if (!stat_ || !statm_ || !ReadSmall(stat_.get(), buf, sizeof(buf))) return false;
+  // Fields after the command name, which may hold spaces and parentheses:
+  // skip to the last ')'. utime and stime are fields 14 and 15.
+  const char* p = std::strrchr(buf, ')');
+  if (!p) return false;
+  unsigned long long utime = 0, stime = 0;
+  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+    return false;
+  char mbuf[256];
+  unsigned long long pages = 0, resident = 0;
+  if (!ReadSmall(statm_.get(), mbuf, sizeof(mbuf)) || std::sscanf(mbuf, "%llu %llu", &pages, &resident) != 2)
+    return false;
+  const uint64_t ticks = utime + stime;
+  out.rss_bytes = resident * static_cast<uint64_t>(page_bytes_);
+  reads_.emplace_back(now_ns, ticks);
+  while (reads_.size() > 2 && now_ns - reads_[1].first >= kCpuWindowNs) reads_.erase(reads_.begin());
+  out.cpu_cores = 0;
+  const auto& [t0, ticks0] = reads_.front();
+  if (now_ns - t0 >= 1'000'000'000 && ticks_per_s_ > 0 && ticks >= ticks0)
+    out.cpu_cores = (double(ticks - ticks0) / double(ticks_per_s_)) / ((now_ns - t0) / 1e9);
+  return true;
+}
+
+uint32_t Guardrails::Check(int64_t now_ns) {
+  if (!limits_.enabled()) return actions_;
+  Usage usage;
+  if (!ReadUsage(now_ns, usage)) return actions_;
+  return Decide(now_ns, usage);
+}
+
+uint32_t Guardrails::ActionsFor() const {
+  uint32_t a = 0;
+  for (int i = 0; i < cpu_level_ && i < kCpuSteps; i++) a |= kCpuLadder[i];
+  for (int i = 0; i < mem_level_ && i < kMemSteps; i++) a |= kMemLadder[i];
+  return a;
+}
+
+void Guardrails::Step(int64_t now_ns, int& level, int delta, std::string reason) {
+  level += delta;
+  uint32_t now = ActionsFor();
+  if (now == actions_) return;  // the other ladder already sheds this
+  actions_ = now;
+  changes_.push_back({now_ns, actions_, std::move(reason)});
+}
+
+std::vector<std::string> Guardrails::Describe(int64_t start_ns) const {
+  std::vector<std::string> out;
+  for (const Change& c : changes_)
+    out.push_back(absl::StrFormat("at +%.1f s (%s) gpuflame %s %s", (c.at_ns - start_ns) / 1e9, c.reason,
+                                  c.actions ? "sheds" : "sheds nothing any more:",
+                                  c.actions ? DescribeShed(c.actions) : "full profiling again"));
+  return out;
+}
+
+uint32_t Guardrails::Decide(int64_t now_ns, Usage usage) {
+  last_ = usage;
+  if (limits_.max_cpu_cores > 0) {
+    const bool over = usage.cpu_cores > limits_.max_cpu_cores;
+    const bool may_step = last_cpu_step_ns_ < 0 || now_ns - last_cpu_step_ns_ >= kCpuStepNs;
+    if (over && may_step && cpu_level_ < kCpuSteps) {
+      Step(now_ns, cpu_level_, +1,
+           absl::StrFormat("CPU %.2f cores > %.2f", usage.cpu_cores, limits_.max_cpu_cores));
+      last_cpu_step_ns_ = now_ns;
+      cpu_under_since_ = -1;
+    } else if (usage.cpu_cores < limits_.max_cpu_cores * kRecoverShare && cpu_level_ > 0) {
+      if (cpu_under_since_ < 0) cpu_under_since_ = now_ns;
+      if (now_ns - cpu_under_since_ >= kRecoverNs) {
+        Step(now_ns, cpu_level_, -1,
+             absl::StrFormat("CPU back under budget (%.2f cores)", usage.cpu_cores));
+        cpu_under_since_ = now_ns;
+      }
+    } else {
+      cpu_under_since_ = -1;
+    }
+  }
+  if (limits_.max_rss_bytes > 0) {
+    if (usage.rss_bytes > limits_.max_rss_bytes && mem_level_ < kMemSteps) {
+      Step(now_ns, mem_level_, +1,
+           absl::StrCat("RSS ", Bytes(usage.rss_bytes), " > ", Bytes(limits_.max_rss_bytes)));
+      mem_under_since_ = -1;
+    } else if (usage.rss_bytes < limits_.max_rss_bytes * kRecoverShare && mem_level_ > 0) {
+      if (mem_under_since_ < 0) mem_under_since_ = now_ns;
+      if (now_ns - mem_under_since_ >= kRecoverNs) {
+        Step(now_ns, mem_level_, -1, absl::StrCat("RSS back under budget (", Bytes(usage.rss_bytes), ")"));
+        mem_under_since_ = now_ns;
+      }
+    } else if (usage.rss_bytes >= limits_.max_rss_bytes * kRecoverShare) {
+      mem_under_since_ = -1;
+    }
+  }
+  return actions_;
+}
+
+}  // namespace gpuflame::profiler

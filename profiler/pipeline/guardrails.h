@@ -1,0 +1,113 @@
+// gpuflame's own budget. A profiler that slows the workload or eats the
+// node's memory gets switched off, so gpuflame watches its own CPU time and
+// resident memory (from /proc/self) and, when over budget, sheds work in a
+// fixed, documented order instead of growing or competing with the job:
+//
+//   CPU over budget:    1. native stacks off (no 16 KB stack copies, no DWARF
+//                          unwinding: the largest per-event cost)
+//                       2. CPU-time samples off
+//                       3. tensor-level (caching-allocator) events off
+//   memory over budget: 1. native stacks off (mixed stacks are most of the
+//                          distinct stacks, and their unwind tables)
+//                       2. no new stacks: events on stacks not seen before are
+//                          charged to `[gpuflame over memory budget]`
+//
+// CPU is averaged over the last 10 s, so a burst (symbol tables loaded for
+// a new library, a flood of new stacks to unwind) is not a trend; a CPU step
+// is taken at most every 10 s. A step is taken back only after usage has
+// stayed well under budget for 30 s (hysteresis), so gpuflame does not
+// oscillate. Every change is kept with its time and reason: the summary, the
+// metrics and the profiles themselves say what was shed and when.
+//
+// Not thread-safe: the pipeline's worker calls Check() about once a second.
+#ifndef GPUFLAME_PROFILER_PIPELINE_GUARDRAILS_H_
+#define GPUFLAME_PROFILER_PIPELINE_GUARDRAILS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/scoped_fd.h"
+
+namespace gpuflame::profiler {
+
+// What is shed, as bits (the BPF side's `shed` flags use the same values).
+enum ShedAction : uint32_t {
+  kShedNativeStacks = 1u << 0,
+  kShedCpuSamples = 1u << 1,
+  kShedTensorEvents = 1u << 2,
+  kFreezeStacks = 1u << 3,  // user space only: new stacks go to a marker
+};
+
+// "native stacks, CPU samples" for the flags set; "nothing" for none.
+std::string DescribeShed(uint32_t actions);
+
+struct GuardrailLimits {
+  double max_cpu_cores = 1.0;           // gpuflame's CPU seconds per second (0: no limit)
+  uint64_t max_rss_bytes = 768ull << 20;  // resident memory (0: no limit); the chart's limit is 1 GiB
+  bool enabled() const { return max_cpu_cores > 0 || max_rss_bytes > 0; }
+};
+
+class Guardrails {
+ public:
+  struct Usage {
+    double cpu_cores = 0;   // averaged over the last kCpuWindowNs (0 until 1 s of data)
+    uint64_t rss_bytes = 0;
+  };
+  struct Change {
+    int64_t at_ns = 0;     // CLOCK_MONOTONIC
+    uint32_t actions = 0;  // in force from then on
+    std::string reason;    // "CPU 0.71 cores > 0.50", "RSS 1.2 GiB > 1.0 GiB", "back under budget"
+  };
+
+  explicit Guardrails(GuardrailLimits limits);
+  // For testing: read usage from these files instead of /proc/self.
+  Guardrails(GuardrailLimits limits, base::ScopedFd stat, base::ScopedFd statm);
+
+  // Reads /proc/self and decides; returns the actions in force.
+  uint32_t Check(int64_t now_ns);
+  // The decision alone, from a measured |usage| (Check() calls it).
+  uint32_t Decide(int64_t now_ns, Usage usage);
+
+  uint32_t actions() const { return actions_; }
+  const Usage& last_usage() const { return last_; }
+  const std::vector<Change>& changes() const { return changes_; }
+  const GuardrailLimits& limits() const { return limits_; }
+  // One line per change for the user, times relative to |start_ns|
+  // (CLOCK_MONOTONIC): "at +12.0 s (CPU 1.31 cores > 1.00) gpuflame shed
+  // native stacks". Goes into warnings and into every profile's comments.
+  std::vector<std::string> Describe(int64_t start_ns) const;
+
+  static constexpr int64_t kCpuWindowNs = 10'000'000'000;
+  // At most one CPU step per this long.
+  static constexpr int64_t kCpuStepNs = 10'000'000'000;
+  // Time under budget before one step is taken back.
+  static constexpr int64_t kRecoverNs = 30'000'000'000;
+  // Usage must be under this share of the budget to count as recovered.
+  static constexpr double kRecoverShare = 0.7;
+
+ private:
+  bool ReadUsage(int64_t now_ns, Usage& out);
+  void Step(int64_t now_ns, int& level, int delta, std::string reason);
+  uint32_t ActionsFor() const;
+
+  GuardrailLimits limits_;
+  base::ScopedFd stat_;
+  base::ScopedFd statm_;
+  long ticks_per_s_;
+  long page_bytes_;
+  std::vector<std::pair<int64_t, uint64_t>> reads_;  // (time, CPU ticks), the last kCpuWindowNs
+  int64_t last_cpu_step_ns_ = -1;
+  Usage last_;
+  int cpu_level_ = 0;  // steps taken on the CPU ladder
+  int mem_level_ = 0;  // steps taken on the memory ladder
+  int64_t cpu_under_since_ = -1;
+  int64_t mem_under_since_ = -1;
+  uint32_t actions_ = 0;
+  std::vector<Change> changes_;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PIPELINE_GUARDRAILS_H_

@@ -1,0 +1,150 @@
+#include "profiler/pipeline/profiling_options.h"
+
+#include <charconv>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+constexpr absl::string_view kKeys[] = {"native_stacks", "cpu_hz",           "thread_names",
+                                      "kernel_time",   "hide_trampolines", "keep_interpreter_frames",
+                                      "binaries",      "max_cpu",          "max_memory_mb"};
+
+absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
+  if (v == "true" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "0" || v == "no") return false;
+  return absl::InvalidArgumentError(absl::StrCat(key, " wants true or false, not '", v, "'"));
+}
+
+}  // namespace
+
+bool IsProfilingOption(absl::string_view key) {
+  for (absl::string_view k : kKeys)
+    if (k == key) return true;
+  return false;
+}
+
+absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl::string_view value) {
+  if (key == "native_stacks") {
+    if (value == "off") o.native_stacks = NativeStacks::kOff;
+    else if (value == "gpu") o.native_stacks = NativeStacks::kDevice;
+    else if (value == "all") o.native_stacks = NativeStacks::kAll;
+    else return absl::InvalidArgumentError(absl::StrCat("native_stacks wants off, gpu or all, not '", value, "'"));
+    return absl::OkStatus();
+  }
+  if (key == "cpu_hz") {
+    int hz = -1;
+    auto r = std::from_chars(value.data(), value.data() + value.size(), hz);
+    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || hz < 0 || hz > 10000)
+      return absl::InvalidArgumentError(
+          absl::StrCat("cpu_hz wants 0 to 10000 samples per second, not '", value, "'"));
+    o.cpu_hz = hz;
+    return absl::OkStatus();
+  }
+  if (key == "max_cpu") {
+    double cores = -1;
+    auto r = std::from_chars(value.data(), value.data() + value.size(), cores);
+    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || !(cores >= 0 && cores <= 1024))
+      return absl::InvalidArgumentError(absl::StrCat("max_cpu wants CPU cores (e.g. 0.5; 0: no limit), not '", value, "'"));
+    o.guardrails.max_cpu_cores = cores;
+    return absl::OkStatus();
+  }
+  if (key == "max_memory_mb") {
+    uint64_t mb = 0;
+    auto r = std::from_chars(value.data(), value.data() + value.size(), mb);
+    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || mb > (1ull << 24))
+      return absl::InvalidArgumentError(absl::StrCat("max_memory_mb wants MiB (0: no limit), not '", value, "'"));
+    o.guardrails.max_rss_bytes = mb << 20;
+    return absl::OkStatus();
+  }
+  if (key == "binaries") {
+    o.binary_dirs.clear();
+    for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) o.binary_dirs.emplace_back(part);
+    return absl::OkStatus();
+  }
+  bool* flag = key == "thread_names"              ? &o.thread_names
+               : key == "kernel_time"             ? &o.kernel_time
+               : key == "keep_interpreter_frames" ? &o.keep_interpreter_frames
+                                                  : nullptr;
+  if (key == "hide_trampolines") {
+    auto b = ParseBool(key, value);
+    if (!b.ok()) return b.status();
+    o.show_trampolines = !*b;
+    return absl::OkStatus();
+  }
+  if (!flag) return absl::InvalidArgumentError(absl::StrCat("unknown setting '", key, "'"));
+  auto b = ParseBool(key, value);
+  if (!b.ok()) return b.status();
+  *flag = *b;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& args, size_t i) {
+  const std::string& a = args[i];
+  bool* flag = a == "--thread-names"              ? &options_.thread_names
+               : a == "--keep-interpreter-frames" ? &options_.keep_interpreter_frames
+                                                  : nullptr;
+  if (flag) {
+    *flag = true;
+    return size_t{1};
+  }
+  if (a == "--no-kernel-time" || a == "--hide-trampolines") {
+    (a == "--no-kernel-time" ? options_.kernel_time : options_.show_trampolines) = false;
+    return size_t{1};
+  }
+  const char* key = a == "--native-stacks"   ? "native_stacks"
+                    : a == "--cpu-hz"        ? "cpu_hz"
+                    : a == "--binaries"      ? "binaries"
+                    : a == "--max-cpu"       ? "max_cpu"
+                    : a == "--max-memory-mb" ? "max_memory_mb"
+                                             : nullptr;
+  if (!key) return size_t{0};
+  if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+  const std::string& value = args[i + 1];
+  if (absl::string_view(key) == "binaries" && binaries_given_) {
+    ProfilingOptions more;
+    if (auto s = SetProfilingOption(more, key, value); !s.ok()) return s;
+    options_.binary_dirs.insert(options_.binary_dirs.end(), more.binary_dirs.begin(), more.binary_dirs.end());
+    return size_t{2};
+  }
+  if (auto s = SetProfilingOption(options_, key, value); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat(a, ": ", s.message()));
+  binaries_given_ |= absl::string_view(key) == "binaries";
+  return size_t{2};
+}
+
+std::string ProfilingFlags::Help(int column) {
+  static constexpr std::pair<const char*, const char*> kLines[] = {
+      {"--native-stacks M", "native frames (DWARF-unwound) for: gpu (device-level\n"
+                            "allocations, default), all (tensors too: costly), off"},
+      {"--keep-interpreter-frames", "keep CPython's own C frames in mixed stacks"},
+      {"--hide-trampolines", "drop CPython's <interpreter trampoline> frames"},
+      {"--cpu-hz N", "CPU-time samples per second of CPU (default 97; 0: off)"},
+      {"--thread-names", "label CPU samples with their thread's name"},
+      {"--no-kernel-time", "no kernel time: record does not load libgpuflame_cupti.so,\n"
+                           "the agent does not report processes that lack it"},
+      {"--binaries DIR", "name raw-address frames from binaries or debug files here,\n"
+                         "matched by build ID (repeatable or a,b; default /usr/lib/debug)"},
+      {"--max-cpu C", "gpuflame's own CPU budget in cores, averaged over 10 s (default 1;\n"
+                      "0: none): over it, native stacks, then CPU samples, then\n"
+                      "tensor events are shed, counted and said in the output"},
+      {"--max-memory-mb N", "gpuflame's own memory budget (default 768; 0: none): over it,\n"
+                            "native stacks are shed, then new stacks are not kept"},
+  };
+  std::string out;
+  for (const auto& [flag, text] : kLines) {
+    std::string pad = absl::StrFormat("      %-*s", column - 6, flag);
+    if (pad.size() > static_cast<size_t>(column)) pad += "\n" + std::string(column, ' ');
+    std::string body = text;
+    for (size_t nl = body.find('\n'); nl != std::string::npos; nl = body.find('\n', nl + column + 1))
+      body.insert(nl + 1, std::string(column, ' '));
+    absl::StrAppend(&out, pad, body, "\n");
+  }
+  return out;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,72 @@
+// What a profiling session collects and how it names frames: the settings
+// `record` and `agent` share, declared and checked once. Each front end
+// reads them from its own sources (flags; YAML, environment and flags) by
+// the same keys and hands the struct to Session as it is.
+#ifndef GPUFLAME_PROFILER_PIPELINE_PROFILING_OPTIONS_H_
+#define GPUFLAME_PROFILER_PIPELINE_PROFILING_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "profiler/pipeline/guardrails.h"
+
+namespace gpuflame::profiler {
+
+// Which events carry a copy of the user stack for DWARF unwinding. The
+// values are the BPF program's `native_stacks` rodata (bpf/gpuflame_abi.h).
+enum class NativeStacks : uint32_t {
+  kOff = 0,     // Python frames only
+  kDevice = 1,  // device-level allocations (cudaMalloc, cuMemCreate, ...)
+  kAll = 2,     // every allocation, tensors too: 16 KB copied per event
+};
+
+struct ProfilingOptions {
+  bool show_trampolines = true;          // hide_trampolines: false
+  bool keep_interpreter_frames = false;  // CPython's own C frames in mixed stacks
+  NativeStacks native_stacks = NativeStacks::kDevice;
+  int cpu_hz = 97;             // CPU-time samples per second of CPU; 0: no CPU profile
+  bool thread_names = false;   // thread_name label on CPU samples (series cardinality)
+  bool kernel_time = true;     // kernel time through libgpuflame_cupti.so
+  // Where raw-address frames are looked up again by build ID (debug files,
+  // unstripped copies) before each export.
+  std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
+  // gpuflame's own CPU and memory budget (max_cpu in cores, max_memory_mb).
+  GuardrailLimits guardrails;
+};
+
+// The configuration keys of ProfilingOptions ("native_stacks", "cpu_hz",
+// "thread_names", "kernel_time", "hide_trampolines",
+// "keep_interpreter_frames", "binaries", "max_cpu", "max_memory_mb"); flags
+// are the same with dashes.
+bool IsProfilingOption(absl::string_view key);
+
+// Sets one option from its text form. Booleans take true/false, 1/0, yes/no;
+// "binaries" a comma-separated list. The error names the key and the value
+// and says what is wanted; callers prefix where it came from.
+absl::Status SetProfilingOption(ProfilingOptions& options, absl::string_view key, absl::string_view value);
+
+// The same options as command-line flags, for every command that profiles:
+// --native-stacks M, --cpu-hz N, --thread-names, --no-kernel-time,
+// --hide-trampolines, --keep-interpreter-frames, --binaries DIR (repeatable,
+// or a comma-separated list; the first replaces the default), --max-cpu C,
+// --max-memory-mb N.
+class ProfilingFlags {
+ public:
+  explicit ProfilingFlags(ProfilingOptions& options) : options_(options) {}
+  // Applies the flag at args[i] (and its value). Returns how many arguments
+  // it took: 0 when args[i] is not a profiling flag.
+  absl::StatusOr<size_t> Consume(const std::vector<std::string>& args, size_t i);
+  // Help lines for these flags, aligned at |column|.
+  static std::string Help(int column);
+
+ private:
+  ProfilingOptions& options_;
+  bool binaries_given_ = false;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PIPELINE_PROFILING_OPTIONS_H_

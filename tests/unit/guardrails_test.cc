@@ -1,0 +1,95 @@
+#include "profiler/pipeline/guardrails.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+constexpr int64_t kSec = 1'000'000'000;
+
+GuardrailLimits Limits(double cores, uint64_t rss) {
+  GuardrailLimits l;
+  l.max_cpu_cores = cores;
+  l.max_rss_bytes = rss;
+  return l;
+}
+
+TEST(GuardrailsTest, ShedsCpuWorkInTheDocumentedOrderOneStepAtATime) {
+  Guardrails g(Limits(0.5, 0), {}, {});
+  int64_t t = kSec;
+  EXPECT_EQ(g.Decide(t, {0.4, 0}), 0u);
+  EXPECT_EQ(g.Decide(t += kSec, {0.9, 0}), kShedNativeStacks);
+  EXPECT_EQ(g.Decide(t += 9 * kSec, {0.9, 0}), kShedNativeStacks) << "one step per 10 s";
+  EXPECT_EQ(g.Decide(t += kSec, {0.9, 0}), kShedNativeStacks | kShedCpuSamples);
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0.9, 0}), kShedNativeStacks | kShedCpuSamples | kShedTensorEvents);
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0.9, 0}), kShedNativeStacks | kShedCpuSamples | kShedTensorEvents)
+      << "nothing more to shed";
+  ASSERT_EQ(g.changes().size(), 3u);
+  EXPECT_EQ(g.changes()[0].reason, "CPU 0.90 cores > 0.50");
+  EXPECT_EQ(DescribeShed(g.actions()), "native stacks, CPU samples, tensor-level events");
+}
+
+TEST(GuardrailsTest, TakesAStepBackOnlyAfterStayingWellUnderBudget) {
+  Guardrails g(Limits(0.5, 0), {}, {});
+  int64_t t = kSec;
+  ASSERT_EQ(g.Decide(t, {0.9, 0}), kShedNativeStacks);
+  // Just under the budget is not recovered: it would oscillate.
+  for (int i = 0; i < 60; i++) EXPECT_EQ(g.Decide(t += kSec, {0.45, 0}), kShedNativeStacks);
+  for (int i = 0; i < 29; i++) EXPECT_EQ(g.Decide(t += kSec, {0.1, 0}), kShedNativeStacks);
+  EXPECT_EQ(g.Decide(t += 2 * kSec, {0.1, 0}), 0u);
+  EXPECT_EQ(g.changes().back().reason, "CPU back under budget (0.10 cores)");
+}
+
+TEST(GuardrailsTest, MemoryFirstDropsNativeStacksThenFreezesNewStacks) {
+  Guardrails g(Limits(0, 100 << 20), {}, {});
+  int64_t t = kSec;
+  EXPECT_EQ(g.Decide(t, {0, 50 << 20}), 0u);
+  EXPECT_EQ(g.Decide(t += kSec, {0, 120 << 20}), kShedNativeStacks);
+  EXPECT_EQ(g.Decide(t += kSec, {0, 130 << 20}), kShedNativeStacks | kFreezeStacks);
+  EXPECT_EQ(g.changes()[0].reason, "RSS 120 MiB > 100 MiB");
+  // Both ladders shed native stacks: taking the memory step back keeps it
+  // while the CPU ladder still wants it.
+  Guardrails h(Limits(0.5, 100 << 20), {}, {});
+  t = kSec;
+  EXPECT_EQ(h.Decide(t, {0.9, 120 << 20}), kShedNativeStacks);
+  EXPECT_EQ(h.Decide(t += kSec, {0.9, 50 << 20}), kShedNativeStacks);
+  EXPECT_EQ(h.changes().size(), 1u) << "the second ladder's identical step is not a change";
+  for (int i = 0; i < 40; i++) h.Decide(t += kSec, {0.4, 50 << 20});
+  EXPECT_EQ(h.actions(), kShedNativeStacks) << "memory recovered, CPU did not";
+}
+
+// A memfd holding |text|, as /proc/self/stat or statm would.
+base::ScopedFd FakeProcFile(const std::string& text) {
+  base::ScopedFd fd(memfd_create("fake_proc", MFD_CLOEXEC));
+  EXPECT_TRUE(fd.valid());
+  EXPECT_EQ(write(fd.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  return fd;
+}
+
+TEST(GuardrailsTest, ReadsCpuTimeAndResidentMemoryFromProcSelf) {
+  const long page = sysconf(_SC_PAGESIZE);
+  // A command name with spaces and parentheses must not shift the fields.
+  auto stat = [&](long ticks) {
+    return "4242 (gpu (flame) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 " + std::to_string(ticks) + " 0 0 0 20 0";
+  };
+  // Fresh fds per check, as the files would be re-read from offset 0.
+  Guardrails g(Limits(0.5, 1 << 20), FakeProcFile(stat(0)), FakeProcFile("1000 512 100 1 0 200 0"));
+  EXPECT_EQ(g.Check(kSec), kShedNativeStacks) << "512 pages is over 1 MiB";
+  EXPECT_EQ(g.last_usage().rss_bytes, 512u * page);
+  EXPECT_DOUBLE_EQ(g.last_usage().cpu_cores, 0) << "no interval yet";
+}
+
+TEST(GuardrailsTest, ReadsTheRealProcSelf) {
+  Guardrails g(Limits(1000, 1ull << 40));
+  g.Check(kSec);
+  EXPECT_GT(g.last_usage().rss_bytes, 1u << 20);
+  EXPECT_EQ(g.actions(), 0u);
+}
+
+}  // namespace
+}  // namespace gpuflame::profiler
