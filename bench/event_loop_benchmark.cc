@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "profiler/pipeline/event_processor.h"
+#include "tests/support/records.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 
@@ -16,35 +17,16 @@ namespace {
 using namespace gpuflame;
 
 std::vector<uint8_t> Alloc(uint64_t addr, int stack, int depth) {
-  gf_event ev{};
-  ev.kind = GF_EV_ALLOC;
-  ev.domain = GF_DOMAIN_TORCH;
-  ev.api = GF_API_TORCH_MALLOC;
-  ev.pid = 1234;
+  gf_event ev = testing::Header(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 1234);
   ev.addr = addr;
   ev.size = 4096;
-  ev.py_count = static_cast<uint16_t>(depth);
-  std::vector<uint8_t> rec(sizeof(ev) + depth * sizeof(gf_py_frame));
-  std::memcpy(rec.data(), &ev, sizeof(ev));
-  for (int i = 0; i < depth; i++) {
-    gf_py_frame f{};
-    f.code = 0x7f0000000000ull + static_cast<uint64_t>(i) * 4096 + static_cast<uint64_t>(stack);
-    f.instr = static_cast<uint32_t>(i * 3);
-    std::memcpy(rec.data() + sizeof(ev) + i * sizeof(f), &f, sizeof(f));
-  }
-  return rec;
+  return testing::PythonRecord(ev, depth, static_cast<uint64_t>(stack));
 }
 
 std::vector<uint8_t> Free(uint64_t addr) {
-  gf_event ev{};
-  ev.kind = GF_EV_FREE;
-  ev.domain = GF_DOMAIN_TORCH;
-  ev.api = GF_API_TORCH_FREE;
-  ev.pid = 1234;
+  gf_event ev = testing::Header(GF_EV_FREE, GF_DOMAIN_TORCH, GF_API_TORCH_FREE, 1234);
   ev.addr = addr;
-  std::vector<uint8_t> rec(sizeof(ev));
-  std::memcpy(rec.data(), &ev, sizeof(ev));
-  return rec;
+  return testing::MakeRecord(ev);
 }
 
 // Alloc + free pairs over |stacks| distinct stacks of |depth| Python frames.

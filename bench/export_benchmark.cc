@@ -11,6 +11,7 @@
 #include "exporters/pprof/pprof_writer.h"
 #include "exporters/pyroscope/pyroscope_client.h"
 #include "profiler/pipeline/event_processor.h"
+#include "tests/support/records.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 
@@ -90,22 +91,10 @@ void BM_Agent_MemoryFor100Processes(benchmark::State& state) {
     profiler::EventProcessor events(nullptr, resolver);
     for (uint32_t pid = 1; pid <= 100; pid++) {
       for (int i = 0; i < 1000; i++) {
-        gf_event ev{};
-        ev.kind = GF_EV_ALLOC;
-        ev.domain = GF_DOMAIN_TORCH;
-        ev.api = GF_API_TORCH_MALLOC;
-        ev.pid = pid;
+        gf_event ev = testing::Header(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, pid);
         ev.addr = 0x7f0000000000ull + static_cast<uint64_t>(i) * 4096;
         ev.size = 4096;
-        ev.py_count = 20;
-        std::vector<uint8_t> rec(sizeof(ev) + 20 * sizeof(gf_py_frame));
-        std::memcpy(rec.data(), &ev, sizeof(ev));
-        for (int d = 0; d < 20; d++) {
-          gf_py_frame f{};
-          f.code = 0x5500000000ull + static_cast<uint64_t>((i % 50) * 64 + d) * 256;
-          std::memcpy(rec.data() + sizeof(ev) + d * sizeof(f), &f, sizeof(f));
-        }
-        events.OnRecord(rec);
+        events.OnRecord(testing::PythonRecord(ev, 20, static_cast<uint64_t>(i % 50)));
       }
     }
     size_t bytes = events.tracker().MemoryUsage() + events.stacks().MemoryUsage();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "profiler/pipeline/event_processor.h"
+#include "tests/support/records.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 
@@ -17,42 +18,25 @@ namespace {
 using namespace gpuflame;
 
 std::vector<uint8_t> LaunchRecord(uint32_t corr, int site, uint64_t ts) {
-  constexpr int kDepth = 20;
-  gf_event ev{};
-  ev.kind = GF_EV_KERNEL_LAUNCH;
-  ev.domain = GF_DOMAIN_LAUNCH;
-  ev.pid = 4321;
+  gf_event ev = testing::Header(GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 4321);
   ev.ts_ns = ts;
   ev.arg0 = corr;
-  ev.py_count = kDepth;
-  std::vector<uint8_t> rec(sizeof(ev) + kDepth * sizeof(gf_py_frame));
-  std::memcpy(rec.data(), &ev, sizeof(ev));
-  for (int i = 0; i < kDepth; i++) {
-    gf_py_frame f{};
-    f.code = 0x7f0000000000ull + static_cast<uint64_t>(i) * 4096 + static_cast<uint64_t>(site);
-    std::memcpy(rec.data() + sizeof(ev) + i * sizeof(f), &f, sizeof(f));
-  }
-  return rec;
+  return testing::PythonRecord(ev, 20, static_cast<uint64_t>(site));
 }
 
 std::vector<uint8_t> BatchRecord(uint32_t first_corr, uint64_t ts) {
-  gf_event ev{};
-  ev.kind = GF_EV_KERNEL_BATCH;
-  ev.pid = 4321;
+  gf_event ev = testing::Header(GF_EV_KERNEL_BATCH, GF_DOMAIN_NONE, GF_API_NONE, 4321);
   ev.ts_ns = ts;
-  ev.size = GF_KERNEL_BATCH_MAX;
-  std::vector<uint8_t> rec(sizeof(ev) + GF_KERNEL_BATCH_MAX * sizeof(gf_kernel_record));
-  std::memcpy(rec.data(), &ev, sizeof(ev));
+  std::vector<gf_kernel_record> batch(GF_KERNEL_BATCH_MAX);
   for (uint32_t i = 0; i < GF_KERNEL_BATCH_MAX; i++) {
-    gf_kernel_record r{};
+    gf_kernel_record& r = batch[i];
     r.kind = GF_GPU_KERNEL;
     r.correlation = first_corr + i;
     r.name_id = 1 + i % 8;
     r.start_ns = ts;
     r.end_ns = ts + 5000;
-    std::memcpy(rec.data() + sizeof(ev) + i * sizeof(r), &r, sizeof(r));
   }
-  return rec;
+  return testing::ArrayRecord(ev, batch);
 }
 
 struct Loop {

@@ -47,41 +47,18 @@
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 #include "tests/support/capture_stack.h"
+#include "tests/support/records.h"
 
 namespace {
 
 using namespace gpuflame;
-using Record = std::vector<uint8_t>;
+using testing::Record;
 
 constexpr int kDepth = 20;
 
-gf_event Header(uint8_t kind, uint8_t domain, uint16_t api, uint32_t pid, uint32_t tid) {
-  gf_event ev{};
-  ev.kind = kind;
-  ev.domain = domain;
-  ev.api = api;
-  ev.pid = pid;
-  ev.tid = tid;
-  ev.ts_ns = 1;
-  return ev;
-}
+using testing::Header;
 
-void PutPython(Record& rec, size_t at, int depth, int stack) {
-  for (int i = 0; i < depth; i++) {
-    gf_py_frame f{};
-    f.code = 0x7f0000000000ull + static_cast<uint64_t>(i) * 4096 + static_cast<uint64_t>(stack) * 64;
-    f.instr = static_cast<uint32_t>(i * 3);
-    std::memcpy(rec.data() + at + i * sizeof(f), &f, sizeof(f));
-  }
-}
-
-Record PyRecord(gf_event ev, int stack) {
-  ev.py_count = kDepth;
-  Record rec(sizeof(ev) + kDepth * sizeof(gf_py_frame));
-  std::memcpy(rec.data(), &ev, sizeof(ev));
-  PutPython(rec, sizeof(ev), kDepth, stack);
-  return rec;
-}
+Record PyRecord(gf_event ev, int stack) { return testing::PythonRecord(ev, kDepth, static_cast<uint64_t>(stack)); }
 
 Record TorchAlloc(uint64_t addr, int stack) {
   gf_event ev = Header(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 4321, 4321);
@@ -93,9 +70,7 @@ Record TorchAlloc(uint64_t addr, int stack) {
 Record TorchFree(uint64_t addr) {
   gf_event ev = Header(GF_EV_FREE, GF_DOMAIN_TORCH, GF_API_TORCH_FREE, 4321, 4321);
   ev.addr = addr;
-  Record rec(sizeof(ev));
-  std::memcpy(rec.data(), &ev, sizeof(ev));
-  return rec;
+  return testing::MakeRecord(ev);
 }
 
 Record CpuSample(int stack) {
@@ -112,7 +87,7 @@ Record DeviceCallStack(const testing::Captured& c, uint32_t tid) {
   const size_t py_bytes = GF_MAX_PY_FRAMES * sizeof(gf_py_frame);
   Record rec(sizeof(ev) + py_bytes + sizeof(gf_user_regs) + GF_USER_STACK_BYTES);
   std::memcpy(rec.data(), &ev, sizeof(ev));
-  PutPython(rec, sizeof(ev), kDepth, 0);
+  testing::PutPythonFrames(rec, sizeof(ev), kDepth, 0);
   std::memcpy(rec.data() + sizeof(ev) + py_bytes, &c.regs, sizeof(c.regs));
   std::memcpy(rec.data() + sizeof(ev) + py_bytes + sizeof(c.regs), c.stack.data(), c.stack.size());
   return rec;
@@ -123,9 +98,7 @@ Record DeviceAlloc(uint64_t addr, uint32_t tid) {
   ev.flags = GF_EVF_STACK_AT_ENTRY;
   ev.addr = addr;
   ev.size = 2 << 20;
-  Record rec(sizeof(ev));
-  std::memcpy(rec.data(), &ev, sizeof(ev));
-  return rec;
+  return testing::MakeRecord(ev);
 }
 
 __attribute__((noinline)) testing::Captured Depth(int n) {

@@ -52,15 +52,20 @@ int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid) {
   return 0;
 }
 
+/* The per-CPU scratch record for a GPU record of a followed process, or
+ * NULL (not followed, or the lookup failed). */
+static __always_inline struct gf_record_gpu *gpu_scratch(void) {
+  if (!wanted(bpf_get_current_pid_tgid() >> 32))
+    return NULL;
+  __u32 zero = 0;
+  return bpf_map_lookup_elem(&scratch_gpu, &zero);
+}
+
 /* gpuflame:kernel_batch(records, count): completed GPU work, copied whole
  * before the library reuses its buffer. */
 SEC("usdt")
 int BPF_USDT(kernel_batch, __u64 records, __u64 count) {
-  __u64 id = bpf_get_current_pid_tgid();
-  if (!wanted(id >> 32))
-    return 0;
-  __u32 zero = 0;
-  struct gf_record_gpu *r = bpf_map_lookup_elem(&scratch_gpu, &zero);
+  struct gf_record_gpu *r = gpu_scratch();
   if (!r)
     return 0;
   if (count > GF_KERNEL_BATCH_MAX)
@@ -86,11 +91,7 @@ int BPF_USDT(kernel_batch, __u64 records, __u64 count) {
 /* gpuflame:kernel_name(id, name): each distinct kernel name, once. */
 SEC("usdt")
 int BPF_USDT(kernel_name, __u64 name_id, __u64 name) {
-  __u64 id = bpf_get_current_pid_tgid();
-  if (!wanted(id >> 32))
-    return 0;
-  __u32 zero = 0;
-  struct gf_record_gpu *r = bpf_map_lookup_elem(&scratch_gpu, &zero);
+  struct gf_record_gpu *r = gpu_scratch();
   if (!r)
     return 0;
   fill_header(&r->ev, GF_EV_KERNEL_NAME, GF_DOMAIN_NONE, GF_API_NONE, 0, 0);

@@ -11,6 +11,7 @@
 #include "bpf/gpuflame_abi.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/process/process_registry.h"
+#include "tests/support/records.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -22,19 +23,13 @@ class AbiTest : public ::testing::Test {
   static std::vector<uint8_t> Record(uint32_t pid, uint8_t kind, const void* payload = nullptr, size_t bytes = 0,
                                      uint64_t arg0 = 0, uint64_t arg1 = 0, uint64_t size = 0,
                                      uint16_t native_count = 0) {
-    gf_event ev{};
-    ev.kind = kind;
-    ev.pid = pid;
-    ev.tid = pid;
+    gf_event ev = testing::Header(kind, GF_DOMAIN_NONE, GF_API_NONE, pid);
     ev.ts_ns = 1000;
     ev.arg0 = arg0;
     ev.arg1 = arg1;
     ev.size = size;
     ev.native_count = native_count;
-    std::vector<uint8_t> out(sizeof(ev) + bytes);
-    std::memcpy(out.data(), &ev, sizeof(ev));
-    if (bytes) std::memcpy(out.data() + sizeof(ev), payload, bytes);
-    return out;
+    return testing::MakeRecord(ev, payload, bytes);
   }
   // gpuflame:status(GF_CUPTI_ACTIVE, abi) as the BPF program reports it.
   void Status(uint32_t pid, uint32_t abi) {

@@ -10,6 +10,7 @@
 #include "profiler/process/python_discovery.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
+#include "tests/support/records.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -148,19 +149,12 @@ class EventProcessorTest : public ::testing::Test {
  protected:
   std::vector<uint8_t> Record(uint8_t kind, uint8_t domain, uint16_t api, uint64_t addr,
                               uint64_t size, std::vector<uint64_t> native = {}) {
-    gf_event ev{};
-    ev.kind = kind;
-    ev.domain = domain;
-    ev.api = api;
-    ev.pid = 4242;
-    ev.tid = 4242;
+    gf_event ev = testing::Header(kind, domain, api, 4242);
+    ev.ts_ns = 0;
     ev.addr = addr;
     ev.size = size;
     ev.native_count = static_cast<uint16_t>(native.size());
-    std::vector<uint8_t> out(sizeof(ev) + native.size() * 8);
-    std::memcpy(out.data(), &ev, sizeof(ev));
-    std::memcpy(out.data() + sizeof(ev), native.data(), native.size() * 8);
-    return out;
+    return testing::MakeRecord(ev, native.data(), native.size() * 8);
   }
   symbolizer::ElfCache elves_;
   symbolizer::NativeSymbolizer native_{elves_};
