@@ -117,7 +117,7 @@ uint32_t Guardrails::Decide(int64_t now_ns, Usage usage) {
     const bool may_step = last_cpu_step_ns_ < 0 || now_ns - last_cpu_step_ns_ >= kCpuStepNs;
     if (over && may_step && cpu_level_ < kCpuSteps) {
       Step(now_ns, cpu_level_, +1,
-           absl::StrFormat("CPU %.2f cores > %.2f", usage.cpu_cores, limits_.max_cpu_cores));
+           absl::StrFormat("CPU %.2f cores > %g", usage.cpu_cores, limits_.max_cpu_cores));
       last_cpu_step_ns_ = now_ns;
       cpu_under_since_ = -1;
     } else if (usage.cpu_cores < limits_.max_cpu_cores * kRecoverShare && cpu_level_ > 0) {

@@ -415,6 +415,27 @@ TEST(RecordTest, OverItsMemoryBudgetGpuflameShedsAndSaysSo) {
   EXPECT_EQ(summary.find("\"over_budget_events\": 0,"), std::string::npos) << summary;
 }
 
+// Over its CPU budget (here a thousandth of a core: one 10 ms clock tick in
+// its first second is over it, and its start-up work takes several) gpuflame first stops copying native stacks, in BPF: the
+// CPU samples keep their Python frames, and the shed copies are counted.
+TEST(RecordTest, OverItsCpuBudgetGpuflameShedsNativeStacksFirst) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("cpu-budget");
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress --max-cpu 0.001 -o " + out + " -- " +
+                   PyenvPython("3.12") + " " + Workload("cpu_hot.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("cores > 0.001) gpuflame sheds native stacks"), std::string::npos) << r.output;
+  std::string summary = ReadFile(out + "/summary.json");
+  EXPECT_EQ(summary.find("\"shed_native_stacks\": 0,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"shed_cpu_samples\": 0,"), std::string::npos) << "one step at most per 10 s: " << summary;
+  pprof::Profile cpu;
+  ASSERT_TRUE(LoadPprof(out + "/process_cpu.pb.gz", &cpu)) << r.output;
+  int64_t hot = 0;
+  for (const auto& [stack, v] : Stacks(cpu, "cpu"))
+    if (stack.find("Trainer > step;hot_loop") != std::string::npos) hot += v;
+  EXPECT_GT(hot, Total(cpu, "cpu") / 2) << "Python frames are kept: " << Dump(Stacks(cpu, "cpu"));
+}
+
 TEST(RecordTest, DeletedBinariesStillResolveThroughMapFiles) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("deleted");

@@ -30,7 +30,7 @@ TEST(GuardrailsTest, ShedsCpuWorkInTheDocumentedOrderOneStepAtATime) {
   EXPECT_EQ(g.Decide(t += 10 * kSec, {0.9, 0}), kShedNativeStacks | kShedCpuSamples | kShedTensorEvents)
       << "nothing more to shed";
   ASSERT_EQ(g.changes().size(), 3u);
-  EXPECT_EQ(g.changes()[0].reason, "CPU 0.90 cores > 0.50");
+  EXPECT_EQ(g.changes()[0].reason, "CPU 0.90 cores > 0.5");
   EXPECT_EQ(DescribeShed(g.actions()), "native stacks, CPU samples, tensor-level events");
 }
 
