@@ -25,6 +25,9 @@ std::string LabelName(const std::string& key);
 // Pyroscope label values are at most 2048 bytes.
 std::string LabelValue(std::string value);
 
+// The `process` label of a process that exited before its name was read.
+inline constexpr const char* kUnknownProcess = "unknown_process";
+
 class SeriesLabeler {
  public:
   // |service_name|: overrides the derived one when not empty.
