@@ -48,7 +48,7 @@ double CloseWindow(Session& session, WindowSnapshotter& snapshots, WindowExporte
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   exporter.Submit(std::move(window));
   // After the snapshot: the profiles above hold their own copies.
-  RetireExitedProcesses(session);
+  snapshots.Forget(RetireExitedProcesses(session));
   return seconds;
 }
 
@@ -112,9 +112,9 @@ int RunAgent(const AgentConfig& cfg) {
   bool flushed = queue.Flush(cfg.spool_dir.empty() ? 10000 : 2000);
   exporters::PushStats st = queue.Stats();
   (*delivery)->Stop();  // undelivered requests move to the spool
-  std::fprintf(stderr, "gpuflame: agent stopped: %llu events from %zu processes; %llu pushes accepted, %llu retried, %llu dropped (queue full), %llu rejected%s\n",
+  std::fprintf(stderr, "gpuflame: agent stopped: %llu events from %zu process%s; %llu pushes accepted, %llu retried, %llu dropped (queue full), %llu rejected%s\n",
                static_cast<unsigned long long>(session.events().stats().records),
-               session.registry().processes().size(),
+               static_cast<size_t>(snapshots.processes_reported()), snapshots.processes_reported() == 1 ? "" : "es",
                static_cast<unsigned long long>(st.pushed), static_cast<unsigned long long>(st.failed_attempts),
                static_cast<unsigned long long>(st.dropped_queue_full), static_cast<unsigned long long>(st.dropped_rejected),
                flushed ? ""

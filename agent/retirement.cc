@@ -4,7 +4,7 @@
 
 namespace gpuflame::profiler {
 
-size_t RetireExitedProcesses(Session& session) {
+std::vector<pid_t> RetireExitedProcesses(Session& session) {
   std::vector<pid_t> exited;
   for (const auto& [pid, info] : session.registry().processes())
     if (info->exited) exited.push_back(pid);
@@ -12,7 +12,7 @@ size_t RetireExitedProcesses(Session& session) {
     session.events().RetireProcess(pid);
     session.registry().Forget(pid);
   }
-  return exited.size();
+  return exited;
 }
 
 }  // namespace gpuflame::profiler

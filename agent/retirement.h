@@ -6,14 +6,16 @@
 #ifndef GPUFLAME_AGENT_RETIREMENT_H_
 #define GPUFLAME_AGENT_RETIREMENT_H_
 
-#include <cstddef>
+#include <sys/types.h>
+
+#include <vector>
 
 #include "profiler/pipeline/session.h"
 
 namespace gpuflame::profiler {
 
-// Call right after a window close. Returns how many processes were retired.
-size_t RetireExitedProcesses(Session& session);
+// Call right after a window close. Returns the pids retired.
+std::vector<pid_t> RetireExitedProcesses(Session& session);
 
 }  // namespace gpuflame::profiler
 

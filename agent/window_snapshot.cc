@@ -48,6 +48,7 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
     if (uint32_t shed = session.guardrails().actions(); shed != 0)
       for (Profile& p : w.profiles)
         p.comments.push_back(absl::StrCat("gpuflame was shedding ", DescribeShed(shed), " to stay in its budget"));
+    if (reported_.insert(pid).second) processes_reported_++;
     out.push_back(std::move(w));
   }
   return out;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "agent/agent_config.h"
 #include "profiler/aggregate/profile.h"
 #include "profiler/aggregate/window.h"
@@ -37,10 +38,19 @@ class WindowSnapshotter {
   // Closes the window that began at |start_wall| and lasted |duration| ns:
   // the profiles of every selected process that had activity in it.
   std::vector<ProcessWindow> Close(Session& session, int64_t start_wall, int64_t duration);
+  // Retired pids: a new process reusing one counts as another process.
+  void Forget(const std::vector<pid_t>& pids) {
+    for (pid_t pid : pids) reported_.erase(pid);
+  }
+  // Processes that had at least one window (for the agent's stop line; the
+  // registry forgets exited ones, so it cannot say).
+  uint64_t processes_reported() const { return processes_reported_; }
 
  private:
   const AgentConfig& cfg_;
   WindowAccumulator window_;
+  absl::flat_hash_set<pid_t> reported_;  // live pids that had a window
+  uint64_t processes_reported_ = 0;
 };
 
 }  // namespace gpuflame::profiler

@@ -172,6 +172,8 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   EXPECT_NE(res->body.find("# TYPE gpuflame_profiles_pushed_total counter"), std::string::npos) << res->body;
   EXPECT_EQ(res->body.find("gpuflame_ringbuf_dropped_total 0\n") == std::string::npos, false) << res->body;
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  // The stop line counts the processes that were reported, exited ones too.
+  EXPECT_EQ(agent.Log().find("from 0 processes"), std::string::npos) << agent.Log();
 
   EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
   auto series = receiver.Accepted();
