@@ -1,5 +1,8 @@
 #include "exporters/pyroscope/spool.h"
 
+#include <cstdio>
+#include <memory>
+
 #include <zstd.h>
 
 #include <algorithm>
@@ -47,7 +50,13 @@ absl::Status Spool::Put(const std::string& body, uint32_t series) {
   std::string out(kHeader + ZSTD_compressBound(body.size()), '\0');
   std::memcpy(out.data(), kMagic, sizeof(kMagic));
   std::memcpy(out.data() + sizeof(kMagic), &series, 4);
-  size_t n = ZSTD_compress(out.data() + kHeader, out.size() - kHeader, body.data(), body.size(), 3);
+  // With a content checksum, a byte changed on disk fails decompression
+  // instead of replaying a different profile as if it were the one spooled.
+  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  if (!cctx) return absl::ResourceExhaustedError("zstd: no compression context");
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, 3);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
+  size_t n = ZSTD_compress2(cctx.get(), out.data() + kHeader, out.size() - kHeader, body.data(), body.size());
   if (ZSTD_isError(n)) return absl::InternalError(ZSTD_getErrorName(n));
   out.resize(kHeader + n);
   // Make room: the oldest windows matter least.
@@ -75,15 +84,22 @@ std::optional<SpooledRequest> Spool::Oldest() {
     std::string raw = ss.str();
     SpooledRequest r;
     r.sequence = f.sequence;
+    const char* why = "not a gpuflame spool file";
     if (in && raw.size() >= kHeader && std::memcmp(raw.data(), kMagic, sizeof(kMagic)) == 0) {
       std::memcpy(&r.series, raw.data() + sizeof(kMagic), 4);
       unsigned long long size = ZSTD_getFrameContentSize(raw.data() + kHeader, raw.size() - kHeader);
+      why = "unreadable size";
       if (size != ZSTD_CONTENTSIZE_ERROR && size != ZSTD_CONTENTSIZE_UNKNOWN && size <= kMaxRequest) {
         r.body.resize(size);
+        // Checks the content checksum that Put wrote.
         size_t n = ZSTD_decompress(r.body.data(), r.body.size(), raw.data() + kHeader, raw.size() - kHeader);
         if (!ZSTD_isError(n) && n == size) return r;
+        why = ZSTD_isError(n) ? ZSTD_getErrorName(n) : "truncated";
       }
     }
+    // Each damaged file is said once: it is removed right after.
+    std::fprintf(stderr, "gpuflame: warning: spool file %s is damaged (%s): dropped, not replayed\n",
+                 PathOf(f.sequence).c_str(), why);
     corrupt_++;
     Remove(f.sequence);
   }

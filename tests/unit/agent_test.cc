@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <unistd.h>
 #include <thread>
 
@@ -433,6 +434,35 @@ TEST(SpoolTest, BoundedOldestFirstAndSurvivesCorruption) {
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(reopened->corrupt(), 1u);
   EXPECT_EQ(next->body, incompressible);
+}
+
+// One byte changed inside a spooled request (an incompressible body, which
+// zstd stores as is) must not replay a different profile: the checksum fails,
+// the file is dropped and counted.
+TEST(SpoolTest, AChangedByteIsCaughtNotReplayed) {
+  std::string dir = ::testing::TempDir() + "/spool3-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  auto spool = exporters::Spool::Open(dir, 1 << 20);
+  ASSERT_TRUE(spool.ok());
+  std::string body;
+  std::mt19937 random(42);
+  for (int i = 0; i < 4096; i++) body += static_cast<char>(random());
+  ASSERT_TRUE(spool->Put(body, 1).ok());
+  std::string path;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) path = e.path();
+  ASSERT_FALSE(path.empty());
+  std::string raw;
+  {
+    std::ifstream in(path, std::ios::binary);
+    raw.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(raw.size(), 3000u);
+  raw[raw.size() / 2] ^= 0x20;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << raw;
+  auto reopened = exporters::Spool::Open(dir, 1 << 20);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_FALSE(reopened->Oldest().has_value());
+  EXPECT_EQ(reopened->corrupt(), 1u);
 }
 
 }  // namespace
