@@ -87,7 +87,8 @@ int RunAgent(const AgentConfig& cfg) {
     }
     for (const std::string& w : session.TakeWarnings()) std::fprintf(stderr, "gpuflame: warning: %s\n", w.c_str());
     // Each change of what gpuflame sheds to stay in its budget, once.
-    if (std::vector<std::string> shed = session.guardrails().Describe(agent_start); shed.size() > shed_said) {
+    if (session.guardrails().changes().size() > shed_said) {
+      std::vector<std::string> shed = session.guardrails().Describe(agent_start);
       for (size_t i = shed_said; i < shed.size(); i++) std::fprintf(stderr, "gpuflame: warning: %s\n", shed[i].c_str());
       shed_said = shed.size();
     }

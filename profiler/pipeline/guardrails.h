@@ -29,16 +29,20 @@
 #include <vector>
 
 #include "base/scoped_fd.h"
+#include "bpf/gpuflame_abi.h"
 
 namespace gpuflame::profiler {
 
-// What is shed, as bits (the BPF side's `shed` flags use the same values).
+// What is shed, as bits: the BPF side's `shed` flags (enum gf_shed), plus
+// the stack freeze that only user space does.
 enum ShedAction : uint32_t {
-  kShedNativeStacks = 1u << 0,
-  kShedCpuSamples = 1u << 1,
-  kShedTensorEvents = 1u << 2,
+  kShedNativeStacks = GF_SHED_NATIVE_STACKS,
+  kShedCpuSamples = GF_SHED_CPU_SAMPLES,
+  kShedTensorEvents = GF_SHED_TENSOR_EVENTS,
   kFreezeStacks = 1u << 3,  // user space only: new stacks go to a marker
 };
+inline constexpr uint32_t kShedInBpf = kShedNativeStacks | kShedCpuSamples | kShedTensorEvents;
+static_assert((kFreezeStacks & kShedInBpf) == 0, "the freeze is not a BPF bit");
 
 // "native stacks, CPU samples" for the flags set; "nothing" for none.
 std::string DescribeShed(uint32_t actions);

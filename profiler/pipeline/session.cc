@@ -3,14 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <time.h>
-
 #include <cerrno>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
 #include "profiler/probes/preflight.h"
+#include "profiler/process/run_control.h"
 
 namespace gpuflame::profiler {
 
@@ -72,22 +71,14 @@ int Session::Poll(int timeout_ms) {
   return n;
 }
 
-// The guardrails' user-space bits are the BPF side's `shed` bits, plus the
-// stack freeze that only user space does.
-static_assert(uint32_t{kShedNativeStacks} == GF_SHED_NATIVE_STACKS &&
-              uint32_t{kShedCpuSamples} == GF_SHED_CPU_SAMPLES &&
-              uint32_t{kShedTensorEvents} == GF_SHED_TENSOR_EVENTS);
-
 void Session::CheckGuardrails() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  const int64_t now = NowNs(CLOCK_MONOTONIC);
   if (now < next_guardrail_check_ns_) return;
   next_guardrail_check_ns_ = now + 1'000'000'000;
   const uint32_t before = guardrails_.actions();
   const uint32_t now_shed = guardrails_.Check(now);
   if (now_shed == before) return;
-  probes_->SetShed(now_shed & (kShedNativeStacks | kShedCpuSamples | kShedTensorEvents));
+  probes_->SetShed(now_shed & kShedInBpf);
   events_->SetFrozen(now_shed & kFreezeStacks);
 }
 
