@@ -7,11 +7,40 @@
 
 namespace gpuflame::profiler {
 
+namespace {
+
+// A label value in the exposition format: backslash, double quote and line
+// feed escaped.
+std::string EscapeLabelValue(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string PrometheusText(const std::vector<Metric>& metrics) {
   std::string out;
-  for (const Metric& m : metrics)
-    absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", m.name, m.help, m.name,
-                          m.type, m.name, m.value);
+  const std::string* family = nullptr;
+  for (const Metric& m : metrics) {
+    if (family == nullptr || *family != m.name)
+      absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.type);
+    family = &m.name;
+    out += m.name;
+    if (!m.labels.empty()) {
+      out += '{';
+      for (size_t i = 0; i < m.labels.size(); i++)
+        absl::StrAppend(&out, i ? "," : "", m.labels[i].first, "=\"", EscapeLabelValue(m.labels[i].second), "\"");
+      out += '}';
+    }
+    absl::StrAppendFormat(&out, " %.17g\n", m.value);
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -19,13 +20,20 @@ class Server;
 namespace gpuflame::profiler {
 
 struct Metric {
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+  Metric(std::string name, std::string help, std::string type, double value, Labels labels = {})
+      : name(std::move(name)), help(std::move(help)), type(std::move(type)), value(value), labels(std::move(labels)) {}
+
   std::string name;  // gpuflame_events_total
   std::string help;
   std::string type;  // counter | gauge
   double value = 0;
+  Labels labels;  // {"program", "alloc_enter"}: one series of the family per label set
 };
 
-// Renders metrics in the Prometheus text exposition format.
+// Renders metrics in the Prometheus text exposition format. The series of
+// one family (same name, different labels) must be adjacent in |metrics|:
+// HELP and TYPE are written once, before the first of them.
 std::string PrometheusText(const std::vector<Metric>& metrics);
 
 class MetricsServer {

@@ -21,13 +21,16 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.window_snapshot_seconds = window_snapshot_seconds;
   s.self_usage = session.guardrails().last_usage();
   s.shedding = session.guardrails().actions();
+  s.self_cpu_seconds = session.guardrails().CpuSeconds();
+  s.bpf_stats_on = session.program_stats().available();
+  s.bpf_programs = session.BpfProgramStats();
   s.exported = exported;
   s.push = push;
   return s;
 }
 
 std::vector<Metric> SelfMetrics(const AgentStats& s) {
-  return {
+  std::vector<Metric> out = {
       {"gpuflame_events_total", "Allocator events seen by the BPF programs.", "counter", double(s.bpf[GF_STAT_EVENTS])},
       {"gpuflame_ringbuf_dropped_total", "Events lost because the ring buffer was full.", "counter", double(s.bpf[GF_STAT_RINGBUF_FULL])},
       {"gpuflame_records_total", "Ring-buffer records handled in user space.", "counter", double(s.events.records)},
@@ -74,7 +77,28 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_shed_cpu_samples_total", "CPU samples not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_CPU_SAMPLES])},
       {"gpuflame_shed_tensor_events_total", "Caching-allocator events not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_TENSOR_EVENTS])},
       {"gpuflame_over_budget_events_total", "Events on new stacks charged to [gpuflame over memory budget].", "counter", double(s.events.over_budget_events)},
+      // gpuflame's own cost: its CPU time, and its BPF programs' time, which
+      // the kernel charges to the processes they run in.
+      {"gpuflame_bpf_stats_enabled", "Whether the kernel's BPF run-time statistics are on (1), which the gpuflame_bpf_program_* series need.", "gauge", s.bpf_stats_on ? 1.0 : 0.0},
   };
+  if (s.self_cpu_seconds >= 0)
+    out.push_back({"gpuflame_self_cpu_seconds_total", "gpuflame's own CPU time, user and system, all its threads.",
+                   "counter", s.self_cpu_seconds});
+  // One family at a time: PrometheusText wants a family's series adjacent.
+  for (const ProgramRunStats& p : s.bpf_programs)
+    out.push_back({"gpuflame_bpf_program_runs_total",
+                   "Runs of each gpuflame BPF program (kernel run-time stats, counted while they are on).",
+                   "counter",
+                   double(p.run_cnt),
+                   {{"program", p.name}}});
+  for (const ProgramRunStats& p : s.bpf_programs)
+    out.push_back({"gpuflame_bpf_program_run_seconds_total",
+                   "Time each gpuflame BPF program ran, charged by the kernel to the process it ran in; the uprobe "
+                   "trap itself is not included.",
+                   "counter",
+                   double(p.run_time_ns) / 1e9,
+                   {{"program", p.name}}});
+  return out;
 }
 
 }  // namespace gpuflame::profiler

@@ -29,9 +29,12 @@ struct AgentStats {
   uint64_t native_frames_unresolved = 0;
   uint64_t processes_attached = 0;  // known and not exited
   uint64_t library_files_attached = 0;
-  double window_snapshot_seconds = 0;  // the event loop's part of the last window close
-  Guardrails::Usage self_usage;        // gpuflame's own CPU and memory, last reading
-  uint32_t shedding = 0;               // ShedAction bits in force
+  double window_snapshot_seconds = 0;         // the event loop's part of the last window close
+  Guardrails::Usage self_usage;               // gpuflame's own CPU and memory, last reading
+  uint32_t shedding = 0;                      // ShedAction bits in force
+  double self_cpu_seconds = -1;               // gpuflame's own CPU time so far (-1: unreadable)
+  bool bpf_stats_on = false;                  // the kernel's BPF run-time stats (ProgramStats)
+  std::vector<ProgramRunStats> bpf_programs;  // each program's runs and run time since load
   ExportStats exported;
   exporters::PushStats push;
 };

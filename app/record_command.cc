@@ -56,7 +56,8 @@ std::string FindCuptiLibrary() {
   return "";
 }
 
-absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std::string& injection) {
+absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std::string& injection,
+                                bool kernel_time) {
   std::optional<base::Pipe> gate = base::Pipe::Open();  // close-on-exec: the command never sees it
   if (!gate) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   pid_t pid = fork();
@@ -75,6 +76,8 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std:
     // Kernel time without touching the workload: CUDA loads the injection
     // library at cuInit. A user's own injection setting wins.
     if (!injection.empty()) setenv("CUDA_INJECTION64_PATH", injection.c_str(), /*overwrite=*/0);
+    // Loaded for in-process tensor events only: it leaves CUPTI alone.
+    if (!injection.empty() && !kernel_time) setenv("GPUFLAME_KERNEL_TIME", "0", /*overwrite=*/1);
     execvp(args[0], args.data());
     _exit(127);  // reported by the parent from the exit status
   }
@@ -109,14 +112,16 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const std::array<uint64_t, GF_STAT_MAX>& bpf, const RingReaderStats& reader,
                         const StackResolver& res,
                         const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
-                        const Guardrails& guard, double seconds, const std::vector<std::string>& warnings) {
+                        const Guardrails& guard, const std::string& self_cost, TensorEvents tensor_events,
+                        double seconds, const std::vector<std::string>& warnings) {
   const char* bpf_names[GF_STAT_MAX] = {
       "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
       "failed_cuda_calls", "python_walks", "python_no_thread_state", "python_read_failed",
       "python_truncated", "driver_calls_inside_runtime_calls", "gated_stops", "cpu_samples",
       "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable",
-      "shed_native_stacks", "shed_cpu_samples", "shed_tensor_events"};
-  static_assert(GF_STAT_MAX == 18, "name every BPF counter");
+      "shed_native_stacks", "shed_cpu_samples", "shed_tensor_events", "tensor_batches",
+      "tensor_batches_unreadable"};
+  static_assert(GF_STAT_MAX == 20, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++)
     absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
@@ -132,6 +137,11 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
                   ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,
                   "},\n");
+  // Where tensor events came from; those of libgpuflame_cupti.so's in-process hook.
+  absl::StrAppend(&out, "  \"tensor_events\": \"", TensorEventsName(tensor_events), "\",\n");
+  absl::StrAppend(&out, "  \"inprocess\": {\"events\": ", ev.stats().inprocess_events, ", \"stacks\": ",
+                  ev.stats().inprocess_stacks, ", \"events_with_unknown_stack\": ", ev.stats().inprocess_unknown_stacks,
+                  ", \"probe_events_superseded\": ", ev.stats().bpf_tensor_events_superseded, "},\n");
   // gpuflame's own budget: the limits, the last reading, what is shed now,
   // and how many events went to the over-budget stack.
   const GuardrailLimits& lim = guard.limits();
@@ -140,11 +150,14 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"rss_bytes\": ", guard.last_usage().rss_bytes, ", \"shedding\": ",
                   base::JsonString(DescribeShed(guard.actions())), ", \"changes\": ", guard.changes().size(),
                   ", \"over_budget_events\": ", ev.stats().over_budget_events, "},\n");
+  // gpuflame's own cost: its BPF programs' run time in the profiled processes, its CPU time.
+  absl::StrAppend(&out, "  \"self_cost\": ", self_cost, ",\n");
   const JoinStats& j = ev.joiner().stats();
   absl::StrAppend(&out, "  \"gpu_kernels\": {\"launch_stacks\": ", j.launches, ", \"activity_records\": ", j.records,
                   ", \"joined\": ", j.joined, ", \"charged_by_sampled_share\": ", j.scaled,
                   ", \"launch_stack_not_sampled\": ", j.unattributed, ", \"unknown_kernel_names\": ", j.unknown_names,
-                  ", \"expired_launch_stacks\": ", j.expired_launches, "},\n");
+                  ", \"expired_launch_stacks\": ", j.expired_launches,
+                  ", \"implausible_durations_clamped\": ", j.implausible_durations, "},\n");
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",
                   ev.frames().size(), ", \"python_frames_unresolved\": ",
                   res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
@@ -162,6 +175,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                  : "null",
                     ", \"cuda\": ", info->has_cuda ? "true" : "false", ", \"torch\": ",
                     info->has_torch ? "true" : "false");
+    if (info->tensor_hook)
+      absl::StrAppend(&out, ", \"tensor_hook\": ", info->tensor_hook, ", \"tensor_hook_python\": ",
+                      info->tensor_hook_python);
     if (auto it = ev.allocator_totals().find(static_cast<uint32_t>(pid));
         it != ev.allocator_totals().end() && it->second.known)
       absl::StrAppend(&out, ", \"torch_allocated_bytes\": ", it->second.allocated,
@@ -178,6 +194,20 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
 
 }  // namespace
 
+// --tensor-events auto: in-process where record starts the command and loads
+// its own library into it (there from cuInit, before any tensor exists);
+// probes for --pid and machine-wide recording (processes started without
+// the library), for a command with its own CUDA_INJECTION64_PATH (which wins
+// over ours), and for native tensor stacks, which only the probes take.
+TensorEvents ResolveTensorEvents(const RecordOptions& opt, const std::string& library) {
+  if (opt.profiling.tensor_events != TensorEvents::kAuto) return opt.profiling.tensor_events;
+  const char* own = std::getenv("CUDA_INJECTION64_PATH");
+  const bool ours = own == nullptr || *own == '\0' || own == library;
+  if (opt.command.empty() || library.empty() || !ours || opt.profiling.native_stacks == NativeStacks::kAll)
+    return TensorEvents::kProbes;
+  return TensorEvents::kInProcess;
+}
+
 int RunRecord(const RecordOptions& opt) {
   // Most fundamental first: without privileges nothing else matters.
   if (auto s = CheckPrivileges(); !s.ok()) return Fail(s);
@@ -187,9 +217,12 @@ int RunRecord(const RecordOptions& opt) {
   if (auto s = PrepareOutputDir(opt.output_dir); !s.ok()) return Fail(s);
 
   bool system_wide = opt.pids.empty() && opt.command.empty();
+  const std::string library = opt.command.empty() ? "" : FindCuptiLibrary();
+  ProfilingOptions profiling = opt.profiling;
+  profiling.tensor_events = ResolveTensorEvents(opt, library);
   Session::Options sopt;
   sopt.system_wide = system_wide;
-  sopt.profiling = opt.profiling;
+  sopt.profiling = profiling;
   auto started = Session::Start(sopt);
   if (!started.ok()) return Fail(started.status());
   Session& session = **started;
@@ -202,8 +235,8 @@ int RunRecord(const RecordOptions& opt) {
   std::vector<std::string> warnings;  // every one said, for summary.json
   Child child;
   if (!opt.command.empty()) {
-    std::string injection = opt.profiling.kernel_time ? FindCuptiLibrary() : "";
-    auto c = SpawnHeld(opt.command, injection);
+    std::string injection = profiling.NeedsInjection() ? library : "";
+    auto c = SpawnHeld(opt.command, injection, profiling.kernel_time);
     if (!c.ok()) return Fail(c.status());
     child = std::move(*c);
     // Gate our own command (and its children): stopped at exec and at every
@@ -288,7 +321,8 @@ int RunRecord(const RecordOptions& opt) {
   profiler::Profile kernels = BuildTimeProfile(events.stack_source(), events.kernels(), events.cpu_period_ns(), events.kernels().totals(),
                                                 TimeKind::kGpuKernel, comm, std::nullopt, start_wall, duration);
   bool any_cupti = false;
-  for (const auto& [pid, info] : registry.processes()) any_cupti |= info->has_cupti;
+  // The library also serves tensor events: kernel time only when asked for.
+  for (const auto& [pid, info] : registry.processes()) any_cupti |= info->has_cupti && opt.profiling.kernel_time;
   std::vector<const profiler::Profile*> profiles{&gpu};
   if (any_torch) profiles.push_back(&torch);
   if (opt.profiling.cpu_hz > 0) profiles.push_back(&cpu);
@@ -322,8 +356,11 @@ int RunRecord(const RecordOptions& opt) {
     warnings.push_back(absl::StrCat(events.stats().over_budget_events,
                                     " events on stacks first seen while over the memory budget went to ",
                                     kOverBudgetFrame));
-  std::string summary = SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
-                                    session.native_symbols(), session.guardrails(),
+  const SelfCost self_cost{session.program_stats().Describe(), ProgramCostBetween({}, session.BpfProgramStats()),
+                           session.guardrails().CpuSeconds()};
+  std::string summary = SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(),
+                                    session.unwinder().stats(), session.native_symbols(), session.guardrails(),
+                                    SelfCostJson(self_cost), profiling.tensor_events,
                                     static_cast<double>(duration) / 1e9, warnings);
   std::string title = opt.command.empty() ? "record" : opt.command[0];
   for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
@@ -347,6 +384,7 @@ int RunRecord(const RecordOptions& opt) {
                  static_cast<unsigned long long>(t.allocs), static_cast<unsigned long long>(t.frees),
                  static_cast<unsigned long long>(events.stats().cpu_samples), kernel_part.c_str(),
                  static_cast<double>(duration) / 1e9, opt.output_dir.c_str());
+    std::fprintf(stderr, "%s\n", SelfCostLine(self_cost).c_str());
     std::fprintf(stderr, "gpuflame: open %s/flamegraph.html in a browser\n", opt.output_dir.c_str());
   }
   Session::DetachProbesInBackground();

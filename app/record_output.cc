@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/json_string.h"
 #include "exporters/files/folded_writer.h"
 #include "exporters/files/html_writer.h"
 #include "exporters/pprof/pprof_writer.h"
@@ -25,6 +26,51 @@ std::string HumanBytes(int64_t bytes) {
     u++;
   }
   return absl::StrFormat("%s%.*f %s", bytes < 0 ? "-" : "", u ? 2 : 0, v, units[u]);
+}
+
+namespace {
+
+// "1.23 s", "12.3 ms", "420 µs"
+std::string HumanSeconds(double ns) {
+  if (ns >= 1e9) return absl::StrFormat("%.2f s", ns / 1e9);
+  if (ns >= 1e6) return absl::StrFormat("%.1f ms", ns / 1e6);
+  return absl::StrFormat("%.0f µs", ns / 1e3);
+}
+
+// "1.46 M", "12.3 k", "512"
+std::string HumanCount(uint64_t n) {
+  if (n >= 1'000'000) return absl::StrFormat("%.2f M", static_cast<double>(n) / 1e6);
+  if (n >= 1'000) return absl::StrFormat("%.1f k", static_cast<double>(n) / 1e3);
+  return absl::StrCat(n);
+}
+
+}  // namespace
+
+std::string SelfCostJson(const SelfCost& cost) {
+  const ProgramCost total = TotalCost(cost.programs);
+  std::string out = absl::StrCat(
+      "{\"bpf_stats\": ", base::JsonString(cost.bpf_stats), ", \"bpf_hits\": ", total.hits,
+      ", \"bpf_ns_total\": ", total.ns_total, ", \"bpf_ns_per_hit\": ", absl::StrFormat("%.1f", total.ns_per_hit()),
+      ", \"gpuflame_cpu_seconds\": ", cost.cpu_seconds < 0 ? "null" : absl::StrFormat("%.3f", cost.cpu_seconds),
+      ", \"programs\": {");
+  for (size_t i = 0; i < cost.programs.size(); i++) {
+    const ProgramCost& p = cost.programs[i];
+    absl::StrAppend(&out, i ? ",\n" : "\n", "    ", base::JsonString(p.name), ": {\"hits\": ", p.hits,
+                    ", \"ns_total\": ", p.ns_total, ", \"ns_per_hit\": ", absl::StrFormat("%.1f", p.ns_per_hit()), "}");
+  }
+  absl::StrAppend(&out, cost.programs.empty() ? "}}" : "\n  }}");
+  return out;
+}
+
+std::string SelfCostLine(const SelfCost& cost) {
+  const ProgramCost total = TotalCost(cost.programs);
+  std::string bpf = cost.bpf_stats != "on" ? absl::StrCat("BPF run time ", cost.bpf_stats)
+                    : total.hits == 0      ? std::string("no BPF program ran")
+                                           : absl::StrFormat("%s in BPF programs (%.2f µs per hit, %s hits)",
+                                                             HumanSeconds(static_cast<double>(total.ns_total)),
+                                                             total.ns_per_hit() / 1e3, HumanCount(total.hits));
+  if (cost.cpu_seconds >= 0) absl::StrAppend(&bpf, absl::StrFormat(", %.2f s CPU in gpuflame", cost.cpu_seconds));
+  return absl::StrCat("gpuflame cost: ", bpf);
 }
 
 absl::Status PrepareOutputDir(const std::string& dir) {

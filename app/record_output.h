@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "profiler/aggregate/profile.h"
+#include "profiler/probes/program_stats.h"
 
 namespace gpuflame::profiler {
 
@@ -22,6 +23,19 @@ absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
 
 // "1.50 GiB"
 std::string HumanBytes(int64_t bytes);
+
+// gpuflame's own cost over a recording: the time its BPF programs ran in the
+// profiled processes (charged to them by the kernel) and its own CPU time.
+struct SelfCost {
+  std::string bpf_stats;              // ProgramStats::Describe(): "on" | "unavailable: <reason>"
+  std::vector<ProgramCost> programs;  // per program, since it was loaded
+  double cpu_seconds = -1;            // gpuflame's own CPU time, user + system; -1 unknown
+};
+// summary.json's "self_cost" value (a JSON object, one program per line).
+std::string SelfCostJson(const SelfCost& cost);
+// The terminal's line: "gpuflame cost: 1.23 s in BPF programs (0.84 µs per
+// hit, 1.46 M hits), 0.41 s CPU in gpuflame".
+std::string SelfCostLine(const SelfCost& cost);
 
 }  // namespace gpuflame::profiler
 

@@ -5,7 +5,12 @@
 //   none      no probe at all
 //   noop      a counting BPF program on the same USDT points (the kernel trap)
 //   gpuflame  the full agent: stack walk in BPF, ring buffer, event loop
-// Reports ns added per allocator event and gpuflame's cost relative to noop.
+// Reports ns added per allocator event and gpuflame's cost relative to noop,
+// and splits the added time per event into the BPF programs' own run time
+// (the kernel's per-program run-time stats, per program) and the rest: the
+// uprobe trap and machinery, which the kernel's figure leaves out. Run-time
+// stats cost every BPF program run two clock reads, in both probe modes;
+// --no-bpf-stats measures without them (and without the split).
 #include <bpf/libbpf.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -23,9 +29,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "base/scoped_fd.h"
 #include "noop_probe.skel.h"
 #include "profiler/probes/bpf_probes.h"
+#include "profiler/probes/program_stats.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/process/process_registry.h"
 #include "profiler/resolve/stack_resolver.h"
@@ -42,7 +50,7 @@ struct Workload {
   std::string backend;
 };
 
-Workload Start(const std::string& python, const std::string& script, int cpu) {
+Workload Start(const std::string& python, const std::string& script, int cpu, const std::string& injection) {
   // Close-on-exec: the workload keeps only the copies dup2() makes on 0 and 1.
   std::optional<base::Pipe> to_child = base::Pipe::Open();
   std::optional<base::Pipe> from_child = base::Pipe::Open();
@@ -56,6 +64,12 @@ Workload Start(const std::string& python, const std::string& script, int cpu) {
       CPU_ZERO(&set);
       CPU_SET(cpu, &set);
       sched_setaffinity(0, sizeof(set), &set);
+    }
+    if (!injection.empty()) {
+      // libgpuflame_cupti.so for the in-process mode, loaded at cuInit as
+      // `record` loads it, with CUPTI left alone: tensor events only.
+      setenv("CUDA_INJECTION64_PATH", injection.c_str(), 1);
+      setenv("GPUFLAME_KERNEL_TIME", "0", 1);
     }
     dup2(to_child->read_end.get(), 0);
     dup2(from_child->write_end.get(), 1);
@@ -72,6 +86,15 @@ Workload Start(const std::string& python, const std::string& script, int cpu) {
   if (sscanf(line, "ready %d %63s", &child, backend) != 2) return {};
   w.backend = backend;
   return w;
+}
+
+// PyTorch's own allocator recorder, switched in the workload
+// (step_workload.py): "python", "all" or "off".
+bool SetHistory(Workload& w, const char* stacks) {
+  fprintf(w.in, "history %s\n", stacks);
+  fflush(w.in);
+  char line[64];
+  return fgets(line, sizeof(line), w.out) && strncmp(line, "ok", 2) == 0;
 }
 
 int64_t RunRound(Workload& w, long iters) {
@@ -103,6 +126,10 @@ class NoopObserver {
     }
     return true;
   }
+  // The counting program's runs and run time since it was loaded.
+  std::vector<profiler::ProgramRunStats> Programs(const profiler::ProgramStats& stats) const {
+    return skel_ ? stats.Read(skel_->obj) : std::vector<profiler::ProgramRunStats>{};
+  }
   ~NoopObserver() {
     for (auto* l : links_) bpf_link__destroy(l);
     if (skel_) noop_probe__destroy(skel_);
@@ -117,7 +144,12 @@ class NoopObserver {
 // thread and the event loop on a worker thread, as in a Session.
 class AgentObserver {
  public:
-  bool Start(pid_t pid) {
+  // |elves| outlives the observer: ELF files parsed once for every round
+  // (a PyTorch process maps gigabytes of them).
+  explicit AgentObserver(symbolizer::ElfCache& elves) : elves_(elves) {}
+  // |inprocess|: tensor events from libgpuflame_cupti.so's hook, no probes
+  // on libc10_cuda.so (--tensor-events inprocess).
+  bool Start(pid_t pid, bool inprocess) {
     profiler::BpfProbes::Options opt;
     opt.filter_targets = true;
     auto probes = profiler::BpfProbes::Load(opt);
@@ -132,7 +164,9 @@ class AgentObserver {
       return false;
     }
     reader_ = std::move(*reader);
-    registry_ = std::make_unique<profiler::ProcessRegistry>(*probes_, elves_, profiler::ProcessRegistry::Options{});
+    profiler::ProcessRegistry::Options ropt;
+    ropt.tensor_inprocess = inprocess;
+    registry_ = std::make_unique<profiler::ProcessRegistry>(*probes_, elves_, ropt);
     resolver_ = std::make_unique<profiler::StackResolver>(registry_.get(), native_, profiler::StackResolver::Options{});
     events_ = std::make_unique<profiler::EventProcessor>(registry_.get(), *resolver_);
     if (!registry_->AddTarget(pid).ok()) return false;
@@ -143,17 +177,25 @@ class AgentObserver {
     });
     return true;
   }
+  // Allocator events handled: probe records or in-process events.
   uint64_t Stop() {
     stop_ = true;
     if (poller_.joinable()) poller_.join();
     if (reader_) reader_->Stop();
-    return events_ ? events_->stats().records : 0;
+    if (!events_) return 0;
+    return events_->stats().inprocess_events ? events_->stats().inprocess_events : events_->stats().records;
   }
   uint64_t Dropped() const { return probes_ ? probes_->ReadStats()[GF_STAT_RINGBUF_FULL] : 0; }
+  // Each program's runs and run time since it was loaded. After Stop(): the
+  // poller thread, which attaches through the registry, owns the object
+  // until it is joined.
+  std::vector<profiler::ProgramRunStats> Programs(const profiler::ProgramStats& stats) const {
+    return probes_ ? stats.Read(probes_->object()) : std::vector<profiler::ProgramRunStats>{};
+  }
   ~AgentObserver() { Stop(); }
 
  private:
-  symbolizer::ElfCache elves_;
+  symbolizer::ElfCache& elves_;
   symbolizer::NativeSymbolizer native_{elves_};
   std::unique_ptr<profiler::BpfProbes> probes_;
   std::unique_ptr<profiler::RingReader> reader_;
@@ -169,6 +211,27 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// Per program, summed over rounds (each round loads its programs afresh).
+using ProgramTotals = std::map<std::string, profiler::ProgramCost>;
+void AddRound(ProgramTotals& totals, const std::vector<profiler::ProgramRunStats>& since_load) {
+  for (const profiler::ProgramCost& c : profiler::ProgramCostBetween({}, since_load)) {
+    profiler::ProgramCost& t = totals[c.name];
+    t.name = c.name;
+    t.hits += c.hits;
+    t.ns_total += c.ns_total;
+  }
+}
+
+// BPF nanoseconds per workload event: the programs that run on the
+// workload's events. The lifecycle hooks (watch_*) run in every process on
+// the host, on mmap/exec/fork/exit, not per allocator event.
+double BpfNsPerEvent(const ProgramTotals& totals, uint64_t events) {
+  uint64_t ns = 0;
+  for (const auto& [name, c] : totals)
+    if (name.rfind("watch_", 0) != 0) ns += c.ns_total;
+  return events ? static_cast<double>(ns) / static_cast<double>(events) : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,15 +239,39 @@ int main(int argc, char** argv) {
   int rounds = 8;
   int cpu = -1;
   long iters = 100000;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool bpf_stats = true;
+  std::string injection;  // libgpuflame_cupti.so: enables the inprocess mode
+  std::vector<std::string> modes = {"none", "noop", "gpuflame"};
+  for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
-    if (a == "--python") python = argv[i + 1];
-    else if (a == "--workload") script = argv[i + 1];
-    else if (a == "--rounds") rounds = atoi(argv[i + 1]);
-    else if (a == "--iters") iters = atol(argv[i + 1]);
-    else if (a == "--workload-cpu") cpu = atoi(argv[i + 1]);
+    if (a == "--no-bpf-stats") {
+      bpf_stats = false;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    const char* v = argv[++i];
+    if (a == "--python") python = v;
+    else if (a == "--workload") script = v;
+    else if (a == "--rounds") rounds = atoi(v);
+    else if (a == "--iters") iters = atol(v);
+    else if (a == "--workload-cpu") cpu = atoi(v);
+    else if (a == "--injection") injection = v;
+    else if (a == "--modes") {
+      modes.clear();
+      for (absl::string_view m : absl::StrSplit(v, ',')) modes.emplace_back(m);
+    }
   }
-  Workload w = Start(python, script, cpu);
+  for (const std::string& m : modes)
+    if (m != "none" && m != "noop" && m != "gpuflame" && m != "history-python" && m != "history-all" &&
+        (m != "inprocess" || injection.empty())) {
+      fprintf(stderr,
+              "overhead: unknown mode %s (none, noop, gpuflame; inprocess with --injection LIB; history-python and "
+              "history-all with step_workload.py)\n",
+              m.c_str());
+      return 2;
+    }
+  if (std::find(modes.begin(), modes.end(), "none") == modes.end()) modes.insert(modes.begin(), "none");
+  Workload w = Start(python, script, cpu, injection);
   if (w.pid <= 0) {
     fprintf(stderr, "overhead: could not start %s %s\n", python.c_str(), script.c_str());
     return 1;
@@ -194,48 +281,100 @@ int main(int argc, char** argv) {
     fprintf(stderr, "overhead: no libc10_cuda.so in the workload\n");
     return 1;
   }
-  const char* modes[] = {"none", "noop", "gpuflame"};
+  // On for every round and mode, so that its clock reads weigh the same on both probe modes.
+  profiler::ProgramStats stats = bpf_stats ? profiler::ProgramStats::Enable() : profiler::ProgramStats();
+  std::map<std::string, ProgramTotals> programs;
   std::map<std::string, std::vector<double>> ns_per_iter;
-  uint64_t agent_events = 0, agent_drops = 0;
+  // Per-round ratios to the neighbouring `none` round: drifts of the
+  // workload over minutes (clocks, caches) cancel out.
+  std::map<std::string, std::vector<double>> ratios;
+  std::map<std::string, uint64_t> events_seen, drops;
+  const size_t n = modes.size();
+  symbolizer::ElfCache elves;
+  // Untimed iterations before each timed round: every mode's round then
+  // starts from a running workload, whatever its observer's set-up cost
+  // (seconds of idle GPU change its clocks).
+  const long warm = std::max(1L, iters / 4);
   for (int r = 0; r < rounds; r++) {
-    for (int k = 0; k < 3; k++) {
-      std::string mode = modes[(r + k) % 3];
+    std::map<std::string, double> this_round;
+    for (size_t k = 0; k < n; k++) {
+      const std::string& mode = modes[(static_cast<size_t>(r) + k) % n];
       std::unique_ptr<NoopObserver> noop;
       std::unique_ptr<AgentObserver> agent;
       if (mode == "noop") {
         noop = std::make_unique<NoopObserver>();
         if (!noop->Start(lib)) return 1;
-      } else if (mode == "gpuflame") {
-        agent = std::make_unique<AgentObserver>();
-        if (!agent->Start(w.pid)) return 1;
+      } else if (mode == "gpuflame" || mode == "inprocess") {
+        agent = std::make_unique<AgentObserver>(elves);
+        if (!agent->Start(w.pid, mode == "inprocess")) return 1;
+        // The library installs its hook within a 100 ms tick of the first agent.
+        if (mode == "inprocess") std::this_thread::sleep_for(std::chrono::milliseconds(300));
       }
+      const bool history = mode.rfind("history-", 0) == 0;
+      if (history && !SetHistory(w, mode.c_str() + 8)) return 1;
+      if (RunRound(w, warm) < 0) return 1;
       int64_t ns = RunRound(w, iters);
-      if (ns < 0) return 1;
-      ns_per_iter[mode].push_back(static_cast<double>(ns) / static_cast<double>(iters));
+      if (ns < 0 || (history && !SetHistory(w, "off"))) return 1;
+      this_round[mode] = static_cast<double>(ns) / static_cast<double>(iters);
+      ns_per_iter[mode].push_back(this_round[mode]);
       if (agent) {
-        agent_events += agent->Stop();
-        agent_drops += agent->Dropped();
+        events_seen[mode] += agent->Stop();
+        drops[mode] += agent->Dropped();
+        AddRound(programs[mode], agent->Programs(stats));
       }
+      if (noop) AddRound(programs[mode], noop->Programs(stats));
     }
+    for (const auto& [mode, v] : this_round) ratios[mode].push_back(v / this_round["none"]);
+    // Progress, so that a run cut short still says something.
+    fprintf(stderr, "round %d:", r + 1);
+    for (const auto& [mode, v] : this_round) fprintf(stderr, " %s=%.4f", mode.c_str(), v / this_round["none"]);
+    fprintf(stderr, "\n");
   }
   fprintf(w.in, "quit\n");
   fflush(w.in);
   waitpid(w.pid, nullptr, 0);
 
-  double none = Median(ns_per_iter["none"]);
-  double noop = Median(ns_per_iter["noop"]);
-  double agent = Median(ns_per_iter["gpuflame"]);
-  // Each iteration is one allocation and one free: two probe hits.
-  double noop_added = (noop - none) / 2, agent_added = (agent - none) / 2;
-  printf("overhead harness: backend=%s rounds=%d iters/round=%ld workload-cpu=%d (alloc+free per iter, 20 Python frames deep)\n",
-         w.backend.c_str(), rounds, iters, cpu);
-  printf("  mode       median ns/iter   added ns/event\n");
-  printf("  none       %10.1f\n", none);
-  printf("  noop       %10.1f       %8.1f\n", noop, noop_added);
-  printf("  gpuflame   %10.1f       %8.1f\n", agent, agent_added);
-  printf("  gpuflame / noop added cost: %.2fx   agent events: %llu (expected %llu), ring-buffer drops: %llu\n",
-         noop_added > 0 ? agent_added / noop_added : 0.0, static_cast<unsigned long long>(agent_events),
-         static_cast<unsigned long long>(2ull * static_cast<unsigned long long>(rounds) * iters),
-         static_cast<unsigned long long>(agent_drops));
+  const double none = Median(ns_per_iter["none"]);
+  // Allocator events per iteration, as the agent saw them (every mode
+  // observes the same workload); 2 for the alloc+free loop.
+  double events_per_iter = 0;
+  for (const auto& [mode, e] : events_seen)
+    events_per_iter = std::max(events_per_iter, static_cast<double>(e) / (static_cast<double>(rounds) * (iters + warm)));
+  if (events_per_iter == 0) events_per_iter = 2;
+  printf("overhead harness: backend=%s rounds=%d iters/round=%ld workload-cpu=%d, %.1f allocator events/iter\n",
+         w.backend.c_str(), rounds, iters, cpu, events_per_iter);
+  printf("  %-10s %14s %8s %15s %15s %12s %8s\n", "mode", "median ns/iter", "ratio", "ratio p25-p75",
+         "added ns/event", "events", "drops");
+  for (const std::string& mode : modes) {
+    std::vector<double> rs = ratios[mode];
+    std::sort(rs.begin(), rs.end());
+    const double median = Median(ns_per_iter[mode]);
+    const double p25 = rs.empty() ? 0 : rs[rs.size() / 4], p75 = rs.empty() ? 0 : rs[(rs.size() * 3) / 4];
+    printf("  %-10s %14.1f %8.3f %7.3f-%-7.3f %15.1f %12llu %8llu\n", mode.c_str(), median, Median(rs), p25, p75,
+           (median - none) / events_per_iter, static_cast<unsigned long long>(events_seen[mode]),
+           static_cast<unsigned long long>(drops[mode]));
+  }
+  if (!stats.available()) {
+    printf("  BPF program time: %s\n", stats.Describe().c_str());
+    return 0;
+  }
+  // Per component: the programs' own run time (kernel stats) and the rest of
+  // the added time: the uprobe trap and machinery, or, in-process, the hook
+  // and stack walk inside the workload (plus anything gpuflame's threads
+  // take from the workload's CPU).
+  const double events = events_per_iter * static_cast<double>(rounds) * (iters + warm);
+  printf("  BPF program time (kernel run-time stats, on in every mode; excludes the uprobe trap):\n");
+  printf("    %-10s %-20s %12s %10s\n", "mode", "program", "hits", "ns/hit");
+  for (const auto& [mode, totals] : programs)
+    for (const auto& [name, c] : totals)
+      if (c.hits)
+        printf("    %-10s %-20s %12llu %10.1f\n", mode.c_str(), name.c_str(), static_cast<unsigned long long>(c.hits),
+               c.ns_per_hit());
+  for (const auto& [mode, totals] : programs) {
+    const double added = (Median(ns_per_iter[mode]) - none) / events_per_iter;
+    const double bpf = BpfNsPerEvent(totals, static_cast<uint64_t>(events));  // warm-up events ran under it too
+    printf("  per event: %-10s %8.1f ns added = %8.1f ns BPF programs + %8.1f ns the rest (trap or in-process hook)\n",
+           mode.c_str(), added, bpf, added - bpf);
+  }
   return 0;
 }

@@ -13,6 +13,7 @@
  *   cpu_sampler.bpf.h        CPU time (perf_event)
  *   gpu_activity.bpf.h       libgpuflame_cupti.so's USDT probes: launch,
  *                            kernel_batch, kernel_name, status
+ *   tensor_batch.bpf.h       the same library's in-process tensor events
  *   process_lifecycle.bpf.h  exec, library mmaps, fork, exit, Py_FinalizeEx,
  *                            and the SIGSTOP gates
  * and the helpers they share in lib/: config (load-time knobs), maps (shared
@@ -41,4 +42,5 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "torch_alloc.bpf.h"
 #include "cpu_sampler.bpf.h"
 #include "gpu_activity.bpf.h"
+#include "tensor_batch.bpf.h"
 #include "process_lifecycle.bpf.h"

@@ -81,6 +81,11 @@ enum gf_event_kind {
   GF_EV_CUPTI_STATUS = 14,  /* arg0 = enum gf_cupti_status, arg1 = the library's
                              * GF_ABI_VERSION (0: unversioned); at start, then
                              * (active) every flush period while traced */
+  /* In-process tensor events (inprocess/, GF_EV_TENSOR_BATCH below): */
+  GF_EV_TENSOR_BATCH = 15,  /* size = payload bytes: whole inner records follow */
+  GF_EV_PY_STACK = 16,      /* inner: arg0 = stack ID; py_count gf_py_frame follow */
+  GF_EV_TENSOR_HOOK = 17,   /* inner: arg0 = enum gf_tensor_hook; arg1 = while live, 0 or the
+                             * reason there are no Python frames; arg2 = GF_ABI_VERSION */
 };
 
 /* Which accounting an event belongs to. */
@@ -138,6 +143,7 @@ enum gf_event_flags {
   GF_EVF_NATIVE_TRUNCATED = 1u << 7,
   GF_EVF_USER_STACK = 1u << 8,  /* regs + copied stack follow (fixed layout) */
   GF_EVF_STACK_AT_ENTRY = 1u << 9, /* the stack is this thread's last GF_EV_CALL_STACK */
+  GF_EVF_STACK_REF = 1u << 10, /* inner record: one u64 stack ID (a GF_EV_PY_STACK) follows */
 };
 
 struct gf_event {
@@ -264,6 +270,8 @@ enum gf_stat {
   GF_STAT_SHED_NATIVE_STACKS, /* events whose stack copy was shed (guardrails) */
   GF_STAT_SHED_CPU_SAMPLES,   /* ticks in profiled processes not taken (guardrails) */
   GF_STAT_SHED_TENSOR_EVENTS, /* caching-allocator events not taken (guardrails) */
+  GF_STAT_TENSOR_BATCHES,     /* in-process tensor batches copied (gpuflame:tensor_batch) */
+  GF_STAT_TENSOR_BATCH_READ_FAILED, /* a tensor batch the probe could not copy (events lost) */
   GF_STAT_MAX,
 };
 
@@ -303,6 +311,36 @@ enum gf_cupti_status {
   GF_CUPTI_ACTIVE = 1,
   GF_CUPTI_OTHER_SUBSCRIBER = 2, /* torch.profiler / Nsight holds CUPTI: stepped aside */
   GF_CUPTI_FAILED = 3,           /* CUPTI refused (no driver support, old CUPTI) */
+};
+
+/*
+ * In-process tensor events (inprocess/ in libgpuflame_cupti.so): where the
+ * library is loaded, it hooks PyTorch's caching allocator from inside the
+ * process (no trap per event), walks the calling thread's Python stack there,
+ * and hands batches of records to the agent at the USDT probe
+ * gpuflame:tensor_batch(records, bytes). The batch is a run of whole inner
+ * records, each a gf_event and its payload, 8-byte aligned:
+ *  - GF_EV_TENSOR_HOOK: the hook went live (GF_TENSOR_HOOK_LIVE; events of
+ *    this process from ts_ns on come only from here) or could not (reason);
+ *  - GF_EV_PY_STACK: a Python stack, sent once: arg0 = its ID (a 64-bit hash
+ *    of the frames), py_count gf_py_frame follow (leaf first);
+ *  - GF_EV_ALLOC with GF_EVF_STACK_REF: one u64 stack ID follows; addr, size
+ *    (the allocator's block size), arg0 = device, arg1/arg2 = the allocator's
+ *    allocated/reserved totals, as for GF_API_TORCH_REPORT;
+ *  - GF_EV_FREE: header only, the same fields.
+ * A batch goes out when full, every 100 ms, and at once after a new stack
+ * (the agent reads its code objects while they exist). Every 10 s the
+ * library says again that it is live and forgets which stacks it sent, so an
+ * agent that attaches later learns both within 10 s.
+ */
+#define GF_TENSOR_BATCH_MAX 16384 /* bytes per gpuflame:tensor_batch hit */
+enum gf_tensor_hook {
+  GF_TENSOR_HOOK_LIVE = 1,
+  GF_TENSOR_HOOK_NO_TORCH = 2,       /* libc10_cuda.so is not loaded, or calls no hookable slot */
+  GF_TENSOR_HOOK_NO_PYTHON = 3,      /* no CPython in the process: events without Python frames */
+  GF_TENSOR_HOOK_UNSUPPORTED_PYTHON = 4, /* a CPython version without a layout: no Python frames */
+  GF_TENSOR_HOOK_WALK_CHECK_FAILED = 5,  /* the first stack walk failed its checks: no Python frames */
+  GF_TENSOR_HOOK_PATCH_FAILED = 6,   /* the GOT page could not be made writable */
 };
 
 #endif /* GPUFLAME_BPF_GPUFLAME_ABI_H_ */

@@ -17,8 +17,12 @@
 // gpuflame:status also carries the GF_ABI_VERSION this library was built
 // with, at start and again every flush period while an agent listens: the
 // agent checks it, since the library cannot know the agent's (probes.h).
+// It also carries the in-process tensor events (inprocess/), which need no
+// CUPTI: with GPUFLAME_KERNEL_TIME=0 (gpuflame record --no-kernel-time)
+// CUPTI is left alone and only they run.
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -32,6 +36,7 @@
 #include "cupti/cupti_api.h"
 #include "cupti/probes.h"
 #include "cupti/token_bucket.h"
+#include "inprocess/tensor_events.h"
 
 extern "C" {
 __extension__ unsigned short gpuflame_launch_semaphore __attribute__((section(".probes"), used));
@@ -55,6 +60,7 @@ struct State {
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
+  bool cupti_on = false;  // set once, before the flusher starts
   std::thread flusher;
   int flush_ms = 1000;
 };
@@ -181,17 +187,31 @@ void EnableTracing() {
   State& s = S();
   if (s.tracing_on.exchange(true)) return;
   Trace("agent attached: tracing launches and activity");
-  EnableCallbacks();
-  EnableActivity();
+  // Diagnostics, to measure what each part costs a workload:
+  // GPUFLAME_LAUNCH_CALLBACKS=0 (no launch stacks: every kernel is charged
+  // to [launch stack not sampled]) and GPUFLAME_ACTIVITY=0 (no kernel time).
+  if (EnvNumber("GPUFLAME_LAUNCH_CALLBACKS", 1) != 0) EnableCallbacks();
+  if (EnvNumber("GPUFLAME_ACTIVITY", 1) != 0) EnableActivity();
 }
 
+// Ticks every 100 ms for the tensor events (so that at most that much of
+// them waits in the process when an agent stops), flushes CUPTI every
+// flush period.
 void FlushLoop() {
   State& s = S();
   std::unique_lock<std::mutex> lock(s.mu);
+  auto next_flush = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.flush_ms);
   while (!s.stop) {
-    s.cv.wait_for(lock, std::chrono::milliseconds(s.flush_ms));
+    s.cv.wait_for(lock, std::chrono::milliseconds(std::min(s.flush_ms, 100)));
     if (s.stop) break;
     lock.unlock();
+    inprocess::PollTensorEvents();
+    const auto now = std::chrono::steady_clock::now();
+    if (!s.cupti_on || now < next_flush) {
+      lock.lock();
+      continue;
+    }
+    next_flush = now + std::chrono::milliseconds(s.flush_ms);
     // Which ABI we speak, said again before each flush's records: an agent
     // may attach at any time, also while another one already holds the
     // semaphores, and nothing in the process tells the two apart (a
@@ -219,6 +239,7 @@ void AtExit() {
     s.stop = true;
   }
   s.cv.notify_all();
+  inprocess::FlushTensorEvents();
   if (!s.activity_on) {
     if (s.flusher.joinable()) s.flusher.detach();
     return;
@@ -249,37 +270,48 @@ void EnableCallbacks() {
 
 void Say(const char* what) { std::fprintf(stderr, "gpuflame: %s\n", what); }
 
-int Initialize() {
+// CUPTI's part: kernel launches and activity. Returns false if it is off.
+bool StartCupti() {
   State& s = S();
+  const char* kernel_time = std::getenv("GPUFLAME_KERNEL_TIME");
+  if (kernel_time && std::strcmp(kernel_time, "0") == 0) return false;
   std::string err = s.api.Load();
   if (!err.empty()) {
     FireStatus(GF_CUPTI_FAILED);
     Say(("kernel time off for this process: " + err).c_str());
-    return 1;  // the workload runs on, without kernel time
+    return false;  // the workload runs on, without kernel time
   }
   s.launch_rate = EnvNumber("GPUFLAME_LAUNCH_STACKS_PER_S", 1000);
-  s.flush_ms = static_cast<int>(EnvNumber("GPUFLAME_FLUSH_MS", 1000));
-  if (s.flush_ms < 10) s.flush_ms = 10;
   CUptiResult r = s.api.Subscribe(&s.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     FireStatus(GF_CUPTI_OTHER_SUBSCRIBER);
     Say("another CUPTI client (torch.profiler, Nsight) is active: kernel time off for this process");
-    return 1;
+    return false;
   }
   if (r != CUPTI_SUCCESS) {
     const char* msg = nullptr;
     s.api.GetResultString(r, &msg);
     FireStatus(GF_CUPTI_FAILED);
     Say((std::string("kernel time off for this process: cuptiSubscribe: ") + (msg ? msg : "error")).c_str());
-    return 1;
+    return false;
   }
   // Said before tracing starts, so that the agent knows our ABI version
   // before our first launch or activity record reaches it.
   FireStatus(GF_CUPTI_ACTIVE);
   if (BatchProbeOn() || LaunchProbeOn()) EnableTracing();
+  Trace(BatchProbeOn() ? "active, agent attached" : "active, no agent yet");
+  return true;
+}
+
+int Initialize() {
+  State& s = S();
+  s.flush_ms = static_cast<int>(EnvNumber("GPUFLAME_FLUSH_MS", 1000));
+  if (s.flush_ms < 10) s.flush_ms = 10;
+  // Before CUPTI: at cuInit no tensor has been allocated yet.
+  inprocess::StartTensorEvents();
+  s.cupti_on = StartCupti();
   s.flusher = std::thread(FlushLoop);
   std::atexit(AtExit);
-  Trace(BatchProbeOn() ? "active, agent attached" : "active, no agent yet");
   return 1;
 }
 

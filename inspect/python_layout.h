@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "bpf/gpuflame_abi.h"
+
 namespace gpuflame::inspect {
 
 struct PythonVersion {
@@ -67,6 +69,14 @@ struct PythonLayout {
 
 // The layout for a supported version (3.10-3.13), or nullopt.
 std::optional<PythonLayout> LayoutFor(PythonVersion v);
+
+// glibc's struct pthread.specific_1stblock on x86-64 (2.27 onwards; the
+// Pyroscope glibc offset tables and strobelight agree).
+inline constexpr uint32_t kGlibcPthreadSpecific = 0x310;
+
+// What a stack walker needs of |l| (struct gf_py_proc, gpuflame_abi.h): the
+// BPF walker and libgpuflame_cupti.so's in-process one.
+gf_py_proc MakePyProc(const PythonLayout& l, uint64_t runtime_addr);
 
 }  // namespace gpuflame::inspect
 

@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   clang llvm                      # BPF programs
+  libclang-rt-dev                 # clang's libFuzzer and sanitizer runtimes (scripts/fuzz.sh)
   libbpf-dev bpftool              # skeletons, USDT
   libelf-dev libdw-dev zlib1g-dev libzstd-dev
   protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libabsl-dev

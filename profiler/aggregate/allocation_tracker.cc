@@ -26,11 +26,14 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
   }
 }
 
-void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr) {
+void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns) {
   stats_.frees++;
-  if (!frozen_.empty() && frozen_.contains(static_cast<uint32_t>(pid))) {
-    stats_.shutdown_frees++;
-    return;
+  if (!frozen_.empty()) {
+    auto frozen = frozen_.find(static_cast<uint32_t>(pid));
+    if (frozen != frozen_.end() && ts_ns >= frozen->second) {
+      stats_.shutdown_frees++;
+      return;
+    }
   }
   auto it = live_.find(Key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)});
   if (it == live_.end()) {

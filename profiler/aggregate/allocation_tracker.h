@@ -38,10 +38,12 @@ struct TrackerStats {
 class AllocationTracker {
  public:
   void OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack);
-  void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr);
-  // Keeps the current live set of |pid| as its final "in use": later frees
-  // (interpreter teardown) are counted but not applied.
-  void FreezeProcess(pid_t pid) { frozen_.insert(static_cast<uint32_t>(pid)); }
+  // |ts_ns| is when the free happened (CLOCK_MONOTONIC), which may be before
+  // records that arrived earlier: in-process tensor events come in batches.
+  void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns);
+  // Keeps the live set of |pid| at |ts_ns| as its final "in use": frees from
+  // then on (interpreter teardown) are counted but not applied.
+  void FreezeProcess(pid_t pid, uint64_t ts_ns) { frozen_.emplace(static_cast<uint32_t>(pid), ts_ns); }
   // Forgets the live table of an exited process; its counters stay.
   void OnProcessExit(pid_t pid);
   // After an exited process's last window: its stacks hold nothing any more,
@@ -73,7 +75,7 @@ class AllocationTracker {
   void Release(const Live& live);
 
   absl::flat_hash_map<Key, Live> live_;
-  absl::flat_hash_set<uint32_t> frozen_;
+  absl::flat_hash_map<uint32_t, uint64_t> frozen_;  // pid -> when its live set froze
   std::vector<StackCounters> counters_;
   TrackerStats stats_;
 };

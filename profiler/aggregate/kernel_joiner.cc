@@ -85,7 +85,12 @@ StackId KernelJoiner::KernelStack(pid_t pid, StackId launch, const gf_kernel_rec
 void KernelJoiner::OnRecords(pid_t pid, std::span<const gf_kernel_record> records, uint64_t now_ns) {
   for (const gf_kernel_record& r : records) {
     stats_.records++;
-    int64_t nanos = r.end_ns > r.start_ns ? static_cast<int64_t>(r.end_ns - r.start_ns) : 0;
+    uint64_t span = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
+    if (span > static_cast<uint64_t>(kMaxKernelNs)) {
+      stats_.implausible_durations++;
+      span = static_cast<uint64_t>(kMaxKernelNs);
+    }
+    const auto nanos = static_cast<int64_t>(span);
     auto it = launches_.find(Key{pid, r.correlation});
     if (it != launches_.end()) {
       stats_.joined++;

@@ -35,7 +35,12 @@ struct JoinStats {
   uint64_t unattributed = 0;    // charged to `[launch stack not sampled]`
   uint64_t expired_launches = 0;  // launch stacks no activity record ever joined (kLaunchTtlNs)
   uint64_t unknown_names = 0;   // a kernel record whose name was never announced
+  uint64_t implausible_durations = 0;  // longer than kMaxKernelNs (the library's bytes): clamped
 };
+
+// The longest duration one activity record may add: a day. Records come
+// from inside the workload, and unbounded ones would overflow the sums.
+inline constexpr int64_t kMaxKernelNs = 86'400'000'000'000;
 
 class KernelJoiner {
  public:

@@ -31,9 +31,10 @@ StackId EventProcessor::InternStack(const gf_event& ev, std::span<const uint8_t>
   // in-place reads) and resolve them while the process is alive.
   std::vector<gf_py_frame> py(ev.py_count);
   std::vector<uint64_t> native(ev.native_count);
-  std::memcpy(py.data(), payload.data(), py.size() * sizeof(gf_py_frame));
-  std::memcpy(native.data(), payload.data() + py.size() * sizeof(gf_py_frame),
-              native.size() * sizeof(uint64_t));
+  // Guarded: an empty vector's data() may be null, and memcpy wants pointers.
+  if (!py.empty()) std::memcpy(py.data(), payload.data(), py.size() * sizeof(gf_py_frame));
+  if (!native.empty())
+    std::memcpy(native.data(), payload.data() + py.size() * sizeof(gf_py_frame), native.size() * sizeof(uint64_t));
   StackInfo info;
   info.pid = static_cast<pid_t>(ev.pid);
   info.domain = ev.domain;
@@ -56,7 +57,7 @@ StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uin
   if (id != StackTable::kNone) return id;
   if (frozen_) return OverBudgetStack(ev);
   std::vector<gf_py_frame> py(ev.py_count);
-  std::memcpy(py.data(), payload.data(), py.size() * sizeof(gf_py_frame));
+  if (!py.empty()) std::memcpy(py.data(), payload.data(), py.size() * sizeof(gf_py_frame));
   StackInfo info;
   info.pid = static_cast<pid_t>(ev.pid);
   info.domain = ev.domain;
@@ -66,14 +67,19 @@ StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uin
 
 StackId EventProcessor::OverBudgetStack(const gf_event& ev) {
   stats_.over_budget_events++;
+  return MarkerStack(ev, kOverBudgetFrame);
+}
+
+StackId EventProcessor::MarkerStack(const gf_event& ev, const char* name) {
   StartKey(ev, /*mixed=*/false);
-  // Raw stacks append whole 8-byte words; this 29-byte tail cannot be one.
-  key_.append(kOverBudgetFrame);
+  // Raw stacks append whole 8-byte words; a marker's odd-length tail cannot be one.
+  key_.append(name);
+  if (key_.size() % 8 == 0) key_.push_back('\0');
   StackId id = stacks_.Find(key_);
   if (id != StackTable::kNone) return id;
   symbolizer::Frame marker;
   marker.kind = symbolizer::FrameKind::kMarker;
-  marker.name = kOverBudgetFrame;
+  marker.name = name;
   StackInfo info;
   info.pid = static_cast<pid_t>(ev.pid);
   info.domain = ev.domain;
@@ -94,7 +100,7 @@ uint32_t EventProcessor::ThreadLabel(const gf_event& ev) {
 
 void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload) {
   auto pid = static_cast<pid_t>(ev.pid);
-  if (ev.kind < 16) by_kind_[ev.kind]++;
+  if (ev.kind < kKinds) by_kind_[ev.kind]++;
   if (ev.kind != GF_EV_CUPTI_STATUS && ForeignAbi(pid)) {
     stats_.foreign_abi_records++;
     return;
@@ -107,10 +113,13 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       }
       // Copied out: ring-buffer records are not aligned for in-place reads.
       batch_.resize(ev.size);
-      std::memcpy(batch_.data(), payload.data(), payload.size());
+      if (!batch_.empty()) std::memcpy(batch_.data(), payload.data(), payload.size());
       joiner_.OnRecords(pid, batch_, ev.ts_ns);
       return;
     }
+    case GF_EV_TENSOR_BATCH:
+      OnTensorBatch(ev, payload);
+      return;
     case GF_EV_KERNEL_NAME: {
       // NUL-terminated within the payload.
       auto end = std::find(payload.begin(), payload.end(), uint8_t{0});
@@ -142,6 +151,102 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
   }
 }
 
+bool EventProcessor::SupersededByInProcess(const gf_event& ev) {
+  if (ev.domain != GF_DOMAIN_TORCH || inprocess_since_.empty()) return false;
+  auto it = inprocess_since_.find(ev.pid);
+  if (it == inprocess_since_.end() || ev.ts_ns < it->second) return false;
+  stats_.bpf_tensor_events_superseded++;
+  return true;
+}
+
+void EventProcessor::OnTensorBatch(const gf_event& outer, std::span<const uint8_t> payload) {
+  if (payload.size() != outer.size || payload.size() > GF_TENSOR_BATCH_MAX) {
+    stats_.malformed++;
+    return;
+  }
+  if (registry_) registry_->Observe(static_cast<pid_t>(outer.pid));
+  // Whole records, each 8-byte aligned; the walk stops at the first that
+  // does not fit (the rest of the batch is counted as malformed, once).
+  size_t at = 0;
+  while (at < payload.size()) {
+    if (payload.size() - at < sizeof(gf_event)) {
+      stats_.malformed++;
+      return;
+    }
+    gf_event ev;
+    std::memcpy(&ev, payload.data() + at, sizeof(ev));
+    size_t body = ev.kind == GF_EV_PY_STACK ? ev.py_count * sizeof(gf_py_frame)
+                  : ev.flags & GF_EVF_STACK_REF ? sizeof(uint64_t)
+                                                : 0;
+    size_t bytes = (sizeof(ev) + body + 7) & ~size_t{7};
+    if (ev.py_count > GF_MAX_PY_FRAMES || bytes > payload.size() - at) {
+      stats_.malformed++;
+      return;
+    }
+    // The probe's pid is the host's; the library sees its own namespace's.
+    ev.pid = outer.pid;
+    // Only a stack record carries frames, and never native ones: counts the
+    // workload wrote elsewhere must not size a read of the payload.
+    if (ev.kind != GF_EV_PY_STACK) ev.py_count = 0;
+    ev.native_count = 0;
+    ev.user_stack_len = 0;
+    ev.flags &= ~static_cast<uint32_t>(GF_EVF_USER_STACK);
+    OnInProcessRecord(ev, payload.subspan(at + sizeof(ev), body));
+    at += bytes;
+  }
+}
+
+void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8_t> payload) {
+  auto pid = static_cast<pid_t>(ev.pid);
+  if (ev.kind < kKinds) by_kind_[ev.kind]++;
+  switch (ev.kind) {
+    case GF_EV_TENSOR_HOOK:
+      if (ev.arg0 == GF_TENSOR_HOOK_LIVE && ev.arg2 == GF_ABI_VERSION) inprocess_since_.emplace(ev.pid, ev.ts_ns);
+      if (registry_) registry_->OnTensorHook(pid, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1),
+                                             static_cast<uint32_t>(ev.arg2));
+      return;
+    case GF_EV_PY_STACK: {
+      if (!inprocess_since_.contains(ev.pid)) return;
+      stats_.inprocess_stacks++;
+      // Over the memory budget, no new stack is kept: its events go to the
+      // over-budget stack below.
+      if (frozen_) return;
+      gf_event as_alloc = ev;
+      as_alloc.kind = GF_EV_ALLOC;
+      inprocess_stacks_[{ev.pid, ev.arg0}] = InternStack(as_alloc, payload);
+      return;
+    }
+    case GF_EV_ALLOC: {
+      if (!inprocess_since_.contains(ev.pid)) return;
+      stats_.inprocess_events++;
+      uint64_t id = 0;
+      if (payload.size() == sizeof(id)) std::memcpy(&id, payload.data(), sizeof(id));
+      StackId stack;
+      if (id == 0) {
+        stack = InternStack(ev, {});  // no Python frames on this thread
+      } else if (auto it = inprocess_stacks_.find({ev.pid, id}); it != inprocess_stacks_.end()) {
+        stack = it->second;
+      } else if (frozen_) {
+        stack = OverBudgetStack(ev);
+      } else {
+        stats_.inprocess_unknown_stacks++;
+        stack = MarkerStack(ev, kStackUnknownFrame);
+      }
+      tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack);
+      totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      return;
+    }
+    case GF_EV_FREE:
+      if (!inprocess_since_.contains(ev.pid)) return;
+      stats_.inprocess_events++;
+      tracker_.OnFree(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.ts_ns);
+      totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      return;
+    default:
+      stats_.malformed++;
+  }
+}
+
 void EventProcessor::RetireProcess(pid_t pid) {
   std::vector<StackId> stacks;
   for (StackId id = 0; id < stacks_.size(); id++)
@@ -163,7 +268,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   size_t payload = record.size() - sizeof(gf_event);
   const bool mixed = ev.flags & GF_EVF_USER_STACK;
   // Records that carry no stack: GPU activity and kernel names.
-  if (ev.kind == GF_EV_KERNEL_BATCH || ev.kind == GF_EV_KERNEL_NAME || ev.kind == GF_EV_CUPTI_STATUS) {
+  if (ev.kind == GF_EV_KERNEL_BATCH || ev.kind == GF_EV_KERNEL_NAME || ev.kind == GF_EV_CUPTI_STATUS ||
+      ev.kind == GF_EV_TENSOR_BATCH) {
     OnGpuRecord(ev, record.subspan(sizeof(gf_event)));
     return;
   }
@@ -174,7 +280,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
     stats_.malformed++;
     return;
   }
-  if (ev.kind < 16) by_kind_[ev.kind]++;
+  if (ev.kind < kKinds) by_kind_[ev.kind]++;
   auto pid = static_cast<pid_t>(ev.pid);
   bool gated = ev.flags & GF_EVF_GATED;
   bool handle = ev.flags & GF_EVF_HANDLE;
@@ -201,6 +307,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       break;
     }
     case GF_EV_ALLOC: {
+      if (SupersededByInProcess(ev)) break;
       StackId stack;
       if (ev.flags & GF_EVF_STACK_AT_ENTRY) {
         auto it = entry_stacks_.find(ev.tid);
@@ -219,7 +326,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       break;
     }
     case GF_EV_FREE:
-      tracker_.OnFree(pid, ev.domain, handle, ev.addr);
+      if (SupersededByInProcess(ev)) break;
+      tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns);
       if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};
       break;
     case GF_EV_MAP:
@@ -240,7 +348,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (registry_) registry_->OnExec(pid, gated);
       break;
     case GF_EV_PY_FINALIZE:
-      tracker_.FreezeProcess(pid);
+      tracker_.FreezeProcess(pid, ev.ts_ns);
       if (registry_) registry_->OnFinalize(pid, gated);
       break;
     case GF_EV_EXIT:
@@ -251,6 +359,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       joiner_.Flush(ev.ts_ns);  // its pooled kernels are charged before its names go
       joiner_.ForgetProcess(pid);
       foreign_abi_.erase(ev.pid);
+      inprocess_since_.erase(ev.pid);
+      absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == ev.pid; });
       if (registry_) registry_->OnExit(pid);
       break;
     default:

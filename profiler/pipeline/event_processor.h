@@ -37,11 +37,19 @@ struct ProcessorStats {
   uint64_t cpu_samples = 0;
   uint64_t foreign_abi_records = 0;  // kernel records ignored: the library speaks another ABI
   uint64_t over_budget_events = 0;   // events on new stacks while stacks were frozen (guardrails)
+  uint64_t inprocess_events = 0;     // tensor events from libgpuflame_cupti.so's in-process hook
+  uint64_t inprocess_stacks = 0;     // Python stacks it sent (each once per flush period)
+  uint64_t inprocess_unknown_stacks = 0;  // events naming a stack not received (charged to kStackUnknownFrame)
+  uint64_t bpf_tensor_events_superseded = 0;  // probe events of a process whose in-process hook is live
 };
 
 // The frame that stands for every stack not interned while gpuflame was over
 // its memory budget: the events are counted, their stacks are not kept.
 inline constexpr const char* kOverBudgetFrame = "[gpuflame over memory budget]";
+// The frame for in-process tensor events whose stack definition never
+// arrived (a batch lost, or an agent that attached after the stack was sent
+// and before the library's next flush period).
+inline constexpr const char* kStackUnknownFrame = "[stack not received]";
 
 class EventProcessor {
  public:
@@ -84,7 +92,7 @@ class EventProcessor {
     return totals_;
   }
   // Count of records by enum gf_event_kind, for the summary.
-  uint64_t kind_count(uint8_t kind) const { return kind < 16 ? by_kind_[kind] : 0; }
+  uint64_t kind_count(uint8_t kind) const { return kind < kKinds ? by_kind_[kind] : 0; }
   // The process's libgpuflame_cupti.so said it speaks another GF_ABI_VERSION:
   // its kernel records (launches, activity, names) are ignored.
   bool ForeignAbi(pid_t pid) const { return !foreign_abi_.empty() && foreign_abi_.contains(static_cast<uint32_t>(pid)); }
@@ -97,6 +105,14 @@ class EventProcessor {
   StackId InternMixedStack(const gf_event& ev, std::span<const uint8_t> payload);
 
   StackId OverBudgetStack(const gf_event& ev);
+  // One stack per process and domain holding only a marker frame.
+  StackId MarkerStack(const gf_event& ev, const char* marker);
+  // libgpuflame_cupti.so's batch of in-process tensor events (gpuflame_abi.h).
+  void OnTensorBatch(const gf_event& outer, std::span<const uint8_t> payload);
+  void OnInProcessRecord(const gf_event& ev, std::span<const uint8_t> payload);
+  // A tensor event from a probe, for a process whose in-process hook has
+  // taken over since: dropped (counted), never counted twice.
+  bool SupersededByInProcess(const gf_event& ev);
   uint32_t ThreadLabel(const gf_event& ev);
   void OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload);
 
@@ -108,7 +124,8 @@ class EventProcessor {
   FrameTable frames_;
   ProcessorStats stats_;
   absl::flat_hash_map<uint32_t, AllocatorTotals> totals_;
-  uint64_t by_kind_[16] = {};
+  static constexpr uint8_t kKinds = 32;
+  uint64_t by_kind_[kKinds] = {};
   std::string key_;  // reused buffer for raw-stack keys
   // Per thread: the stack sent at the entry of its allocation call in flight.
   absl::flat_hash_map<uint32_t, StackId> entry_stacks_;
@@ -121,6 +138,10 @@ class EventProcessor {
   absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
   std::vector<gf_kernel_record> batch_;  // reused for every activity batch
   absl::flat_hash_set<uint32_t> foreign_abi_;  // pids whose library speaks another ABI
+  // In-process tensor events: the stacks each process sent, by its IDs, and
+  // since when its hook is live.
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StackId> inprocess_stacks_;
+  absl::flat_hash_map<uint32_t, uint64_t> inprocess_since_;
 };
 
 }  // namespace gpuflame::profiler

@@ -54,9 +54,9 @@ Guardrails::Guardrails(GuardrailLimits limits, base::ScopedFd stat, base::Scoped
       ticks_per_s_(sysconf(_SC_CLK_TCK)),
       page_bytes_(sysconf(_SC_PAGESIZE)) {}
 
-bool Guardrails::ReadUsage(int64_t now_ns, Usage& out) {
+bool Guardrails::ReadCpuTicks(uint64_t& ticks) const {
   char buf[1024];
-  if (!stat_ || !statm_ || !ReadSmall(stat_.get(), buf, sizeof(buf))) return false;
+  if (!stat_ || !ReadSmall(stat_.get(), buf, sizeof(buf))) return false;
   // Fields after the command name, which may hold spaces and parentheses:
   // skip to the last ')'. utime and stime are fields 14 and 15.
   const char* p = std::strrchr(buf, ')');
@@ -64,11 +64,23 @@ bool Guardrails::ReadUsage(int64_t now_ns, Usage& out) {
   unsigned long long utime = 0, stime = 0;
   if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
     return false;
+  ticks = utime + stime;
+  return true;
+}
+
+double Guardrails::CpuSeconds() const {
+  uint64_t ticks = 0;
+  if (ticks_per_s_ <= 0 || !ReadCpuTicks(ticks)) return -1;
+  return static_cast<double>(ticks) / static_cast<double>(ticks_per_s_);
+}
+
+bool Guardrails::ReadUsage(int64_t now_ns, Usage& out) {
+  uint64_t ticks = 0;
+  if (!statm_ || !ReadCpuTicks(ticks)) return false;
   char mbuf[256];
   unsigned long long pages = 0, resident = 0;
   if (!ReadSmall(statm_.get(), mbuf, sizeof(mbuf)) || std::sscanf(mbuf, "%llu %llu", &pages, &resident) != 2)
     return false;
-  const uint64_t ticks = utime + stime;
   out.rss_bytes = resident * static_cast<uint64_t>(page_bytes_);
   reads_.emplace_back(now_ns, ticks);
   while (reads_.size() > 2 && now_ns - reads_[1].first >= kCpuWindowNs) reads_.erase(reads_.begin());

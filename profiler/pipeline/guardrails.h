@@ -78,6 +78,11 @@ class Guardrails {
   const Usage& last_usage() const { return last_; }
   const std::vector<Change>& changes() const { return changes_; }
   const GuardrailLimits& limits() const { return limits_; }
+  // gpuflame's own CPU time so far, user and system, every thread: seconds,
+  // or -1 if /proc/self/stat cannot be read. Read now (one pread), whether or
+  // not a budget is set. Not the time its BPF programs run in the profiled
+  // processes: the kernel charges that to them (profiler/probes/program_stats.h).
+  double CpuSeconds() const;
   // One line per change for the user, times relative to |start_ns|
   // (CLOCK_MONOTONIC): "at +12.0 s (CPU 1.31 cores > 1.00) gpuflame shed
   // native stacks". Goes into warnings and into every profile's comments.
@@ -92,6 +97,7 @@ class Guardrails {
   static constexpr double kRecoverShare = 0.7;
 
  private:
+  bool ReadCpuTicks(uint64_t& ticks) const;
   bool ReadUsage(int64_t now_ns, Usage& out);
   void Step(int64_t now_ns, int& level, int delta, std::string reason);
   uint32_t ActionsFor() const;

@@ -12,7 +12,8 @@ namespace {
 
 constexpr absl::string_view kKeys[] = {"native_stacks", "cpu_hz",           "thread_names",
                                       "kernel_time",   "hide_trampolines", "keep_interpreter_frames",
-                                      "binaries",      "max_cpu",          "max_memory_mb"};
+                                      "binaries",      "max_cpu",          "max_memory_mb",
+                                      "tensor_events"};
 
 absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
@@ -21,6 +22,15 @@ absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
 }
 
 }  // namespace
+
+const char* TensorEventsName(TensorEvents t) {
+  switch (t) {
+    case TensorEvents::kAuto: return "auto";
+    case TensorEvents::kProbes: return "probes";
+    case TensorEvents::kInProcess: return "inprocess";
+  }
+  return "?";
+}
 
 bool IsProfilingOption(absl::string_view key) {
   for (absl::string_view k : kKeys)
@@ -34,6 +44,13 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     else if (value == "gpu") o.native_stacks = NativeStacks::kDevice;
     else if (value == "all") o.native_stacks = NativeStacks::kAll;
     else return absl::InvalidArgumentError(absl::StrCat("native_stacks wants off, gpu or all, not '", value, "'"));
+    return absl::OkStatus();
+  }
+  if (key == "tensor_events") {
+    if (value == "auto") o.tensor_events = TensorEvents::kAuto;
+    else if (value == "probes") o.tensor_events = TensorEvents::kProbes;
+    else if (value == "inprocess") o.tensor_events = TensorEvents::kInProcess;
+    else return absl::InvalidArgumentError(absl::StrCat("tensor_events wants auto, probes or inprocess, not '", value, "'"));
     return absl::OkStatus();
   }
   if (key == "cpu_hz") {
@@ -101,6 +118,7 @@ absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& a
                     : a == "--binaries"      ? "binaries"
                     : a == "--max-cpu"       ? "max_cpu"
                     : a == "--max-memory-mb" ? "max_memory_mb"
+                    : a == "--tensor-events" ? "tensor_events"
                                              : nullptr;
   if (!key) return size_t{0};
   if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
@@ -125,8 +143,12 @@ std::string ProfilingFlags::Help(int column) {
       {"--hide-trampolines", "drop CPython's <interpreter trampoline> frames"},
       {"--cpu-hz N", "CPU-time samples per second of CPU (default 97; 0: off)"},
       {"--thread-names", "label CPU samples with their thread's name"},
-      {"--no-kernel-time", "no kernel time: record does not load libgpuflame_cupti.so,\n"
-                           "the agent does not report processes that lack it"},
+      {"--no-kernel-time", "no kernel time: libgpuflame_cupti.so leaves CUPTI alone, the\n"
+                           "agent does not report processes that lack it"},
+      {"--tensor-events W", "where PyTorch's allocator is observed: inprocess\n"
+                            "(libgpuflame_cupti.so hooks it inside the workload: no trap\n"
+                            "per event), probes (a uprobe per event), or auto (default:\n"
+                            "inprocess for record's own command, probes otherwise)"},
       {"--binaries DIR", "name raw-address frames from binaries or debug files here,\n"
                          "matched by build ID (repeatable or a,b; default /usr/lib/debug)"},
       {"--max-cpu C", "gpuflame's own CPU budget in cores, averaged over 10 s (default 1;\n"

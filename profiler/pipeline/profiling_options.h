@@ -23,6 +23,14 @@ enum class NativeStacks : uint32_t {
   kAll = 2,     // every allocation, tensors too: 16 KB copied per event
 };
 
+// Where PyTorch's caching-allocator events are observed.
+enum class TensorEvents : uint8_t {
+  kAuto,       // record: in-process for the command it starts, else probes; agent: probes
+  kProbes,     // USDT pytorch:malloc/free (or the report uprobe): a trap per event
+  kInProcess,  // libgpuflame_cupti.so's GOT hook, batched: no trap per event
+};
+const char* TensorEventsName(TensorEvents t);
+
 struct ProfilingOptions {
   bool show_trampolines = true;          // hide_trampolines: false
   bool keep_interpreter_frames = false;  // CPython's own C frames in mixed stacks
@@ -30,6 +38,9 @@ struct ProfilingOptions {
   int cpu_hz = 97;             // CPU-time samples per second of CPU; 0: no CPU profile
   bool thread_names = false;   // thread_name label on CPU samples (series cardinality)
   bool kernel_time = true;     // kernel time through libgpuflame_cupti.so
+  TensorEvents tensor_events = TensorEvents::kAuto;
+  // libgpuflame_cupti.so is needed in the workload (record loads it).
+  bool NeedsInjection() const { return kernel_time || tensor_events == TensorEvents::kInProcess; }
   // Where raw-address frames are looked up again by build ID (debug files,
   // unstripped copies) before each export.
   std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
@@ -39,7 +50,8 @@ struct ProfilingOptions {
 
 // The configuration keys of ProfilingOptions ("native_stacks", "cpu_hz",
 // "thread_names", "kernel_time", "hide_trampolines",
-// "keep_interpreter_frames", "binaries", "max_cpu", "max_memory_mb"); flags
+// "keep_interpreter_frames", "binaries", "max_cpu", "max_memory_mb",
+// "tensor_events"); flags
 // are the same with dashes.
 bool IsProfilingOption(absl::string_view key);
 
@@ -52,7 +64,7 @@ absl::Status SetProfilingOption(ProfilingOptions& options, absl::string_view key
 // --native-stacks M, --cpu-hz N, --thread-names, --no-kernel-time,
 // --hide-trampolines, --keep-interpreter-frames, --binaries DIR (repeatable,
 // or a comma-separated list; the first replaces the default), --max-cpu C,
-// --max-memory-mb N.
+// --max-memory-mb N, --tensor-events probes|inprocess.
 class ProfilingFlags {
  public:
   explicit ProfilingFlags(ProfilingOptions& options) : options_(options) {}

@@ -19,6 +19,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   std::unique_ptr<Session> s(new Session(options.profiling.guardrails));
   s->native_ = std::make_unique<symbolizer::NativeSymbolizer>(s->elves_);
 
+  // Before the programs load, so that their first runs are counted too.
+  s->program_stats_ = ProgramStats::Enable();
   BpfProbes::Options bopt;
   bopt.filter_targets = !options.system_wide;
   bopt.ring_bytes = options.ring_bytes;
@@ -36,6 +38,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
 
   ProcessRegistry::Options ropt;
   ropt.filtered = !options.system_wide;
+  ropt.tensor_inprocess = options.profiling.tensor_events == TensorEvents::kInProcess;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(s->registry_.get(), *s->native_,

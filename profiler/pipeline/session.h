@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "profiler/probes/bpf_probes.h"
+#include "profiler/probes/program_stats.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/pipeline/guardrails.h"
 #include "profiler/pipeline/profiling_options.h"
@@ -77,6 +78,11 @@ class Session {
   // gpuflame's own budget: checked about once a second from Poll; what is
   // shed, since when and why (changes()) goes into the output.
   const Guardrails& guardrails() const { return guardrails_; }
+  // gpuflame's cost in the profiled processes: each BPF program's runs and
+  // run time since it was loaded (kernel run-time stats, on for the session's
+  // life where the kernel allows). One syscall per program; this thread only.
+  std::vector<ProgramRunStats> BpfProgramStats() const { return program_stats_.Read(probes_->object()); }
+  const ProgramStats& program_stats() const { return program_stats_; }
 
   // Uprobe unregistration waits for an RCU grace period per probe (~100 ms
   // here): a child inherits the descriptors and drops them after we exit.
@@ -96,6 +102,7 @@ class Session {
   std::unique_ptr<FrameRefresher> refresher_;
   Guardrails guardrails_;
   int64_t next_guardrail_check_ns_ = 0;
+  ProgramStats program_stats_;  // keeps the kernel's BPF run-time stats on
   // Last: stopped first (~Session stops it explicitly too).
   std::unique_ptr<RingReader> reader_;
 };

@@ -41,6 +41,7 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kKernelBatch: return s->progs.kernel_batch;
     case ProbeProgram::kKernelName: return s->progs.kernel_name;
     case ProbeProgram::kCuptiStatus: return s->progs.cupti_status;
+    case ProbeProgram::kTensorBatch: return s->progs.tensor_batch;
   }
   return nullptr;
 }
@@ -175,5 +176,7 @@ std::array<uint64_t, GF_STAT_MAX> BpfProbes::ReadStats() const {
   }
   return out;
 }
+
+const bpf_object* BpfProbes::object() const { return skel_->obj; }
 
 }  // namespace gpuflame::profiler

@@ -39,6 +39,7 @@
 
 struct gpuflame_bpf;
 struct bpf_link;
+struct bpf_object;
 
 namespace gpuflame::profiler {
 
@@ -80,6 +81,9 @@ class BpfProbes {
   // guardrails. Worker thread; takes effect at the programs' next event.
   void SetShed(uint32_t shed);
   size_t link_count() const { return links_.size(); }
+  // The loaded libbpf object, for ProgramStats::Read (each program's run-time
+  // counters). Worker thread only, like every other use of the object.
+  const bpf_object* object() const;
 
  private:
   BpfProbes() = default;

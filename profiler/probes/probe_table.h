@@ -38,6 +38,7 @@ enum class ProbeProgram : uint8_t {
   kKernelBatch,   // USDT gpuflame:kernel_batch
   kKernelName,    // USDT gpuflame:kernel_name
   kCuptiStatus,   // USDT gpuflame:status
+  kTensorBatch,   // USDT gpuflame:tensor_batch (in-process tensor events)
 };
 
 struct UprobeSpec {

@@ -167,9 +167,10 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   // USDT notes. ld.so maps libc10_cuda.so before its dependency libc10.so, so
   // the decision may already be waiting when libc10.so shows up.
   if (kind == LibraryKind::kTorchCore) {
-    if (info.torch_fallback_wanted) AttachTorchFallback(pid, maps);
+    if (info.torch_fallback_wanted && !options_.tensor_inprocess) AttachTorchFallback(pid, maps);
     return;
   }
+  if (kind == LibraryKind::kTorchCuda && options_.tensor_inprocess) return;  // the library's hook serves it
   // Pinned open: a short-lived process may exit while we attach. If it is
   // already gone, the next process mapping this file tries again.
   inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
@@ -185,6 +186,11 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
         Warn(absl::StrCat("pid ", pid, ": kernel time unavailable: ", st.message()));
         return;
       }
+    }
+    if (options_.tensor_inprocess) {
+      if (auto st = probes_.AttachUsdt(path, "gpuflame", "tensor_batch", ProbeProgram::kTensorBatch); !st.ok())
+        Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),
+                          " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
     }
     attached_.emplace(key, kind);
     return;
@@ -313,6 +319,39 @@ void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_ver
                       "holds CUPTI, so libgpuflame_cupti.so stepped aside"));
   else if (status == GF_CUPTI_FAILED)
     Warn(absl::StrCat("pid ", pid, " (", info.comm, "): kernel time unavailable: CUPTI refused to start"));
+}
+
+void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version) {
+  ProcessInfo& info = Ensure(pid);
+  const std::string who = absl::StrCat("pid ", pid, " (", info.comm, "): ");
+  if (abi_version != GF_ABI_VERSION) {
+    Warn(absl::StrCat(who, "in-process tensor events ignored: libgpuflame_cupti.so speaks ABI ", abi_version,
+                      ", this gpuflame ", GF_ABI_VERSION, " (use the library of this release)"));
+    return;
+  }
+  info.tensor_hook = status;
+  info.tensor_hook_python = status == GF_TENSOR_HOOK_LIVE ? python : 0;
+  switch (status == GF_TENSOR_HOOK_LIVE ? python : status) {
+    case 0:
+    case GF_TENSOR_HOOK_NO_TORCH:  // a CUDA process without PyTorch: nothing to hook
+      return;
+    case GF_TENSOR_HOOK_NO_PYTHON:
+      Warn(absl::StrCat(who, "tensor events without Python frames: no CPython in the process"));
+      return;
+    case GF_TENSOR_HOOK_UNSUPPORTED_PYTHON:
+      Warn(absl::StrCat(who, "tensor events without Python frames: CPython version not supported (3.10-3.13)"));
+      return;
+    case GF_TENSOR_HOOK_WALK_CHECK_FAILED:
+      Warn(absl::StrCat(who, "tensor events without Python frames: the in-process stack walk failed its "
+                             "checks (--tensor-events bpf walks from the kernel instead)"));
+      return;
+    case GF_TENSOR_HOOK_PATCH_FAILED:
+      Warn(absl::StrCat(who, "tensor-level memory unavailable: libc10_cuda.so could not be hooked "
+                             "in-process (--tensor-events bpf uses probes instead)"));
+      return;
+    default:
+      Warn(absl::StrCat(who, "in-process tensor hook reported unknown state ", status));
+  }
 }
 
 void ProcessRegistry::CheckKernelTime() {

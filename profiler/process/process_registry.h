@@ -34,6 +34,8 @@ struct ProcessInfo {
   bool has_cupti = false;  // libgpuflame_cupti.so is loaded
   uint32_t cupti_status = 0;  // enum gf_cupti_status, 0 until it reports
   uint32_t cupti_abi = 0;     // the library's GF_ABI_VERSION, 0 until it reports (or unversioned)
+  uint32_t tensor_hook = 0;         // enum gf_tensor_hook: the in-process hook's state, 0 until it reports
+  uint32_t tensor_hook_python = 0;  // while live: 0, or the gf_tensor_hook reason it has no Python frames
   bool kernel_time_reported = false;  // "kernel time unavailable" said once
   bool exited = false;
   std::optional<inspect::PythonLayout> python;
@@ -47,6 +49,10 @@ class ProcessRegistry {
   struct Options {
     uint32_t target_flags = GF_TARGET_TRACE;  // for processes we add
     bool filtered = true;  // BPF only reports processes in the targets map
+    // PyTorch's allocator is observed in-process by libgpuflame_cupti.so:
+    // no probes on libc10_cuda.so/libc10.so (a trap per event), the
+    // library's gpuflame:tensor_batch instead.
+    bool tensor_inprocess = false;
   };
   // |native| (optional) is given each process's maps as they are read.
   ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
@@ -65,6 +71,9 @@ class ProcessRegistry {
   // which GF_ABI_VERSION it speaks; on a mismatch, warns once (the event
   // processor ignores the process's kernel records).
   void OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version);
+  // The library's in-process tensor hook went live (with or without Python
+  // frames) or could not (enum gf_tensor_hook); says what the user loses.
+  void OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version);
   // Says once per CUDA process without the injection library that it gets
   // no kernel time (called when kernel time was asked for).
   void CheckKernelTime();

@@ -29,33 +29,6 @@ std::optional<PythonVersion> VersionFromName(std::string_view name) {
   return std::nullopt;
 }
 
-gf_py_proc MakeBpfPyProc(const inspect::PythonLayout& l, uint64_t runtime_addr) {
-  gf_py_proc p{};
-  p.runtime_addr = runtime_addr;
-  p.version = l.version.Hex();
-  p.tss_off = l.runtime_tss;
-  p.pthread_specific_off = kGlibcPthreadSpecific;
-  p.tstate_frame = static_cast<uint16_t>(l.tstate_frame);
-  p.cframe_current = static_cast<uint16_t>(l.cframe_current);
-  p.frame_code = static_cast<uint16_t>(l.frame_code);
-  p.frame_back = static_cast<uint16_t>(l.frame_back);
-  p.frame_instr = static_cast<uint16_t>(l.frame_instr);
-  p.frame_owner = static_cast<uint16_t>(l.frame_owner);
-  p.frame_is_entry = static_cast<uint16_t>(l.frame_is_entry);
-  p.frame_localsplus = static_cast<uint16_t>(l.frame_localsplus);
-  p.code_adaptive = static_cast<uint16_t>(l.code_adaptive);
-  p.code_firstlineno = static_cast<uint16_t>(l.code_firstlineno);
-  p.uses_cframe = l.uses_cframe;
-  p.instr_is_pointer = l.instr_is_pointer;
-  p.read_self_type = l.version.minor <= 10;
-  // Every frame field the walker reads lies in the frame's first bytes.
-  uint32_t end = std::max({l.frame_code + 8, l.frame_back + 8, l.frame_instr + 8,
-                           l.frame_owner + 1, l.frame_is_entry + 1});
-  p.frame_read_len = static_cast<uint16_t>(end);
-  p.tstate_datastack = static_cast<uint16_t>(l.tstate_datastack_chunk);
-  return p;
-}
-
 namespace {
 
 std::string ExePath(pid_t pid) {
@@ -134,7 +107,7 @@ absl::StatusOr<std::optional<PythonProcess>> DiscoverPython(pid_t pid,
   out.layout = *layout;
   out.mapping = candidate;
   out.elf_path = inspect::OpenablePath(pid, *candidate);
-  out.bpf = MakeBpfPyProc(*layout, *bias + *runtime);
+  out.bpf = inspect::MakePyProc(*layout, *bias + *runtime);
   if (auto fin = elf->FindSymbol("Py_FinalizeEx")) out.finalize_offset = elf->VaddrToOffset(*fin);
   return std::optional<PythonProcess>(std::move(out));
 }

@@ -19,10 +19,6 @@
 
 namespace gpuflame::profiler {
 
-// glibc's struct pthread.specific_1stblock on x86-64 (2.27 onwards; the
-// Pyroscope glibc offset tables and strobelight agree).
-inline constexpr uint32_t kGlibcPthreadSpecific = 0x310;
-
 struct PythonProcess {
   inspect::PythonLayout layout;
   gf_py_proc bpf{};                // for the py_procs map
@@ -38,9 +34,6 @@ absl::StatusOr<std::optional<PythonProcess>> DiscoverPython(
 
 // "3.12" from "libpython3.12.so.1.0" or "python3.12"; nullopt otherwise.
 std::optional<inspect::PythonVersion> VersionFromName(std::string_view basename);
-
-// The gf_py_proc for a layout and a _PyRuntime address.
-gf_py_proc MakeBpfPyProc(const inspect::PythonLayout& l, uint64_t runtime_addr);
 
 }  // namespace gpuflame::profiler
 

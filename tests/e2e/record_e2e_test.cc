@@ -12,6 +12,8 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "e2e/e2e_support.h"
 
 namespace gpuflame::e2e {
@@ -22,8 +24,8 @@ const std::string kTorchLeaf = "c10::cuda::CUDACachingAllocator::malloc";
 
 
 RunResult Record(const std::string& out, const std::string& python, const std::string& script,
-                 const std::string& extra_env = "") {
-  return Sh(SimEnv() + " " + extra_env + " " + GPUFLAME_BIN + " record -q -o " + out + " -- " +
+                 const std::string& extra_env = "", const std::string& flags = "") {
+  return Sh(SimEnv() + " " + extra_env + " " + GPUFLAME_BIN + " record -q -o " + out + " " + flags + " -- " +
              python + " " + Workload(script));
 }
 
@@ -44,13 +46,13 @@ int64_t ValueEndingWith(const std::map<std::string, int64_t>& stacks, const std:
   return hits == 1 ? v : -hits - 1;
 }
 
-class FeaturesTest : public ::testing::TestWithParam<Interpreter> {};
-
-TEST_P(FeaturesTest, ExactFramesAndBytes) {
-  GPUFLAME_REQUIRE_ROOT();
-  const Interpreter& py = GetParam();
+// Every Python shape, exact to the byte, with tensor events observed either
+// way: by libgpuflame_cupti.so in-process (record's default for its own
+// command) or by probes (a uprobe per event, --tensor-events probes, as for
+// --pid). Both must give the same profiles.
+void CheckFeatures(const Interpreter& py, const std::string& flags) {
   std::string out = TempDir("features-" + py.label);
-  RunResult r = Record(out, py.path, "features.py");
+  RunResult r = Record(out, py.path, "features.py", "", flags);
   ASSERT_EQ(r.status, 0) << r.output;
 
   pprof::Profile gpu, torch;
@@ -124,15 +126,40 @@ TEST_P(FeaturesTest, ExactFramesAndBytes) {
   EXPECT_NE(summary.find("\"unmatched_frees\": 0"), std::string::npos) << summary;
   std::string html = ReadFile(out + "/flamegraph.html");
   EXPECT_NE(html.find("GPUModelRunner \\u003e _allocate_kv_cache_tensors"), std::string::npos);
+  auto json = nlohmann::json::parse(summary);
+  if (flags.find("probes") == std::string::npos) {
+    // Every tensor event came through the library; no probe sat on libc10_cuda.so.
+    EXPECT_EQ(json["tensor_events"], "inprocess") << summary;
+    // 12 allocations and scratch()'s free, then whatever interpreter teardown frees.
+    EXPECT_GE(json["inprocess"]["events"], 13) << summary;
+    EXPECT_EQ(json["inprocess"]["events_with_unknown_stack"], 0);
+    EXPECT_GT(json["bpf"]["tensor_batches"], 0);
+  } else {
+    EXPECT_EQ(json["tensor_events"], "probes") << summary;
+    EXPECT_EQ(json["inprocess"]["events"], 0);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllPythons, FeaturesTest, ::testing::ValuesIn(SupportedInterpreters()),
-                         [](const auto& info) {
-                           std::string n = info.param.label;
-                           for (char& c : n)
-                             if (c == '.' || c == '-') c = '_';
-                           return "Python" + n;
-                         });
+class FeaturesTest : public ::testing::TestWithParam<Interpreter> {};
+TEST_P(FeaturesTest, ExactFramesAndBytes) {
+  GPUFLAME_REQUIRE_ROOT();
+  CheckFeatures(GetParam(), "--tensor-events probes");
+}
+class InProcessFeaturesTest : public ::testing::TestWithParam<Interpreter> {};
+TEST_P(InProcessFeaturesTest, SameFramesAndBytesWithoutProbes) {
+  GPUFLAME_REQUIRE_ROOT();
+  CheckFeatures(GetParam(), "");
+}
+
+std::string InterpreterName(const ::testing::TestParamInfo<Interpreter>& info) {
+  std::string n = info.param.label;
+  for (char& c : n)
+    if (c == '.' || c == '-') c = '_';
+  return "Python" + n;
+}
+INSTANTIATE_TEST_SUITE_P(AllPythons, FeaturesTest, ::testing::ValuesIn(SupportedInterpreters()), InterpreterName);
+INSTANTIATE_TEST_SUITE_P(AllPythons, InProcessFeaturesTest, ::testing::ValuesIn(SupportedInterpreters()),
+                         InterpreterName);
 
 TEST(RecordTest, FindsEveryExpectedInterpreter) {
   // Guards against the parameterised suite silently shrinking.
@@ -163,7 +190,7 @@ TEST(RecordTest, FallsBackToReportMemoryUsageWithoutUsdt) {
   GPUFLAME_REQUIRE_ROOT();
   std::string out = TempDir("nousdt");
   RunResult r = Record(out, PyenvPython("3.12"), "basic_model.py",
-                       std::string("GPUFLAME_SIM_C10_DIR=") + GPUFLAME_SIM_DIR + "/nousdt");
+                       std::string("GPUFLAME_SIM_C10_DIR=") + GPUFLAME_SIM_DIR + "/nousdt", "--tensor-events probes");
   ASSERT_EQ(r.status, 0) << r.output;
   pprof::Profile torch;
   ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
@@ -434,6 +461,48 @@ TEST(RecordTest, OverItsCpuBudgetGpuflameShedsNativeStacksFirst) {
   for (const auto& [stack, v] : Stacks(cpu, "cpu"))
     if (stack.find("Trainer > step;hot_loop") != std::string::npos) hot += v;
   EXPECT_GT(hot, Total(cpu, "cpu") / 2) << "Python frames are kept: " << Dump(Stacks(cpu, "cpu"));
+}
+
+// gpuflame's own cost: the kernel's run-time stats, on for the recording,
+// count each BPF program's runs and time in the profiled process. Timings
+// are checked to be there (> 0), never their size, which is the host's.
+TEST(RecordTest, SummarySaysWhatItsBpfProgramsCost) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("self-cost");
+  // Probes on PyTorch's allocator, as under --pid (its own command's
+  // tensor events come in-process by default: InProcessFeaturesTest).
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress --tensor-events probes -o " + out + " -- " +
+                   PyenvPython("3.12") + " " + Workload("features.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("gpuflame cost: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" in BPF programs ("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" s CPU in gpuflame"), std::string::npos) << r.output;
+
+  nlohmann::json summary = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(summary.is_discarded()) << "summary.json is not JSON: " << ReadFile(out + "/summary.json");
+  const nlohmann::json& cost = summary["self_cost"];
+  ASSERT_EQ(cost["bpf_stats"], "on") << cost.dump(2);
+  const nlohmann::json& programs = cost["programs"];
+  uint64_t hits = 0, ns = 0;
+  for (const auto& [name, p] : programs.items()) {
+    hits += p["hits"].get<uint64_t>();
+    ns += p["ns_total"].get<uint64_t>();
+  }
+  EXPECT_EQ(cost["bpf_hits"].get<uint64_t>(), hits) << cost.dump(2);
+  EXPECT_EQ(cost["bpf_ns_total"].get<uint64_t>(), ns) << cost.dump(2);
+  // The allocation programs: tensor level (USDT pytorch:malloc/free), device
+  // level (cudaMalloc/cuMemAlloc_v2 entry and return, cudaFree/cuMemFree).
+  for (const char* name : {"torch_malloc", "torch_free", "alloc_enter", "alloc_exit", "free_enter"}) {
+    ASSERT_TRUE(programs.contains(name)) << name << ": " << cost.dump(2);
+    EXPECT_GT(programs[name]["hits"].get<uint64_t>(), 0u) << name << ": " << cost.dump(2);
+    EXPECT_GT(programs[name]["ns_total"].get<uint64_t>(), 0u) << name << ": " << cost.dump(2);
+    EXPECT_GT(programs[name]["ns_per_hit"].get<double>(), 0) << name << ": " << cost.dump(2);
+  }
+  // Every tensor allocation in the profile took one run of the USDT program.
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
+  EXPECT_GE(programs["torch_malloc"]["hits"].get<int64_t>(), Total(torch, "alloc_objects")) << cost.dump(2);
+  EXPECT_GT(cost["gpuflame_cpu_seconds"].get<double>(), 0) << cost.dump(2);
 }
 
 TEST(RecordTest, DeletedBinariesStillResolveThroughMapFiles) {

@@ -31,7 +31,7 @@ LAYERS = [
 ]
 # The injection library runs inside the workload: it may use the ABI header
 # and nothing else of ours.
-SEPARATE = {"cupti": {"bpf"}}
+SEPARATE = {"cupti": {"bpf", "inprocess"}, "inprocess": {"bpf", "inspect"}}
 SOURCE_EXT = (".h", ".cc", ".c")
 
 

@@ -61,6 +61,61 @@ Record ArrayRecord(gf_event ev, const std::vector<T>& items) {
   return MakeRecord(ev, items.data(), items.size() * sizeof(T));
 }
 
+// A gpuflame:tensor_batch as libgpuflame_cupti.so writes it: whole inner
+// records, each 8-byte aligned (bpf/gpuflame_abi.h).
+class TensorBatch {
+ public:
+  explicit TensorBatch(uint32_t pid) : pid_(pid) {}
+  TensorBatch& Hook(uint64_t ts_ns, uint32_t status = GF_TENSOR_HOOK_LIVE, uint32_t abi = GF_ABI_VERSION) {
+    gf_event ev = Inner(GF_EV_TENSOR_HOOK, ts_ns);
+    ev.arg0 = status;
+    ev.arg2 = abi;
+    return Put(ev, nullptr, 0);
+  }
+  TensorBatch& Stack(uint64_t id, int depth, uint64_t stack) {
+    gf_event ev = Inner(GF_EV_PY_STACK, 1);
+    ev.arg0 = id;
+    ev.py_count = static_cast<uint16_t>(depth);
+    Record frames(static_cast<size_t>(depth) * sizeof(gf_py_frame));
+    PutPythonFrames(frames, 0, depth, stack);
+    return Put(ev, frames.data(), frames.size());
+  }
+  TensorBatch& Alloc(uint64_t ts_ns, uint64_t addr, uint64_t size, uint64_t stack_id) {
+    gf_event ev = Inner(GF_EV_ALLOC, ts_ns);
+    ev.flags = GF_EVF_STACK_REF;
+    ev.addr = addr;
+    ev.size = size;
+    return Put(ev, &stack_id, sizeof(stack_id));
+  }
+  TensorBatch& Free(uint64_t ts_ns, uint64_t addr) {
+    gf_event ev = Inner(GF_EV_FREE, ts_ns);
+    ev.addr = addr;
+    return Put(ev, nullptr, 0);
+  }
+  // The ring-buffer record the BPF program makes of it.
+  Record Build() const {
+    gf_event ev = Header(GF_EV_TENSOR_BATCH, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, pid_);
+    ev.size = bytes_.size();
+    return MakeRecord(ev, bytes_.data(), bytes_.size());
+  }
+
+ private:
+  gf_event Inner(uint8_t kind, uint64_t ts_ns) const {
+    gf_event ev = Header(kind, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 77);  // the library's own pid view
+    ev.ts_ns = ts_ns;
+    return ev;
+  }
+  TensorBatch& Put(const gf_event& ev, const void* payload, size_t bytes) {
+    size_t at = bytes_.size();
+    bytes_.resize(at + ((sizeof(ev) + bytes + 7) & ~size_t{7}));
+    std::memcpy(bytes_.data() + at, &ev, sizeof(ev));
+    if (bytes) std::memcpy(bytes_.data() + at + sizeof(ev), payload, bytes);
+    return *this;
+  }
+  uint32_t pid_;
+  Record bytes_;
+};
+
 }  // namespace gpuflame::testing
 
 #endif  // GPUFLAME_TESTS_SUPPORT_RECORDS_H_

@@ -84,11 +84,22 @@ TEST(GuardrailsTest, ReadsCpuTimeAndResidentMemoryFromProcSelf) {
   EXPECT_DOUBLE_EQ(g.last_usage().cpu_cores, 0) << "no interval yet";
 }
 
+// The total for the cost report (summary.json, /metrics): user + system
+// ticks over the clock rate, read whether or not a budget is set.
+TEST(GuardrailsTest, CpuSecondsAreUserPlusSystemTime) {
+  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  Guardrails g(Limits(0, 0), FakeProcFile("4242 (gpu (flame) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 300 150 0 0 20 0"),
+               FakeProcFile("1000 512 100 1 0 200 0"));
+  EXPECT_DOUBLE_EQ(g.CpuSeconds(), 450 / hz);
+  EXPECT_DOUBLE_EQ(Guardrails(Limits(0, 0), {}, {}).CpuSeconds(), -1) << "unreadable";
+}
+
 TEST(GuardrailsTest, ReadsTheRealProcSelf) {
   Guardrails g(Limits(1000, 1ull << 40));
   g.Check(kSec);
   EXPECT_GT(g.last_usage().rss_bytes, 1u << 20);
   EXPECT_EQ(g.actions(), 0u);
+  EXPECT_GE(g.CpuSeconds(), 0);
 }
 
 }  // namespace

@@ -211,6 +211,18 @@ TEST_F(KernelJoinerTest, UnsampledKernelsAreChargedBySampledShareExactly) {
   EXPECT_EQ(joiner.stats().unattributed, 2u);
 }
 
+TEST_F(KernelJoinerTest, ImplausibleDurationsAreClampedAndCounted) {
+  // Activity records come from inside the workload: a duration near 2^64
+  // must not overflow the sums (found by tests/fuzz).
+  joiner.OnName(42, 1, "k");
+  std::vector<gf_kernel_record> recs = {Rec(1, 1, ~0ull - 2000), Rec(2, 1, ~0ull - 2000), Rec(3, 1, 10)};
+  joiner.OnRecords(42, recs, 2);
+  joiner.Flush(3);
+  auto t = Totals();
+  EXPECT_EQ(t["[launch stack not sampled];k"].nanos, 2 * profiler::kMaxKernelNs + 10);
+  EXPECT_EQ(joiner.stats().implausible_durations, 2u);
+}
+
 TEST_F(KernelJoinerTest, LaunchesExpireAndProcessesAreForgotten) {
   joiner.OnLaunch(42, 1, Launch("A"), 0);
   joiner.OnLaunch(43, 1, Launch("B"), profiler::KernelJoiner::kLaunchTtlNs);

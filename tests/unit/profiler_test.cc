@@ -20,7 +20,7 @@ TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {
   t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 100, 0);
   t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x2000, 50, 0);
   t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x3000, 7, 1);
-  t.OnFree(1, GF_DOMAIN_GPU, false, 0x1000);
+  t.OnFree(1, GF_DOMAIN_GPU, false, 0x1000, 0);
   const auto& c = t.counters();
   EXPECT_EQ(c[0].alloc_objects, 2);
   EXPECT_EQ(c[0].alloc_bytes, 150);
@@ -36,7 +36,7 @@ TEST(AllocationTrackerTest, KeysSeparateProcessesDomainsAndHandles) {
   t.OnAlloc(2, GF_DOMAIN_GPU, false, 0x1000, 20, 1);
   t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 30, 2);
   t.OnAlloc(1, GF_DOMAIN_GPU, true, 0x1000, 40, 3);
-  t.OnFree(2, GF_DOMAIN_GPU, false, 0x1000);
+  t.OnFree(2, GF_DOMAIN_GPU, false, 0x1000, 0);
   EXPECT_EQ(t.counters()[0].inuse_bytes, 10);
   EXPECT_EQ(t.counters()[1].inuse_bytes, 0);
   EXPECT_EQ(t.counters()[2].inuse_bytes, 30);
@@ -45,7 +45,7 @@ TEST(AllocationTrackerTest, KeysSeparateProcessesDomainsAndHandles) {
 
 TEST(AllocationTrackerTest, CountsWhatItCannotMatch) {
   AllocationTracker t;
-  t.OnFree(1, GF_DOMAIN_GPU, false, 0x9999);  // allocated before we attached
+  t.OnFree(1, GF_DOMAIN_GPU, false, 0x9999, 0);  // allocated before we attached
   EXPECT_EQ(t.stats().unmatched_frees, 1u);
   t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 0);
   t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 20, 1);  // the free was missed
@@ -57,16 +57,19 @@ TEST(AllocationTrackerTest, CountsWhatItCannotMatch) {
 TEST(AllocationTrackerTest, FrozenAndExitedProcessesKeepTheirLiveSet) {
   AllocationTracker t;
   t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 10, 0);
-  t.FreezeProcess(1);
-  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000);  // interpreter teardown
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x2000, 7, 0);
+  t.FreezeProcess(1, 100);
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000, 100);  // interpreter teardown
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x2000, 99);   // before it, arrived late: applied
   EXPECT_EQ(t.counters()[0].inuse_bytes, 10);
   EXPECT_EQ(t.stats().shutdown_frees, 1u);
+  EXPECT_EQ(t.stats().unmatched_frees, 0u);
   t.OnProcessExit(1);
   EXPECT_EQ(t.live_count(), 0u);
   EXPECT_EQ(t.counters()[0].inuse_bytes, 10);
   // A new process reusing the pid starts unfrozen.
   t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 5, 1);
-  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000);
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000, 0);
   EXPECT_EQ(t.counters()[1].inuse_bytes, 0);
 }
 
@@ -121,16 +124,16 @@ TEST(PythonDiscoveryTest, VersionFromFileNames) {
 
 TEST(PythonDiscoveryTest, BpfLayoutFollowsTheVersionTable) {
   auto l312 = inspect::LayoutFor({3, 12, 1});
-  gf_py_proc p = MakeBpfPyProc(*l312, 0x7f0000001000);
+  gf_py_proc p = inspect::MakePyProc(*l312, 0x7f0000001000);
   EXPECT_EQ(p.runtime_addr, 0x7f0000001000u);
   EXPECT_EQ(p.tss_off, 1544u);
   EXPECT_EQ(p.frame_owner, 70);
   EXPECT_TRUE(p.uses_cframe);
   EXPECT_FALSE(p.read_self_type);
-  gf_py_proc p310 = MakeBpfPyProc(*inspect::LayoutFor({3, 10, 13}), 1);
+  gf_py_proc p310 = inspect::MakePyProc(*inspect::LayoutFor({3, 10, 13}), 1);
   EXPECT_TRUE(p310.read_self_type);
   EXPECT_FALSE(p310.instr_is_pointer);
-  gf_py_proc p313 = MakeBpfPyProc(*inspect::LayoutFor({3, 13, 0}), 1);
+  gf_py_proc p313 = inspect::MakePyProc(*inspect::LayoutFor({3, 13, 0}), 1);
   EXPECT_FALSE(p313.uses_cframe);
   EXPECT_EQ(p313.tstate_frame, 72);
 }
@@ -211,6 +214,71 @@ TEST_F(EventProcessorTest, RejectsMalformedRecords) {
   events_.OnRecord(lying);
   EXPECT_EQ(events_.stats().malformed, 3u);
   EXPECT_EQ(events_.tracker().stats().allocs, 0u);
+}
+
+TEST_F(EventProcessorTest, InProcessTensorEventsAccountLikeProbeEvents) {
+  // Probe events before the hook went live count; the hook's own count
+  // from then on, and a probe event after that would be counted twice.
+  auto before = Record(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 0x100, 512);
+  reinterpret_cast<gf_event*>(before.data())->ts_ns = 5;
+  events_.OnRecord(before);
+  events_.OnRecord(testing::TensorBatch(4242)
+                       .Hook(10)
+                       .Stack(0xabc1, 3, 1)
+                       .Alloc(11, 0x1000, 2048, 0xabc1)
+                       .Alloc(12, 0x2000, 1024, 0xabc1)
+                       .Free(13, 0x1000)
+                       .Build());
+  auto after = Record(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 0x3000, 512);
+  reinterpret_cast<gf_event*>(after.data())->ts_ns = 20;
+  events_.OnRecord(after);
+  EXPECT_EQ(events_.stats().malformed, 0u);
+  EXPECT_EQ(events_.stats().inprocess_events, 3u);
+  EXPECT_EQ(events_.stats().inprocess_stacks, 1u);
+  EXPECT_EQ(events_.stats().bpf_tensor_events_superseded, 1u);
+  ASSERT_EQ(events_.stacks().size(), 2u);  // the probe's stack and the library's
+  const StackCounters& c = events_.tracker().counters()[1];
+  EXPECT_EQ(c.alloc_objects, 2);
+  EXPECT_EQ(c.alloc_bytes, 3072);
+  EXPECT_EQ(c.inuse_bytes, 1024);
+  EXPECT_EQ(events_.tracker().stats().unmatched_frees, 0u);
+  // The library's view of its pid is its namespace's: the probe's host pid wins.
+  EXPECT_EQ(events_.stacks().Get(1).pid, 4242);
+}
+
+TEST_F(EventProcessorTest, InProcessStackNeverReceivedIsChargedToAMarker) {
+  events_.OnRecord(testing::TensorBatch(4242).Hook(1).Alloc(2, 0x1000, 4096, 0x77).Build());
+  EXPECT_EQ(events_.stats().inprocess_unknown_stacks, 1u);
+  ASSERT_EQ(events_.stacks().size(), 1u);
+  const StackInfo& s = events_.stacks().Get(0);
+  EXPECT_EQ(events_.frames().Get(s.frames.front()).name, kStackUnknownFrame);
+  EXPECT_EQ(events_.tracker().counters()[0].inuse_bytes, 4096);
+}
+
+TEST_F(EventProcessorTest, InProcessEventsFromAnotherAbiOrBeforeTheHookAreIgnored) {
+  events_.OnRecord(testing::TensorBatch(4242).Hook(1, GF_TENSOR_HOOK_LIVE, GF_ABI_VERSION + 1)
+                       .Stack(5, 2, 1).Alloc(2, 0x1000, 4096, 5).Build());
+  EXPECT_EQ(events_.tracker().stats().allocs, 0u);
+  EXPECT_EQ(events_.stacks().size(), 0u);
+}
+
+TEST_F(EventProcessorTest, MalformedTensorBatchesStopAtTheFirstBadRecord) {
+  auto good = testing::TensorBatch(4242).Hook(1).Stack(5, 2, 1).Alloc(2, 0x1000, 4096, 5).Build();
+  auto truncated = good;
+  truncated.resize(truncated.size() - 4);
+  reinterpret_cast<gf_event*>(truncated.data())->size -= 4;  // the outer size still agrees
+  events_.OnRecord(truncated);
+  EXPECT_EQ(events_.stats().malformed, 1u);
+  EXPECT_EQ(events_.tracker().stats().allocs, 0u) << "the cut record is not read";
+  auto lying = good;
+  reinterpret_cast<gf_event*>(lying.data())->size += 8;  // outer size beyond the payload
+  events_.OnRecord(lying);
+  EXPECT_EQ(events_.stats().malformed, 2u);
+  auto deep = testing::TensorBatch(4242).Hook(1).Stack(5, 2, 1).Build();
+  // py_count of the stack record (after the outer header and the hook record) past the frame limit.
+  reinterpret_cast<gf_event*>(deep.data() + sizeof(gf_event) * 2)->py_count = GF_MAX_PY_FRAMES + 1;
+  events_.OnRecord(deep);
+  EXPECT_EQ(events_.stats().malformed, 3u);
 }
 
 }  // namespace

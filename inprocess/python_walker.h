@@ -1,0 +1,48 @@
+// The calling thread's Python stack, read from inside the process: the same
+// walk as the BPF walker (bpf/lib/python_stack.bpf.h), over the same
+// struct gf_py_proc layout (inspect/python_layout.cc), producing the same
+// gf_py_frame records, but with plain loads instead of a trap and
+// bpf_probe_read_user per read.
+//
+// Plain loads of interpreter memory are safe only with the right layout, so
+// the first walks are made with fault-safe reads (process_vm_readv on
+// ourselves) and checked: every non-shim frame must point at a code object
+// (its type is PyCode_Type). One failed check and the walker turns itself
+// off for good; events then carry no Python frames, and the agent says why.
+// Only the calling thread's own frames are read: they cannot change or be
+// freed while that thread is here, GIL or not.
+#ifndef GPUFLAME_INPROCESS_PYTHON_WALKER_H_
+#define GPUFLAME_INPROCESS_PYTHON_WALKER_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "bpf/gpuflame_abi.h"
+
+namespace gpuflame::inprocess {
+
+class PythonWalker {
+ public:
+  // Finds the interpreter through its exported symbols. Returns 0 when the
+  // walker can run, else the enum gf_tensor_hook reason it cannot.
+  uint32_t Init();
+  // Walks into |frames| (GF_MAX_PY_FRAMES slots, leaf first); returns the
+  // count and ORs GF_EVF_PY_* into |flags|.
+  uint32_t Walk(gf_py_frame* frames, uint32_t* flags);
+  // enum gf_tensor_hook reason the walker stopped, or 0 while it works.
+  uint32_t failure() const { return failure_.load(std::memory_order_relaxed); }
+
+ private:
+  template <bool kSafe>
+  uint32_t WalkWith(gf_py_frame* frames, uint32_t* flags);
+
+  gf_py_proc cfg_{};
+  uint32_t code_argcount_ = 0;  // 3.10: only read `self` of functions that take arguments
+  uintptr_t code_type_ = 0;     // &PyCode_Type, for the checks
+  std::atomic<uint32_t> failure_{GF_TENSOR_HOOK_NO_PYTHON};
+  std::atomic<int> checks_left_{8};
+};
+
+}  // namespace gpuflame::inprocess
+
+#endif  // GPUFLAME_INPROCESS_PYTHON_WALKER_H_

@@ -1,0 +1,288 @@
+#include "inprocess/tensor_events.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+
+#include "bpf/gpuflame_abi.h"
+#include "inprocess/got_hook.h"
+#include "inprocess/python_walker.h"
+
+extern "C" {
+__extension__ unsigned short gpuflame_tensor_batch_semaphore __attribute__((section(".probes"), used));
+}
+
+namespace gpuflame::inprocess {
+namespace {
+
+// c10::Device, passed by value in one register.
+struct Device {
+  int8_t type;
+  int8_t index;
+};
+using ReportFn = void (*)(void*, int64_t, size_t, size_t, Device);
+
+constexpr const char* kTorchCuda = "libc10_cuda.so";
+// c10::reportMemoryUsageToProfiler(void*, long, unsigned long, unsigned long, c10::Device)
+constexpr const char* kReportSymbol = "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
+constexpr size_t kSentSlots = 4096;  // stack IDs remembered (a power of two)
+constexpr int kForgetPolls = 100;    // polls (100 ms apart) between re-sending every stack
+
+bool Listening() { return __builtin_expect(gpuflame_tensor_batch_semaphore != 0, 1); }
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A spinlock, not a mutex: held for a copy of at most one record (and for
+// one probe hit when the batch is full), and it can be reset in a forked child.
+class SpinLock {
+ public:
+  void lock() {
+    while (flag_.test_and_set(std::memory_order_acquire)) __builtin_ia32_pause();
+  }
+  void unlock() { flag_.clear(std::memory_order_release); }
+  void reset() { flag_.clear(std::memory_order_relaxed); }
+
+ private:
+  std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
+};
+
+struct State {
+  std::atomic<ReportFn> original{nullptr};
+  std::atomic<bool> hooked{false};
+  // The current agent has been told we are live (an agent ignores our events
+  // until it is: that record carries the ABI version and the hand-over time).
+  std::atomic<bool> announced{false};
+  bool said_no_torch = false;  // flusher thread only
+  uint32_t said_python = 0;    // flusher thread only: the walker's state last said
+  int polls = 0;               // flusher thread only
+  PythonWalker walker;
+  uint32_t pid = 0;  // our own view; the agent uses the probe's host pid
+  SpinLock lock;
+  // Guarded by |lock|:
+  alignas(8) uint8_t batch[GF_TENSOR_BATCH_MAX];
+  size_t used = 0;
+  uint64_t sent[kSentSlots] = {};
+  size_t sent_count = 0;
+};
+
+State& S() {
+  static State* s = new State();  // never destroyed: the allocator may call us during exit
+  return *s;
+}
+
+uint32_t Tid() {
+  thread_local uint32_t tid = 0;
+  if (!tid) tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+// Hands the batch to the agent. Under |lock|.
+void SendLocked(State& s) {
+  if (s.used == 0) return;
+  if (Listening()) DTRACE_PROBE2(gpuflame, tensor_batch, s.batch, static_cast<unsigned long>(s.used));
+  s.used = 0;
+}
+
+// Appends one record (header + payload) to the batch. Under |lock|.
+void AppendLocked(State& s, const gf_event& ev, const void* payload, size_t payload_bytes) {
+  const size_t bytes = (sizeof(ev) + payload_bytes + 7) & ~size_t{7};
+  if (s.used + bytes > sizeof(s.batch)) SendLocked(s);
+  std::memcpy(s.batch + s.used, &ev, sizeof(ev));
+  if (payload_bytes) std::memcpy(s.batch + s.used + sizeof(ev), payload, payload_bytes);
+  s.used += bytes;
+}
+
+gf_event Header(uint8_t kind, uint64_t addr, uint64_t size) {
+  gf_event ev;
+  std::memset(&ev, 0, sizeof(ev));
+  ev.kind = kind;
+  ev.domain = GF_DOMAIN_TORCH;
+  ev.api = GF_API_TORCH_REPORT;
+  ev.pid = S().pid;
+  ev.tid = Tid();
+  ev.ts_ns = NowNs();
+  ev.addr = addr;
+  ev.size = size;
+  return ev;
+}
+
+uint64_t HashFrames(const gf_py_frame* frames, uint32_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t words[3];
+    std::memcpy(words, &frames[i], sizeof(words));
+    for (uint64_t w : words) {
+      h = (h ^ w) * 0xff51afd7ed558ccdull;
+      h ^= h >> 32;
+    }
+  }
+  return h | 1;  // 0 means "no Python frames"
+}
+
+// True if |id| was already sent this period; else remembers it. Under |lock|.
+bool SentLocked(State& s, uint64_t id) {
+  if (s.sent_count >= kSentSlots * 3 / 4) {
+    std::memset(s.sent, 0, sizeof(s.sent));
+    s.sent_count = 0;
+  }
+  for (size_t i = id & (kSentSlots - 1), probes = 0; probes < kSentSlots; i = (i + 1) & (kSentSlots - 1), probes++) {
+    if (s.sent[i] == id) return true;
+    if (s.sent[i] == 0) {
+      s.sent[i] = id;
+      s.sent_count++;
+      return false;
+    }
+  }
+  return false;
+}
+
+void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, Device device) {
+  State& s = S();
+  gf_event ev = Header(delta >= 0 ? GF_EV_ALLOC : GF_EV_FREE, reinterpret_cast<uint64_t>(ptr),
+                       static_cast<uint64_t>(delta >= 0 ? delta : -delta));
+  ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(device.index));
+  ev.arg1 = allocated;
+  ev.arg2 = reserved;
+  if (delta < 0) {
+    s.lock.lock();
+    AppendLocked(s, ev, nullptr, 0);
+    s.lock.unlock();
+    return;
+  }
+  // Walked outside the lock: it reads only this thread's frames.
+  thread_local gf_py_frame frames[GF_MAX_PY_FRAMES];
+  uint32_t flags = 0;
+  const uint32_t n = s.walker.Walk(frames, &flags);
+  const uint64_t id = n ? HashFrames(frames, n) : 0;
+  ev.flags = flags | GF_EVF_STACK_REF;
+  s.lock.lock();
+  const bool new_stack = id && !SentLocked(s, id);
+  if (new_stack) {
+    gf_event def = ev;
+    def.kind = GF_EV_PY_STACK;
+    def.flags = flags;
+    def.arg0 = id;
+    def.py_count = static_cast<uint16_t>(n);
+    AppendLocked(s, def, frames, n * sizeof(gf_py_frame));
+  }
+  AppendLocked(s, ev, &id, sizeof(id));
+  // A new stack goes out at once: the agent names its frames from our code
+  // objects, which must still exist (a module body's may be freed soon after).
+  if (new_stack) SendLocked(s);
+  s.lock.unlock();
+}
+
+void SayHook(uint32_t status, uint32_t python);
+
+void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, Device device) {
+  State& s = S();
+  s.original.load(std::memory_order_acquire)(ptr, delta, allocated, reserved, device);
+  if (delta == 0) return;
+  if (!Listening()) {
+    // No agent: the next one to attach is told first that we are live.
+    if (s.announced.load(std::memory_order_relaxed)) s.announced.store(false, std::memory_order_relaxed);
+    return;
+  }
+  if (!s.announced.exchange(true, std::memory_order_relaxed)) SayHook(GF_TENSOR_HOOK_LIVE, s.walker.failure());
+  Record(ptr, delta, allocated, reserved, device);
+}
+
+void SayHook(uint32_t status, uint32_t python) {
+  State& s = S();
+  gf_event ev = Header(GF_EV_TENSOR_HOOK, 0, 0);
+  ev.arg0 = status;
+  ev.arg1 = python;
+  ev.arg2 = GF_ABI_VERSION;  // the agent's check: nothing else says it when CUPTI is off
+  s.lock.lock();
+  AppendLocked(s, ev, nullptr, 0);
+  SendLocked(s);  // at once: the agent learns from when our events count
+  s.lock.unlock();
+}
+
+void AtForkPrepare() { S().lock.lock(); }
+void AtForkParent() { S().lock.unlock(); }
+void AtForkChild() {
+  // The child's events are its own: nothing of the parent's batch, a fresh
+  // pid, and the lock free whoever held it.
+  State& s = S();
+  s.used = 0;
+  s.sent_count = 0;
+  std::memset(s.sent, 0, sizeof(s.sent));
+  s.pid = static_cast<uint32_t>(getpid());
+  // The agent knows the child by its own pid: it is told we are live there
+  // too, at the child's first event. (The flusher thread is not forked: the
+  // child's batches go out when full, after a new stack, and at exit.)
+  s.announced.store(false, std::memory_order_relaxed);
+  s.lock.reset();
+}
+
+void TryHook() {
+  State& s = S();
+  if (s.hooked.load() || !Listening()) return;
+  const uint32_t python = s.walker.Init();
+  GotHookResult r = HookGot(kTorchCuda, kReportSymbol, reinterpret_cast<void*>(&Hook), [](void* original) {
+    S().original.store(reinterpret_cast<ReportFn>(original), std::memory_order_release);
+  });
+  if (r.slots == 0) {
+    // Not a PyTorch process (yet): said once, tried again every period.
+    if (!s.said_no_torch) SayHook(r.original ? GF_TENSOR_HOOK_PATCH_FAILED : GF_TENSOR_HOOK_NO_TORCH, 0);
+    s.said_no_torch = true;
+    return;
+  }
+  s.hooked.store(true);
+  s.said_python = python;
+  s.announced.store(true);
+  SayHook(GF_TENSOR_HOOK_LIVE, python);
+}
+
+}  // namespace
+
+void StartTensorEvents() {
+  State& s = S();
+  s.pid = static_cast<uint32_t>(getpid());
+  pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild);
+  TryHook();
+}
+
+void PollTensorEvents() {
+  State& s = S();
+  TryHook();
+  if (!s.hooked.load()) return;
+  s.lock.lock();
+  SendLocked(s);
+  // Now and then, say again that we are live and forget which stacks were
+  // sent: an agent that attached while another kept the semaphore up (so the
+  // hook never saw it drop) learns both within kForgetPolls periods.
+  const bool again = ++s.polls % kForgetPolls == 0;
+  if (again) {
+    std::memset(s.sent, 0, sizeof(s.sent));
+    s.sent_count = 0;
+  }
+  s.lock.unlock();
+  // Also when the walker's first checks have turned it off since.
+  if (uint32_t python = s.walker.failure(); again || python != s.said_python) {
+    s.said_python = python;
+    SayHook(GF_TENSOR_HOOK_LIVE, python);
+  }
+}
+
+void FlushTensorEvents() {
+  State& s = S();
+  s.lock.lock();
+  SendLocked(s);
+  s.lock.unlock();
+}
+
+}  // namespace gpuflame::inprocess

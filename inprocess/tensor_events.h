@@ -1,0 +1,33 @@
+// In-process tensor events: PyTorch's caching allocator, observed from inside
+// the workload instead of through a uprobe per event.
+//
+// Every caching-allocator alloc and free calls
+// c10::reportMemoryUsageToProfiler (libc10.so) from libc10_cuda.so, through
+// its GOT. Once an agent listens (the gpuflame:tensor_batch semaphore is
+// up), that slot is pointed at our hook: it calls the original, walks the
+// calling thread's Python stack in-process, and appends a record to a batch
+// that goes to the agent at gpuflame:tensor_batch, one trap per batch
+// instead of one per event. Each distinct stack is sent once (as
+// GF_EV_PY_STACK, again every 10 s for agents that attach late)
+// and events carry its ID. Layout of the records:
+// bpf/gpuflame_abi.h.
+//
+// Bytes are the allocator's block sizes (what memory_allocated() counts),
+// with its allocated/reserved totals on every record.
+#ifndef GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
+#define GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
+
+namespace gpuflame::inprocess {
+
+// Hooks the allocator if an agent listens for tensor batches, else does
+// nothing (and Poll tries again). Called once, at injection.
+void StartTensorEvents();
+// Every 100 ms: installs the hook if an agent has started to listen and
+// sends what is batched.
+void PollTensorEvents();
+// At exit: sends what is batched.
+void FlushTensorEvents();
+
+}  // namespace gpuflame::inprocess
+
+#endif  // GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
