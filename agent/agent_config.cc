@@ -201,7 +201,8 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
   --check-config            validate, print the effective configuration, and exit
 
 Profiling options (config keys native_stacks, cpu_hz, thread_names, kernel_time,
-hide_trampolines, keep_interpreter_frames, binaries, max_cpu, max_memory_mb):
+hide_trampolines, keep_interpreter_frames, binaries, max_cpu, max_memory_mb,
+tensor_events):
 )", ProfilingFlags::Help(28));
 }
 

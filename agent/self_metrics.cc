@@ -77,6 +77,9 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_shed_cpu_samples_total", "CPU samples not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_CPU_SAMPLES])},
       {"gpuflame_shed_tensor_events_total", "Caching-allocator events not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_TENSOR_EVENTS])},
       {"gpuflame_over_budget_events_total", "Events on new stacks charged to [gpuflame over memory budget].", "counter", double(s.events.over_budget_events)},
+      {"gpuflame_tensor_events_inprocess_total", "Tensor events from libgpuflame_cupti.so's in-process hook.", "counter", double(s.events.inprocess_events)},
+      {"gpuflame_tensor_events_unknown_stack_total", "In-process tensor events whose stack never arrived ([stack not received]).", "counter", double(s.events.inprocess_unknown_stacks)},
+      {"gpuflame_tensor_probe_events_superseded_total", "Probe tensor events dropped because the process's in-process hook serves it.", "counter", double(s.events.bpf_tensor_events_superseded)},
       // gpuflame's own cost: its CPU time, and its BPF programs' time, which
       // the kernel charges to the processes they run in.
       {"gpuflame_bpf_stats_enabled", "Whether the kernel's BPF run-time statistics are on (1), which the gpuflame_bpf_program_* series need.", "gauge", s.bpf_stats_on ? 1.0 : 0.0},

@@ -175,6 +175,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                  : "null",
                     ", \"cuda\": ", info->has_cuda ? "true" : "false", ", \"torch\": ",
                     info->has_torch ? "true" : "false");
+    if (info->has_torch && info->tensor_inprocess)
+      absl::StrAppend(&out, ", \"tensor_events\": \"", *info->tensor_inprocess ? "inprocess" : "probes", "\"");
     if (info->tensor_hook)
       absl::StrAppend(&out, ", \"tensor_hook\": ", info->tensor_hook, ", \"tensor_hook_python\": ",
                       info->tensor_hook_python);
@@ -194,18 +196,13 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
 
 }  // namespace
 
-// --tensor-events auto: in-process where record starts the command and loads
-// its own library into it (there from cuInit, before any tensor exists);
-// probes for --pid and machine-wide recording (processes started without
-// the library), for a command with its own CUDA_INJECTION64_PATH (which wins
-// over ours), and for native tensor stacks, which only the probes take.
-TensorEvents ResolveTensorEvents(const RecordOptions& opt, const std::string& library) {
-  if (opt.profiling.tensor_events != TensorEvents::kAuto) return opt.profiling.tensor_events;
-  const char* own = std::getenv("CUDA_INJECTION64_PATH");
-  const bool ours = own == nullptr || *own == '\0' || own == library;
-  if (opt.command.empty() || library.empty() || !ours || opt.profiling.native_stacks == NativeStacks::kAll)
+// Native tensor stacks come only from the probes; otherwise each process
+// is decided by the registry (auto: in-process where it loads our library,
+// as record's own command does unless it brings its own injection).
+TensorEvents ResolveTensorEvents(const RecordOptions& opt) {
+  if (opt.profiling.native_stacks == NativeStacks::kAll && opt.profiling.tensor_events == TensorEvents::kAuto)
     return TensorEvents::kProbes;
-  return TensorEvents::kInProcess;
+  return opt.profiling.tensor_events;
 }
 
 int RunRecord(const RecordOptions& opt) {
@@ -219,7 +216,7 @@ int RunRecord(const RecordOptions& opt) {
   bool system_wide = opt.pids.empty() && opt.command.empty();
   const std::string library = opt.command.empty() ? "" : FindCuptiLibrary();
   ProfilingOptions profiling = opt.profiling;
-  profiling.tensor_events = ResolveTensorEvents(opt, library);
+  profiling.tensor_events = ResolveTensorEvents(opt);
   Session::Options sopt;
   sopt.system_wide = system_wide;
   sopt.profiling = profiling;

@@ -165,7 +165,7 @@ class AgentObserver {
     }
     reader_ = std::move(*reader);
     profiler::ProcessRegistry::Options ropt;
-    ropt.tensor_inprocess = inprocess;
+    ropt.tensor_events = inprocess ? profiler::TensorEvents::kInProcess : profiler::TensorEvents::kProbes;
     registry_ = std::make_unique<profiler::ProcessRegistry>(*probes_, elves_, ropt);
     resolver_ = std::make_unique<profiler::StackResolver>(registry_.get(), native_, profiler::StackResolver::Options{});
     events_ = std::make_unique<profiler::EventProcessor>(registry_.get(), *resolver_);

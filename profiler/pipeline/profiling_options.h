@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "profiler/pipeline/guardrails.h"
+#include "profiler/process/process_registry.h"  // TensorEvents
 
 namespace gpuflame::profiler {
 
@@ -23,12 +24,6 @@ enum class NativeStacks : uint32_t {
   kAll = 2,     // every allocation, tensors too: 16 KB copied per event
 };
 
-// Where PyTorch's caching-allocator events are observed.
-enum class TensorEvents : uint8_t {
-  kAuto,       // record: in-process for the command it starts, else probes; agent: probes
-  kProbes,     // USDT pytorch:malloc/free (or the report uprobe): a trap per event
-  kInProcess,  // libgpuflame_cupti.so's GOT hook, batched: no trap per event
-};
 const char* TensorEventsName(TensorEvents t);
 
 struct ProfilingOptions {
@@ -40,7 +35,7 @@ struct ProfilingOptions {
   bool kernel_time = true;     // kernel time through libgpuflame_cupti.so
   TensorEvents tensor_events = TensorEvents::kAuto;
   // libgpuflame_cupti.so is needed in the workload (record loads it).
-  bool NeedsInjection() const { return kernel_time || tensor_events == TensorEvents::kInProcess; }
+  bool NeedsInjection() const { return kernel_time || tensor_events != TensorEvents::kProbes; }
   // Where raw-address frames are looked up again by build ID (debug files,
   // unstripped copies) before each export.
   std::vector<std::string> binary_dirs = {"/usr/lib/debug"};

@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
 
   ProcessRegistry::Options ropt;
   ropt.filtered = !options.system_wide;
-  ropt.tensor_inprocess = options.profiling.tensor_events == TensorEvents::kInProcess;
+  ropt.tensor_events = options.profiling.tensor_events;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(s->registry_.get(), *s->native_,

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
+#include "inspect/proc_environ.h"
 #include "profiler/process/python_discovery.h"
 
 namespace gpuflame::profiler {
@@ -167,10 +169,12 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   // USDT notes. ld.so maps libc10_cuda.so before its dependency libc10.so, so
   // the decision may already be waiting when libc10.so shows up.
   if (kind == LibraryKind::kTorchCore) {
-    if (info.torch_fallback_wanted && !options_.tensor_inprocess) AttachTorchFallback(pid, maps);
+    if (info.torch_fallback_wanted && !TensorInProcess(info)) AttachTorchFallback(pid, maps);
     return;
   }
-  if (kind == LibraryKind::kTorchCuda && options_.tensor_inprocess) return;  // the library's hook serves it
+  // The library's hook serves it. Not remembered as attached: a process
+  // without the library that maps the same file gets the probes.
+  if (kind == LibraryKind::kTorchCuda && TensorInProcess(info)) return;
   // Pinned open: a short-lived process may exit while we attach. If it is
   // already gone, the next process mapping this file tries again.
   inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
@@ -187,7 +191,7 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
         return;
       }
     }
-    if (options_.tensor_inprocess) {
+    if (options_.tensor_events != TensorEvents::kProbes) {
       if (auto st = probes_.AttachUsdt(path, "gpuflame", "tensor_batch", ProbeProgram::kTensorBatch); !st.ok())
         Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
@@ -225,6 +229,23 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     return;
   }
   attached_.emplace(key, kind);
+}
+
+bool ProcessRegistry::TensorInProcess(ProcessInfo& info) {
+  if (info.tensor_inprocess) return *info.tensor_inprocess;
+  bool inprocess = options_.tensor_events == TensorEvents::kInProcess;
+  if (options_.tensor_events == TensorEvents::kAuto) {
+    // libc10_cuda.so maps at `import torch`, before CUDA loads the injection
+    // library (at cuInit): its environment says whether it will, and the
+    // file must be there, or nothing would observe the tensors.
+    auto path = inspect::EnvironmentValue(info.pid, "CUDA_INJECTION64_PATH");
+    struct stat st{};
+    inprocess = path && !path->empty() && (*path)[0] == '/' &&
+                std::string_view(*path).substr(path->rfind('/') + 1).starts_with("libgpuflame_cupti.so") &&
+                stat(absl::StrCat("/proc/", info.pid, "/root", *path).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  }
+  info.tensor_inprocess = inprocess;
+  return inprocess;
 }
 
 void ProcessRegistry::AttachTorchFallback(pid_t pid, const std::vector<Mapping>& maps) {

@@ -24,6 +24,13 @@
 
 namespace gpuflame::profiler {
 
+// Where PyTorch's caching-allocator events are observed.
+enum class TensorEvents : uint8_t {
+  kAuto,       // per process: in-process where it loads libgpuflame_cupti.so, else probes
+  kProbes,     // USDT pytorch:malloc/free (or the report uprobe): a trap per event
+  kInProcess,  // libgpuflame_cupti.so's GOT hook, batched: no trap per event
+};
+
 struct ProcessInfo {
   pid_t pid = 0;
   std::string comm;
@@ -31,6 +38,9 @@ struct ProcessInfo {
   bool has_cuda = false;
   bool has_torch = false;
   bool torch_fallback_wanted = false;  // libc10_cuda.so without USDT notes
+  // Its tensor events come from libgpuflame_cupti.so's in-process hook, so
+  // it needs no probe on libc10_cuda.so (decided once, see TensorInProcess).
+  std::optional<bool> tensor_inprocess;
   bool has_cupti = false;  // libgpuflame_cupti.so is loaded
   uint32_t cupti_status = 0;  // enum gf_cupti_status, 0 until it reports
   uint32_t cupti_abi = 0;     // the library's GF_ABI_VERSION, 0 until it reports (or unversioned)
@@ -49,10 +59,9 @@ class ProcessRegistry {
   struct Options {
     uint32_t target_flags = GF_TARGET_TRACE;  // for processes we add
     bool filtered = true;  // BPF only reports processes in the targets map
-    // PyTorch's allocator is observed in-process by libgpuflame_cupti.so:
-    // no probes on libc10_cuda.so/libc10.so (a trap per event), the
-    // library's gpuflame:tensor_batch instead.
-    bool tensor_inprocess = false;
+    // Where tensor events come from. In-process: no probe on libc10_cuda.so
+    // or libc10.so (a trap per event), the library's gpuflame:tensor_batch.
+    TensorEvents tensor_events = TensorEvents::kAuto;
   };
   // |native| (optional) is given each process's maps as they are read.
   ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
@@ -102,6 +111,8 @@ class ProcessRegistry {
   void AttachLibrary(pid_t pid, const inspect::Mapping& m, LibraryKind kind,
                      const std::vector<inspect::Mapping>& maps, ProcessInfo& info);
   void AttachTorchFallback(pid_t pid, const std::vector<inspect::Mapping>& maps);
+  // Whether |info|'s tensor events come in-process (decided once per process).
+  bool TensorInProcess(ProcessInfo& info);
   void Warn(std::string message);
   ProcessInfo& Ensure(pid_t pid);
 

@@ -201,6 +201,45 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   EXPECT_EQ(receiver.requests(), before);
 }
 
+TEST(AgentTest, TensorEventsComeInProcessFromWorkloadsThatLoadTheLibrary) {
+  // A workload started with libgpuflame_cupti.so (the chart documents the
+  // variable) gets its tensor events from the library, without a probe on
+  // libc10_cuda.so: exact bytes, no trap per event.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent-inprocess");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  std::string env = SimEnv() + " CUDA_INJECTION64_PATH=" + GPUFLAME_CUPTI_LIB;
+  std::string py = PyenvPython("3.12");
+  // The agent has no gate yet (issue 12): warm the files up first. cudart,
+  // libcuda, libpython and the library; libc10_cuda.so needs nothing.
+  for (int i = 0; i < 300; i++) {
+    Sh(env + " " + py + " -c 'import sim_torch; sim_torch.empty(1)'");
+    if (Metric(metrics_port, "gpuflame_library_files_attached") >= 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string pidfile = dir + "/workload.pid";
+  RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("features.py") + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pid_t pid = std::stoi(ReadFile(pidfile));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // 12 allocations and a free at least (the probes' program counts every
+  // process on the host, so it says nothing about this one).
+  EXPECT_GE(Metric(metrics_port, "gpuflame_tensor_events_inprocess_total"), 13);
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_tensor_events_unknown_stack_total"), 0);
+  EXPECT_GT(Metric(metrics_port, "gpuflame_bpf_program_runs_total{program=\"tensor_batch\"}"), 0);
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+  auto series = receiver.Accepted();
+  Totals t = Sum(series, pid);
+  EXPECT_EQ(t.torch_alloc, 114 * MiB) << agent.Log();
+  EXPECT_EQ(t.torch_last_inuse, 82 * MiB) << Windows(series, pid) << agent.Log();
+  EXPECT_EQ(t.gpu_alloc, 121 * MiB);
+}
+
 TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {
   GPUFLAME_REQUIRE_ROOT();
   // A stripped program is profiled while the directory of binaries is empty:

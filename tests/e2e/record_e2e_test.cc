@@ -129,7 +129,10 @@ void CheckFeatures(const Interpreter& py, const std::string& flags) {
   auto json = nlohmann::json::parse(summary);
   if (flags.find("probes") == std::string::npos) {
     // Every tensor event came through the library; no probe sat on libc10_cuda.so.
-    EXPECT_EQ(json["tensor_events"], "inprocess") << summary;
+    EXPECT_EQ(json["tensor_events"], "auto") << summary;
+    int inprocess = 0;
+    for (const auto& p : json["processes"]) inprocess += p.value("tensor_events", "") == "inprocess";
+    EXPECT_EQ(inprocess, 1) << summary;
     // 12 allocations and scratch()'s free, then whatever interpreter teardown frees.
     EXPECT_GE(json["inprocess"]["events"], 13) << summary;
     EXPECT_EQ(json["inprocess"]["events_with_unknown_stack"], 0);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "inspect/proc_environ.h"
 #include "profiler/aggregate/allocation_tracker.h"
 #include "app/cli.h"
 #include "profiler/pipeline/event_processor.h"
@@ -14,6 +15,24 @@
 
 namespace gpuflame::profiler {
 namespace {
+
+TEST(ProcEnvironTest, FindsAVariableInWhateverTheProcessWrote) {
+  using std::string_view_literals::operator""sv;
+  const auto env = "A=1\0CUDA_INJECTION64_PATH=/x/libgpuflame_cupti.so\0CUDA_INJECTION64_PATH=/second\0"sv;
+  EXPECT_EQ(inspect::FindEnvironmentValue(env, "CUDA_INJECTION64_PATH"), "/x/libgpuflame_cupti.so");
+  EXPECT_EQ(inspect::FindEnvironmentValue(env, "A"), "1");
+  EXPECT_FALSE(inspect::FindEnvironmentValue(env, "CUDA"));  // a prefix is not a name
+  EXPECT_EQ(inspect::FindEnvironmentValue("X=no-terminator"sv, "X"), "no-terminator");
+  EXPECT_FALSE(inspect::FindEnvironmentValue("X\0=\0\0\0"sv, "X"));
+  EXPECT_EQ(inspect::FindEnvironmentValue("X=\0"sv, "X"), "");
+  std::string huge(1 << 20, 'a');
+  EXPECT_FALSE(inspect::FindEnvironmentValue(huge, "a"));
+  // Our own environment, read back through /proc.
+  setenv("GPUFLAME_TEST_ENV", "value=with=equals", 1);
+  EXPECT_EQ(inspect::EnvironmentValue(getpid(), "GPUFLAME_TEST_ENV"), std::nullopt)
+      << "environ is the exec-time environment: setenv does not change it";
+  EXPECT_TRUE(inspect::EnvironmentValue(getpid(), "PATH").has_value() || !getenv("PATH"));
+}
 
 TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {
   AllocationTracker t;
