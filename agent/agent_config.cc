@@ -202,13 +202,16 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
 
 Profiling options (config keys native_stacks, cpu_hz, thread_names, kernel_time,
 hide_trampolines, keep_interpreter_frames, binaries, max_cpu, max_memory_mb,
-tensor_events):
+tensor_events, max_overhead):
 )", ProfilingFlags::Help(28));
 }
 
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args,
                                             const std::map<std::string, std::string>& env) {
   AgentConfig c;
+  // Continuous profiling keeps to 1% of the workload's CPU time by default
+  // (record, the exact mode, sets no such limit).
+  c.profiling.guardrails.max_overhead = 0.01;
   // The file first, wherever --config appears.
   for (size_t i = 0; i < args.size(); i++) {
     if (args[i] == "--config") {

@@ -71,6 +71,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_profile_encode_failures_total", "Profiles that could not be serialised (not pushed).", "counter", double(s.exported.encode_failures)},
       // gpuflame's own budget (--max-cpu, --max-memory-mb) and what it sheds to keep it.
       {"gpuflame_self_cpu_cores", "gpuflame's own CPU use, in cores, over the last 10 s.", "gauge", s.self_usage.cpu_cores},
+      {"gpuflame_overhead_ratio", "gpuflame's BPF time in the profiled processes per unit of their CPU time, over the last 10 s (-1: unknown).", "gauge", s.self_usage.overhead},
       {"gpuflame_self_resident_bytes", "gpuflame's own resident memory.", "gauge", double(s.self_usage.rss_bytes)},
       {"gpuflame_shedding", "Work shed to stay in budget, as bits: 1 native stacks, 2 CPU samples, 4 tensor events, 8 new stacks.", "gauge", double(s.shedding)},
       {"gpuflame_shed_native_stacks_total", "Events whose native stack was not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_NATIVE_STACKS])},

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -74,7 +75,7 @@ double Guardrails::CpuSeconds() const {
   return static_cast<double>(ticks) / static_cast<double>(ticks_per_s_);
 }
 
-bool Guardrails::ReadUsage(int64_t now_ns, Usage& out) {
+bool Guardrails::ReadUsage(int64_t now_ns, uint64_t bpf_ns, uint64_t workload_cpu_ns, Usage& out) {
   uint64_t ticks = 0;
   if (!statm_ || !ReadCpuTicks(ticks)) return false;
   char mbuf[256];
@@ -82,19 +83,24 @@ bool Guardrails::ReadUsage(int64_t now_ns, Usage& out) {
   if (!ReadSmall(statm_.get(), mbuf, sizeof(mbuf)) || std::sscanf(mbuf, "%llu %llu", &pages, &resident) != 2)
     return false;
   out.rss_bytes = resident * static_cast<uint64_t>(page_bytes_);
-  reads_.emplace_back(now_ns, ticks);
-  while (reads_.size() > 2 && now_ns - reads_[1].first >= kCpuWindowNs) reads_.erase(reads_.begin());
+  reads_.push_back({now_ns, ticks, bpf_ns, workload_cpu_ns});
+  while (reads_.size() > 2 && now_ns - reads_[1].at_ns >= kCpuWindowNs) reads_.erase(reads_.begin());
   out.cpu_cores = 0;
-  const auto& [t0, ticks0] = reads_.front();
-  if (now_ns - t0 >= 1'000'000'000 && ticks_per_s_ > 0 && ticks >= ticks0)
-    out.cpu_cores = (double(ticks - ticks0) / double(ticks_per_s_)) / ((now_ns - t0) / 1e9);
+  const Read& first = reads_.front();
+  const int64_t t0 = first.at_ns;
+  if (now_ns - t0 >= 1'000'000'000 && ticks_per_s_ > 0 && ticks >= first.ticks)
+    out.cpu_cores = (double(ticks - first.ticks) / double(ticks_per_s_)) / ((now_ns - t0) / 1e9);
+  // At least 10 ms of the workload's CPU: a share of almost nothing is noise.
+  out.overhead = -1;
+  if (now_ns - t0 >= 1'000'000'000 && workload_cpu_ns >= first.workload_cpu_ns + 10'000'000 && bpf_ns >= first.bpf_ns)
+    out.overhead = double(bpf_ns - first.bpf_ns) / double(workload_cpu_ns - first.workload_cpu_ns);
   return true;
 }
 
-uint32_t Guardrails::Check(int64_t now_ns) {
+uint32_t Guardrails::Check(int64_t now_ns, uint64_t bpf_ns, uint64_t workload_cpu_ns) {
   if (!limits_.enabled()) return actions_;
   Usage usage;
-  if (!ReadUsage(now_ns, usage)) return actions_;
+  if (!ReadUsage(now_ns, bpf_ns, workload_cpu_ns, usage)) return actions_;
   return Decide(now_ns, usage);
 }
 
@@ -124,19 +130,29 @@ std::vector<std::string> Guardrails::Describe(int64_t start_ns) const {
 
 uint32_t Guardrails::Decide(int64_t now_ns, Usage usage) {
   last_ = usage;
-  if (limits_.max_cpu_cores > 0) {
-    const bool over = usage.cpu_cores > limits_.max_cpu_cores;
+  const bool cpu_limit = limits_.max_cpu_cores > 0, overhead_limit = limits_.max_overhead > 0;
+  if (cpu_limit || overhead_limit) {
+    // One ladder for both: each rung cuts gpuflame's own CPU and its time
+    // in the profiled processes alike.
+    const bool cpu_over = cpu_limit && usage.cpu_cores > limits_.max_cpu_cores;
+    const bool overhead_over = overhead_limit && usage.overhead > limits_.max_overhead;
+    const bool under = (!cpu_limit || usage.cpu_cores < limits_.max_cpu_cores * kRecoverShare) &&
+                       (!overhead_limit || usage.overhead < limits_.max_overhead * kRecoverShare);
     const bool may_step = last_cpu_step_ns_ < 0 || now_ns - last_cpu_step_ns_ >= kCpuStepNs;
-    if (over && may_step && cpu_level_ < kCpuSteps) {
+    if ((cpu_over || overhead_over) && may_step && cpu_level_ < kCpuSteps) {
       Step(now_ns, cpu_level_, +1,
-           absl::StrFormat("CPU %.2f cores > %g", usage.cpu_cores, limits_.max_cpu_cores));
+           cpu_over ? absl::StrFormat("CPU %.2f cores > %g", usage.cpu_cores, limits_.max_cpu_cores)
+                    : absl::StrFormat("overhead %.2f%% of the profiled processes' CPU > %g%%", usage.overhead * 100,
+                                      limits_.max_overhead * 100));
       last_cpu_step_ns_ = now_ns;
       cpu_under_since_ = -1;
-    } else if (usage.cpu_cores < limits_.max_cpu_cores * kRecoverShare && cpu_level_ > 0) {
+    } else if (under && cpu_level_ > 0) {
       if (cpu_under_since_ < 0) cpu_under_since_ = now_ns;
       if (now_ns - cpu_under_since_ >= kRecoverNs) {
         Step(now_ns, cpu_level_, -1,
-             absl::StrFormat("CPU back under budget (%.2f cores)", usage.cpu_cores));
+             overhead_limit ? absl::StrFormat("back under budget (%.2f cores, overhead %.2f%%)", usage.cpu_cores,
+                                              std::max(usage.overhead, 0.0) * 100)
+                            : absl::StrFormat("CPU back under budget (%.2f cores)", usage.cpu_cores));
         cpu_under_since_ = now_ns;
       }
     } else {

@@ -12,6 +12,11 @@
 //                       2. no new stacks: events on stacks not seen before are
 //                          charged to `[gpuflame over memory budget]`
 //
+// The CPU ladder also runs on gpuflame's cost inside the profiled processes:
+// the time its BPF programs ran (the kernel's run-time stats), as a share of
+// the CPU time those processes used, over the same window (max_overhead).
+// That is time the workload lost: the share a user sees in step time.
+//
 // CPU is averaged over the last 10 s, so a burst (symbol tables loaded for
 // a new library, a flood of new stacks to unwind) is not a trend; a CPU step
 // is taken at most every 10 s. A step is taken back only after usage has
@@ -49,8 +54,11 @@ std::string DescribeShed(uint32_t actions);
 
 struct GuardrailLimits {
   double max_cpu_cores = 1.0;           // gpuflame's CPU seconds per second (0: no limit)
+  // gpuflame's BPF time in the profiled processes per second of their CPU
+  // time (0.01: 1%; 0: no limit). record's default is none: it is the exact mode.
+  double max_overhead = 0;
   uint64_t max_rss_bytes = 768ull << 20;  // resident memory (0: no limit); the chart's limit is 1 GiB
-  bool enabled() const { return max_cpu_cores > 0 || max_rss_bytes > 0; }
+  bool enabled() const { return max_cpu_cores > 0 || max_rss_bytes > 0 || max_overhead > 0; }
 };
 
 class Guardrails {
@@ -58,6 +66,9 @@ class Guardrails {
   struct Usage {
     double cpu_cores = 0;   // averaged over the last kCpuWindowNs (0 until 1 s of data)
     uint64_t rss_bytes = 0;
+    // gpuflame's BPF time / the profiled processes' CPU time, over the same
+    // window; -1 until known (no stats, or no CPU time used yet).
+    double overhead = -1;
   };
   struct Change {
     int64_t at_ns = 0;     // CLOCK_MONOTONIC
@@ -70,7 +81,9 @@ class Guardrails {
   Guardrails(GuardrailLimits limits, base::ScopedFd stat, base::ScopedFd statm);
 
   // Reads /proc/self and decides; returns the actions in force.
-  uint32_t Check(int64_t now_ns);
+  // |bpf_ns| and |workload_cpu_ns| are running totals (the BPF programs' run
+  // time, the profiled processes' CPU time), or 0 when unknown.
+  uint32_t Check(int64_t now_ns, uint64_t bpf_ns = 0, uint64_t workload_cpu_ns = 0);
   // The decision alone, from a measured |usage| (Check() calls it).
   uint32_t Decide(int64_t now_ns, Usage usage);
 
@@ -98,7 +111,7 @@ class Guardrails {
 
  private:
   bool ReadCpuTicks(uint64_t& ticks) const;
-  bool ReadUsage(int64_t now_ns, Usage& out);
+  bool ReadUsage(int64_t now_ns, uint64_t bpf_ns, uint64_t workload_cpu_ns, Usage& out);
   void Step(int64_t now_ns, int& level, int delta, std::string reason);
   uint32_t ActionsFor() const;
 
@@ -107,7 +120,13 @@ class Guardrails {
   base::ScopedFd statm_;
   long ticks_per_s_;
   long page_bytes_;
-  std::vector<std::pair<int64_t, uint64_t>> reads_;  // (time, CPU ticks), the last kCpuWindowNs
+  struct Read {
+    int64_t at_ns;
+    uint64_t ticks;  // gpuflame's CPU
+    uint64_t bpf_ns;
+    uint64_t workload_cpu_ns;
+  };
+  std::vector<Read> reads_;  // the last kCpuWindowNs
   int64_t last_cpu_step_ns_ = -1;
   Usage last_;
   int cpu_level_ = 0;  // steps taken on the CPU ladder

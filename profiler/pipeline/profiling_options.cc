@@ -13,7 +13,7 @@ namespace {
 constexpr absl::string_view kKeys[] = {"native_stacks", "cpu_hz",           "thread_names",
                                       "kernel_time",   "hide_trampolines", "keep_interpreter_frames",
                                       "binaries",      "max_cpu",          "max_memory_mb",
-                                      "tensor_events"};
+                                      "tensor_events", "max_overhead"};
 
 absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
@@ -70,6 +70,17 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     o.guardrails.max_cpu_cores = cores;
     return absl::OkStatus();
   }
+  if (key == "max_overhead") {
+    // A percentage, as users say it: "1" is 1% of the profiled processes' CPU time.
+    double percent = -1;
+    auto r = std::from_chars(value.data(), value.data() + value.size(), percent);
+    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || !(percent >= 0 && percent <= 100))
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_overhead wants a percentage of the profiled processes' CPU time (e.g. 1; 0: no limit), not '",
+                       value, "'"));
+    o.guardrails.max_overhead = percent / 100;
+    return absl::OkStatus();
+  }
   if (key == "max_memory_mb") {
     uint64_t mb = 0;
     auto r = std::from_chars(value.data(), value.data() + value.size(), mb);
@@ -119,6 +130,7 @@ absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& a
                     : a == "--max-cpu"       ? "max_cpu"
                     : a == "--max-memory-mb" ? "max_memory_mb"
                     : a == "--tensor-events" ? "tensor_events"
+                    : a == "--max-overhead"  ? "max_overhead"
                                              : nullptr;
   if (!key) return size_t{0};
   if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
@@ -154,6 +166,9 @@ std::string ProfilingFlags::Help(int column) {
       {"--max-cpu C", "gpuflame's own CPU budget in cores, averaged over 10 s (default 1;\n"
                       "0: none): over it, native stacks, then CPU samples, then\n"
                       "tensor events are shed, counted and said in the output"},
+      {"--max-overhead P", "gpuflame's time in the profiled processes (its BPF programs) as\n"
+                           "a percentage of their CPU time, over 10 s (record: none; agent:\n"
+                           "1): over it, the --max-cpu steps are taken, in the same order"},
       {"--max-memory-mb N", "gpuflame's own memory budget (default 768; 0: none): over it,\n"
                             "native stacks are shed, then new stacks are not kept"},
   };

@@ -46,7 +46,7 @@ struct ProfilingOptions {
 // The configuration keys of ProfilingOptions ("native_stacks", "cpu_hz",
 // "thread_names", "kernel_time", "hide_trampolines",
 // "keep_interpreter_frames", "binaries", "max_cpu", "max_memory_mb",
-// "tensor_events"); flags
+// "tensor_events", "max_overhead"); flags
 // are the same with dashes.
 bool IsProfilingOption(absl::string_view key);
 
@@ -59,7 +59,7 @@ absl::Status SetProfilingOption(ProfilingOptions& options, absl::string_view key
 // --native-stacks M, --cpu-hz N, --thread-names, --no-kernel-time,
 // --hide-trampolines, --keep-interpreter-frames, --binaries DIR (repeatable,
 // or a comma-separated list; the first replaces the default), --max-cpu C,
-// --max-memory-mb N, --tensor-events probes|inprocess.
+// --max-memory-mb N, --tensor-events auto|probes|inprocess, --max-overhead P.
 class ProfilingFlags {
  public:
   explicit ProfilingFlags(ProfilingOptions& options) : options_(options) {}

@@ -79,7 +79,14 @@ void Session::CheckGuardrails() {
   if (now < next_guardrail_check_ns_) return;
   next_guardrail_check_ns_ = now + 1'000'000'000;
   const uint32_t before = guardrails_.actions();
-  const uint32_t now_shed = guardrails_.Check(now);
+  // gpuflame's time in the profiled processes, read only when budgeted: a
+  // syscall per program and a /proc read per process, once a second.
+  uint64_t bpf_ns = 0, workload_ns = 0;
+  if (guardrails_.limits().max_overhead > 0 && program_stats_.available()) {
+    for (const ProgramRunStats& p : BpfProgramStats()) bpf_ns += p.run_time_ns;
+    workload_ns = registry_->SampleFollowedCpuNs();
+  }
+  const uint32_t now_shed = guardrails_.Check(now, bpf_ns, workload_ns);
   if (now_shed == before) return;
   probes_->SetShed(now_shed & kShedInBpf);
   events_->SetFrozen(now_shed & kFreezeStacks);

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -229,6 +231,28 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     return;
   }
   attached_.emplace(key, kind);
+}
+
+uint64_t ProcessRegistry::SampleFollowedCpuNs() {
+  static const long ticks_per_s = sysconf(_SC_CLK_TCK);
+  for (auto& [pid, info] : processes_) {
+    if (info->exited) continue;
+    base::ScopedFd fd(open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+    char buf[1024];
+    ssize_t n = fd ? read(fd.get(), buf, sizeof(buf) - 1) : -1;
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    // After the command name, which may hold anything: the last ')'.
+    const char* p = std::strrchr(buf, ')');
+    unsigned long long utime = 0, stime = 0;
+    if (!p || std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+      continue;
+    const uint64_t ticks = utime + stime;
+    // A first sample only sets the base: time used before it is not ours to share.
+    if (info->cpu_ticks && ticks > *info->cpu_ticks) followed_cpu_ticks_ += ticks - *info->cpu_ticks;
+    info->cpu_ticks = ticks;
+  }
+  return ticks_per_s > 0 ? followed_cpu_ticks_ * (1'000'000'000ull / static_cast<uint64_t>(ticks_per_s)) : 0;
 }
 
 bool ProcessRegistry::TensorInProcess(ProcessInfo& info) {

@@ -47,6 +47,7 @@ struct ProcessInfo {
   uint32_t tensor_hook = 0;         // enum gf_tensor_hook: the in-process hook's state, 0 until it reports
   uint32_t tensor_hook_python = 0;  // while live: 0, or the gf_tensor_hook reason it has no Python frames
   bool kernel_time_reported = false;  // "kernel time unavailable" said once
+  std::optional<uint64_t> cpu_ticks;  // its CPU time (user + system) when last sampled
   bool exited = false;
   std::optional<inspect::PythonLayout> python;
   std::string python_module;  // libpython's or the static interpreter's path
@@ -83,6 +84,11 @@ class ProcessRegistry {
   // The library's in-process tensor hook went live (with or without Python
   // frames) or could not (enum gf_tensor_hook); says what the user loses.
   void OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version);
+  // The CPU time the followed processes have used since they were first
+  // sampled, summed and never decreasing (exited processes keep what they
+  // used): nanoseconds. Reads /proc/PID/stat of each live one (a bounded
+  // read, which never blocks). What gpuflame's cost is a share of.
+  uint64_t SampleFollowedCpuNs();
   // Says once per CUDA process without the injection library that it gets
   // no kernel time (called when kernel time was asked for).
   void CheckKernelTime();
@@ -121,6 +127,7 @@ class ProcessRegistry {
   Options options_;
   symbolizer::NativeSymbolizer* native_;
   absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>> processes_;
+  uint64_t followed_cpu_ticks_ = 0;  // SampleFollowedCpuNs's running total
   absl::flat_hash_map<FileKey, LibraryKind> attached_;
   absl::flat_hash_map<pid_t, int> rescans_;  // pid -> scans left
   absl::flat_hash_set<std::string> warned_;

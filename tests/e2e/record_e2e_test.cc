@@ -448,6 +448,21 @@ TEST(RecordTest, OverItsMemoryBudgetGpuflameShedsAndSaysSo) {
 // Over its CPU budget (here a thousandth of a core: one 10 ms clock tick in
 // its first second is over it, and its start-up work takes several) gpuflame first stops copying native stacks, in BPF: the
 // CPU samples keep their Python frames, and the shed copies are counted.
+TEST(RecordTest, OverItsOverheadBudgetGpuflameShedsAndSaysWhy) {
+  // Its BPF time as a share of the workload's CPU time (the sampler's runs
+  // here), over a budget no profiler could keep.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("overhead-budget");
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress --max-overhead 0.0001 -o " + out + " -- " +
+                   PyenvPython("3.12") + " " + Workload("cpu_hot.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("of the profiled processes' CPU > 0.0001%) gpuflame sheds native stacks"), std::string::npos)
+      << r.output;
+  auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_DOUBLE_EQ(summary["guardrails"]["max_overhead"].get<double>(), 0.000001);
+  EXPECT_GT(summary["guardrails"]["overhead"].get<double>(), 0) << summary["guardrails"].dump();
+}
+
 TEST(RecordTest, OverItsCpuBudgetGpuflameShedsNativeStacksFirst) {
   GPUFLAME_REQUIRE_ROOT();
   std::string out = TempDir("cpu-budget");

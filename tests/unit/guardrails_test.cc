@@ -1,5 +1,6 @@
 #include "profiler/pipeline/guardrails.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -32,6 +33,42 @@ TEST(GuardrailsTest, ShedsCpuWorkInTheDocumentedOrderOneStepAtATime) {
   ASSERT_EQ(g.changes().size(), 3u);
   EXPECT_EQ(g.changes()[0].reason, "CPU 0.90 cores > 0.5");
   EXPECT_EQ(DescribeShed(g.actions()), "native stacks, CPU samples, tensor-level events");
+}
+
+TEST(GuardrailsTest, OverheadInTheProfiledProcessesTakesTheSameSteps) {
+  GuardrailLimits l = Limits(0, 0);
+  l.max_overhead = 0.01;  // 1% of the workload's CPU time
+  Guardrails g(l, {}, {});
+  int64_t t = kSec;
+  EXPECT_EQ(g.Decide(t, {0, 0, -1}), 0u) << "unknown is not over";
+  EXPECT_EQ(g.Decide(t += kSec, {0, 0, 0.009}), 0u);
+  EXPECT_EQ(g.Decide(t += kSec, {0, 0, 0.03}), kShedNativeStacks);
+  EXPECT_EQ(g.changes()[0].reason, "overhead 3.00% of the profiled processes' CPU > 1%");
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), kShedNativeStacks | kShedCpuSamples);
+  // Well under (< 70% of the budget) for 30 s: one step back.
+  for (int i = 0; i < 31; i++) g.Decide(t += kSec, {0, 0, 0.005});
+  EXPECT_EQ(g.actions(), kShedNativeStacks);
+  EXPECT_EQ(g.changes().back().reason, "back under budget (0.00 cores, overhead 0.50%)");
+}
+
+TEST(GuardrailsTest, OverheadIsBpfTimeOverTheWorkloadsCpuTimeInTheWindow) {
+  GuardrailLimits l = Limits(0, 0);
+  l.max_overhead = 0.01;
+  Guardrails g(l, base::ScopedFd(open("/proc/self/stat", O_RDONLY | O_CLOEXEC)),
+               base::ScopedFd(open("/proc/self/statm", O_RDONLY | O_CLOEXEC)));
+  int64_t t = kSec;
+  g.Check(t, 1'000'000, 500'000'000);
+  EXPECT_EQ(g.last_usage().overhead, -1) << "one read is no interval";
+  g.Check(t += 2 * kSec, 1'000'000 + 20'000'000, 500'000'000 + 1'000'000'000);
+  EXPECT_DOUBLE_EQ(g.last_usage().overhead, 0.02);
+  EXPECT_EQ(g.actions(), kShedNativeStacks);
+  // Under 10 ms of workload CPU in the window: too little to judge.
+  Guardrails idle(l, base::ScopedFd(open("/proc/self/stat", O_RDONLY | O_CLOEXEC)),
+                  base::ScopedFd(open("/proc/self/statm", O_RDONLY | O_CLOEXEC)));
+  idle.Check(kSec, 0, 0);
+  idle.Check(3 * kSec, 5'000'000, 5'000'000);
+  EXPECT_EQ(idle.last_usage().overhead, -1);
+  EXPECT_EQ(idle.actions(), 0u);
 }
 
 TEST(GuardrailsTest, TakesAStepBackOnlyAfterStayingWellUnderBudget) {
