@@ -16,6 +16,7 @@
 #include <bpf/usdt.bpf.h>
 
 #include "gpuflame_abi.h"
+#include "lib/config.bpf.h"
 #include "lib/emit.bpf.h"
 #include "lib/stats.bpf.h"
 #include "lib/targets.bpf.h"
@@ -38,6 +39,13 @@ SEC("usdt")
 int BPF_USDT(tensor_batch, __u64 records, __u64 bytes) {
   if (!wanted(bpf_get_current_pid_tgid() >> 32))
     return 0;
+  /* The last rung of the guardrails' CPU ladder: whole batches go (counted
+   * once each), and the stacks they defined with them ([stack not received]
+   * until the library sends them again). */
+  if (shed & GF_SHED_TENSOR_EVENTS) {
+    bump(GF_STAT_SHED_TENSOR_EVENTS);
+    return 0;
+  }
   __u32 zero = 0;
   struct gf_record_tensor_batch *r = bpf_map_lookup_elem(&scratch_tensor, &zero);
   if (!r || bytes == 0)

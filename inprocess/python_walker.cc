@@ -46,22 +46,50 @@ bool FindVersion(inspect::PythonVersion* v) {
 uint32_t PythonWalker::Init() {
   const auto runtime = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "_PyRuntime"));
   code_type_ = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
+  const auto type_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyType_Type"));
+  void* finalizing = dlsym(RTLD_DEFAULT, "Py_IsFinalizing");              // 3.13
+  if (!finalizing) finalizing = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");  // 3.10-3.12
+  finalizing_ = reinterpret_cast<int (*)()>(finalizing);
   inspect::PythonVersion version;
-  if (!runtime || !code_type_ || !FindVersion(&version)) return GF_TENSOR_HOOK_NO_PYTHON;
+  if (!runtime || !code_type_ || !type_type || !finalizing_ || !FindVersion(&version)) return GF_TENSOR_HOOK_NO_PYTHON;
   auto layout = inspect::LayoutFor(version);
   if (!layout) return GF_TENSOR_HOOK_UNSUPPORTED_PYTHON;
+  // The object header the checks rely on, read safely: a build whose
+  // objects are laid out otherwise (debug, free-threaded) fails here.
+  uintptr_t code_type_type = 0;
+  if (!Read<true>(code_type_ + 8, &code_type_type) || code_type_type != type_type)
+    return GF_TENSOR_HOOK_WALK_CHECK_FAILED;
   cfg_ = inspect::MakePyProc(*layout, runtime);  // the BPF walker's layout; its pthread offset goes unused here
   code_argcount_ = layout->code_argcount;
+  tstate_thread_id_ = layout->tstate_thread_id;
   failure_.store(0, std::memory_order_relaxed);
   return 0;
 }
 
 uint32_t PythonWalker::Walk(gf_py_frame* frames, uint32_t* flags) {
   if (failure()) return 0;
+  // Finalization frees other threads' states while their TSS slots still
+  // point at them: no walk from then on (frees never walk, allocations then
+  // are few). Also before any check, which reads through the same pointers.
+  if (finalizing_()) {
+    *flags |= GF_EVF_PY_NO_THREAD;
+    return 0;
+  }
   if (checks_left_.load(std::memory_order_relaxed) <= 0) return WalkWith<false>(frames, flags);
-  uint32_t n = WalkWith<true>(frames, flags);
+  uint32_t checked_flags = 0;
+  uint32_t n = WalkWith<true>(frames, &checked_flags);
+  *flags |= checked_flags;
   if (failure()) return 0;
-  checks_left_.fetch_sub(1, std::memory_order_relaxed);
+  // A walk that read nothing proved nothing: only walks over real frames count.
+  if (checked_flags & GF_EVF_PY_READ_FAILED) {
+    failure_.store(GF_TENSOR_HOOK_WALK_CHECK_FAILED, std::memory_order_relaxed);
+    return 0;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (frames[i].code) {
+      checks_left_.fetch_sub(1, std::memory_order_relaxed);
+      break;
+    }
   return n;
 }
 
@@ -71,7 +99,12 @@ uint32_t PythonWalker::WalkWith(gf_py_frame* frames, uint32_t* flags) {
   // The thread state is CPython's autoTSSkey slot, as in the BPF walker: the
   // GIL holder is usually another thread when the allocator runs.
   int32_t tss[2] = {0, 0};  // Py_tss_t { int _is_initialized; pthread_key_t _key; }
-  if (!Read<kSafe>(c.runtime_addr + c.tss_off, &tss) || tss[0] != 1) {
+  if (!Read<kSafe>(c.runtime_addr + c.tss_off, &tss)) {
+    *flags |= GF_EVF_PY_READ_FAILED;
+    return 0;
+  }
+  // PTHREAD_KEYS_MAX is 1024: anything else is not a key.
+  if (tss[0] != 1 || tss[1] < 0 || tss[1] >= 1024) {
     *flags |= GF_EVF_PY_KEY_UNSET;
     return 0;
   }
@@ -80,9 +113,22 @@ uint32_t PythonWalker::WalkWith(gf_py_frame* frames, uint32_t* flags) {
     *flags |= GF_EVF_PY_NO_THREAD;
     return 0;
   }
+  // The state must be this thread's own (not a stale one left in the slot).
+  uint64_t thread_id = 0;
+  if ((tstate & 7) || !Read<kSafe>(tstate + tstate_thread_id_, &thread_id)) {
+    *flags |= GF_EVF_PY_READ_FAILED;
+    return 0;
+  }
+  if (thread_id != static_cast<uint64_t>(pthread_self())) {
+    *flags |= GF_EVF_PY_NO_THREAD;
+    return 0;
+  }
   uintptr_t frame = 0;
-  if (!Read<kSafe>(tstate + c.tstate_frame, &frame)) return 0;
-  if (c.uses_cframe && frame && !Read<kSafe>(frame + c.cframe_current, &frame)) return 0;
+  if (!Read<kSafe>(tstate + c.tstate_frame, &frame) ||
+      (c.uses_cframe && frame && !Read<kSafe>(frame + c.cframe_current, &frame))) {
+    *flags |= GF_EVF_PY_READ_FAILED;
+    return 0;
+  }
   uint32_t n = 0;
   for (int depth = 0; frame && depth <= GF_MAX_PY_FRAMES; depth++) {
     if (n >= GF_MAX_PY_FRAMES) {
@@ -95,7 +141,10 @@ uint32_t PythonWalker::WalkWith(gf_py_frame* frames, uint32_t* flags) {
       break;
     }
     uint8_t owner = 0;
-    if (c.frame_owner && !Read<kSafe>(frame + c.frame_owner, &owner)) break;
+    if (c.frame_owner && !Read<kSafe>(frame + c.frame_owner, &owner)) {
+      *flags |= GF_EVF_PY_READ_FAILED;
+      break;
+    }
     gf_py_frame& f = frames[n];
     std::memset(&f, 0, sizeof(f));
     if (c.frame_owner && owner == kOwnedByCStack) {

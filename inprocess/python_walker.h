@@ -5,12 +5,15 @@
 // bpf_probe_read_user per read.
 //
 // Plain loads of interpreter memory are safe only with the right layout, so
-// the first walks are made with fault-safe reads (process_vm_readv on
-// ourselves) and checked: every non-shim frame must point at a code object
-// (its type is PyCode_Type). One failed check and the walker turns itself
-// off for good; events then carry no Python frames, and the agent says why.
-// Only the calling thread's own frames are read: they cannot change or be
-// freed while that thread is here, GIL or not.
+// the layout is checked at Init (PyCode_Type's type must be PyType_Type),
+// and walks are made with fault-safe reads (process_vm_readv on ourselves)
+// until kChecks of them have verified real frames: every non-shim frame
+// must point at a code object. A failed check or a refused safe read turns
+// the walker off for good; events then carry no Python frames, and the
+// agent says why. Only the calling thread's own frames are read, and only
+// while the interpreter is not finalizing (which frees other threads'
+// states behind their backs) and the thread state is the calling thread's:
+// they cannot change or be freed while that thread is here, GIL or not.
 #ifndef GPUFLAME_INPROCESS_PYTHON_WALKER_H_
 #define GPUFLAME_INPROCESS_PYTHON_WALKER_H_
 
@@ -36,11 +39,15 @@ class PythonWalker {
   template <bool kSafe>
   uint32_t WalkWith(gf_py_frame* frames, uint32_t* flags);
 
+  static constexpr int kChecks = 8;  // verified walks before plain loads
+
   gf_py_proc cfg_{};
-  uint32_t code_argcount_ = 0;  // 3.10: only read `self` of functions that take arguments
-  uintptr_t code_type_ = 0;     // &PyCode_Type, for the checks
+  uint32_t code_argcount_ = 0;     // 3.10: only read `self` of functions that take arguments
+  uint32_t tstate_thread_id_ = 0;  // PyThreadState.thread_id: pthread_self() of its thread
+  uintptr_t code_type_ = 0;        // &PyCode_Type, for the checks
+  int (*finalizing_)() = nullptr;  // (_)Py_IsFinalizing: an atomic load, no GIL needed
   std::atomic<uint32_t> failure_{GF_TENSOR_HOOK_NO_PYTHON};
-  std::atomic<int> checks_left_{8};
+  std::atomic<int> checks_left_{kChecks};
 };
 
 }  // namespace gpuflame::inprocess

@@ -51,6 +51,7 @@ class SpinLock {
   void lock() {
     while (flag_.test_and_set(std::memory_order_acquire)) __builtin_ia32_pause();
   }
+  bool try_lock() { return !flag_.test_and_set(std::memory_order_acquire); }
   void unlock() { flag_.clear(std::memory_order_release); }
   void reset() { flag_.clear(std::memory_order_relaxed); }
 
@@ -71,6 +72,7 @@ struct State {
   uint32_t pid = 0;  // our own view; the agent uses the probe's host pid
   SpinLock lock;
   // Guarded by |lock|:
+  bool announce_pending = false;  // the next record goes after a LIVE announcement
   alignas(8) uint8_t batch[GF_TENSOR_BATCH_MAX];
   size_t used = 0;
   uint64_t sent[kSentSlots] = {};
@@ -148,6 +150,25 @@ bool SentLocked(State& s, uint64_t id) {
   return false;
 }
 
+// Says we are live, first in the batch, and forgets which stacks were sent:
+// the agent hearing it may be a new one. Under |lock|.
+void AnnounceLocked(State& s, uint32_t python) {
+  gf_event ev = Header(GF_EV_TENSOR_HOOK, 0, 0);
+  ev.arg0 = GF_TENSOR_HOOK_LIVE;
+  ev.arg1 = python;
+  ev.arg2 = GF_ABI_VERSION;  // the agent's check: nothing else says it when CUPTI is off
+  std::memset(s.sent, 0, sizeof(s.sent));
+  s.sent_count = 0;
+  AppendLocked(s, ev, nullptr, 0);
+}
+
+// The announcement a new agent is owed, if any, goes first. Under |lock|.
+void AnnounceIfPendingLocked(State& s) {
+  if (!s.announce_pending) return;
+  s.announce_pending = false;
+  AnnounceLocked(s, s.walker.failure());
+}
+
 void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, Device device) {
   State& s = S();
   gf_event ev = Header(delta >= 0 ? GF_EV_ALLOC : GF_EV_FREE, reinterpret_cast<uint64_t>(ptr),
@@ -157,17 +178,21 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, Device 
   ev.arg2 = reserved;
   if (delta < 0) {
     s.lock.lock();
+    AnnounceIfPendingLocked(s);
     AppendLocked(s, ev, nullptr, 0);
     s.lock.unlock();
     return;
   }
-  // Walked outside the lock: it reads only this thread's frames.
-  thread_local gf_py_frame frames[GF_MAX_PY_FRAMES];
+  // Walked outside the lock: it reads only this thread's frames. On the
+  // stack (3 KB), not thread_local: a dlopen'ed library's first TLS access
+  // on a thread may allocate, and we run under the allocator's lock.
+  gf_py_frame frames[GF_MAX_PY_FRAMES];
   uint32_t flags = 0;
   const uint32_t n = s.walker.Walk(frames, &flags);
   const uint64_t id = n ? HashFrames(frames, n) : 0;
   ev.flags = flags | GF_EVF_STACK_REF;
   s.lock.lock();
+  AnnounceIfPendingLocked(s);
   const bool new_stack = id && !SentLocked(s, id);
   if (new_stack) {
     gf_event def = ev;
@@ -195,29 +220,39 @@ void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, Device de
     if (s.announced.load(std::memory_order_relaxed)) s.announced.store(false, std::memory_order_relaxed);
     return;
   }
-  if (!s.announced.exchange(true, std::memory_order_relaxed)) SayHook(GF_TENSOR_HOOK_LIVE, s.walker.failure());
+  if (!s.announced.exchange(true, std::memory_order_relaxed)) {
+    // Whichever thread records next puts the announcement first in the
+    // batch, in the same critical section as its event: no event of ours
+    // reaches the agent before it.
+    s.lock.lock();
+    s.announce_pending = true;
+    s.lock.unlock();
+  }
   Record(ptr, delta, allocated, reserved, device);
 }
 
 void SayHook(uint32_t status, uint32_t python) {
   State& s = S();
-  gf_event ev = Header(GF_EV_TENSOR_HOOK, 0, 0);
-  ev.arg0 = status;
-  ev.arg1 = python;
-  ev.arg2 = GF_ABI_VERSION;  // the agent's check: nothing else says it when CUPTI is off
   s.lock.lock();
-  AppendLocked(s, ev, nullptr, 0);
+  if (status == GF_TENSOR_HOOK_LIVE) {
+    AnnounceLocked(s, python);
+    s.announce_pending = false;
+  } else {
+    gf_event ev = Header(GF_EV_TENSOR_HOOK, 0, 0);
+    ev.arg0 = status;
+    ev.arg2 = GF_ABI_VERSION;
+    AppendLocked(s, ev, nullptr, 0);
+  }
   SendLocked(s);  // at once: the agent learns from when our events count
   s.lock.unlock();
 }
 
-void AtForkPrepare() { S().lock.lock(); }
-void AtForkParent() { S().lock.unlock(); }
 void AtForkChild() {
   // The child's events are its own: nothing of the parent's batch, a fresh
   // pid, and the lock free whoever held it.
   State& s = S();
   s.used = 0;
+  s.announce_pending = false;
   s.sent_count = 0;
   std::memset(s.sent, 0, sizeof(s.sent));
   s.pid = static_cast<uint32_t>(getpid());
@@ -252,7 +287,10 @@ void TryHook() {
 void StartTensorEvents() {
   State& s = S();
   s.pid = static_cast<uint32_t>(getpid());
-  pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild);
+  // Only a child handler: holding the lock across fork() would stall every
+  // allocating thread for the whole page-table copy, and the child drops
+  // the batch and resets the lock anyway.
+  pthread_atfork(nullptr, nullptr, AtForkChild);
   TryHook();
 }
 
@@ -266,10 +304,6 @@ void PollTensorEvents() {
   // sent: an agent that attached while another kept the semaphore up (so the
   // hook never saw it drop) learns both within kForgetPolls periods.
   const bool again = ++s.polls % kForgetPolls == 0;
-  if (again) {
-    std::memset(s.sent, 0, sizeof(s.sent));
-    s.sent_count = 0;
-  }
   s.lock.unlock();
   // Also when the walker's first checks have turned it off since.
   if (uint32_t python = s.walker.failure(); again || python != s.said_python) {
@@ -280,9 +314,16 @@ void PollTensorEvents() {
 
 void FlushTensorEvents() {
   State& s = S();
-  s.lock.lock();
-  SendLocked(s);
-  s.lock.unlock();
+  // exit() may run on a thread that holds the lock (a signal handler that
+  // exits mid-record): try for a while, never wait forever.
+  for (int i = 0; i < 1000; i++) {
+    if (s.lock.try_lock()) {
+      SendLocked(s);
+      s.lock.unlock();
+      return;
+    }
+    __builtin_ia32_pause();
+  }
 }
 
 }  // namespace gpuflame::inprocess

@@ -184,7 +184,10 @@ void EventProcessor::OnTensorBatch(const gf_event& outer, std::span<const uint8_
       return;
     }
     // The probe's pid is the host's; the library sees its own namespace's.
+    // And whatever the workload wrote, these are tensor-level events.
     ev.pid = outer.pid;
+    ev.domain = GF_DOMAIN_TORCH;
+    ev.api = GF_API_TORCH_REPORT;
     // Only a stack record carries frames, and never native ones: counts the
     // workload wrote elsewhere must not size a read of the payload.
     if (ev.kind != GF_EV_PY_STACK) ev.py_count = 0;
@@ -345,6 +348,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
     case GF_EV_EXEC:
       if (unwinder_) unwinder_->Invalidate(pid);
       foreign_abi_.erase(ev.pid);  // the new image says its own, if it loads the library
+      inprocess_since_.erase(ev.pid);  // and its hook goes live again, or not
+      absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == ev.pid; });
       if (registry_) registry_->OnExec(pid, gated);
       break;
     case GF_EV_PY_FINALIZE:

@@ -5,7 +5,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -233,6 +235,23 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   attached_.emplace(key, kind);
 }
 
+namespace {
+
+// Whether |path| names a regular file in |pid|'s root, resolved there (its
+// symlinks cannot leave it) with O_PATH (a FIFO or device is not opened).
+bool IsRegularFileInRoot(pid_t pid, const std::string& path) {
+  base::ScopedFd root(open(absl::StrCat("/proc/", pid, "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return false;
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  base::ScopedFd file(static_cast<int>(syscall(SYS_openat2, root.get(), path.c_str(), &how, sizeof(how))));
+  struct stat st{};
+  return file && fstat(file.get(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
 uint64_t ProcessRegistry::SampleFollowedCpuNs() {
   static const long ticks_per_s = sysconf(_SC_CLK_TCK);
   for (auto& [pid, info] : processes_) {
@@ -263,10 +282,9 @@ bool ProcessRegistry::TensorInProcess(ProcessInfo& info) {
     // library (at cuInit): its environment says whether it will, and the
     // file must be there, or nothing would observe the tensors.
     auto path = inspect::EnvironmentValue(info.pid, "CUDA_INJECTION64_PATH");
-    struct stat st{};
     inprocess = path && !path->empty() && (*path)[0] == '/' &&
                 std::string_view(*path).substr(path->rfind('/') + 1).starts_with("libgpuflame_cupti.so") &&
-                stat(absl::StrCat("/proc/", info.pid, "/root", *path).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+                IsRegularFileInRoot(info.pid, *path);
   }
   info.tensor_inprocess = inprocess;
   return inprocess;
@@ -316,6 +334,8 @@ void ProcessRegistry::OnExec(pid_t pid, bool gated) {
     info->python.reset();
     info->code.reset();
     info->comm = ReadComm(pid);
+    info->tensor_inprocess.reset();  // decided again from the new image's environment
+    info->tensor_hook = 0;
   }
   OnLibraryMapped(pid, gated);
 }
@@ -369,13 +389,19 @@ void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_ver
 void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version) {
   ProcessInfo& info = Ensure(pid);
   const std::string who = absl::StrCat("pid ", pid, " (", info.comm, "): ");
+  // The numbers are the workload's to choose: one warning per process at
+  // most, whatever it sends, so they cannot grow the warnings.
+  const bool first = info.tensor_hook == 0;
   if (abi_version != GF_ABI_VERSION) {
-    Warn(absl::StrCat(who, "in-process tensor events ignored: libgpuflame_cupti.so speaks ABI ", abi_version,
-                      ", this gpuflame ", GF_ABI_VERSION, " (use the library of this release)"));
+    if (first)
+      Warn(absl::StrCat(who, "in-process tensor events ignored: libgpuflame_cupti.so speaks another ABI than this ",
+                        "gpuflame (", GF_ABI_VERSION, "; use the library of this release)"));
+    info.tensor_hook = ~0u;
     return;
   }
   info.tensor_hook = status;
   info.tensor_hook_python = status == GF_TENSOR_HOOK_LIVE ? python : 0;
+  if (!first) return;
   switch (status == GF_TENSOR_HOOK_LIVE ? python : status) {
     case 0:
     case GF_TENSOR_HOOK_NO_TORCH:  // a CUDA process without PyTorch: nothing to hook
@@ -388,14 +414,14 @@ void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, 
       return;
     case GF_TENSOR_HOOK_WALK_CHECK_FAILED:
       Warn(absl::StrCat(who, "tensor events without Python frames: the in-process stack walk failed its "
-                             "checks (--tensor-events bpf walks from the kernel instead)"));
+                             "checks (--tensor-events probes walks from the kernel instead)"));
       return;
     case GF_TENSOR_HOOK_PATCH_FAILED:
       Warn(absl::StrCat(who, "tensor-level memory unavailable: libc10_cuda.so could not be hooked "
-                             "in-process (--tensor-events bpf uses probes instead)"));
+                             "in-process (--tensor-events probes uses probes instead)"));
       return;
     default:
-      Warn(absl::StrCat(who, "in-process tensor hook reported unknown state ", status));
+      Warn(absl::StrCat(who, "the in-process tensor hook reported a state this gpuflame does not know"));
   }
 }
 
