@@ -159,7 +159,12 @@ void ProcessRegistry::Scan(pid_t pid) {
     if (!kind) continue;
     if (*kind == LibraryKind::kCudaRuntime || *kind == LibraryKind::kCudaDriver) info.has_cuda = true;
     if (*kind == LibraryKind::kTorchCuda) info.has_torch = true;
-    if (*kind == LibraryKind::kCupti) info.has_cupti = true;
+    if (*kind == LibraryKind::kCupti && !info.has_cupti) {
+      info.has_cupti = true;
+      timespec now{};
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      info.tensor_wait_since_ns = now.tv_sec * 1'000'000'000ll + now.tv_nsec;
+    }
     AttachLibrary(pid, m, *kind, *maps, info);
   }
   if (native_) native_->Remember(pid, std::move(*maps));
@@ -393,9 +398,7 @@ void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, 
   // most, whatever it sends, so they cannot grow the warnings.
   const bool first = info.tensor_hook == 0;
   if (abi_version != GF_ABI_VERSION) {
-    if (first)
-      Warn(absl::StrCat(who, "in-process tensor events ignored: libgpuflame_cupti.so speaks another ABI than this ",
-                        "gpuflame (", GF_ABI_VERSION, "; use the library of this release)"));
+    if (first) FallBackToProbes(info, "its libgpuflame_cupti.so speaks another ABI (use the library of this release)");
     info.tensor_hook = ~0u;
     return;
   }
@@ -404,7 +407,9 @@ void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, 
   if (!first) return;
   switch (status == GF_TENSOR_HOOK_LIVE ? python : status) {
     case 0:
+      return;
     case GF_TENSOR_HOOK_NO_TORCH:  // a CUDA process without PyTorch: nothing to hook
+      if (info.has_torch) FallBackToProbes(info, "the library found no libc10_cuda.so to hook");
       return;
     case GF_TENSOR_HOOK_NO_PYTHON:
       Warn(absl::StrCat(who, "tensor events without Python frames: no CPython in the process"));
@@ -417,12 +422,20 @@ void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, 
                              "checks (--tensor-events probes walks from the kernel instead)"));
       return;
     case GF_TENSOR_HOOK_PATCH_FAILED:
-      Warn(absl::StrCat(who, "tensor-level memory unavailable: libc10_cuda.so could not be hooked "
-                             "in-process (--tensor-events probes uses probes instead)"));
+      FallBackToProbes(info, "libc10_cuda.so could not be hooked in-process");
       return;
     default:
       Warn(absl::StrCat(who, "the in-process tensor hook reported a state this gpuflame does not know"));
   }
+}
+
+void ProcessRegistry::FallBackToProbes(ProcessInfo& info, const std::string& why) {
+  if (info.tensor_inprocess && !*info.tensor_inprocess) return;
+  info.tensor_inprocess = false;
+  Warn(absl::StrCat("pid ", info.pid, " (", info.comm, "): tensor events through probes: ", why,
+                    "; what it allocated before they attached is not in the profiles"));
+  // Attaches the probes on its libc10_cuda.so now that it is decided so.
+  if (!info.exited) Scan(info.pid);
 }
 
 void ProcessRegistry::CheckKernelTime() {
@@ -443,6 +456,20 @@ void ProcessRegistry::Forget(pid_t pid) {
 }
 
 void ProcessRegistry::Tick() {
+  // A process that loaded the library for its tensor events and never said
+  // its hook is live (an old library, a failed start): probes instead.
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t now = ts.tv_sec * 1'000'000'000ll + ts.tv_nsec;
+  std::vector<ProcessInfo*> overdue;
+  if (now >= next_hook_check_ns_) {
+    next_hook_check_ns_ = now + 1'000'000'000;
+    for (auto& [pid, info] : processes_)
+    if (info->tensor_inprocess.value_or(false) && info->has_torch && info->has_cupti && info->tensor_hook == 0 &&
+        !info->exited && now - info->tensor_wait_since_ns > kHookDueNs)
+        overdue.push_back(info.get());
+  }
+  for (ProcessInfo* info : overdue) FallBackToProbes(*info, "its libgpuflame_cupti.so did not start its hook within 3 s");
   for (auto it = rescans_.begin(); it != rescans_.end();) {
     Scan(it->first);
     if (--it->second <= 0) {

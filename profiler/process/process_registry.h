@@ -41,6 +41,7 @@ struct ProcessInfo {
   // Its tensor events come from libgpuflame_cupti.so's in-process hook, so
   // it needs no probe on libc10_cuda.so (decided once, see TensorInProcess).
   std::optional<bool> tensor_inprocess;
+  int64_t tensor_wait_since_ns = 0;  // in-process: when the library mapped (its hook is due)
   bool has_cupti = false;  // libgpuflame_cupti.so is loaded
   uint32_t cupti_status = 0;  // enum gf_cupti_status, 0 until it reports
   uint32_t cupti_abi = 0;     // the library's GF_ABI_VERSION, 0 until it reports (or unversioned)
@@ -119,6 +120,10 @@ class ProcessRegistry {
   void AttachTorchFallback(pid_t pid, const std::vector<inspect::Mapping>& maps);
   // Whether |info|'s tensor events come in-process (decided once per process).
   bool TensorInProcess(ProcessInfo& info);
+  // The library cannot serve |info|'s tensor events (|why|): probes instead.
+  void FallBackToProbes(ProcessInfo& info, const std::string& why);
+  // How long a process that loaded the library may take to say its hook is live.
+  static constexpr int64_t kHookDueNs = 3'000'000'000;
   void Warn(std::string message);
   ProcessInfo& Ensure(pid_t pid);
 
@@ -128,6 +133,7 @@ class ProcessRegistry {
   symbolizer::NativeSymbolizer* native_;
   absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>> processes_;
   uint64_t followed_cpu_ticks_ = 0;  // SampleFollowedCpuNs's running total
+  int64_t next_hook_check_ns_ = 0;   // Tick looks for overdue hooks once a second
   absl::flat_hash_map<FileKey, LibraryKind> attached_;
   absl::flat_hash_map<pid_t, int> rescans_;  // pid -> scans left
   absl::flat_hash_set<std::string> warned_;

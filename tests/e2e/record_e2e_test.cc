@@ -169,6 +169,30 @@ TEST(RecordTest, FindsEveryExpectedInterpreter) {
   EXPECT_GE(SupportedInterpreters().size(), 5u);
 }
 
+TEST(RecordTest, ProbesTakeOverWhenTheInProcessHookNeverStarts) {
+  // The command drops CUDA_INJECTION64_PATH before CUDA starts: the library
+  // is mapped but never started, so its hook never says it is live.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("late-hook");
+  RunResult r = Record(out, PyenvPython("3.12"), "late_hook.py");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string summary_text = ReadFile(out + "/summary.json");
+  EXPECT_NE(summary_text.find("tensor events through probes: its libgpuflame_cupti.so did not start its hook"),
+            std::string::npos)
+      << summary_text;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
+  EXPECT_EQ(ValueEndingWith(Stacks(torch, "inuse_space"), "<module>;late_tensor;empty;Tensor > __init__;" + kTorchLeaf),
+            8 * MiB)
+      << Dump(Stacks(torch, "inuse_space"));
+  auto summary = nlohmann::json::parse(summary_text);
+  for (const auto& p : summary["processes"]) {
+    if (p.value("torch", false)) {
+      EXPECT_EQ(p.value("tensor_events", ""), "probes") << summary.dump();
+    }
+  }
+}
+
 TEST(RecordTest, ExitsWithTheCommandsStatus) {
   GPUFLAME_REQUIRE_ROOT();
   std::string out = TempDir("status");
