@@ -78,6 +78,11 @@ bool WriteSlot(void** slot, void* value) {
 
 }  // namespace
 
+bool RestoreGotSlot(void** slot, void* value) {
+  if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) == value) return false;
+  return WriteSlot(slot, value);
+}
+
 GotHookResult HookGot(const char* library_prefix, const char* symbol, void* replacement, OriginalSink sink) {
   GotHookResult out;
   Library lib{library_prefix};
@@ -132,6 +137,7 @@ GotHookResult HookGot(const char* library_prefix, const char* symbol, void* repl
         out.error = std::string("cannot make the GOT of ") + lib.name + " writable";
         return out;
       }
+      if (out.slots < kMaxGotSlots) out.slot[out.slots] = slot;
       out.slots++;
     }
   }

@@ -11,10 +11,13 @@
 
 namespace gpuflame::inprocess {
 
+inline constexpr int kMaxGotSlots = 4;
+
 struct GotHookResult {
-  int slots = 0;             // GOT slots rewritten (0: nothing to hook)
-  void* original = nullptr;  // the function the slots pointed to, resolved
-  std::string error;         // why not, when slots == 0
+  int slots = 0;                   // GOT slots rewritten (0: nothing to hook)
+  void** slot[kMaxGotSlots] = {};  // where, for the first kMaxGotSlots
+  void* original = nullptr;        // the function the slots pointed to, resolved
+  std::string error;               // why not, when slots == 0
 };
 
 // Where the hook finds the original: stored before the first slot changes,
@@ -27,6 +30,10 @@ using OriginalSink = void (*)(void* original);
 // scope (dlsym on its handle), not read from the slot: with lazy binding the
 // slot may still point at the PLT stub, which would rebind it over the hook.
 GotHookResult HookGot(const char* library_prefix, const char* symbol, void* replacement, OriginalSink sink);
+
+// Points |slot| at |value| again if something (the dynamic loader's lazy
+// binding, racing the first patch) rewrote it; true if it had to.
+bool RestoreGotSlot(void** slot, void* value);
 
 }  // namespace gpuflame::inprocess
 

@@ -62,6 +62,7 @@ class SpinLock {
 struct State {
   std::atomic<ReportFn> original{nullptr};
   std::atomic<bool> hooked{false};
+  GotHookResult patch;  // flusher thread only, once hooked
   // The current agent has been told we are live (an agent ignores our events
   // until it is: that record carries the ABI version and the hand-over time).
   std::atomic<bool> announced{false};
@@ -276,6 +277,7 @@ void TryHook() {
     s.said_no_torch = true;
     return;
   }
+  s.patch = r;
   s.hooked.store(true);
   s.said_python = python;
   s.announced.store(true);
@@ -298,6 +300,10 @@ void PollTensorEvents() {
   State& s = S();
   TryHook();
   if (!s.hooked.load()) return;
+  // With lazy binding, the loader resolving the slot's first call while we
+  // patched it may have written the original back: patch it again.
+  for (int i = 0; i < s.patch.slots && i < kMaxGotSlots; i++)
+    RestoreGotSlot(s.patch.slot[i], reinterpret_cast<void*>(&Hook));
   s.lock.lock();
   SendLocked(s);
   // Now and then, say again that we are live and forget which stacks were

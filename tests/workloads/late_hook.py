@@ -12,7 +12,7 @@ ctypes.CDLL(os.environ.pop("CUDA_INJECTION64_PATH"))  # mapped; CUDA will not st
 import sim_torch  # noqa: E402
 
 MiB = 1 << 20
-time.sleep(4)
+time.sleep(6)  # the take-over is due 3 s after the mapping, checked once a second
 
 
 def late_tensor():
