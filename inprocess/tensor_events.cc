@@ -15,6 +15,7 @@
 #include "bpf/gpuflame_abi.h"
 #include "inprocess/got_hook.h"
 #include "inprocess/python_walker.h"
+#include "inprocess/torch_report.h"
 
 extern "C" {
 __extension__ unsigned short gpuflame_tensor_batch_semaphore __attribute__((section(".probes"), used));
@@ -23,16 +24,6 @@ __extension__ unsigned short gpuflame_tensor_batch_semaphore __attribute__((sect
 namespace gpuflame::inprocess {
 namespace {
 
-// c10::Device, passed by value in one register.
-struct Device {
-  int8_t type;
-  int8_t index;
-};
-using ReportFn = void (*)(void*, int64_t, size_t, size_t, Device);
-
-constexpr const char* kTorchCuda = "libc10_cuda.so";
-// c10::reportMemoryUsageToProfiler(void*, long, unsigned long, unsigned long, c10::Device)
-constexpr const char* kReportSymbol = "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
 constexpr size_t kSentSlots = 4096;  // stack IDs remembered (a power of two)
 constexpr int kForgetPolls = 100;    // polls (100 ms apart) between re-sending every stack
 
@@ -60,7 +51,7 @@ class SpinLock {
 };
 
 struct State {
-  std::atomic<ReportFn> original{nullptr};
+  std::atomic<TorchReportFn> original{nullptr};
   std::atomic<bool> hooked{false};
   GotHookResult patch;  // flusher thread only, once hooked
   // The current agent has been told we are live (an agent ignores our events
@@ -170,7 +161,7 @@ void AnnounceIfPendingLocked(State& s) {
   AnnounceLocked(s, s.walker.failure());
 }
 
-void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, Device device) {
+void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
   State& s = S();
   gf_event ev = Header(delta >= 0 ? GF_EV_ALLOC : GF_EV_FREE, reinterpret_cast<uint64_t>(ptr),
                        static_cast<uint64_t>(delta >= 0 ? delta : -delta));
@@ -212,7 +203,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, Device 
 
 void SayHook(uint32_t status, uint32_t python);
 
-void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, Device device) {
+void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
   State& s = S();
   s.original.load(std::memory_order_acquire)(ptr, delta, allocated, reserved, device);
   if (delta == 0) return;
@@ -268,8 +259,8 @@ void TryHook() {
   State& s = S();
   if (s.hooked.load() || !Listening()) return;
   const uint32_t python = s.walker.Init();
-  GotHookResult r = HookGot(kTorchCuda, kReportSymbol, reinterpret_cast<void*>(&Hook), [](void* original) {
-    S().original.store(reinterpret_cast<ReportFn>(original), std::memory_order_release);
+  GotHookResult r = HookGot(kTorchCudaLibrary, kTorchReportSymbol, reinterpret_cast<void*>(&Hook), [](void* original) {
+    S().original.store(reinterpret_cast<TorchReportFn>(original), std::memory_order_release);
   });
   if (r.slots == 0) {
     // Not a PyTorch process (yet): said once, tried again every period.

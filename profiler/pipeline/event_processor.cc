@@ -72,9 +72,11 @@ StackId EventProcessor::OverBudgetStack(const gf_event& ev) {
 
 StackId EventProcessor::MarkerStack(const gf_event& ev, const char* name) {
   StartKey(ev, /*mixed=*/false);
-  // Raw stacks append whole 8-byte words; a marker's odd-length tail cannot be one.
+  // Raw stacks append whole 8-byte words (frames are 24 bytes): a tail that
+  // is not a multiple of 8 bytes cannot be one.
+  const size_t prefix = key_.size();
   key_.append(name);
-  if (key_.size() % 8 == 0) key_.push_back('\0');
+  if ((key_.size() - prefix) % 8 == 0) key_.push_back('\0');
   StackId id = stacks_.Find(key_);
   if (id != StackTable::kNone) return id;
   symbolizer::Frame marker;

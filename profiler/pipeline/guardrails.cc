@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "inspect/proc_stat.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -58,14 +59,9 @@ Guardrails::Guardrails(GuardrailLimits limits, base::ScopedFd stat, base::Scoped
 bool Guardrails::ReadCpuTicks(uint64_t& ticks) const {
   char buf[1024];
   if (!stat_ || !ReadSmall(stat_.get(), buf, sizeof(buf))) return false;
-  // Fields after the command name, which may hold spaces and parentheses:
-  // skip to the last ')'. utime and stime are fields 14 and 15.
-  const char* p = std::strrchr(buf, ')');
-  if (!p) return false;
-  unsigned long long utime = 0, stime = 0;
-  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
-    return false;
-  ticks = utime + stime;
+  auto t = inspect::CpuTicksFromStat(buf);
+  if (!t) return false;
+  ticks = *t;
   return true;
 }
 

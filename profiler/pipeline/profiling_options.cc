@@ -1,6 +1,7 @@
 #include "profiler/pipeline/profiling_options.h"
 
 #include <charconv>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,15 @@ absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
   if (v == "false" || v == "0" || v == "no") return false;
   return absl::InvalidArgumentError(absl::StrCat(key, " wants true or false, not '", v, "'"));
+}
+
+// |v| as a T in [lo, hi], the whole text; nullopt otherwise.
+template <typename T>
+std::optional<T> NumberIn(absl::string_view v, T lo, T hi) {
+  T n{};
+  auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size() || !(n >= lo && n <= hi)) return std::nullopt;
+  return n;
 }
 
 }  // namespace
@@ -54,39 +64,34 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     return absl::OkStatus();
   }
   if (key == "cpu_hz") {
-    int hz = -1;
-    auto r = std::from_chars(value.data(), value.data() + value.size(), hz);
-    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || hz < 0 || hz > 10000)
+    auto hz = NumberIn(value, 0, 10000);
+    if (!hz)
       return absl::InvalidArgumentError(
           absl::StrCat("cpu_hz wants 0 to 10000 samples per second, not '", value, "'"));
-    o.cpu_hz = hz;
+    o.cpu_hz = *hz;
     return absl::OkStatus();
   }
   if (key == "max_cpu") {
-    double cores = -1;
-    auto r = std::from_chars(value.data(), value.data() + value.size(), cores);
-    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || !(cores >= 0 && cores <= 1024))
+    auto cores = NumberIn(value, 0.0, 1024.0);
+    if (!cores)
       return absl::InvalidArgumentError(absl::StrCat("max_cpu wants CPU cores (e.g. 0.5; 0: no limit), not '", value, "'"));
-    o.guardrails.max_cpu_cores = cores;
+    o.guardrails.max_cpu_cores = *cores;
     return absl::OkStatus();
   }
   if (key == "max_overhead") {
     // A percentage, as users say it: "1" is 1% of the profiled processes' CPU time.
-    double percent = -1;
-    auto r = std::from_chars(value.data(), value.data() + value.size(), percent);
-    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || !(percent >= 0 && percent <= 100))
+    auto percent = NumberIn(value, 0.0, 100.0);
+    if (!percent)
       return absl::InvalidArgumentError(
           absl::StrCat("max_overhead wants a percentage of the profiled processes' CPU time (e.g. 1; 0: no limit), not '",
                        value, "'"));
-    o.guardrails.max_overhead = percent / 100;
+    o.guardrails.max_overhead = *percent / 100;
     return absl::OkStatus();
   }
   if (key == "max_memory_mb") {
-    uint64_t mb = 0;
-    auto r = std::from_chars(value.data(), value.data() + value.size(), mb);
-    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || mb > (1ull << 24))
-      return absl::InvalidArgumentError(absl::StrCat("max_memory_mb wants MiB (0: no limit), not '", value, "'"));
-    o.guardrails.max_rss_bytes = mb << 20;
+    auto mb = NumberIn<uint64_t>(value, 0, 1ull << 24);
+    if (!mb) return absl::InvalidArgumentError(absl::StrCat("max_memory_mb wants MiB (0: no limit), not '", value, "'"));
+    o.guardrails.max_rss_bytes = *mb << 20;
     return absl::OkStatus();
   }
   if (key == "binaries") {

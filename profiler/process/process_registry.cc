@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
 #include "inspect/proc_environ.h"
+#include "inspect/proc_stat.h"
 #include "profiler/process/python_discovery.h"
 
 namespace gpuflame::profiler {
@@ -263,15 +264,11 @@ uint64_t ProcessRegistry::SampleFollowedCpuNs() {
     if (info->exited) continue;
     base::ScopedFd fd(open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC));
     char buf[1024];
-    ssize_t n = fd ? read(fd.get(), buf, sizeof(buf) - 1) : -1;
+    ssize_t n = fd ? read(fd.get(), buf, sizeof(buf)) : -1;
     if (n <= 0) continue;
-    buf[n] = '\0';
-    // After the command name, which may hold anything: the last ')'.
-    const char* p = std::strrchr(buf, ')');
-    unsigned long long utime = 0, stime = 0;
-    if (!p || std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
-      continue;
-    const uint64_t ticks = utime + stime;
+    auto cpu = inspect::CpuTicksFromStat(std::string_view(buf, static_cast<size_t>(n)));
+    if (!cpu) continue;
+    const uint64_t ticks = *cpu;
     // A first sample only sets the base: time used before it is not ours to share.
     if (info->cpu_ticks && ticks > *info->cpu_ticks) followed_cpu_ticks_ += ticks - *info->cpu_ticks;
     info->cpu_ticks = ticks;

@@ -2,6 +2,7 @@
 // c10::reportMemoryUsageToProfiler (in libc10.so) through its GOT, as
 // PyTorch's does. Own binary: it links only what the injection library links.
 #include "inprocess/got_hook.h"
+#include "inprocess/torch_report.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -13,23 +14,15 @@
 namespace gpuflame::inprocess {
 namespace {
 
-struct Device {
-  int8_t type;
-  int8_t index;
-};
-using ReportFn = void (*)(void*, int64_t, size_t, size_t, Device);
-
-std::atomic<ReportFn> original{nullptr};
+std::atomic<TorchReportFn> original{nullptr};
 std::atomic<int> hooked_calls{0};
 std::atomic<int64_t> last_delta{0};
 
-void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, Device device) {
+void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
   hooked_calls++;
   last_delta = delta;
   original.load()(ptr, delta, allocated, reserved, device);
 }
-
-constexpr const char* kReport = "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
 
 TEST(GotHookTest, RedirectsOneLibrarysCallsAndRestoresAfterARebind) {
   void* lib = dlopen((std::string(GPUFLAME_SIM_DIR) + "/libc10_cuda.so").c_str(), RTLD_NOW);
@@ -38,8 +31,8 @@ TEST(GotHookTest, RedirectsOneLibrarysCallsAndRestoresAfterARebind) {
   auto free_ = reinterpret_cast<void (*)(void*, int)>(dlsym(lib, "gf_sim_free"));
   ASSERT_TRUE(empty && free_);
 
-  GotHookResult r = HookGot("libc10_cuda.so", kReport, reinterpret_cast<void*>(&Hook),
-                            [](void* o) { original = reinterpret_cast<ReportFn>(o); });
+  GotHookResult r = HookGot(kTorchCudaLibrary, kTorchReportSymbol, reinterpret_cast<void*>(&Hook),
+                            [](void* o) { original = reinterpret_cast<TorchReportFn>(o); });
   ASSERT_GE(r.slots, 1) << r.error;
   ASSERT_NE(original.load(), nullptr);
   void* p = empty(4096, 0);
@@ -62,7 +55,8 @@ TEST(GotHookTest, RedirectsOneLibrarysCallsAndRestoresAfterARebind) {
 }
 
 TEST(GotHookTest, SaysWhyWhenThereIsNothingToHook) {
-  GotHookResult none = HookGot("libnot_loaded_anywhere.so", kReport, reinterpret_cast<void*>(&Hook), [](void*) {});
+  GotHookResult none =
+      HookGot("libnot_loaded_anywhere.so", kTorchReportSymbol, reinterpret_cast<void*>(&Hook), [](void*) {});
   EXPECT_EQ(none.slots, 0);
   EXPECT_NE(none.error.find("is not loaded"), std::string::npos) << none.error;
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "inspect/proc_environ.h"
+#include "inspect/proc_stat.h"
 #include "profiler/aggregate/allocation_tracker.h"
 #include "app/cli.h"
 #include "profiler/pipeline/event_processor.h"
@@ -32,6 +33,15 @@ TEST(ProcEnvironTest, FindsAVariableInWhateverTheProcessWrote) {
   EXPECT_EQ(inspect::EnvironmentValue(getpid(), "GPUFLAME_TEST_ENV"), std::nullopt)
       << "environ is the exec-time environment: setenv does not change it";
   EXPECT_TRUE(inspect::EnvironmentValue(getpid(), "PATH").has_value() || !getenv("PATH"));
+}
+
+TEST(ProcStatTest, CpuTicksSurviveAnyCommandName) {
+  // A process names itself: spaces and parentheses, even ") R 1 2".
+  EXPECT_EQ(inspect::CpuTicksFromStat("42 (a) R 1 2 (x)) S 1 1 1 0 -1 4194560 10 0 0 0 7 5 0 0 20 0"), 12u);
+  EXPECT_EQ(inspect::CpuTicksFromStat("42 (py) S 1 1 1 0 -1 0 0 0 0 0 100 23 0 0"), 123u);
+  EXPECT_FALSE(inspect::CpuTicksFromStat("no parenthesis at all"));
+  EXPECT_FALSE(inspect::CpuTicksFromStat("42 (short) S 1"));
+  EXPECT_FALSE(inspect::CpuTicksFromStat(""));
 }
 
 TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {

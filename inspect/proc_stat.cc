@@ -1,0 +1,19 @@
+#include "inspect/proc_stat.h"
+
+#include <cstdio>
+#include <string>
+
+namespace gpuflame::inspect {
+
+std::optional<uint64_t> CpuTicksFromStat(std::string_view stat) {
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  // utime and stime are fields 14 and 15: eleven fields after the state.
+  const std::string rest(stat.substr(close + 1));
+  unsigned long long utime = 0, stime = 0;
+  if (std::sscanf(rest.c_str(), " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+    return std::nullopt;
+  return utime + stime;
+}
+
+}  // namespace gpuflame::inspect

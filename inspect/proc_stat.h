@@ -1,0 +1,17 @@
+// CPU time from a /proc/PID/stat line: utime + stime, in clock ticks. The
+// command name before them may hold anything, spaces and parentheses too,
+// so fields are counted from its last ')'.
+#ifndef GPUFLAME_INSPECT_PROC_STAT_H_
+#define GPUFLAME_INSPECT_PROC_STAT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace gpuflame::inspect {
+
+std::optional<uint64_t> CpuTicksFromStat(std::string_view stat);
+
+}  // namespace gpuflame::inspect
+
+#endif  // GPUFLAME_INSPECT_PROC_STAT_H_
