@@ -202,7 +202,7 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
 
 Profiling options (config keys native_stacks, cpu_hz, thread_names, kernel_time,
 hide_trampolines, keep_interpreter_frames, binaries, max_cpu, max_memory_mb,
-tensor_events, max_overhead):
+tensor_events, max_overhead, kernel_activity):
 )", ProfilingFlags::Help(28));
 }
 
@@ -212,6 +212,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
   // Continuous profiling keeps to 1% of the workload's CPU time by default
   // (record, the exact mode, sets no such limit).
   c.profiling.guardrails.max_overhead = 0.01;
+  c.profiling.kernel_time_exact = false;  // continuous: activity duty-cycled, estimates scaled
   // The file first, wherever --config appears.
   for (size_t i = 0; i < args.size(); i++) {
     if (args[i] == "--config") {
@@ -228,7 +229,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_NODE", "node"}, {"NODE_NAME", "node"}, {"GPUFLAME_SPOOL_DIR", "spool_dir"},
       {"GPUFLAME_BINARIES", "binaries"}, {"GPUFLAME_NATIVE_STACKS", "native_stacks"},
       {"GPUFLAME_CPU_HZ", "cpu_hz"}, {"GPUFLAME_THREAD_NAMES", "thread_names"},
-      {"GPUFLAME_KERNEL_TIME", "kernel_time"}, {"GPUFLAME_KUBELET_URL", "kubelet_url"},
+      {"GPUFLAME_KERNEL_TIME", "kernel_time"}, {"GPUFLAME_KERNEL_ACTIVITY", "kernel_activity"},
+      {"GPUFLAME_KUBELET_URL", "kubelet_url"},
       {"GPUFLAME_KUBELET_INSECURE_SKIP_VERIFY", "kubelet_insecure_skip_verify"}};
   for (const auto& [var, key] : kEnv)
     if (auto it = env.find(var); it != env.end() && !it->second.empty())

@@ -12,6 +12,7 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.tracker = ev.tracker().stats();
   s.live_allocations = ev.tracker().live_count();
   s.joiner = ev.joiner().stats();
+  s.events_library = ev.library_cost();
   s.resolver = session.resolver().stats();
   s.unwinder = session.unwinder().stats();
   s.refresher = session.refresher().stats();
@@ -45,6 +46,10 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_gpu_activity_records_total", "Kernel, memcpy and memset records from libgpuflame_cupti.so.", "counter", double(s.joiner.records)},
       {"gpuflame_gpu_activity_charged_by_share_total", "GPU activity whose launch stack was not sampled, charged to the sampled stacks of the same kernel.", "counter", double(s.joiner.scaled)},
       {"gpuflame_gpu_activity_unattributed_total", "GPU activity charged to [launch stack not sampled] (its kernel never had a sampled launch).", "counter", double(s.joiner.unattributed)},
+      {"gpuflame_library_time_seconds_total", "libgpuflame_cupti.so's own time in the profiled processes (tensor hook, CUPTI callbacks, its threads), as the processes report it.", "counter", double(s.events_library.ns()) / 1e9},
+      {"gpuflame_library_tensor_hook_seconds_total", "The in-process tensor hook's time (estimated from one event in 64).", "counter", double(s.events_library.hook_ns) / 1e9},
+      {"gpuflame_gpu_activity_weighted_records_total", "Activity records of duty-cycled CUPTI activity, each standing for N (one period in N observed).", "counter", double(s.joiner.weighted_records)},
+      {"gpuflame_gpu_activity_estimated_records_total", "What all activity records stand for: seen plus estimated unseen.", "counter", double(s.joiner.estimated_records)},
       {"gpuflame_gpu_activity_batches_unreadable_total", "Activity batches the probe could not copy (records lost).", "counter", double(s.bpf[GF_STAT_KERNEL_BATCH_READ_FAILED])},
       {"gpuflame_native_frames_unresolved", "Native frames still raw addresses (no symbol found yet).", "gauge", double(s.native_frames_unresolved)},
       {"gpuflame_native_frames_resolved_later_total", "Raw-address frames named in a later window (debug files or binaries found by build ID).", "counter", double(s.refresher.resolved)},

@@ -23,6 +23,7 @@ struct AgentStats {
   TrackerStats tracker;
   uint64_t live_allocations = 0;
   JoinStats joiner;
+  LibraryCost events_library;  // libgpuflame_cupti.so's own time, as the processes report it
   ResolveStats resolver;
   UnwindStats unwinder;
   RefreshStats refresher;

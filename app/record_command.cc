@@ -159,7 +159,10 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"joined\": ", j.joined, ", \"charged_by_sampled_share\": ", j.scaled,
                   ", \"launch_stack_not_sampled\": ", j.unattributed, ", \"unknown_kernel_names\": ", j.unknown_names,
                   ", \"expired_launch_stacks\": ", j.expired_launches,
-                  ", \"implausible_durations_clamped\": ", j.implausible_durations, "},\n");
+                  ", \"implausible_durations_clamped\": ", j.implausible_durations,
+                  ", \"weighted_records\": ", j.weighted_records, ", \"estimated_records\": ", j.estimated_records,
+                  ", \"activity\": \"", reg.options().kernel_time_exact ? "exact" : "sampled",
+                  "\"},\n");
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",
                   ev.frames().size(), ", \"python_frames_unresolved\": ",
                   res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
@@ -356,7 +359,7 @@ int RunRecord(const RecordOptions& opt) {
                                     " events on stacks first seen while over the memory budget went to ",
                                     kOverBudgetFrame));
   const SelfCost self_cost{session.program_stats().Describe(), ProgramCostBetween({}, session.BpfProgramStats()),
-                           session.guardrails().CpuSeconds()};
+                           session.guardrails().CpuSeconds(), events.library_cost()};
   std::string summary = SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(),
                                     session.unwinder().stats(), session.native_symbols(), session.guardrails(),
                                     SelfCostJson(self_cost), profiling.tensor_events,

@@ -58,7 +58,14 @@ std::string SelfCostJson(const SelfCost& cost) {
     absl::StrAppend(&out, i ? ",\n" : "\n", "    ", base::JsonString(p.name), ": {\"hits\": ", p.hits,
                     ", \"ns_total\": ", p.ns_total, ", \"ns_per_hit\": ", absl::StrFormat("%.1f", p.ns_per_hit()), "}");
   }
-  absl::StrAppend(&out, cost.programs.empty() ? "}}" : "\n  }}");
+  absl::StrAppend(&out, cost.programs.empty() ? "}" : "\n  }");
+  const LibraryCost& l = cost.library;
+  absl::StrAppend(&out, ",\n  \"library\": {\"processes\": ", l.processes, ", \"ns_total\": ", l.ns(),
+                  ", \"tensor_events\": ", l.hook_calls, ", \"tensor_hook_ns\": ", l.hook_ns,
+                  ", \"tensor_hook_ns_per_event\": ",
+                  absl::StrFormat("%.1f", l.hook_calls ? static_cast<double>(l.hook_ns) / static_cast<double>(l.hook_calls) : 0.0),
+                  ", \"cupti_callback_ns\": ", l.callback_ns, ", \"library_threads_ns\": ", l.thread_ns,
+                  ", \"cupti_overhead_records_ns\": ", l.cupti_overhead_ns, "}}");
   return out;
 }
 
@@ -69,6 +76,12 @@ std::string SelfCostLine(const SelfCost& cost) {
                                            : absl::StrFormat("%s in BPF programs (%.2f µs per hit, %s hits)",
                                                              HumanSeconds(static_cast<double>(total.ns_total)),
                                                              total.ns_per_hit() / 1e3, HumanCount(total.hits));
+  const LibraryCost& l = cost.library;
+  if (l.processes)
+    absl::StrAppend(&bpf, ", ", HumanSeconds(static_cast<double>(l.ns())), " in the workloads' library",
+                    l.hook_calls ? absl::StrFormat(" (%.2f µs per tensor event)", static_cast<double>(l.hook_ns) /
+                                                                                      static_cast<double>(l.hook_calls) / 1e3)
+                                 : std::string());
   if (cost.cpu_seconds >= 0) absl::StrAppend(&bpf, absl::StrFormat(", %.2f s CPU in gpuflame", cost.cpu_seconds));
   return absl::StrCat("gpuflame cost: ", bpf);
 }

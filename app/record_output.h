@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "profiler/aggregate/profile.h"
+#include "profiler/pipeline/event_processor.h"
 #include "profiler/probes/program_stats.h"
 
 namespace gpuflame::profiler {
@@ -30,11 +31,13 @@ struct SelfCost {
   std::string bpf_stats;              // ProgramStats::Describe(): "on" | "unavailable: <reason>"
   std::vector<ProgramCost> programs;  // per program, since it was loaded
   double cpu_seconds = -1;            // gpuflame's own CPU time, user + system; -1 unknown
+  LibraryCost library;                // libgpuflame_cupti.so's own time in the processes
 };
 // summary.json's "self_cost" value (a JSON object, one program per line).
 std::string SelfCostJson(const SelfCost& cost);
 // The terminal's line: "gpuflame cost: 1.23 s in BPF programs (0.84 µs per
-// hit, 1.46 M hits), 0.41 s CPU in gpuflame".
+// hit, 1.46 M hits), 52.1 ms in the workloads' library (0.21 µs per tensor
+// event), 0.41 s CPU in gpuflame".
 std::string SelfCostLine(const SelfCost& cost);
 
 }  // namespace gpuflame::profiler

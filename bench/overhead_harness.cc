@@ -5,6 +5,15 @@
 //   none      no probe at all
 //   noop      a counting BPF program on the same USDT points (the kernel trap)
 //   gpuflame  the full agent: stack walk in BPF, ring buffer, event loop
+//   inprocess        the agent with tensor events from libgpuflame_cupti.so
+//                    (--injection LIB); with --kernel-time also kernel time,
+//                    CUPTI activity duty-cycled (the agent's default)
+//   inprocess-exact  the same with activity on all the time (record's mode)
+//   history-python, history-all  PyTorch's own recorder (step_workload.py)
+// With --kernel-time each observer's round is followed by --settle-ms
+// (default 2000) without it: the kernel lets go of a session's uprobes, and
+// so of the library's semaphores, a while after the session ends, and the
+// library turns CUPTI off on its next tick after that.
 // Reports ns added per allocator event and gpuflame's cost relative to noop,
 // and splits the added time per event into the BPF programs' own run time
 // (the kernel's per-program run-time stats, per program) and the rest: the
@@ -50,7 +59,8 @@ struct Workload {
   std::string backend;
 };
 
-Workload Start(const std::string& python, const std::string& script, int cpu, const std::string& injection) {
+Workload Start(const std::string& python, const std::string& script, int cpu, const std::string& injection,
+               bool kernel_time) {
   // Close-on-exec: the workload keeps only the copies dup2() makes on 0 and 1.
   std::optional<base::Pipe> to_child = base::Pipe::Open();
   std::optional<base::Pipe> from_child = base::Pipe::Open();
@@ -67,9 +77,10 @@ Workload Start(const std::string& python, const std::string& script, int cpu, co
     }
     if (!injection.empty()) {
       // libgpuflame_cupti.so for the in-process mode, loaded at cuInit as
-      // `record` loads it, with CUPTI left alone: tensor events only.
+      // `record` loads it; without --kernel-time, with CUPTI left alone:
+      // tensor events only.
       setenv("CUDA_INJECTION64_PATH", injection.c_str(), 1);
-      setenv("GPUFLAME_KERNEL_TIME", "0", 1);
+      if (!kernel_time) setenv("GPUFLAME_KERNEL_TIME", "0", 1);
     }
     dup2(to_child->read_end.get(), 0);
     dup2(from_child->write_end.get(), 1);
@@ -149,7 +160,7 @@ class AgentObserver {
   explicit AgentObserver(symbolizer::ElfCache& elves) : elves_(elves) {}
   // |inprocess|: tensor events from libgpuflame_cupti.so's hook, no probes
   // on libc10_cuda.so (--tensor-events inprocess).
-  bool Start(pid_t pid, bool inprocess) {
+  bool Start(pid_t pid, bool inprocess, bool kernel_time_exact) {
     profiler::BpfProbes::Options opt;
     opt.filter_targets = true;
     auto probes = profiler::BpfProbes::Load(opt);
@@ -166,6 +177,7 @@ class AgentObserver {
     reader_ = std::move(*reader);
     profiler::ProcessRegistry::Options ropt;
     ropt.tensor_events = inprocess ? profiler::TensorEvents::kInProcess : profiler::TensorEvents::kProbes;
+    ropt.kernel_time_exact = kernel_time_exact;
     registry_ = std::make_unique<profiler::ProcessRegistry>(*probes_, elves_, ropt);
     resolver_ = std::make_unique<profiler::StackResolver>(registry_.get(), native_, profiler::StackResolver::Options{});
     events_ = std::make_unique<profiler::EventProcessor>(registry_.get(), *resolver_);
@@ -241,11 +253,17 @@ int main(int argc, char** argv) {
   long iters = 100000;
   bool bpf_stats = true;
   std::string injection;  // libgpuflame_cupti.so: enables the inprocess mode
+  bool kernel_time = false;
+  int settle_ms = -1;
   std::vector<std::string> modes = {"none", "noop", "gpuflame"};
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--no-bpf-stats") {
       bpf_stats = false;
+      continue;
+    }
+    if (a == "--kernel-time") {
+      kernel_time = true;
       continue;
     }
     if (i + 1 >= argc) break;
@@ -256,6 +274,7 @@ int main(int argc, char** argv) {
     else if (a == "--iters") iters = atol(v);
     else if (a == "--workload-cpu") cpu = atoi(v);
     else if (a == "--injection") injection = v;
+    else if (a == "--settle-ms") settle_ms = atoi(v);
     else if (a == "--modes") {
       modes.clear();
       for (absl::string_view m : absl::StrSplit(v, ',')) modes.emplace_back(m);
@@ -263,15 +282,16 @@ int main(int argc, char** argv) {
   }
   for (const std::string& m : modes)
     if (m != "none" && m != "noop" && m != "gpuflame" && m != "history-python" && m != "history-all" &&
-        (m != "inprocess" || injection.empty())) {
+        ((m != "inprocess" && m != "inprocess-exact") || injection.empty())) {
       fprintf(stderr,
-              "overhead: unknown mode %s (none, noop, gpuflame; inprocess with --injection LIB; history-python and "
-              "history-all with step_workload.py)\n",
+              "overhead: unknown mode %s (none, noop, gpuflame; inprocess, inprocess-exact with --injection LIB; "
+              "history-python and history-all with step_workload.py)\n",
               m.c_str());
       return 2;
     }
   if (std::find(modes.begin(), modes.end(), "none") == modes.end()) modes.insert(modes.begin(), "none");
-  Workload w = Start(python, script, cpu, injection);
+  if (settle_ms < 0) settle_ms = kernel_time ? 2000 : 0;
+  Workload w = Start(python, script, cpu, injection, kernel_time);
   if (w.pid <= 0) {
     fprintf(stderr, "overhead: could not start %s %s\n", python.c_str(), script.c_str());
     return 1;
@@ -304,11 +324,12 @@ int main(int argc, char** argv) {
       if (mode == "noop") {
         noop = std::make_unique<NoopObserver>();
         if (!noop->Start(lib)) return 1;
-      } else if (mode == "gpuflame" || mode == "inprocess") {
+      } else if (mode == "gpuflame" || mode.rfind("inprocess", 0) == 0) {
         agent = std::make_unique<AgentObserver>(elves);
-        if (!agent->Start(w.pid, mode == "inprocess")) return 1;
+        const bool inprocess = mode != "gpuflame";
+        if (!agent->Start(w.pid, inprocess, mode == "inprocess-exact")) return 1;
         // The library installs its hook within a 100 ms tick of the first agent.
-        if (mode == "inprocess") std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (inprocess) std::this_thread::sleep_for(std::chrono::milliseconds(300));
       }
       const bool history = mode.rfind("history-", 0) == 0;
       if (history && !SetHistory(w, mode.c_str() + 8)) return 1;
@@ -323,6 +344,11 @@ int main(int argc, char** argv) {
         AddRound(programs[mode], agent->Programs(stats));
       }
       if (noop) AddRound(programs[mode], noop->Programs(stats));
+      if ((agent || noop) && settle_ms > 0) {
+        agent.reset();
+        noop.reset();
+        std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
+      }
     }
     for (const auto& [mode, v] : this_round) ratios[mode].push_back(v / this_round["none"]);
     // Progress, so that a run cut short still says something.
@@ -343,15 +369,19 @@ int main(int argc, char** argv) {
   if (events_per_iter == 0) events_per_iter = 2;
   printf("overhead harness: backend=%s rounds=%d iters/round=%ld workload-cpu=%d, %.1f allocator events/iter\n",
          w.backend.c_str(), rounds, iters, cpu, events_per_iter);
-  printf("  %-10s %14s %8s %15s %15s %12s %8s\n", "mode", "median ns/iter", "ratio", "ratio p25-p75",
-         "added ns/event", "events", "drops");
+  // The mean ratio too: with duty-cycled activity a round may fall in or
+  // out of an "on" window, and the cost is the average over both.
+  printf("  %-15s %14s %8s %15s %8s %15s %12s %8s\n", "mode", "median ns/iter", "ratio", "ratio p25-p75",
+         "mean", "added ns/event", "events", "drops");
   for (const std::string& mode : modes) {
     std::vector<double> rs = ratios[mode];
     std::sort(rs.begin(), rs.end());
     const double median = Median(ns_per_iter[mode]);
     const double p25 = rs.empty() ? 0 : rs[rs.size() / 4], p75 = rs.empty() ? 0 : rs[(rs.size() * 3) / 4];
-    printf("  %-10s %14.1f %8.3f %7.3f-%-7.3f %15.1f %12llu %8llu\n", mode.c_str(), median, Median(rs), p25, p75,
-           (median - none) / events_per_iter, static_cast<unsigned long long>(events_seen[mode]),
+    double mean = 0;
+    for (double x : rs) mean += x / static_cast<double>(rs.empty() ? 1 : rs.size());
+    printf("  %-15s %14.1f %8.3f %7.3f-%-7.3f %8.3f %15.1f %12llu %8llu\n", mode.c_str(), median, Median(rs), p25, p75,
+           mean, (median - none) / events_per_iter, static_cast<unsigned long long>(events_seen[mode]),
            static_cast<unsigned long long>(drops[mode]));
   }
   if (!stats.available()) {

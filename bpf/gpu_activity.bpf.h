@@ -52,6 +52,11 @@ int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid) {
   return 0;
 }
 
+/* gpuflame:kernel_time_exact(): attached only to raise its semaphore, which
+ * keeps the library's CUPTI activity on all the time; the site is never hit. */
+SEC("usdt")
+int BPF_USDT(kernel_time_exact) { return 0; }
+
 /* The per-CPU scratch record for a GPU record of a followed process, or
  * NULL (not followed, or the lookup failed). */
 static __always_inline struct gf_record_gpu *gpu_scratch(void) {
@@ -120,6 +125,24 @@ int BPF_USDT(cupti_status, __u64 code, __u64 abi_version) {
   fill_header(&ev, GF_EV_CUPTI_STATUS, GF_DOMAIN_NONE, GF_API_NONE, 0, 0);
   ev.arg0 = code;
   ev.arg1 = abi_version;
+  submit_small(&ev);
+  return 0;
+}
+
+/* gpuflame:lib_cost(hook_calls, hook_ns, callback_ns, thread_ns, cupti_ns):
+ * the library's own cost in its process so far (GF_EV_LIB_COST). */
+SEC("usdt")
+int BPF_USDT(lib_cost, __u64 hook_calls, __u64 hook_ns, __u64 callback_ns, __u64 thread_ns, __u64 cupti_ns) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_LIB_COST, GF_DOMAIN_NONE, GF_API_NONE, 0, 0);
+  ev.addr = hook_calls;
+  ev.size = hook_ns;
+  ev.arg0 = callback_ns;
+  ev.arg1 = thread_ns;
+  ev.arg2 = cupti_ns;
   submit_small(&ev);
   return 0;
 }

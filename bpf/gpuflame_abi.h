@@ -40,8 +40,10 @@
  * it never steps aside on this account.
  *
  * v1: the first versioned contract.
+ * v2: gf_kernel_record.weight (records of duty-cycled activity stand for
+ *     more than themselves; a v1 agent would under-count them).
  */
-#define GF_ABI_VERSION 1
+#define GF_ABI_VERSION 2
 
 #ifdef __cplusplus
 #include <cstdint>
@@ -86,6 +88,13 @@ enum gf_event_kind {
   GF_EV_PY_STACK = 16,      /* inner: arg0 = stack ID; py_count gf_py_frame follow */
   GF_EV_TENSOR_HOOK = 17,   /* inner: arg0 = enum gf_tensor_hook; arg1 = while live, 0 or the
                              * reason there are no Python frames; arg2 = GF_ABI_VERSION */
+  GF_EV_LIB_COST = 18,      /* gpuflame:lib_cost: what libgpuflame_cupti.so has cost its
+                             * process so far, cumulative, once a flush period while
+                             * traced: addr = allocator hook calls, size = their ns,
+                             * arg0 = ns in our CUPTI callbacks, arg1 = ns of the library's
+                             * own threads (flusher CPU time, buffer conversion, switching
+                             * CUPTI), arg2 = ns of CUPTI's OVERHEAD records. Hook and
+                             * callback times: one call in 64 timed, scaled. */
 };
 
 /* Which accounting an event belongs to. */
@@ -296,12 +305,25 @@ struct gf_kernel_record {
   gf_u32 graph_id;    /* CUDA graph the kernel ran in; 0 for a direct launch */
   gf_u8 kind;         /* enum gf_gpu_activity_kind */
   gf_u8 copy_kind;    /* memcpy: CUpti_ActivityMemcpyKind */
-  gf_u16 pad;
+  gf_u16 weight;      /* how many records this one stands for: N when activity
+                       * was on one period in N (duty-cycled, see
+                       * gpuflame:kernel_time_exact below); 0 or 1: itself */
 };
 GF_STATIC_ASSERT(sizeof(struct gf_kernel_record) == 40, "gf_kernel_record ABI");
 
 #define GF_KERNEL_BATCH_MAX 64   /* records per gpuflame:kernel_batch hit */
 #define GF_KERNEL_NAME_MAX 1024  /* bytes of a kernel name, NUL included */
+
+/*
+ * gpuflame:kernel_time_exact(): never fired; an agent that attaches it raises
+ * its semaphore, which tells the library to keep CUPTI activity on all the
+ * time (`record`). With only the other probes attached (the agent's default)
+ * the library duty-cycles activity: on for one period in N, at a random
+ * phase, each record weighted N, so sums stay unbiased estimates. Launch
+ * callbacks are duty-cycled in both modes (launch stacks are sampled anyway:
+ * profiler/aggregate/kernel_joiner.h charges unsampled kernels by share).
+ */
+#define GF_KERNEL_WEIGHT_MAX 1000 /* the agent clamps larger weights */
 
 /* gpuflame:status(code, abi_version): what the injection library did, with
  * the GF_ABI_VERSION it was built with. A refusal is said once, at start;

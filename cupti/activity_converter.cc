@@ -29,7 +29,8 @@ size_t ActivityConverter::names() const {
   return ids_.size();
 }
 
-ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecordFn next, ActivitySink& sink) {
+ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecordFn next, ActivitySink& sink,
+                                       const ActivityWindows* windows) {
   std::lock_guard<std::mutex> lock(mu_);
   ConvertStats st;
   gf_kernel_record batch[GF_KERNEL_BATCH_MAX];
@@ -66,10 +67,16 @@ ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecor
         out.kind = GF_GPU_MEMSET;
         st.memsets++;
         break;
+      case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+        const auto* o = reinterpret_cast<const CUpti_ActivityOverhead3*>(rec);
+        if (o->end > o->start) st.overhead_ns += o->end - o->start;
+        continue;
+      }
       default:
         st.other++;
         continue;
     }
+    out.weight = windows ? windows->WeightAt(out.start_ns) : 1;
     batch[n++] = out;
     if (n == GF_KERNEL_BATCH_MAX) flush();
   }

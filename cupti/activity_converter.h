@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "bpf/gpuflame_abi.h"
+#include "cupti/activity_windows.h"
 
 namespace gpuflame::cupti {
 
@@ -30,6 +31,7 @@ struct ConvertStats {
   uint64_t memsets = 0;
   uint64_t other = 0;   // kinds we do not chart
   uint64_t batches = 0;
+  uint64_t overhead_ns = 0;  // CUPTI's own cost, from its OVERHEAD records
 };
 
 // cuptiActivityGetNextRecord, passed in: the real one in the library and in
@@ -39,9 +41,11 @@ using NextRecordFn = CUptiResult (*)(uint8_t*, size_t, CUpti_Activity**);
 class ActivityConverter {
  public:
   // Converts every record of |buffer|[0, |valid|) and hands them to |sink|
-  // in batches of at most GF_KERNEL_BATCH_MAX. Thread-safe (CUPTI may
-  // complete buffers on several threads).
-  ConvertStats Convert(uint8_t* buffer, size_t valid, NextRecordFn next, ActivitySink& sink);
+  // in batches of at most GF_KERNEL_BATCH_MAX, each weighted by the
+  // window its work started in (|windows|; none: weight 1). Thread-safe
+  // (CUPTI may complete buffers on several threads).
+  ConvertStats Convert(uint8_t* buffer, size_t valid, NextRecordFn next, ActivitySink& sink,
+                       const ActivityWindows* windows = nullptr);
   size_t names() const;
 
   static constexpr size_t kMaxNames = 1 << 16;  // beyond: "[kernel names overflow]"

@@ -41,7 +41,8 @@ std::string CuptiApi::Load() {
   };
   if (!get(Subscribe, "cuptiSubscribe") || !get(EnableCallback, "cuptiEnableCallback") ||
       !get(ActivityRegisterCallbacks, "cuptiActivityRegisterCallbacks") ||
-      !get(ActivityEnable, "cuptiActivityEnable") || !get(ActivityFlushAll, "cuptiActivityFlushAll") ||
+      !get(ActivityEnable, "cuptiActivityEnable") || !get(ActivityDisable, "cuptiActivityDisable") ||
+      !get(GetTimestamp, "cuptiGetTimestamp") || !get(ActivityFlushAll, "cuptiActivityFlushAll") ||
       !get(ActivityGetNextRecord, "cuptiActivityGetNextRecord") ||
       !get(ActivityGetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords") ||
       !get(GetResultString, "cuptiGetResultString"))

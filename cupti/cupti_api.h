@@ -16,6 +16,8 @@ struct CuptiApi {
   decltype(&cuptiEnableCallback) EnableCallback = nullptr;
   decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
   decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
+  decltype(&cuptiActivityDisable) ActivityDisable = nullptr;
+  decltype(&cuptiGetTimestamp) GetTimestamp = nullptr;
   decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
   decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) ActivityGetNumDroppedRecords = nullptr;

@@ -1,17 +1,30 @@
 // libgpuflame_cupti.so: loaded into a CUDA process by the driver through
 // CUDA_INJECTION64_PATH (no code change), it turns CUPTI's view of the GPU
 // into the USDT probes the gpuflame agent listens to:
-//  - at each kernel launch (runtime or driver API, graphs included), the
+//  - at kernel launches (runtime or driver API, graphs included), the
 //    launch's correlation ID, at gpuflame:launch, on the launching thread,
-//    so the agent's BPF program takes that thread's stack there. Sampled per
-//    thread by a token bucket (GPUFLAME_LAUNCH_STACKS_PER_S, default 1000;
-//    0: every launch);
+//    so the agent's BPF program takes that thread's stack there;
 //  - kernel, memcpy and memset activity (GPU start/end, device, stream,
 //    correlation ID), flushed every GPUFLAME_FLUSH_MS (default 1000) and at
 //    exit, at gpuflame:kernel_batch, with kernel names once each.
-// With no agent attached the probes' semaphores are down: neither launch
-// callbacks nor activity are enabled, so the library costs the workload
-// nothing until an agent attaches (checked at start and once per flush period).
+// Both cost the workload on every launch (CUPTI's callback dispatch, and its
+// timestamp instrumentation), so both are duty-cycled (duty_cycle.h), on the
+// flusher's 100 ms ticks:
+//  - launch callbacks are on one tick in GPUFLAME_LAUNCH_ONE_IN (default 10)
+//    of those activity is on in, and within those, a token bucket per
+//    thread takes at most
+//    GPUFLAME_LAUNCH_STACKS_PER_S stacks (default 1000; 0: every launch,
+//    callbacks always on). Kernels launched unsampled are charged to the
+//    sampled stacks of the same kernel (profiler/aggregate/kernel_joiner.h);
+//  - activity is on all the time while an agent asks for exact kernel time
+//    (it attaches gpuflame:kernel_time_exact: `record`), else for
+//    GPUFLAME_ACTIVITY_ON_S (default 1) out of every GPUFLAME_ACTIVITY_ONE_IN
+//    (default 10) such spans, at a random phase, each record weighted by
+//    that N (gf_kernel_record.weight) so sums stay unbiased;
+//  - the first GPUFLAME_STARTUP_S (default 5) of the process are seen whole.
+// With no agent attached the probes' semaphores are down: callbacks and
+// activity are off, so the library costs the workload nothing until an agent
+// attaches and again after it leaves (checked every tick).
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 // gpuflame:status also carries the GF_ABI_VERSION this library was built
@@ -33,7 +46,9 @@
 #include <thread>
 
 #include "cupti/activity_converter.h"
+#include "cupti/activity_windows.h"
 #include "cupti/cupti_api.h"
+#include "cupti/duty_cycle.h"
 #include "cupti/probes.h"
 #include "cupti/token_bucket.h"
 #include "inprocess/tensor_events.h"
@@ -43,26 +58,58 @@ __extension__ unsigned short gpuflame_launch_semaphore __attribute__((section(".
 __extension__ unsigned short gpuflame_kernel_batch_semaphore __attribute__((section(".probes"), used));
 __extension__ unsigned short gpuflame_kernel_name_semaphore __attribute__((section(".probes"), used));
 __extension__ unsigned short gpuflame_status_semaphore __attribute__((section(".probes"), used));
+__extension__ unsigned short gpuflame_kernel_time_exact_semaphore __attribute__((section(".probes"), used));
+__extension__ unsigned short gpuflame_lib_cost_semaphore __attribute__((section(".probes"), used));
 }
 
 namespace gpuflame::cupti {
 namespace {
 
 constexpr size_t kBufferBytes = 1 << 20;
+constexpr int kTickMs = 100;
 
 struct State {
   CuptiApi api;
   CUpti_SubscriberHandle subscriber = nullptr;
   ActivityConverter converter;
+  ActivityWindows windows;
   double launch_rate = 1000;
-  std::atomic<bool> activity_on{false};
-  std::atomic<bool> tracing_on{false};
+  std::atomic<bool> activity_registered{false};
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
   bool cupti_on = false;  // set once, before the flusher starts
   std::thread flusher;
   int flush_ms = 1000;
+  uint64_t start_ns = 0;
+  uint64_t startup_ns = 5'000'000'000;
+  // Wanted at all (diagnostics: GPUFLAME_LAUNCH_CALLBACKS=0, GPUFLAME_ACTIVITY=0).
+  bool callbacks_wanted = true, activity_wanted = true;
+  // The flusher's alone, after start:
+  std::unique_ptr<DutyCycle> launch_cycle, activity_cycle;
+  bool callbacks_on = false;
+  bool activity_on = false;
+  uint16_t activity_weight = 0;  // of the open window
+  bool tracing = false;          // an agent listens
+  // What switching costs (GPUFLAME_CUPTI_DEBUG prints it at exit): the
+  // workload's launches may wait on CUPTI's locks meanwhile.
+  uint64_t toggles = 0, toggle_ns = 0, toggle_max_ns = 0;
+  std::atomic<uint64_t> cupti_overhead_ns{0};  // CUPTI's OVERHEAD records
+  // Our callbacks' time (one in inprocess::kTimedOneIn timed, scaled), and
+  // activity buffers converted on CUPTI's threads (the flusher's own CPU
+  // time covers those converted on it).
+  std::atomic<uint64_t> callback_timed_ns{0}, callbacks_timed{0};
+  std::atomic<uint64_t> buffer_ns{0};
+};
+
+// Times one switch of callbacks or activity.
+class ToggleTimer {
+ public:
+  ToggleTimer();
+  ~ToggleTimer();
+
+ private:
+  uint64_t start_;
 };
 
 State& S() {
@@ -81,6 +128,23 @@ void Trace(const char* what) {
   if (on) std::fprintf(stderr, "gpuflame_cupti: %s\n", what);
 }
 
+bool DebugOn() {
+  static const bool on = std::getenv("GPUFLAME_CUPTI_DEBUG") != nullptr;
+  return on;
+}
+
+// Debug only: the correlation IDs launches and records carry, to check that
+// they meet (GPUFLAME_CUPTI_DEBUG).
+std::atomic<uint64_t> debug_launch_min{~0ull}, debug_launch_max{0}, debug_launch_zero{0};
+std::atomic<uint64_t> debug_callbacks{0}, debug_fired{0};
+void NoteLaunchCorrelation(uint32_t id) {
+  if (id == 0) debug_launch_zero.fetch_add(1);
+  uint64_t v = id, cur = debug_launch_min.load();
+  while (v < cur && !debug_launch_min.compare_exchange_weak(cur, v)) {}
+  cur = debug_launch_max.load();
+  while (v > cur && !debug_launch_max.compare_exchange_weak(cur, v)) {}
+}
+
 double EnvNumber(const char* name, double fallback) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
@@ -92,7 +156,22 @@ double EnvNumber(const char* name, double fallback) {
 class ProbeSink : public ActivitySink {
  public:
   void Name(uint32_t id, const char* name) override { FireName(id, name); }
-  void Batch(const gf_kernel_record* records, size_t count) override { FireBatch(records, count); }
+  void Batch(const gf_kernel_record* records, size_t count) override {
+    if (DebugOn() && count) {
+      uint32_t lo = ~0u, hi = 0;
+      for (size_t i = 0; i < count; i++) {
+        lo = std::min(lo, records[i].correlation);
+        hi = std::max(hi, records[i].correlation);
+      }
+      char line[160];
+      std::snprintf(line, sizeof(line), "batch of %zu: correlation %u..%u, weight %u; launches so far %llu..%llu (%llu zero)",
+                    count, lo, hi, records[0].weight, static_cast<unsigned long long>(debug_launch_min.load()),
+                    static_cast<unsigned long long>(debug_launch_max.load()),
+                    static_cast<unsigned long long>(debug_launch_zero.load()));
+      Trace(line);
+    }
+    FireBatch(records, count);
+  }
 };
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -101,21 +180,58 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   *max_records = 0;
 }
 
+ToggleTimer::ToggleTimer() : start_(NowNs()) {}
+ToggleTimer::~ToggleTimer() {
+  State& s = S();
+  const uint64_t ns = NowNs() - start_;
+  s.toggles++;
+  s.toggle_ns += ns;
+  s.toggle_max_ns = std::max(s.toggle_max_ns, ns);
+}
+
+thread_local bool on_flusher = false;
+
+// The flusher thread's CPU time so far.
+uint64_t ThreadCpuNs() {
+  timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  const uint64_t start = on_flusher ? 0 : NowNs();
   if (buffer && valid) {
     ProbeSink sink;
-    S().converter.Convert(buffer, valid, S().api.ActivityGetNextRecord, sink);
+    ConvertStats st = S().converter.Convert(buffer, valid, S().api.ActivityGetNextRecord, sink, &S().windows);
+    S().cupti_overhead_ns.fetch_add(st.overhead_ns, std::memory_order_relaxed);
   }
+  if (!on_flusher) S().buffer_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
   std::free(buffer);
 }
 
-void EnableActivity() {
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_OVERHEAD};
+
+// Activity on (each record then worth |weight|) or off. Flusher thread.
+void SetActivity(bool on, uint16_t weight) {
   State& s = S();
-  if (s.activity_on.exchange(true)) return;
-  s.api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
-  for (CUpti_ActivityKind k :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
-    s.api.ActivityEnable(k);
+  if (on && s.activity_on && weight == s.activity_weight) return;
+  if (!on && !s.activity_on) return;
+  if (!s.activity_registered.exchange(true)) s.api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
+  Trace(!on ? "activity off" : weight == 1 ? "activity on, every record" : "activity on, records weighted");
+  ToggleTimer timer;
+  if (on) {
+    // The window opens before the kinds are enabled: no record can start
+    // earlier than its window.
+    uint64_t now = 0;
+    if (s.api.GetTimestamp(&now) == CUPTI_SUCCESS) s.windows.Open(now, weight);
+    s.activity_weight = weight;
+    if (!s.activity_on)
+      for (CUpti_ActivityKind k : kKinds) s.api.ActivityEnable(k);
+  } else {
+    for (CUpti_ActivityKind k : kKinds) s.api.ActivityDisable(k);
+  }
+  s.activity_on = on;
 }
 
 bool IsLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
@@ -162,12 +278,38 @@ bool IsLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 
 // Runtime launches call the driver's launch inside them: only the outermost
 // call's correlation ID is the one kernel records carry, so only it fires.
+// Callbacks go on and off between a call's entry and its exit, so the depth
+// is kept per callback epoch: a count from an earlier epoch is stale.
+std::atomic<uint32_t> callback_epoch{0};
 thread_local int runtime_depth = 0;
+thread_local uint32_t depth_epoch = 0;
+
+void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  // One callback in kTimedOneIn is timed (our part only: CUPTI's dispatch
+  // to us is not ours to time).
+  thread_local uint32_t calls = 0;
+  if (calls++ % inprocess::kTimedOneIn != 0) {
+    Callback(domain, cbid, data);
+    return;
+  }
+  const uint64_t start = NowNs();
+  Callback(domain, cbid, data);
+  S().callback_timed_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
+  S().callbacks_timed.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (DebugOn()) debug_callbacks.fetch_add(1, std::memory_order_relaxed);
   if (!IsLaunch(domain, cbid)) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  const uint32_t epoch = callback_epoch.load(std::memory_order_relaxed);
+  if (depth_epoch != epoch) {
+    depth_epoch = epoch;
+    runtime_depth = 0;
+  }
   if (cb->callbackSite == CUPTI_API_EXIT) {
     if (runtime && runtime_depth > 0) runtime_depth--;
     return;
@@ -177,52 +319,94 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   if (!LaunchProbeOn()) return;
   thread_local TokenBucket bucket(S().launch_rate, S().launch_rate > 0 ? S().launch_rate / 10 + 1 : 1);
   if (!bucket.Take(NowNs())) return;
+  if (DebugOn()) {
+    NoteLaunchCorrelation(cb->correlationId);
+    debug_fired.fetch_add(1, std::memory_order_relaxed);
+  }
   FireLaunch(cb->correlationId, cbid);
 }
 
-void EnableCallbacks();
+void SetCallbacks(bool on);
 
-// Callbacks and activity, once, when an agent is there to listen.
-void EnableTracing() {
+bool ExactProbeOn() { return gpuflame_kernel_time_exact_semaphore != 0; }
+
+// gpuflame:kernel_time_exact is a switch, not an event: only its semaphore
+// is read. The site exists so that an agent can attach to it; nothing calls it.
+__attribute__((used, noinline)) void KernelTimeExactSite() { DTRACE_PROBE(gpuflame, kernel_time_exact); }
+
+// Once a tick, on the flusher: what is on for the coming tick.
+void Control(uint64_t now_ns) {
   State& s = S();
-  if (s.tracing_on.exchange(true)) return;
-  Trace("agent attached: tracing launches and activity");
-  // Diagnostics, to measure what each part costs a workload:
-  // GPUFLAME_LAUNCH_CALLBACKS=0 (no launch stacks: every kernel is charged
-  // to [launch stack not sampled]) and GPUFLAME_ACTIVITY=0 (no kernel time).
-  if (EnvNumber("GPUFLAME_LAUNCH_CALLBACKS", 1) != 0) EnableCallbacks();
-  if (EnvNumber("GPUFLAME_ACTIVITY", 1) != 0) EnableActivity();
+  const bool listening = BatchProbeOn() || LaunchProbeOn();
+  if (listening != s.tracing) {
+    s.tracing = listening;
+    Trace(listening ? "agent attached: tracing launches and activity" : "agent gone: tracing off");
+  }
+  if (!listening) {
+    SetCallbacks(false);
+    SetActivity(false, 0);
+    return;
+  }
+  const bool startup = now_ns - s.start_ns < s.startup_ns;
+  // The activity cycle advances every tick an agent listens, used or not,
+  // so its phase stays uniform.
+  const bool activity_tick = s.activity_cycle->Next();
+  const bool exact = startup || ExactProbeOn();
+  const bool activity = s.activity_wanted && (exact || activity_tick);
+  // A launch stack is of use only if its kernels' records come: launch
+  // callbacks are on only while activity is (GPUFLAME_ACTIVITY=0, a
+  // diagnostic, aside), one such tick in GPUFLAME_LAUNCH_ONE_IN. Two
+  // independent cycles would meet one tick in a hundred, and most stacks
+  // would join nothing.
+  const bool launch_window = activity || !s.activity_wanted;
+  const bool launch_tick = launch_window && s.launch_cycle->Next();
+  SetCallbacks(s.callbacks_wanted && (startup || launch_tick));
+  if (!s.activity_wanted) return;
+  if (exact) SetActivity(true, 1);
+  else SetActivity(activity, static_cast<uint16_t>(s.activity_cycle->weight()));
 }
 
-// Ticks every 100 ms for the tensor events (so that at most that much of
-// them waits in the process when an agent stops), flushes CUPTI every
-// flush period.
+// What we have cost the process so far, for the agent's overhead budget.
+void ReportCost() {
+  State& s = S();
+  const inprocess::HookCost hook = inprocess::HookCostSoFar();
+  const uint64_t callback_ns = s.callback_timed_ns.load(std::memory_order_relaxed) * inprocess::kTimedOneIn;
+  FireLibCost(hook.calls, hook.ns, callback_ns, ThreadCpuNs() + s.buffer_ns.load(std::memory_order_relaxed),
+              s.cupti_overhead_ns.load(std::memory_order_relaxed));
+}
+
+// Ticks every 100 ms: the tensor events (so that at most that much of them
+// waits in the process when an agent stops), the duty cycles, and CUPTI's
+// flush every flush period.
 void FlushLoop() {
   State& s = S();
+  on_flusher = true;
   std::unique_lock<std::mutex> lock(s.mu);
   auto next_flush = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.flush_ms);
   while (!s.stop) {
-    s.cv.wait_for(lock, std::chrono::milliseconds(std::min(s.flush_ms, 100)));
+    s.cv.wait_for(lock, std::chrono::milliseconds(std::min(s.flush_ms, kTickMs)));
     if (s.stop) break;
     lock.unlock();
     inprocess::PollTensorEvents();
+    if (s.cupti_on) Control(NowNs());
     const auto now = std::chrono::steady_clock::now();
-    if (!s.cupti_on || now < next_flush) {
+    if (now < next_flush) {
       lock.lock();
       continue;
     }
     next_flush = now + std::chrono::milliseconds(s.flush_ms);
-    // Which ABI we speak, said again before each flush's records: an agent
-    // may attach at any time, also while another one already holds the
-    // semaphores, and nothing in the process tells the two apart (a
-    // semaphore counts probe sites, not tracers). One probe hit a period.
-    FireStatus(GF_CUPTI_ACTIVE);
-    // An agent that attaches after start-up raises the semaphores: start then.
-    if (!s.tracing_on && (BatchProbeOn() || LaunchProbeOn())) EnableTracing();
-    if (s.activity_on) {
-      Trace("flush");
-      s.api.ActivityFlushAll(0);
+    if (s.cupti_on) {
+      // Which ABI we speak, said again before each flush's records: an agent
+      // may attach at any time, also while another one already holds the
+      // semaphores, and nothing in the process tells the two apart (a
+      // semaphore counts probe sites, not tracers). One probe hit a period.
+      FireStatus(GF_CUPTI_ACTIVE);
+      if (s.activity_registered) {
+        Trace("flush");
+        s.api.ActivityFlushAll(0);
+      }
     }
+    ReportCost();
     lock.lock();
   }
 }
@@ -240,7 +424,8 @@ void AtExit() {
   }
   s.cv.notify_all();
   inprocess::FlushTensorEvents();
-  if (!s.activity_on) {
+  ReportCost();  // the last word on what we cost, after the last events
+  if (!s.activity_registered) {
     if (s.flusher.joinable()) s.flusher.detach();
     return;
   }
@@ -254,18 +439,38 @@ void AtExit() {
   });
   for (int i = 0; i < 200 && !done->load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   Trace(done->load() ? "exit: flushed" : "exit: final flush did not finish in 2 s, abandoned");
+  char costs[200];
+  std::snprintf(costs, sizeof(costs), "%llu switches of callbacks/activity, %.1f us in all, longest %.1f us; CUPTI's own overhead records: %.1f ms",
+                static_cast<unsigned long long>(s.toggles), static_cast<double>(s.toggle_ns) / 1e3,
+                static_cast<double>(s.toggle_max_ns) / 1e3, static_cast<double>(s.cupti_overhead_ns.load()) / 1e6);
+  Trace(costs);
   if (done->load()) last.join();
   else last.detach();
 }
 
 // Only the launch APIs: every other callback would cost the workload a call
-// into us for nothing.
-void EnableCallbacks() {
+// into us for nothing. Flusher thread (and start-up, before it runs).
+void SetCallbacks(bool on) {
   State& s = S();
+  if (on == s.callbacks_on) return;
+  s.callbacks_on = on;
+  if (DebugOn()) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "callbacks %s (%llu callbacks so far, %llu launches fired, last correlation %llu)",
+                  on ? "on" : "off", static_cast<unsigned long long>(debug_callbacks.load()),
+                  static_cast<unsigned long long>(debug_fired.load()),
+                  static_cast<unsigned long long>(debug_launch_max.load()));
+    Trace(line);
+  }
+  ToggleTimer timer;
+  callback_epoch.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t enable = on ? 1 : 0;
   for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
-    if (IsLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+    if (IsLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, id))
+      s.api.EnableCallback(enable, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
   for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
-    if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id))
+      s.api.EnableCallback(enable, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
 }
 
 void Say(const char* what) { std::fprintf(stderr, "gpuflame: %s\n", what); }
@@ -282,6 +487,20 @@ bool StartCupti() {
     return false;  // the workload runs on, without kernel time
   }
   s.launch_rate = EnvNumber("GPUFLAME_LAUNCH_STACKS_PER_S", 1000);
+  s.startup_ns = static_cast<uint64_t>(EnvNumber("GPUFLAME_STARTUP_S", 5) * 1e9);
+  // Diagnostics, to measure what each part costs a workload:
+  // GPUFLAME_LAUNCH_CALLBACKS=0 (no launch stacks: every kernel is charged
+  // to [launch stack not sampled]) and GPUFLAME_ACTIVITY=0 (no kernel time).
+  s.callbacks_wanted = EnvNumber("GPUFLAME_LAUNCH_CALLBACKS", 1) != 0;
+  s.activity_wanted = EnvNumber("GPUFLAME_ACTIVITY", 1) != 0;
+  const uint64_t seed = NowNs() ^ (static_cast<uint64_t>(getpid()) << 32);
+  // Every launch wanted: callbacks always on.
+  const auto launch_one_in = s.launch_rate == 0 ? 1u : static_cast<uint32_t>(EnvNumber("GPUFLAME_LAUNCH_ONE_IN", 10));
+  s.launch_cycle = std::make_unique<DutyCycle>(1, launch_one_in, seed);
+  const auto on_ticks = static_cast<uint32_t>(EnvNumber("GPUFLAME_ACTIVITY_ON_S", 1) * 1000 / kTickMs);
+  const auto one_in = std::min<uint32_t>(static_cast<uint32_t>(EnvNumber("GPUFLAME_ACTIVITY_ONE_IN", 10)),
+                                         GF_KERNEL_WEIGHT_MAX);
+  s.activity_cycle = std::make_unique<DutyCycle>(on_ticks, one_in, seed * 31 + 7);
   CUptiResult r = s.api.Subscribe(&s.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     FireStatus(GF_CUPTI_OTHER_SUBSCRIBER);
@@ -298,13 +517,14 @@ bool StartCupti() {
   // Said before tracing starts, so that the agent knows our ABI version
   // before our first launch or activity record reaches it.
   FireStatus(GF_CUPTI_ACTIVE);
-  if (BatchProbeOn() || LaunchProbeOn()) EnableTracing();
+  Control(NowNs());  // an agent already listening sees the first launch
   Trace(BatchProbeOn() ? "active, agent attached" : "active, no agent yet");
   return true;
 }
 
 int Initialize() {
   State& s = S();
+  s.start_ns = NowNs();
   s.flush_ms = static_cast<int>(EnvNumber("GPUFLAME_FLUSH_MS", 1000));
   if (s.flush_ms < 10) s.flush_ms = 10;
   // Before CUPTI: at cuInit no tensor has been allocated yet.

@@ -22,6 +22,8 @@ extern unsigned short gpuflame_launch_semaphore;
 extern unsigned short gpuflame_kernel_batch_semaphore;
 extern unsigned short gpuflame_kernel_name_semaphore;
 extern unsigned short gpuflame_status_semaphore;
+extern unsigned short gpuflame_kernel_time_exact_semaphore;
+extern unsigned short gpuflame_lib_cost_semaphore;
 }
 
 namespace gpuflame::cupti {
@@ -43,6 +45,12 @@ inline bool StatusProbeOn() { return gpuflame_status_semaphore != 0; }
 // What the library did (enum gf_cupti_status), with the ABI it speaks.
 inline void FireStatus(unsigned int status) {
   if (StatusProbeOn()) DTRACE_PROBE2(gpuflame, status, status, static_cast<unsigned int>(GF_ABI_VERSION));
+}
+
+// What the library has cost its process so far (GF_EV_LIB_COST).
+inline void FireLibCost(unsigned long hook_calls, unsigned long hook_ns, unsigned long callback_ns,
+                        unsigned long thread_ns, unsigned long cupti_ns) {
+  if (gpuflame_lib_cost_semaphore) DTRACE_PROBE5(gpuflame, lib_cost, hook_calls, hook_ns, callback_ns, thread_ns, cupti_ns);
 }
 
 }  // namespace gpuflame::cupti

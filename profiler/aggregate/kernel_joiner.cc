@@ -90,20 +90,27 @@ void KernelJoiner::OnRecords(pid_t pid, std::span<const gf_kernel_record> record
       stats_.implausible_durations++;
       span = static_cast<uint64_t>(kMaxKernelNs);
     }
-    const auto nanos = static_cast<int64_t>(span);
+    const auto observed = static_cast<int64_t>(span);
+    // A record of duty-cycled activity stands for |weight| records (0 from
+    // a library that does not weight: itself).
+    const int64_t weight = std::clamp<int64_t>(r.weight, 1, GF_KERNEL_WEIGHT_MAX);
+    if (weight > 1) stats_.weighted_records++;
+    stats_.estimated_records += static_cast<uint64_t>(weight);
+    const int64_t nanos = observed * weight;
     auto it = launches_.find(Key{pid, r.correlation});
     if (it != launches_.end()) {
       stats_.joined++;
       it->second.ts_ns = now_ns;  // a graph's later kernels keep it alive
       it->second.joined = true;
-      time_.Add(KernelStack(pid, it->second.stack, r), 0, 1, nanos);
+      time_.Add(KernelStack(pid, it->second.stack, r), 0, weight, nanos, observed);
       sampled_[Key{pid, PoolId(r)}][it->second.stack]++;
       continue;
     }
     Pool& p = unsampled_[Key{pid, PoolId(r)}];
     p.sample = r;
-    p.count++;
+    p.count += weight;
     p.nanos += nanos;
+    p.observed_nanos += observed;
   }
 }
 
@@ -112,7 +119,8 @@ void KernelJoiner::Flush(uint64_t now_ns) {
     auto dist = sampled_.find(key);
     if (dist == sampled_.end() || dist->second.empty()) {
       stats_.unattributed += static_cast<uint64_t>(pool.count);
-      time_.Add(KernelStack(key.pid, StackTable::kNone, pool.sample), 0, pool.count, pool.nanos);
+      time_.Add(KernelStack(key.pid, StackTable::kNone, pool.sample), 0, pool.count, pool.nanos,
+                pool.observed_nanos);
       continue;
     }
     // Largest-remainder apportionment of count and time over the sampled
@@ -135,9 +143,11 @@ void KernelJoiner::Flush(uint64_t now_ns) {
       for (size_t i = 0; given < amount && i < remainders.size(); i++, given++) parts[remainders[i].second]++;
       return parts;
     };
-    std::vector<int64_t> counts = apportion(pool.count), nanos = apportion(pool.nanos);
+    std::vector<int64_t> counts = apportion(pool.count), nanos = apportion(pool.nanos),
+                         observed = apportion(pool.observed_nanos);
     for (size_t i = 0; i < weights.size(); i++)
-      if (counts[i] || nanos[i]) time_.Add(KernelStack(key.pid, weights[i].first, pool.sample), 0, counts[i], nanos[i]);
+      if (counts[i] || nanos[i])
+        time_.Add(KernelStack(key.pid, weights[i].first, pool.sample), 0, counts[i], nanos[i], observed[i]);
     stats_.scaled += static_cast<uint64_t>(pool.count);
   }
   unsampled_.clear();

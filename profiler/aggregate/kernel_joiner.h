@@ -8,7 +8,13 @@
 // time is charged, at the next Flush(), to the sampled launch stacks of the
 // same kernel in the same process, in proportion to their sampled launches
 // (largest remainders, so sums are exact); when that kernel has never been
-// sampled, to `[launch stack not sampled]`. One CUDA graph launch yields many
+// sampled, to `[launch stack not sampled]`.
+//
+// Unbiased under duty-cycled activity: where the library had CUPTI activity
+// on one period in N (the agent's default), each record carries weight N and
+// counts N times, in time and in launches; the time actually seen is kept
+// beside the estimate (TimeCounters::observed_nanos), so profiles can show
+// both. One CUDA graph launch yields many
 // kernels with its correlation ID: entries live for a while, not one record.
 // Not thread-safe: event loop only.
 #ifndef GPUFLAME_PROFILER_AGGREGATE_KERNEL_JOINER_H_
@@ -36,6 +42,8 @@ struct JoinStats {
   uint64_t expired_launches = 0;  // launch stacks no activity record ever joined (kLaunchTtlNs)
   uint64_t unknown_names = 0;   // a kernel record whose name was never announced
   uint64_t implausible_durations = 0;  // longer than kMaxKernelNs (the library's bytes): clamped
+  uint64_t weighted_records = 0;  // records standing for more than themselves (duty-cycled activity)
+  uint64_t estimated_records = 0;  // what all records stand for: records + the unseen they estimate
 };
 
 // The longest duration one activity record may add: a day. Records come
@@ -94,7 +102,7 @@ class KernelJoiner {
   absl::flat_hash_map<Key, absl::flat_hash_map<StackId, int64_t>> sampled_;
   struct Pool {
     gf_kernel_record sample{};  // kind / name of the records pooled
-    int64_t count = 0, nanos = 0;
+    int64_t count = 0, nanos = 0, observed_nanos = 0;
   };
   absl::flat_hash_map<Key, Pool> unsampled_;
   std::string key_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
 #include "bpf/gpuflame_abi.h"
 
 namespace gpuflame::profiler {
@@ -88,6 +89,24 @@ Profile BuildTimeProfile(StackSource source, const TimeTracker& tracker, int64_t
     p.period_type = {"time", "nanoseconds"};
     p.period = 1;  // every kernel's time is counted (stacks are what is sampled)
   }
+  // Where CUPTI activity was duty-cycled, time and launches are estimates,
+  // scaled from what was seen; the time seen goes beside them, so that the
+  // share observed is in the profile itself (observed_time / time).
+  bool estimated = false;
+  if (kind == TimeKind::kGpuKernel)
+    for (const auto& [key, c] : counters) estimated |= c.observed_nanos != c.nanos;
+  if (estimated) {
+    p.sample_types.push_back({"observed_time", "nanoseconds"});
+    int64_t seen = 0, total = 0;
+    for (const auto& [key, c] : counters) {
+      if (pid && key.stack < source.stacks.size() && source.stacks.Get(key.stack).pid != *pid) continue;
+      seen += c.observed_nanos;
+      total += c.nanos;
+    }
+    p.comments.push_back(absl::StrFormat(
+        "gpuflame: kernel time estimated from duty-cycled CUPTI activity: %.1f%% of it observed, scaled up",
+        total ? 100.0 * static_cast<double>(seen) / static_cast<double>(total) : 0.0));
+  }
   SampleMaker make(source, comm, p);
   // Stable output: by stack, then label.
   std::vector<std::pair<TimeKey, TimeCounters>> sorted(counters.begin(), counters.end());
@@ -100,6 +119,7 @@ Profile BuildTimeProfile(StackSource source, const TimeTracker& tracker, int64_t
     if (pid && stack.pid != *pid) continue;
     Sample s = make.Make(stack);
     s.values = kind == TimeKind::kCpu ? std::vector<int64_t>{c.nanos} : std::vector<int64_t>{c.nanos, c.count};
+    if (estimated) s.values.push_back(c.observed_nanos);
     if (key.label != 0) s.labels.push_back({"thread_name", tracker.label(key.label), 0});
     p.samples.push_back(std::move(s));
   }

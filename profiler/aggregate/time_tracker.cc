@@ -4,14 +4,14 @@
 
 namespace gpuflame::profiler {
 
-void TimeTracker::Add(StackId stack, uint32_t label, int64_t count, int64_t nanos) {
+void TimeTracker::Add(StackId stack, uint32_t label, int64_t count, int64_t nanos, int64_t observed_nanos) {
+  if (observed_nanos < 0) observed_nanos = nanos;
   TimeKey key{stack, label};
-  TimeCounters& t = totals_[key];
-  t.count += count;
-  t.nanos += nanos;
-  TimeCounters& w = window_[key];
-  w.count += count;
-  w.nanos += nanos;
+  for (TimeCounters* c : {&totals_[key], &window_[key]}) {
+    c->count += count;
+    c->nanos += nanos;
+    c->observed_nanos += observed_nanos;
+  }
 }
 
 uint32_t TimeTracker::Label(const std::string& label) {

@@ -18,6 +18,9 @@ namespace gpuflame::profiler {
 struct TimeCounters {
   int64_t count = 0;  // samples, or kernel executions
   int64_t nanos = 0;  // CPU time, or GPU time
+  // GPU time actually seen: |nanos| is an estimate, scaled up from it, where
+  // the library duty-cycled CUPTI activity (gf_kernel_record.weight).
+  int64_t observed_nanos = 0;
 };
 
 struct TimeKey {
@@ -33,7 +36,8 @@ struct TimeKey {
 class TimeTracker {
  public:
   TimeTracker() : labels_{""} {}
-  void Add(StackId stack, uint32_t label, int64_t count, int64_t nanos);
+  // |observed_nanos| < 0: all of |nanos| was seen.
+  void Add(StackId stack, uint32_t label, int64_t count, int64_t nanos, int64_t observed_nanos = -1);
   // Index of |label| (interned; 0 is "no label").
   uint32_t Label(const std::string& label);
   const std::string& label(uint32_t id) const { return labels_[id]; }

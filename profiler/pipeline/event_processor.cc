@@ -103,6 +103,10 @@ uint32_t EventProcessor::ThreadLabel(const gf_event& ev) {
 void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload) {
   auto pid = static_cast<pid_t>(ev.pid);
   if (ev.kind < kKinds) by_kind_[ev.kind]++;
+  if (ev.kind == GF_EV_LIB_COST) {
+    OnLibCost(ev);
+    return;
+  }
   if (ev.kind != GF_EV_CUPTI_STATUS && ForeignAbi(pid)) {
     stats_.foreign_abi_records++;
     return;
@@ -151,6 +155,32 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       return;
     }
   }
+}
+
+void EventProcessor::OnLibCost(const gf_event& ev) {
+  // Cumulative figures from inside the workload: a counter that goes back
+  // (a forked child's copy, an exec) restarts from there, and no report may
+  // add more time than 256 threads could have spent since the last one, so
+  // a lying process cannot push the node's agent over its overhead budget.
+  LibraryCost now{ev.addr, ev.size, ev.arg0, ev.arg1, ev.arg2, 0};
+  auto [it, first] = library_cost_by_pid_.try_emplace(ev.pid);
+  PidCost& last = it->second;
+  if (first) library_cost_.processes++;
+  // A first report covers the library's life so far, which the agent did
+  // not see begin: held to 256 threads' worth of 10 s.
+  constexpr uint64_t kThreads = 256, kFirstNs = 10'000'000'000;
+  const uint64_t cap = first ? kThreads * kFirstNs : ev.ts_ns > last.ts_ns ? (ev.ts_ns - last.ts_ns) * kThreads : 0;
+  auto grow = [&](uint64_t& sum, uint64_t& was, uint64_t is, bool time) {
+    const uint64_t delta = is >= was ? is - was : is;
+    sum += time && delta > cap ? cap : delta;
+    was = is;
+  };
+  grow(library_cost_.hook_calls, last.cost.hook_calls, now.hook_calls, false);
+  grow(library_cost_.hook_ns, last.cost.hook_ns, now.hook_ns, true);
+  grow(library_cost_.callback_ns, last.cost.callback_ns, now.callback_ns, true);
+  grow(library_cost_.thread_ns, last.cost.thread_ns, now.thread_ns, true);
+  grow(library_cost_.cupti_overhead_ns, last.cost.cupti_overhead_ns, now.cupti_overhead_ns, true);
+  last.ts_ns = ev.ts_ns;
 }
 
 bool EventProcessor::SupersededByInProcess(const gf_event& ev) {
@@ -260,6 +290,7 @@ void EventProcessor::RetireProcess(pid_t pid) {
   cpu_.Forget(stacks);
   kernels_.Forget(stacks);
   stacks_.Retire(stacks);
+  library_cost_by_pid_.erase(static_cast<uint32_t>(pid));
 }
 
 void EventProcessor::OnRecord(std::span<const uint8_t> record) {
@@ -274,7 +305,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   const bool mixed = ev.flags & GF_EVF_USER_STACK;
   // Records that carry no stack: GPU activity and kernel names.
   if (ev.kind == GF_EV_KERNEL_BATCH || ev.kind == GF_EV_KERNEL_NAME || ev.kind == GF_EV_CUPTI_STATUS ||
-      ev.kind == GF_EV_TENSOR_BATCH) {
+      ev.kind == GF_EV_TENSOR_BATCH || ev.kind == GF_EV_LIB_COST) {
     OnGpuRecord(ev, record.subspan(sizeof(gf_event)));
     return;
   }

@@ -43,6 +43,22 @@ struct ProcessorStats {
   uint64_t bpf_tensor_events_superseded = 0;  // probe events of a process whose in-process hook is live
 };
 
+// What libgpuflame_cupti.so has cost the profiled processes (GF_EV_LIB_COST),
+// summed over them. Each process reports cumulative figures; the sums grow
+// by their differences, so they stay whole after processes exit.
+struct LibraryCost {
+  uint64_t hook_calls = 0;         // in-process allocator events
+  uint64_t hook_ns = 0;            // their time (estimated from one in 64)
+  uint64_t callback_ns = 0;        // our CUPTI callbacks (estimated from one in 64)
+  uint64_t thread_ns = 0;          // the library's own threads: flusher, buffer conversion
+  uint64_t cupti_overhead_ns = 0;  // CUPTI's own OVERHEAD records
+  uint64_t processes = 0;          // that reported at all
+  // In the profiled processes' time, ours: what the overhead budget adds to
+  // the BPF programs' run time. CUPTI's overhead records are not in it:
+  // they cover instrumentation work, not time taken from the workload alone.
+  uint64_t ns() const { return hook_ns + callback_ns + thread_ns; }
+};
+
 // The frame that stands for every stack not interned while gpuflame was over
 // its memory budget: the events are counted, their stacks are not kept.
 inline constexpr const char* kOverBudgetFrame = "[gpuflame over memory budget]";
@@ -96,6 +112,7 @@ class EventProcessor {
   // The process's libgpuflame_cupti.so said it speaks another GF_ABI_VERSION:
   // its kernel records (launches, activity, names) are ignored.
   bool ForeignAbi(pid_t pid) const { return !foreign_abi_.empty() && foreign_abi_.contains(static_cast<uint32_t>(pid)); }
+  const LibraryCost& library_cost() const { return library_cost_; }
 
  private:
   void StartKey(const gf_event& ev, bool mixed);  // the key_ prefix both stack kinds share
@@ -115,6 +132,7 @@ class EventProcessor {
   bool SupersededByInProcess(const gf_event& ev);
   uint32_t ThreadLabel(const gf_event& ev);
   void OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload);
+  void OnLibCost(const gf_event& ev);
 
   ProcessRegistry* registry_;
   StackResolver& resolver_;
@@ -138,6 +156,12 @@ class EventProcessor {
   absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
   std::vector<gf_kernel_record> batch_;  // reused for every activity batch
   absl::flat_hash_set<uint32_t> foreign_abi_;  // pids whose library speaks another ABI
+  LibraryCost library_cost_;
+  struct PidCost {
+    LibraryCost cost;  // its last report
+    uint64_t ts_ns = 0;
+  };
+  absl::flat_hash_map<uint32_t, PidCost> library_cost_by_pid_;
   // In-process tensor events: the stacks each process sent, by its IDs, and
   // since when its hook is live.
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StackId> inprocess_stacks_;

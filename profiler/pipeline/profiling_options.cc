@@ -14,7 +14,7 @@ namespace {
 constexpr absl::string_view kKeys[] = {"native_stacks", "cpu_hz",           "thread_names",
                                       "kernel_time",   "hide_trampolines", "keep_interpreter_frames",
                                       "binaries",      "max_cpu",          "max_memory_mb",
-                                      "tensor_events", "max_overhead"};
+                                      "tensor_events", "max_overhead",     "kernel_activity"};
 
 absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
@@ -61,6 +61,12 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     else if (value == "probes") o.tensor_events = TensorEvents::kProbes;
     else if (value == "inprocess") o.tensor_events = TensorEvents::kInProcess;
     else return absl::InvalidArgumentError(absl::StrCat("tensor_events wants auto, probes or inprocess, not '", value, "'"));
+    return absl::OkStatus();
+  }
+  if (key == "kernel_activity") {
+    if (value == "exact") o.kernel_time_exact = true;
+    else if (value == "sampled") o.kernel_time_exact = false;
+    else return absl::InvalidArgumentError(absl::StrCat("kernel_activity wants exact or sampled, not '", value, "'"));
     return absl::OkStatus();
   }
   if (key == "cpu_hz") {
@@ -136,6 +142,7 @@ absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& a
                     : a == "--max-memory-mb" ? "max_memory_mb"
                     : a == "--tensor-events" ? "tensor_events"
                     : a == "--max-overhead"  ? "max_overhead"
+                    : a == "--kernel-activity" ? "kernel_activity"
                                              : nullptr;
   if (!key) return size_t{0};
   if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
@@ -162,6 +169,10 @@ std::string ProfilingFlags::Help(int column) {
       {"--thread-names", "label CPU samples with their thread's name"},
       {"--no-kernel-time", "no kernel time: libgpuflame_cupti.so leaves CUPTI alone, the\n"
                            "agent does not report processes that lack it"},
+      {"--kernel-activity A", "CUPTI activity exact (on all the time: record's default) or\n"
+                              "sampled (one second in ten at a random phase, records\n"
+                              "weighted ten: the agent's default; the first 5 s of a\n"
+                              "process are seen whole)"},
       {"--tensor-events W", "where PyTorch's allocator is observed: inprocess\n"
                             "(libgpuflame_cupti.so hooks it inside the workload: no trap\n"
                             "per event), probes (a uprobe per event), or auto (default:\n"

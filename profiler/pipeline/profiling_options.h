@@ -33,6 +33,10 @@ struct ProfilingOptions {
   int cpu_hz = 97;             // CPU-time samples per second of CPU; 0: no CPU profile
   bool thread_names = false;   // thread_name label on CPU samples (series cardinality)
   bool kernel_time = true;     // kernel time through libgpuflame_cupti.so
+  // CUPTI activity on all the time (exact kernel time), or duty-cycled by
+  // the library, one period in N, records weighted N (record: exact; agent:
+  // sampled). bpf/gpuflame_abi.h, gpuflame:kernel_time_exact.
+  bool kernel_time_exact = true;
   TensorEvents tensor_events = TensorEvents::kAuto;
   // libgpuflame_cupti.so is needed in the workload (record loads it).
   bool NeedsInjection() const { return kernel_time || tensor_events != TensorEvents::kProbes; }
@@ -46,7 +50,7 @@ struct ProfilingOptions {
 // The configuration keys of ProfilingOptions ("native_stacks", "cpu_hz",
 // "thread_names", "kernel_time", "hide_trampolines",
 // "keep_interpreter_frames", "binaries", "max_cpu", "max_memory_mb",
-// "tensor_events", "max_overhead"); flags
+// "tensor_events", "max_overhead", "kernel_activity"); flags
 // are the same with dashes.
 bool IsProfilingOption(absl::string_view key);
 
@@ -59,7 +63,8 @@ absl::Status SetProfilingOption(ProfilingOptions& options, absl::string_view key
 // --native-stacks M, --cpu-hz N, --thread-names, --no-kernel-time,
 // --hide-trampolines, --keep-interpreter-frames, --binaries DIR (repeatable,
 // or a comma-separated list; the first replaces the default), --max-cpu C,
-// --max-memory-mb N, --tensor-events auto|probes|inprocess, --max-overhead P.
+// --max-memory-mb N, --tensor-events auto|probes|inprocess, --max-overhead P,
+// --kernel-activity exact|sampled.
 class ProfilingFlags {
  public:
   explicit ProfilingFlags(ProfilingOptions& options) : options_(options) {}

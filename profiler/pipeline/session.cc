@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   ProcessRegistry::Options ropt;
   ropt.filtered = !options.system_wide;
   ropt.tensor_events = options.profiling.tensor_events;
+  ropt.kernel_time_exact = options.profiling.kernel_time_exact;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(s->registry_.get(), *s->native_,
@@ -84,6 +85,9 @@ void Session::CheckGuardrails() {
   uint64_t bpf_ns = 0, workload_ns = 0;
   if (guardrails_.limits().max_overhead > 0 && program_stats_.available()) {
     for (const ProgramRunStats& p : BpfProgramStats()) bpf_ns += p.run_time_ns;
+    // And the injection library's own time in them (its hook, callbacks
+    // and threads), as it reports it.
+    bpf_ns += events_->library_cost().ns();
     workload_ns = registry_->SampleFollowedCpuNs();
   }
   const uint32_t now_shed = guardrails_.Check(now, bpf_ns, workload_ns);

@@ -42,6 +42,8 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kKernelName: return s->progs.kernel_name;
     case ProbeProgram::kCuptiStatus: return s->progs.cupti_status;
     case ProbeProgram::kTensorBatch: return s->progs.tensor_batch;
+    case ProbeProgram::kKernelTimeExact: return s->progs.kernel_time_exact;
+    case ProbeProgram::kLibCost: return s->progs.lib_cost;
   }
   return nullptr;
 }

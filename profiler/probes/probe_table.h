@@ -39,6 +39,8 @@ enum class ProbeProgram : uint8_t {
   kKernelName,    // USDT gpuflame:kernel_name
   kCuptiStatus,   // USDT gpuflame:status
   kTensorBatch,   // USDT gpuflame:tensor_batch (in-process tensor events)
+  kKernelTimeExact,  // USDT gpuflame:kernel_time_exact: a switch (its semaphore), never hit
+  kLibCost,       // USDT gpuflame:lib_cost: the library's own cost in its process
 };
 
 struct UprobeSpec {

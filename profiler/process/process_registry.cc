@@ -192,6 +192,12 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   if (!elf) return;
   const std::string path = file.path();
   if (kind == LibraryKind::kCupti) {
+    // The exact-mode switch goes up before any probe the library takes as
+    // "an agent listens": else a tick in between starts a duty cycle.
+    // A library from before duty cycles has no such probe: its activity is
+    // always on anyway.
+    if (options_.kernel_time_exact)
+      (void)probes_.AttachUsdt(path, "gpuflame", "kernel_time_exact", ProbeProgram::kKernelTimeExact);
     static constexpr std::pair<const char*, ProbeProgram> kProbes[] = {
         {"launch", ProbeProgram::kKernelLaunch}, {"kernel_batch", ProbeProgram::kKernelBatch},
         {"kernel_name", ProbeProgram::kKernelName}, {"status", ProbeProgram::kCuptiStatus}};
@@ -201,6 +207,8 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
         return;
       }
     }
+    // Also from before self-costing: its cost is then not counted (said in summary.json).
+    (void)probes_.AttachUsdt(path, "gpuflame", "lib_cost", ProbeProgram::kLibCost);
     if (options_.tensor_events != TensorEvents::kProbes) {
       if (auto st = probes_.AttachUsdt(path, "gpuflame", "tensor_batch", ProbeProgram::kTensorBatch); !st.ok())
         Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),

@@ -64,10 +64,14 @@ class ProcessRegistry {
     // Where tensor events come from. In-process: no probe on libc10_cuda.so
     // or libc10.so (a trap per event), the library's gpuflame:tensor_batch.
     TensorEvents tensor_events = TensorEvents::kAuto;
+    // Ask libgpuflame_cupti.so for CUPTI activity all the time (else it
+    // duty-cycles it and weights its records).
+    bool kernel_time_exact = true;
   };
   // |native| (optional) is given each process's maps as they are read.
   ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
                   symbolizer::NativeSymbolizer* native = nullptr);
+  const Options& options() const { return options_; }
 
   // A process named by the user or started by us.
   absl::Status AddTarget(pid_t pid);

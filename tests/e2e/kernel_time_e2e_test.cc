@@ -103,11 +103,91 @@ TEST(KernelTimeTest, TheLibraryCostsNothingUntilAnAgentAttaches) {
   RunResult idle = Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir +
                       "/idle.txt " + PyenvPython("3.12") + " " + Workload("kernels.py"));
   ASSERT_EQ(idle.status, 0) << idle.output;
-  EXPECT_EQ(ReadFile(dir + "/idle.txt"), "delivered=0 activity=0\n");
+  EXPECT_EQ(ReadFile(dir + "/idle.txt").rfind("delivered=0 activity=0 kernels=0/", 0), 0u) << ReadFile(dir + "/idle.txt");
   RunResult traced = RecordKernels(dir + "/out", "GF_SIM_CUPTI_REPORT=" + dir + "/traced.txt");
   ASSERT_EQ(traced.status, 0) << traced.output;
   EXPECT_NE(ReadFile(dir + "/traced.txt").find("activity=1"), std::string::npos) << ReadFile(dir + "/traced.txt");
   EXPECT_EQ(ReadFile(dir + "/traced.txt").find("delivered=0 "), std::string::npos);
+}
+
+// "kernels=recorded/run" from the simulated CUPTI's exit report.
+std::pair<int64_t, int64_t> KernelsRecordedAndRun(const std::string& report) {
+  size_t at = report.find("kernels=");
+  if (at == std::string::npos) return {-1, -1};
+  long long recorded = -1, run = -1;
+  std::sscanf(report.c_str() + at, "kernels=%lld/%lld", &recorded, &run);
+  return {recorded, run};
+}
+
+TEST(KernelTimeTest, SampledActivityIsScaledToAnEstimateAndTheProfileSaysWhatWasSeen) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("kernels-duty");
+  // Its own copy of the library (see TheLibraryCostsNothingUntilAnAgentAttaches):
+  // an earlier exact session still letting go of the build's copy would hold
+  // its gpuflame:kernel_time_exact semaphore up.
+  std::string lib = dir + "/libgpuflame_cupti.so";
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  // Activity on 0.2 s in every 0.8 s (one period in four), nothing seen
+  // whole at start-up: the agent's mode, made short enough for a test.
+  RunResult r = Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=4 GF_SIM_CUPTI_REPORT=" +
+                   dir + "/report.txt " + GPUFLAME_BIN + " record -q --kernel-activity sampled -o " + dir + "/out -- " +
+                   PyenvPython("3.12") + " " + Workload("steady_kernels.py") + " 6");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto [recorded, run] = KernelsRecordedAndRun(ReadFile(dir + "/report.txt"));
+  ASSERT_GT(run, 1000) << ReadFile(dir + "/report.txt");
+  // The simulated GPU timed about a quarter of the kernels...
+  EXPECT_GT(recorded, run / 8) << recorded << " of " << run;
+  EXPECT_LT(recorded, run / 2) << recorded << " of " << run;
+  pprof::Profile k;
+  ASSERT_TRUE(LoadPprof(dir + "/out/gpu_kernel.pb.gz", &k)) << r.output;
+  // ...each standing for four: the estimate is what ran, within the noise
+  // of where the windows fell (not 1/4 of it, as unscaled records would be).
+  ASSERT_EQ(k.sample_type_size(), 3);
+  EXPECT_EQ(k.string_table(k.sample_type(2).type()), "observed_time");
+  const int64_t launches = Total(k, "launches");
+  EXPECT_EQ(launches, 4 * recorded);
+  EXPECT_GT(launches, run * 6 / 10) << launches << " estimated, " << run << " ran";
+  EXPECT_LT(launches, run * 14 / 10) << launches << " estimated, " << run << " ran";
+  EXPECT_EQ(Total(k, "time"), launches * 300 * kUs);
+  EXPECT_EQ(Total(k, "observed_time"), recorded * 300 * kUs);
+  auto time = Stacks(k, "time", true, true);
+  EXPECT_EQ(time["<module>;run_until;Trainer > step;launch;" + kGemm], Total(k, "time")) << Dump(time);
+  bool said = false;
+  for (int64_t c : k.comment()) said |= k.string_table(c).find("observed, scaled up") != std::string::npos;
+  EXPECT_TRUE(said);
+  std::string summary = ReadFile(dir + "/out/summary.json");
+  EXPECT_NE(summary.find("\"activity\": \"sampled\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"weighted_records\": " + std::to_string(recorded)), std::string::npos) << summary;
+  // The library said what it cost the workload (its callbacks and its thread).
+  EXPECT_NE(summary.find("\"library\": {\"processes\": 1, \"ns_total\": "), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("\"cupti_callback_ns\": 0,"), std::string::npos) << summary;
+}
+
+TEST(KernelTimeTest, RecordSeesEveryKernelAndTheLibraryStopsWhenItLeaves) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("kernels-leave");
+  std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy: see TheLibraryCostsNothingUntilAnAgentAttaches
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  // Started without gpuflame, the library loaded; gpuflame attaches for
+  // 2 s and leaves; the workload runs 4 s more (the kernel lets go of a
+  // session's uprobes, and so of the semaphores, about 2 s after it exits).
+  RunResult p = Sh("cd " + dir + " && (" + SimEnv() + " GPUFLAME_STARTUP_S=0 CUDA_INJECTION64_PATH=" + lib +
+                   " GF_SIM_CUPTI_REPORT=" + dir + "/report.txt " + PyenvPython("3.12") + " " +
+                   Workload("steady_kernels.py") + " 4 pid go stop & ) && for i in $(seq 100); do [ -f pid ] && break; sleep 0.05; done; " +
+                   GPUFLAME_BIN + " record -q -d 2 -o out -p $(cat pid) & sleep 0.5; touch " + dir +
+                   "/go; wait; touch " + dir + "/stop; while kill -0 $(cat " + dir + "/pid) 2>/dev/null; do sleep 0.1; done");
+  std::string report = ReadFile(dir + "/report.txt");
+  EXPECT_EQ(report.find("activity=0"), report.find("activity=")) << "off once gpuflame left: " << report << p.output;
+  auto [recorded, run] = KernelsRecordedAndRun(report);
+  ASSERT_GT(run, 1000) << report;
+  EXPECT_GT(recorded, 0) << report;
+  EXPECT_LT(recorded, run * 8 / 10) << "only while gpuflame was there: " << report;
+  pprof::Profile k;
+  ASSERT_TRUE(LoadPprof(dir + "/out/gpu_kernel.pb.gz", &k)) << p.output;
+  // Exact mode (record's): every kernel timed while attached, none weighted.
+  EXPECT_EQ(k.sample_type_size(), 2);
+  EXPECT_GT(Total(k, "launches"), 200);
+  EXPECT_NE(ReadFile(dir + "/out/summary.json").find("\"weighted_records\": 0,"), std::string::npos);
 }
 
 TEST(KernelTimeTest, StepsAsideForAnotherCuptiClientAndSaysSo) {

@@ -137,6 +137,9 @@ void CheckFeatures(const Interpreter& py, const std::string& flags) {
     EXPECT_GE(json["inprocess"]["events"], 13) << summary;
     EXPECT_EQ(json["inprocess"]["events_with_unknown_stack"], 0);
     EXPECT_GT(json["bpf"]["tensor_batches"], 0);
+    // The hook counted its own events and time, and said so at exit.
+    EXPECT_EQ(json["self_cost"]["library"]["tensor_events"], json["inprocess"]["events"]) << summary;
+    EXPECT_GT(json["self_cost"]["library"]["tensor_hook_ns"], 0) << summary;
   } else {
     EXPECT_EQ(json["tensor_events"], "probes") << summary;
     EXPECT_EQ(json["inprocess"]["events"], 0);

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cupti/activity_converter.h"
+#include "cupti/activity_windows.h"
+#include "cupti/duty_cycle.h"
 #include "cupti/token_bucket.h"
 #include "profiler/aggregate/kernel_joiner.h"
 
@@ -129,6 +131,65 @@ TEST(TokenBucketTest, RateAndBurst) {
   for (int i = 0; i < 100; i++) EXPECT_TRUE(unlimited.Take(t));
 }
 
+TEST(DutyCycleTest, EachPeriodHasItsShareAndEveryTickTheSameChance) {
+  constexpr uint32_t kOn = 3, kOneIn = 5, kPeriod = kOn * kOneIn;
+  cupti::DutyCycle cycle(kOn, kOneIn, /*seed=*/12345);
+  EXPECT_EQ(cycle.weight(), kOneIn);
+  std::vector<int> on_at(kPeriod, 0);
+  constexpr int kPeriods = 3000;
+  for (int p = 0; p < kPeriods; p++) {
+    int on = 0;
+    for (uint32_t t = 0; t < kPeriod; t++) {
+      const bool tick = cycle.Next();
+      on += tick;
+      on_at[t] += tick;
+    }
+    ASSERT_EQ(on, static_cast<int>(kOn)) << "period " << p;
+  }
+  // Every position in the period, the edges included, is on about one
+  // period in five (expected 600; a fixed seed, so this cannot flake).
+  for (uint32_t t = 0; t < kPeriod; t++) {
+    EXPECT_GT(on_at[t], kPeriods / static_cast<int>(kOneIn) * 8 / 10) << "tick " << t;
+    EXPECT_LT(on_at[t], kPeriods / static_cast<int>(kOneIn) * 12 / 10) << "tick " << t;
+  }
+  cupti::DutyCycle always(1, 1, 7);
+  for (int i = 0; i < 100; i++) EXPECT_TRUE(always.Next());
+  EXPECT_EQ(always.weight(), 1u);
+}
+
+TEST(ActivityWindowsTest, ARecordTakesTheWeightOfTheWindowItStartedIn) {
+  cupti::ActivityWindows w;
+  EXPECT_EQ(w.WeightAt(5), 1) << "no window yet: itself";
+  w.Open(100, 1);   // start-up, seen whole
+  w.Open(1000, 10);  // then one period in ten
+  EXPECT_EQ(w.WeightAt(999), 1) << "launched in start-up, ran after it";
+  EXPECT_EQ(w.WeightAt(1000), 10);
+  EXPECT_EQ(w.WeightAt(5000), 10);
+  EXPECT_EQ(w.WeightAt(50), 1) << "older than every window: the oldest's";
+  for (uint64_t t = 2000; t < 2100; t++) w.Open(t, 7);  // the ring wraps
+  EXPECT_EQ(w.WeightAt(1500), 7);
+  w.Open(3000, 0);
+  EXPECT_EQ(w.WeightAt(3000), 1) << "weight 0 means itself";
+}
+
+TEST(ActivityConverterTest, StampsEachRecordWithItsWindowsWeight) {
+  Buffer b;
+  b.Add(Kernel("k", 500, 600, 1));
+  b.Add(Kernel("k", 1500, 1600, 2));
+  cupti::ActivityWindows windows;
+  windows.Open(0, 1);
+  windows.Open(1000, 10);
+  cupti::ActivityConverter conv;
+  Recorder rec;
+  conv.Convert(b.data(), b.size(), cuptiActivityGetNextRecord, rec, &windows);
+  ASSERT_EQ(rec.batches.size(), 1u);
+  EXPECT_EQ(rec.batches[0][0].weight, 1);
+  EXPECT_EQ(rec.batches[0][1].weight, 10);
+  Recorder plain;
+  conv.Convert(b.data(), b.size(), cuptiActivityGetNextRecord, plain);
+  EXPECT_EQ(plain.batches[0][1].weight, 1) << "no duty cycle: every record is itself";
+}
+
 // ---- the agent's join ----
 
 class KernelJoinerTest : public ::testing::Test {
@@ -161,6 +222,7 @@ class KernelJoinerTest : public ::testing::Test {
       for (profiler::FrameId f : stacks.Get(key.stack).frames) s += (s.empty() ? "" : ";") + frames.Get(f).name;
       out[s].count += c.count;
       out[s].nanos += c.nanos;
+      out[s].observed_nanos += c.observed_nanos;
     }
     return out;
   }
@@ -209,6 +271,33 @@ TEST_F(KernelJoinerTest, UnsampledKernelsAreChargedBySampledShareExactly) {
   EXPECT_EQ(t["[launch stack not sampled];never_sampled"].count, 2);
   EXPECT_EQ(joiner.stats().scaled, 7u);
   EXPECT_EQ(joiner.stats().unattributed, 2u);
+}
+
+TEST_F(KernelJoinerTest, WeightedRecordsCountForWhatTheyStandForAndKeepWhatWasSeen) {
+  joiner.OnName(42, 1, "gemm");
+  joiner.OnLaunch(42, 1, Launch("A"), 1);
+  joiner.OnLaunch(42, 2, Launch("B"), 1);
+  auto weighted = [&](uint32_t corr, uint64_t nanos, uint16_t weight) {
+    gf_kernel_record r = Rec(corr, 1, nanos);
+    r.weight = weight;
+    return r;
+  };
+  // Joined: A's kernel seen once, one period in ten. Unsampled: 3 records,
+  // one period in ten, charged 1:1 to A and B; one old-style record (0).
+  std::vector<gf_kernel_record> recs = {weighted(1, 100, 10), weighted(2, 100, 10), weighted(5, 1000, 10),
+                                        weighted(6, 1000, 10), weighted(7, 1000, 10), weighted(8, 7, 0)};
+  joiner.OnRecords(42, recs, 2);
+  joiner.Flush(3);
+  auto t = Totals();
+  EXPECT_EQ(t["A;gemm"].nanos + t["B;gemm"].nanos, 10 * (100 + 100 + 3000) + 7);
+  EXPECT_EQ(t["A;gemm"].count + t["B;gemm"].count, 10 * 5 + 1);
+  EXPECT_EQ(t["A;gemm"].observed_nanos + t["B;gemm"].observed_nanos, 100 + 100 + 3000 + 7);
+  EXPECT_EQ(t["A;gemm"].nanos, 1000 + 15004) << "its own, and half the pool (largest remainder)";
+  EXPECT_EQ(joiner.stats().weighted_records, 5u);
+  EXPECT_EQ(joiner.stats().estimated_records, 51u);
+  // A weight past the contract's limit is clamped, never trusted.
+  joiner.OnRecords(42, std::vector<gf_kernel_record>{weighted(1, 1, 65535)}, 4);
+  EXPECT_EQ(joiner.stats().estimated_records, 51u + GF_KERNEL_WEIGHT_MAX);
 }
 
 TEST_F(KernelJoinerTest, ImplausibleDurationsAreClampedAndCounted) {

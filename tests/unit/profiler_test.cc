@@ -194,6 +194,33 @@ class EventProcessorTest : public ::testing::Test {
   EventProcessor events_{nullptr, resolver_};
 };
 
+TEST_F(EventProcessorTest, LibraryCostSumsCumulativeReportsAndCapsWhatAProcessClaims) {
+  auto report = [&](uint32_t pid, uint64_t ts, uint64_t calls, uint64_t hook_ns, uint64_t callback_ns,
+                    uint64_t thread_ns) {
+    gf_event ev = testing::Header(GF_EV_LIB_COST, GF_DOMAIN_NONE, 0, pid);
+    ev.ts_ns = ts;
+    ev.addr = calls;
+    ev.size = hook_ns;
+    ev.arg0 = callback_ns;
+    ev.arg1 = thread_ns;
+    ev.arg2 = 7;
+    events_.OnRecord(testing::MakeRecord(ev));
+  };
+  constexpr uint64_t kS = 1'000'000'000;
+  report(1, 1 * kS, 100, 10'000, 0, 0);      // first: taken whole
+  report(1, 2 * kS, 300, 50'000, 0, 1'000);  // +40 us hook, +1 us threads
+  report(2, 2 * kS, 10, 2'000, 500, 0);      // another process
+  report(1, 3 * kS, 50, 5'000, 0, 1'000);    // went back (exec): restarts from there
+  EXPECT_EQ(events_.library_cost().processes, 2u);
+  EXPECT_EQ(events_.library_cost().hook_calls, 300u + 10u + 50u);
+  EXPECT_EQ(events_.library_cost().hook_ns, 50'000u + 2'000u + 5'000u);
+  EXPECT_EQ(events_.library_cost().ns(), 57'000u + 500u + 1'000u) << "hook, callbacks, threads";
+  // A process claiming more than 256 threads' worth of a second in a second
+  // is held to that: it cannot push the node's agent over its budget.
+  report(2, 3 * kS, 20, 2'000 + 1'000'000 * kS, 500, 0);
+  EXPECT_EQ(events_.library_cost().hook_ns, 57'000u + 256 * kS);
+}
+
 TEST_F(EventProcessorTest, InternsStacksAndAccounts) {
   auto a = Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x1000, 4096, {0x10, 0x20});
   events_.OnRecord(a);

@@ -61,7 +61,14 @@ SelfCost Cost() {
   return SelfCost{
       "on",
       {{"alloc_enter", 1'000'000, 600'000'000}, {"torch_malloc", 460'000, 630'000'000}, {"watch_exit", 0, 0}},
-      0.414};
+      0.414,
+      {}};
+}
+
+SelfCost WithLibrary() {
+  SelfCost c = Cost();
+  c.library = {200'000, 40'000'000, 3'000'000, 9'000'000, 5'000'000, 2};
+  return c;
 }
 
 TEST(SelfCostTest, SummaryJsonHasEveryProgramAndTheTotals) {
@@ -77,10 +84,23 @@ TEST(SelfCostTest, SummaryJsonHasEveryProgramAndTheTotals) {
   EXPECT_EQ(j["programs"]["torch_malloc"]["ns_total"], 630'000'000u);
   EXPECT_NEAR(j["programs"]["alloc_enter"]["ns_per_hit"].get<double>(), 600, 0.01);
   EXPECT_EQ(j["programs"]["watch_exit"]["ns_per_hit"], 0.0);
+  EXPECT_EQ(j["library"]["processes"], 0u) << "no library reported";
+}
+
+TEST(SelfCostTest, TheLibrarysOwnTimeIsItsHookCallbacksAndThreads) {
+  nlohmann::json j = nlohmann::json::parse(SelfCostJson(WithLibrary()), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << SelfCostJson(WithLibrary());
+  EXPECT_EQ(j["library"]["processes"], 2u);
+  EXPECT_EQ(j["library"]["ns_total"], 52'000'000u) << "CUPTI's own overhead records are reported apart";
+  EXPECT_EQ(j["library"]["cupti_overhead_records_ns"], 5'000'000u);
+  EXPECT_NEAR(j["library"]["tensor_hook_ns_per_event"].get<double>(), 200.0, 1e-9);
+  EXPECT_EQ(SelfCostLine(WithLibrary()),
+            "gpuflame cost: 1.23 s in BPF programs (0.84 µs per hit, 1.46 M hits), 52.0 ms in the workloads' library "
+            "(0.20 µs per tensor event), 0.41 s CPU in gpuflame");
 }
 
 TEST(SelfCostTest, UnavailableStatsAndUnknownCpuStillMakeValidJson) {
-  nlohmann::json j = nlohmann::json::parse(SelfCostJson({"unavailable: \"EPERM\"", {}, -1}), nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(SelfCostJson({"unavailable: \"EPERM\"", {}, -1, {}}), nullptr, false);
   ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["bpf_stats"], "unavailable: \"EPERM\"");
   EXPECT_TRUE(j["gpuflame_cpu_seconds"].is_null());
@@ -90,10 +110,10 @@ TEST(SelfCostTest, UnavailableStatsAndUnknownCpuStillMakeValidJson) {
 TEST(SelfCostTest, TerminalLine) {
   EXPECT_EQ(SelfCostLine(Cost()),
             "gpuflame cost: 1.23 s in BPF programs (0.84 µs per hit, 1.46 M hits), 0.41 s CPU in gpuflame");
-  EXPECT_EQ(SelfCostLine({"on", {{"alloc_enter", 12, 6'000}}, 0.05}),
+  EXPECT_EQ(SelfCostLine({"on", {{"alloc_enter", 12, 6'000}}, 0.05, {}}),
             "gpuflame cost: 6 µs in BPF programs (0.50 µs per hit, 12 hits), 0.05 s CPU in gpuflame");
-  EXPECT_EQ(SelfCostLine({"on", {{"alloc_enter", 0, 0}}, -1}), "gpuflame cost: no BPF program ran");
-  EXPECT_EQ(SelfCostLine({"unavailable: BPF_ENABLE_STATS needs CAP_SYS_ADMIN", {}, 1.5}),
+  EXPECT_EQ(SelfCostLine({"on", {{"alloc_enter", 0, 0}}, -1, {}}), "gpuflame cost: no BPF program ran");
+  EXPECT_EQ(SelfCostLine({"unavailable: BPF_ENABLE_STATS needs CAP_SYS_ADMIN", {}, 1.5, {}}),
             "gpuflame cost: BPF run time unavailable: BPF_ENABLE_STATS needs CAP_SYS_ADMIN, 1.50 s CPU in gpuflame");
 }
 

@@ -1,0 +1,55 @@
+// A duty cycle for something too costly to leave on (CUPTI activity, launch
+// callbacks): time is cut into ticks (the flusher's 100 ms), ticks into
+// periods of |one_in| x |on_ticks|, and in each period |on_ticks|
+// consecutive ticks are on, starting at a tick drawn uniformly from the
+// period and wrapping around its end. Every tick is then on with
+// probability exactly 1/|one_in|, whatever the workload's own rhythm, so
+// what is seen while on, weighted |one_in|, is an unbiased estimate of the
+// whole; a fixed phase could alias with a periodic workload (a training
+// step) and a window placed only where it fits would see the period's edges
+// less often. Not thread-safe: the flusher thread only.
+#ifndef GPUFLAME_CUPTI_DUTY_CYCLE_H_
+#define GPUFLAME_CUPTI_DUTY_CYCLE_H_
+
+#include <cstdint>
+
+namespace gpuflame::cupti {
+
+class DutyCycle {
+ public:
+  // |one_in| <= 1: always on.
+  DutyCycle(uint32_t on_ticks, uint32_t one_in, uint64_t seed)
+      : on_(on_ticks ? on_ticks : 1), one_in_(one_in ? one_in : 1), rng_(seed | 1) {}
+
+  // Whether the coming tick is on.
+  bool Next() {
+    if (one_in_ <= 1) return true;
+    const uint64_t period = static_cast<uint64_t>(on_) * one_in_;
+    if (tick_ == 0) start_ = Random() % period;
+    const uint64_t into = (tick_ + period - start_) % period;  // ticks since the window opened
+    tick_ = (tick_ + 1) % period;
+    return into < on_;
+  }
+
+  // What one observed record stands for.
+  uint32_t weight() const { return one_in_; }
+
+ private:
+  // xorshift64*: a few cycles, no locks, and good enough to pick a phase.
+  uint64_t Random() {
+    rng_ ^= rng_ >> 12;
+    rng_ ^= rng_ << 25;
+    rng_ ^= rng_ >> 27;
+    return rng_ * 0x2545F4914F6CDD1Dull;
+  }
+
+  uint32_t on_;
+  uint32_t one_in_;
+  uint64_t rng_;
+  uint64_t tick_ = 0;
+  uint64_t start_ = 0;
+};
+
+}  // namespace gpuflame::cupti
+
+#endif  // GPUFLAME_CUPTI_DUTY_CYCLE_H_

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Kernel time's cost on a real GPU (the H200 `device` machine), in one
+# workload process per model with observers switched between rounds
+# (bench/overhead_harness.cc): none, the agent's default (CUPTI activity
+# duty-cycled), record's exact mode, and PyTorch's own recorder, on the
+# launch-bound GPT and the ~1B-parameter one. Then one `record` run with the
+# library's debug output, for what switching CUPTI on and off costs and
+# whether the in-process walker's checks pass on real PyTorch. Carries a
+# build from scripts/gpu-bundle.sh (.carry/). Output goes to $OUT.
+#   ROUNDS (10), ITERS (launch model steps per round, 100),
+#   LARGE_ITERS (10), SKIP_LARGE=1, ON_S / ONE_IN (the duty cycle: 1 / 10)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bundle=$root/.carry
+export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+out=${OUT:-/tmp/gpuflame-gpu}
+mkdir -p "$out"
+py=${PYTHON:-python3}
+status=0
+export GPUFLAME_ACTIVITY_ON_S=${ON_S:-1} GPUFLAME_ACTIVITY_ONE_IN=${ONE_IN:-10}
+modes=none,inprocess,inprocess-exact,history-python
+harness() {
+  "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/step_workload.py" --kernel-time \
+      --injection "$bundle/libgpuflame_cupti.so" --modes "$modes" "$@" || status=1
+}
+echo "== launch-bound GPT: kernel time, memory in-process (duty cycle ${GPUFLAME_ACTIVITY_ON_S} s in ${GPUFLAME_ACTIVITY_ONE_IN})"
+harness --rounds "${ROUNDS:-10}" --iters "${ITERS:-100}"
+if [ -z "${SKIP_LARGE:-}" ]; then
+  echo "== ~1B-parameter GPT"
+  GPUFLAME_BENCH_MODEL=large harness --rounds "${LARGE_ROUNDS:-6}" --iters "${LARGE_ITERS:-10}"
+fi
+echo "== record, sampled activity, library debug output"
+GPUFLAME_CUPTI_DEBUG=1 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ON_S=0.5 GPUFLAME_ACTIVITY_ONE_IN=4 \
+  "$bundle/gpuflame" record -q --kernel-activity sampled -o "$out/sampled" -- \
+  $py "$here/train_bench.py" --steps 400 2> "$out/sampled.log" || status=1
+grep -v 'flush$' "$out/sampled.log" | sort | uniq -c | sort -rn | head -20
+python3 - "$out/sampled" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1] + "/summary.json"))
+print("gpu_kernels", json.dumps(d["gpu_kernels"]))
+print("inprocess", json.dumps(d.get("inprocess")))
+print("tensor", json.dumps({k: d[k] for k in d if "tensor" in k}))
+PY
+"$bundle/gpuflame" record -q -o "$out/exact" -- $py "$here/train_bench.py" --steps 200 2> "$out/exact.log" || status=1
+tail -3 "$out/exact.log"
+# The in-process walker on real PyTorch: tensor stacks under Trainer > step.
+for f in "$out/exact/torch_memory.alloc_space.folded" "$out/exact/gpu_kernel.time.folded"; do
+  awk -v f="$(basename "$f")" '{n = $NF; t += n; if ($0 ~ /Trainer > step/) s += n}
+       END {printf "%s: %.1f%% under Trainer > step\n", f, t ? 100 * s / t : 0}' "$f" || status=1
+done
+tar -C "$out" -czf "$out/outputs.tgz" sampled exact sampled.log exact.log 2>/dev/null
+exit $status
