@@ -57,6 +57,8 @@ struct State {
   // The current agent has been told we are live (an agent ignores our events
   // until it is: that record carries the ABI version and the hand-over time).
   std::atomic<bool> announced{false};
+  // Our own cost: events recorded, and the time of one in kTimedOneIn.
+  std::atomic<uint64_t> hook_calls{0}, hook_timed_ns{0};
   bool said_no_torch = false;  // flusher thread only
   uint32_t said_python = 0;    // flusher thread only: the walker's state last said
   int polls = 0;               // flusher thread only
@@ -220,7 +222,15 @@ void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevi
     s.announce_pending = true;
     s.lock.unlock();
   }
+  // One event in kTimedOneIn is timed: two clock reads on each would cost
+  // more than the rest of some events.
+  if (s.hook_calls.fetch_add(1, std::memory_order_relaxed) % kTimedOneIn != 0) {
+    Record(ptr, delta, allocated, reserved, device);
+    return;
+  }
+  const uint64_t start = NowNs();
   Record(ptr, delta, allocated, reserved, device);
+  s.hook_timed_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
 }
 
 void SayHook(uint32_t status, uint32_t python) {
@@ -307,6 +317,14 @@ void PollTensorEvents() {
     s.said_python = python;
     SayHook(GF_TENSOR_HOOK_LIVE, python);
   }
+}
+
+HookCost HookCostSoFar() {
+  State& s = S();
+  const uint64_t calls = s.hook_calls.load(std::memory_order_relaxed);
+  const uint64_t timed = (calls + kTimedOneIn - 1) / kTimedOneIn;
+  const uint64_t ns = s.hook_timed_ns.load(std::memory_order_relaxed);
+  return {calls, timed ? ns * calls / timed : 0};
 }
 
 void FlushTensorEvents() {

@@ -17,6 +17,8 @@
 #ifndef GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
 #define GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
 
+#include <cstdint>
+
 namespace gpuflame::inprocess {
 
 // Hooks the allocator if an agent listens for tensor batches, else does
@@ -27,6 +29,15 @@ void StartTensorEvents();
 void PollTensorEvents();
 // At exit: sends what is batched.
 void FlushTensorEvents();
+
+// What the hook has cost the workload so far: events recorded and their
+// time, estimated from one event in kTimedOneIn (timed with two clock reads).
+inline constexpr uint64_t kTimedOneIn = 64;
+struct HookCost {
+  uint64_t calls = 0;
+  uint64_t ns = 0;
+};
+HookCost HookCostSoFar();
 
 }  // namespace gpuflame::inprocess
 
