@@ -36,6 +36,7 @@
 #include "cupti/cupti_api.h"
 #include "cupti/probes.h"
 #include "cupti/token_bucket.h"
+#include "inprocess/autograd_origin.h"
 #include "inprocess/tensor_events.h"
 
 extern "C" {
@@ -177,7 +178,8 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   if (!LaunchProbeOn()) return;
   thread_local TokenBucket bucket(S().launch_rate, S().launch_rate > 0 ? S().launch_rate / 10 + 1 : 1);
   if (!bucket.Take(NowNs())) return;
-  FireLaunch(cb->correlationId, cbid);
+  const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
+  FireLaunch(cb->correlationId, cbid, origin.stack_id, origin.active);
 }
 
 void EnableCallbacks();

@@ -93,6 +93,19 @@ uint32_t PythonWalker::Walk(gf_py_frame* frames, uint32_t* flags) {
   return n;
 }
 
+bool PythonWalker::ThreadHasNoState() {
+  if (failure()) return false;
+  const gf_py_proc& c = cfg_;
+  int32_t tss[2] = {0, 0};
+  const bool read = checks_left_.load(std::memory_order_relaxed) > 0 ? Read<true>(c.runtime_addr + c.tss_off, &tss)
+                                                                     : Read<false>(c.runtime_addr + c.tss_off, &tss);
+  if (!read || tss[0] != 1 || tss[1] < 0 || tss[1] >= 1024) return false;
+  // The slot stays set while the thread's GIL is released (PyEval_SaveThread
+  // swaps the current state out, not the gilstate mapping): a thread in C
+  // code under Python, like the backward() caller itself, is not "none".
+  return pthread_getspecific(static_cast<pthread_key_t>(tss[1])) == nullptr;
+}
+
 template <bool kSafe>
 uint32_t PythonWalker::WalkWith(gf_py_frame* frames, uint32_t* flags) {
   const gf_py_proc& c = cfg_;

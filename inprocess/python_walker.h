@@ -32,6 +32,12 @@ class PythonWalker {
   // Walks into |frames| (GF_MAX_PY_FRAMES slots, leaf first); returns the
   // count and ORs GF_EVF_PY_* into |flags|.
   uint32_t Walk(gf_py_frame* frames, uint32_t* flags);
+  // True only if the calling thread certainly has no Python thread state
+  // (autograd's engine threads, other native workers): the TSS slot is
+  // readable and empty. False when it has one, or when that cannot be told
+  // (walker off, interpreter not initialised). One load and one
+  // pthread_getspecific once the walker is proven; fault-safe before.
+  bool ThreadHasNoState();
   // enum gf_tensor_hook reason the walker stopped, or 0 while it works.
   uint32_t failure() const { return failure_.load(std::memory_order_relaxed); }
 

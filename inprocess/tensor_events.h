@@ -14,8 +14,16 @@
 //
 // Bytes are the allocator's block sizes (what memory_allocated() counts),
 // with its allocated/reserved totals on every record.
+//
+// Allocations made on a thread without Python state while a backward()
+// call runs (autograd's engine threads) carry that call's caller stack
+// instead, flagged GF_EVF_AUTOGRAD (inprocess/autograd_origin.h).
 #ifndef GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
 #define GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
+
+#include <cstdint>
+
+#include "inprocess/backward_origins.h"
 
 namespace gpuflame::inprocess {
 
@@ -27,6 +35,19 @@ void StartTensorEvents();
 void PollTensorEvents();
 // At exit: sends what is batched.
 void FlushTensorEvents();
+
+// For the backward-origin hook, on the calling thread:
+// whether an agent listens for tensor batches (the hook does nothing without);
+bool TensorEventsListening();
+// walks this thread's Python stack, sends it (once) as GF_EV_PY_STACK, and
+// returns its ID, or 0 without frames;
+uint64_t SendThisThreadsStack();
+// whether this thread certainly has no Python thread state;
+bool ThisThreadHasNoPythonState();
+// says the backward-origin hook's state (enum gf_autograd_hook) to the agent.
+void SayAutogradHook(uint32_t status);
+// The backward() calls running now (the tensor hook and launches read it).
+BackwardOrigins& RunningBackwardCalls();
 
 }  // namespace gpuflame::inprocess
 
