@@ -37,7 +37,7 @@ struct {
 
 /* gpuflame:launch(correlation, cbid, origin, concurrent): a sampled launch,
  * on the launching thread: its stack is what the kernel's time is charged
- * to. From a thread without Python state while backward() runs, the
+ * to. From a thread that runs no Python while backward() runs, the
  * library adds the backward caller's stack ID (origin) or, with several
  * calls active, their count (concurrent), passed on as arg2 and size. A
  * library from before these arguments fires two: libbpf reads the missing

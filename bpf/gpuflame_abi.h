@@ -76,7 +76,7 @@ enum gf_event_kind {
   GF_EV_CPU_SAMPLE = 10, /* a profiled thread was on CPU at a sampling tick */
   GF_EV_KERNEL_LAUNCH = 11, /* a sampled kernel launch: arg0 = CUPTI correlation ID,
                              * arg1 = CUPTI callback ID, with the launching stack;
-                             * from a thread without Python state (autograd's engine
+                             * from a thread that runs no Python (autograd's engine
                              * threads) while backward() runs: arg2 = the backward
                              * caller's stack ID (a GF_EV_PY_STACK of the process's
                              * tensor batches) if exactly one call is active, else
@@ -150,7 +150,7 @@ enum gf_event_flags {
   GF_EVF_USER_STACK = 1u << 8,  /* regs + copied stack follow (fixed layout) */
   GF_EVF_STACK_AT_ENTRY = 1u << 9, /* the stack is this thread's last GF_EV_CALL_STACK */
   GF_EVF_STACK_REF = 1u << 10, /* inner record: one u64 stack ID (a GF_EV_PY_STACK) follows */
-  /* Inner tensor record made on a thread without Python state (autograd's
+  /* Inner tensor record made on a thread that runs no Python (autograd's
    * engine threads) while a backward() call ran: the stack ID names the
    * stack of the thread that called it; user space adds <autograd engine>. */
   GF_EVF_AUTOGRAD = 1u << 11,
@@ -360,7 +360,7 @@ enum gf_tensor_hook {
  * The backward origin (inprocess/autograd_origin.cc): loss.backward() runs
  * torch::autograd::Engine::execute on the calling thread (GIL released,
  * Python frames intact) and the device work on autograd's engine threads,
- * which have no Python state. The library hooks Engine::execute in
+ * which run no Python (an idle thread state, no frames). The library hooks Engine::execute in
  * libtorch_python.so's GOT (once the tensor hook is live), sends the
  * caller's stack as a GF_EV_PY_STACK, and marks the engine threads' tensor
  * events (GF_EVF_AUTOGRAD) and launches (GF_EV_KERNEL_LAUNCH arg2/size)

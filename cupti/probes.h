@@ -30,7 +30,7 @@ inline bool LaunchProbeOn() { return __builtin_expect(gpuflame_launch_semaphore 
 inline bool BatchProbeOn() { return gpuflame_kernel_batch_semaphore != 0; }
 
 // A sampled launch: the agent takes this thread's stack here. From a thread
-// without Python state while backward() runs: the caller's stack ID if one
+// that runs no Python while backward() runs: the caller's stack ID if one
 // call runs, and how many run (inprocess/autograd_origin.h); else 0, 0.
 inline void FireLaunch(unsigned int correlation, unsigned int cbid, unsigned long origin = 0,
                        unsigned int concurrent = 0) {

@@ -103,7 +103,7 @@ void PollAutogradOrigin() {
 
 BackwardOrigin BackwardOriginForThisThread() {
   const BackwardOrigin running = RunningBackwardCalls().Current();
-  if (running.active == 0 || !ThisThreadHasNoPythonState()) return {};
+  if (running.active == 0 || !ThisThreadRunsNoPython()) return {};
   return running;
 }
 

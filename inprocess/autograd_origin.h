@@ -4,7 +4,8 @@
 // torch::autograd::Engine::execute (libtorch_cpu.so) from libtorch_python.so
 // (THPEngine_run_backward -> PythonEngine::execute) on the calling thread,
 // which blocks there, its Python frames intact, while autograd's engine
-// threads (one per device, `pt_autograd_N`, no Python state) allocate and
+// threads (one per device, `pt_autograd_N`: an idle Python thread state of
+// their own, no Python frames) allocate and
 // launch the device work. That slot of libtorch_python.so's GOT is pointed
 // at a hook that walks the caller's Python stack, sends it once, and
 // publishes it as a running backward call (backward_origins.h) until the

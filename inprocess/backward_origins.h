@@ -1,11 +1,11 @@
 // The backward() calls running in this process, each with the stack ID of
 // the Python thread that made it: what autograd's engine threads, which
-// have no Python state of their own, are working for.
+// run no Python of their own, are working for.
 //
 // A fixed table (no allocation, no lock on the read side): the Engine::execute
 // hook adds its call on entry and removes it on exit (unwinding included);
 // the tensor hook and the launch callback read it on every event of a thread
-// without Python state. Readers see a consistent snapshot through a sequence
+// that runs no Python. Readers see a consistent snapshot through a sequence
 // counter (writers, once per backward() call, serialize on a spinlock), and
 // say "several" rather than guess when more than one call runs: the engine
 // threads serve every call in the process, and nothing here says whose node

@@ -185,12 +185,12 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   const uint32_t n = s.walker.Walk(frames, &flags);
   uint64_t id = n ? HashFrames(frames, n) : 0;
   ev.flags = flags | GF_EVF_STACK_REF;
-  // No Python state of its own (not a failed walk): an engine thread of a
-  // running backward() call works for that call's caller.
+  // A thread that runs no Python (not a failed walk) while a backward()
+  // call runs: an engine thread, working for that call's caller.
   uint64_t ref = id;
-  if (n == 0 && (flags & GF_EVF_PY_NO_THREAD)) {
+  if (n == 0 && !(flags & (GF_EVF_PY_READ_FAILED | GF_EVF_PY_KEY_UNSET))) {
     const BackwardOrigin origin = s.backward.Current();
-    if (origin.active > 0 && s.walker.ThreadHasNoState()) {
+    if (origin.active > 0 && s.walker.ThreadRunsNoPython()) {
       if (origin.active == 1 && origin.stack_id) {
         ev.flags |= GF_EVF_AUTOGRAD;
         ref = origin.stack_id;  // sent when the call began
@@ -355,7 +355,7 @@ uint64_t SendThisThreadsStack() {
   return id;
 }
 
-bool ThisThreadHasNoPythonState() { return S().walker.ThreadHasNoState(); }
+bool ThisThreadRunsNoPython() { return S().walker.ThreadRunsNoPython(); }
 
 void SayAutogradHook(uint32_t status) {
   State& s = S();

@@ -41,7 +41,7 @@ struct ProcessorStats {
   uint64_t inprocess_stacks = 0;     // Python stacks it sent (each once per flush period)
   uint64_t inprocess_unknown_stacks = 0;  // events naming a stack not received (charged to kStackUnknownFrame)
   uint64_t bpf_tensor_events_superseded = 0;  // probe events of a process whose in-process hook is live
-  // Work of autograd's engine threads (no Python state) during a backward() call:
+  // Work of autograd's engine threads (no Python frames) during a backward() call:
   uint64_t autograd_events = 0;            // tensor allocations charged to the caller's stack
   uint64_t autograd_events_ambiguous = 0;  // ... made while several calls ran (kAutogradAmbiguousFrame)
   uint64_t autograd_launches = 0;          // sampled launches charged to the caller's stack

@@ -2,7 +2,8 @@
 // on tests/workloads/backward.py, whose backward() runs on the simulated
 // libtorch (test fixture: libtorch_python.so calls
 // torch::autograd::Engine::execute through its GOT, and an engine thread
-// `pt_autograd_0` without Python state allocates and launches). Real eBPF,
+// `pt_autograd_0`, with an idle Python thread state as PyTorch gives it,
+// allocates and launches). Real eBPF,
 // real CPython of every supported shape, the real libgpuflame_cupti.so.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -100,6 +101,24 @@ TEST_P(BackwardOriginTest, EngineThreadWorkLandsUnderTheCallerOfBackward) {
   for (const auto& p : summary["processes"]) live += p.value("autograd_hook", "") == "live";
   EXPECT_EQ(live, 1) << summary.dump();
   EXPECT_TRUE(summary["warnings"].empty()) << summary.dump();
+}
+
+TEST(BackwardOriginTest, AWorkerThreadWithoutAnyPythonStateIsAttributedToo) {
+  // PyTorch's engine threads hold an idle Python thread state; a plain
+  // native worker (GF_SIM_ENGINE_NO_PYTHON=1) holds none: both run no Python.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("backward-no-state");
+  RunResult r = Sh(SimEnv() + " GF_SIM_ENGINE_NO_PYTHON=1 GPUFLAME_LAUNCH_STACKS_PER_S=0 " + GPUFLAME_BIN +
+                   " record -q -o " + out + " -- " + PyenvPython("3.12") + " " + Workload("backward.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile torch, kernels;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
+  ASSERT_TRUE(LoadPprof(out + "/gpu_kernel.pb.gz", &kernels));
+  auto alloc = Stacks(torch, "alloc_space");
+  EXPECT_EQ(alloc["<module>;main;Trainer > step;backward;" + kEngine + ";" + kLeaf], 2 * 2 * 4 * MiB) << Dump(alloc);
+  EXPECT_EQ(alloc[kLeaf], 2 * 1 * MiB + 2 * 3 * MiB) << Dump(alloc);
+  auto time = Stacks(kernels, "time", true, /*drop_native=*/true);
+  EXPECT_EQ(time["<module>;main;Trainer > step;backward;" + kEngine + ";" + kKernel], 2 * 5 * 200 * kUs) << Dump(time);
 }
 
 std::string InterpreterName(const ::testing::TestParamInfo<Interpreter>& info) {
