@@ -39,7 +39,13 @@
  * that some tracer is attached), so it cannot know the agent's version, and
  * it never steps aside on this account.
  *
- * v1: the first versioned contract.
+ * v1: the first versioned contract. Since, additively: gpuflame:launch's
+ * third and fourth arguments (backward origin), GF_EVF_AUTOGRAD*,
+ * GF_EV_AUTOGRAD_HOOK. An older library sends none (read as 0: no origin);
+ * an older agent reads no launch argument past the second, charges an
+ * engine allocation to the caller's stack without <autograd engine> (or,
+ * ambiguous, to [stack not received]), and counts the one
+ * GF_EV_AUTOGRAD_HOOK per process as malformed.
  */
 #define GF_ABI_VERSION 1
 
@@ -340,7 +346,11 @@ enum gf_cupti_status {
  *  - GF_EV_ALLOC with GF_EVF_STACK_REF: one u64 stack ID follows; addr, size
  *    (the allocator's block size), arg0 = device, arg1/arg2 = the allocator's
  *    allocated/reserved totals, as for GF_API_TORCH_REPORT;
- *  - GF_EV_FREE: header only, the same fields.
+ *  - GF_EV_FREE: header only, the same fields;
+ *  - GF_EV_ALLOC with GF_EVF_AUTOGRAD: an engine thread's allocation during a
+ *    backward() call: the stack ID that follows is the caller's (or, with
+ *    GF_EVF_AUTOGRAD_AMBIGUOUS, the u64 is the number of calls running);
+ *  - GF_EV_AUTOGRAD_HOOK: the backward-origin hook's state (below).
  * A batch goes out when full, every 100 ms, and at once after a new stack
  * (the agent reads its code objects while they exist). Every 10 s the
  * library says again that it is live and forgets which stacks it sent, so an
