@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -140,13 +140,15 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   "},\n");
   // Where tensor events came from; those of libgpuflame_cupti.so's in-process hook.
   absl::StrAppend(&out, "  \"tensor_events\": \"", TensorEventsName(tensor_events), "\",\n");
-  absl::StrAppend(&out, "  \"inprocess\": {\"events\": ", ev.stats().inprocess_events, ", \"stacks\": ",
-                  ev.stats().inprocess_stacks, ", \"events_with_unknown_stack\": ", ev.stats().inprocess_unknown_stacks,
+  absl::StrAppend(&out, "  \"inprocess\": {\"events\": ", ev.stats().inprocess_events,
+                  ", \"stacks\": ", ev.stats().inprocess_stacks,
+                  ", \"events_with_unknown_stack\": ", ev.stats().inprocess_unknown_stacks,
                   ", \"probe_events_superseded\": ", ev.stats().bpf_tensor_events_superseded,
                   // Autograd's engine threads' work, charged to the backward() caller's stack
                   // (or, with several calls running at once, to the ambiguous marker).
-                  ", \"autograd_events\": ", ev.stats().autograd_events, ", \"autograd_events_ambiguous\": ",
-                  ev.stats().autograd_events_ambiguous, ", \"autograd_launches\": ", ev.stats().autograd_launches,
+                  ", \"autograd_events\": ", ev.stats().autograd_events,
+                  ", \"autograd_events_ambiguous\": ", ev.stats().autograd_events_ambiguous,
+                  ", \"autograd_launches\": ", ev.stats().autograd_launches,
                   ", \"autograd_launches_ambiguous\": ", ev.stats().autograd_launches_ambiguous,
                   ", \"autograd_unknown_origins\": ", ev.stats().autograd_unknown_origins, "},\n");
   // gpuflame's own budget: the limits, the last reading, what is shed now,

@@ -183,7 +183,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   gf_py_frame frames[GF_MAX_PY_FRAMES];
   uint32_t flags = 0;
   const uint32_t n = s.walker.Walk(frames, &flags);
-  uint64_t id = n ? HashFrames(frames, n) : 0;
+  const uint64_t id = n ? HashFrames(frames, n) : 0;
   ev.flags = flags | GF_EVF_STACK_REF;
   // A thread that runs no Python (not a failed walk) while a backward()
   // call runs: an engine thread, working for that call's caller.

@@ -96,7 +96,7 @@ StackId EventProcessor::MarkerStack(const gf_event& ev, const char* name) {
   return stacks_.Insert(key_, std::move(info));
 }
 
-StackId EventProcessor::AutogradStack(const gf_event& ev, StackId origin, const std::string& marker, StackId tail) {
+StackId EventProcessor::AutogradStack(const gf_event& ev, StackId origin, std::string_view marker, StackId tail) {
   StartKey(ev, /*mixed=*/false);
   // Not a raw stack's tail (whole 8-byte words) nor a marker's (a name): a
   // tag byte, the two stack IDs and the marker's name, padded to an odd length.
@@ -120,7 +120,7 @@ StackId EventProcessor::AutogradStack(const gf_event& ev, StackId origin, const 
   }
   symbolizer::Frame engine;
   engine.kind = symbolizer::FrameKind::kMarker;
-  engine.name = marker;
+  engine.name = std::string(marker);
   info.frames.push_back(frames_.Intern(engine));
   if (tail != StackTable::kNone) {
     const std::vector<FrameId>& own = stacks_.Get(tail).frames;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -46,7 +47,7 @@ struct ProcessorStats {
   uint64_t autograd_events_ambiguous = 0;  // ... made while several calls ran (kAutogradAmbiguousFrame)
   uint64_t autograd_launches = 0;          // sampled launches charged to the caller's stack
   uint64_t autograd_launches_ambiguous = 0;
-  uint64_t autograd_unknown_origins = 0;   // naming a caller stack not received (tensor: kStackUnknownFrame)
+  uint64_t autograd_unknown_origins = 0;  // naming a caller stack not received (tensor: kStackUnknownFrame)
 };
 
 // The frame that stands for every stack not interned while gpuflame was over
@@ -126,7 +127,8 @@ class EventProcessor {
   // |origin|'s frames (the caller's Python stack, its API leaf dropped), the
   // |marker| frame, then |tail|'s frames, or with kNone the event's API leaf.
   // |origin| kNone: the marker stands alone above the tail.
-  StackId AutogradStack(const gf_event& ev, StackId origin, const std::string& marker, StackId tail);
+  // Allocation-free for a stack seen before (the common case: one per caller).
+  StackId AutogradStack(const gf_event& ev, StackId origin, std::string_view marker, StackId tail);
   // A launch from a thread without Python frames that names a backward()
   // call (arg2) or several (size): its stack below the caller's.
   StackId AutogradLaunchStack(const gf_event& ev, StackId own);

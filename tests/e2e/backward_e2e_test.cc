@@ -121,6 +121,31 @@ TEST(BackwardOriginTest, AWorkerThreadWithoutAnyPythonStateIsAttributedToo) {
   EXPECT_EQ(time["<module>;main;Trainer > step;backward;" + kEngine + ";" + kKernel], 2 * 5 * 200 * kUs) << Dump(time);
 }
 
+TEST(BackwardOriginTest, AnotherEngineExecuteSignatureIsLeftAloneAndSaidOnce) {
+  // The simulated libtorch built with PyTorch 1.x's Engine::execute (no
+  // accumulate_grad): a hook would misread its registers, so there is none.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("backward-othersig");
+  RunResult r = Sh(SimEnv() + " GPUFLAME_SIM_TORCH_DIR=" + GPUFLAME_SIM_DIR + "/othersig " + GPUFLAME_BIN +
+                   " record -q -o " + out + " -- " + PyenvPython("3.12") + " " + Workload("backward.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
+  auto alloc = Stacks(torch, "alloc_space");
+  for (const auto& [stack, v] : alloc) EXPECT_EQ(stack.find("<autograd engine"), std::string::npos) << stack;
+  // The engine thread's work, all of it, without a caller; the forward as before.
+  EXPECT_EQ(alloc[kLeaf], (16 + 4 + 8 + 20) * MiB) << Dump(alloc);
+  EXPECT_EQ(alloc["<module>;main;Trainer > step;empty;Tensor > __init__;" + kLeaf], 32 * MiB) << Dump(alloc);
+  auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  int other = 0;
+  for (const auto& p : summary["processes"]) other += p.value("autograd_hook", "") == "other signature";
+  EXPECT_EQ(other, 1) << summary.dump();
+  int said = 0;
+  for (const auto& w : summary["warnings"])
+    said += w.get<std::string>().find("Engine::execute has a signature gpuflame does not know") != std::string::npos;
+  EXPECT_EQ(said, 1) << summary.dump();
+}
+
 std::string InterpreterName(const ::testing::TestParamInfo<Interpreter>& info) {
   std::string n = info.param.label;
   for (char& c : n)

@@ -312,7 +312,6 @@ TEST_F(EventProcessorTest, MalformedTensorBatchesStopAtTheFirstBadRecord) {
   EXPECT_EQ(events_.stats().malformed, 3u);
 }
 
-
 // Names of a stack's frames, root first.
 std::vector<std::string> FrameNames(const EventProcessor& ev, StackId id) {
   std::vector<std::string> out;
@@ -402,7 +401,8 @@ TEST_F(EventProcessorTest, AutogradEngineLaunchesGoBelowTheBackwardCallersStack)
     k.end_ns = 100 + c * 1000;
     kernels.push_back(k);
   }
-  events_.OnRecord(testing::ArrayRecord(testing::Header(GF_EV_KERNEL_BATCH, GF_DOMAIN_NONE, GF_API_NONE, 4242), kernels));
+  events_.OnRecord(
+      testing::ArrayRecord(testing::Header(GF_EV_KERNEL_BATCH, GF_DOMAIN_NONE, GF_API_NONE, 4242), kernels));
   events_.joiner().Flush(1'000'000'000);
   // By time: each correlation's kernel ran c us, so its stack is told by its
   // total (2 and 5 share the thread's own stack: 7 us).
