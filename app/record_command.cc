@@ -7,10 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -139,9 +140,17 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   "},\n");
   // Where tensor events came from; those of libgpuflame_cupti.so's in-process hook.
   absl::StrAppend(&out, "  \"tensor_events\": \"", TensorEventsName(tensor_events), "\",\n");
-  absl::StrAppend(&out, "  \"inprocess\": {\"events\": ", ev.stats().inprocess_events, ", \"stacks\": ",
-                  ev.stats().inprocess_stacks, ", \"events_with_unknown_stack\": ", ev.stats().inprocess_unknown_stacks,
-                  ", \"probe_events_superseded\": ", ev.stats().bpf_tensor_events_superseded, "},\n");
+  absl::StrAppend(&out, "  \"inprocess\": {\"events\": ", ev.stats().inprocess_events,
+                  ", \"stacks\": ", ev.stats().inprocess_stacks,
+                  ", \"events_with_unknown_stack\": ", ev.stats().inprocess_unknown_stacks,
+                  ", \"probe_events_superseded\": ", ev.stats().bpf_tensor_events_superseded,
+                  // Autograd's engine threads' work, charged to the backward() caller's stack
+                  // (or, with several calls running at once, to the ambiguous marker).
+                  ", \"autograd_events\": ", ev.stats().autograd_events,
+                  ", \"autograd_events_ambiguous\": ", ev.stats().autograd_events_ambiguous,
+                  ", \"autograd_launches\": ", ev.stats().autograd_launches,
+                  ", \"autograd_launches_ambiguous\": ", ev.stats().autograd_launches_ambiguous,
+                  ", \"autograd_unknown_origins\": ", ev.stats().autograd_unknown_origins, "},\n");
   // gpuflame's own budget: the limits, the last reading, what is shed now,
   // and how many events went to the over-budget stack.
   const GuardrailLimits& lim = guard.limits();
@@ -185,6 +194,11 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
     if (info->tensor_hook)
       absl::StrAppend(&out, ", \"tensor_hook\": ", info->tensor_hook, ", \"tensor_hook_python\": ",
                       info->tensor_hook_python);
+    if (info->autograd_hook) {
+      static constexpr const char* kStates[] = {"", "live", "not found", "other signature", "patch failed"};
+      absl::StrAppend(&out, ", \"autograd_hook\": \"",
+                      info->autograd_hook < std::size(kStates) ? kStates[info->autograd_hook] : "unknown", "\"");
+    }
     if (auto it = ev.allocator_totals().find(static_cast<uint32_t>(pid));
         it != ev.allocator_totals().end() && it->second.known)
       absl::StrAppend(&out, ", \"torch_allocated_bytes\": ", it->second.allocated,

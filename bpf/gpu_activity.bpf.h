@@ -35,20 +35,25 @@ struct {
   __type(value, struct gf_record_gpu);
 } scratch_gpu SEC(".maps");
 
-/* gpuflame:launch(correlation, cbid): a sampled launch, on the launching
- * thread: its stack is what the kernel's time is charged to. */
+/* gpuflame:launch(correlation, cbid, origin, concurrent): a sampled launch,
+ * on the launching thread: its stack is what the kernel's time is charged
+ * to. From a thread that runs no Python while backward() runs, the
+ * library adds the backward caller's stack ID (origin) or, with several
+ * calls active, their count (concurrent), passed on as arg2 and size. A
+ * library from before these arguments fires two: libbpf reads the missing
+ * ones as 0 (no origin). */
 SEC("usdt")
-int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid) {
+int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid, __u64 origin, __u64 concurrent) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!wanted(id >> 32))
     return 0;
   bump(GF_STAT_LAUNCHES);
   if (want_user_stack(1))
-    submit_with_user_stack(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, 0,
-                           correlation, cbid, 0);
+    submit_with_user_stack(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, concurrent,
+                           correlation, cbid, origin);
   else
-    submit_stack_kind(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, 0,
-                      correlation, cbid, 0);
+    submit_stack_kind(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, concurrent,
+                      correlation, cbid, origin);
   return 0;
 }
 

@@ -41,7 +41,11 @@
  *
  * v1: the first versioned contract.
  * v2: gf_kernel_record.weight (records of duty-cycled activity stand for
- *     more than themselves; a v1 agent would under-count them).
+ *     more than themselves; a v1 agent would under-count them). With it,
+ *     additively: gpuflame:launch's third and fourth arguments (backward
+ *     origin), GF_EVF_AUTOGRAD*, GF_EV_AUTOGRAD_HOOK, gpuflame:lib_cost
+ *     (GF_EV_LIB_COST), gpuflame:kernel_time_exact. A library without the
+ *     launch arguments sends none (read as 0: no origin).
  */
 #define GF_ABI_VERSION 2
 
@@ -77,7 +81,12 @@ enum gf_event_kind {
                           * (GF_EVF_STACK_AT_ENTRY) follows on the same thread */
   GF_EV_CPU_SAMPLE = 10, /* a profiled thread was on CPU at a sampling tick */
   GF_EV_KERNEL_LAUNCH = 11, /* a sampled kernel launch: arg0 = CUPTI correlation ID,
-                             * arg1 = CUPTI callback ID, with the launching stack */
+                             * arg1 = CUPTI callback ID, with the launching stack;
+                             * from a thread that runs no Python (autograd's engine
+                             * threads) while backward() runs: arg2 = the backward
+                             * caller's stack ID (a GF_EV_PY_STACK of the process's
+                             * tensor batches) if exactly one call is active, else
+                             * 0 and size = the number of active calls (0: none) */
   GF_EV_KERNEL_BATCH = 12,  /* size = n gf_kernel_record follow (GPU activity) */
   GF_EV_KERNEL_NAME = 13,   /* arg0 = name ID; a NUL-terminated name follows */
   GF_EV_CUPTI_STATUS = 14,  /* arg0 = enum gf_cupti_status, arg1 = the library's
@@ -88,7 +97,8 @@ enum gf_event_kind {
   GF_EV_PY_STACK = 16,      /* inner: arg0 = stack ID; py_count gf_py_frame follow */
   GF_EV_TENSOR_HOOK = 17,   /* inner: arg0 = enum gf_tensor_hook; arg1 = while live, 0 or the
                              * reason there are no Python frames; arg2 = GF_ABI_VERSION */
-  GF_EV_LIB_COST = 18,      /* gpuflame:lib_cost: what libgpuflame_cupti.so has cost its
+  GF_EV_AUTOGRAD_HOOK = 18, /* inner: arg0 = enum gf_autograd_hook (the backward-origin hook) */
+  GF_EV_LIB_COST = 19,      /* gpuflame:lib_cost: what libgpuflame_cupti.so has cost its
                              * process so far, cumulative, once a flush period while
                              * traced: addr = allocator hook calls, size = their ns,
                              * arg0 = ns in our CUPTI callbacks, arg1 = ns of the library's
@@ -153,6 +163,13 @@ enum gf_event_flags {
   GF_EVF_USER_STACK = 1u << 8,  /* regs + copied stack follow (fixed layout) */
   GF_EVF_STACK_AT_ENTRY = 1u << 9, /* the stack is this thread's last GF_EV_CALL_STACK */
   GF_EVF_STACK_REF = 1u << 10, /* inner record: one u64 stack ID (a GF_EV_PY_STACK) follows */
+  /* Inner tensor record made on a thread that runs no Python (autograd's
+   * engine threads) while a backward() call ran: the stack ID names the
+   * stack of the thread that called it; user space adds <autograd engine>. */
+  GF_EVF_AUTOGRAD = 1u << 11,
+  /* With GF_EVF_AUTOGRAD: several backward() calls were running, so whose
+   * work this is cannot be told; the u64 that follows is their count. */
+  GF_EVF_AUTOGRAD_AMBIGUOUS = 1u << 12,
 };
 
 struct gf_event {
@@ -349,7 +366,11 @@ enum gf_cupti_status {
  *  - GF_EV_ALLOC with GF_EVF_STACK_REF: one u64 stack ID follows; addr, size
  *    (the allocator's block size), arg0 = device, arg1/arg2 = the allocator's
  *    allocated/reserved totals, as for GF_API_TORCH_REPORT;
- *  - GF_EV_FREE: header only, the same fields.
+ *  - GF_EV_FREE: header only, the same fields;
+ *  - GF_EV_ALLOC with GF_EVF_AUTOGRAD: an engine thread's allocation during a
+ *    backward() call: the stack ID that follows is the caller's (or, with
+ *    GF_EVF_AUTOGRAD_AMBIGUOUS, the u64 is the number of calls running);
+ *  - GF_EV_AUTOGRAD_HOOK: the backward-origin hook's state (below).
  * A batch goes out when full, every 100 ms, and at once after a new stack
  * (the agent reads its code objects while they exist). Every 10 s the
  * library says again that it is live and forgets which stacks it sent, so an
@@ -363,6 +384,23 @@ enum gf_tensor_hook {
   GF_TENSOR_HOOK_UNSUPPORTED_PYTHON = 4, /* a CPython version without a layout: no Python frames */
   GF_TENSOR_HOOK_WALK_CHECK_FAILED = 5,  /* the first stack walk failed its checks: no Python frames */
   GF_TENSOR_HOOK_PATCH_FAILED = 6,   /* the GOT page could not be made writable */
+};
+
+/*
+ * The backward origin (inprocess/autograd_origin.cc): loss.backward() runs
+ * torch::autograd::Engine::execute on the calling thread (GIL released,
+ * Python frames intact) and the device work on autograd's engine threads,
+ * which run no Python (an idle thread state, no frames). The library hooks Engine::execute in
+ * libtorch_python.so's GOT (once the tensor hook is live), sends the
+ * caller's stack as a GF_EV_PY_STACK, and marks the engine threads' tensor
+ * events (GF_EVF_AUTOGRAD) and launches (GF_EV_KERNEL_LAUNCH arg2/size)
+ * with it while the call runs. Said once per process, GF_EV_AUTOGRAD_HOOK:
+ */
+enum gf_autograd_hook {
+  GF_AUTOGRAD_HOOK_LIVE = 1,
+  GF_AUTOGRAD_HOOK_NOT_FOUND = 2,       /* libtorch_python.so not loaded, or no GOT slot for Engine::execute */
+  GF_AUTOGRAD_HOOK_OTHER_SIGNATURE = 3, /* it calls an Engine::execute of another signature: not hooked */
+  GF_AUTOGRAD_HOOK_PATCH_FAILED = 4,    /* the GOT page could not be made writable */
 };
 
 #endif /* GPUFLAME_BPF_GPUFLAME_ABI_H_ */

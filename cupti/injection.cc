@@ -51,6 +51,7 @@
 #include "cupti/duty_cycle.h"
 #include "cupti/probes.h"
 #include "cupti/token_bucket.h"
+#include "inprocess/autograd_origin.h"
 #include "inprocess/tensor_events.h"
 
 extern "C" {
@@ -323,7 +324,8 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
     NoteLaunchCorrelation(cb->correlationId);
     debug_fired.fetch_add(1, std::memory_order_relaxed);
   }
-  FireLaunch(cb->correlationId, cbid);
+  const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
+  FireLaunch(cb->correlationId, cbid, origin.stack_id, origin.active);
 }
 
 void SetCallbacks(bool on);

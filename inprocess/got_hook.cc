@@ -83,6 +83,72 @@ bool RestoreGotSlot(void** slot, void* value) {
   return WriteSlot(slot, value);
 }
 
+namespace {
+
+// The library's dynamic tables, as the loader relocated them.
+struct DynamicTables {
+  ElfW(Addr) symtab = 0, strtab = 0, jmprel = 0, rela = 0;
+  size_t strsz = 0, pltrelsz = 0, relasz = 0;
+};
+
+DynamicTables ReadDynamic(const Library& lib) {
+  DynamicTables t;
+  // The dynamic array ends at DT_NULL; bounded all the same.
+  for (int i = 0; i < 4096 && lib.dynamic[i].d_tag != DT_NULL; i++) {
+    const ElfW(Dyn)& d = lib.dynamic[i];
+    switch (d.d_tag) {
+      case DT_SYMTAB: t.symtab = Absolute(lib, d.d_un.d_ptr); break;
+      case DT_STRTAB: t.strtab = Absolute(lib, d.d_un.d_ptr); break;
+      case DT_STRSZ: t.strsz = d.d_un.d_val; break;
+      case DT_JMPREL: t.jmprel = Absolute(lib, d.d_un.d_ptr); break;
+      case DT_PLTRELSZ: t.pltrelsz = d.d_un.d_val; break;
+      case DT_RELA: t.rela = Absolute(lib, d.d_un.d_ptr); break;
+      case DT_RELASZ: t.relasz = d.d_un.d_val; break;
+      default: break;
+    }
+  }
+  return t;
+}
+
+// Calls |fn(slot)| for every GOT slot bound to a symbol whose name starts
+// with |name| (its whole name when |whole|), until it returns false.
+template <typename Fn>
+void ForEachSlot(const Library& lib, const DynamicTables& t, const char* name, bool whole, Fn fn) {
+  const size_t name_len = std::strlen(name);
+  const size_t compare = whole ? name_len + 1 : name_len;
+  const auto* syms = reinterpret_cast<const ElfW(Sym)*>(t.symtab);
+  const char* strings = reinterpret_cast<const char*>(t.strtab);
+  // PLT calls bind through JUMP_SLOTs (.rela.plt); -fno-plt calls and
+  // address-taken uses through GLOB_DATs (.rela.dyn).
+  for (auto [table, bytes] : {std::pair{t.jmprel, t.pltrelsz}, std::pair{t.rela, t.relasz}}) {
+    if (!table) continue;
+    const auto* rels = reinterpret_cast<const ElfW(Rela)*>(table);
+    for (size_t i = 0; i < bytes / sizeof(ElfW(Rela)); i++) {
+      const auto type = ELF64_R_TYPE(rels[i].r_info);
+      if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
+      const ElfW(Word) at = syms[ELF64_R_SYM(rels[i].r_info)].st_name;
+      if (t.strsz && (at >= t.strsz || t.strsz - at < compare)) continue;
+      if (std::memcmp(strings + at, name, compare) != 0) continue;
+      if (!fn(reinterpret_cast<void**>(lib.base + rels[i].r_offset))) return;
+    }
+  }
+}
+
+}  // namespace
+
+bool GotHasSymbolWithPrefix(const char* library_prefix, const char* symbol_prefix) {
+  Library lib{library_prefix};
+  if (!dl_iterate_phdr(FindLibrary, &lib) || !lib.dynamic) return false;
+  const DynamicTables t = ReadDynamic(lib);
+  if (!t.symtab || !t.strtab) return false;
+  bool found = false;
+  ForEachSlot(lib, t, symbol_prefix, /*whole=*/false, [&](void**) {
+    found = true;
+    return false;
+  });
+  return found;
+}
+
 GotHookResult HookGot(const char* library_prefix, const char* symbol, void* replacement, OriginalSink sink) {
   GotHookResult out;
   Library lib{library_prefix};
@@ -90,23 +156,8 @@ GotHookResult HookGot(const char* library_prefix, const char* symbol, void* repl
     out.error = std::string(library_prefix) + " is not loaded";
     return out;
   }
-  ElfW(Addr) symtab = 0, strtab = 0, jmprel = 0, rela = 0;
-  size_t strsz = 0, pltrelsz = 0, relasz = 0;
-  // The dynamic array ends at DT_NULL; bounded all the same.
-  for (int i = 0; i < 4096 && lib.dynamic[i].d_tag != DT_NULL; i++) {
-    const ElfW(Dyn)& d = lib.dynamic[i];
-    switch (d.d_tag) {
-      case DT_SYMTAB: symtab = Absolute(lib, d.d_un.d_ptr); break;
-      case DT_STRTAB: strtab = Absolute(lib, d.d_un.d_ptr); break;
-      case DT_STRSZ: strsz = d.d_un.d_val; break;
-      case DT_JMPREL: jmprel = Absolute(lib, d.d_un.d_ptr); break;
-      case DT_PLTRELSZ: pltrelsz = d.d_un.d_val; break;
-      case DT_RELA: rela = Absolute(lib, d.d_un.d_ptr); break;
-      case DT_RELASZ: relasz = d.d_un.d_val; break;
-      default: break;
-    }
-  }
-  if (!symtab || !strtab) {
+  const DynamicTables t = ReadDynamic(lib);
+  if (!t.symtab || !t.strtab) {
     out.error = std::string(lib.name) + " has no dynamic symbol table";
     return out;
   }
@@ -118,28 +169,18 @@ GotHookResult HookGot(const char* library_prefix, const char* symbol, void* repl
     return out;
   }
   sink(out.original);
-  const size_t name_len = std::strlen(symbol);
-  const auto* syms = reinterpret_cast<const ElfW(Sym)*>(symtab);
-  const char* strings = reinterpret_cast<const char*>(strtab);
-  // PLT calls bind through JUMP_SLOTs (.rela.plt); -fno-plt calls and
-  // address-taken uses through GLOB_DATs (.rela.dyn).
-  for (auto [table, bytes] : {std::pair{jmprel, pltrelsz}, std::pair{rela, relasz}}) {
-    if (!table) continue;
-    const auto* rels = reinterpret_cast<const ElfW(Rela)*>(table);
-    for (size_t i = 0; i < bytes / sizeof(ElfW(Rela)); i++) {
-      const auto type = ELF64_R_TYPE(rels[i].r_info);
-      if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
-      const ElfW(Word) name = syms[ELF64_R_SYM(rels[i].r_info)].st_name;
-      if (strsz && (name >= strsz || strsz - name <= name_len)) continue;
-      if (std::memcmp(strings + name, symbol, name_len + 1) != 0) continue;
-      auto** slot = reinterpret_cast<void**>(lib.base + rels[i].r_offset);
-      if (!WriteSlot(slot, replacement)) {
-        out.error = std::string("cannot make the GOT of ") + lib.name + " writable";
-        return out;
-      }
-      if (out.slots < kMaxGotSlots) out.slot[out.slots] = slot;
-      out.slots++;
+  ForEachSlot(lib, t, symbol, /*whole=*/true, [&](void** slot) {
+    if (!WriteSlot(slot, replacement)) {
+      out.write_failed = true;
+      return false;
     }
+    if (out.slots < kMaxGotSlots) out.slot[out.slots] = slot;
+    out.slots++;
+    return true;
+  });
+  if (out.write_failed) {
+    out.error = std::string("cannot make the GOT of ") + lib.name + " writable";
+    return out;
   }
   if (out.slots == 0) out.error = std::string(lib.name) + " has no GOT slot for " + symbol;
   return out;

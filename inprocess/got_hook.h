@@ -17,6 +17,7 @@ struct GotHookResult {
   int slots = 0;                   // GOT slots rewritten (0: nothing to hook)
   void** slot[kMaxGotSlots] = {};  // where, for the first kMaxGotSlots
   void* original = nullptr;        // the function the slots pointed to, resolved
+  bool write_failed = false;       // a slot was found but could not be made writable
   std::string error;               // why not, when slots == 0
 };
 
@@ -30,6 +31,11 @@ using OriginalSink = void (*)(void* original);
 // scope (dlsym on its handle), not read from the slot: with lazy binding the
 // slot may still point at the PLT stub, which would rebind it over the hook.
 GotHookResult HookGot(const char* library_prefix, const char* symbol, void* replacement, OriginalSink sink);
+
+// Whether the first loaded library named |library_prefix|... binds any
+// symbol whose name starts with |symbol_prefix| through its GOT: tells "it
+// calls another version of the function" from "it does not call it".
+bool GotHasSymbolWithPrefix(const char* library_prefix, const char* symbol_prefix);
 
 // Points |slot| at |value| again if something (the dynamic loader's lazy
 // binding, racing the first patch) rewrote it; true if it had to.

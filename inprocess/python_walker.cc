@@ -93,6 +93,33 @@ uint32_t PythonWalker::Walk(gf_py_frame* frames, uint32_t* flags) {
   return n;
 }
 
+bool PythonWalker::ThreadRunsNoPython() {
+  if (failure() || finalizing_()) return false;
+  return checks_left_.load(std::memory_order_relaxed) > 0 ? RunsNoPythonWith<true>() : RunsNoPythonWith<false>();
+}
+
+template <bool kSafe>
+bool PythonWalker::RunsNoPythonWith() {
+  const gf_py_proc& c = cfg_;
+  int32_t tss[2] = {0, 0};
+  if (!Read<kSafe>(c.runtime_addr + c.tss_off, &tss) || tss[0] != 1 || tss[1] < 0 || tss[1] >= 1024) return false;
+  // The slot stays set while the thread's GIL is released (PyEval_SaveThread
+  // swaps the current state out, not the gilstate mapping): a thread in C
+  // code under Python, like the backward() caller itself, still shows its
+  // frames here.
+  const auto tstate = reinterpret_cast<uintptr_t>(pthread_getspecific(static_cast<pthread_key_t>(tss[1])));
+  if (!tstate) return true;
+  uint64_t thread_id = 0;
+  if ((tstate & 7) || !Read<kSafe>(tstate + tstate_thread_id_, &thread_id) ||
+      thread_id != static_cast<uint64_t>(pthread_self()))
+    return false;
+  uintptr_t frame = 0;
+  if (!Read<kSafe>(tstate + c.tstate_frame, &frame) ||
+      (c.uses_cframe && frame && !Read<kSafe>(frame + c.cframe_current, &frame)))
+    return false;
+  return frame == 0;
+}
+
 template <bool kSafe>
 uint32_t PythonWalker::WalkWith(gf_py_frame* frames, uint32_t* flags) {
   const gf_py_proc& c = cfg_;

@@ -32,12 +32,24 @@ class PythonWalker {
   // Walks into |frames| (GF_MAX_PY_FRAMES slots, leaf first); returns the
   // count and ORs GF_EVF_PY_* into |flags|.
   uint32_t Walk(gf_py_frame* frames, uint32_t* flags);
+  // True only if the calling thread certainly runs no Python now: it has no
+  // thread state, or it has its own with no frame. The second is what
+  // PyTorch's autograd engine threads look like: PythonEngine::thread_init
+  // creates a state for each (pybind11::gil_scoped_acquire, then releases
+  // the GIL) so that Python backward nodes need not make one per call, and
+  // it holds no frame while C++ nodes run. False when that cannot be told
+  // (walker off, interpreter not initialised or finalizing, a read failed).
+  // A few loads and a pthread_getspecific once the walker is proven;
+  // fault-safe before.
+  bool ThreadRunsNoPython();
   // enum gf_tensor_hook reason the walker stopped, or 0 while it works.
   uint32_t failure() const { return failure_.load(std::memory_order_relaxed); }
 
  private:
   template <bool kSafe>
   uint32_t WalkWith(gf_py_frame* frames, uint32_t* flags);
+  template <bool kSafe>
+  bool RunsNoPythonWith();
 
   static constexpr int kChecks = 8;  // verified walks before plain loads
 

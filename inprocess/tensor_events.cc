@@ -13,6 +13,7 @@
 #include <sys/sdt.h>
 
 #include "bpf/gpuflame_abi.h"
+#include "inprocess/autograd_origin.h"
 #include "inprocess/got_hook.h"
 #include "inprocess/python_walker.h"
 #include "inprocess/torch_report.h"
@@ -63,6 +64,7 @@ struct State {
   uint32_t said_python = 0;    // flusher thread only: the walker's state last said
   int polls = 0;               // flusher thread only
   PythonWalker walker;
+  BackwardOrigins backward;
   uint32_t pid = 0;  // our own view; the agent uses the probe's host pid
   SpinLock lock;
   // Guarded by |lock|:
@@ -185,6 +187,21 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   const uint32_t n = s.walker.Walk(frames, &flags);
   const uint64_t id = n ? HashFrames(frames, n) : 0;
   ev.flags = flags | GF_EVF_STACK_REF;
+  // A thread that runs no Python (not a failed walk) while a backward()
+  // call runs: an engine thread, working for that call's caller.
+  uint64_t ref = id;
+  if (n == 0 && !(flags & (GF_EVF_PY_READ_FAILED | GF_EVF_PY_KEY_UNSET))) {
+    const BackwardOrigin origin = s.backward.Current();
+    if (origin.active > 0 && s.walker.ThreadRunsNoPython()) {
+      if (origin.active == 1 && origin.stack_id) {
+        ev.flags |= GF_EVF_AUTOGRAD;
+        ref = origin.stack_id;  // sent when the call began
+      } else if (origin.active > 1) {
+        ev.flags |= GF_EVF_AUTOGRAD | GF_EVF_AUTOGRAD_AMBIGUOUS;
+        ref = origin.active;
+      }
+    }
+  }
   s.lock.lock();
   AnnounceIfPendingLocked(s);
   const bool new_stack = id && !SentLocked(s, id);
@@ -196,7 +213,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
     def.py_count = static_cast<uint16_t>(n);
     AppendLocked(s, def, frames, n * sizeof(gf_py_frame));
   }
-  AppendLocked(s, ev, &id, sizeof(id));
+  AppendLocked(s, ev, &ref, sizeof(ref));
   // A new stack goes out at once: the agent names its frames from our code
   // objects, which must still exist (a module body's may be freed soon after).
   if (new_stack) SendLocked(s);
@@ -262,6 +279,7 @@ void AtForkChild() {
   // too, at the child's first event. (The flusher thread is not forked: the
   // child's batches go out when full, after a new stack, and at exit.)
   s.announced.store(false, std::memory_order_relaxed);
+  s.backward.ResetAfterFork();
   s.lock.reset();
 }
 
@@ -283,6 +301,7 @@ void TryHook() {
   s.said_python = python;
   s.announced.store(true);
   SayHook(GF_TENSOR_HOOK_LIVE, python);
+  PollAutogradOrigin();
 }
 
 }  // namespace
@@ -305,6 +324,8 @@ void PollTensorEvents() {
   // patched it may have written the original back: patch it again.
   for (int i = 0; i < s.patch.slots && i < kMaxGotSlots; i++)
     RestoreGotSlot(s.patch.slot[i], reinterpret_cast<void*>(&Hook));
+  // Its stacks and events go through our batches: only once we are live.
+  PollAutogradOrigin();
   s.lock.lock();
   SendLocked(s);
   // Now and then, say again that we are live and forget which stacks were
@@ -326,6 +347,46 @@ HookCost HookCostSoFar() {
   const uint64_t ns = s.hook_timed_ns.load(std::memory_order_relaxed);
   return {calls, timed ? ns * calls / timed : 0};
 }
+
+bool TensorEventsListening() { return Listening(); }
+
+uint64_t SendThisThreadsStack() {
+  State& s = S();
+  gf_py_frame frames[GF_MAX_PY_FRAMES];
+  uint32_t flags = 0;
+  const uint32_t n = s.walker.Walk(frames, &flags);
+  if (n == 0) return 0;
+  const uint64_t id = HashFrames(frames, n);
+  s.lock.lock();
+  AnnounceIfPendingLocked(s);
+  if (!SentLocked(s, id)) {
+    gf_event def = Header(GF_EV_PY_STACK, 0, 0);
+    def.flags = flags;
+    def.arg0 = id;
+    def.py_count = static_cast<uint16_t>(n);
+    AppendLocked(s, def, frames, n * sizeof(gf_py_frame));
+    // At once: the engine threads' events and launches that name it may
+    // reach the agent before the next flush.
+    SendLocked(s);
+  }
+  s.lock.unlock();
+  return id;
+}
+
+bool ThisThreadRunsNoPython() { return S().walker.ThreadRunsNoPython(); }
+
+void SayAutogradHook(uint32_t status) {
+  State& s = S();
+  s.lock.lock();
+  AnnounceIfPendingLocked(s);
+  gf_event ev = Header(GF_EV_AUTOGRAD_HOOK, 0, 0);
+  ev.arg0 = status;
+  AppendLocked(s, ev, nullptr, 0);
+  SendLocked(s);
+  s.lock.unlock();
+}
+
+BackwardOrigins& RunningBackwardCalls() { return S().backward; }
 
 void FlushTensorEvents() {
   State& s = S();

@@ -14,10 +14,16 @@
 //
 // Bytes are the allocator's block sizes (what memory_allocated() counts),
 // with its allocated/reserved totals on every record.
+//
+// Allocations made on a thread that runs no Python while a backward() call
+// runs (autograd's engine threads) carry that call's caller stack instead,
+// flagged GF_EVF_AUTOGRAD (inprocess/autograd_origin.h).
 #ifndef GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
 #define GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
 
 #include <cstdint>
+
+#include "inprocess/backward_origins.h"
 
 namespace gpuflame::inprocess {
 
@@ -38,6 +44,18 @@ struct HookCost {
   uint64_t ns = 0;
 };
 HookCost HookCostSoFar();
+// For the backward-origin hook, on the calling thread:
+// whether an agent listens for tensor batches (the hook does nothing without);
+bool TensorEventsListening();
+// walks this thread's Python stack, sends it (once) as GF_EV_PY_STACK, and
+// returns its ID, or 0 without frames;
+uint64_t SendThisThreadsStack();
+// whether this thread certainly runs no Python (PythonWalker::ThreadRunsNoPython);
+bool ThisThreadRunsNoPython();
+// says the backward-origin hook's state (enum gf_autograd_hook) to the agent.
+void SayAutogradHook(uint32_t status);
+// The backward() calls running now (the tensor hook and launches read it).
+BackwardOrigins& RunningBackwardCalls();
 
 }  // namespace gpuflame::inprocess
 

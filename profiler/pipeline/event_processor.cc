@@ -6,8 +6,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "profiler/probes/probe_table.h"
 
 namespace gpuflame::profiler {
+
+std::string AutogradAmbiguousFrame(uint64_t concurrent) {
+  // The count is the workload's to write: a bounded name, whatever it says.
+  if (concurrent > 99) return "<autograd engine: over 99 concurrent backward calls>";
+  return absl::StrCat("<autograd engine: ", concurrent, " concurrent backward calls>");
+}
 
 void EventProcessor::StartKey(const gf_event& ev, bool mixed) {
   // Key: what makes two raw stacks the same for a profile. Frame words are
@@ -87,6 +94,62 @@ StackId EventProcessor::MarkerStack(const gf_event& ev, const char* name) {
   info.domain = ev.domain;
   info.frames.push_back(frames_.Intern(marker));
   return stacks_.Insert(key_, std::move(info));
+}
+
+StackId EventProcessor::AutogradStack(const gf_event& ev, StackId origin, std::string_view marker, StackId tail) {
+  StartKey(ev, /*mixed=*/false);
+  // Not a raw stack's tail (whole 8-byte words) nor a marker's (a name): a
+  // tag byte, the two stack IDs and the marker's name, padded to an odd length.
+  const size_t prefix = key_.size();
+  key_.push_back('\x02');
+  key_.append(reinterpret_cast<const char*>(&origin), sizeof(origin));
+  key_.append(reinterpret_cast<const char*>(&tail), sizeof(tail));
+  key_.append(marker);
+  if ((key_.size() - prefix) % 2 == 0) key_.push_back('\0');
+  StackId id = stacks_.Find(key_);
+  if (id != StackTable::kNone) return id;
+  if (frozen_) return OverBudgetStack(ev);
+  StackInfo info;
+  info.pid = static_cast<pid_t>(ev.pid);
+  info.domain = ev.domain;
+  if (origin != StackTable::kNone) {
+    const std::vector<FrameId>& caller = stacks_.Get(origin).frames;
+    size_t keep = caller.size();
+    while (keep > 0 && frames_.Get(caller[keep - 1]).kind == symbolizer::FrameKind::kApi) keep--;
+    info.frames.assign(caller.begin(), caller.begin() + static_cast<std::ptrdiff_t>(keep));
+  }
+  symbolizer::Frame engine;
+  engine.kind = symbolizer::FrameKind::kMarker;
+  engine.name = std::string(marker);
+  info.frames.push_back(frames_.Intern(engine));
+  if (tail != StackTable::kNone) {
+    const std::vector<FrameId>& own = stacks_.Get(tail).frames;
+    info.frames.insert(info.frames.end(), own.begin(), own.end());
+  } else if (ev.api != GF_API_NONE) {
+    symbolizer::Frame leaf;
+    leaf.kind = symbolizer::FrameKind::kApi;
+    leaf.name = std::string(ApiName(ev.api));
+    info.frames.push_back(frames_.Intern(leaf));
+  }
+  return stacks_.Insert(key_, std::move(info));
+}
+
+StackId EventProcessor::AutogradLaunchStack(const gf_event& ev, StackId own) {
+  // A launch with Python frames of its own is its own thread's, whatever it says.
+  if (ev.py_count != 0 || (ev.arg2 == 0 && ev.size < 2)) return own;
+  if (ev.arg2 == 0) {
+    stats_.autograd_launches_ambiguous++;
+    return AutogradStack(ev, StackTable::kNone, AutogradAmbiguousFrame(ev.size), own);
+  }
+  auto it = inprocess_stacks_.find({ev.pid, ev.arg2});
+  if (it == inprocess_stacks_.end()) {
+    // Its tensor batch was lost, or the agent attached mid-call: the
+    // launch keeps its own stack rather than a guess.
+    stats_.autograd_unknown_origins++;
+    return own;
+  }
+  stats_.autograd_launches++;
+  return AutogradStack(ev, it->second, kAutogradFrame, own);
 }
 
 uint32_t EventProcessor::ThreadLabel(const gf_event& ev) {
@@ -235,6 +298,9 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
   auto pid = static_cast<pid_t>(ev.pid);
   if (ev.kind < kKinds) by_kind_[ev.kind]++;
   switch (ev.kind) {
+    case GF_EV_AUTOGRAD_HOOK:
+      if (registry_) registry_->OnAutogradHook(pid, static_cast<uint32_t>(ev.arg0));
+      return;
     case GF_EV_TENSOR_HOOK:
       if (ev.arg0 == GF_TENSOR_HOOK_LIVE && ev.arg2 == GF_ABI_VERSION) inprocess_since_.emplace(ev.pid, ev.ts_ns);
       if (registry_) registry_->OnTensorHook(pid, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1),
@@ -257,7 +323,23 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
       uint64_t id = 0;
       if (payload.size() == sizeof(id)) std::memcpy(&id, payload.data(), sizeof(id));
       StackId stack;
-      if (id == 0) {
+      if (ev.flags & GF_EVF_AUTOGRAD_AMBIGUOUS) {
+        // |id| is the number of backward() calls that ran.
+        stats_.autograd_events_ambiguous++;
+        stack = AutogradStack(ev, StackTable::kNone, AutogradAmbiguousFrame(id), StackTable::kNone);
+      } else if (id != 0 && (ev.flags & GF_EVF_AUTOGRAD)) {
+        // An engine thread's allocation: |id| is the backward() caller's stack.
+        if (auto it = inprocess_stacks_.find({ev.pid, id}); it != inprocess_stacks_.end()) {
+          stats_.autograd_events++;
+          stack = AutogradStack(ev, it->second, kAutogradFrame, StackTable::kNone);
+        } else if (frozen_) {
+          stack = OverBudgetStack(ev);
+        } else {
+          stats_.autograd_unknown_origins++;
+          stats_.inprocess_unknown_stacks++;
+          stack = MarkerStack(ev, kStackUnknownFrame);
+        }
+      } else if (id == 0) {
         stack = InternStack(ev, {});  // no Python frames on this thread
       } else if (auto it = inprocess_stacks_.find({ev.pid, id}); it != inprocess_stacks_.end()) {
         stack = it->second;
@@ -339,6 +421,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       }
       StackId stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
                             : InternStack(ev, record.subspan(sizeof(gf_event)));
+      stack = AutogradLaunchStack(ev, stack);
       joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
       break;
     }

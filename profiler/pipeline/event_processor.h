@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -41,6 +42,12 @@ struct ProcessorStats {
   uint64_t inprocess_stacks = 0;     // Python stacks it sent (each once per flush period)
   uint64_t inprocess_unknown_stacks = 0;  // events naming a stack not received (charged to kStackUnknownFrame)
   uint64_t bpf_tensor_events_superseded = 0;  // probe events of a process whose in-process hook is live
+  // Work of autograd's engine threads (no Python frames) during a backward() call:
+  uint64_t autograd_events = 0;            // tensor allocations charged to the caller's stack
+  uint64_t autograd_events_ambiguous = 0;  // ... made while several calls ran (kAutogradAmbiguousFrame)
+  uint64_t autograd_launches = 0;          // sampled launches charged to the caller's stack
+  uint64_t autograd_launches_ambiguous = 0;
+  uint64_t autograd_unknown_origins = 0;  // naming a caller stack not received (tensor: kStackUnknownFrame)
 };
 
 // What libgpuflame_cupti.so has cost the profiled processes (GF_EV_LIB_COST),
@@ -66,6 +73,12 @@ inline constexpr const char* kOverBudgetFrame = "[gpuflame over memory budget]";
 // arrived (a batch lost, or an agent that attached after the stack was sent
 // and before the library's next flush period).
 inline constexpr const char* kStackUnknownFrame = "[stack not received]";
+// The frame between a backward() caller's Python stack and the work that
+// autograd's engine threads did for it (allocations, launches).
+inline constexpr const char* kAutogradFrame = "<autograd engine>";
+// ... and in place of the caller's stack when several backward() calls ran
+// at once: whose work it was cannot be told, so it is not guessed.
+std::string AutogradAmbiguousFrame(uint64_t concurrent);
 
 class EventProcessor {
  public:
@@ -127,6 +140,15 @@ class EventProcessor {
   // libgpuflame_cupti.so's batch of in-process tensor events (gpuflame_abi.h).
   void OnTensorBatch(const gf_event& outer, std::span<const uint8_t> payload);
   void OnInProcessRecord(const gf_event& ev, std::span<const uint8_t> payload);
+  // The stack of work autograd's engine threads did for a backward() call:
+  // |origin|'s frames (the caller's Python stack, its API leaf dropped), the
+  // |marker| frame, then |tail|'s frames, or with kNone the event's API leaf.
+  // |origin| kNone: the marker stands alone above the tail.
+  // Allocation-free for a stack seen before (the common case: one per caller).
+  StackId AutogradStack(const gf_event& ev, StackId origin, std::string_view marker, StackId tail);
+  // A launch from a thread without Python frames that names a backward()
+  // call (arg2) or several (size): its stack below the caller's.
+  StackId AutogradLaunchStack(const gf_event& ev, StackId own);
   // A tensor event from a probe, for a process whose in-process hook has
   // taken over since: dropped (counted), never counted twice.
   bool SupersededByInProcess(const gf_event& ev);

@@ -346,6 +346,7 @@ void ProcessRegistry::OnExec(pid_t pid, bool gated) {
     info->comm = ReadComm(pid);
     info->tensor_inprocess.reset();  // decided again from the new image's environment
     info->tensor_hook = 0;
+    info->autograd_hook = 0;
   }
   OnLibraryMapped(pid, gated);
 }
@@ -431,6 +432,30 @@ void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, 
       return;
     default:
       Warn(absl::StrCat(who, "the in-process tensor hook reported a state this gpuflame does not know"));
+  }
+}
+
+void ProcessRegistry::OnAutogradHook(pid_t pid, uint32_t status) {
+  ProcessInfo& info = Ensure(pid);
+  // One warning per process at most, whatever the workload sends.
+  const bool first = info.autograd_hook == 0;
+  info.autograd_hook = status;
+  if (!first) return;
+  const std::string lost = absl::StrCat("pid ", pid, " (", info.comm,
+                                        "): allocations and kernels of autograd's engine threads "
+                                        "(loss.backward()) are not given the Python stack that called backward(): ");
+  switch (status) {
+    case GF_AUTOGRAD_HOOK_LIVE:
+    case GF_AUTOGRAD_HOOK_NOT_FOUND:  // no PyTorch Python bindings (yet): nothing runs backward()
+      return;
+    case GF_AUTOGRAD_HOOK_OTHER_SIGNATURE:
+      Warn(lost + "this PyTorch's torch::autograd::Engine::execute has a signature gpuflame does not know");
+      return;
+    case GF_AUTOGRAD_HOOK_PATCH_FAILED:
+      Warn(lost + "libtorch_python.so could not be hooked in-process");
+      return;
+    default:
+      Warn(lost + "the library reported a state this gpuflame does not know");
   }
 }
 

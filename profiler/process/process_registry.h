@@ -47,6 +47,7 @@ struct ProcessInfo {
   uint32_t cupti_abi = 0;     // the library's GF_ABI_VERSION, 0 until it reports (or unversioned)
   uint32_t tensor_hook = 0;         // enum gf_tensor_hook: the in-process hook's state, 0 until it reports
   uint32_t tensor_hook_python = 0;  // while live: 0, or the gf_tensor_hook reason it has no Python frames
+  uint32_t autograd_hook = 0;       // enum gf_autograd_hook: the backward-origin hook's state, 0 until it reports
   bool kernel_time_reported = false;  // "kernel time unavailable" said once
   std::optional<uint64_t> cpu_ticks;  // its CPU time (user + system) when last sampled
   bool exited = false;
@@ -89,6 +90,10 @@ class ProcessRegistry {
   // The library's in-process tensor hook went live (with or without Python
   // frames) or could not (enum gf_tensor_hook); says what the user loses.
   void OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version);
+  // The library's backward-origin hook (Engine::execute) went live or could
+  // not (enum gf_autograd_hook); warns once when PyTorch is there but its
+  // engine threads' work cannot be given its Python caller.
+  void OnAutogradHook(pid_t pid, uint32_t status);
   // The CPU time the followed processes have used since they were first
   // sampled, summed and never decreasing (exited processes keep what they
   // used): nanoseconds. Reads /proc/PID/stat of each live one (a bounded

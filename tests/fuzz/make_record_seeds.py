@@ -207,6 +207,29 @@ def seeds():
                         arg1=A.GF_TENSOR_HOOK_UNSUPPORTED_PYTHON, arg2=A.GF_ABI_VERSION)),
             inner(event(A.GF_EV_FREE, torch, torch_api, pid=77, addr=0x7f00_0000)),
         ]))
+    # Backward origin: the hook says it is live, the caller's stack, engine
+    # allocations naming it, several calls at once (the count follows), and
+    # engine launches naming the caller (arg2) or counting calls (size).
+    origin = 0x0bad_cafe_0000_0001
+    autograd = A.GF_EVF_STACK_REF | A.GF_EVF_PY_NO_THREAD | A.GF_EVF_AUTOGRAD
+    s["autograd"] = frame(
+        tensor_batch(4242, [
+            inner(event(A.GF_EV_TENSOR_HOOK, torch, torch_api, pid=77, ts=1_000_000, arg0=A.GF_TENSOR_HOOK_LIVE,
+                        arg2=A.GF_ABI_VERSION)),
+            inner(event(A.GF_EV_AUTOGRAD_HOOK, torch, torch_api, pid=77, arg0=A.GF_AUTOGRAD_HOOK_LIVE)),
+            inner(event(A.GF_EV_PY_STACK, torch, torch_api, pid=77, arg0=origin, py_count=4), py_frames(4, 12)),
+            inner(event(A.GF_EV_ALLOC, torch, torch_api, flags=autograd, pid=77, tid=78, ts=1_000_100,
+                        addr=0x7e00_0000, size=4096, arg1=4096, arg2=2 << 20), struct.pack("<Q", origin)),
+            inner(event(A.GF_EV_ALLOC, torch, torch_api, flags=autograd | A.GF_EVF_AUTOGRAD_AMBIGUOUS, pid=77,
+                        tid=78, ts=1_000_200, addr=0x7e00_1000, size=512, arg1=4608, arg2=2 << 20),
+                  struct.pack("<Q", 2)),
+        ]),
+        stack_record(A.GF_EV_KERNEL_LAUNCH, A.GF_DOMAIN_LAUNCH, 0, native=(0x401000, 0x402000), arg0=300,
+                     arg1=211, arg2=origin, size=1),
+        stack_record(A.GF_EV_KERNEL_LAUNCH, A.GF_DOMAIN_LAUNCH, 0, native=(0x401000, 0x402000), arg0=301,
+                     arg1=211, size=3),
+        event(A.GF_EV_KERNEL_BATCH, size=2) + kernel_record(5000, 9000, 300, 0) + kernel_record(9000, 9500, 301, 0),
+        FLUSH_JOINER)
     # A process's life: a library mapped, exec, allocations, finalize, exit,
     # retirement; then the pid reused.
     s["lifecycle"] = frame(

@@ -87,6 +87,15 @@ class TensorBatch {
     ev.size = size;
     return Put(ev, &stack_id, sizeof(stack_id));
   }
+  // An engine thread's allocation during a backward() call: |ref| is the
+  // caller's stack ID, or with |ambiguous| the number of calls running.
+  TensorBatch& AutogradAlloc(uint64_t ts_ns, uint64_t addr, uint64_t size, uint64_t ref, bool ambiguous = false) {
+    gf_event ev = Inner(GF_EV_ALLOC, ts_ns);
+    ev.flags = GF_EVF_STACK_REF | GF_EVF_PY_NO_THREAD | GF_EVF_AUTOGRAD | (ambiguous ? GF_EVF_AUTOGRAD_AMBIGUOUS : 0);
+    ev.addr = addr;
+    ev.size = size;
+    return Put(ev, &ref, sizeof(ref));
+  }
   TensorBatch& Free(uint64_t ts_ns, uint64_t addr) {
     gf_event ev = Inner(GF_EV_FREE, ts_ns);
     ev.addr = addr;

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "inspect/proc_environ.h"
@@ -335,6 +337,115 @@ TEST_F(EventProcessorTest, MalformedTensorBatchesStopAtTheFirstBadRecord) {
   reinterpret_cast<gf_event*>(deep.data() + sizeof(gf_event) * 2)->py_count = GF_MAX_PY_FRAMES + 1;
   events_.OnRecord(deep);
   EXPECT_EQ(events_.stats().malformed, 3u);
+}
+
+// Names of a stack's frames, root first.
+std::vector<std::string> FrameNames(const EventProcessor& ev, StackId id) {
+  std::vector<std::string> out;
+  for (FrameId f : ev.stacks().Get(id).frames) out.push_back(ev.frames().Get(f).name);
+  return out;
+}
+
+TEST_F(EventProcessorTest, AutogradEngineAllocationsGoBelowTheBackwardCallersStack) {
+  events_.OnRecord(testing::TensorBatch(4242)
+                       .Hook(1)
+                       .Stack(0xabc1, 3, 1)             // the caller's stack, sent when backward() began
+                       .Alloc(2, 0x1000, 1024, 0xabc1)  // its own forward allocation
+                       .AutogradAlloc(3, 0x2000, 4096, 0xabc1)
+                       .AutogradAlloc(4, 0x3000, 2048, 0xabc1)
+                       .AutogradAlloc(5, 0x4000, 512, 0xdead)  // a caller never received
+                       .Build());
+  EXPECT_EQ(events_.stats().malformed, 0u);
+  EXPECT_EQ(events_.stats().autograd_events, 2u);
+  EXPECT_EQ(events_.stats().autograd_unknown_origins, 1u);
+  EXPECT_EQ(events_.stats().inprocess_unknown_stacks, 1u);
+  ASSERT_EQ(events_.stacks().size(), 3u);  // the caller's, the engine's below it, the unknown marker
+  const std::vector<std::string> caller = FrameNames(events_, 0);
+  const std::vector<std::string> engine = FrameNames(events_, 1);
+  ASSERT_EQ(caller.size(), 4u);  // three Python frames and the allocator's leaf
+  ASSERT_EQ(engine.size(), caller.size() + 1);
+  for (size_t i = 0; i + 1 < caller.size(); i++) EXPECT_EQ(engine[i], caller[i]) << i;
+  EXPECT_EQ(engine[caller.size() - 1], kAutogradFrame);
+  EXPECT_EQ(engine.back(), caller.back()) << "the allocator's leaf stays the leaf";
+  const auto& counters = events_.tracker().counters();
+  EXPECT_EQ(counters[0].alloc_bytes, 1024);
+  EXPECT_EQ(counters[1].alloc_bytes, 4096 + 2048);
+  EXPECT_EQ(counters[1].alloc_objects, 2);
+  EXPECT_EQ(FrameNames(events_, 2), std::vector<std::string>{kStackUnknownFrame});
+}
+
+TEST_F(EventProcessorTest, AutogradAllocationsDuringSeveralBackwardCallsAreNotGuessed) {
+  events_.OnRecord(testing::TensorBatch(4242)
+                       .Hook(1)
+                       .Stack(0xabc1, 3, 1)
+                       .AutogradAlloc(2, 0x1000, 4096, /*ref=*/2, /*ambiguous=*/true)
+                       .AutogradAlloc(3, 0x2000, 4096, /*ref=*/2, /*ambiguous=*/true)
+                       .AutogradAlloc(4, 0x3000, 4096, /*ref=*/1u << 30, /*ambiguous=*/true)  // the workload's number
+                       .Build());
+  EXPECT_EQ(events_.stats().autograd_events, 0u);
+  EXPECT_EQ(events_.stats().autograd_events_ambiguous, 3u);
+  ASSERT_EQ(events_.stacks().size(), 3u);
+  EXPECT_EQ(FrameNames(events_, 1).front(), "<autograd engine: 2 concurrent backward calls>");
+  EXPECT_EQ(FrameNames(events_, 1).size(), 2u) << "the marker, then the allocator's leaf";
+  EXPECT_EQ(FrameNames(events_, 2).front(), "<autograd engine: over 99 concurrent backward calls>");
+  EXPECT_EQ(events_.tracker().counters()[1].alloc_bytes, 8192);
+}
+
+TEST_F(EventProcessorTest, AutogradEngineLaunchesGoBelowTheBackwardCallersStack) {
+  events_.OnRecord(testing::TensorBatch(4242).Hook(1).Stack(0xabc1, 3, 1).Build());
+  const uint64_t ips[2] = {0x1000, 0x2000};
+  auto launch = [&](uint32_t correlation, uint64_t origin, uint64_t concurrent, int py_depth) {
+    gf_event ev = testing::Header(GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 4242);
+    ev.arg0 = correlation;
+    ev.arg2 = origin;
+    ev.size = concurrent;
+    if (py_depth) {
+      events_.OnRecord(testing::PythonRecord(ev, py_depth, 9));
+      return;
+    }
+    ev.native_count = 2;
+    events_.OnRecord(testing::MakeRecord(ev, ips, sizeof(ips)));
+  };
+  launch(1, 0xabc1, 1, 0);  // an engine thread, one backward() running
+  launch(2, 0, 0, 0);       // the same thread, no backward() running
+  launch(3, 0, 3, 0);       // three running
+  launch(4, 0xabc1, 1, 2);  // a thread with Python frames of its own keeps them
+  launch(5, 0x5555, 1, 0);  // a caller stack never received: its own stack, no guess
+  EXPECT_EQ(events_.stats().autograd_launches, 1u);
+  EXPECT_EQ(events_.stats().autograd_launches_ambiguous, 1u);
+  EXPECT_EQ(events_.stats().autograd_unknown_origins, 1u);
+  const char name[] = "gemm";
+  gf_event n = testing::Header(GF_EV_KERNEL_NAME, GF_DOMAIN_NONE, GF_API_NONE, 4242);
+  n.arg0 = 1;
+  events_.OnRecord(testing::MakeRecord(n, name, sizeof(name)));
+  std::vector<gf_kernel_record> kernels;
+  for (uint32_t c = 1; c <= 5; c++) {
+    gf_kernel_record k{};
+    k.kind = GF_GPU_KERNEL;
+    k.correlation = c;
+    k.name_id = 1;
+    k.start_ns = 100;
+    k.end_ns = 100 + c * 1000;
+    kernels.push_back(k);
+  }
+  events_.OnRecord(
+      testing::ArrayRecord(testing::Header(GF_EV_KERNEL_BATCH, GF_DOMAIN_NONE, GF_API_NONE, 4242), kernels));
+  events_.joiner().Flush(1'000'000'000);
+  // By time: each correlation's kernel ran c us, so its stack is told by its
+  // total (2 and 5 share the thread's own stack: 7 us).
+  std::map<int64_t, std::vector<std::string>> by_nanos;
+  for (const auto& [key, c] : events_.kernels().totals()) by_nanos[c.nanos] = FrameNames(events_, key.stack);
+  ASSERT_EQ(by_nanos.size(), 4u);
+  const std::vector<std::string> caller = FrameNames(events_, 0);
+  const std::vector<std::string>& engine = by_nanos[1000];
+  ASSERT_GE(engine.size(), caller.size() + 1);
+  for (size_t i = 0; i + 1 < caller.size(); i++) EXPECT_EQ(engine[i], caller[i]) << i;
+  EXPECT_EQ(engine[caller.size() - 1], kAutogradFrame);
+  EXPECT_EQ(engine.back(), "gemm");
+  ASSERT_FALSE(by_nanos[7000].empty());
+  for (const std::string& f : by_nanos[7000]) EXPECT_EQ(f.find("<autograd engine"), std::string::npos) << f;
+  EXPECT_EQ(by_nanos[3000].front(), "<autograd engine: 3 concurrent backward calls>");
+  for (const std::string& f : by_nanos[4000]) EXPECT_EQ(f.find("<autograd engine"), std::string::npos) << f;
 }
 
 }  // namespace
