@@ -11,10 +11,9 @@
 // timestamp instrumentation), so both are duty-cycled (duty_cycle.h), on the
 // flusher's 100 ms ticks:
 //  - launch callbacks are on one tick in GPUFLAME_LAUNCH_ONE_IN (default 10)
-//    of those activity is on in, and within those, a token bucket per
-//    thread takes at most
-//    GPUFLAME_LAUNCH_STACKS_PER_S stacks (default 1000; 0: every launch,
-//    callbacks always on). Kernels launched unsampled are charged to the
+//    of those activity is on in, and within those each launch is taken with
+//    the probability that makes GPUFLAME_LAUNCH_STACKS_PER_S per thread
+//    (launch_sampler.h; default 1000; 0: every launch, callbacks always on). Kernels launched unsampled are charged to the
 //    sampled stacks of the same kernel (profiler/aggregate/kernel_joiner.h);
 //  - activity is on all the time while an agent asks for exact kernel time
 //    (it attaches gpuflame:kernel_time_exact: `record`), else for
@@ -50,7 +49,7 @@
 #include "cupti/cupti_api.h"
 #include "cupti/duty_cycle.h"
 #include "cupti/probes.h"
-#include "cupti/token_bucket.h"
+#include "cupti/launch_sampler.h"
 #include "inprocess/autograd_origin.h"
 #include "inprocess/tensor_events.h"
 
@@ -101,6 +100,7 @@ struct State {
   // time covers those converted on it).
   std::atomic<uint64_t> callback_timed_ns{0}, callbacks_timed{0};
   std::atomic<uint64_t> buffer_ns{0};
+  std::atomic<uint64_t> flusher_cpu_ns{0};  // read on the flusher: ReportCost may run on another thread
 };
 
 // Times one switch of callbacks or activity.
@@ -318,8 +318,8 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
   if (runtime) runtime_depth++;
   else if (runtime_depth > 0) return;
   if (!LaunchProbeOn()) return;
-  thread_local TokenBucket bucket(S().launch_rate, S().launch_rate > 0 ? S().launch_rate / 10 + 1 : 1);
-  if (!bucket.Take(NowNs())) return;
+  thread_local LaunchSampler sampler(S().launch_rate, NowNs() ^ reinterpret_cast<uintptr_t>(&runtime_depth));
+  if (!sampler.Take(NowNs())) return;
   if (DebugOn()) {
     NoteLaunchCorrelation(cb->correlationId);
     debug_fired.fetch_add(1, std::memory_order_relaxed);
@@ -373,7 +373,9 @@ void ReportCost() {
   State& s = S();
   const inprocess::HookCost hook = inprocess::HookCostSoFar();
   const uint64_t callback_ns = s.callback_timed_ns.load(std::memory_order_relaxed) * inprocess::kTimedOneIn;
-  FireLibCost(hook.calls, hook.ns, callback_ns, ThreadCpuNs() + s.buffer_ns.load(std::memory_order_relaxed),
+  if (on_flusher) s.flusher_cpu_ns.store(ThreadCpuNs(), std::memory_order_relaxed);
+  FireLibCost(hook.calls, hook.ns, callback_ns,
+              s.flusher_cpu_ns.load(std::memory_order_relaxed) + s.buffer_ns.load(std::memory_order_relaxed),
               s.cupti_overhead_ns.load(std::memory_order_relaxed));
 }
 

@@ -26,6 +26,12 @@ harness() {
 }
 echo "== launch-bound GPT: kernel time, memory in-process (duty cycle ${GPUFLAME_ACTIVITY_ON_S} s in ${GPUFLAME_ACTIVITY_ONE_IN})"
 harness --rounds "${ROUNDS:-10}" --iters "${ITERS:-100}"
+if [ -z "${SKIP_MEMORY:-}" ]; then
+  echo "== launch-bound GPT: memory only (the tensor hook alone)"
+  "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/step_workload.py" \
+      --injection "$bundle/libgpuflame_cupti.so" --modes none,inprocess,history-python \
+      --rounds "${ROUNDS:-10}" --iters "${ITERS:-100}" || status=1
+fi
 if [ -z "${SKIP_LARGE:-}" ]; then
   echo "== ~1B-parameter GPT"
   GPUFLAME_BENCH_MODEL=large harness --rounds "${LARGE_ROUNDS:-6}" --iters "${LARGE_ITERS:-10}"
@@ -49,5 +55,15 @@ for f in "$out/exact/torch_memory.alloc_space.folded" "$out/exact/gpu_kernel.tim
   awk -v f="$(basename "$f")" '{n = $NF; t += n; if ($0 ~ /Trainer > step/) s += n}
        END {printf "%s: %.1f%% under Trainer > step\n", f, t ? 100 * s / t : 0}' "$f" || status=1
 done
-tar -C "$out" -czf "$out/outputs.tgz" sampled exact sampled.log exact.log 2>/dev/null
+python3 -c "import json; print('self_cost.library', json.load(open('$out/exact/summary.json'))['self_cost']['library'])"
+if [ -z "${SKIP_BACKWARD:-}" ]; then
+  echo "== backward() attributed to its caller (tests/gpu/backward_origin.py)"
+  lib=$($py -c 'import torch,os;print(os.path.join(os.path.dirname(torch.__file__),"lib"))')
+  nm -D "$lib/libtorch_cpu.so" | grep _ZN5torch8autograd6Engine7executeE
+  objdump -R "$lib/libtorch_python.so" | grep _ZN5torch8autograd6Engine7executeE
+  "$bundle/gpuflame" record -q -o "$out/bw" -- $py "$here/backward_origin.py" --steps 50 --stats "$out/bw-stats.json" || status=1
+  $py "$here/backward_origin.py" --steps 50 --profile "$out/bw-prof.json" || status=1
+  $py "$here/backward_origin.py" --check "$out/bw" --stats "$out/bw-stats.json" --profile "$out/bw-prof.json" || status=1
+fi
+tar -C "$out" -czf "$out/outputs.tgz" sampled exact sampled.log exact.log bw 2>/dev/null
 exit $status

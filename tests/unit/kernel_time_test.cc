@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "cupti/activity_converter.h"
 #include "cupti/activity_windows.h"
 #include "cupti/duty_cycle.h"
+#include "cupti/launch_sampler.h"
 #include "cupti/token_bucket.h"
 #include "profiler/aggregate/kernel_joiner.h"
 
@@ -129,6 +131,46 @@ TEST(TokenBucketTest, RateAndBurst) {
   EXPECT_EQ(taken, 10);
   cupti::TokenBucket unlimited(0, 0);
   for (int i = 0; i < 100; i++) EXPECT_TRUE(unlimited.Take(t));
+}
+
+TEST(LaunchSamplerTest, LaunchesLateInABurstAreTakenAsOftenAsEarlyOnes) {
+  // A training step's main thread, as on the H200: 200 launches of the
+  // forward pass in 0.2 ms, 10 ms blocked in backward(), then the
+  // optimizer's 4 kernels x 10. A token bucket alone spent its refill on the
+  // forward pass and never took an optimizer kernel.
+  cupti::LaunchSampler sampler(/*rate_per_s=*/1000, /*seed=*/99);
+  cupti::TokenBucket bucket_only(1000, 101);
+  std::map<std::string, int> taken, bucket_taken;
+  uint64_t t = 1'000'000'000;
+  for (int step = 0; step < 400; step++) {
+    for (int i = 0; i < 200; i++, t += 1'000) {
+      taken["forward"] += sampler.Take(t);
+      bucket_taken["forward"] += bucket_only.Take(t);
+    }
+    t += 10'000'000;
+    for (int k = 0; k < 4; k++)
+      for (int i = 0; i < 10; i++, t += 1'000) {
+        const std::string name = "optimizer" + std::to_string(k);
+        taken[name] += sampler.Take(t);
+        bucket_taken[name] += bucket_only.Take(t);
+      }
+  }
+  EXPECT_EQ(bucket_taken["optimizer3"], 0) << "the bias this fixes";
+  // Per launch, every kernel's chance is the same (4000 launches each of
+  // the optimizer's, 80000 of the forward's; a fixed seed: no flake).
+  const double forward = taken["forward"] / 80000.0;
+  for (int k = 0; k < 4; k++) {
+    const double opt = taken["optimizer" + std::to_string(k)] / 4000.0;
+    EXPECT_GT(opt, forward * 0.6) << k;
+    EXPECT_LT(opt, forward * 1.6) << k;
+  }
+  // And about the wanted rate: 1000 per second over 400 x 10.24 ms (4096).
+  int total = 0;
+  for (const auto& [name, n] : taken) total += n;
+  EXPECT_GT(total, 3000);
+  EXPECT_LT(total, 5000);  // the first 256 launches are all taken, before a rate is known
+  cupti::LaunchSampler every(0, 1);
+  for (int i = 0; i < 1000; i++) EXPECT_TRUE(every.Take(t));
 }
 
 TEST(DutyCycleTest, EachPeriodHasItsShareAndEveryTickTheSameChance) {
