@@ -23,6 +23,8 @@ import argparse
 import json
 import sys
 
+from check_profile import load  # folded stacks: "a;b;c value" per line
+
 
 class Trainer:
     def __init__(self, torch, width=2048, depth=6):
@@ -68,18 +70,6 @@ def run(args):
     if args.stats:
         json.dump(torch.cuda.memory_stats(), open(args.stats, "w"))
     print(f"{args.steps} steps done")
-
-
-def load(path):
-    stacks = {}
-    try:
-        with open(path) as f:
-            for line in f:
-                stack, value = line.rstrip("\n").rsplit(" ", 1)
-                stacks[stack] = stacks.get(stack, 0) + int(value)
-    except FileNotFoundError:
-        pass
-    return stacks
 
 
 def share(stacks, pred):
