@@ -98,7 +98,7 @@ struct State {
   // Our callbacks' time (one in inprocess::kTimedOneIn timed, scaled), and
   // activity buffers converted on CUPTI's threads (the flusher's own CPU
   // time covers those converted on it).
-  std::atomic<uint64_t> callback_timed_ns{0}, callbacks_timed{0};
+  std::atomic<uint64_t> callback_timed_ns{0};
   std::atomic<uint64_t> buffer_ns{0};
   std::atomic<uint64_t> flusher_cpu_ns{0};  // read on the flusher: ReportCost may run on another thread
 };
@@ -129,23 +129,6 @@ void Trace(const char* what) {
   if (on) std::fprintf(stderr, "gpuflame_cupti: %s\n", what);
 }
 
-bool DebugOn() {
-  static const bool on = std::getenv("GPUFLAME_CUPTI_DEBUG") != nullptr;
-  return on;
-}
-
-// Debug only: the correlation IDs launches and records carry, to check that
-// they meet (GPUFLAME_CUPTI_DEBUG).
-std::atomic<uint64_t> debug_launch_min{~0ull}, debug_launch_max{0}, debug_launch_zero{0};
-std::atomic<uint64_t> debug_callbacks{0}, debug_fired{0};
-void NoteLaunchCorrelation(uint32_t id) {
-  if (id == 0) debug_launch_zero.fetch_add(1);
-  uint64_t v = id, cur = debug_launch_min.load();
-  while (v < cur && !debug_launch_min.compare_exchange_weak(cur, v)) {}
-  cur = debug_launch_max.load();
-  while (v > cur && !debug_launch_max.compare_exchange_weak(cur, v)) {}
-}
-
 double EnvNumber(const char* name, double fallback) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
@@ -157,22 +140,7 @@ double EnvNumber(const char* name, double fallback) {
 class ProbeSink : public ActivitySink {
  public:
   void Name(uint32_t id, const char* name) override { FireName(id, name); }
-  void Batch(const gf_kernel_record* records, size_t count) override {
-    if (DebugOn() && count) {
-      uint32_t lo = ~0u, hi = 0;
-      for (size_t i = 0; i < count; i++) {
-        lo = std::min(lo, records[i].correlation);
-        hi = std::max(hi, records[i].correlation);
-      }
-      char line[160];
-      std::snprintf(line, sizeof(line), "batch of %zu: correlation %u..%u, weight %u; launches so far %llu..%llu (%llu zero)",
-                    count, lo, hi, records[0].weight, static_cast<unsigned long long>(debug_launch_min.load()),
-                    static_cast<unsigned long long>(debug_launch_max.load()),
-                    static_cast<unsigned long long>(debug_launch_zero.load()));
-      Trace(line);
-    }
-    FireBatch(records, count);
-  }
+  void Batch(const gf_kernel_record* records, size_t count) override { FireBatch(records, count); }
 };
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -298,11 +266,9 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   const uint64_t start = NowNs();
   Callback(domain, cbid, data);
   S().callback_timed_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
-  S().callbacks_timed.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-  if (DebugOn()) debug_callbacks.fetch_add(1, std::memory_order_relaxed);
   if (!IsLaunch(domain, cbid)) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
@@ -320,10 +286,6 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
   if (!LaunchProbeOn()) return;
   thread_local LaunchSampler sampler(S().launch_rate, NowNs() ^ reinterpret_cast<uintptr_t>(&runtime_depth));
   if (!sampler.Take(NowNs())) return;
-  if (DebugOn()) {
-    NoteLaunchCorrelation(cb->correlationId);
-    debug_fired.fetch_add(1, std::memory_order_relaxed);
-  }
   const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
   FireLaunch(cb->correlationId, cbid, origin.stack_id, origin.active);
 }
@@ -458,14 +420,7 @@ void SetCallbacks(bool on) {
   State& s = S();
   if (on == s.callbacks_on) return;
   s.callbacks_on = on;
-  if (DebugOn()) {
-    char line[160];
-    std::snprintf(line, sizeof(line), "callbacks %s (%llu callbacks so far, %llu launches fired, last correlation %llu)",
-                  on ? "on" : "off", static_cast<unsigned long long>(debug_callbacks.load()),
-                  static_cast<unsigned long long>(debug_fired.load()),
-                  static_cast<unsigned long long>(debug_launch_max.load()));
-    Trace(line);
-  }
+  Trace(on ? "callbacks on" : "callbacks off");
   ToggleTimer timer;
   callback_epoch.fetch_add(1, std::memory_order_relaxed);
   const uint32_t enable = on ? 1 : 0;
