@@ -62,6 +62,11 @@ int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid, __u64 origin, __u64 c
 SEC("usdt")
 int BPF_USDT(kernel_time_exact) { return 0; }
 
+/* One of libgpuflame_cupti.so's hello sites (GF_HELLO_SITES): attached only
+ * so that its semaphore counts this agent in; the site is never hit. */
+SEC("uprobe")
+int hello(void *ctx) { return 0; }
+
 /* The per-CPU scratch record for a GPU record of a followed process, or
  * NULL (not followed, or the lookup failed). */
 static __always_inline struct gf_record_gpu *gpu_scratch(void) {

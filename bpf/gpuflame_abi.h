@@ -48,6 +48,7 @@
  *     launch arguments sends none (read as 0: no origin).
  */
 #define GF_ABI_VERSION 2
+/* Additive since v2: the hello sites (GF_HELLO_SITES). */
 
 #ifdef __cplusplus
 #include <cstdint>
@@ -341,6 +342,24 @@ GF_STATIC_ASSERT(sizeof(struct gf_kernel_record) == 40, "gf_kernel_record ABI");
  * profiler/aggregate/kernel_joiner.h charges unsampled kernels by share).
  */
 #define GF_KERNEL_WEIGHT_MAX 1000 /* the agent clamps larger weights */
+
+/*
+ * Hello sites: how the library learns that an agent has just attached. A
+ * USDT semaphore counts the probe sites attached in a process, not the
+ * tracers: a second agent attaching probes another already holds (or the
+ * kernel still holding a stopped session's) changes nothing the library can
+ * see, so it would not know to say again what it said once (that its tensor
+ * hook is live, its stacks, its kernel names). The library exports
+ * gpuflame_hello_sites, GF_HELLO_SITES never-run instructions (one nop each:
+ * 1 byte apart on x86-64, 4 on arm64), and gpuflame_hello_semaphore (an
+ * unsigned short in .probes). Each agent, after its other probes, attaches
+ * a uprobe on one site of its own random choice with the semaphore as its
+ * reference counter: a new site raises the count, and the library greets the
+ * newcomer at its next tick. Two agents on one site (1 in GF_HELLO_SITES) are
+ * still greeted within the library's periodic re-announcement. Additive: an
+ * agent skips a library without the symbols.
+ */
+#define GF_HELLO_SITES 64
 
 /* gpuflame:status(code, abi_version): what the injection library did, with
  * the GF_ABI_VERSION it was built with. A refusal is said once, at start;

@@ -19,9 +19,17 @@ void CopyCommon(const Record& r, gf_kernel_record& out) {
 uint32_t ActivityConverter::NameId(const char* name, ActivitySink& sink) {
   std::string key = name ? name : "[unnamed kernel]";
   if (ids_.size() >= kMaxNames && !ids_.contains(key)) key = "[kernel names overflow]";
-  auto [it, inserted] = ids_.try_emplace(key, static_cast<uint32_t>(ids_.size() + 1));
-  if (inserted) sink.Name(it->second, it->first.c_str());
-  return it->second;
+  auto [it, inserted] = ids_.try_emplace(key, Name{static_cast<uint32_t>(ids_.size() + 1), generation_});
+  if (inserted || it->second.said_in != generation_) {
+    sink.Name(it->second.id, it->first.c_str());
+    it->second.said_in = generation_;
+  }
+  return it->second.id;
+}
+
+void ActivityConverter::SayNamesAgain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  generation_++;
 }
 
 size_t ActivityConverter::names() const {

@@ -1,7 +1,8 @@
 // CUPTI activity buffers to gf_kernel_record batches: the versioned CUPTI
 // structs are read here, in the process, and the agent only ever sees the
 // plain records of bpf/gpuflame_abi.h. Kernel names are interned: each is
-// announced once (by ID) before the first batch that uses it.
+// announced (by ID) before the first batch that uses it, and again at its
+// next use after a new agent attaches (SayNamesAgain).
 #ifndef GPUFLAME_CUPTI_ACTIVITY_CONVERTER_H_
 #define GPUFLAME_CUPTI_ACTIVITY_CONVERTER_H_
 
@@ -47,14 +48,23 @@ class ActivityConverter {
   ConvertStats Convert(uint8_t* buffer, size_t valid, NextRecordFn next, ActivitySink& sink,
                        const ActivityWindows* windows = nullptr);
   size_t names() const;
+  // An agent has just attached: it has heard none of the names, so each is
+  // said again before the next batch that uses it (not all at once: most
+  // names of a long run are of kernels that no longer run).
+  void SayNamesAgain();
 
   static constexpr size_t kMaxNames = 1 << 16;  // beyond: "[kernel names overflow]"
 
  private:
   uint32_t NameId(const char* name, ActivitySink& sink);
 
+  struct Name {
+    uint32_t id;
+    uint32_t said_in;  // the listener generation it was last said in
+  };
   mutable std::mutex mu_;
-  std::unordered_map<std::string, uint32_t> ids_;
+  std::unordered_map<std::string, Name> ids_;
+  uint32_t generation_ = 0;
 };
 
 }  // namespace gpuflame::cupti

@@ -48,8 +48,9 @@
 #include "cupti/activity_windows.h"
 #include "cupti/cupti_api.h"
 #include "cupti/duty_cycle.h"
-#include "cupti/probes.h"
 #include "cupti/launch_sampler.h"
+#include "cupti/listeners.h"
+#include "cupti/probes.h"
 #include "inprocess/autograd_origin.h"
 #include "inprocess/tensor_events.h"
 
@@ -91,6 +92,7 @@ struct State {
   bool activity_on = false;
   uint16_t activity_weight = 0;  // of the open window
   bool tracing = false;          // an agent listens
+  ListenerWatch listeners;
   // What switching costs (GPUFLAME_CUPTI_DEBUG prints it at exit): the
   // workload's launches may wait on CUPTI's locks meanwhile.
   uint64_t toggles = 0, toggle_ns = 0, toggle_max_ns = 0;
@@ -353,6 +355,12 @@ void FlushLoop() {
     s.cv.wait_for(lock, std::chrono::milliseconds(std::min(s.flush_ms, kTickMs)));
     if (s.stop) break;
     lock.unlock();
+    // A newcomer has heard nothing we said once: our stacks and names go
+    // again, each at its next use.
+    if (s.listeners.NewListener(BatchProbeOn() || StatusProbeOn() || inprocess::TensorEventsListening())) {
+      inprocess::GreetNewListener();
+      s.converter.SayNamesAgain();
+    }
     inprocess::PollTensorEvents();
     if (s.cupti_on) Control(NowNs());
     const auto now = std::chrono::steady_clock::now();

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
@@ -63,6 +64,7 @@ struct State {
   bool said_no_torch = false;  // flusher thread only
   uint32_t said_python = 0;    // flusher thread only: the walker's state last said
   int polls = 0;               // flusher thread only
+  bool greet = false;          // flusher thread only: an agent has just attached
   PythonWalker walker;
   BackwardOrigins backward;
   uint32_t pid = 0;  // our own view; the agent uses the probe's host pid
@@ -328,10 +330,10 @@ void PollTensorEvents() {
   PollAutogradOrigin();
   s.lock.lock();
   SendLocked(s);
-  // Now and then, say again that we are live and forget which stacks were
-  // sent: an agent that attached while another kept the semaphore up (so the
-  // hook never saw it drop) learns both within kForgetPolls periods.
-  const bool again = ++s.polls % kForgetPolls == 0;
+  // Say again that we are live and forget which stacks were sent when an
+  // agent has just attached (maybe while another kept the semaphore up, so
+  // the hook never saw it drop), and now and then in case that went unseen.
+  const bool again = ++s.polls % kForgetPolls == 0 || std::exchange(s.greet, false);
   s.lock.unlock();
   // Also when the walker's first checks have turned it off since.
   if (uint32_t python = s.walker.failure(); again || python != s.said_python) {
@@ -339,6 +341,8 @@ void PollTensorEvents() {
     SayHook(GF_TENSOR_HOOK_LIVE, python);
   }
 }
+
+void GreetNewListener() { S().greet = true; }
 
 HookCost HookCostSoFar() {
   State& s = S();

@@ -33,6 +33,9 @@ void StartTensorEvents();
 // Every 100 ms: installs the hook if an agent has started to listen and
 // sends what is batched.
 void PollTensorEvents();
+// An agent has just attached (cupti/listeners.h): the next poll says we are
+// live and sends each stack again at its next use. Flusher thread.
+void GreetNewListener();
 // At exit: sends what is batched.
 void FlushTensorEvents();
 

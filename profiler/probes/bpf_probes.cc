@@ -44,6 +44,7 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kTensorBatch: return s->progs.tensor_batch;
     case ProbeProgram::kKernelTimeExact: return s->progs.kernel_time_exact;
     case ProbeProgram::kLibCost: return s->progs.lib_cost;
+    case ProbeProgram::kHello: return s->progs.hello;
   }
   return nullptr;
 }
@@ -81,9 +82,10 @@ BpfProbes::~BpfProbes() = default;
 void BpfProbes::SkeletonDeleter::operator()(gpuflame_bpf* skel) const { gpuflame_bpf__destroy(skel); }
 void BpfProbes::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 
-absl::Status BpfProbes::AttachUprobe(const std::string& path, uint64_t offset,
-                                     ProbeProgram program, bool retprobe, uint64_t cookie) {
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = retprobe);
+absl::Status BpfProbes::AttachUprobe(const std::string& path, uint64_t offset, ProbeProgram program,
+                                     bool retprobe, uint64_t cookie, uint64_t semaphore_offset) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = semaphore_offset, .bpf_cookie = cookie,
+              .retprobe = retprobe);
   LinkPtr link(bpf_program__attach_uprobe_opts(ProgramFor(skel_.get(), program), -1, path.c_str(),
                                                offset, &opts));
   if (!link) return Errno(errno, absl::StrCat("uprobe on ", path, "+0x", absl::Hex(offset)));

@@ -59,9 +59,11 @@ class BpfProbes {
 
   // Attaches |program| at |offset| in the file at |path| for every process
   // (pid -1): uprobes live on the inode, so processes that map the same file
-  // later are covered without another attach.
+  // later are covered without another attach. A |semaphore_offset| (a file
+  // offset) is raised in each process while the probe is attached, as
+  // USDT semaphores are.
   absl::Status AttachUprobe(const std::string& path, uint64_t offset, ProbeProgram program,
-                            bool retprobe, uint64_t cookie);
+                            bool retprobe, uint64_t cookie, uint64_t semaphore_offset = 0);
   absl::Status AttachUsdt(const std::string& path, const char* provider, const char* name,
                           ProbeProgram program);
 

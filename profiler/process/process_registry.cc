@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
@@ -78,7 +79,28 @@ bool WaitStopped(pid_t pid, int timeout_ms) {
 
 ProcessRegistry::ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
                                  symbolizer::NativeSymbolizer* native)
-    : probes_(probes), elves_(elves), options_(options), native_(native) {}
+    : probes_(probes),
+      elves_(elves),
+      hello_site_(std::random_device{}() % GF_HELLO_SITES),
+      options_(options),
+      native_(native) {}
+
+void ProcessRegistry::SayHello(const std::string& path, const symbolizer::ElfFile& elf) {
+#if defined(__aarch64__)
+  constexpr uint64_t kSiteBytes = 4;
+#else
+  constexpr uint64_t kSiteBytes = 1;  // x86-64's one-byte nop
+#endif
+  if (!elf.Exports("gpuflame_hello_sites") || !elf.Exports("gpuflame_hello_semaphore")) return;
+  auto sites = elf.FindSymbol("gpuflame_hello_sites");
+  auto semaphore = elf.FindSymbol("gpuflame_hello_semaphore");
+  auto site_offset = sites ? elf.VaddrToOffset(*sites + hello_site_ * kSiteBytes) : std::nullopt;
+  auto semaphore_offset = semaphore ? elf.VaddrToOffset(*semaphore) : std::nullopt;
+  if (!site_offset || !semaphore_offset) return;
+  // Failing costs a greeting, not data: the library says it all again
+  // within its periodic repeats.
+  (void)probes_.AttachUprobe(path, *site_offset, ProbeProgram::kHello, false, 0, *semaphore_offset);
+}
 
 ProcessInfo& ProcessRegistry::Ensure(pid_t pid) {
   auto& slot = processes_[pid];
@@ -214,6 +236,7 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
         Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
     }
+    SayHello(path, *elf);
     attached_.emplace(key, kind);
     return;
   }

@@ -133,11 +133,18 @@ class ProcessRegistry {
   void FallBackToProbes(ProcessInfo& info, const std::string& why);
   // How long a process that loaded the library may take to say its hook is live.
   static constexpr int64_t kHookDueNs = 3'000'000'000;
+  // Attaches this agent's hello site (GF_HELLO_SITES) in the library at
+  // |path|, last, once its other probes listen. A library without the
+  // sites is from before them: it is greeted only by its periodic repeats.
+  void SayHello(const std::string& path, const symbolizer::ElfFile& elf);
   void Warn(std::string message);
   ProcessInfo& Ensure(pid_t pid);
 
   BpfProbes& probes_;
   symbolizer::ElfCache& elves_;
+  // This agent's hello site, chosen at random: another agent (or the last
+  // session's probes, lingering) most likely holds another.
+  const uint32_t hello_site_;
   Options options_;
   symbolizer::NativeSymbolizer* native_;
   absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>> processes_;

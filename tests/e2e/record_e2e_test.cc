@@ -172,6 +172,37 @@ TEST(RecordTest, FindsEveryExpectedInterpreter) {
   EXPECT_GE(SupportedInterpreters().size(), 5u);
 }
 
+TEST(RecordTest, ASecondGpuflameHearsTheHookWhileTheFirstHoldsItsSemaphore) {
+  // A fleet agent is attached, and someone runs `gpuflame record -p` on the
+  // same process: the hook never sees its semaphore drop, yet the second one
+  // must learn within its deadline that the hook is live, with its stacks.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("second-agent");
+  std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy: no other session's semaphores
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  RunResult p = Sh("cd " + dir + " && (" + SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " " + PyenvPython("3.12") +
+                   " " + Workload("steady_kernels.py") + " 0 pid go stop & ) && for i in $(seq 100); do [ -f pid ] " +
+                   "&& break; sleep 0.05; done; touch go; " + GPUFLAME_BIN + " record -q -d 9 -o first -p $(cat pid) " +
+                   "& sleep 2.5; " + GPUFLAME_BIN + " record -q -d 5 -o second -p $(cat pid); wait; touch stop; " +
+                   "while kill -0 $(cat pid) 2>/dev/null; do sleep 0.1; done");
+  for (const char* who : {"first", "second"}) {
+    const std::string summary = ReadFile(dir + "/" + who + "/summary.json");
+    auto json = nlohmann::json::parse(summary, nullptr, false);
+    ASSERT_FALSE(json.is_discarded()) << who << ": " << summary << p.output;
+    EXPECT_TRUE(json["warnings"].empty()) << who << ": " << summary;
+    EXPECT_EQ(json["processes"][0]["tensor_events"], "inprocess") << who << ": " << summary;
+    EXPECT_EQ(json["inprocess"]["events_with_unknown_stack"], 0) << who << ": " << summary;
+    pprof::Profile torch;
+    ASSERT_TRUE(LoadPprof(dir + "/" + who + "/torch_memory.pb.gz", &torch)) << who;
+    auto stacks = Stacks(torch, "alloc_space", /*drop_trampolines=*/true, /*drop_native=*/true);
+    EXPECT_GT(stacks["<module>;run_until;Trainer > step;empty;Tensor > __init__;" + kTorchLeaf], 100 * MiB)
+        << who << ": " << Dump(stacks);
+    // Kernel names the library said before the second came are said again.
+    EXPECT_GT(json["gpu_kernels"]["joined"], 100) << who << ": " << summary;
+    EXPECT_EQ(json["gpu_kernels"]["unknown_kernel_names"], 0) << who << ": " << summary;
+  }
+}
+
 TEST(RecordTest, ProbesTakeOverWhenTheInProcessHookNeverStarts) {
   // The command drops CUDA_INJECTION64_PATH before CUDA starts: the library
   // is mapped but never started, so its hook never says it is live.

@@ -106,6 +106,27 @@ TEST(ActivityConverterTest, ConvertsCuptiRecordsInBatchesWithNamesFirst) {
   EXPECT_EQ(rec.batches.back()[0].name_id, rec.batches[0][0].name_id);
 }
 
+TEST(ActivityConverterTest, ANewAgentHearsEachNameAgainAtItsNextUse) {
+  cupti::ActivityConverter conv;
+  Recorder rec;
+  Buffer first;
+  first.Add(Kernel("relu", 1, 2, 1));
+  first.Add(Kernel("gemm", 3, 4, 2));
+  conv.Convert(first.data(), first.size(), cuptiActivityGetNextRecord, rec);
+  ASSERT_EQ(rec.names.size(), 2u);
+  conv.SayNamesAgain();
+  Buffer later;
+  later.Add(Kernel("gemm", 5, 6, 3));
+  later.Add(Kernel("gemm", 7, 8, 4));
+  conv.Convert(later.data(), later.size(), cuptiActivityGetNextRecord, rec);
+  // Only the name in use, once, under its old ID, before its batch.
+  ASSERT_EQ(rec.names.size(), 3u);
+  EXPECT_EQ(rec.names[2], rec.names[1]);
+  EXPECT_EQ(rec.names_before_batch.back(), 3u);
+  EXPECT_EQ(rec.batches.back()[0].name_id, rec.names[1].first);
+  EXPECT_EQ(conv.names(), 2u);
+}
+
 TEST(ActivityConverterTest, EmptyAndTruncatedBuffersAreHarmless) {
   cupti::ActivityConverter conv;
   Recorder rec;

@@ -1,6 +1,7 @@
 """Workload: a steady stream of kernel launches on the simulated CUDA runtime
 and CUPTI (test fixture), for duty-cycled activity: a gemm (300 us on the
-simulated GPU) from Trainer > step every millisecond, for argv[1] seconds.
+simulated GPU) and a 1 MiB activation from Trainer > step every millisecond,
+for argv[1] seconds.
 With argv[2] (a file name) it first writes its pid there and waits for
 argv[3] to appear, so that a profiler can attach; with argv[4], it runs
 until that file appears too (the profiler has left), then argv[1] seconds
@@ -16,7 +17,9 @@ GEMM = "_ZN7cutlass6KernelINS_4gemm6kernel4GemmEEEvNT_6ParamsE"
 
 class Trainer:
     def step(self):
+        activation = sim_torch.empty(1 << 20)
         sim_torch.launch(GEMM, 300)
+        del activation
 
 
 seconds = float(sys.argv[1])
