@@ -202,7 +202,7 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
 
 Profiling options (config keys native_stacks, cpu_hz, thread_names, kernel_time,
 hide_trampolines, keep_interpreter_frames, binaries, max_cpu, max_memory_mb,
-tensor_events, max_overhead, kernel_activity):
+tensor_events, max_overhead, kernel_activity, tensor_sampling):
 )", ProfilingFlags::Help(28));
 }
 
@@ -213,6 +213,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
   // (record, the exact mode, sets no such limit).
   c.profiling.guardrails.max_overhead = 0.01;
   c.profiling.kernel_time_exact = false;  // continuous: activity duty-cycled, estimates scaled
+  c.profiling.tensor_exact = false;       // continuous: tensor allocations sampled by bytes, scaled
   // The file first, wherever --config appears.
   for (size_t i = 0; i < args.size(); i++) {
     if (args[i] == "--config") {
@@ -230,6 +231,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_BINARIES", "binaries"}, {"GPUFLAME_NATIVE_STACKS", "native_stacks"},
       {"GPUFLAME_CPU_HZ", "cpu_hz"}, {"GPUFLAME_THREAD_NAMES", "thread_names"},
       {"GPUFLAME_KERNEL_TIME", "kernel_time"}, {"GPUFLAME_KERNEL_ACTIVITY", "kernel_activity"},
+      {"GPUFLAME_TENSOR_SAMPLING", "tensor_sampling"},
       {"GPUFLAME_KUBELET_URL", "kubelet_url"},
       {"GPUFLAME_KUBELET_INSECURE_SKIP_VERIFY", "kubelet_insecure_skip_verify"}};
   for (const auto& [var, key] : kEnv)

@@ -39,6 +39,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_processes_attached", "Processes being profiled.", "gauge", double(s.processes_attached)},
       {"gpuflame_library_files_attached", "Library files (CUDA, PyTorch, libpython) with probes attached.", "gauge", double(s.library_files_attached)},
       {"gpuflame_live_allocations", "Allocations currently tracked.", "gauge", double(s.live_allocations)},
+      {"gpuflame_sampled_tensor_allocations_total", "Tensor allocations taken by the injection library's sampling by bytes (each stands for more than itself).", "counter", double(s.tracker.sampled_allocs)},
       {"gpuflame_unmatched_frees_total", "Frees of memory allocated before gpuflame attached.", "counter", double(s.tracker.unmatched_frees)},
       {"gpuflame_python_frames_unresolved_total", "Python frames whose code object could not be read.", "counter", double(s.resolver.python_unresolved)},
       {"gpuflame_cpu_samples_total", "CPU-time samples taken in profiled processes.", "counter", double(s.bpf[GF_STAT_CPU_SAMPLES])},

@@ -134,6 +134,7 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   absl::StrAppend(&out, "},\n  \"events\": {\"records\": ", ev.stats().records,
                   ", \"malformed\": ", ev.stats().malformed, ", \"allocs\": ", t.allocs,
                   ", \"frees\": ", t.frees, ", \"unmatched_frees\": ", t.unmatched_frees,
+                  ", \"sampled_allocs\": ", t.sampled_allocs,
                   ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees, ", \"live_allocations\": ",
                   ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
                   ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,
@@ -193,7 +194,7 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
       absl::StrAppend(&out, ", \"tensor_events\": \"", *info->tensor_inprocess ? "inprocess" : "probes", "\"");
     if (info->tensor_hook)
       absl::StrAppend(&out, ", \"tensor_hook\": ", info->tensor_hook, ", \"tensor_hook_python\": ",
-                      info->tensor_hook_python);
+                      info->tensor_hook_python, ", \"tensor_sample_bytes\": ", info->tensor_sample_bytes);
     if (info->autograd_hook) {
       static constexpr const char* kStates[] = {"", "live", "not found", "other signature", "patch failed"};
       absl::StrAppend(&out, ", \"autograd_hook\": \"",

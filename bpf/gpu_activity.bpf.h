@@ -62,6 +62,11 @@ int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid, __u64 origin, __u64 c
 SEC("usdt")
 int BPF_USDT(kernel_time_exact) { return 0; }
 
+/* gpuflame:tensor_exact(): the same, for in-process tensor events: every
+ * allocation, not a sample by bytes. */
+SEC("usdt")
+int BPF_USDT(tensor_exact) { return 0; }
+
 /* One of libgpuflame_cupti.so's hello sites (GF_HELLO_SITES): attached only
  * so that its semaphore counts this agent in; the site is never hit. */
 SEC("uprobe")

@@ -46,9 +46,12 @@
  *     origin), GF_EVF_AUTOGRAD*, GF_EV_AUTOGRAD_HOOK, gpuflame:lib_cost
  *     (GF_EV_LIB_COST), gpuflame:kernel_time_exact. A library without the
  *     launch arguments sends none (read as 0: no origin).
+ * v3: in-process tensor allocations may be sampled by bytes (GF_EVF_SAMPLED
+ *     adds a payload word a v2 agent would misparse); gpuflame:tensor_exact
+ *     switches sampling off. With it, additively: the hello sites
+ *     (GF_HELLO_SITES).
  */
-#define GF_ABI_VERSION 2
-/* Additive since v2: the hello sites (GF_HELLO_SITES). */
+#define GF_ABI_VERSION 3
 
 #ifdef __cplusplus
 #include <cstdint>
@@ -171,6 +174,9 @@ enum gf_event_flags {
   /* With GF_EVF_AUTOGRAD: several backward() calls were running, so whose
    * work this is cannot be told; the u64 that follows is their count. */
   GF_EVF_AUTOGRAD_AMBIGUOUS = 1u << 12,
+  /* In-process GF_EV_ALLOC taken by sampling (below): after the stack ID,
+   * a second u64 says how many bytes it stands for. */
+  GF_EVF_SAMPLED = 1u << 13,
 };
 
 struct gf_event {
@@ -385,15 +391,26 @@ enum gf_cupti_status {
  *  - GF_EV_ALLOC with GF_EVF_STACK_REF: one u64 stack ID follows; addr, size
  *    (the allocator's block size), arg0 = device, arg1/arg2 = the allocator's
  *    allocated/reserved totals, as for GF_API_TORCH_REPORT;
+ *    with GF_EVF_SAMPLED, a second u64: the bytes it stands for;
  *  - GF_EV_FREE: header only, the same fields;
  *  - GF_EV_ALLOC with GF_EVF_AUTOGRAD: an engine thread's allocation during a
  *    backward() call: the stack ID that follows is the caller's (or, with
  *    GF_EVF_AUTOGRAD_AMBIGUOUS, the u64 is the number of calls running);
  *  - GF_EV_AUTOGRAD_HOOK: the backward-origin hook's state (below).
  * A batch goes out when full, every 100 ms, and at once after a new stack
- * (the agent reads its code objects while they exist). Every 10 s the
- * library says again that it is live and forgets which stacks it sent, so an
- * agent that attaches later learns both within 10 s.
+ * (the agent reads its code objects while they exist). When an agent
+ * attaches (GF_HELLO_SITES), and every 10 s, the library says again that it
+ * is live and forgets which stacks it sent.
+ *
+ * Sampling. Unless an agent attached gpuflame:tensor_exact() (a switch: only
+ * its semaphore is read, as for kernel_time_exact), allocations are sampled
+ * by bytes (inprocess/byte_sampler.h: Poisson, mean interval
+ * GPUFLAME_TENSOR_SAMPLE_BYTES in the workload's environment, default
+ * 4 MiB; one of at least the interval is always taken): a taken one carries
+ * GF_EVF_SAMPLED and the bytes it stands for, on average its own, and the
+ * rest are not sent. Only frees of blocks whose allocation was sent go out
+ * (all frees if the library's table of them overflows). The LIVE
+ * announcement's size field is the interval in effect, 0 when exact.
  */
 #define GF_TENSOR_BATCH_MAX 16384 /* bytes per gpuflame:tensor_batch hit */
 enum gf_tensor_hook {

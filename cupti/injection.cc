@@ -454,7 +454,6 @@ bool StartCupti() {
     return false;  // the workload runs on, without kernel time
   }
   s.launch_rate = EnvNumber("GPUFLAME_LAUNCH_STACKS_PER_S", 1000);
-  s.startup_ns = static_cast<uint64_t>(EnvNumber("GPUFLAME_STARTUP_S", 5) * 1e9);
   // Diagnostics, to measure what each part costs a workload:
   // GPUFLAME_LAUNCH_CALLBACKS=0 (no launch stacks: every kernel is charged
   // to [launch stack not sampled]) and GPUFLAME_ACTIVITY=0 (no kernel time).
@@ -494,8 +493,12 @@ int Initialize() {
   s.start_ns = NowNs();
   s.flush_ms = static_cast<int>(EnvNumber("GPUFLAME_FLUSH_MS", 1000));
   if (s.flush_ms < 10) s.flush_ms = 10;
+  // A process's start (model load, KV cache) is seen whole, every kernel
+  // and every tensor.
+  s.startup_ns = static_cast<uint64_t>(EnvNumber("GPUFLAME_STARTUP_S", 5) * 1e9);
   // Before CUPTI: at cuInit no tensor has been allocated yet.
-  inprocess::StartTensorEvents();
+  inprocess::StartTensorEvents(static_cast<uint64_t>(EnvNumber("GPUFLAME_TENSOR_SAMPLE_BYTES", 4 << 20)),
+                               s.start_ns + s.startup_ns);
   s.cupti_on = StartCupti();
   s.flusher = std::thread(FlushLoop);
   std::atexit(AtExit);

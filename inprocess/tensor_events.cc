@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -15,12 +16,15 @@
 
 #include "bpf/gpuflame_abi.h"
 #include "inprocess/autograd_origin.h"
+#include "inprocess/block_set.h"
+#include "inprocess/byte_sampler.h"
 #include "inprocess/got_hook.h"
 #include "inprocess/python_walker.h"
 #include "inprocess/torch_report.h"
 
 extern "C" {
 __extension__ unsigned short gpuflame_tensor_batch_semaphore __attribute__((section(".probes"), used));
+__extension__ unsigned short gpuflame_tensor_exact_semaphore __attribute__((section(".probes"), used));
 }
 
 namespace gpuflame::inprocess {
@@ -29,7 +33,13 @@ namespace {
 constexpr size_t kSentSlots = 4096;  // stack IDs remembered (a power of two)
 constexpr int kForgetPolls = 100;    // polls (100 ms apart) between re-sending every stack
 
+constexpr size_t kBlockSlots = 1 << 16;    // blocks the agent was told of (512 KiB)
+
 bool Listening() { return __builtin_expect(gpuflame_tensor_batch_semaphore != 0, 1); }
+// gpuflame:tensor_exact is a switch (`record`'s): every allocation, not a
+// sample by bytes. Only its semaphore is read; nothing calls the site.
+bool ExactSwitch() { return gpuflame_tensor_exact_semaphore != 0; }
+__attribute__((used, noinline)) void TensorExactSite() { DTRACE_PROBE(gpuflame, tensor_exact); }
 
 uint64_t NowNs() {
   timespec ts;
@@ -69,8 +79,16 @@ struct State {
   BackwardOrigins backward;
   uint32_t pid = 0;  // our own view; the agent uses the probe's host pid
   SpinLock lock;
+  bool said_exact = false;      // flusher thread only: the mode last said
+  uint64_t exact_until_ns = 0;  // the process's start-up: every allocation
+  std::atomic<bool> starting{false};  // cleared by the flusher once start-up is over
   // Guarded by |lock|:
   bool announce_pending = false;  // the next record goes after a LIVE announcement
+  ByteSampler sampler{0, 1};
+  // The blocks whose allocation the agent was told of: only their frees go
+  // out. All frees once it overflowed (until the next agent).
+  BlockSet<kBlockSlots> blocks;
+  bool every_free = false;
   alignas(8) uint8_t batch[GF_TENSOR_BATCH_MAX];
   size_t used = 0;
   uint64_t sent[kSentSlots] = {};
@@ -81,6 +99,9 @@ State& S() {
   static State* s = new State();  // never destroyed: the allocator may call us during exit
   return *s;
 }
+
+// Every allocation goes out: asked for, or still starting up.
+bool Exact() { return ExactSwitch() || S().starting.load(std::memory_order_relaxed); }
 
 uint32_t Tid() {
   thread_local uint32_t tid = 0;
@@ -155,32 +176,54 @@ void AnnounceLocked(State& s, uint32_t python) {
   ev.arg0 = GF_TENSOR_HOOK_LIVE;
   ev.arg1 = python;
   ev.arg2 = GF_ABI_VERSION;  // the agent's check: nothing else says it when CUPTI is off
+  ev.size = Exact() ? 0 : s.sampler.interval();  // the sampling interval in bytes, 0: every allocation
   std::memset(s.sent, 0, sizeof(s.sent));
   s.sent_count = 0;
   AppendLocked(s, ev, nullptr, 0);
 }
 
-// The announcement a new agent is owed, if any, goes first. Under |lock|.
+// The announcement an agent is owed after a time nobody listened, if any,
+// goes first. It knows none of our blocks: their frees are not its business.
+// Under |lock|.
 void AnnounceIfPendingLocked(State& s) {
   if (!s.announce_pending) return;
   s.announce_pending = false;
+  s.blocks.Clear();
+  s.every_free = false;
   AnnounceLocked(s, s.walker.failure());
 }
 
 void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
   State& s = S();
-  gf_event ev = Header(delta >= 0 ? GF_EV_ALLOC : GF_EV_FREE, reinterpret_cast<uint64_t>(ptr),
-                       static_cast<uint64_t>(delta >= 0 ? delta : -delta));
-  ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(device.index));
-  ev.arg1 = allocated;
-  ev.arg2 = reserved;
+  const uint64_t addr = reinterpret_cast<uint64_t>(ptr);
+  const uint64_t size = static_cast<uint64_t>(delta >= 0 ? delta : -delta);
+  const bool exact = Exact();
+  // Decided before anything costly: most events of a sampled run end here.
+  s.lock.lock();
+  AnnounceIfPendingLocked(s);
   if (delta < 0) {
-    s.lock.lock();
-    AnnounceIfPendingLocked(s);
+    if (!s.blocks.Erase(addr) && !s.every_free) {
+      s.lock.unlock();
+      return;
+    }
+    gf_event ev = Header(GF_EV_FREE, addr, size);
+    ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(device.index));
+    ev.arg1 = allocated;
+    ev.arg2 = reserved;
     AppendLocked(s, ev, nullptr, 0);
     s.lock.unlock();
     return;
   }
+  const uint64_t stands_for = exact ? size : s.sampler.Sample(size);
+  // Exact blocks are remembered too: a sampled run after an exact one must
+  // still send their frees.
+  if (stands_for && !s.blocks.Insert(addr)) s.every_free = true;
+  s.lock.unlock();
+  if (!stands_for) return;
+  gf_event ev = Header(GF_EV_ALLOC, addr, size);
+  ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(device.index));
+  ev.arg1 = allocated;
+  ev.arg2 = reserved;
   // Walked outside the lock: it reads only this thread's frames. On the
   // stack (3 KB), not thread_local: a dlopen'ed library's first TLS access
   // on a thread may allocate, and we run under the allocator's lock.
@@ -188,10 +231,11 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   uint32_t flags = 0;
   const uint32_t n = s.walker.Walk(frames, &flags);
   const uint64_t id = n ? HashFrames(frames, n) : 0;
-  ev.flags = flags | GF_EVF_STACK_REF;
+  ev.flags = flags | GF_EVF_STACK_REF | (exact ? 0 : GF_EVF_SAMPLED);
   // A thread that runs no Python (not a failed walk) while a backward()
   // call runs: an engine thread, working for that call's caller.
-  uint64_t ref = id;
+  uint64_t payload[2] = {id, stands_for};  // the stack, and with GF_EVF_SAMPLED the bytes it stands for
+  uint64_t& ref = payload[0];
   if (n == 0 && !(flags & (GF_EVF_PY_READ_FAILED | GF_EVF_PY_KEY_UNSET))) {
     const BackwardOrigin origin = s.backward.Current();
     if (origin.active > 0 && s.walker.ThreadRunsNoPython()) {
@@ -215,7 +259,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
     def.py_count = static_cast<uint16_t>(n);
     AppendLocked(s, def, frames, n * sizeof(gf_py_frame));
   }
-  AppendLocked(s, ev, &ref, sizeof(ref));
+  AppendLocked(s, ev, payload, exact ? sizeof(uint64_t) : sizeof(payload));
   // A new stack goes out at once: the agent names its frames from our code
   // objects, which must still exist (a module body's may be freed soon after).
   if (new_stack) SendLocked(s);
@@ -274,6 +318,8 @@ void AtForkChild() {
   State& s = S();
   s.used = 0;
   s.announce_pending = false;
+  s.blocks.Clear();
+  s.every_free = false;
   s.sent_count = 0;
   std::memset(s.sent, 0, sizeof(s.sent));
   s.pid = static_cast<uint32_t>(getpid());
@@ -308,9 +354,13 @@ void TryHook() {
 
 }  // namespace
 
-void StartTensorEvents() {
+void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns) {
   State& s = S();
   s.pid = static_cast<uint32_t>(getpid());
+  s.sampler = ByteSampler(sample_bytes, NowNs() ^ (uint64_t{s.pid} << 32));
+  s.exact_until_ns = exact_until_ns;
+  s.starting.store(NowNs() < exact_until_ns, std::memory_order_relaxed);
+  s.said_exact = Exact();
   // Only a child handler: holding the lock across fork() would stall every
   // allocating thread for the whole page-table copy, and the child drops
   // the batch and resets the lock anyway.
@@ -332,8 +382,13 @@ void PollTensorEvents() {
   SendLocked(s);
   // Say again that we are live and forget which stacks were sent when an
   // agent has just attached (maybe while another kept the semaphore up, so
-  // the hook never saw it drop), and now and then in case that went unseen.
-  const bool again = ++s.polls % kForgetPolls == 0 || std::exchange(s.greet, false);
+  // the hook never saw it drop), and now and then in case that went unseen;
+  // also when `record` has switched sampling off or back on.
+  if (s.starting.load(std::memory_order_relaxed) && NowNs() >= s.exact_until_ns)
+    s.starting.store(false, std::memory_order_relaxed);
+  const bool exact = Exact();
+  const bool again = ++s.polls % kForgetPolls == 0 || std::exchange(s.greet, false) || exact != s.said_exact;
+  s.said_exact = exact;
   s.lock.unlock();
   // Also when the walker's first checks have turned it off since.
   if (uint32_t python = s.walker.failure(); again || python != s.said_python) {

@@ -28,8 +28,11 @@
 namespace gpuflame::inprocess {
 
 // Hooks the allocator if an agent listens for tensor batches, else does
-// nothing (and Poll tries again). Called once, at injection.
-void StartTensorEvents();
+// nothing (and Poll tries again). Called once, at injection. Allocations
+// are sampled by bytes (mean |sample_bytes|; 0: none is) unless an agent
+// asks for every one (gpuflame:tensor_exact), and until |exact_until_ns|
+// (CLOCK_MONOTONIC), the process's start-up.
+void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns);
 // Every 100 ms: installs the hook if an agent has started to listen and
 // sends what is batched.
 void PollTensorEvents();

@@ -1,8 +1,8 @@
 // Exact GPU-memory accounting: a live-allocation table keyed by (process,
 // domain, device address or handle) and, per stack, what was allocated and
-// what is still in use. Every byte an event reports is counted; frees that
-// match nothing (memory allocated before gpuflame attached) are counted, not
-// guessed. A process that exits keeps its live set at exit as "in use"; for
+// what is still in use. Every byte an event reports is counted (a sampled
+// tensor allocation as the bytes it stands for); frees that match nothing
+// (memory allocated before gpuflame attached) are counted, not guessed. A process that exits keeps its live set at exit as "in use"; for
 // Python, "exit" is when the interpreter starts shutting down (Py_FinalizeEx),
 // since finalization frees every tensor and would leave nothing to see.
 // Not thread-safe: event loop only.
@@ -25,6 +25,10 @@ struct StackCounters {
   int64_t alloc_bytes = 0;
   int64_t inuse_objects = 0;
   int64_t inuse_bytes = 0;
+  // What was seen of it: allocations taken and their own bytes (less than
+  // the above where the library sampled by bytes and these stand for more).
+  int64_t alloc_samples = 0;
+  int64_t observed_bytes = 0;
 };
 
 struct TrackerStats {
@@ -33,11 +37,16 @@ struct TrackerStats {
   uint64_t unmatched_frees = 0;   // free of an address we never saw allocated
   uint64_t replaced_live = 0;     // alloc of an address already live (missed free)
   uint64_t shutdown_frees = 0;    // frees after the live set was frozen
+  uint64_t sampled_allocs = 0;    // taken by sampling: each stands for more than itself
 };
 
 class AllocationTracker {
  public:
-  void OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack);
+  // |stands_for|: the bytes a sampled allocation stands for (0: itself). It
+  // counts as that many bytes and about stands_for / size objects, alive
+  // until its own free.
+  void OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack,
+               uint64_t stands_for = 0);
   // |ts_ns| is when the free happened (CLOCK_MONOTONIC), which may be before
   // records that arrived earlier: in-process tensor events come in batches.
   void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns);
@@ -69,7 +78,8 @@ class AllocationTracker {
     }
   };
   struct Live {
-    uint64_t size;
+    uint64_t bytes;
+    int64_t objects;
     StackId stack;
   };
   void Release(const Live& live);

@@ -55,14 +55,35 @@ Profile BuildMemoryProfile(StackSource source,
   p.period = 1;  // every allocation is recorded: no sampling
   p.time_nanos = time_nanos;
   p.duration_nanos = duration_nanos;
-  SampleMaker make(source, comm, p);
-  for (StackId id = 0; id < source.stacks.size() && id < counters.size(); id++) {
+  auto wanted = [&](StackId id) {
     const StackInfo& stack = source.stacks.Get(id);
     const StackCounters& c = counters[id];
-    if (stack.domain != domain || (c.alloc_objects == 0 && c.inuse_objects == 0)) continue;
-    if (pid && stack.pid != *pid) continue;
-    Sample s = make.Make(stack);
+    return stack.domain == domain && (c.alloc_objects != 0 || c.inuse_objects != 0) && (!pid || stack.pid == *pid);
+  };
+  // Where the library sampled tensor allocations by bytes, the values are
+  // estimates; what was seen is in the profile itself (alloc_samples).
+  int64_t estimated_bytes = 0, observed_bytes = 0;
+  bool estimated = false;
+  for (StackId id = 0; id < source.stacks.size() && id < counters.size(); id++) {
+    if (!wanted(id)) continue;
+    estimated |= counters[id].alloc_samples != counters[id].alloc_objects;
+    estimated_bytes += counters[id].alloc_bytes;
+    observed_bytes += counters[id].observed_bytes;
+  }
+  if (estimated) {
+    p.sample_types.push_back({"alloc_samples", "count"});
+    p.comments.push_back(absl::StrFormat(
+        "gpuflame: tensor allocations sampled by bytes in the process: %.1f%% of the bytes allocated observed; "
+        "values are unbiased estimates (alloc_samples: allocations seen)",
+        estimated_bytes > 0 ? 100.0 * static_cast<double>(observed_bytes) / static_cast<double>(estimated_bytes) : 0.0));
+  }
+  SampleMaker make(source, comm, p);
+  for (StackId id = 0; id < source.stacks.size() && id < counters.size(); id++) {
+    if (!wanted(id)) continue;
+    const StackCounters& c = counters[id];
+    Sample s = make.Make(source.stacks.Get(id));
     s.values = {c.alloc_objects, c.alloc_bytes, c.inuse_objects, c.inuse_bytes};
+    if (estimated) s.values.push_back(c.alloc_samples);
     p.samples.push_back(std::move(s));
   }
   return p;

@@ -10,8 +10,9 @@ std::vector<StackCounters> WindowAccumulator::Close(const std::vector<StackCount
     out[i].alloc_bytes = cumulative[i].alloc_bytes - last_[i].alloc_bytes;
     out[i].inuse_objects = cumulative[i].inuse_objects;
     out[i].inuse_bytes = cumulative[i].inuse_bytes;
-    last_[i].alloc_objects = cumulative[i].alloc_objects;
-    last_[i].alloc_bytes = cumulative[i].alloc_bytes;
+    out[i].alloc_samples = cumulative[i].alloc_samples - last_[i].alloc_samples;
+    out[i].observed_bytes = cumulative[i].observed_bytes - last_[i].observed_bytes;
+    last_[i] = cumulative[i];
   }
   return out;
 }

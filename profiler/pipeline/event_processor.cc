@@ -270,8 +270,9 @@ void EventProcessor::OnTensorBatch(const gf_event& outer, std::span<const uint8_
     }
     gf_event ev;
     std::memcpy(&ev, payload.data() + at, sizeof(ev));
+    const size_t refs = ev.kind == GF_EV_ALLOC && (ev.flags & GF_EVF_SAMPLED) ? 2 : 1;
     size_t body = ev.kind == GF_EV_PY_STACK ? ev.py_count * sizeof(gf_py_frame)
-                  : ev.flags & GF_EVF_STACK_REF ? sizeof(uint64_t)
+                  : ev.flags & GF_EVF_STACK_REF ? refs * sizeof(uint64_t)
                                                 : 0;
     size_t bytes = (sizeof(ev) + body + 7) & ~size_t{7};
     if (ev.py_count > GF_MAX_PY_FRAMES || bytes > payload.size() - at) {
@@ -304,7 +305,7 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
     case GF_EV_TENSOR_HOOK:
       if (ev.arg0 == GF_TENSOR_HOOK_LIVE && ev.arg2 == GF_ABI_VERSION) inprocess_since_.emplace(ev.pid, ev.ts_ns);
       if (registry_) registry_->OnTensorHook(pid, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1),
-                                             static_cast<uint32_t>(ev.arg2));
+                                             static_cast<uint32_t>(ev.arg2), ev.size);
       return;
     case GF_EV_PY_STACK: {
       if (!inprocess_since_.contains(ev.pid)) return;
@@ -320,8 +321,14 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
     case GF_EV_ALLOC: {
       if (!inprocess_since_.contains(ev.pid)) return;
       stats_.inprocess_events++;
-      uint64_t id = 0;
-      if (payload.size() == sizeof(id)) std::memcpy(&id, payload.data(), sizeof(id));
+      // The stack's ID, and for a sampled allocation the bytes it stands for.
+      uint64_t id = 0, stands_for = 0;
+      if (payload.size() >= sizeof(id)) std::memcpy(&id, payload.data(), sizeof(id));
+      if (payload.size() == 2 * sizeof(id)) {
+        std::memcpy(&stands_for, payload.data() + sizeof(id), sizeof(stands_for));
+        // A workload's word: at least its own size, at most what a tensor can be.
+        stands_for = std::max(std::min(stands_for, uint64_t{1} << 50), ev.size);
+      }
       StackId stack;
       if (ev.flags & GF_EVF_AUTOGRAD_AMBIGUOUS) {
         // |id| is the number of backward() calls that ran.
@@ -349,7 +356,7 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
         stats_.inprocess_unknown_stacks++;
         stack = MarkerStack(ev, kStackUnknownFrame);
       }
-      tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack);
+      tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack, stands_for);
       totals_[ev.pid] = {ev.arg1, ev.arg2, true};
       return;
     }

@@ -14,7 +14,8 @@ namespace {
 constexpr absl::string_view kKeys[] = {"native_stacks", "cpu_hz",           "thread_names",
                                       "kernel_time",   "hide_trampolines", "keep_interpreter_frames",
                                       "binaries",      "max_cpu",          "max_memory_mb",
-                                      "tensor_events", "max_overhead",     "kernel_activity"};
+                                      "tensor_events", "max_overhead",     "kernel_activity",
+                                      "tensor_sampling"};
 
 absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
@@ -67,6 +68,12 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     if (value == "exact") o.kernel_time_exact = true;
     else if (value == "sampled") o.kernel_time_exact = false;
     else return absl::InvalidArgumentError(absl::StrCat("kernel_activity wants exact or sampled, not '", value, "'"));
+    return absl::OkStatus();
+  }
+  if (key == "tensor_sampling") {
+    if (value == "exact") o.tensor_exact = true;
+    else if (value == "sampled") o.tensor_exact = false;
+    else return absl::InvalidArgumentError(absl::StrCat("tensor_sampling wants exact or sampled, not '", value, "'"));
     return absl::OkStatus();
   }
   if (key == "cpu_hz") {
@@ -143,6 +150,7 @@ absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& a
                     : a == "--tensor-events" ? "tensor_events"
                     : a == "--max-overhead"  ? "max_overhead"
                     : a == "--kernel-activity" ? "kernel_activity"
+                    : a == "--tensor-sampling" ? "tensor_sampling"
                                              : nullptr;
   if (!key) return size_t{0};
   if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
@@ -173,6 +181,10 @@ std::string ProfilingFlags::Help(int column) {
                               "sampled (one second in ten at a random phase, records\n"
                               "weighted ten: the agent's default; the first 5 s of a\n"
                               "process are seen whole)"},
+      {"--tensor-sampling S", "in-process tensor allocations exact (every one: record's\n"
+                              "default) or sampled (by bytes, one per 4 MiB on average,\n"
+                              "values scaled to unbiased estimates: the agent's default;\n"
+                              "allocations of 4 MiB or more and the first 5 s are exact)"},
       {"--tensor-events W", "where PyTorch's allocator is observed: inprocess\n"
                             "(libgpuflame_cupti.so hooks it inside the workload: no trap\n"
                             "per event), probes (a uprobe per event), or auto (default:\n"

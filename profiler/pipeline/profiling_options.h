@@ -37,6 +37,10 @@ struct ProfilingOptions {
   // the library, one period in N, records weighted N (record: exact; agent:
   // sampled). bpf/gpuflame_abi.h, gpuflame:kernel_time_exact.
   bool kernel_time_exact = true;
+  // Every tensor allocation from libgpuflame_cupti.so, or a sample by bytes
+  // scaled to unbiased estimates (record: exact; agent: sampled).
+  // bpf/gpuflame_abi.h, gpuflame:tensor_exact.
+  bool tensor_exact = true;
   TensorEvents tensor_events = TensorEvents::kAuto;
   // libgpuflame_cupti.so is needed in the workload (record loads it).
   bool NeedsInjection() const { return kernel_time || tensor_events != TensorEvents::kProbes; }

@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   ropt.filtered = !options.system_wide;
   ropt.tensor_events = options.profiling.tensor_events;
   ropt.kernel_time_exact = options.profiling.kernel_time_exact;
+  ropt.tensor_exact = options.profiling.tensor_exact;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(s->registry_.get(), *s->native_,
@@ -70,7 +71,7 @@ absl::Status Session::AddGatedChild(pid_t pid) {
 
 int Session::Poll(int timeout_ms) {
   int n = reader_->Poll(timeout_ms, [this](std::span<const uint8_t> record) { events_->OnRecord(record); });
-  registry_->Tick();
+  registry_->Tick([this] { Drain(); });
   CheckGuardrails();
   return n;
 }

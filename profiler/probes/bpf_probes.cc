@@ -45,6 +45,7 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kKernelTimeExact: return s->progs.kernel_time_exact;
     case ProbeProgram::kLibCost: return s->progs.lib_cost;
     case ProbeProgram::kHello: return s->progs.hello;
+    case ProbeProgram::kTensorExact: return s->progs.tensor_exact;
   }
   return nullptr;
 }

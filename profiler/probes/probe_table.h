@@ -41,6 +41,7 @@ enum class ProbeProgram : uint8_t {
   kTensorBatch,   // USDT gpuflame:tensor_batch (in-process tensor events)
   kKernelTimeExact,  // USDT gpuflame:kernel_time_exact: a switch (its semaphore), never hit
   kLibCost,       // USDT gpuflame:lib_cost: the library's own cost in its process
+  kTensorExact,   // USDT gpuflame:tensor_exact: a switch (its semaphore), never hit
   kHello,         // a hello site of the library (GF_HELLO_SITES): its semaphore, never hit
 };
 

@@ -232,6 +232,8 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     // Also from before self-costing: its cost is then not counted (said in summary.json).
     (void)probes_.AttachUsdt(path, "gpuflame", "lib_cost", ProbeProgram::kLibCost);
     if (options_.tensor_events != TensorEvents::kProbes) {
+      // The switch first, as for kernel time: no sampled event before it.
+      if (options_.tensor_exact) (void)probes_.AttachUsdt(path, "gpuflame", "tensor_exact", ProbeProgram::kTensorExact);
       if (auto st = probes_.AttachUsdt(path, "gpuflame", "tensor_batch", ProbeProgram::kTensorBatch); !st.ok())
         Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
@@ -420,7 +422,8 @@ void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_ver
     Warn(absl::StrCat("pid ", pid, " (", info.comm, "): kernel time unavailable: CUPTI refused to start"));
 }
 
-void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version) {
+void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version,
+                                   uint64_t sample_bytes) {
   ProcessInfo& info = Ensure(pid);
   const std::string who = absl::StrCat("pid ", pid, " (", info.comm, "): ");
   // The numbers are the workload's to choose: one warning per process at
@@ -433,6 +436,7 @@ void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, 
   }
   info.tensor_hook = status;
   info.tensor_hook_python = status == GF_TENSOR_HOOK_LIVE ? python : 0;
+  info.tensor_sample_bytes = status == GF_TENSOR_HOOK_LIVE ? sample_bytes : 0;
   if (!first) return;
   switch (status == GF_TENSOR_HOOK_LIVE ? python : status) {
     case 0:
@@ -508,21 +512,32 @@ void ProcessRegistry::Forget(pid_t pid) {
   if (native_) native_->Forget(pid);
 }
 
-void ProcessRegistry::Tick() {
+void ProcessRegistry::Tick(const std::function<void()>& catch_up) {
   // A process that loaded the library for its tensor events and never said
   // its hook is live (an old library, a failed start): probes instead.
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   const int64_t now = ts.tv_sec * 1'000'000'000ll + ts.tv_nsec;
-  std::vector<ProcessInfo*> overdue;
+  auto overdue = [&] {
+    std::vector<ProcessInfo*> late;
+    for (auto& [pid, info] : processes_)
+      if (info->tensor_inprocess.value_or(false) && info->has_torch && info->has_cupti && info->tensor_hook == 0 &&
+          !info->exited && now - info->tensor_wait_since_ns > kHookDueNs)
+        late.push_back(info.get());
+    return late;
+  };
+  std::vector<ProcessInfo*> late;
   if (now >= next_hook_check_ns_) {
     next_hook_check_ns_ = now + 1'000'000'000;
-    for (auto& [pid, info] : processes_)
-    if (info->tensor_inprocess.value_or(false) && info->has_torch && info->has_cupti && info->tensor_hook == 0 &&
-        !info->exited && now - info->tensor_wait_since_ns > kHookDueNs)
-        overdue.push_back(info.get());
+    late = overdue();
+    // The word may be in the ring still, behind a backlog (a loaded
+    // machine): everything sent until now is read before we decide.
+    if (!late.empty() && catch_up) {
+      catch_up();
+      late = overdue();
+    }
   }
-  for (ProcessInfo* info : overdue) FallBackToProbes(*info, "its libgpuflame_cupti.so did not start its hook within 3 s");
+  for (ProcessInfo* info : late) FallBackToProbes(*info, "its libgpuflame_cupti.so did not start its hook within 3 s");
   for (auto it = rescans_.begin(); it != rescans_.end();) {
     Scan(it->first);
     if (--it->second <= 0) {

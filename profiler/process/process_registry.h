@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,7 @@ struct ProcessInfo {
   uint32_t cupti_abi = 0;     // the library's GF_ABI_VERSION, 0 until it reports (or unversioned)
   uint32_t tensor_hook = 0;         // enum gf_tensor_hook: the in-process hook's state, 0 until it reports
   uint32_t tensor_hook_python = 0;  // while live: 0, or the gf_tensor_hook reason it has no Python frames
+  uint64_t tensor_sample_bytes = 0;  // while live: its sampling interval, 0 when every allocation is sent
   uint32_t autograd_hook = 0;       // enum gf_autograd_hook: the backward-origin hook's state, 0 until it reports
   bool kernel_time_reported = false;  // "kernel time unavailable" said once
   std::optional<uint64_t> cpu_ticks;  // its CPU time (user + system) when last sampled
@@ -68,6 +70,8 @@ class ProcessRegistry {
     // Ask libgpuflame_cupti.so for CUPTI activity all the time (else it
     // duty-cycles it and weights its records).
     bool kernel_time_exact = true;
+    // Every tensor allocation from the injection library (gpuflame:tensor_exact), not a sample by bytes.
+    bool tensor_exact = true;
   };
   // |native| (optional) is given each process's maps as they are read.
   ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
@@ -89,7 +93,7 @@ class ProcessRegistry {
   void OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version);
   // The library's in-process tensor hook went live (with or without Python
   // frames) or could not (enum gf_tensor_hook); says what the user loses.
-  void OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version);
+  void OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version, uint64_t sample_bytes = 0);
   // The library's backward-origin hook (Engine::execute) went live or could
   // not (enum gf_autograd_hook); warns once when PyTorch is there but its
   // engine threads' work cannot be given its Python caller.
@@ -104,8 +108,10 @@ class ProcessRegistry {
   void CheckKernelTime();
   // Drops everything known about an exited pid (the pid may be reused).
   void Forget(pid_t pid);
-  // Re-scans processes whose new mappings may not have been visible yet.
-  void Tick();
+  // Re-scans processes whose new mappings may not have been visible yet,
+  // and gives up on in-process hooks that never said they are live, after
+  // |catch_up| (which reads every event sent so far) if one looks late.
+  void Tick(const std::function<void()>& catch_up = nullptr);
 
   ProcessInfo* Find(pid_t pid);
   // A process seen only through a CPU sample (a followed child, such as a

@@ -172,6 +172,67 @@ TEST(RecordTest, FindsEveryExpectedInterpreter) {
   EXPECT_GE(SupportedInterpreters().size(), 5u);
 }
 
+TEST(RecordTest, SampledTensorEventsAreUnbiasedEstimatesAndSaySo) {
+  // The agent's default, asked of record: allocations sampled by bytes in
+  // the process (1 MiB on average here; start-up not exempted).
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("sampled-tensors");
+  // Its own copy of the library: the kernel keeps an earlier session's
+  // probes, and so its gpuflame:tensor_exact switch, up for a while.
+  const std::string lib = out + "/libgpuflame_cupti.so";
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  RunResult r = Record(out, PyenvPython("3.12"), "sampled_tensors.py",
+                       "CUDA_INJECTION64_PATH=" + lib + " GPUFLAME_STARTUP_S=0 GPUFLAME_TENSOR_SAMPLE_BYTES=1048576",
+                       "--tensor-sampling sampled");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
+  ASSERT_EQ(torch.sample_type_size(), 5);
+  EXPECT_EQ(torch.string_table(torch.sample_type(4).type()), "alloc_samples");
+  bool said = false;
+  for (int64_t c : torch.comment()) said |= torch.string_table(c).find("sampled by bytes") != std::string::npos;
+  EXPECT_TRUE(said);
+  const std::string kStep = "<module>;Trainer > step;empty;Tensor > __init__;" + kTorchLeaf;
+  const std::string kLoad = "<module>;Loader > load_weights;empty;Tensor > __init__;" + kTorchLeaf;  // 3.12: no <listcomp>
+  auto alloc = Stacks(torch, "alloc_space", true, true);
+  auto inuse = Stacks(torch, "inuse_space", true, true);
+  auto samples = Stacks(torch, "alloc_samples", true, true);
+  // 1.25 GiB in 64 KiB pieces: about 1280 samples, each standing for a
+  // multiple of 1 MiB; the estimate within 15 % (over 5 standard errors).
+  const int64_t truth = 20000 * (64 << 10);
+  EXPECT_NEAR(static_cast<double>(alloc[kStep]), static_cast<double>(truth), 0.15 * truth) << Dump(alloc);
+  EXPECT_EQ(alloc[kStep] % MiB, 0) << Dump(alloc);
+  EXPECT_GT(samples[kStep], 500) << Dump(samples);
+  EXPECT_LT(samples[kStep], 2500) << Dump(samples);
+  // Each sampled block's free is sent: nothing of the churn stays in use.
+  EXPECT_EQ(inuse[kStep], 0) << Dump(inuse);
+  // Allocations of the interval or more are exact, in use too.
+  EXPECT_EQ(alloc[kLoad], 80 * MiB) << Dump(alloc);
+  EXPECT_EQ(inuse[kLoad], 80 * MiB) << Dump(inuse);
+  EXPECT_EQ(samples[kLoad], 10) << Dump(samples);
+  const std::string summary = ReadFile(out + "/summary.json");
+  auto json = nlohmann::json::parse(summary, nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << summary;
+  EXPECT_EQ(json["processes"][0]["tensor_sample_bytes"], 1048576) << summary;
+  EXPECT_EQ(json["events"]["unmatched_frees"], 0) << summary;
+  // What the hook saw against what it sent.
+  EXPECT_GE(json["self_cost"]["library"]["tensor_events"], 40020) << summary;
+  EXPECT_LT(json["inprocess"]["events"], 6000) << summary;
+}
+
+TEST(RecordTest, RecordSendsEveryTensorEventByDefault) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("exact-tensors");
+  RunResult r = Record(out, PyenvPython("3.12"), "sampled_tensors.py", "GPUFLAME_STARTUP_S=0");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
+  EXPECT_EQ(torch.sample_type_size(), 4);
+  auto alloc = Stacks(torch, "alloc_space", true, true);
+  EXPECT_EQ(alloc["<module>;Trainer > step;empty;Tensor > __init__;" + kTorchLeaf], 20000 * (64 << 10)) << Dump(alloc);
+  EXPECT_NE(ReadFile(out + "/summary.json").find("\"tensor_sample_bytes\": 0"), std::string::npos);
+}
+
 TEST(RecordTest, ASecondGpuflameHearsTheHookWhileTheFirstHoldsItsSemaphore) {
   // A fleet agent is attached, and someone runs `gpuflame record -p` on the
   // same process: the hook never sees its semaphore drop, yet the second one

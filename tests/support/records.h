@@ -87,6 +87,15 @@ class TensorBatch {
     ev.size = size;
     return Put(ev, &stack_id, sizeof(stack_id));
   }
+  // Taken by sampling: it stands for |stands_for| bytes.
+  TensorBatch& SampledAlloc(uint64_t ts_ns, uint64_t addr, uint64_t size, uint64_t stack_id, uint64_t stands_for) {
+    gf_event ev = Inner(GF_EV_ALLOC, ts_ns);
+    ev.flags = GF_EVF_STACK_REF | GF_EVF_SAMPLED;
+    ev.addr = addr;
+    ev.size = size;
+    const uint64_t payload[2] = {stack_id, stands_for};
+    return Put(ev, payload, sizeof(payload));
+  }
   // An engine thread's allocation during a backward() call: |ref| is the
   // caller's stack ID, or with |ambiguous| the number of calls running.
   TensorBatch& AutogradAlloc(uint64_t ts_ns, uint64_t addr, uint64_t size, uint64_t ref, bool ambiguous = false) {

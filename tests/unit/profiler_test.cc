@@ -61,6 +61,21 @@ TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {
   EXPECT_EQ(t.live_count(), 2u);
 }
 
+TEST(AllocationTrackerTest, ASampledAllocationCountsAsWhatItStandsForUntilItsFree) {
+  AllocationTracker t;
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 64 << 10, 0, /*stands_for=*/2 << 20);
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x2000, 8 << 20, 0, /*stands_for=*/8 << 20);  // exact: big enough
+  const auto& c = t.counters();
+  EXPECT_EQ(c[0].alloc_bytes, (2 << 20) + (8 << 20));
+  EXPECT_EQ(c[0].alloc_objects, 32 + 1);
+  EXPECT_EQ(c[0].alloc_samples, 2);
+  EXPECT_EQ(c[0].observed_bytes, (64 << 10) + (8 << 20));
+  EXPECT_EQ(t.stats().sampled_allocs, 1u);
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000, 0);
+  EXPECT_EQ(c[0].inuse_bytes, 8 << 20);
+  EXPECT_EQ(c[0].inuse_objects, 1);
+}
+
 TEST(AllocationTrackerTest, KeysSeparateProcessesDomainsAndHandles) {
   AllocationTracker t;
   t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 0);
@@ -302,6 +317,33 @@ TEST_F(EventProcessorTest, InProcessTensorEventsAccountLikeProbeEvents) {
   EXPECT_EQ(events_.tracker().stats().unmatched_frees, 0u);
   // The library's view of its pid is its namespace's: the probe's host pid wins.
   EXPECT_EQ(events_.stacks().Get(1).pid, 4242);
+}
+
+TEST_F(EventProcessorTest, SampledTensorAllocationsCountAsWhatTheyStandFor) {
+  events_.OnRecord(testing::TensorBatch(4242)
+                       .Hook(10)
+                       .Stack(0xabc1, 3, 1)
+                       .SampledAlloc(11, 0x1000, 4096, 0xabc1, 1 << 20)
+                       .Alloc(12, 0x2000, 1024, 0xabc1)  // the next record is still read in step
+                       .SampledAlloc(13, 0x3000, 4096, 0xabc1, 1)  // less than itself: itself
+                       .Free(14, 0x1000)
+                       .Build());
+  EXPECT_EQ(events_.stats().malformed, 0u);
+  EXPECT_EQ(events_.stats().inprocess_events, 4u);
+  const StackCounters& c = events_.tracker().counters()[0];
+  EXPECT_EQ(c.alloc_bytes, (1 << 20) + 1024 + 4096);
+  EXPECT_EQ(c.alloc_objects, 256 + 1 + 1);
+  EXPECT_EQ(c.alloc_samples, 3);
+  EXPECT_EQ(c.inuse_bytes, 1024 + 4096);
+  // The profile carries what was seen, and says it holds estimates.
+  Profile p = BuildMemoryProfile(StackSource{events_.stacks(), events_.frames()}, events_.tracker().counters(),
+                                 GF_DOMAIN_TORCH, {}, std::nullopt, 0, 0);
+  ASSERT_EQ(p.sample_types.size(), 5u);
+  EXPECT_EQ(p.sample_types[4].type, "alloc_samples");
+  ASSERT_EQ(p.samples.size(), 1u);
+  EXPECT_EQ(p.samples[0].values[4], 3);
+  ASSERT_EQ(p.comments.size(), 1u);
+  EXPECT_NE(p.comments[0].find("sampled by bytes"), std::string::npos);
 }
 
 TEST_F(EventProcessorTest, InProcessStackNeverReceivedIsChargedToAMarker) {
