@@ -6,9 +6,11 @@
 //   noop      a counting BPF program on the same USDT points (the kernel trap)
 //   gpuflame  the full agent: stack walk in BPF, ring buffer, event loop
 //   inprocess        the agent with tensor events from libgpuflame_cupti.so
-//                    (--injection LIB); with --kernel-time also kernel time,
-//                    CUPTI activity duty-cycled (the agent's default)
-//   inprocess-exact  the same with activity on all the time (record's mode)
+//                    (--injection LIB), sampled by bytes; with --kernel-time
+//                    also kernel time, CUPTI activity duty-cycled (the
+//                    agent's defaults)
+//   inprocess-exact  the same with every tensor event and activity on all
+//                    the time (record's mode)
 //   history-python, history-all  PyTorch's own recorder (step_workload.py)
 // With --kernel-time each observer's round is followed by --settle-ms
 // (default 2000) without it: the kernel lets go of a session's uprobes, and
@@ -160,7 +162,9 @@ class AgentObserver {
   explicit AgentObserver(symbolizer::ElfCache& elves) : elves_(elves) {}
   // |inprocess|: tensor events from libgpuflame_cupti.so's hook, no probes
   // on libc10_cuda.so (--tensor-events inprocess).
-  bool Start(pid_t pid, bool inprocess, bool kernel_time_exact) {
+  // |exact|: record's mode (every tensor event, CUPTI activity always on),
+  // else the agent's (tensor events sampled by bytes, activity duty-cycled).
+  bool Start(pid_t pid, bool inprocess, bool exact) {
     profiler::BpfProbes::Options opt;
     opt.filter_targets = true;
     auto probes = profiler::BpfProbes::Load(opt);
@@ -177,7 +181,8 @@ class AgentObserver {
     reader_ = std::move(*reader);
     profiler::ProcessRegistry::Options ropt;
     ropt.tensor_events = inprocess ? profiler::TensorEvents::kInProcess : profiler::TensorEvents::kProbes;
-    ropt.kernel_time_exact = kernel_time_exact;
+    ropt.kernel_time_exact = exact;
+    ropt.tensor_exact = exact;
     registry_ = std::make_unique<profiler::ProcessRegistry>(*probes_, elves_, ropt);
     resolver_ = std::make_unique<profiler::StackResolver>(registry_.get(), native_, profiler::StackResolver::Options{});
     events_ = std::make_unique<profiler::EventProcessor>(registry_.get(), *resolver_);

@@ -93,7 +93,10 @@ void NativeSymbolizer::Append(pid_t pid, uint64_t address, std::vector<Frame>& o
   const Entry* e = Lookup(pid, *m, *elf, vaddr);
   if (e->function.system_name.empty()) {
     // Raw, but with module, build ID and offset: `gpuflame symbolize` and
-    // later windows can still name it.
+    // later windows can still name it. Named by module and offset, not by
+    // address: the same code is one frame in every process and restart.
+    const std::string_view path = m->path;
+    f.name = absl::StrFormat("%s+0x%x", path.substr(path.rfind('/') + 1), vaddr);
     unresolved_++;
     out.push_back(std::move(f));
     return;

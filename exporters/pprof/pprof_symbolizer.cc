@@ -1,5 +1,7 @@
 #include "exporters/pprof/pprof_symbolizer.h"
 
+#include <string_view>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "profile.pb.h"
@@ -8,7 +10,14 @@
 namespace gpuflame::exporters {
 namespace {
 
-bool IsRawAddress(const std::string& name) { return name.rfind("0x", 0) == 0; }
+// A native frame not named at capture: `module+0xOFFSET` (no symbol has a
+// '+' in its name), or, in profiles of earlier releases, `0xADDRESS`.
+bool IsRaw(std::string_view name) {
+  if (name.starts_with("0x")) return true;
+  const size_t plus = name.rfind("+0x");
+  return plus != std::string_view::npos && plus > 0 && plus + 3 < name.size() &&
+         name.find_first_not_of("0123456789abcdef", plus + 3) == std::string_view::npos;
+}
 
 }  // namespace
 
@@ -43,7 +52,7 @@ absl::StatusOr<SymbolizeReport> SymbolizePprof(std::string& bytes, const std::ve
   for (auto& loc : *p.mutable_location()) {
     if (loc.mapping_id() == 0 || loc.line_size() == 0) continue;
     auto fit = functions.find(loc.line(0).function_id());
-    if (fit == functions.end() || !IsRawAddress(str(fit->second->name()))) continue;
+    if (fit == functions.end() || !IsRaw(str(fit->second->name()))) continue;
     r.unresolved_before++;
     auto mit = mappings.find(loc.mapping_id());
     if (mit == mappings.end()) {

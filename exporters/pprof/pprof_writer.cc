@@ -69,7 +69,12 @@ std::string SerializePprof(const profiler::Profile& profile) {
       auto* fn = p.add_function();
       fn->set_id(fit->second);
       fn->set_name(strings.Intern(f.name));
-      fn->set_system_name(strings.Intern(f.system_name.empty() ? f.name : f.system_name));
+      // A Python or marker frame's system name is never its name: with one
+      // equal to it, pprof takes `<module>` for a demangled C++ name and
+      // strips its "template arguments", printing <unknown>.
+      const bool native = f.kind == symbolizer::FrameKind::kNative;
+      const std::string& system = f.system_name.empty() ? f.name : f.system_name;
+      fn->set_system_name(strings.Intern(native || system != f.name ? system : std::string()));
       fn->set_filename(strings.Intern(f.file));
       fn->set_start_line(f.start_line);
     }

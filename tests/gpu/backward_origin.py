@@ -123,8 +123,9 @@ def check(args):
     if args.stats:
         stats = json.load(open(args.stats))
         alloc = sum(load(f"{out}/torch_memory.alloc_space.folded").values())
+        truth = stats.get('allocated_bytes.all.allocated') or 0
         print(f"torch_memory alloc_space {alloc} vs memory_stats allocated_bytes.all.allocated "
-              f"{stats.get('allocated_bytes.all.allocated')}")
+              f"{truth} (ratio {alloc / truth if truth else 0:.4f}; exact: 1, sampled: an estimate)")
     if args.profile:
         prof = json.load(open(args.profile))
         step_ns, _, _ = share(kernels, in_step)

@@ -29,8 +29,8 @@ harness --rounds "${ROUNDS:-10}" --iters "${ITERS:-100}"
 if [ -z "${SKIP_MEMORY:-}" ]; then
   echo "== launch-bound GPT: memory only (the tensor hook alone)"
   "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/step_workload.py" \
-      --injection "$bundle/libgpuflame_cupti.so" --modes none,inprocess,history-python \
-      --rounds "${ROUNDS:-10}" --iters "${ITERS:-100}" || status=1
+      --injection "$bundle/libgpuflame_cupti.so" --modes none,inprocess,inprocess-exact,history-python \
+      --settle-ms 2000 --rounds "${ROUNDS:-10}" --iters "${ITERS:-100}" || status=1
 fi
 if [ -z "${SKIP_LARGE:-}" ]; then
   echo "== ~1B-parameter GPT"
@@ -64,6 +64,11 @@ if [ -z "${SKIP_BACKWARD:-}" ]; then
   "$bundle/gpuflame" record -q -o "$out/bw" -- $py "$here/backward_origin.py" --steps 50 --stats "$out/bw-stats.json" || status=1
   $py "$here/backward_origin.py" --steps 50 --profile "$out/bw-prof.json" || status=1
   $py "$here/backward_origin.py" --check "$out/bw" --stats "$out/bw-stats.json" --profile "$out/bw-prof.json" || status=1
+  echo "== the same, tensor events sampled by bytes (the agent's default), start-up not exempted"
+  GPUFLAME_STARTUP_S=0 "$bundle/gpuflame" record -q --tensor-sampling sampled -o "$out/bw-sampled" -- \
+    $py "$here/backward_origin.py" --steps 50 --stats "$out/bw-sampled-stats.json" || status=1
+  $py "$here/backward_origin.py" --check "$out/bw-sampled" --stats "$out/bw-sampled-stats.json" || status=1
+  python3 -c "import json; d = json.load(open('$out/bw-sampled/summary.json')); print('sampled:', d['events']['sampled_allocs'], 'of', d['events']['allocs'], 'allocations taken by sampling;', d['inprocess']['events'], 'events sent of', d['self_cost']['library']['tensor_events'], 'seen; processes', [p.get('tensor_sample_bytes') for p in d['processes']])"
 fi
-tar -C "$out" -czf "$out/outputs.tgz" sampled exact sampled.log exact.log bw 2>/dev/null
+tar -C "$out" -czf "$out/outputs.tgz" sampled exact sampled.log exact.log bw bw-sampled 2>/dev/null
 exit $status
