@@ -29,6 +29,7 @@
 #include "agent/window_export.h"
 #include "agent/window_snapshot.h"
 #include "profiler/pipeline/session.h"
+#include "profiler/process/guardian.h"
 #include "profiler/process/run_control.h"
 
 namespace gpuflame::profiler {
@@ -55,6 +56,7 @@ double CloseWindow(Session& session, WindowSnapshotter& snapshots, WindowExporte
 }  // namespace
 
 int RunAgent(const AgentConfig& cfg) {
+  Guardian guardian = Guardian::Start();  // before any thread (profiler/process/guardian.h)
   Session::Options sopt;
   sopt.system_wide = true;
   sopt.profiling = cfg.profiling;

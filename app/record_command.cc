@@ -21,6 +21,7 @@
 #include "exporters/files/html_writer.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/probes/preflight.h"
+#include "profiler/process/guardian.h"
 #include "profiler/process/run_control.h"
 #include "profiler/pipeline/session.h"
 #include "profiler/process/process_registry.h"
@@ -233,6 +234,9 @@ int RunRecord(const RecordOptions& opt) {
       return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));
   if (auto s = PrepareOutputDir(opt.output_dir); !s.ok()) return Fail(s);
 
+  // Before any thread: if we are killed while holding our command stopped
+  // at a gate, it resumes it.
+  Guardian guardian = Guardian::Start();
   bool system_wide = opt.pids.empty() && opt.command.empty();
   const std::string library = opt.command.empty() ? "" : FindCuptiLibrary();
   ProfilingOptions profiling = opt.profiling;

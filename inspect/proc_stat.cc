@@ -16,4 +16,14 @@ std::optional<uint64_t> CpuTicksFromStat(std::string_view stat) {
   return utime + stime;
 }
 
+std::optional<StateAndParent> StateAndParentFromStat(std::string_view stat) {
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  const std::string rest(stat.substr(close + 1));
+  char state = 0;
+  int ppid = 0;
+  if (std::sscanf(rest.c_str(), " %c %d", &state, &ppid) != 2) return std::nullopt;
+  return StateAndParent{state, ppid};
+}
+
 }  // namespace gpuflame::inspect

@@ -1,6 +1,6 @@
-// CPU time from a /proc/PID/stat line: utime + stime, in clock ticks. The
-// command name before them may hold anything, spaces and parentheses too,
-// so fields are counted from its last ')'.
+// Fields of a /proc/PID/stat line. The command name before them may hold
+// anything, spaces and parentheses too, so fields are counted from its last
+// ')'.
 #ifndef GPUFLAME_INSPECT_PROC_STAT_H_
 #define GPUFLAME_INSPECT_PROC_STAT_H_
 
@@ -10,7 +10,15 @@
 
 namespace gpuflame::inspect {
 
+// CPU time: utime + stime, in clock ticks.
 std::optional<uint64_t> CpuTicksFromStat(std::string_view stat);
+
+// The state letter ('R', 'S', 'T' stopped, ...) and the parent's pid.
+struct StateAndParent {
+  char state;
+  int ppid;
+};
+std::optional<StateAndParent> StateAndParentFromStat(std::string_view stat);
 
 }  // namespace gpuflame::inspect
 

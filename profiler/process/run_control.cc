@@ -2,10 +2,13 @@
 
 #include <execinfo.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 
 namespace gpuflame::profiler {
 namespace {
@@ -13,10 +16,26 @@ namespace {
 volatile sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
 
-// Lock-free, so the crash handler can read it: slots are claimed once.
+// Lock-free, so the crash handler can read it: slots are claimed once. In
+// memory shared with the guardian (profiler/process/guardian.h), which
+// reads it after we are gone.
 constexpr int kMaxTargets = 4096;
-std::atomic<pid_t> g_targets[kMaxTargets];
-std::atomic<int> g_target_count{0};
+struct Targets {
+  std::atomic<int> count{0};
+  std::atomic<pid_t> pids[kMaxTargets];
+};
+std::atomic<Targets*> g_targets{nullptr};
+
+Targets* SharedTargets() {
+  if (Targets* t = g_targets.load()) return t;
+  void* m = mmap(nullptr, sizeof(Targets), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  static Targets private_copy;  // no shared memory: the crash handler still works
+  Targets* t = m == MAP_FAILED ? &private_copy : new (m) Targets();
+  Targets* expected = nullptr;
+  if (g_targets.compare_exchange_strong(expected, t)) return t;
+  if (m != MAP_FAILED) munmap(m, sizeof(Targets));
+  return expected;
+}
 
 void OnCrash(int sig) {
   static const char kMsg[] = "gpuflame: crashed; resuming the processes it may have held stopped. Backtrace:\n";
@@ -25,9 +44,11 @@ void OnCrash(int sig) {
   void* frames[64];
   int n = backtrace(frames, 64);
   backtrace_symbols_fd(frames, n, STDERR_FILENO);
-  int count = g_target_count.load();
-  for (int i = 0; i < count && i < kMaxTargets; i++)
-    if (pid_t p = g_targets[i].load(); p > 0) kill(p, SIGCONT);
+  if (Targets* t = g_targets.load()) {
+    const int count = t->count.load();
+    for (int i = 0; i < count && i < kMaxTargets; i++)
+      if (pid_t p = t->pids[i].load(); p > 0) kill(p, SIGCONT);
+  }
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -35,11 +56,21 @@ void OnCrash(int sig) {
 }  // namespace
 
 void RememberTarget(pid_t pid) {
-  int count = g_target_count.load();
+  Targets* t = SharedTargets();
+  const int count = t->count.load();
   for (int i = 0; i < count && i < kMaxTargets; i++)
-    if (g_targets[i].load() == pid) return;
-  int slot = g_target_count.fetch_add(1);
-  if (slot < kMaxTargets) g_targets[slot].store(pid);
+    if (t->pids[i].load() == pid) return;
+  const int slot = t->count.fetch_add(1);
+  if (slot < kMaxTargets) t->pids[slot].store(pid);
+}
+
+std::vector<pid_t> RememberedTargets() {
+  Targets* t = SharedTargets();
+  std::vector<pid_t> out;
+  const int count = std::min(t->count.load(), kMaxTargets);
+  for (int i = 0; i < count; i++)
+    if (pid_t p = t->pids[i].load(); p > 0) out.push_back(p);
+  return out;
 }
 
 void InstallCrashHandler() {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace gpuflame::profiler {
 
@@ -17,8 +18,11 @@ bool StopRequested();
 
 // Processes we may hold stopped (the BPF gates SIGSTOP them until user space
 // resumes them). If gpuflame itself crashes, its crash handler resumes every
-// one of them before dying: a profiler bug must never freeze a workload.
+// one of them before dying: a profiler bug must never freeze a workload; if
+// it is killed outright, its guardian does (profiler/process/guardian.h).
 void RememberTarget(pid_t pid);
+// Those remembered so far, in this process or (shared memory) its parent.
+std::vector<pid_t> RememberedTargets();
 // SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT: backtrace to stderr, resume the
 // remembered processes, then die with the signal.
 void InstallCrashHandler();

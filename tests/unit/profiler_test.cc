@@ -44,6 +44,11 @@ TEST(ProcStatTest, CpuTicksSurviveAnyCommandName) {
   EXPECT_FALSE(inspect::CpuTicksFromStat("no parenthesis at all"));
   EXPECT_FALSE(inspect::CpuTicksFromStat("42 (short) S 1"));
   EXPECT_FALSE(inspect::CpuTicksFromStat(""));
+  auto st = inspect::StateAndParentFromStat("42 (a) T 7 (x)) S 1 1");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->state, 'S');  // after the last ')': the name may fake fields
+  EXPECT_EQ(st->ppid, 1);
+  EXPECT_FALSE(inspect::StateAndParentFromStat("42 (a)"));
 }
 
 TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {
