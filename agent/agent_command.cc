@@ -106,7 +106,7 @@ int RunAgent(const AgentConfig& cfg) {
     }
   }
   // The last, partial window goes out too.
-  session.Drain();
+  session.OpenGatesAndDrain();
   CloseWindow(session, snapshots, exporter, window_start_wall, NowNs(CLOCK_MONOTONIC) - window_start);
   exporter.Finish();  // every window is in the push queue from here
   // With a spool, what Pyroscope cannot take now waits on disk: no need to

@@ -202,7 +202,7 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
 
 Profiling options (config keys native_stacks, cpu_hz, thread_names, kernel_time,
 hide_trampolines, keep_interpreter_frames, binaries, max_cpu, max_memory_mb,
-tensor_events, max_overhead, kernel_activity, tensor_sampling):
+tensor_events, max_overhead, kernel_activity, tensor_sampling, gate_new_libraries):
 )", ProfilingFlags::Help(28));
 }
 
@@ -232,6 +232,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_CPU_HZ", "cpu_hz"}, {"GPUFLAME_THREAD_NAMES", "thread_names"},
       {"GPUFLAME_KERNEL_TIME", "kernel_time"}, {"GPUFLAME_KERNEL_ACTIVITY", "kernel_activity"},
       {"GPUFLAME_TENSOR_SAMPLING", "tensor_sampling"},
+      {"GPUFLAME_GATE_NEW_LIBRARIES", "gate_new_libraries"},
       {"GPUFLAME_KUBELET_URL", "kubelet_url"},
       {"GPUFLAME_KUBELET_INSECURE_SKIP_VERIFY", "kubelet_insecure_skip_verify"}};
   for (const auto& [var, key] : kEnv)

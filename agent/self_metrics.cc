@@ -19,6 +19,7 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.native_frames_unresolved = ev.frames().unresolved().size();
   for (const auto& [pid, info] : session.registry().processes()) s.processes_attached += !info->exited;
   s.library_files_attached = session.registry().attached_files();
+  s.gates = session.registry().gate_stats();
   s.window_snapshot_seconds = window_snapshot_seconds;
   s.self_usage = session.guardrails().last_usage();
   s.shedding = session.guardrails().actions();
@@ -37,6 +38,8 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_records_total", "Ring-buffer records handled in user space.", "counter", double(s.events.records)},
       {"gpuflame_records_malformed_total", "Ring-buffer records that failed validation.", "counter", double(s.events.malformed)},
       {"gpuflame_processes_attached", "Processes being profiled.", "gauge", double(s.processes_attached)},
+      {"gpuflame_gated_processes_total", "Processes held until probes were attached (the first mapper of each new library file).", "counter", double(s.gates.count)},
+      {"gpuflame_gate_pause_p99_seconds", "How long the gate held a process, 99th percentile of the last 4096.", "gauge", double(s.gates.p99_ns) / 1e9},
       {"gpuflame_library_files_attached", "Library files (CUDA, PyTorch, libpython) with probes attached.", "gauge", double(s.library_files_attached)},
       {"gpuflame_live_allocations", "Allocations currently tracked.", "gauge", double(s.live_allocations)},
       {"gpuflame_sampled_tensor_allocations_total", "Tensor allocations taken by the injection library's sampling by bytes (each stands for more than itself).", "counter", double(s.tracker.sampled_allocs)},

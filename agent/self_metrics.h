@@ -30,6 +30,7 @@ struct AgentStats {
   uint64_t native_frames_unresolved = 0;
   uint64_t processes_attached = 0;  // known and not exited
   uint64_t library_files_attached = 0;
+  ProcessRegistry::GateStats gates;  // processes held at the machine-wide gate
   double window_snapshot_seconds = 0;         // the event loop's part of the last window close
   Guardrails::Usage self_usage;               // gpuflame's own CPU and memory, last reading
   uint32_t shedding = 0;                      // ShedAction bits in force

@@ -153,6 +153,13 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"autograd_launches\": ", ev.stats().autograd_launches,
                   ", \"autograd_launches_ambiguous\": ", ev.stats().autograd_launches_ambiguous,
                   ", \"autograd_unknown_origins\": ", ev.stats().autograd_unknown_origins, "},\n");
+  // Processes held until probes were attached: record's own command at each
+  // mapping, or, machine-wide, the first mapper of each new library file.
+  const ProcessRegistry::GateStats gates = reg.gate_stats();
+  absl::StrAppend(&out, "  \"gates\": {\"held\": ", gates.count, ", \"p50_ms\": ",
+                  absl::StrFormat("%.3f", static_cast<double>(gates.p50_ns) / 1e6), ", \"p99_ms\": ",
+                  absl::StrFormat("%.3f", static_cast<double>(gates.p99_ns) / 1e6), ", \"max_ms\": ",
+                  absl::StrFormat("%.3f", static_cast<double>(gates.max_ns) / 1e6), "},\n");
   // gpuflame's own budget: the limits, the last reading, what is shed now,
   // and how many events went to the over-budget stack.
   const GuardrailLimits& lim = guard.limits();
@@ -317,7 +324,7 @@ int RunRecord(const RecordOptions& opt) {
       if (!any) break;
     }
   }
-  session.Drain();
+  session.OpenGatesAndDrain();
   session.RefreshFrames();
   progress.Finish();
   const int64_t duration = NowNs(CLOCK_MONOTONIC) - start;
@@ -336,7 +343,7 @@ int RunRecord(const RecordOptions& opt) {
                                               comm, std::nullopt, start_wall, duration);
   profiler::Profile torch = BuildMemoryProfile(events.stack_source(), events.tracker().counters(), GF_DOMAIN_TORCH,
                                                 comm, std::nullopt, start_wall, duration);
-  session.events().joiner().Flush(NowNs(CLOCK_MONOTONIC));  // pooled unsampled kernels
+  session.events().joiner().Flush(NowNs(CLOCK_MONOTONIC), /*everything=*/true);  // pooled unsampled kernels
   profiler::Profile cpu = BuildTimeProfile(events.stack_source(), events.cpu(), events.cpu_period_ns(), events.cpu().totals(), TimeKind::kCpu, comm,
                                             std::nullopt, start_wall, duration);
   profiler::Profile kernels = BuildTimeProfile(events.stack_source(), events.kernels(), events.cpu_period_ns(), events.kernels().totals(),

@@ -272,6 +272,16 @@ enum gf_target_flags {
   GF_TARGET_SAMPLE = 1u << 3,  /* sample its CPU time (machine-wide mode) */
 };
 
+/* covered_files map key: a library file gpuflame has attached its probes to
+ * (or decided not to). In machine-wide mode with the gate on, the first
+ * process to map a watched file that is not covered is stopped until user
+ * space has attached (bpf/process_lifecycle.bpf.h); later ones never wait. */
+struct gf_file_key {
+  gf_u64 ino;
+  gf_u64 dev; /* the superblock's s_dev, as the kernel encodes it */
+};
+GF_STATIC_ASSERT(sizeof(struct gf_file_key) == 16, "gf_file_key ABI");
+
 /* Per-CPU counters, indices into the `stats` map. */
 /*
  * Work gpuflame sheds when over its own CPU or memory budget

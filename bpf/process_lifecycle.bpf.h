@@ -25,13 +25,19 @@
 #define GF_SIGSTOP 19
 #define GF_PROT_EXEC 0x4
 
-/* Stops a gated process so that user space can attach before it runs on. */
+/* GF_EVF_GATED for a gated target, else 0. */
 static __always_inline __u32 maybe_gate(__u32 tflags) {
-  if (!(tflags & GF_TARGET_GATE))
-    return 0;
-  bpf_send_signal(GF_SIGSTOP);
-  bump(GF_STAT_GATED);
-  return GF_EVF_GATED;
+  return (tflags & GF_TARGET_GATE) && !gates_open ? GF_EVF_GATED : 0;
+}
+
+/* Hands a lifecycle record over, and stops the process if it is gated, so
+ * that user space can attach before it runs on: only once the record is in
+ * the ring, since nothing else would ever resume it. */
+static __always_inline void submit_lifecycle(struct gf_event *ev) {
+  if (emit(ev, sizeof(*ev), true) && (ev->flags & GF_EVF_GATED)) {
+    bpf_send_signal(GF_SIGSTOP);
+    bump(GF_STAT_GATED);
+  }
 }
 
 static __always_inline bool has_prefix(const char *name, const char *prefix, int len) {
@@ -89,7 +95,13 @@ int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
   ev.arg0 = BPF_CORE_READ(file, f_inode, i_ino);
   ev.arg1 = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
   ev.flags = maybe_gate(tflags);
-  submit_small(&ev);
+  if (gate_new_files && !ev.flags && !gates_open) {
+    /* A file nobody attached yet: this process waits for its probes. */
+    struct gf_file_key key = {.ino = ev.arg0, .dev = ev.arg1};
+    if (!bpf_map_lookup_elem(&covered_files, &key))
+      ev.flags = maybe_gate(GF_TARGET_GATE);
+  }
+  submit_lifecycle(&ev);
   return 0;
 }
 
@@ -105,7 +117,7 @@ int BPF_PROG(watch_exec, struct task_struct *p, pid_t old_pid, struct linux_binp
   struct gf_event ev;
   fill_header(&ev, GF_EV_EXEC, GF_DOMAIN_NONE, 0, 0, 0);
   ev.flags = maybe_gate(tflags);
-  submit_small(&ev);
+  submit_lifecycle(&ev);
   return 0;
 }
 
@@ -152,7 +164,7 @@ int py_finalize(struct pt_regs *ctx) {
   struct gf_event ev;
   fill_header(&ev, GF_EV_PY_FINALIZE, GF_DOMAIN_NONE, 0, 0, 0);
   ev.flags = maybe_gate(tflags);
-  submit_small(&ev);
+  submit_lifecycle(&ev);
   return 0;
 }
 

@@ -21,11 +21,20 @@ const volatile __u64 wakeup_bytes = 1 << 20;
  * space: 0 never, 1 device-level events (rare: caching-allocator misses),
  * 2 every allocation (costly on the tensor hot path). */
 const volatile __u32 native_stacks = 1;
+/* Machine-wide: stop a process that maps a watched library file no process
+ * has mapped before (not in covered_files) until user space has attached. */
+const volatile bool gate_new_files = false;
 
 /* What gpuflame's guardrails shed now (enum gf_shed). Not rodata: user space
  * changes it at run time through the skeleton's .bss mapping, so reading it
  * is one load, no map lookup, on every event. */
 volatile __u32 shed = 0;
+
+/* Set by user space when it stops reading: from then on nothing is gated
+ * (bpf/process_lifecycle.bpf.h), since nobody would resume it. The probes
+ * stay attached a while after gpuflame exits (the kernel detaches them
+ * slowly), so without this a process could be stopped after the end. */
+volatile bool gates_open = false;
 
 /* Whether to copy the user stack for an event that wants native frames at
  * |level| (1: device-level, 2: every allocation); a copy shed by the

@@ -40,4 +40,11 @@ struct {
   __type(value, struct gf_py_proc);
 } py_procs SEC(".maps");
 
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 8192);
+  __type(key, struct gf_file_key);
+  __type(value, __u8);
+} covered_files SEC(".maps");
+
 #endif /* GPUFLAME_BPF_LIB_MAPS_BPF_H_ */

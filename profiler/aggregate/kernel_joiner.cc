@@ -12,7 +12,7 @@ namespace {
 // Names of CUpti_ActivityMemcpyKind values, as Nsight prints them.
 const char* CopyKind(uint8_t k) {
   static constexpr const char* kNames[] = {"?",    "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                                "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+                                           "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
   return k < std::size(kNames) ? kNames[k] : "?";
 }
 
@@ -37,6 +37,10 @@ void KernelJoiner::OnLaunch(pid_t pid, uint32_t correlation, StackId stack, uint
 
 void KernelJoiner::OnName(pid_t pid, uint32_t name_id, std::string_view mangled) {
   names_[Key{pid, name_id}] = symbolizer::Demangle(mangled);
+  auto held = unnamed_.extract(Key{pid, name_id});
+  if (held.empty()) return;
+  unnamed_count_ -= held.mapped().size();
+  for (const Unnamed& u : held.mapped()) OnRecord(pid, u.record, u.now_ns, /*may_wait=*/false);
 }
 
 std::string KernelJoiner::LeafName(pid_t pid, const gf_kernel_record& r) {
@@ -47,12 +51,9 @@ std::string KernelJoiner::LeafName(pid_t pid, const gf_kernel_record& r) {
       stats_.unknown_names++;
       return absl::StrCat("[kernel ", r.name_id, "]");
     }
-    case GF_GPU_MEMCPY:
-      return absl::StrCat("[memcpy ", CopyKind(r.copy_kind), "]");
-    case GF_GPU_MEMSET:
-      return "[memset]";
-    default:
-      return "[gpu activity]";
+    case GF_GPU_MEMCPY: return absl::StrCat("[memcpy ", CopyKind(r.copy_kind), "]");
+    case GF_GPU_MEMSET: return "[memset]";
+    default: return "[gpu activity]";
   }
 }
 
@@ -83,44 +84,66 @@ StackId KernelJoiner::KernelStack(pid_t pid, StackId launch, const gf_kernel_rec
 }
 
 void KernelJoiner::OnRecords(pid_t pid, std::span<const gf_kernel_record> records, uint64_t now_ns) {
-  for (const gf_kernel_record& r : records) {
-    stats_.records++;
-    uint64_t span = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
-    if (span > static_cast<uint64_t>(kMaxKernelNs)) {
-      stats_.implausible_durations++;
-      span = static_cast<uint64_t>(kMaxKernelNs);
-    }
-    const auto observed = static_cast<int64_t>(span);
-    // A record of duty-cycled activity stands for |weight| records (0 from
-    // a library that does not weight: itself).
-    const int64_t weight = std::clamp<int64_t>(r.weight, 1, GF_KERNEL_WEIGHT_MAX);
-    if (weight > 1) stats_.weighted_records++;
-    stats_.estimated_records += static_cast<uint64_t>(weight);
-    const int64_t nanos = observed * weight;
-    auto it = launches_.find(Key{pid, r.correlation});
-    if (it != launches_.end()) {
-      stats_.joined++;
-      it->second.ts_ns = now_ns;  // a graph's later kernels keep it alive
-      it->second.joined = true;
-      time_.Add(KernelStack(pid, it->second.stack, r), 0, weight, nanos, observed);
-      sampled_[Key{pid, PoolId(r)}][it->second.stack]++;
-      continue;
-    }
-    Pool& p = unsampled_[Key{pid, PoolId(r)}];
-    p.sample = r;
-    p.count += weight;
-    p.nanos += nanos;
-    p.observed_nanos += observed;
-  }
+  for (const gf_kernel_record& r : records) OnRecord(pid, r, now_ns, /*may_wait=*/true);
 }
 
-void KernelJoiner::Flush(uint64_t now_ns) {
+void KernelJoiner::OnRecord(pid_t pid, const gf_kernel_record& r, uint64_t now_ns, bool may_wait) {
+  if (may_wait && r.kind == GF_GPU_KERNEL && unnamed_count_ < kMaxUnnamed && !names_.contains(Key{pid, r.name_id})) {
+    unnamed_[Key{pid, r.name_id}].push_back({r, now_ns});
+    unnamed_count_++;
+    return;
+  }
+  stats_.records++;
+  uint64_t span = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
+  if (span > static_cast<uint64_t>(kMaxKernelNs)) {
+    stats_.implausible_durations++;
+    span = static_cast<uint64_t>(kMaxKernelNs);
+  }
+  const auto observed = static_cast<int64_t>(span);
+  // A record of duty-cycled activity stands for |weight| records (0 from
+  // a library that does not weight: itself).
+  const int64_t weight = std::clamp<int64_t>(r.weight, 1, GF_KERNEL_WEIGHT_MAX);
+  if (weight > 1) stats_.weighted_records++;
+  stats_.estimated_records += static_cast<uint64_t>(weight);
+  const int64_t nanos = observed * weight;
+  auto it = launches_.find(Key{pid, r.correlation});
+  if (it != launches_.end()) {
+    stats_.joined++;
+    it->second.ts_ns = now_ns;  // a graph's later kernels keep it alive
+    it->second.joined = true;
+    time_.Add(KernelStack(pid, it->second.stack, r), 0, weight, nanos, observed);
+    sampled_[Key{pid, PoolId(r)}][it->second.stack]++;
+    return;
+  }
+  Pool& p = unsampled_[Key{pid, PoolId(r)}];
+  p.sample = r;
+  p.count += weight;
+  p.nanos += nanos;
+  p.observed_nanos += observed;
+}
+
+void KernelJoiner::Flush(uint64_t now_ns, bool everything) {
+  // Held records whose name never came go on as they are (oldest first).
+  for (auto it = unnamed_.begin(); it != unnamed_.end();) {
+    std::vector<Unnamed>& held = it->second;
+    size_t done = 0;
+    while (done < held.size() && (everything || held[done].now_ns + kUnnamedTtlNs <= now_ns)) {
+      OnRecord(it->first.pid, held[done].record, held[done].now_ns, /*may_wait=*/false);
+      done++;
+    }
+    unnamed_count_ -= done;
+    held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(done));
+    if (held.empty()) {
+      unnamed_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
   for (auto& [key, pool] : unsampled_) {
     auto dist = sampled_.find(key);
     if (dist == sampled_.end() || dist->second.empty()) {
       stats_.unattributed += static_cast<uint64_t>(pool.count);
-      time_.Add(KernelStack(key.pid, StackTable::kNone, pool.sample), 0, pool.count, pool.nanos,
-                pool.observed_nanos);
+      time_.Add(KernelStack(key.pid, StackTable::kNone, pool.sample), 0, pool.count, pool.nanos, pool.observed_nanos);
       continue;
     }
     // Largest-remainder apportionment of count and time over the sampled
@@ -163,6 +186,11 @@ void KernelJoiner::ForgetProcess(pid_t pid) {
   absl::erase_if(launches_, [&](const auto& kv) { return kv.first.pid == pid; });
   absl::erase_if(names_, [&](const auto& kv) { return kv.first.pid == pid; });
   absl::erase_if(sampled_, [&](const auto& kv) { return kv.first.pid == pid; });
+  absl::erase_if(unnamed_, [&](const auto& kv) {
+    if (kv.first.pid != pid) return false;
+    unnamed_count_ -= kv.second.size();
+    return true;
+  });
 }
 
 }  // namespace gpuflame::profiler

@@ -58,8 +58,12 @@ class KernelJoiner {
   void OnLaunch(pid_t pid, uint32_t correlation, StackId stack, uint64_t ts_ns);
   void OnName(pid_t pid, uint32_t name_id, std::string_view mangled);
   void OnRecords(pid_t pid, std::span<const gf_kernel_record> records, uint64_t now_ns);
-  // Charges unsampled kernels (see above) and ages out launch entries.
-  void Flush(uint64_t now_ns);
+  // Charges unsampled kernels (see above) and ages out launch entries. A
+  // kernel record whose name has not come yet (an agent that attached after
+  // the library said it: it is said again at its next use) waits for it,
+  // and is charged as `[kernel N]` once kUnnamedTtlNs old, or at once with
+  // |everything| (the end of a recording, a process's exit).
+  void Flush(uint64_t now_ns, bool everything = false);
   void ForgetProcess(pid_t pid);
   const JoinStats& stats() const { return stats_; }
   size_t pending_launches() const { return launches_.size(); }
@@ -72,6 +76,9 @@ class KernelJoiner {
   static constexpr uint64_t kLaunchTtlNs = 30'000'000'000;
   static constexpr uint64_t kJoinedTtlNs = 3'000'000'000;
   static constexpr size_t kMaxPendingLaunches = 1 << 20;
+  static constexpr uint64_t kUnnamedTtlNs = 5'000'000'000;
+  static constexpr size_t kMaxUnnamed = 1 << 16;
+  size_t waiting_for_names() const { return unnamed_count_; }
 
  private:
   struct Key {
@@ -91,6 +98,12 @@ class KernelJoiner {
   // A kernel's stack: the launch stack (or kNone) plus the leaf for |name|.
   StackId KernelStack(pid_t pid, StackId launch, const gf_kernel_record& r);
   std::string LeafName(pid_t pid, const gf_kernel_record& r);
+  // One record; |may_wait|: held if its name has not come yet.
+  void OnRecord(pid_t pid, const gf_kernel_record& r, uint64_t now_ns, bool may_wait);
+  struct Unnamed {
+    gf_kernel_record record;
+    uint64_t now_ns;
+  };
 
   StackTable& stacks_;
   FrameTable& frames_;
@@ -105,6 +118,8 @@ class KernelJoiner {
     int64_t count = 0, nanos = 0, observed_nanos = 0;
   };
   absl::flat_hash_map<Key, Pool> unsampled_;
+  absl::flat_hash_map<Key, std::vector<Unnamed>> unnamed_;  // (pid, name ID), oldest first
+  size_t unnamed_count_ = 0;
   std::string key_;
   JoinStats stats_;
 };

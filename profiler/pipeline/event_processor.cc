@@ -466,7 +466,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       break;
     case GF_EV_LIB_MAPPED:
       if (unwinder_) unwinder_->Invalidate(pid);
-      if (registry_) registry_->OnLibraryMapped(pid, gated);
+      if (registry_) registry_->OnLibraryMapped(pid, gated, ev.arg0, ev.arg1, ev.ts_ns);
       break;
     case GF_EV_EXEC:
       if (unwinder_) unwinder_->Invalidate(pid);
@@ -484,7 +484,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).pid == pid; });
       tracker_.OnProcessExit(pid);
       absl::erase_if(thread_labels_, [&](const auto& kv) { return kv.first >> 32 == ev.pid; });
-      joiner_.Flush(ev.ts_ns);  // its pooled kernels are charged before its names go
+      joiner_.Flush(ev.ts_ns, /*everything=*/true);  // its pooled kernels are charged before its names go
       joiner_.ForgetProcess(pid);
       foreign_abi_.erase(ev.pid);
       inprocess_since_.erase(ev.pid);

@@ -15,7 +15,7 @@ constexpr absl::string_view kKeys[] = {"native_stacks", "cpu_hz",           "thr
                                       "kernel_time",   "hide_trampolines", "keep_interpreter_frames",
                                       "binaries",      "max_cpu",          "max_memory_mb",
                                       "tensor_events", "max_overhead",     "kernel_activity",
-                                      "tensor_sampling"};
+                                      "tensor_sampling", "gate_new_libraries"};
 
 absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
@@ -68,6 +68,12 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     if (value == "exact") o.kernel_time_exact = true;
     else if (value == "sampled") o.kernel_time_exact = false;
     else return absl::InvalidArgumentError(absl::StrCat("kernel_activity wants exact or sampled, not '", value, "'"));
+    return absl::OkStatus();
+  }
+  if (key == "gate_new_libraries") {
+    auto b = ParseBool(key, value);
+    if (!b.ok()) return b.status();
+    o.gate_new_libraries = *b;
     return absl::OkStatus();
   }
   if (key == "tensor_sampling") {
@@ -138,6 +144,10 @@ absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& a
     *flag = true;
     return size_t{1};
   }
+  if (a == "--no-gate") {
+    options_.gate_new_libraries = false;
+    return size_t{1};
+  }
   if (a == "--no-kernel-time" || a == "--hide-trampolines") {
     (a == "--no-kernel-time" ? options_.kernel_time : options_.show_trampolines) = false;
     return size_t{1};
@@ -175,6 +185,10 @@ std::string ProfilingFlags::Help(int column) {
       {"--hide-trampolines", "drop CPython's <interpreter trampoline> frames"},
       {"--cpu-hz N", "CPU-time samples per second of CPU (default 97; 0: off)"},
       {"--thread-names", "label CPU samples with their thread's name"},
+      {"--no-gate", "machine-wide, do not hold the first process that maps a CUDA,\n"
+                    "PyTorch or libpython file gpuflame has not attached to yet\n"
+                    "(by default it waits, once per new file, so that its start-up\n"
+                    "allocations are seen)"},
       {"--no-kernel-time", "no kernel time: libgpuflame_cupti.so leaves CUPTI alone, the\n"
                            "agent does not report processes that lack it"},
       {"--kernel-activity A", "CUPTI activity exact (on all the time: record's default) or\n"

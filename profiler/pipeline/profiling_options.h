@@ -42,6 +42,10 @@ struct ProfilingOptions {
   // bpf/gpuflame_abi.h, gpuflame:tensor_exact.
   bool tensor_exact = true;
   TensorEvents tensor_events = TensorEvents::kAuto;
+  // Machine-wide (the agent, `record` without a command): the first process
+  // to map a CUDA, PyTorch or libpython file not yet covered waits until its
+  // probes are attached, once per file (bpf/process_lifecycle.bpf.h).
+  bool gate_new_libraries = true;
   // libgpuflame_cupti.so is needed in the workload (record loads it).
   bool NeedsInjection() const { return kernel_time || tensor_events != TensorEvents::kProbes; }
   // Where raw-address frames are looked up again by build ID (debug files,

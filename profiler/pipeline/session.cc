@@ -1,5 +1,8 @@
 #include "profiler/pipeline/session.h"
 
+#include <chrono>
+#include <thread>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -25,6 +28,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   bopt.filter_targets = !options.system_wide;
   bopt.ring_bytes = options.ring_bytes;
   bopt.native_stacks = static_cast<int>(options.profiling.native_stacks);
+  bopt.gate_new_files = options.system_wide && options.profiling.gate_new_libraries;
   auto probes = BpfProbes::Load(bopt);
   if (!probes.ok()) return ExplainBpfFailure(probes.status());
   s->probes_ = std::move(*probes);
@@ -95,6 +99,14 @@ void Session::CheckGuardrails() {
   if (now_shed == before) return;
   probes_->SetShed(now_shed & kShedInBpf);
   events_->SetFrozen(now_shed & kFreezeStacks);
+}
+
+void Session::OpenGatesAndDrain() {
+  probes_->OpenGates();
+  // A program that read the flag just before it was set emits within
+  // microseconds: its record is in the ring when Drain looks.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Drain();
 }
 
 void Session::Drain() {

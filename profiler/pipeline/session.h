@@ -60,6 +60,9 @@ class Session {
   // Returns once every record the ring buffer held at the call has been
   // handled (the reader is asked to read it at once).
   void Drain();
+  // The end: no process is gated any more, and every one already held (its
+  // record in the ring) is handled and resumed. Call once polling stops.
+  void OpenGatesAndDrain();
   std::vector<std::string> TakeWarnings() { return registry_->TakeWarnings(); }
 
   EventProcessor& events() { return *events_; }

@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   skel->rodata->capture_native_fallback = options.native_fallback;
   skel->rodata->wakeup_bytes = options.ring_bytes / 8;
   skel->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
+  skel->rodata->gate_new_files = options.gate_new_files;
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");
@@ -150,6 +151,15 @@ absl::Status BpfProbes::SetPython(pid_t pid, const gf_py_proc& proc) {
   if (bpf_map__update_elem(skel_->maps.py_procs, &key, sizeof(key), &proc, sizeof(proc), BPF_ANY))
     return Errno(errno, "updating py_procs");
   return absl::OkStatus();
+}
+
+void BpfProbes::OpenGates() { __atomic_store_n(&skel_->bss->gates_open, true, __ATOMIC_SEQ_CST); }
+
+void BpfProbes::MarkCovered(uint64_t inode, uint64_t dev) {
+  const gf_file_key key{inode, dev};
+  const uint8_t yes = 1;
+  // A full map (8192 files) only means later mappers of new files wait too.
+  (void)bpf_map__update_elem(skel_->maps.covered_files, &key, sizeof(key), &yes, sizeof(yes), BPF_ANY);
 }
 
 void BpfProbes::RemovePython(pid_t pid) {

@@ -50,6 +50,7 @@ class BpfProbes {
     size_t ring_bytes = 16u << 20;    // power of two
     bool native_fallback = true;      // frame-pointer stacks for threads without Python
     int native_stacks = 1;            // stack copies for DWARF: 0 off, 1 device level, 2 all
+    bool gate_new_files = false;      // machine-wide: stop the first mapper of an uncovered library
   };
 
   static absl::StatusOr<std::unique_ptr<BpfProbes>> Load(const Options& options);
@@ -74,6 +75,9 @@ class BpfProbes {
   absl::Status SetTarget(pid_t pid, uint32_t flags);
   void RemoveTarget(pid_t pid);
   absl::Status SetPython(pid_t pid, const gf_py_proc& proc);
+  // A library file (its inode and device as the kernel encodes them) whose
+  // probes are in place: processes that map it are not gated any more.
+  void MarkCovered(uint64_t inode, uint64_t dev);
   void RemovePython(pid_t pid);
 
   // Starts the thread that reads the events ring buffer (see RingReader).
@@ -82,6 +86,8 @@ class BpfProbes {
   // What the BPF programs shed from now on (enum gf_shed bits), for the
   // guardrails. Worker thread; takes effect at the programs' next event.
   void SetShed(uint32_t shed);
+  // No process is gated from now on (we are about to stop reading).
+  void OpenGates();
   size_t link_count() const { return links_.size(); }
   // The loaded libbpf object, for ProgramStats::Read (each program's run-time
   // counters). Worker thread only, like every other use of the object.

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -136,6 +137,12 @@ void Guardian::Release() {
   const char word = kClean;
   (void)!write(to_guardian_.get(), &word, 1);
   to_guardian_.reset();
+  // It leaves at once; reaped here (for up to a second), not left a zombie.
+  for (int i = 0; i < 100 && pid_ > 0; i++) {
+    if (waitpid(pid_, nullptr, WNOHANG) != 0) break;
+    usleep(10'000);
+  }
+  pid_ = -1;
 }
 
 }  // namespace gpuflame::profiler

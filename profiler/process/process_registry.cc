@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -180,7 +181,11 @@ void ProcessRegistry::Scan(pid_t pid) {
     if (!m.executable) continue;
     auto kind = Classify(m.Basename());
     if (!kind) continue;
-    if (*kind == LibraryKind::kCudaRuntime || *kind == LibraryKind::kCudaDriver) info.has_cuda = true;
+    // The dynamic loader run as a program (`ld.so --list`, library lookups)
+    // and ldconfig map libraries without running them: not CUDA processes.
+    const std::string_view comm = info.comm;
+    const bool resolver = comm.starts_with("ld-linux") || comm == "ld.so" || comm.starts_with("ldconfig");
+    if ((*kind == LibraryKind::kCudaRuntime || *kind == LibraryKind::kCudaDriver) && !resolver) info.has_cuda = true;
     if (*kind == LibraryKind::kTorchCuda) info.has_torch = true;
     if (*kind == LibraryKind::kCupti && !info.has_cupti) {
       info.has_cupti = true;
@@ -189,6 +194,9 @@ void ProcessRegistry::Scan(pid_t pid) {
       info.tensor_wait_since_ns = now.tv_sec * 1'000'000'000ll + now.tv_nsec;
     }
     AttachLibrary(pid, m, *kind, *maps, info);
+    // /proc's identity of the file; a process that maps it through another
+    // (overlayfs) is gated once more, then covered by the kernel's.
+    Cover(m.inode, (uint64_t{m.dev_major} << 20) | m.dev_minor);
   }
   if (native_) native_->Remember(pid, std::move(*maps));
 }
@@ -351,12 +359,22 @@ void ProcessRegistry::AttachTorchFallback(pid_t pid, const std::vector<Mapping>&
   // libc10.so is not mapped yet: attached when it is (see AttachLibrary).
 }
 
-void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated) {
+void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated, uint64_t inode, uint64_t dev, uint64_t stopped_ns) {
   if (gated) {
     if (WaitStopped(pid, 2000)) Scan(pid);
+    if (inode) Cover(inode, dev);
     kill(pid, SIGCONT);
+    if (stopped_ns) {
+      timespec ts{};
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+      if (gate_pauses_ns_.size() >= kMaxPauses) gate_pauses_ns_.erase(gate_pauses_ns_.begin());
+      gate_pauses_ns_.push_back(now > stopped_ns ? now - stopped_ns : 0);
+      gates_++;
+    }
     return;
   }
+  if (inode) Cover(inode, dev);
   // The mapping is being created as we read: look now and a few ticks later.
   Scan(pid);
   rescans_[pid] = 3;
@@ -504,6 +522,24 @@ void ProcessRegistry::CheckKernelTime() {
                       "workload with CUDA_INJECTION64_PATH=/path/to/libgpuflame_cupti.so); memory and "
                       "CPU profiles are unaffected"));
   }
+}
+
+void ProcessRegistry::Cover(uint64_t inode, uint64_t dev) {
+  if (covered_.size() >= 8192 || !covered_.insert({inode, dev}).second) return;
+  probes_.MarkCovered(inode, dev);
+}
+
+ProcessRegistry::GateStats ProcessRegistry::gate_stats() const {
+  GateStats g;
+  g.count = gates_;
+  if (gate_pauses_ns_.empty()) return g;
+  std::vector<uint64_t> sorted = gate_pauses_ns_;
+  std::sort(sorted.begin(), sorted.end());
+  auto at = [&](double q) { return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()))]; };
+  g.p50_ns = at(0.5);
+  g.p99_ns = at(0.99);
+  g.max_ns = sorted.back();
+  return g;
 }
 
 void ProcessRegistry::Forget(pid_t pid) {

@@ -83,7 +83,15 @@ class ProcessRegistry {
   // Every process already running that maps a CUDA library (system-wide mode).
   void ScanAll();
 
-  void OnLibraryMapped(pid_t pid, bool gated);
+  // |inode|/|dev|: the mapped file as the kernel names it; |stopped_ns|: when
+  // the gate stopped it (CLOCK_MONOTONIC), for the pause's length.
+  void OnLibraryMapped(pid_t pid, bool gated, uint64_t inode = 0, uint64_t dev = 0, uint64_t stopped_ns = 0);
+  // How long gates held processes: count and quantiles, in nanoseconds.
+  struct GateStats {
+    uint64_t count = 0;
+    uint64_t p50_ns = 0, p99_ns = 0, max_ns = 0;
+  };
+  GateStats gate_stats() const;
   void OnExec(pid_t pid, bool gated);
   void OnFinalize(pid_t pid, bool gated);
   void OnExit(pid_t pid);
@@ -108,6 +116,9 @@ class ProcessRegistry {
   void CheckKernelTime();
   // Drops everything known about an exited pid (the pid may be reused).
   void Forget(pid_t pid);
+  // A watched library file has been handled (probes attached, or given up
+  // on): the machine-wide gate lets its later mappers run on.
+  void Cover(uint64_t inode, uint64_t dev);
   // Re-scans processes whose new mappings may not have been visible yet,
   // and gives up on in-process hooks that never said they are live, after
   // |catch_up| (which reads every event sent so far) if one looks late.
@@ -151,6 +162,10 @@ class ProcessRegistry {
   // This agent's hello site, chosen at random: another agent (or the last
   // session's probes, lingering) most likely holds another.
   const uint32_t hello_site_;
+  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> covered_;
+  std::vector<uint64_t> gate_pauses_ns_;  // the last kMaxPauses
+  uint64_t gates_ = 0;
+  static constexpr size_t kMaxPauses = 4096;
   Options options_;
   symbolizer::NativeSymbolizer* native_;
   absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>> processes_;

@@ -214,8 +214,9 @@ TEST(AgentTest, TensorEventsComeInProcessFromWorkloadsThatLoadTheLibrary) {
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
   std::string env = SimEnv() + " CUDA_INJECTION64_PATH=" + GPUFLAME_CUPTI_LIB;
   std::string py = PyenvPython("3.12");
-  // The agent has no gate yet (issue 12): warm the files up first. cudart,
-  // libcuda, libpython and the library; libc10_cuda.so needs nothing.
+  // Warm the files up first (cudart, libcuda, libpython and the library;
+  // libc10_cuda.so needs nothing): this test is about tensor events, and the
+  // gate has its own (ANewProcessOnANeverSeenRuntimeIsSeenFromItsFirstAllocation).
   for (int i = 0; i < 300; i++) {
     Sh(env + " " + py + " -c 'import sim_torch; sim_torch.empty(1)'");
     if (Metric(metrics_port, "gpuflame_library_files_attached") >= 4) break;
@@ -238,6 +239,58 @@ TEST(AgentTest, TensorEventsComeInProcessFromWorkloadsThatLoadTheLibrary) {
   EXPECT_EQ(t.torch_alloc, 114 * MiB) << agent.Log();
   EXPECT_EQ(t.torch_last_inuse, 82 * MiB) << Windows(series, pid) << agent.Log();
   EXPECT_EQ(t.gpu_alloc, 121 * MiB);
+}
+
+TEST(AgentTest, ANewProcessOnANeverSeenRuntimeIsSeenFromItsFirstAllocation) {
+  // A new container image or virtualenv: a CUDA runtime and PyTorch at paths
+  // (inodes) no process used before, loaded and allocated from at once. The
+  // agent holds that first process until its probes are in place.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent-gate");
+  const std::string sim = dir + "/sim";
+  std::filesystem::copy(GPUFLAME_SIM_DIR, sim, std::filesystem::copy_options::recursive);
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string env = "GPUFLAME_SIM_LIB_DIR=" + sim + " PYTHONPATH=" + sim + " PYTHONDONTWRITEBYTECODE=1";
+  std::string pidfile = dir + "/workload.pid";
+  RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + PyenvPython("3.12") + " " +
+                   Workload("features.py") + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pid_t pid = std::stoi(ReadFile(pidfile));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_GE(Metric(metrics_port, "gpuflame_gated_processes_total"), 1);
+  EXPECT_GE(Metric(metrics_port, "gpuflame_gate_pause_p99_seconds"), 0);
+  // A second process on the same files never waits.
+  const double gated = Metric(metrics_port, "gpuflame_gated_processes_total");
+  Sh(env + " " + PyenvPython("3.12") + " -c 'import sim_torch; sim_torch.cuda_malloc(1)'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_gated_processes_total"), gated);
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  auto series = receiver.Accepted();
+  Totals t = Sum(series, pid);
+  EXPECT_EQ(t.gpu_alloc, 121 * MiB) << Windows(series, pid) << agent.Log();
+  EXPECT_EQ(t.torch_alloc, 114 * MiB) << Windows(series, pid) << agent.Log();
+}
+
+TEST(AgentTest, WithNoGateNoProcessIsHeld) {
+  // --no-gate (config gate_new_libraries): a new file's first mapper runs on.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent-nogate");
+  const std::string sim = dir + "/sim";
+  std::filesystem::copy(GPUFLAME_SIM_DIR, sim, std::filesystem::copy_options::recursive);
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {"--no-gate"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string env = "GPUFLAME_SIM_LIB_DIR=" + sim + " PYTHONPATH=" + sim + " PYTHONDONTWRITEBYTECODE=1";
+  Sh(env + " " + PyenvPython("3.12") + " -c 'import sim_torch; sim_torch.cuda_malloc(1)'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a window: the metrics are published
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_gated_processes_total"), 0);
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
 }
 
 TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {

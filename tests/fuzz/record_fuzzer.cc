@@ -126,7 +126,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (ev.kind == GF_EV_EXIT) exited.insert(ev.pid);
     }
   }
-  events.joiner().Flush(last_ts);
+  events.joiner().Flush(last_ts, /*everything=*/true);
   BuildProfiles(events);
   return 0;
 }

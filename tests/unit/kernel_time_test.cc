@@ -311,6 +311,28 @@ TEST_F(KernelJoinerTest, JoinsByCorrelationAndKeepsGraphLaunchesForAllTheirKerne
   EXPECT_EQ(joiner.stats().joined, 4u);
 }
 
+TEST_F(KernelJoinerTest, ARecordWhoseNameComesLaterWaitsForIt) {
+  // An agent that attached after the library said "gemm": the library says
+  // it again at its next use, maybe after a batch that used it.
+  joiner.OnLaunch(42, 1, Launch("A"), 1);
+  joiner.OnRecords(42, std::vector<gf_kernel_record>{Rec(1, 7, 100), Rec(2, 8, 50)}, 2);
+  joiner.Flush(3);
+  EXPECT_EQ(joiner.waiting_for_names(), 2u);
+  EXPECT_TRUE(Totals().empty());
+  joiner.OnName(42, 7, "gemm");
+  EXPECT_EQ(joiner.waiting_for_names(), 1u);
+  EXPECT_EQ(Totals()["A;gemm"].nanos, 100);
+  // One whose name never comes goes on unnamed after kUnnamedTtlNs (or at
+  // the end of a recording), counted as such.
+  joiner.Flush(2 + profiler::KernelJoiner::kUnnamedTtlNs - 1);
+  EXPECT_EQ(joiner.waiting_for_names(), 1u);
+  joiner.Flush(2 + profiler::KernelJoiner::kUnnamedTtlNs);
+  EXPECT_EQ(joiner.waiting_for_names(), 0u);
+  EXPECT_EQ(Totals()["[launch stack not sampled];[kernel 8]"].nanos, 50);
+  EXPECT_EQ(joiner.stats().unknown_names, 1u);
+  EXPECT_EQ(joiner.stats().records, 2u);
+}
+
 TEST_F(KernelJoinerTest, UnsampledKernelsAreChargedBySampledShareExactly) {
   joiner.OnName(42, 1, "gemm");
   joiner.OnName(42, 2, "never_sampled");
@@ -383,10 +405,11 @@ TEST_F(KernelJoinerTest, LaunchesExpireAndProcessesAreForgotten) {
   EXPECT_EQ(joiner.stats().expired_launches, 1u);
   joiner.ForgetProcess(43);
   EXPECT_EQ(joiner.pending_launches(), 0u);
-  // A record whose name was never announced still counts, under an ID.
+  // A record whose name was never announced still counts, under an ID
+  // (at the end of a recording: it waited for its name till then).
   std::vector<gf_kernel_record> recs = {Rec(5, 77, 10)};
   joiner.OnRecords(42, recs, 1);
-  joiner.Flush(2);
+  joiner.Flush(2, /*everything=*/true);
   EXPECT_EQ(Totals()["[launch stack not sampled];[kernel 77]"].nanos, 10);
   EXPECT_EQ(joiner.stats().unknown_names, 1u);
 }
