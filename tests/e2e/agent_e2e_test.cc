@@ -241,20 +241,26 @@ TEST(AgentTest, TensorEventsComeInProcessFromWorkloadsThatLoadTheLibrary) {
   EXPECT_EQ(t.gpu_alloc, 121 * MiB);
 }
 
+// A copy of the simulated runtime (a fixture) in |dir|: files no process has
+// mapped, as a new container image's. Returns the environment that uses it.
+std::string FreshRuntimeCopy(const std::string& dir) {
+  const std::string sim = dir + "/sim";
+  std::filesystem::copy(GPUFLAME_SIM_DIR, sim, std::filesystem::copy_options::recursive);
+  return "GPUFLAME_SIM_LIB_DIR=" + sim + " PYTHONPATH=" + sim + " PYTHONDONTWRITEBYTECODE=1";
+}
+
 TEST(AgentTest, ANewProcessOnANeverSeenRuntimeIsSeenFromItsFirstAllocation) {
   // A new container image or virtualenv: a CUDA runtime and PyTorch at paths
   // (inodes) no process used before, loaded and allocated from at once. The
   // agent holds that first process until its probes are in place.
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("agent-gate");
-  const std::string sim = dir + "/sim";
-  std::filesystem::copy(GPUFLAME_SIM_DIR, sim, std::filesystem::copy_options::recursive);
+  const std::string env = FreshRuntimeCopy(dir);
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   int metrics_port = FreePort();
   AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
-  const std::string env = "GPUFLAME_SIM_LIB_DIR=" + sim + " PYTHONPATH=" + sim + " PYTHONDONTWRITEBYTECODE=1";
   std::string pidfile = dir + "/workload.pid";
   RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + PyenvPython("3.12") + " " +
                    Workload("features.py") + "'");
@@ -279,14 +285,12 @@ TEST(AgentTest, WithNoGateNoProcessIsHeld) {
   // --no-gate (config gate_new_libraries): a new file's first mapper runs on.
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("agent-nogate");
-  const std::string sim = dir + "/sim";
-  std::filesystem::copy(GPUFLAME_SIM_DIR, sim, std::filesystem::copy_options::recursive);
+  const std::string env = FreshRuntimeCopy(dir);
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   int metrics_port = FreePort();
   AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {"--no-gate"});
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
-  const std::string env = "GPUFLAME_SIM_LIB_DIR=" + sim + " PYTHONPATH=" + sim + " PYTHONDONTWRITEBYTECODE=1";
   Sh(env + " " + PyenvPython("3.12") + " -c 'import sim_torch; sim_torch.cuda_malloc(1)'");
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a window: the metrics are published
   EXPECT_EQ(Metric(metrics_port, "gpuflame_gated_processes_total"), 0);
