@@ -24,12 +24,13 @@ struct Frame {
   int64_t start_line = 0;   // co_firstlineno
   std::string build_id;     // native: the module's GNU build ID
   uint64_t address = 0;     // native: address relative to the module's load bias
+  bool inlined = false;     // native: inlined into the frame before it, at the same address
 
   bool operator==(const Frame&) const = default;
   template <typename H>
   friend H AbslHashValue(H h, const Frame& f) {
     return H::combine(std::move(h), f.kind, f.name, f.system_name, f.file, f.line, f.start_line,
-                      f.build_id, f.address);
+                      f.build_id, f.address, f.inlined);
   }
 };
 

@@ -107,6 +107,7 @@ void NativeSymbolizer::Append(pid_t pid, uint64_t address, std::vector<Frame>& o
   out.push_back(f);
   for (const Names& n : e->inlined) {
     inlined_++;
+    f.inlined = true;
     f.name = n.name;
     f.system_name = n.system_name;
     f.line = n.line;

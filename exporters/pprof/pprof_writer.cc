@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <tuple>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -54,15 +56,15 @@ std::string SerializePprof(const profiler::Profile& profile) {
   for (const std::string& c : profile.comments) p.add_comment(strings.Intern(c));
 
   // Mappings per native module, functions per (name, file, start line),
-  // locations per profile frame; created lazily so only referenced ones exist.
+  // locations per profile frame, or per run of frames inlined into one
+  // another at one address (one Location with a Line each, innermost first,
+  // as pprof wants); created lazily so only referenced ones exist.
   absl::flat_hash_map<std::pair<std::string, std::string>, uint64_t> mappings;
   absl::flat_hash_map<std::tuple<std::string, std::string, std::string, int64_t>, uint64_t> functions;
   std::vector<uint64_t> location_of(profile.frames.size(), 0);
+  absl::flat_hash_map<std::vector<uint32_t>, uint64_t> inlined_location_of;
 
-  auto location_for = [&](uint32_t frame_index) -> uint64_t {
-    uint64_t& loc = location_of[frame_index];
-    if (loc) return loc;
-    const symbolizer::Frame& f = profile.frames[frame_index];
+  auto function_for = [&](const symbolizer::Frame& f) -> uint64_t {
     auto fkey = std::make_tuple(f.name, f.system_name, f.file, f.start_line);
     auto [fit, fnew] = functions.try_emplace(fkey, functions.size() + 1);
     if (fnew) {
@@ -78,9 +80,17 @@ std::string SerializePprof(const profiler::Profile& profile) {
       fn->set_filename(strings.Intern(f.file));
       fn->set_start_line(f.start_line);
     }
+    return fit->second;
+  };
+
+  // |run|: frame indices, outermost first (the frames after the first were
+  // inlined into the one before).
+  auto new_location = [&](std::span<const uint32_t> run) -> uint64_t {
+    const symbolizer::Frame& f = profile.frames[run[0]];
     auto* l = p.add_location();
-    loc = static_cast<uint64_t>(p.location_size());
+    const auto loc = static_cast<uint64_t>(p.location_size());
     l->set_id(loc);
+    pprof::Mapping* mapping = nullptr;
     if (f.kind == symbolizer::FrameKind::kNative && !f.file.empty()) {
       auto [mit, mnew] = mappings.try_emplace(std::make_pair(f.file, f.build_id), mappings.size() + 1);
       if (mnew) {
@@ -90,18 +100,52 @@ std::string SerializePprof(const profiler::Profile& profile) {
         m->set_build_id(strings.Intern(f.build_id));
         m->set_has_functions(true);
       }
+      mapping = p.mutable_mapping(static_cast<int>(mit->second - 1));
       l->set_mapping_id(mit->second);
       l->set_address(f.address);
     }
-    auto* line = l->add_line();
-    line->set_function_id(fit->second);
-    line->set_line(f.line);
+    for (size_t i = run.size(); i-- > 0;) {
+      const symbolizer::Frame& g = profile.frames[run[i]];
+      auto* line = l->add_line();
+      line->set_function_id(function_for(g));
+      line->set_line(g.line);
+      if (mapping && g.line > 0) mapping->set_has_line_numbers(true);
+    }
     return loc;
   };
 
+  auto location_for = [&](std::span<const uint32_t> run) -> uint64_t {
+    if (run.size() == 1) {
+      uint64_t& loc = location_of[run[0]];
+      if (!loc) loc = new_location(run);
+      return loc;
+    }
+    std::vector<uint32_t> key(run.begin(), run.end());
+    auto it = inlined_location_of.find(key);
+    if (it != inlined_location_of.end()) return it->second;
+    const uint64_t loc = new_location(run);
+    inlined_location_of.emplace(std::move(key), loc);
+    return loc;
+  };
+
+  std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) in a sample's frames
   for (const profiler::Sample& s : profile.samples) {
     auto* out = p.add_sample();
-    for (size_t i = s.frames.size(); i-- > 0;) out->add_location_id(location_for(s.frames[i]));
+    // Frames are outermost first; a frame inlined into the previous one (the
+    // same native address in the same module) joins its run.
+    runs.clear();
+    for (size_t i = 0; i < s.frames.size(); i++) {
+      const symbolizer::Frame& f = profile.frames[s.frames[i]];
+      const symbolizer::Frame* prev = i ? &profile.frames[s.frames[i - 1]] : nullptr;
+      if (prev && f.inlined && prev->kind == symbolizer::FrameKind::kNative && prev->address == f.address &&
+          prev->file == f.file)
+        runs.back().second = i + 1;
+      else
+        runs.push_back({i, i + 1});
+    }
+    for (size_t r = runs.size(); r-- > 0;)
+      out->add_location_id(location_for(std::span<const uint32_t>(s.frames).subspan(
+          runs[r].first, runs[r].second - runs[r].first)));
     for (int64_t v : s.values) out->add_value(v);
     for (const profiler::Label& lb : s.labels) {
       auto* l = out->add_label();

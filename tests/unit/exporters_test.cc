@@ -85,6 +85,50 @@ TEST(PprofWriterTest, SharedFramesShareLocations) {
   EXPECT_EQ(out.location_size(), 4);  // <module> and cudaMalloc appear in both stacks once
 }
 
+TEST(PprofWriterTest, InlinedFramesShareOneLocationInnermostFirst) {
+  Profile p = TwoStacks();
+  Frame outer;
+  outer.kind = FrameKind::kNative;
+  outer.name = "NewSegment";
+  outer.file = "/lib/libsim.so";
+  outer.address = 0x40;
+  Frame inner = outer;
+  inner.name = "gf_sim_alloc";
+  inner.line = 17;
+  inner.inlined = true;
+  Frame recursion = outer;  // the same address again, not inlined: a frame of its own
+  const auto base = static_cast<uint32_t>(p.frames.size());
+  p.frames.push_back(outer);
+  p.frames.push_back(inner);
+  p.frames.push_back(recursion);
+  p.samples = {{{0, base, base + 1, base + 2, 2}, {1, 1}, {}}};
+  pprof::Profile out;
+  ASSERT_TRUE(out.ParseFromString(SerializePprof(p)));
+  ASSERT_EQ(out.sample(0).location_id_size(), 4);  // cudaMalloc, NewSegment (recursion), the inlined pair, <module>
+  auto location = [&](uint64_t id) -> const pprof::Location& {
+    for (const auto& l : out.location())
+      if (l.id() == id) return l;
+    return out.location(0);
+  };
+  auto name = [&](uint64_t function_id) {
+    for (const auto& f : out.function())
+      if (f.id() == function_id) return out.string_table(f.name());
+    return std::string("?");
+  };
+  const pprof::Location& pair = location(out.sample(0).location_id(2));
+  ASSERT_EQ(pair.line_size(), 2);
+  EXPECT_EQ(name(pair.line(0).function_id()), "gf_sim_alloc");
+  EXPECT_EQ(pair.line(0).line(), 17);
+  EXPECT_EQ(name(pair.line(1).function_id()), "NewSegment");
+  EXPECT_EQ(pair.address(), 0x40u);
+  EXPECT_EQ(location(out.sample(0).location_id(1)).line_size(), 1);
+  for (const auto& m : out.mapping()) {
+    if (out.string_table(m.filename()) == "/lib/libsim.so") {
+      EXPECT_TRUE(m.has_line_numbers());
+    }
+  }
+}
+
 TEST(GzipTest, RoundTripsAndRejectsGarbage) {
   std::string data(100000, 'x');
   auto gz = Gzip(data);
