@@ -88,12 +88,21 @@ static int TypeIndex(const pprof::Profile& p, const std::string& type) {
   return -1;
 }
 
-static std::string FunctionOf(const pprof::Profile& p, uint64_t location_id) {
-  for (const auto& l : p.location())
-    if (l.id() == location_id && l.line_size() > 0)
+// A location's functions, outermost first: frames inlined at one address
+// are one location with a line each, innermost first (pprof's order).
+static std::vector<std::string> FunctionsOf(const pprof::Profile& p, uint64_t location_id) {
+  std::vector<std::string> names;
+  for (const auto& l : p.location()) {
+    if (l.id() != location_id) continue;
+    for (int i = l.line_size() - 1; i >= 0; i--) {
+      std::string name = "?";
       for (const auto& f : p.function())
-        if (f.id() == l.line(0).function_id()) return p.string_table(f.name());
-  return "?";
+        if (f.id() == l.line(i).function_id()) name = p.string_table(f.name());
+      names.push_back(std::move(name));
+    }
+  }
+  if (names.empty()) names.push_back("?");
+  return names;
 }
 
 static bool IsNative(const pprof::Profile& p, uint64_t location_id) {
@@ -118,11 +127,12 @@ std::map<std::string, int64_t> Stacks(const pprof::Profile& p, const std::string
     if (v == 0) continue;
     std::string key;
     for (int i = s.location_id_size() - 1; i >= 0; i--) {
-      std::string name = FunctionOf(p, s.location_id(i));
-      if (drop_trampolines && name == "<interpreter trampoline>") continue;
-      if (drop_native && (IsNative(p, s.location_id(i)) || name.rfind("0x", 0) == 0)) continue;
-      if (!key.empty()) key += ";";
-      key += name;
+      for (const std::string& name : FunctionsOf(p, s.location_id(i))) {
+        if (drop_trampolines && name == "<interpreter trampoline>") continue;
+        if (drop_native && (IsNative(p, s.location_id(i)) || name.rfind("0x", 0) == 0)) continue;
+        if (!key.empty()) key += ";";
+        key += name;
+      }
     }
     out[key] += v;
   }
