@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -193,6 +192,16 @@ void AnnounceIfPendingLocked(State& s) {
   AnnounceLocked(s, s.walker.failure());
 }
 
+// An allocator event's record, as GF_API_TORCH_REPORT carries it.
+gf_event TensorEvent(uint8_t kind, uint64_t addr, uint64_t size, TorchDevice device, size_t allocated,
+                     size_t reserved) {
+  gf_event ev = Header(kind, addr, size);
+  ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(device.index));
+  ev.arg1 = allocated;
+  ev.arg2 = reserved;
+  return ev;
+}
+
 void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
   State& s = S();
   const uint64_t addr = reinterpret_cast<uint64_t>(ptr);
@@ -206,11 +215,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
       s.lock.unlock();
       return;
     }
-    gf_event ev = Header(GF_EV_FREE, addr, size);
-    ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(device.index));
-    ev.arg1 = allocated;
-    ev.arg2 = reserved;
-    AppendLocked(s, ev, nullptr, 0);
+    AppendLocked(s, TensorEvent(GF_EV_FREE, addr, size, device, allocated, reserved), nullptr, 0);
     s.lock.unlock();
     return;
   }
@@ -220,10 +225,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   if (stands_for && !s.blocks.Insert(addr)) s.every_free = true;
   s.lock.unlock();
   if (!stands_for) return;
-  gf_event ev = Header(GF_EV_ALLOC, addr, size);
-  ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(device.index));
-  ev.arg1 = allocated;
-  ev.arg2 = reserved;
+  gf_event ev = TensorEvent(GF_EV_ALLOC, addr, size, device, allocated, reserved);
   // Walked outside the lock: it reads only this thread's frames. On the
   // stack (3 KB), not thread_local: a dlopen'ed library's first TLS access
   // on a thread may allocate, and we run under the allocator's lock.

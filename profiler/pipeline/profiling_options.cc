@@ -64,22 +64,17 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     else return absl::InvalidArgumentError(absl::StrCat("tensor_events wants auto, probes or inprocess, not '", value, "'"));
     return absl::OkStatus();
   }
-  if (key == "kernel_activity") {
-    if (value == "exact") o.kernel_time_exact = true;
-    else if (value == "sampled") o.kernel_time_exact = false;
-    else return absl::InvalidArgumentError(absl::StrCat("kernel_activity wants exact or sampled, not '", value, "'"));
+  if (key == "kernel_activity" || key == "tensor_sampling") {
+    bool& exact = key == "kernel_activity" ? o.kernel_time_exact : o.tensor_exact;
+    if (value == "exact") exact = true;
+    else if (value == "sampled") exact = false;
+    else return absl::InvalidArgumentError(absl::StrCat(key, " wants exact or sampled, not '", value, "'"));
     return absl::OkStatus();
   }
   if (key == "gate_new_libraries") {
     auto b = ParseBool(key, value);
     if (!b.ok()) return b.status();
     o.gate_new_libraries = *b;
-    return absl::OkStatus();
-  }
-  if (key == "tensor_sampling") {
-    if (value == "exact") o.tensor_exact = true;
-    else if (value == "sampled") o.tensor_exact = false;
-    else return absl::InvalidArgumentError(absl::StrCat("tensor_sampling wants exact or sampled, not '", value, "'"));
     return absl::OkStatus();
   }
   if (key == "cpu_hz") {
