@@ -122,8 +122,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
       "python_truncated", "driver_calls_inside_runtime_calls", "gated_stops", "cpu_samples",
       "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable",
       "shed_native_stacks", "shed_cpu_samples", "shed_tensor_events", "tensor_batches",
-      "tensor_batches_unreadable"};
-  static_assert(GF_STAT_MAX == 20, "name every BPF counter");
+      "tensor_batches_unreadable", "backward_calls", "backward_calls_untracked", "backward_caller_stacks_lent"};
+  static_assert(GF_STAT_MAX == 23, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++)
     absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
@@ -153,13 +153,20 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"autograd_launches\": ", ev.stats().autograd_launches,
                   ", \"autograd_launches_ambiguous\": ", ev.stats().autograd_launches_ambiguous,
                   ", \"autograd_unknown_origins\": ", ev.stats().autograd_unknown_origins, "},\n");
+  // The same found by BPF (the probes' path, and every CPU sample), per record kind.
+  const ProcessorStats& st = ev.stats();
+  absl::StrAppend(&out, "  \"backward_callers_lent\": {\"allocations\": ", st.lent_allocations,
+                  ", \"allocations_ambiguous\": ", st.lent_allocations_ambiguous, ", \"launches\": ", st.lent_launches,
+                  ", \"launches_ambiguous\": ", st.lent_launches_ambiguous, ", \"cpu_samples\": ", st.lent_cpu_samples,
+                  ", \"cpu_samples_ambiguous\": ", st.lent_cpu_samples_ambiguous, "},\n");
   // Processes held until probes were attached: record's own command at each
   // mapping, or, machine-wide, the first mapper of each new library file.
   const ProcessRegistry::GateStats gates = reg.gate_stats();
   absl::StrAppend(&out, "  \"gates\": {\"held\": ", gates.count, ", \"p50_ms\": ",
                   absl::StrFormat("%.3f", static_cast<double>(gates.p50_ns) / 1e6), ", \"p99_ms\": ",
                   absl::StrFormat("%.3f", static_cast<double>(gates.p99_ns) / 1e6), ", \"max_ms\": ",
-                  absl::StrFormat("%.3f", static_cast<double>(gates.max_ns) / 1e6), "},\n");
+                  absl::StrFormat("%.3f", static_cast<double>(gates.max_ns) / 1e6), ", \"slowest_file\": ",
+                  base::JsonString(gates.slowest_file), "},\n");
   // gpuflame's own budget: the limits, the last reading, what is shed now,
   // and how many events went to the over-budget stack.
   const GuardrailLimits& lim = guard.limits();
@@ -188,7 +195,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"python_frames_reused_before_read\": ", res.stats().python_reused,
                   ", \"native_frames_unresolved\": ", native.unresolved(), ", \"inlined_frames\": ",
                   native.inlined_frames(), ", \"unwinds\": ", unwind.unwinds, ", \"unwinds_from_cached_cfi\": ",
-                  unwind.fast, ", \"unwinds_by_libdwfl\": ", unwind.fallback, "},\n  \"processes\": [");
+                  unwind.fast, ", \"unwinds_by_libdwfl\": ", unwind.fallback,
+                  ", \"unwinds_redone_after_new_mappings\": ", unwind.relisted, "},\n  \"processes\": [");
   bool first = true;
   for (const auto& [pid, info] : reg.processes()) {
     absl::StrAppend(&out, first ? "\n" : ",\n", "    {\"pid\": ", pid, ", \"process\": ",

@@ -48,11 +48,13 @@ int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid, __u64 origin, __u64 c
   if (!wanted(id >> 32))
     return 0;
   bump(GF_STAT_LAUNCHES);
+  /* The library named the backward() caller itself: BPF does not look for it. */
+  __u32 flags = origin || concurrent > 1 ? GF_EVF_AUTOGRAD : 0;
   if (want_user_stack(1))
-    submit_with_user_stack(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, concurrent,
+    submit_with_user_stack(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, flags, 0, concurrent,
                            correlation, cbid, origin);
   else
-    submit_stack_kind(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 0, 0, concurrent,
+    submit_stack_kind(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, flags, 0, concurrent,
                       correlation, cbid, origin);
   return 0;
 }

@@ -14,11 +14,14 @@
  *   gpu_activity.bpf.h       libgpuflame_cupti.so's USDT probes: launch,
  *                            kernel_batch, kernel_name, status
  *   tensor_batch.bpf.h       the same library's in-process tensor events
+ *   autograd_origin.bpf.h    Engine::execute's entry: whom autograd's engine
+ *                            threads work for (the probes' backward origin)
  *   process_lifecycle.bpf.h  exec, library mmaps, fork, exit, Py_FinalizeEx,
  *                            and the SIGSTOP gates
  * and the helpers they share in lib/: config (load-time knobs), maps (shared
  * with user space), stats, targets (filtering), emit (ring-buffer output),
- * stacks (stack capture), alloc_records (ALLOC/FREE), python_stack (the
+ * stacks (stack capture), backward_callers (who a Python-less thread works
+ * for), alloc_records (ALLOC/FREE), python_stack (the
  * CPython walker), vmlinux_min (the kernel types we read, CO-RE).
  *
  * Includes, not separately compiled objects linked with `bpftool gen object`:
@@ -44,3 +47,4 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "gpu_activity.bpf.h"
 #include "tensor_batch.bpf.h"
 #include "process_lifecycle.bpf.h"
+#include "autograd_origin.bpf.h"

@@ -177,6 +177,12 @@ enum gf_event_flags {
   /* In-process GF_EV_ALLOC taken by sampling (below): after the stack ID,
    * a second u64 says how many bytes it stands for. */
   GF_EVF_SAMPLED = 1u << 13,
+  /* A probe's record from a thread that runs no Python while backward()
+   * runs in its process (bpf/lib/backward_callers.bpf.h): its Python frames
+   * are those of the thread blocked in Engine::execute, not its own; native
+   * frames, if any, are its own. With GF_EVF_AUTOGRAD_AMBIGUOUS there are no
+   * Python frames and gf_event.backward_calls says how many calls ran. */
+  GF_EVF_BACKWARD_CALLER = 1u << 14,
 };
 
 struct gf_event {
@@ -195,7 +201,7 @@ struct gf_event {
   gf_u16 py_count;
   gf_u16 native_count;
   gf_u16 user_stack_len; /* GF_EVF_USER_STACK: bytes of stack copied from sp */
-  gf_u16 pad;
+  gf_u16 backward_calls; /* GF_EVF_BACKWARD_CALLER | GF_EVF_AUTOGRAD_AMBIGUOUS: how many ran; else 0 */
 };
 GF_STATIC_ASSERT(sizeof(struct gf_event) == 72, "gf_event ABI");
 
@@ -315,6 +321,9 @@ enum gf_stat {
   GF_STAT_SHED_TENSOR_EVENTS, /* caching-allocator events not taken (guardrails) */
   GF_STAT_TENSOR_BATCHES,     /* in-process tensor batches copied (gpuflame:tensor_batch) */
   GF_STAT_TENSOR_BATCH_READ_FAILED, /* a tensor batch the probe could not copy (events lost) */
+  GF_STAT_BACKWARD_CALLS,     /* Engine::execute entries from Python recorded (bpf/autograd_origin.bpf.h) */
+  GF_STAT_BACKWARD_UNTRACKED, /* ... not recorded: every slot of the process held a running call */
+  GF_STAT_BACKWARD_LENT,      /* records of a thread without Python given its backward() caller's stack */
   GF_STAT_MAX,
 };
 
@@ -442,6 +451,18 @@ enum gf_tensor_hook {
  * events (GF_EVF_AUTOGRAD) and launches (GF_EV_KERNEL_LAUNCH arg2/size)
  * with it while the call runs. Said once per process, GF_EV_AUTOGRAD_HOOK:
  */
+/*
+ * Without the library (the probes' path), BPF finds the same origin: a
+ * uprobe on Engine::execute's entry records the caller (no return probe:
+ * see bpf/lib/backward_callers.bpf.h), and a record from a thread without
+ * Python frames carries the caller's frames (GF_EVF_BACKWARD_CALLER).
+ * Both hook this symbol of libtorch_cpu.so (PyTorch 2.x): Engine::execute(
+ * const edge_list&, const variable_list&, bool keep_graph, bool
+ * create_graph, bool accumulate_grad, const edge_list& outputs).
+ */
+#define GF_TORCH_ENGINE_EXECUTE_SYMBOL \
+  "_ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6TensorESaIS9_EEbbbS7_"
+#define GF_TORCH_AUTOGRAD_LIBRARY "libtorch_cpu.so"
 enum gf_autograd_hook {
   GF_AUTOGRAD_HOOK_LIVE = 1,
   GF_AUTOGRAD_HOOK_NOT_FOUND = 2,       /* libtorch_python.so not loaded, or no GOT slot for Engine::execute */

@@ -16,6 +16,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "gpuflame_abi.h"
+#include "lib/backward_callers.bpf.h"
 #include "lib/config.bpf.h"
 #include "lib/emit.bpf.h"
 #include "lib/maps.bpf.h"
@@ -61,7 +62,8 @@ static __always_inline struct file *fd_file(int fd) {
 
 /*
  * Every executable file mapping (how ld.so maps a library's text) whose file
- * name says CUDA, PyTorch or libpython. The raw sys_exit tracepoint is the
+ * name says CUDA, PyTorch (libc10*, and libtorch_cpu.so for backward()
+ * callers) or libpython. The raw sys_exit tracepoint is the
  * hook because this kernel class offers neither kprobes without tracefs nor
  * fentry; the syscall-number test keeps every other syscall to a few
  * instructions. At exit the mapping exists, so a gated process stopped here
@@ -70,8 +72,12 @@ static __always_inline struct file *fd_file(int fd) {
 #define GF_NR_MMAP 9
 SEC("tp_btf/sys_exit")
 int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
+  /* Every syscall of the machine passes here: one direct load (a BTF
+   * pointer) rejects the others, before any copy. */
+  if (regs->orig_ax != GF_NR_MMAP)
+    return 0;
   struct pt_regs r;
-  if (bpf_probe_read_kernel(&r, sizeof(r), regs) || r.orig_ax != GF_NR_MMAP)
+  if (bpf_probe_read_kernel(&r, sizeof(r), regs))
     return 0;
   if ((ret < 0 && ret > -4096) || !(r.dx & GF_PROT_EXEC))
     return 0;
@@ -88,7 +94,8 @@ int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
   if (bpf_probe_read_kernel_str(name, sizeof(name), dname) <= 0)
     return 0;
   if (!has_prefix(name, "libcuda", 7) && !has_prefix(name, "libc10", 6) &&
-      !has_prefix(name, "libpython3", 10) && !has_prefix(name, "libgpuflame_cup", 15))
+      !has_prefix(name, "libpython3", 10) && !has_prefix(name, "libgpuflame_cup", 15) &&
+      !has_prefix(name, "libtorch_cpu.so", 15))
     return 0;
   struct gf_event ev;
   fill_header(&ev, GF_EV_LIB_MAPPED, GF_DOMAIN_NONE, 0, (__u64)ret, 0);
@@ -114,6 +121,7 @@ int BPF_PROG(watch_exec, struct task_struct *p, pid_t old_pid, struct linux_binp
   /* The old image's interpreter layout must not walk the new one's memory,
    * even for the moment until user space hears of the exec. */
   bpf_map_delete_elem(&py_procs, &tgid);
+  bpf_map_delete_elem(&backward_calls, &tgid);
   struct gf_event ev;
   fill_header(&ev, GF_EV_EXEC, GF_DOMAIN_NONE, 0, 0, 0);
   ev.flags = maybe_gate(tflags);
@@ -145,6 +153,7 @@ int BPF_PROG(watch_exit, struct task_struct *p) {
   __u32 tgid = BPF_CORE_READ(p, tgid);
   if (pid != tgid)
     return 0;
+  bpf_map_delete_elem(&backward_calls, &tgid);
   if (!bpf_map_lookup_elem(&targets, &tgid))
     return 0;
   struct gf_event ev;

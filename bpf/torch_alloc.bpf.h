@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * PyTorch's CUDA caching allocator: tensor-level blocks, carved out of what
- * cudaMalloc handed out. The USDT notes pytorch:malloc/free where the build
- * has them; else a uprobe on c10::reportMemoryUsageToProfiler.
+ * cudaMalloc handed out. A uprobe on c10::reportMemoryUsageToProfiler (the
+ * block's size, as memory_allocated() counts it); the USDT notes
+ * pytorch:malloc/free (the requested size) where libc10.so lacks it.
  */
 #ifndef GPUFLAME_BPF_TORCH_ALLOC_BPF_H_
 #define GPUFLAME_BPF_TORCH_ALLOC_BPF_H_
@@ -18,6 +19,8 @@
 #include "lib/config.bpf.h"
 #include "lib/emit.bpf.h"
 #include "lib/targets.bpf.h"
+
+#define GF_TORCH_DEVICE_CUDA 1 /* c10::DeviceType::CUDA */
 
 /* The last rung of the guardrails' CPU ladder: tensor events stop, counted. */
 static __always_inline bool tensor_events_shed(void) {
@@ -53,6 +56,10 @@ SEC("uprobe")
 int torch_report(struct pt_regs *ctx) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!wanted(id >> 32) || tensor_events_shed())
+    return 0;
+  /* c10::Device{DeviceType type, DeviceIndex index}: CUDA only (the CPU
+   * allocator reports here too while a memory profiler runs). */
+  if ((PT_REGS_PARM5(ctx) & 0xff) != GF_TORCH_DEVICE_CUDA)
     return 0;
   __u64 ptr = PT_REGS_PARM1(ctx);
   __s64 delta = (__s64)PT_REGS_PARM2(ctx);

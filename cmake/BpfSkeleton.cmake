@@ -9,9 +9,11 @@ find_program(BPFTOOL_EXECUTABLE NAMES bpftool PATHS /usr/sbin /usr/local/sbin RE
 function(gpuflame_bpf_skeleton target name source)
   cmake_parse_arguments(ARG "" "" "DEPENDS" ${ARGN})
   set(out ${CMAKE_CURRENT_BINARY_DIR})
+  # -mcpu=v3: atomic compare-and-swap (bpf/lib/backward_callers.bpf.h), kernel
+  # 5.12+; bpf_loop already needs 5.17.
   add_custom_command(
     OUTPUT ${out}/${name}.bpf.o
-    COMMAND ${CLANG_EXECUTABLE} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
+    COMMAND ${CLANG_EXECUTABLE} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -Wall -Werror
             -Wno-unused-function
             -I${CMAKE_SOURCE_DIR}/bpf -I${CMAKE_SOURCE_DIR}
             -I/usr/include/${CMAKE_LIBRARY_ARCHITECTURE}

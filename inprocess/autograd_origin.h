@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "bpf/gpuflame_abi.h"
 #include "inprocess/backward_origins.h"
 
 namespace gpuflame::inprocess {
@@ -28,8 +29,7 @@ namespace gpuflame::inprocess {
 // variable_list Engine::execute(const edge_list& roots, const variable_list&
 // inputs, bool keep_graph, bool create_graph, bool accumulate_grad, const
 // edge_list& outputs), PyTorch 2.x (checked in 2.11's libtorch_cpu.so).
-inline constexpr const char* kEngineExecuteSymbol =
-    "_ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6TensorESaIS9_EEbbbS7_";
+inline constexpr const char* kEngineExecuteSymbol = GF_TORCH_ENGINE_EXECUTE_SYMBOL;
 // Any Engine::execute: one of another signature is reported, not hooked.
 inline constexpr const char* kEngineExecutePrefix = "_ZN5torch8autograd6Engine7execute";
 inline constexpr const char* kTorchPythonLibrary = "libtorch_python.so";

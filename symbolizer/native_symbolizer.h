@@ -33,13 +33,15 @@ class NativeSymbolizer {
   // |pid|'s mappings as last seen (read now if never seen); nullptr if none.
   const std::vector<inspect::Mapping>* Maps(pid_t pid);
   ElfCache& elves() { return elves_; }
+  // The mapping holding |address| in |pid|; on a miss the maps are read
+  // again once (a library mapped since), so a miss costs a /proc read.
+  const inspect::Mapping* FindMapping(pid_t pid, uint64_t address);
   // Drops the cached maps of |pid| (after exec, new mappings, or exit).
   void Forget(pid_t pid) { maps_.erase(pid); }
   size_t unresolved() const { return unresolved_; }
   size_t inlined_frames() const { return inlined_; }
 
  private:
-  const inspect::Mapping* FindMapping(pid_t pid, uint64_t address);
 
   struct NameKey {
     const ElfFile* elf;  // owned by elves_, which never drops a file

@@ -25,7 +25,7 @@ static __always_inline void fill_header(struct gf_event *ev, __u8 kind, __u8 dom
   ev->py_count = 0;
   ev->native_count = 0;
   ev->user_stack_len = 0;
-  ev->pad = 0;
+  ev->backward_calls = 0;
 }
 
 static __always_inline __u64 wakeup_flags(bool urgent) {

@@ -203,15 +203,20 @@ static __always_inline __u64 gf_thread_state(const struct gf_py_proc *cfg, __u32
   return tstate;
 }
 
-/* Walks the Python stack into |frames|; returns the frame count. */
-static __always_inline __u32 gf_walk_python_fp(const struct gf_py_proc *cfg, struct gf_py_frame *frames,
-                                               __u32 *flags, __u32 fingerprint) {
-  __u64 tstate = gf_thread_state(cfg, flags);
-  if (!tstate)
-    return 0;
+/* The thread's innermost Python frame (0: none), as the walk starts from it. */
+static __always_inline __u64 gf_top_frame(const struct gf_py_proc *cfg, __u64 tstate, __u32 *flags) {
   __u64 top = gf_read_u64(tstate + cfg->tstate_frame, flags);
   if (cfg->uses_cframe && top)
     top = gf_read_u64(top + cfg->cframe_current, flags);
+  return top;
+}
+
+/* Walks the Python stack of the thread whose PyThreadState is |tstate| (the
+ * calling thread's, or one blocked in backward() that the calling thread
+ * works for) into |frames|; returns the frame count. */
+static __always_inline __u32 gf_walk_tstate(const struct gf_py_proc *cfg, __u64 tstate, struct gf_py_frame *frames,
+                                            __u32 *flags, __u32 fingerprint) {
+  __u64 top = gf_top_frame(cfg, tstate, flags);
   __u32 zero = 0;
   struct gf_frame_buf *buf = bpf_map_lookup_elem(&frame_buf, &zero);
   if (!buf)
@@ -244,6 +249,15 @@ static __always_inline __u32 gf_walk_python_fp(const struct gf_py_proc *cfg, str
   bpf_loop(GF_MAX_PY_FRAMES + 1, gf_walk_one, &w, 0);
   *flags |= buf->flags;
   return buf->n;
+}
+
+/* Walks the calling thread's Python stack into |frames|; returns the frame count. */
+static __always_inline __u32 gf_walk_python_fp(const struct gf_py_proc *cfg, struct gf_py_frame *frames,
+                                               __u32 *flags, __u32 fingerprint) {
+  __u64 tstate = gf_thread_state(cfg, flags);
+  if (!tstate)
+    return 0;
+  return gf_walk_tstate(cfg, tstate, frames, flags, fingerprint);
 }
 
 static __always_inline __u32 gf_walk_python(const struct gf_py_proc *cfg, struct gf_py_frame *frames,

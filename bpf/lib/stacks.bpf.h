@@ -16,6 +16,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "backward_callers.bpf.h"
 #include "config.bpf.h"
 #include "emit.bpf.h"
 #include "maps.bpf.h"
@@ -55,6 +56,34 @@ struct {
   __type(value, struct gf_record_native);
 } scratch_native SEC(".maps");
 
+/* For a thread with no Python frames of its own in a Python process: if it
+ * works for one running backward() call (lib/backward_callers.bpf.h), that
+ * caller's stack goes into |frames| instead, flagged GF_EVF_BACKWARD_CALLER;
+ * with several running, whose work this is cannot be told: flagged
+ * ambiguous, with their count. Returns the frame count. A launch whose
+ * origin the injection library already gave (GF_EVF_AUTOGRAD) is left alone. */
+static __always_inline __u32 gf_lend_backward_caller(const struct gf_py_proc *py, struct gf_event *ev,
+                                                     struct gf_py_frame *frames, __u32 fingerprint) {
+  if (ev->flags & GF_EVF_AUTOGRAD)
+    return 0;
+  __u64 tstate = 0;
+  __u32 running = gf_backward_callers(py, ev->pid, ev->tid, &tstate);
+  if (running == 0)
+    return 0;
+  if (running > 1) {
+    ev->flags |= GF_EVF_BACKWARD_CALLER | GF_EVF_AUTOGRAD_AMBIGUOUS;
+    ev->backward_calls = (__u16)running;
+    return 0;
+  }
+  __u32 pyflags = 0;
+  __u32 n = gf_walk_tstate(py, tstate, frames, &pyflags, fingerprint);
+  if (n == 0)
+    return 0;
+  ev->flags |= GF_EVF_BACKWARD_CALLER | (pyflags & GF_EVF_PY_TRUNCATED);
+  bump(GF_STAT_BACKWARD_LENT);
+  return n;
+}
+
 /* Emits an allocation with its Python stack, registers and a copy of the
  * user stack, for native unwinding in user space. */
 static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kind, __u8 domain,
@@ -73,11 +102,14 @@ static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kin
   struct gf_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
   if (py) {
     __u32 pyflags = 0;
+    const __u32 fingerprint = kind == GF_EV_CPU_SAMPLE || kind == GF_EV_KERNEL_LAUNCH;
     bump(GF_STAT_PY_WALKS);
-    __u32 n = gf_walk_python_fp(py, r->py, &pyflags, kind == GF_EV_CPU_SAMPLE || kind == GF_EV_KERNEL_LAUNCH);
+    __u32 n = gf_walk_python_fp(py, r->py, &pyflags, fingerprint);
     r->ev.flags |= pyflags;
     if (pyflags & GF_EVF_PY_TRUNCATED)
       bump(GF_STAT_PY_TRUNCATED);
+    if (n == 0)
+      n = gf_lend_backward_caller(py, &r->ev, r->py, fingerprint);
     r->ev.py_count = n > GF_MAX_PY_FRAMES ? GF_MAX_PY_FRAMES : n;
   }
   r->regs.ip = PT_REGS_IP(ctx);
@@ -123,8 +155,9 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
   __u32 n = 0;
   if (py) {
     __u32 pyflags = 0;
+    const __u32 fingerprint = kind == GF_EV_CPU_SAMPLE || kind == GF_EV_KERNEL_LAUNCH;
     bump(GF_STAT_PY_WALKS);
-    n = gf_walk_python_fp(py, r->py, &pyflags, kind == GF_EV_CPU_SAMPLE || kind == GF_EV_KERNEL_LAUNCH);
+    n = gf_walk_python_fp(py, r->py, &pyflags, fingerprint);
     r->ev.flags |= pyflags;
     if (pyflags & GF_EVF_PY_NO_THREAD)
       bump(GF_STAT_PY_NO_THREAD);
@@ -132,10 +165,22 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
       bump(GF_STAT_PY_READ_FAILED);
     if (pyflags & GF_EVF_PY_TRUNCATED)
       bump(GF_STAT_PY_TRUNCATED);
+    if (n == 0)
+      n = gf_lend_backward_caller(py, &r->ev, r->py, fingerprint);
     if (n > GF_MAX_PY_FRAMES)
       n = GF_MAX_PY_FRAMES;
     r->ev.py_count = n;
     len += (__u64)n * sizeof(struct gf_py_frame);
+    if (n == 0 && kind == GF_EV_ALLOC && want_user_stack(1)) {
+      /* A tensor allocation on a thread of a Python process that runs no
+       * Python and works for no one backward() call (an engine thread
+       * outside backward, or while several run): unwind it as device-level
+       * allocations are, from a stack copy. The frame-pointer chain of
+       * libraries built without frame pointers (PyTorch's) is garbage after
+       * the first frame. Rare: such threads make few allocations. */
+      submit_with_user_stack(ctx, kind, domain, api, flags, addr, size, arg0, arg1, arg2);
+      return;
+    }
   }
   if (n == 0 && capture_native_fallback) {
     /* No Python stack on this thread (native worker, or not a Python

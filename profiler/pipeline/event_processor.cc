@@ -72,6 +72,41 @@ StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uin
   return stacks_.Insert(key_, std::move(info));
 }
 
+StackId EventProcessor::RecordStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed) {
+  if (ev.flags & GF_EVF_BACKWARD_CALLER) return LentStack(ev, payload, mixed);
+  return mixed ? InternMixedStack(ev, payload) : InternStack(ev, payload);
+}
+
+StackId EventProcessor::LentStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed) {
+  const bool ambiguous = ev.flags & GF_EVF_AUTOGRAD_AMBIGUOUS;
+  const size_t py_bytes = ev.py_count * sizeof(gf_py_frame);
+  // This thread's own part: native frames only (its Python frames, none, are not in the record).
+  gf_event own = ev;
+  own.py_count = 0;
+  StackId tail = StackTable::kNone;
+  if (mixed) {
+    tail = InternMixedStack(own, payload);
+  } else if (ev.native_count != 0) {
+    tail = InternStack(own, payload.subspan(py_bytes));
+  }
+  StackId origin = StackTable::kNone;
+  if (!ambiguous && ev.py_count != 0) {
+    // Keyed as the caller's own stacks are: the same frames share one entry.
+    gf_event caller = ev;
+    caller.native_count = 0;
+    caller.flags &= ~static_cast<uint32_t>(GF_EVF_USER_STACK);
+    origin = InternStack(caller, payload.first(py_bytes));
+  }
+  uint64_t* counter = nullptr;
+  switch (ev.kind) {
+    case GF_EV_KERNEL_LAUNCH: counter = ambiguous ? &stats_.lent_launches_ambiguous : &stats_.lent_launches; break;
+    case GF_EV_CPU_SAMPLE: counter = ambiguous ? &stats_.lent_cpu_samples_ambiguous : &stats_.lent_cpu_samples; break;
+    default: counter = ambiguous ? &stats_.lent_allocations_ambiguous : &stats_.lent_allocations;
+  }
+  ++*counter;
+  return AutogradStack(ev, origin, ambiguous ? AutogradAmbiguousFrame(ev.backward_calls) : kAutogradFrame, tail);
+}
+
 StackId EventProcessor::OverBudgetStack(const gf_event& ev) {
   stats_.over_budget_events++;
   return MarkerStack(ev, kOverBudgetFrame);
@@ -411,12 +446,11 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   bool handle = ev.flags & GF_EVF_HANDLE;
   switch (ev.kind) {
     case GF_EV_CALL_STACK:
-      if (mixed) entry_stacks_[ev.tid] = InternMixedStack(ev, record.subspan(sizeof(gf_event)));
+      if (mixed) entry_stacks_[ev.tid] = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
       break;
     case GF_EV_CPU_SAMPLE: {
       if (registry_) registry_->Observe(pid);
-      StackId stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
-                            : InternStack(ev, record.subspan(sizeof(gf_event)));
+      StackId stack = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
       stats_.cpu_samples++;
       cpu_.Add(stack, thread_names_ ? ThreadLabel(ev) : 0, 1, cpu_period_ns_);
       break;
@@ -426,9 +460,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
         stats_.foreign_abi_records++;
         break;
       }
-      StackId stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
-                            : InternStack(ev, record.subspan(sizeof(gf_event)));
-      stack = AutogradLaunchStack(ev, stack);
+      StackId stack = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
+      if (!(ev.flags & GF_EVF_BACKWARD_CALLER)) stack = AutogradLaunchStack(ev, stack);
       joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
       break;
     }
@@ -441,11 +474,10 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
         // fallback below still names the API.
         stack = it != entry_stacks_.end() && stacks_.Get(it->second).pid == pid
                     ? it->second
-                    : InternStack(ev, record.subspan(sizeof(gf_event)));
+                    : RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
         if (it != entry_stacks_.end()) entry_stacks_.erase(it);
       } else {
-        stack = mixed ? InternMixedStack(ev, record.subspan(sizeof(gf_event)))
-                      : InternStack(ev, record.subspan(sizeof(gf_event)));
+        stack = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
       }
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack);
       if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};

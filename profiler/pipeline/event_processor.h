@@ -48,6 +48,13 @@ struct ProcessorStats {
   uint64_t autograd_launches = 0;          // sampled launches charged to the caller's stack
   uint64_t autograd_launches_ambiguous = 0;
   uint64_t autograd_unknown_origins = 0;  // naming a caller stack not received (tensor: kStackUnknownFrame)
+  // The same found by BPF (GF_EVF_BACKWARD_CALLER: the probes' path, CPU samples), per record kind:
+  uint64_t lent_allocations = 0;            // allocations (tensor or device) and device calls' entry stacks
+  uint64_t lent_allocations_ambiguous = 0;
+  uint64_t lent_launches = 0;
+  uint64_t lent_launches_ambiguous = 0;
+  uint64_t lent_cpu_samples = 0;
+  uint64_t lent_cpu_samples_ambiguous = 0;
 };
 
 // What libgpuflame_cupti.so has cost the profiled processes (GF_EV_LIB_COST),
@@ -133,6 +140,12 @@ class EventProcessor {
   // A record with registers and a stack copy: unwound first, interned by the
   // return addresses it yields (the stack bytes themselves never repeat).
   StackId InternMixedStack(const gf_event& ev, std::span<const uint8_t> payload);
+  // A probe record's stack, whichever shape it has (raw, mixed, or with its
+  // backward() caller's Python frames lent by BPF).
+  StackId RecordStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed);
+  // GF_EVF_BACKWARD_CALLER: the caller's Python frames, kAutogradFrame (or
+  // the ambiguous marker), then this thread's own native frames if any.
+  StackId LentStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed);
 
   StackId OverBudgetStack(const gf_event& ev);
   // One stack per process and domain holding only a marker frame.

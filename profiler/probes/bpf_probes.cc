@@ -46,6 +46,7 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kLibCost: return s->progs.lib_cost;
     case ProbeProgram::kHello: return s->progs.hello;
     case ProbeProgram::kTensorExact: return s->progs.tensor_exact;
+    case ProbeProgram::kEngineExecute: return s->progs.engine_execute;
   }
   return nullptr;
 }

@@ -24,6 +24,7 @@ enum class LibraryKind : uint8_t {
   kTorchCore,    // libc10.so: c10::reportMemoryUsageToProfiler fallback
   kPython,       // libpython3.X.so or a statically linked python executable
   kCupti,        // libgpuflame_cupti.so: USDT gpuflame:* (kernel launches and activity)
+  kTorchAutograd,  // libtorch_cpu.so: torch::autograd::Engine::execute (whom engine threads work for)
 };
 
 enum class ProbeProgram : uint8_t {
@@ -43,6 +44,7 @@ enum class ProbeProgram : uint8_t {
   kLibCost,       // USDT gpuflame:lib_cost: the library's own cost in its process
   kTensorExact,   // USDT gpuflame:tensor_exact: a switch (its semaphore), never hit
   kHello,         // a hello site of the library (GF_HELLO_SITES): its semaphore, never hit
+  kEngineExecute, // torch::autograd::Engine::execute's entry: a backward() caller
 };
 
 struct UprobeSpec {

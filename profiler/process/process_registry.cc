@@ -37,6 +37,8 @@ std::optional<LibraryKind> Classify(std::string_view base) {
     return LibraryKind::kTorchCuda;
   if (base == "libc10.so" || std::string_view(base).starts_with("libc10.so.")) return LibraryKind::kTorchCore;
   if (std::string_view(base).starts_with("libgpuflame_cupti.so")) return LibraryKind::kCupti;
+  if (base == GF_TORCH_AUTOGRAD_LIBRARY || std::string_view(base).starts_with(GF_TORCH_AUTOGRAD_LIBRARY "."))
+    return LibraryKind::kTorchAutograd;
   return std::nullopt;
 }
 
@@ -205,13 +207,9 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
                                     const std::vector<Mapping>& maps, ProcessInfo& info) {
   FileKey key = FileKey::Of(m);
   if (attached_.contains(key)) return;
-  // libc10.so's fallback hook is attached only for a libc10_cuda.so without
-  // USDT notes. ld.so maps libc10_cuda.so before its dependency libc10.so, so
-  // the decision may already be waiting when libc10.so shows up.
-  if (kind == LibraryKind::kTorchCore) {
-    if (info.torch_fallback_wanted && !TensorInProcess(info)) AttachTorchFallback(pid, maps);
-    return;
-  }
+  // libc10.so is probed for libc10_cuda.so's sake (below), never alone: a
+  // CPU-only PyTorch process has no GPU tensors.
+  if (kind == LibraryKind::kTorchCore) return;
   // The library's hook serves it. Not remembered as attached: a process
   // without the library that maps the same file gets the probes.
   if (kind == LibraryKind::kTorchCuda && TensorInProcess(info)) return;
@@ -250,14 +248,39 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     attached_.emplace(key, kind);
     return;
   }
+  if (kind == LibraryKind::kTorchAutograd) {
+    // Whom autograd's engine threads work for, in BPF (bpf/autograd_origin.bpf.h):
+    // a trap per backward() call, in every PyTorch process: the probes'
+    // tensor events and every CPU sample need it; the library's launches
+    // carry their own. Looked at once per file, found or not.
+    auto vaddr = elf->FindSymbol(GF_TORCH_ENGINE_EXECUTE_SYMBOL);
+    auto offset = vaddr ? elf->VaddrToOffset(*vaddr) : std::nullopt;
+    if (offset) {
+      if (auto st = probes_.AttachUprobe(path, *offset, ProbeProgram::kEngineExecute, false, 0); !st.ok())
+        Warn(absl::StrCat("pid ", pid, ": backward() callers unavailable: ", st.message()));
+    }
+    attached_.emplace(key, kind);
+    return;
+  }
   if (kind == LibraryKind::kTorchCuda) {
+    // The caching allocator calls c10::reportMemoryUsageToProfiler (libc10.so)
+    // at every alloc and free with the block's size: what it holds, what
+    // memory_allocated() counts. Its USDT notes pytorch:malloc/free carry the
+    // requested size, smaller by its rounding (2.3 % of a GPT step's bytes),
+    // so they serve only where libc10.so lacks that function. ld.so maps
+    // libc10_cuda.so before its dependency libc10.so and runs neither before
+    // both are: without libc10.so yet, a later scan decides (it is watched).
+    switch (AttachTorchReport(pid, m, maps)) {
+      case TorchReport::kNotMappedYet: return;
+      case TorchReport::kAttached: attached_.emplace(key, kind); return;
+      case TorchReport::kUnavailable: break;
+    }
     auto a = probes_.AttachUsdt(path, "pytorch", "malloc", ProbeProgram::kAllocEnter);
     auto f = probes_.AttachUsdt(path, "pytorch", "free", ProbeProgram::kFreeEnter);
     attached_.emplace(key, kind);
-    if (!a.ok() || !f.ok()) {
-      info.torch_fallback_wanted = true;
-      AttachTorchFallback(pid, maps);
-    }
+    if (!a.ok() || !f.ok())
+      Warn(absl::StrCat("pid ", pid, ": PyTorch has neither c10::reportMemoryUsageToProfiler nor USDT probes",
+                        ": tensor-level memory unavailable"));
     return;
   }
   int attached = 0;
@@ -333,30 +356,30 @@ bool ProcessRegistry::TensorInProcess(ProcessInfo& info) {
   return inprocess;
 }
 
-void ProcessRegistry::AttachTorchFallback(pid_t pid, const std::vector<Mapping>& maps) {
+ProcessRegistry::TorchReport ProcessRegistry::AttachTorchReport(pid_t pid, const Mapping& c10_cuda,
+                                                                const std::vector<Mapping>& maps) {
+  auto dir_of = [](std::string_view path) { return path.substr(0, path.rfind('/') + 1); };
+  const Mapping* c10 = nullptr;
   for (const Mapping& m : maps) {
     if (!m.executable || Classify(m.Basename()) != LibraryKind::kTorchCore) continue;
-    FileKey key = FileKey::Of(m);
-    if (attached_.contains(key)) return;
-    const symbolizer::ElfFile* elf = elves_.Get(pid, m);
-    auto vaddr = elf ? elf->FindSymbol(kTorchReportSymbol) : std::nullopt;
-    auto offset = vaddr ? elf->VaddrToOffset(*vaddr) : std::nullopt;
-    if (!offset) {
-      Warn(absl::StrCat("pid ", pid, ": PyTorch has neither USDT probes nor ",
-                        "c10::reportMemoryUsageToProfiler: tensor-level memory unavailable"));
-      return;
-    }
-    inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
-    if (!file.ok()) return;
-    auto st = probes_.AttachUprobe(file.path(), *offset, ProbeProgram::kTorchReport, false, GF_API_TORCH_REPORT);
-    if (!st.ok()) {
-      Warn(absl::StrCat("pid ", pid, ": ", st.message()));
-      return;
-    }
-    attached_.emplace(key, LibraryKind::kTorchCore);
-    return;
+    if (!c10 || dir_of(m.path) == dir_of(c10_cuda.path)) c10 = &m;
   }
-  // libc10.so is not mapped yet: attached when it is (see AttachLibrary).
+  if (!c10) return TorchReport::kNotMappedYet;
+  FileKey key = FileKey::Of(*c10);
+  if (attached_.contains(key)) return TorchReport::kAttached;
+  const symbolizer::ElfFile* elf = elves_.Get(pid, *c10);
+  auto vaddr = elf ? elf->FindSymbol(kTorchReportSymbol) : std::nullopt;
+  auto offset = vaddr ? elf->VaddrToOffset(*vaddr) : std::nullopt;
+  if (!offset) return TorchReport::kUnavailable;
+  inspect::PinnedFile file = inspect::PinnedFile::Open(pid, *c10);
+  if (!file.ok()) return TorchReport::kNotMappedYet;  // gone meanwhile: the next mapper tries again
+  auto st = probes_.AttachUprobe(file.path(), *offset, ProbeProgram::kTorchReport, false, GF_API_TORCH_REPORT);
+  if (!st.ok()) {
+    Warn(absl::StrCat("pid ", pid, ": ", st.message()));
+    return TorchReport::kUnavailable;
+  }
+  attached_.emplace(key, LibraryKind::kTorchCore);
+  return TorchReport::kAttached;
 }
 
 void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated, uint64_t inode, uint64_t dev, uint64_t stopped_ns) {
@@ -364,13 +387,27 @@ void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated, uint64_t inode, uin
     if (WaitStopped(pid, 2000)) Scan(pid);
     if (inode) Cover(inode, dev);
     kill(pid, SIGCONT);
+    // ld.so maps the rest of a library's dependencies after it: looked for again.
+    rescans_[pid] = 3;
     if (stopped_ns) {
       timespec ts{};
       clock_gettime(CLOCK_MONOTONIC, &ts);
       const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+      const uint64_t pause = now > stopped_ns ? now - stopped_ns : 0;
       if (gate_pauses_ns_.size() >= kMaxPauses) gate_pauses_ns_.erase(gate_pauses_ns_.begin());
-      gate_pauses_ns_.push_back(now > stopped_ns ? now - stopped_ns : 0);
+      gate_pauses_ns_.push_back(pause);
       gates_++;
+      if (pause > slowest_gate_ns_) {
+        // Which file made a user's process wait longest: read again only for a new maximum.
+        slowest_gate_ns_ = pause;
+        std::string_view name = inode ? "?" : "(exec)";  // a gate at exec maps no file
+        auto maps = inode ? inspect::ReadProcMaps(pid) : absl::StatusOr<std::vector<Mapping>>();
+        if (maps.ok()) {
+          for (const Mapping& m : *maps)
+            if (m.inode == inode) name = m.Basename();
+        }
+        slowest_gate_file_.assign(name.data(), name.size());
+      }
     }
     return;
   }
@@ -532,6 +569,7 @@ void ProcessRegistry::Cover(uint64_t inode, uint64_t dev) {
 ProcessRegistry::GateStats ProcessRegistry::gate_stats() const {
   GateStats g;
   g.count = gates_;
+  g.slowest_file = slowest_gate_file_;
   if (gate_pauses_ns_.empty()) return g;
   std::vector<uint64_t> sorted = gate_pauses_ns_;
   std::sort(sorted.begin(), sorted.end());

@@ -38,7 +38,6 @@ struct ProcessInfo {
   PodInfo pod;  // read at discovery: a process may be gone by its last window
   bool has_cuda = false;
   bool has_torch = false;
-  bool torch_fallback_wanted = false;  // libc10_cuda.so without USDT notes
   // Its tensor events come from libgpuflame_cupti.so's in-process hook, so
   // it needs no probe on libc10_cuda.so (decided once, see TensorInProcess).
   std::optional<bool> tensor_inprocess;
@@ -90,6 +89,7 @@ class ProcessRegistry {
   struct GateStats {
     uint64_t count = 0;
     uint64_t p50_ns = 0, p99_ns = 0, max_ns = 0;
+    std::string slowest_file;  // the mapping the longest pause was for (its base name)
   };
   GateStats gate_stats() const;
   void OnExec(pid_t pid, bool gated);
@@ -143,7 +143,11 @@ class ProcessRegistry {
   void Scan(pid_t pid);
   void AttachLibrary(pid_t pid, const inspect::Mapping& m, LibraryKind kind,
                      const std::vector<inspect::Mapping>& maps, ProcessInfo& info);
-  void AttachTorchFallback(pid_t pid, const std::vector<inspect::Mapping>& maps);
+  // c10::reportMemoryUsageToProfiler in the libc10.so that |c10_cuda| (a
+  // libc10_cuda.so mapping) uses: the one beside it, else the only one mapped.
+  enum class TorchReport { kAttached, kNotMappedYet, kUnavailable };
+  TorchReport AttachTorchReport(pid_t pid, const inspect::Mapping& c10_cuda,
+                                const std::vector<inspect::Mapping>& maps);
   // Whether |info|'s tensor events come in-process (decided once per process).
   bool TensorInProcess(ProcessInfo& info);
   // The library cannot serve |info|'s tensor events (|why|): probes instead.
@@ -165,6 +169,8 @@ class ProcessRegistry {
   absl::flat_hash_set<std::pair<uint64_t, uint64_t>> covered_;
   std::vector<uint64_t> gate_pauses_ns_;  // the last kMaxPauses
   uint64_t gates_ = 0;
+  uint64_t slowest_gate_ns_ = 0;
+  std::string slowest_gate_file_;
   static constexpr size_t kMaxPauses = 4096;
   Options options_;
   symbolizer::NativeSymbolizer* native_;

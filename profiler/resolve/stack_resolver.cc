@@ -88,19 +88,22 @@ std::vector<Frame> StackResolver::ResolveMixed(const gf_event& ev, std::span<con
     size_t before = native.size();
     native_.Append(pid, i == 0 ? pcs[i] : pcs[i] - 1, native);
     stats_.native_frames += native.size() - before;
-    // Inside the probed API: the leaf names it.
-    if (i == 0 && ev.api != GF_API_NONE && native.size() == before + 1 && native.back().name == leaf_name)
+    // Inside the probed API: the leaf names it. c10::reportMemoryUsageToProfiler
+    // is probed for the caching allocator's malloc and free, which the leaf names.
+    if (i == 0 && ev.api != GF_API_NONE && native.size() == before + 1 &&
+        (native.back().name == leaf_name || ev.api == GF_API_TORCH_REPORT))
       native.pop_back();
   }
-  if (ev.domain == GF_DOMAIN_LAUNCH) {
-    // The launch probe fires inside CUPTI's callback into our injection
-    // library: those frames are ours, not the workload's. The stack ends at
-    // the launching CUDA API (cudaLaunchKernel, cuLaunchKernel, ...).
-    auto ours = [](const Frame& f) {
-      return f.file.find("libgpuflame_cupti") != std::string::npos || f.file.find("libcupti") != std::string::npos;
-    };
-    while (!native.empty() && ours(native.back())) native.pop_back();
-  }
+  // Frames of our injection library at the top are ours, not the workload's:
+  // the launch probe fires inside CUPTI's callback into it (the stack ends at
+  // the launching CUDA API, cudaLaunchKernel, ...), and its in-process tensor
+  // hook sits between the caching allocator and the function it reports to.
+  const bool launch = ev.domain == GF_DOMAIN_LAUNCH;
+  auto ours = [launch](const Frame& f) {
+    return f.file.find("libgpuflame_cupti") != std::string::npos ||
+           (launch && f.file.find("libcupti") != std::string::npos);
+  };
+  while (!native.empty() && ours(native.back())) native.pop_back();
   ProcessInfo* proc = registry_ ? registry_->Find(pid) : nullptr;
   std::vector<Frame> out = MergeStacks(native, python, proc ? proc->python_module : "",
                                        options_.keep_interpreter_frames);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <ctime>
 
 #include "absl/strings/str_format.h"
 
@@ -160,7 +161,22 @@ NativeUnwinder::NativeUnwinder(symbolizer::NativeSymbolizer& symbols)
     : symbols_(symbols), scratch_(std::make_unique<Scratch>()) {}
 NativeUnwinder::~NativeUnwinder() = default;
 
-void NativeUnwinder::Invalidate(pid_t pid) { processes_.erase(pid); }
+void NativeUnwinder::Invalidate(pid_t pid) {
+  processes_.erase(pid);
+  stale_checked_ns_.erase(pid);
+}
+
+bool NativeUnwinder::Stale(Process& p, uint64_t pc) {
+  if (pc < kMinCodeAddress || p.Find(pc)) return false;
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+  uint64_t& last = stale_checked_ns_[p.ctx.pid];
+  if (last && now - last < kStaleCheckNs) return false;
+  last = now;
+  const inspect::Mapping* m = symbols_.FindMapping(p.ctx.pid, pc);
+  return m && m->executable && m->inode != 0;
+}
 
 NativeUnwinder::Process* NativeUnwinder::Get(pid_t pid) {
   auto it = processes_.find(pid);
@@ -290,12 +306,27 @@ std::vector<uint64_t> NativeUnwinder::Unwind(pid_t pid, const gf_user_regs& regs
   p->ctx.pages_used = 0;
   p->ctx.pages = &scratch_->pages;
   stats_.unwinds++;
-  if (fast_path_ && FastUnwind(*p, max_frames, pcs)) {
-    stats_.fast++;
-  } else {
+  for (int attempt = 0;; attempt++) {
+    if (fast_path_ && FastUnwind(*p, max_frames, pcs)) {
+      stats_.fast++;
+    } else {
+      pcs.clear();
+      stats_.fallback++;
+      DwflUnwind(*p, max_frames, pcs);
+    }
+    // Stopped in a library mapped since the modules were listed (dlopen()
+    // of a file no probe watches, e.g. a C++ extension through ctypes):
+    // list them again and unwind once more.
+    if (attempt > 0 || pcs.empty() || !Stale(*p, pcs.back())) break;
+    stats_.relisted++;
+    processes_.erase(pid);
+    p = Get(pid);
+    if (!p) return {};
+    p->ctx.regs = regs;
+    p->ctx.stack = stack;
+    p->ctx.pages_used = 0;
+    p->ctx.pages = &scratch_->pages;
     pcs.clear();
-    stats_.fallback++;
-    DwflUnwind(*p, max_frames, pcs);
   }
   stats_.frames += pcs.size();
   return pcs;

@@ -32,6 +32,7 @@ struct UnwindStats {
   uint64_t fast = 0;      // unwound from cached rows alone
   uint64_t fallback = 0;  // needed libdwfl (expression rules, PLT, no CFI)
   uint64_t failures = 0;  // the process's modules could not be set up
+  uint64_t relisted = 0;  // unwinds redone with the process's modules listed again (a library mapped since)
 };
 
 // The word at |addr| if it lies within |copy|, a copy of the stack from |sp|
@@ -63,6 +64,9 @@ class NativeUnwinder {
   struct Process;
   struct Scratch;
   Process* Get(pid_t pid);
+  // Whether an unwind that stopped at |pc| should be redone: |pc| lies in
+  // a file mapping that |p|'s module list, older than it, lacks.
+  bool Stale(Process& p, uint64_t pc);
   Dwfl* DwflFor(Process& p);
   bool FastUnwind(Process& p, size_t max_frames, std::vector<uint64_t>& pcs);
   void DwflUnwind(Process& p, size_t max_frames, std::vector<uint64_t>& pcs);
@@ -72,6 +76,11 @@ class NativeUnwinder {
   std::unique_ptr<Scratch> scratch_;
   bool fast_path_ = true;
   absl::flat_hash_map<pid_t, std::unique_ptr<Process>> processes_;
+  // When each process's maps were last looked at for Stale(): a pc in no
+  // mapping for good (JIT code, a garbage return address) costs a /proc
+  // read at most this often.
+  absl::flat_hash_map<pid_t, uint64_t> stale_checked_ns_;
+  static constexpr uint64_t kStaleCheckNs = 50'000'000;
   UnwindStats stats_;
 };
 

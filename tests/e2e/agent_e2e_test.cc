@@ -174,8 +174,8 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   // Its own cost, per BPF program (the kernel's run-time stats): the workload
   // ran the tensor-level program, for some time (> 0; the size is the host's).
   EXPECT_NE(res->body.find("\ngpuflame_bpf_stats_enabled 1\n"), std::string::npos) << res->body;
-  EXPECT_GT(Metric(metrics_port, "gpuflame_bpf_program_runs_total{program=\"torch_malloc\"}"), 0) << res->body;
-  EXPECT_GT(Metric(metrics_port, "gpuflame_bpf_program_run_seconds_total{program=\"torch_malloc\"}"), 0) << res->body;
+  EXPECT_GT(Metric(metrics_port, "gpuflame_bpf_program_runs_total{program=\"torch_report\"}"), 0) << res->body;
+  EXPECT_GT(Metric(metrics_port, "gpuflame_bpf_program_run_seconds_total{program=\"torch_report\"}"), 0) << res->body;
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   // The stop line counts the processes that were reported, exited ones too.
   EXPECT_EQ(agent.Log().find("from 0 processes"), std::string::npos) << agent.Log();

@@ -103,6 +103,62 @@ TEST_P(BackwardOriginTest, EngineThreadWorkLandsUnderTheCallerOfBackward) {
   EXPECT_TRUE(summary["warnings"].empty()) << summary.dump();
 }
 
+// Without the library's hooks (tensor events through the probes, no kernel
+// time): BPF finds the same caller (bpf/lib/backward_callers.bpf.h), and an
+// engine thread's allocation made while no single backward() call runs is
+// unwound from a stack copy, never from garbage frame pointers.
+TEST_P(BackwardOriginTest, ProbesLendTheCallersStackWithoutTheLibrary) {
+  GPUFLAME_REQUIRE_ROOT();
+  const Interpreter& py = GetParam();
+  std::string out = TempDir("backward-probes-" + py.label);
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q --tensor-events probes --no-kernel-time -o " + out +
+                   " -- " + py.path + " " + Workload("backward.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
+  auto alloc = Stacks(torch, "alloc_space");
+  auto inuse = Stacks(torch, "inuse_space");
+  const std::string step = "<module>;main;Trainer > step;";
+  EXPECT_EQ(alloc[step + "empty;Tensor > __init__;" + kLeaf], 32 * MiB) << Dump(alloc);
+  EXPECT_EQ(alloc[step + "backward;" + kEngine + ";" + kLeaf], 2 * 2 * 4 * MiB) << Dump(alloc);
+  EXPECT_EQ(inuse[step + "backward;" + kEngine + ";" + kLeaf], 2 * 4 * MiB) << Dump(inuse);
+  // Lent while the call ran, no longer once its exception unwound it.
+  EXPECT_EQ(alloc["<module>;main;Trainer > failing_step;backward;" + kEngine + ";" + kLeaf], 2 * 2 * MiB)
+      << Dump(alloc);
+  int64_t ambiguous = 0, workers = 0, alone = 0;
+  for (const auto& [stack, v] : alloc) {
+    if (stack.starts_with(kAmbiguous + ";")) ambiguous += v;
+    if (stack.find("Worker > run;backward;" + kEngine + ";") != std::string::npos) workers += v;
+    if (stack.find("<module>") == std::string::npos && stack.find("<autograd engine") == std::string::npos) {
+      alone += v;
+      // The engine thread's own frames, unwound: no raw garbage words.
+      EXPECT_TRUE(stack.ends_with(";" + kLeaf)) << stack;
+      EXPECT_EQ(stack.find(";0x"), std::string::npos) << stack;
+      EXPECT_FALSE(stack.starts_with("0x")) << stack;
+    }
+  }
+  EXPECT_GE(ambiguous, 2 * 5 * MiB) << Dump(alloc);
+  EXPECT_EQ(ambiguous + workers, 2 * 2 * 5 * MiB) << Dump(alloc);
+  EXPECT_EQ(alone, 2 * 1 * MiB + 2 * 3 * MiB) << Dump(alloc);
+  EXPECT_EQ(Total(torch, "alloc_space"), (32 + 16 + 4 + 8 + 20) * MiB) << Dump(alloc);
+
+  auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_EQ(summary["inprocess"]["events"], 0) << summary["inprocess"].dump();
+  const auto& lent = summary["backward_callers_lent"];
+  // The tensor allocations above, and the device-level calls the engine
+  // thread's caching allocator made for them (their number is its business).
+  EXPECT_GE(lent["allocations"].get<int>() + lent["allocations_ambiguous"].get<int>(), 2 * 2 + 2 + 2 * 2)
+      << lent.dump();
+  pprof::Profile device;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &device));
+  int64_t device_lent = 0;
+  for (const auto& [stack, v] : Stacks(device, "alloc_space"))
+    if (stack.starts_with(step + "backward;" + kEngine + ";") && stack.ends_with(";cudaMalloc")) device_lent += v;
+  EXPECT_GT(device_lent, 0) << Dump(Stacks(device, "alloc_space"));
+  EXPECT_EQ(summary["bpf"]["backward_calls"], 2 + 1 + 2) << summary["bpf"].dump();
+  EXPECT_EQ(summary["bpf"]["backward_calls_untracked"], 0) << summary["bpf"].dump();
+}
+
 TEST(BackwardOriginTest, AWorkerThreadWithoutAnyPythonStateIsAttributedToo) {
   // PyTorch's engine threads hold an idle Python thread state; a plain
   // native worker (GF_SIM_ENGINE_NO_PYTHON=1) holds none: both run no Python.

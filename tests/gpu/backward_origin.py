@@ -13,6 +13,8 @@ launches must land under `Trainer > step` > ... > `<autograd engine>`.
       prints what share of tensor bytes and kernel time has a Python caller,
       how much went through <autograd engine>, and compares with the files
       above; exits 1 if the engine hook was not live or a share is < 99 %.
+      With --probes: a `record --tensor-events probes --no-kernel-time` run
+      (the agent's path where the workload does not load the library).
 
 Run (on the GPU host, gpuflame built there or from scripts/gpu-bundle.sh):
   sudo build/gpuflame record -o /tmp/bw -- python3 tests/gpu/backward_origin.py --stats /tmp/bw-stats.json
@@ -86,7 +88,7 @@ def check(args):
     print(f"autograd hook per torch process: {hooks}; inprocess: {json.dumps(summary['inprocess'])}")
     for w in summary.get("warnings", []):
         print(f"warning: {w}")
-    if "live" not in hooks:
+    if "live" not in hooks and not args.probes:
         print("FAIL: the Engine::execute hook did not go live (see autograd_hook above)")
         ok = False
 
@@ -99,9 +101,11 @@ def check(args):
     def engine(frames):
         return "<autograd engine>" in frames
 
-    for name, path in (("torch_memory alloc_space", "torch_memory.alloc_space.folded"),
-                       ("torch_memory inuse_space", "torch_memory.inuse_space.folded"),
-                       ("gpu_kernel time", "gpu_kernel.time.folded")):
+    profiles = [("torch_memory alloc_space", "torch_memory.alloc_space.folded"),
+                ("torch_memory inuse_space", "torch_memory.inuse_space.folded")]
+    if not args.probes:
+        profiles.append(("gpu_kernel time", "gpu_kernel.time.folded"))
+    for name, path in profiles:
         stacks = load(f"{out}/{path}")
         p, total, r = share(stacks, has_python)
         s, _, rs = share(stacks, in_step)
@@ -114,7 +118,7 @@ def check(args):
                                 key=lambda kv: -kv[1])[:5]:
                 print(f"  {v}  {st[:300]}")
             ok = False
-    kernels = load(f"{out}/gpu_kernel.time.folded")
+    kernels = {} if args.probes else load(f"{out}/gpu_kernel.time.folded")
     print("heaviest kernel stacks through <autograd engine>:")
     for st, v in sorted(((st, v) for st, v in kernels.items() if engine(st.split(";"))), key=lambda kv: -kv[1])[:3]:
         frames = st.split(";")
@@ -126,7 +130,7 @@ def check(args):
         truth = stats.get('allocated_bytes.all.allocated') or 0
         print(f"torch_memory alloc_space {alloc} vs memory_stats allocated_bytes.all.allocated "
               f"{truth} (ratio {alloc / truth if truth else 0:.4f}; exact: 1, sampled: an estimate)")
-    if args.profile:
+    if args.profile and not args.probes:
         prof = json.load(open(args.profile))
         step_ns, _, _ = share(kernels, in_step)
         print(f"gpu_kernel under Trainer > step: {step_ns / 1e6:.2f} ms; torch.profiler (separate run, same steps): "
@@ -141,6 +145,8 @@ def main():
     ap.add_argument("--stats")
     ap.add_argument("--profile")
     ap.add_argument("--check")
+    ap.add_argument("--probes", action="store_true",
+                    help="with --check: a memory-only run whose tensor events came through the probes")
     args = ap.parse_args()
     if args.check:
         sys.exit(check(args))

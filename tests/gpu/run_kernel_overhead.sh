@@ -8,7 +8,8 @@
 # whether the in-process walker's checks pass on real PyTorch. Carries a
 # build from scripts/gpu-bundle.sh (.carry/). Output goes to $OUT.
 #   ROUNDS (10), ITERS (launch model steps per round, 100),
-#   LARGE_ITERS (10), SKIP_LARGE=1, ON_S / ONE_IN (the duty cycle: 1 / 10)
+#   LARGE_ITERS (10), ON_S / ONE_IN (the duty cycle: 1 / 10); parts are
+#   skipped with SKIP_LAUNCH, SKIP_MEMORY, SKIP_LARGE, SKIP_RECORD, SKIP_BACKWARD
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -24,8 +25,10 @@ harness() {
   "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/step_workload.py" --kernel-time \
       --injection "$bundle/libgpuflame_cupti.so" --modes "$modes" "$@" || status=1
 }
-echo "== launch-bound GPT: kernel time, memory in-process (duty cycle ${GPUFLAME_ACTIVITY_ON_S} s in ${GPUFLAME_ACTIVITY_ONE_IN})"
-harness --rounds "${ROUNDS:-10}" --iters "${ITERS:-100}"
+if [ -z "${SKIP_LAUNCH:-}" ]; then
+  echo "== launch-bound GPT: kernel time, memory in-process (duty cycle ${GPUFLAME_ACTIVITY_ON_S} s in ${GPUFLAME_ACTIVITY_ONE_IN})"
+  harness --rounds "${ROUNDS:-10}" --iters "${ITERS:-100}"
+fi
 if [ -z "${SKIP_MEMORY:-}" ]; then
   echo "== launch-bound GPT: memory only (the tensor hook alone)"
   "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/step_workload.py" \
@@ -36,6 +39,7 @@ if [ -z "${SKIP_LARGE:-}" ]; then
   echo "== ~1B-parameter GPT"
   GPUFLAME_BENCH_MODEL=large harness --rounds "${LARGE_ROUNDS:-6}" --iters "${LARGE_ITERS:-10}"
 fi
+if [ -z "${SKIP_RECORD:-}" ]; then
 echo "== record, sampled activity, library debug output"
 GPUFLAME_CUPTI_DEBUG=1 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ON_S=0.5 GPUFLAME_ACTIVITY_ONE_IN=4 \
   "$bundle/gpuflame" record -q --kernel-activity sampled -o "$out/sampled" -- \
@@ -55,7 +59,8 @@ for f in "$out/exact/torch_memory.alloc_space.folded" "$out/exact/gpu_kernel.tim
   awk -v f="$(basename "$f")" '{n = $NF; t += n; if ($0 ~ /Trainer > step/) s += n}
        END {printf "%s: %.1f%% under Trainer > step\n", f, t ? 100 * s / t : 0}' "$f" || status=1
 done
-python3 -c "import json; print('self_cost.library', json.load(open('$out/exact/summary.json'))['self_cost']['library'])"
+python3 -c "import json; d = json.load(open('$out/exact/summary.json')); print('self_cost.library', d['self_cost']['library']); print('gates', d.get('gates'))"
+fi
 if [ -z "${SKIP_BACKWARD:-}" ]; then
   echo "== backward() attributed to its caller (tests/gpu/backward_origin.py)"
   lib=$($py -c 'import torch,os;print(os.path.join(os.path.dirname(torch.__file__),"lib"))')
@@ -69,6 +74,11 @@ if [ -z "${SKIP_BACKWARD:-}" ]; then
     $py "$here/backward_origin.py" --steps 50 --stats "$out/bw-sampled-stats.json" || status=1
   $py "$here/backward_origin.py" --check "$out/bw-sampled" --stats "$out/bw-sampled-stats.json" || status=1
   python3 -c "import json; d = json.load(open('$out/bw-sampled/summary.json')); print('sampled:', d['events']['sampled_allocs'], 'of', d['events']['allocs'], 'allocations taken by sampling;', d['inprocess']['events'], 'events sent of', d['self_cost']['library']['tensor_events'], 'seen; processes', [p.get('tensor_sample_bytes') for p in d['processes']])"
+  echo "== the same through the probes (the agent's path where the workload does not load the library)"
+  "$bundle/gpuflame" record -q --tensor-events probes --no-kernel-time -o "$out/bw-probes" -- \
+    $py "$here/backward_origin.py" --steps 50 --stats "$out/bw-probes-stats.json" || status=1
+  $py "$here/backward_origin.py" --check "$out/bw-probes" --probes --stats "$out/bw-probes-stats.json" || status=1
+  awk '{print $NF "\t" $0}' "$out/bw-probes/torch_memory.alloc_space.folded" | sort -nr | head -12 | cut -f2 | cut -c1-400
 fi
-tar -C "$out" -czf "$out/outputs.tgz" sampled exact sampled.log exact.log bw bw-sampled 2>/dev/null
+tar -C "$out" -czf "$out/outputs.tgz" sampled exact sampled.log exact.log bw bw-sampled bw-probes 2>/dev/null
 exit $status
