@@ -106,6 +106,47 @@ absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
   return out;
 }
 
+std::optional<uint64_t> ElfFile::ExportedFunctionOffset(const std::string& path, std::string_view name) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return std::nullopt;
+  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  GElf_Ehdr ehdr;
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF || !gelf_getehdr(elf.get(), &ehdr) || ehdr.e_machine != EM_X86_64)
+    return std::nullopt;
+  std::optional<uint64_t> vaddr;
+  Elf_Scn* scn = nullptr;
+  size_t sections = 0;
+  while (!vaddr && (scn = elf_nextscn(elf.get(), scn)) != nullptr && sections++ < 65536) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data) continue;
+    // Names are compared in place (the file is mapped): nothing is copied or sorted.
+    const size_t count = std::min<size_t>(sh.sh_size / sh.sh_entsize, kMaxSymbols);
+    for (size_t j = 0; j < count; j++) {
+      GElf_Sym sym;
+      if (!gelf_getsym(data, static_cast<int>(j), &sym)) break;
+      if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0 || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
+      const char* s = elf_strptr(elf.get(), sh.sh_link, sym.st_name);
+      if (s && strnlen(s, kMaxSymbolName) == name.size() && std::memcmp(s, name.data(), name.size()) == 0) {
+        vaddr = sym.st_value;
+        break;
+      }
+    }
+  }
+  if (!vaddr) return std::nullopt;
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf.get(), &phnum) != 0) return std::nullopt;
+  for (size_t i = 0; i < phnum && i < 4096; i++) {
+    GElf_Phdr ph;
+    if (gelf_getphdr(elf.get(), static_cast<int>(i), &ph) && ph.p_type == PT_LOAD && *vaddr >= ph.p_vaddr &&
+        *vaddr - ph.p_vaddr < ph.p_filesz)
+      return *vaddr - ph.p_vaddr + ph.p_offset;
+  }
+  return std::nullopt;
+}
+
 std::string_view ElfFile::NameOf(const Symbol& s) const {
   return std::string_view(names_.data() + s.name_offset);
 }

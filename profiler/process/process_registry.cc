@@ -213,6 +213,22 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   // The library's hook serves it. Not remembered as attached: a process
   // without the library that maps the same file gets the probes.
   if (kind == LibraryKind::kTorchCuda && TensorInProcess(info)) return;
+  if (kind == LibraryKind::kTorchAutograd) {
+    // Whom autograd's engine threads work for, in BPF (bpf/autograd_origin.bpf.h):
+    // a trap per backward() call, in every PyTorch process: the probes'
+    // tensor events and every CPU sample need it; the library's launches
+    // carry their own. One symbol, looked up without indexing the file (the
+    // process may be waiting at a gate); once per file, found or not.
+    inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
+    if (!file.ok()) return;  // gone: the next process mapping it tries again
+    const std::string path = file.path();
+    if (auto offset = symbolizer::ElfFile::ExportedFunctionOffset(path, GF_TORCH_ENGINE_EXECUTE_SYMBOL)) {
+      if (auto st = probes_.AttachUprobe(path, *offset, ProbeProgram::kEngineExecute, false, 0); !st.ok())
+        Warn(absl::StrCat("pid ", pid, ": backward() callers unavailable: ", st.message()));
+    }
+    attached_.emplace(key, kind);
+    return;
+  }
   // Pinned open: a short-lived process may exit while we attach. If it is
   // already gone, the next process mapping this file tries again.
   inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
@@ -245,20 +261,6 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
     }
     SayHello(path, *elf);
-    attached_.emplace(key, kind);
-    return;
-  }
-  if (kind == LibraryKind::kTorchAutograd) {
-    // Whom autograd's engine threads work for, in BPF (bpf/autograd_origin.bpf.h):
-    // a trap per backward() call, in every PyTorch process: the probes'
-    // tensor events and every CPU sample need it; the library's launches
-    // carry their own. Looked at once per file, found or not.
-    auto vaddr = elf->FindSymbol(GF_TORCH_ENGINE_EXECUTE_SYMBOL);
-    auto offset = vaddr ? elf->VaddrToOffset(*vaddr) : std::nullopt;
-    if (offset) {
-      if (auto st = probes_.AttachUprobe(path, *offset, ProbeProgram::kEngineExecute, false, 0); !st.ok())
-        Warn(absl::StrCat("pid ", pid, ": backward() callers unavailable: ", st.message()));
-    }
     attached_.emplace(key, kind);
     return;
   }

@@ -6,16 +6,8 @@
 # without the agent, then RUNS times with it (the first one meets the gates),
 # and reads the agent's /metrics. Carries a build from scripts/gpu-bundle.sh
 # (.carry/). Output goes to $OUT.   RUNS (4), PORT (9400)
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bundle=$root/.carry
-export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-out=${OUT:-/tmp/gpuflame-gpu}
-mkdir -p "$out"
-py=${PYTHON:-python3}
+. "$(dirname "$0")/common.sh"
 port=${PORT:-9400}
-status=0
 short() {
   local t0 t1
   t0=$(date +%s%N)

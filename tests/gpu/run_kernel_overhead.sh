@@ -10,15 +10,7 @@
 #   ROUNDS (10), ITERS (launch model steps per round, 100),
 #   LARGE_ITERS (10), ON_S / ONE_IN (the duty cycle: 1 / 10); parts are
 #   skipped with SKIP_LAUNCH, SKIP_MEMORY, SKIP_LARGE, SKIP_RECORD, SKIP_BACKWARD
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bundle=$root/.carry
-export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-out=${OUT:-/tmp/gpuflame-gpu}
-mkdir -p "$out"
-py=${PYTHON:-python3}
-status=0
+. "$(dirname "$0")/common.sh"
 export GPUFLAME_ACTIVITY_ON_S=${ON_S:-1} GPUFLAME_ACTIVITY_ONE_IN=${ONE_IN:-10}
 modes=none,inprocess,inprocess-exact,history-python
 harness() {
@@ -40,26 +32,26 @@ if [ -z "${SKIP_LARGE:-}" ]; then
   GPUFLAME_BENCH_MODEL=large harness --rounds "${LARGE_ROUNDS:-6}" --iters "${LARGE_ITERS:-10}"
 fi
 if [ -z "${SKIP_RECORD:-}" ]; then
-echo "== record, sampled activity, library debug output"
-GPUFLAME_CUPTI_DEBUG=1 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ON_S=0.5 GPUFLAME_ACTIVITY_ONE_IN=4 \
-  "$bundle/gpuflame" record -q --kernel-activity sampled -o "$out/sampled" -- \
-  $py "$here/train_bench.py" --steps 400 2> "$out/sampled.log" || status=1
-grep -v 'flush$' "$out/sampled.log" | sort | uniq -c | sort -rn | head -20
-python3 - "$out/sampled" <<'PY'
+  echo "== record, sampled activity, library debug output"
+  GPUFLAME_CUPTI_DEBUG=1 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ON_S=0.5 GPUFLAME_ACTIVITY_ONE_IN=4 \
+    "$bundle/gpuflame" record -q --kernel-activity sampled -o "$out/sampled" -- \
+    $py "$here/train_bench.py" --steps 400 2> "$out/sampled.log" || status=1
+  grep -v 'flush$' "$out/sampled.log" | sort | uniq -c | sort -rn | head -20
+  python3 - "$out/sampled" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1] + "/summary.json"))
 print("gpu_kernels", json.dumps(d["gpu_kernels"]))
 print("inprocess", json.dumps(d.get("inprocess")))
 print("tensor", json.dumps({k: d[k] for k in d if "tensor" in k}))
 PY
-"$bundle/gpuflame" record -q -o "$out/exact" -- $py "$here/train_bench.py" --steps 200 2> "$out/exact.log" || status=1
-tail -3 "$out/exact.log"
-# The in-process walker on real PyTorch: tensor stacks under Trainer > step.
-for f in "$out/exact/torch_memory.alloc_space.folded" "$out/exact/gpu_kernel.time.folded"; do
-  awk -v f="$(basename "$f")" '{n = $NF; t += n; if ($0 ~ /Trainer > step/) s += n}
-       END {printf "%s: %.1f%% under Trainer > step\n", f, t ? 100 * s / t : 0}' "$f" || status=1
-done
-python3 -c "import json; d = json.load(open('$out/exact/summary.json')); print('self_cost.library', d['self_cost']['library']); print('gates', d.get('gates'))"
+  "$bundle/gpuflame" record -q -o "$out/exact" -- $py "$here/train_bench.py" --steps 200 2> "$out/exact.log" || status=1
+  tail -3 "$out/exact.log"
+  # The in-process walker on real PyTorch: tensor stacks under Trainer > step.
+  for f in "$out/exact/torch_memory.alloc_space.folded" "$out/exact/gpu_kernel.time.folded"; do
+    awk -v f="$(basename "$f")" '{n = $NF; t += n; if ($0 ~ /Trainer > step/) s += n}
+         END {printf "%s: %.1f%% under Trainer > step\n", f, t ? 100 * s / t : 0}' "$f" || status=1
+  done
+  python3 -c "import json; d = json.load(open('$out/exact/summary.json')); print('self_cost.library', d['self_cost']['library']); print('gates', d.get('gates'))"
 fi
 if [ -z "${SKIP_BACKWARD:-}" ]; then
   echo "== backward() attributed to its caller (tests/gpu/backward_origin.py)"

@@ -8,16 +8,8 @@
 #     sampling, and every launch): step time and per-launch cost.
 # Every command is bounded; one that overruns gets its processes' states and
 # kernel stacks dumped (a device lease is too short to lose to a hang).
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bundle=$root/.carry
-export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-out=${OUT:-/tmp/gpuflame-gpu}/kernels
-mkdir -p "$out"
-py=${PYTHON:-python3}
+GF_OUT_SUFFIX=/kernels . "$(dirname "$0")/common.sh"
 w="$here/kernel_workload.py"
-status=0
 
 # guarded NAME SECONDS CMD...: stdout to $out/NAME.out, stderr to NAME.err.
 guarded() {

@@ -3,17 +3,9 @@
 # on the development machine (scripts/gpu-bundle.sh puts it in .carry/), then
 # profiles torch_workload.py with the default allocator and with
 # expandable_segments, and checks the profiles. Output goes to $OUT.
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bundle=$root/.carry
-export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-out=${OUT:-/tmp/gpuflame-gpu}
-mkdir -p "$out"
-py=${PYTHON:-python3}
+. "$(dirname "$0")/common.sh"
 echo "== host"; uname -r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 $py -c 'import torch, sys; print("torch", torch.__version__, "python", sys.version.split()[0])'
-status=0
 for conf in "" "expandable_segments:True"; do
   name=default; [ -n "$conf" ] && name=expandable
   echo "== run: $name (PYTORCH_CUDA_ALLOC_CONF=$conf)"

@@ -6,15 +6,7 @@
 # record's gates hold its command, twice, 6 s apart (the second after the
 # first session's probes have left the kernel). Carries a build from
 # scripts/gpu-bundle.sh (.carry/). Output goes to $OUT.
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bundle=$root/.carry
-export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-out=${OUT:-/tmp/gpuflame-gpu}
-mkdir -p "$out"
-py=${PYTHON:-python3}
-status=0
+. "$(dirname "$0")/common.sh"
 echo "== backward() through the probes: record --tensor-events probes --no-kernel-time"
 "$bundle/gpuflame" record -q --tensor-events probes --no-kernel-time -o "$out/bw-probes" -- \
   $py "$here/backward_origin.py" --steps 50 --stats "$out/bw-probes-stats.json" || status=1

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 
 #include "base/scoped_fd.h"
+#include "bpf/gpuflame_abi.h"
 #include "symbolizer/build_id_index.h"
 #include "symbolizer/demangle.h"
 #include "symbolizer/dwarf_inlines.h"
@@ -120,6 +121,20 @@ TEST(ElfFileTest, ReadsTheFixtureRuntime) {
   EXPECT_TRUE(elf->VaddrToOffset(*addr).has_value());
   EXPECT_FALSE(elf->build_id().empty());
   EXPECT_FALSE(elf->is_executable_type());
+}
+
+TEST(ElfFileTest, FindsOneExportedFunctionWithoutIndexing) {
+  const std::string path = GPUFLAME_SIM_DIR "/libtorch_cpu.so";
+  auto elf = ElfFile::Open(path);
+  ASSERT_TRUE(elf.ok()) << elf.status();
+  auto addr = elf->FindSymbol(GF_TORCH_ENGINE_EXECUTE_SYMBOL);
+  ASSERT_TRUE(addr.has_value());
+  EXPECT_EQ(ElfFile::ExportedFunctionOffset(path, GF_TORCH_ENGINE_EXECUTE_SYMBOL), elf->VaddrToOffset(*addr));
+  // A prefix, an import, a missing file and a non-ELF file find nothing.
+  EXPECT_FALSE(ElfFile::ExportedFunctionOffset(path, "_ZN5torch8autograd6Engine7executeE").has_value());
+  EXPECT_FALSE(ElfFile::ExportedFunctionOffset(GPUFLAME_SIM_DIR "/libcudart.so.13", "cuMemAlloc_v2").has_value());
+  EXPECT_FALSE(ElfFile::ExportedFunctionOffset("/nonexistent/libtorch_cpu.so", "f").has_value());
+  EXPECT_FALSE(ElfFile::ExportedFunctionOffset("/proc/self/status", "f").has_value());
 }
 
 TEST(ElfFileTest, RejectsNonElfAndMissingFiles) {
