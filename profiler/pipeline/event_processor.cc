@@ -282,11 +282,19 @@ void EventProcessor::OnLibCost(const gf_event& ev) {
 }
 
 bool EventProcessor::SupersededByInProcess(const gf_event& ev) {
-  if (ev.domain != GF_DOMAIN_TORCH || inprocess_since_.empty()) return false;
+  if (ev.domain != GF_DOMAIN_TORCH) return false;
   auto it = inprocess_since_.find(ev.pid);
-  if (it == inprocess_since_.end() || ev.ts_ns < it->second) return false;
-  stats_.bpf_tensor_events_superseded++;
-  return true;
+  bool superseded = it != inprocess_since_.end() && ev.ts_ns >= it->second;
+  // Decided in-process, hook not heard yet: its batches trail the probes'
+  // records by up to a flush period, so the same allocation would come
+  // twice. The library reports it; if its hook never goes live, the
+  // registry moves the process to the probes (and says what was missed).
+  if (!superseded && registry_) {
+    const ProcessInfo* info = registry_->Find(static_cast<pid_t>(ev.pid));
+    superseded = info && info->tensor_inprocess.value_or(false);
+  }
+  if (superseded) stats_.bpf_tensor_events_superseded++;
+  return superseded;
 }
 
 void EventProcessor::OnTensorBatch(const gf_event& outer, std::span<const uint8_t> payload) {
