@@ -26,37 +26,60 @@ struct ElfCloser {
   void operator()(Elf* e) const { elf_end(e); }
 };
 
+// An x86-64 ELF file opened for libelf (mapped, read lazily).
+struct OpenedElf {
+  base::ScopedFd fd;  // before |elf|, so closed after it: libelf reads through it until elf_end
+  std::unique_ptr<Elf, ElfCloser> elf;
+  GElf_Ehdr ehdr;
+};
+
+absl::StatusOr<OpenedElf> OpenX86Elf(const std::string& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return absl::InternalError("libelf: version mismatch");
+  OpenedElf o;
+  o.fd = base::ScopedFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!o.fd) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  o.elf.reset(elf_begin(o.fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (!o.elf || elf_kind(o.elf.get()) != ELF_K_ELF)
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not an ELF file"));
+  if (!gelf_getehdr(o.elf.get(), &o.ehdr) || o.ehdr.e_machine != EM_X86_64)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not an x86-64 ELF file"));
+  return o;
+}
+
+std::vector<LoadSegment> LoadSegments(Elf* elf) {
+  std::vector<LoadSegment> loads;
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf, &phnum) != 0) phnum = 0;
+  for (size_t i = 0; i < phnum && i < 4096; i++) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(elf, static_cast<int>(i), &ph)) continue;
+    if (ph.p_type == PT_LOAD)
+      loads.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz, (ph.p_flags & PF_X) != 0});
+  }
+  return loads;
+}
+
+std::optional<uint64_t> OffsetOf(const std::vector<LoadSegment>& loads, uint64_t vaddr) {
+  for (const LoadSegment& l : loads)
+    if (vaddr >= l.vaddr && vaddr < l.vaddr + l.filesz) return vaddr - l.vaddr + l.offset;
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return absl::InternalError("libelf: version mismatch");
-  // Declared before |elf|, so destroyed after it: libelf reads through the fd until elf_end.
-  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
-  if (!elf || elf_kind(elf.get()) != ELF_K_ELF)
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not an ELF file"));
-  GElf_Ehdr ehdr;
-  if (!gelf_getehdr(elf.get(), &ehdr) || ehdr.e_machine != EM_X86_64)
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not an x86-64 ELF file"));
+  auto opened = OpenX86Elf(path);
+  if (!opened.ok()) return opened.status();
+  Elf* elf = opened->elf.get();
 
   ElfFile out;
   out.path_ = path;
-  out.is_exec_ = ehdr.e_type == ET_EXEC;
-
-  size_t phnum = 0;
-  if (elf_getphdrnum(elf.get(), &phnum) != 0) phnum = 0;
-  for (size_t i = 0; i < phnum && i < 4096; i++) {
-    GElf_Phdr ph;
-    if (!gelf_getphdr(elf.get(), static_cast<int>(i), &ph)) continue;
-    if (ph.p_type == PT_LOAD)
-      out.loads_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz,
-                            (ph.p_flags & PF_X) != 0});
-  }
+  out.is_exec_ = opened->ehdr.e_type == ET_EXEC;
+  out.loads_ = LoadSegments(elf);
 
   Elf_Scn* scn = nullptr;
   size_t sections = 0;
-  while ((scn = elf_nextscn(elf.get(), scn)) != nullptr && sections++ < 65536) {
+  while ((scn = elf_nextscn(elf, scn)) != nullptr && sections++ < 65536) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh)) continue;
     if (sh.sh_type == SHT_NOTE && out.build_id_.empty()) {
@@ -90,7 +113,7 @@ absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
       if (type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC && type != STT_TLS)
         continue;
       if (type == STT_TLS) continue;  // TLS offsets are not addresses
-      const char* name = elf_strptr(elf.get(), sh.sh_link, sym.st_name);
+      const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
       if (!name || !*name) continue;
       size_t len = strnlen(name, kMaxSymbolName);
       if (out.names_.size() + len + 1 > kMaxNameBytes) break;
@@ -107,17 +130,13 @@ absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
 }
 
 std::optional<uint64_t> ElfFile::ExportedFunctionOffset(const std::string& path, std::string_view name) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return std::nullopt;
-  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return std::nullopt;
-  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
-  GElf_Ehdr ehdr;
-  if (!elf || elf_kind(elf.get()) != ELF_K_ELF || !gelf_getehdr(elf.get(), &ehdr) || ehdr.e_machine != EM_X86_64)
-    return std::nullopt;
+  auto opened = OpenX86Elf(path);
+  if (!opened.ok()) return std::nullopt;
+  Elf* elf = opened->elf.get();
   std::optional<uint64_t> vaddr;
   Elf_Scn* scn = nullptr;
   size_t sections = 0;
-  while (!vaddr && (scn = elf_nextscn(elf.get(), scn)) != nullptr && sections++ < 65536) {
+  while (!vaddr && (scn = elf_nextscn(elf, scn)) != nullptr && sections++ < 65536) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0) continue;
     Elf_Data* data = elf_getdata(scn, nullptr);
@@ -128,23 +147,14 @@ std::optional<uint64_t> ElfFile::ExportedFunctionOffset(const std::string& path,
       GElf_Sym sym;
       if (!gelf_getsym(data, static_cast<int>(j), &sym)) break;
       if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0 || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
-      const char* s = elf_strptr(elf.get(), sh.sh_link, sym.st_name);
+      const char* s = elf_strptr(elf, sh.sh_link, sym.st_name);
       if (s && strnlen(s, kMaxSymbolName) == name.size() && std::memcmp(s, name.data(), name.size()) == 0) {
         vaddr = sym.st_value;
         break;
       }
     }
   }
-  if (!vaddr) return std::nullopt;
-  size_t phnum = 0;
-  if (elf_getphdrnum(elf.get(), &phnum) != 0) return std::nullopt;
-  for (size_t i = 0; i < phnum && i < 4096; i++) {
-    GElf_Phdr ph;
-    if (gelf_getphdr(elf.get(), static_cast<int>(i), &ph) && ph.p_type == PT_LOAD && *vaddr >= ph.p_vaddr &&
-        *vaddr - ph.p_vaddr < ph.p_filesz)
-      return *vaddr - ph.p_vaddr + ph.p_offset;
-  }
-  return std::nullopt;
+  return vaddr ? OffsetOf(LoadSegments(elf), *vaddr) : std::nullopt;
 }
 
 std::string_view ElfFile::NameOf(const Symbol& s) const {
@@ -177,11 +187,7 @@ std::optional<ElfFile::Hit> ElfFile::Lookup(uint64_t vaddr) const {
   return std::nullopt;
 }
 
-std::optional<uint64_t> ElfFile::VaddrToOffset(uint64_t vaddr) const {
-  for (const LoadSegment& l : loads_)
-    if (vaddr >= l.vaddr && vaddr < l.vaddr + l.filesz) return vaddr - l.vaddr + l.offset;
-  return std::nullopt;
-}
+std::optional<uint64_t> ElfFile::VaddrToOffset(uint64_t vaddr) const { return OffsetOf(loads_, vaddr); }
 
 std::optional<uint64_t> ElfFile::LoadBias(uint64_t map_start, uint64_t map_offset) const {
   if (is_exec_) return 0;

@@ -260,9 +260,4 @@ static __always_inline __u32 gf_walk_python_fp(const struct gf_py_proc *cfg, str
   return gf_walk_tstate(cfg, tstate, frames, flags, fingerprint);
 }
 
-static __always_inline __u32 gf_walk_python(const struct gf_py_proc *cfg, struct gf_py_frame *frames,
-                                            __u32 *flags) {
-  return gf_walk_python_fp(cfg, frames, flags, 0);
-}
-
 #endif /* GPUFLAME_BPF_LIB_PYTHON_STACK_BPF_H_ */

@@ -84,6 +84,31 @@ static __always_inline __u32 gf_lend_backward_caller(const struct gf_py_proc *py
   return n;
 }
 
+/* Adds the registers and a copy of the user stack to |r|, whose header and
+ * Python frames are filled, and emits it. */
+static __always_inline void emit_with_user_stack(struct gf_record_native *r, struct pt_regs *ctx) {
+  r->regs.ip = PT_REGS_IP(ctx);
+  r->regs.sp = PT_REGS_SP(ctx);
+  r->regs.bp = ctx->bp;
+  /* The stack may end (a thread's stack top, the main stack's environment)
+   * anywhere above sp, and a read that crosses its end fails whole: copy to
+   * the end of sp's page (always mapped), then page by page. */
+  __u64 sp = r->regs.sp;
+  __u32 len = 0;
+  for (int i = 0; i < GF_USER_STACK_BYTES / 4096 + 1; i++) {
+    __u32 chunk = i == 0 ? 4096 - (__u32)(sp & 4095) : 4096;
+    if (len + chunk > GF_USER_STACK_BYTES)
+      chunk = GF_USER_STACK_BYTES - len;
+    if (chunk == 0 || chunk > 4096)
+      break;
+    if (bpf_probe_read_user(&r->stack[len & (GF_USER_STACK_BYTES - 1)], chunk, (const void *)(sp + len)))
+      break;
+    len += chunk;
+  }
+  r->ev.user_stack_len = len > GF_USER_STACK_BYTES ? GF_USER_STACK_BYTES : len;
+  emit(r, GF_NATIVE_RECORD_BYTES, false);
+}
+
 /* Emits an allocation with its Python stack, registers and a copy of the
  * user stack, for native unwinding in user space. */
 static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kind, __u8 domain,
@@ -112,26 +137,7 @@ static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kin
       n = gf_lend_backward_caller(py, &r->ev, r->py, fingerprint);
     r->ev.py_count = n > GF_MAX_PY_FRAMES ? GF_MAX_PY_FRAMES : n;
   }
-  r->regs.ip = PT_REGS_IP(ctx);
-  r->regs.sp = PT_REGS_SP(ctx);
-  r->regs.bp = ctx->bp;
-  /* The stack may end (a thread's stack top, the main stack's environment)
-   * anywhere above sp, and a read that crosses its end fails whole: copy to
-   * the end of sp's page (always mapped), then page by page. */
-  __u64 sp = r->regs.sp;
-  __u32 len = 0;
-  for (int i = 0; i < GF_USER_STACK_BYTES / 4096 + 1; i++) {
-    __u32 chunk = i == 0 ? 4096 - (__u32)(sp & 4095) : 4096;
-    if (len + chunk > GF_USER_STACK_BYTES)
-      chunk = GF_USER_STACK_BYTES - len;
-    if (chunk == 0 || chunk > 4096)
-      break;
-    if (bpf_probe_read_user(&r->stack[len & (GF_USER_STACK_BYTES - 1)], chunk, (const void *)(sp + len)))
-      break;
-    len += chunk;
-  }
-  r->ev.user_stack_len = len > GF_USER_STACK_BYTES ? GF_USER_STACK_BYTES : len;
-  emit(r, GF_NATIVE_RECORD_BYTES, false);
+  emit_with_user_stack(r, ctx);
 }
 
 /* Emits an event (an allocation, a CPU sample, a launch) with the calling
@@ -177,9 +183,15 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
        * outside backward, or while several run): unwind it as device-level
        * allocations are, from a stack copy. The frame-pointer chain of
        * libraries built without frame pointers (PyTorch's) is garbage after
-       * the first frame. Rare: such threads make few allocations. */
-      submit_with_user_stack(ctx, kind, domain, api, flags, addr, size, arg0, arg1, arg2);
-      return;
+       * the first frame. Rare: such threads make few allocations. The
+       * header as walked (no frames; an ambiguous count) goes with it. */
+      struct gf_record_native *nr = bpf_map_lookup_elem(&scratch_native, &zero);
+      if (nr) {
+        __builtin_memcpy(&nr->ev, &r->ev, sizeof(r->ev));
+        nr->ev.flags |= GF_EVF_USER_STACK;
+        emit_with_user_stack(nr, (struct pt_regs *)ctx);
+        return;
+      }
     }
   }
   if (n == 0 && capture_native_fallback) {
