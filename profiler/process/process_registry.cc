@@ -389,12 +389,16 @@ void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated, uint64_t inode, uin
     if (WaitStopped(pid, 2000)) Scan(pid);
     if (inode) Cover(inode, dev);
     kill(pid, SIGCONT);
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+    // Its hook's 3 s count from here: a process we held cannot start it (a
+    // loaded machine held one 4.4 s attaching the library's probes).
+    if (ProcessInfo* info = Find(pid); info && info->has_cupti && info->tensor_hook == 0)
+      info->tensor_wait_since_ns = static_cast<int64_t>(now);
     // ld.so maps the rest of a library's dependencies after it: looked for again.
     rescans_[pid] = 3;
     if (stopped_ns) {
-      timespec ts{};
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
       const uint64_t pause = now > stopped_ns ? now - stopped_ns : 0;
       if (gate_pauses_ns_.size() >= kMaxPauses) gate_pauses_ns_.erase(gate_pauses_ns_.begin());
       gate_pauses_ns_.push_back(pause);

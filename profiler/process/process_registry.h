@@ -41,7 +41,7 @@ struct ProcessInfo {
   // Its tensor events come from libgpuflame_cupti.so's in-process hook, so
   // it needs no probe on libc10_cuda.so (decided once, see TensorInProcess).
   std::optional<bool> tensor_inprocess;
-  int64_t tensor_wait_since_ns = 0;  // in-process: when the library mapped (its hook is due)
+  int64_t tensor_wait_since_ns = 0;  // in-process: its hook is due 3 s after this (library mapped, or last released from a gate)
   bool has_cupti = false;  // libgpuflame_cupti.so is loaded
   uint32_t cupti_status = 0;  // enum gf_cupti_status, 0 until it reports
   uint32_t cupti_abi = 0;     // the library's GF_ABI_VERSION, 0 until it reports (or unversioned)
