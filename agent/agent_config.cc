@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -19,15 +20,23 @@ absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(msg
 absl::StatusOr<double> ParseDouble(const std::string& what, const std::string& v) {
   double d = 0;
   auto r = std::from_chars(v.data(), v.data() + v.size(), d);
-  if (r.ec != std::errc() || r.ptr != v.data() + v.size()) return Bad(absl::StrCat(what, " wants a number, not '", v, "'"));
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size())
+    return Bad(absl::StrCat(what, " wants a number, not '", v, "'"));
   return d;
 }
 
 absl::StatusOr<int> ParseInt(const std::string& what, const std::string& v) {
   int i = 0;
   auto r = std::from_chars(v.data(), v.data() + v.size(), i);
-  if (r.ec != std::errc() || r.ptr != v.data() + v.size()) return Bad(absl::StrCat(what, " wants a whole number, not '", v, "'"));
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size())
+    return Bad(absl::StrCat(what, " wants a whole number, not '", v, "'"));
   return i;
+}
+
+absl::StatusOr<int> ParsePid(const std::string& what, const std::string& v) {
+  auto pid = ParseInt(what, v);
+  if (pid.ok() && *pid <= 0) return Bad(absl::StrCat(what, " wants a process id (1 or more), not '", v, "'"));
+  return pid;
 }
 
 std::vector<std::string> SplitList(const std::string& v) {
@@ -61,7 +70,7 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   else if (key == "pids") {
     c.select.pids.clear();
     for (const std::string& p : SplitList(value)) {
-      auto pid = ParseInt("pids", p);
+      auto pid = ParsePid("pids", p);
       if (!pid.ok()) return Bad(absl::StrCat(where, ": ", pid.status().message()));
       c.select.pids.push_back(*pid);
     }
@@ -83,7 +92,9 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   } else if (key == "kubelet_ca_file") {
     c.kubelet.ca_file = value;
   } else if (key == "kubelet_insecure_skip_verify") {
-    c.kubelet.insecure_skip_verify = value == "true" || value == "1" || value == "yes";
+    if (value == "true" || value == "1" || value == "yes") c.kubelet.insecure_skip_verify = true;
+    else if (value == "false" || value == "0" || value == "no") c.kubelet.insecure_skip_verify = false;
+    else return Bad(absl::StrCat(where, ": kubelet_insecure_skip_verify wants true or false, not '", value, "'"));
   } else if (key == "pod_labels") {
     c.kubelet.labels = SplitList(value);
   } else if (IsProfilingOption(key)) {
@@ -95,6 +106,74 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   return absl::OkStatus();
 }
 
+// What a config-file key holds, for the one message that names the key and
+// what it wants when a file gives it the wrong shape.
+struct KeyShape {
+  bool list = false;  // a YAML list (or one value); otherwise one plain value
+  const char* wants = "";
+};
+
+std::optional<KeyShape> ShapeOf(const std::string& key) {
+  static const std::map<std::string, KeyShape> kShapes = {
+      {"pyroscope_url", {false, "a URL"}},
+      {"tenant", {false, "a tenant id"}},
+      {"protocol", {false, "connect, grpc or ingest"}},
+      {"basic_auth_user", {false, "a user name"}},
+      {"basic_auth_password", {false, "a password"}},
+      {"bearer_token_file", {false, "a file path"}},
+      {"ca_file", {false, "a file path"}},
+      {"window", {false, "a number of seconds"}},
+      {"metrics_port", {false, "a port number"}},
+      {"metrics_address", {false, "an address"}},
+      {"node", {false, "a node name"}},
+      {"service_name", {false, "a service name"}},
+      {"namespaces", {true, "a list of namespace names"}},
+      {"pods", {true, "a list of pod names"}},
+      {"processes", {true, "a list of process names"}},
+      {"pids", {true, "a list of process ids"}},
+      {"queue_requests", {false, "a whole number"}},
+      {"spool_dir", {false, "a directory"}},
+      {"spool_max_mb", {false, "a whole number of MiB"}},
+      {"kubelet_url", {false, "a URL"}},
+      {"kubelet_token_file", {false, "a file path"}},
+      {"kubelet_ca_file", {false, "a file path"}},
+      {"kubelet_insecure_skip_verify", {false, "true or false"}},
+      {"pod_labels", {true, "a list of label names"}},
+      {"binaries", {true, "a list of directories"}},
+  };
+  if (auto it = kShapes.find(key); it != kShapes.end()) return it->second;
+  // The profiling options parse their own values and say what they want.
+  if (IsProfilingOption(key)) return KeyShape{false, "a single value"};
+  return std::nullopt;
+}
+
+// One setting's value as Apply takes it (a list joined with commas), or the
+// error naming the key and the shape it wants. Never throws: only nodes
+// checked to be scalars are read, so yaml-cpp has nothing to convert.
+absl::StatusOr<std::string> ValueOf(const std::string& key, const KeyShape& shape, const YAML::Node& node) {
+  auto wrong = [&](const char* got) { return Bad(absl::StrCat("'", key, "' wants ", shape.wants, ", not ", got)); };
+  if (node.IsScalar()) return node.Scalar();
+  if (node.IsNull()) return wrong("an empty value");
+  if (node.IsMap()) return wrong("a map");
+  if (!node.IsSequence()) return wrong("this");
+  if (!shape.list) return wrong("a list");
+  std::vector<std::string> items;
+  for (const YAML::Node& item : node) {
+    // A nested list or map, an alias of the list itself: a list's items
+    // are plain values, and nothing is followed further.
+    if (!item.IsScalar())
+      return Bad(absl::StrCat("'", key, "' wants ", shape.wants, ": item ", items.size() + 1, " is ",
+                              item.IsSequence() ? "a list"
+                              : item.IsMap()    ? "a map"
+                                                : "empty"));
+    // Items are joined with commas for Apply: one with a comma would split.
+    if (item.Scalar().find(',') != std::string::npos)
+      return Bad(absl::StrCat("'", key, "' wants ", shape.wants, ": item ", items.size() + 1, " has a comma"));
+    items.push_back(item.Scalar());
+  }
+  return absl::StrJoin(items, ",");
+}
+
 absl::Status LoadFile(AgentConfig& c, const std::string& path) {
   YAML::Node root;
   try {
@@ -102,32 +181,28 @@ absl::Status LoadFile(AgentConfig& c, const std::string& path) {
   } catch (const YAML::BadFile&) {
     return Bad(absl::StrCat("cannot read config file ", path));
   } catch (const YAML::Exception& e) {
-    return Bad(absl::StrCat(path, ":", e.mark.line + 1, ": ", e.msg));
+    // yaml-cpp's messages for a nesting past its depth limit or a broken
+    // document; the line says where.
+    return Bad(absl::StrCat(path, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
   }
   if (!root || root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) return Bad(absl::StrCat(path, ": expected key: value settings"));
-  // yaml-cpp reports type mismatches by throwing: every node is checked for
-  // its type before conversion, and anything it still throws (an alias
-  // cycle, a conversion we did not foresee) becomes the file's error.
+  // Every node's type is checked before it is read, so nothing below should
+  // throw; the catch keeps a yaml-cpp surprise a message, never an abort.
   try {
+    std::map<std::string, int> seen;  // key -> line
     for (const auto& kv : root) {
-      std::string where = absl::StrCat(path, ":", kv.first.Mark().line + 1);
+      const int line = kv.first.Mark().line + 1;
+      std::string where = absl::StrCat(path, ":", line);
       if (!kv.first.IsScalar()) return Bad(absl::StrCat(where, ": a setting's name must be a plain word"));
-      std::string key = kv.first.Scalar();
-      std::string value;
-      if (kv.second.IsSequence()) {
-        std::vector<std::string> items;
-        for (const auto& item : kv.second) {
-          if (!item.IsScalar()) return Bad(absl::StrCat(where, ": '", key, "' wants a list of plain values"));
-          items.push_back(item.Scalar());
-        }
-        value = absl::StrJoin(items, ",");
-      } else if (kv.second.IsScalar()) {
-        value = kv.second.Scalar();
-      } else {
-        return Bad(absl::StrCat(where, ": '", key, "' wants a value or a list"));
-      }
-      if (auto s = Apply(c, key, value, where); !s.ok()) return s;
+      const std::string& key = kv.first.Scalar();
+      std::optional<KeyShape> shape = ShapeOf(key);
+      if (!shape) return Bad(absl::StrCat(where, ": unknown setting '", key, "'"));
+      if (auto [it, fresh] = seen.emplace(key, line); !fresh)
+        return Bad(absl::StrCat(where, ": '", key, "' is already set on line ", it->second));
+      absl::StatusOr<std::string> value = ValueOf(key, *shape, kv.second);
+      if (!value.ok()) return Bad(absl::StrCat(where, ": ", value.status().message()));
+      if (auto s = Apply(c, key, *value, where); !s.ok()) return s;
     }
   } catch (const YAML::Exception& e) {
     return Bad(absl::StrCat(path, ":", e.mark.line + 1, ": ", e.msg));
@@ -137,7 +212,9 @@ absl::Status LoadFile(AgentConfig& c, const std::string& path) {
 
 absl::Status Validate(const AgentConfig& c) {
   const std::string& url = c.pyroscope.url;
-  if (url.empty()) return Bad("no Pyroscope URL: give --pyroscope-url URL (or GPUFLAME_PYROSCOPE_URL, or pyroscope_url in the config file)");
+  if (url.empty())
+    return Bad(
+        "no Pyroscope URL: give --pyroscope-url URL (or GPUFLAME_PYROSCOPE_URL, or pyroscope_url in the config file)");
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     return Bad(absl::StrCat("the Pyroscope URL must start with http:// or https://, not '", base::RedactUrl(url), "'"));
   if (c.protocol != "connect" && c.protocol != "grpc" && c.protocol != "ingest")
@@ -156,9 +233,11 @@ absl::Status Validate(const AgentConfig& c) {
                                     {"basic_auth_user", &c.pyroscope.basic_user},
                                     {"basic_auth_password", &c.pyroscope.basic_password},
                                     {"service_name", &c.service_name}})
-    if (base::HasControlCharacters(*value)) return Bad(absl::StrCat(what, " must not contain control characters (line breaks, tabs)"));
+    if (base::HasControlCharacters(*value))
+      return Bad(absl::StrCat(what, " must not contain control characters (line breaks, tabs)"));
   if (!c.kubelet.url.empty() && c.kubelet.url.rfind("http://", 0) != 0 && c.kubelet.url.rfind("https://", 0) != 0)
-    return Bad(absl::StrCat("the kubelet URL must start with http:// or https://, not '", base::RedactUrl(c.kubelet.url), "'"));
+    return Bad(absl::StrCat("the kubelet URL must start with http:// or https://, not '",
+                            base::RedactUrl(c.kubelet.url), "'"));
   if (c.kubelet.url.empty() && !c.kubelet.labels.empty())
     return Bad("pod_labels needs kubelet_url: pod labels come from the kubelet");
   for (const std::string* f : {&c.kubelet.token_file, &c.kubelet.ca_file})
@@ -203,7 +282,8 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
 Profiling options (config keys native_stacks, cpu_hz, thread_names, kernel_time,
 hide_trampolines, keep_interpreter_frames, binaries, max_cpu, max_memory_mb,
 tensor_events, max_overhead, kernel_activity, tensor_sampling, gate_new_libraries):
-)", ProfilingFlags::Help(28));
+)",
+                      ProfilingFlags::Help(28));
 }
 
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args,
@@ -222,15 +302,24 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
     }
   }
   static const std::pair<const char*, const char*> kEnv[] = {
-      {"GPUFLAME_PYROSCOPE_URL", "pyroscope_url"}, {"GPUFLAME_WINDOW", "window"},
-      {"GPUFLAME_TENANT", "tenant"}, {"GPUFLAME_BASIC_AUTH_USER", "basic_auth_user"},
+      {"GPUFLAME_PYROSCOPE_URL", "pyroscope_url"},
+      {"GPUFLAME_WINDOW", "window"},
+      {"GPUFLAME_TENANT", "tenant"},
+      {"GPUFLAME_BASIC_AUTH_USER", "basic_auth_user"},
       {"GPUFLAME_BASIC_AUTH_PASSWORD", "basic_auth_password"},
-      {"GPUFLAME_BEARER_TOKEN_FILE", "bearer_token_file"}, {"GPUFLAME_CA_FILE", "ca_file"},
-      {"GPUFLAME_METRICS_PORT", "metrics_port"}, {"GPUFLAME_SERVICE_NAME", "service_name"},
-      {"GPUFLAME_NODE", "node"}, {"NODE_NAME", "node"}, {"GPUFLAME_SPOOL_DIR", "spool_dir"},
-      {"GPUFLAME_BINARIES", "binaries"}, {"GPUFLAME_NATIVE_STACKS", "native_stacks"},
-      {"GPUFLAME_CPU_HZ", "cpu_hz"}, {"GPUFLAME_THREAD_NAMES", "thread_names"},
-      {"GPUFLAME_KERNEL_TIME", "kernel_time"}, {"GPUFLAME_KERNEL_ACTIVITY", "kernel_activity"},
+      {"GPUFLAME_BEARER_TOKEN_FILE", "bearer_token_file"},
+      {"GPUFLAME_CA_FILE", "ca_file"},
+      {"GPUFLAME_METRICS_PORT", "metrics_port"},
+      {"GPUFLAME_SERVICE_NAME", "service_name"},
+      {"GPUFLAME_NODE", "node"},
+      {"NODE_NAME", "node"},
+      {"GPUFLAME_SPOOL_DIR", "spool_dir"},
+      {"GPUFLAME_BINARIES", "binaries"},
+      {"GPUFLAME_NATIVE_STACKS", "native_stacks"},
+      {"GPUFLAME_CPU_HZ", "cpu_hz"},
+      {"GPUFLAME_THREAD_NAMES", "thread_names"},
+      {"GPUFLAME_KERNEL_TIME", "kernel_time"},
+      {"GPUFLAME_KERNEL_ACTIVITY", "kernel_activity"},
       {"GPUFLAME_TENSOR_SAMPLING", "tensor_sampling"},
       {"GPUFLAME_GATE_NEW_LIBRARIES", "gate_new_libraries"},
       {"GPUFLAME_KUBELET_URL", "kubelet_url"},
@@ -239,14 +328,23 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
     if (auto it = env.find(var); it != env.end() && !it->second.empty())
       if (auto s = Apply(c, key, it->second, var); !s.ok()) return s;
 
-  static const std::map<std::string, std::string> kFlags = {
-      {"--pyroscope-url", "pyroscope_url"}, {"--window", "window"}, {"--tenant", "tenant"},
-      {"--basic-auth-user", "basic_auth_user"}, {"--bearer-token-file", "bearer_token_file"},
-      {"--ca-file", "ca_file"}, {"--metrics-port", "metrics_port"}, {"--node", "node"},
-      {"--service-name", "service_name"}, {"--metrics-address", "metrics_address"},
-      {"--spool-dir", "spool_dir"}, {"--spool-max-mb", "spool_max_mb"}, {"--protocol", "protocol"},
-      {"--kubelet-url", "kubelet_url"}, {"--kubelet-token-file", "kubelet_token_file"},
-      {"--kubelet-ca-file", "kubelet_ca_file"}, {"--pod-labels", "pod_labels"}};
+  static const std::map<std::string, std::string> kFlags = {{"--pyroscope-url", "pyroscope_url"},
+                                                            {"--window", "window"},
+                                                            {"--tenant", "tenant"},
+                                                            {"--basic-auth-user", "basic_auth_user"},
+                                                            {"--bearer-token-file", "bearer_token_file"},
+                                                            {"--ca-file", "ca_file"},
+                                                            {"--metrics-port", "metrics_port"},
+                                                            {"--node", "node"},
+                                                            {"--service-name", "service_name"},
+                                                            {"--metrics-address", "metrics_address"},
+                                                            {"--spool-dir", "spool_dir"},
+                                                            {"--spool-max-mb", "spool_max_mb"},
+                                                            {"--protocol", "protocol"},
+                                                            {"--kubelet-url", "kubelet_url"},
+                                                            {"--kubelet-token-file", "kubelet_token_file"},
+                                                            {"--kubelet-ca-file", "kubelet_ca_file"},
+                                                            {"--pod-labels", "pod_labels"}};
   ProfilingFlags profiling(c.profiling);
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
@@ -275,7 +373,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
     } else if (a == "--process") {
       c.select.processes.push_back(v);
     } else if (a == "--pid") {
-      auto pid = ParseInt("--pid", v);
+      auto pid = ParsePid("--pid", v);
       if (!pid.ok()) return pid.status();
       c.select.pids.push_back(*pid);
     } else {
@@ -292,17 +390,17 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
 
 std::string DescribeConfig(const AgentConfig& c) {
   auto list = [](const auto& v) { return v.empty() ? std::string("(all)") : absl::StrJoin(v, ","); };
-  return absl::StrCat("pyroscope_url: ", base::RedactUrl(c.pyroscope.url), " (", c.protocol, ")\nwindow: ", c.window_seconds,
-                      "\ntenant: ", c.pyroscope.tenant.empty() ? "(none)" : c.pyroscope.tenant,
-                      "\nauth: ", !c.pyroscope.basic_user.empty() ? "basic"
-                                  : !c.pyroscope.bearer_token_file.empty() ? "bearer token file"
-                                                                           : "none",
-                      "\nmetrics: ", c.metrics_port ? absl::StrCat(c.metrics_address, ":", c.metrics_port) : "off",
-                      "\nnode: ", c.node, "\nnamespaces: ", list(c.select.namespaces),
-                      "\npods: ", list(c.select.pods), "\nprocesses: ", list(c.select.processes),
-                      "\npids: ", list(c.select.pids),
-                      "\nspool: ", c.spool_dir.empty() ? std::string("off") : absl::StrCat(c.spool_dir, " (", c.spool_max_bytes >> 20, " MiB)"),
-                      "\n");
+  return absl::StrCat(
+      "pyroscope_url: ", base::RedactUrl(c.pyroscope.url), " (", c.protocol, ")\nwindow: ", c.window_seconds,
+      "\ntenant: ", c.pyroscope.tenant.empty() ? "(none)" : c.pyroscope.tenant, "\nauth: ",
+      !c.pyroscope.basic_user.empty()          ? "basic"
+      : !c.pyroscope.bearer_token_file.empty() ? "bearer token file"
+                                               : "none",
+      "\nmetrics: ", c.metrics_port ? absl::StrCat(c.metrics_address, ":", c.metrics_port) : "off", "\nnode: ", c.node,
+      "\nnamespaces: ", list(c.select.namespaces), "\npods: ", list(c.select.pods),
+      "\nprocesses: ", list(c.select.processes), "\npids: ", list(c.select.pids), "\nspool: ",
+      c.spool_dir.empty() ? std::string("off") : absl::StrCat(c.spool_dir, " (", c.spool_max_bytes >> 20, " MiB)"),
+      "\n");
 }
 
 }  // namespace gpuflame::profiler

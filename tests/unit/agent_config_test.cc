@@ -1,0 +1,88 @@
+// The agent's configuration file: every shape a hand-written or hostile YAML
+// file can take gives one message naming the key and what it wants, never an
+// abort (yaml-cpp throws on conversions it cannot make).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "agent/agent_config.h"
+
+namespace gpuflame {
+namespace {
+
+using profiler::LoadAgentConfig;
+
+std::string LoadText(const std::string& text) {
+  std::string path = ::testing::TempDir() + "/agent_config_test.yaml";
+  std::ofstream(path, std::ios::trunc) << text;
+  auto c = LoadAgentConfig({"--config", path, "--pyroscope-url", "http://p"}, {});
+  return c.ok() ? "ok" : std::string(c.status().message());
+}
+
+TEST(AgentConfigFileTest, MisshapenValuesNameTheKeyAndWhatItWants) {
+  const std::pair<const char*, const char*> kCases[] = {
+      // The shapes that aborted the agent (uncaught YAML::TypedBadConversion).
+      {"namespaces: [[a]]\n", ":1: 'namespaces' wants a list of namespace names: item 1 is a list"},
+      {"window: [[1]]\n", ":1: 'window' wants a number of seconds, not a list"},
+      {"namespaces: [{a: b}]\n", ":1: 'namespaces' wants a list of namespace names: item 1 is a map"},
+      {"pods: &x [*x]\n", ":1: 'pods' wants a list of pod names: item 1 is a list"},
+      {"pods: [a, &x [*x]]\n", ":1: 'pods' wants a list of pod names: item 2 is a list"},
+      // Other wrong shapes.
+      {"window: {a: 1}\n", ":1: 'window' wants a number of seconds, not a map"},
+      {"window:\n", ":1: 'window' wants a number of seconds, not an empty value"},
+      {"pyroscope_url: [http://a, http://b]\n", ":1: 'pyroscope_url' wants a URL, not a list"},
+      {"cpu_hz: [1]\n", ":1: 'cpu_hz' wants a single value, not a list"},
+      {"pids: [1, ~]\n", ":1: 'pids' wants a list of process ids: item 2 is empty"},
+      {"namespaces: ['a,b']\n", ":1: 'namespaces' wants a list of namespace names: item 1 has a comma"},
+      {"tenant: t\nwindow: 5\nwindow: 6\n", ":3: 'window' is already set on line 2"},
+      {"[a]: 1\n", ":1: a setting's name must be a plain word"},
+      {"? {a: b}\n: 1\n", ":1: a setting's name must be a plain word"},
+      {"- a\n- b\n", "expected key: value settings"},
+      {"windwo: 5\n", ":1: unknown setting 'windwo'"},
+      {"<<: {window: 3}\n", ":1: unknown setting '<<'"},
+      // Right shape, wrong value.
+      {"window: soon\n", ":1: window wants a number, not 'soon'"},
+      {"pids: [12, x]\n", ":1: pids wants a whole number, not 'x'"},
+      {"pids: [0]\n", ":1: pids wants a process id (1 or more), not '0'"},
+      {"thread_names: perhaps\n", "thread_names wants true or false"},
+      {"kubelet_insecure_skip_verify: perhaps\n", "kubelet_insecure_skip_verify wants true or false, not 'perhaps'"},
+      {"pyroscope_url: [unclosed\n", "not valid YAML"},
+  };
+  for (const auto& [text, want] : kCases) {
+    std::string msg = LoadText(text);
+    EXPECT_NE(msg.find(want), std::string::npos) << text << " -> " << msg;
+  }
+}
+
+// yaml-cpp's own limits turn hostile nesting and alias bombs into messages
+// before our code sees a node; a list's items are never followed further.
+TEST(AgentConfigFileTest, DeepNestingAndAliasBombsAreMessages) {
+  std::string deep = "namespaces: " + std::string(100000, '[') + std::string(100000, ']') + "\n";
+  EXPECT_NE(LoadText(deep).find("agent_config_test.yaml:1:"), std::string::npos) << LoadText(deep);
+  std::string bomb = "pods: &a0 [x]\n";
+  for (int i = 1; i < 40; i++)
+    bomb +=
+        "processes: &a" + std::to_string(i) + " [*a" + std::to_string(i - 1) + ", *a" + std::to_string(i - 1) + "]\n";
+  EXPECT_NE(LoadText(bomb).find("'processes' wants a list of process names: item 1 is a list"), std::string::npos)
+      << LoadText(bomb);
+}
+
+TEST(AgentConfigFileTest, WellShapedFileLoads) {
+  std::string path = ::testing::TempDir() + "/agent_config_good.yaml";
+  std::ofstream(path, std::ios::trunc) << "pyroscope_url: http://p:4040\nwindow: 30\nnamespaces: ml\n"
+                                          "pods: [a, b]\npids: [12, 13]\nbinaries: [/opt/x]\n"
+                                          "kubelet_insecure_skip_verify: no\nspool_dir: ''\n";
+  auto c = LoadAgentConfig({"--config", path}, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->window_seconds, 30);
+  EXPECT_EQ(c->select.namespaces, (std::vector<std::string>{"ml"}));
+  EXPECT_EQ(c->select.pods, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(c->select.pids, (std::vector<int>{12, 13}));
+  EXPECT_EQ(c->profiling.binary_dirs, (std::vector<std::string>{"/opt/x"}));
+  EXPECT_FALSE(c->kubelet.insecure_skip_verify);
+  EXPECT_EQ(c->spool_dir, "");
+}
+
+}  // namespace
+}  // namespace gpuflame
