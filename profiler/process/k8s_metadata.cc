@@ -47,6 +47,19 @@ std::string FirstLine(std::string s) {
 
 bool IsHex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
 
+// 8-4-4-4-12 hex digits. Dashes are checked at every position, not only at
+// the four separators: the scan above also takes dashes and underscores as
+// digits, and a path like `pod0b9ad8e1-7c4e-4c8e-9a3e-3f-7c4e-...` must not
+// become a pod UID label (found by tests/fuzz/k8s_metadata_fuzzer.cc).
+bool IsUuid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); i++) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : !IsHex(s[i])) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<std::string> ContainerIdFromCgroup(std::string_view text) {
@@ -79,7 +92,7 @@ std::optional<std::string> PodUidFromCgroup(std::string_view text) {
       uid += text[i] == '_' ? '-' : text[i];
       i++;
     }
-    if (uid.size() == 36 && uid[8] == '-' && uid[13] == '-' && uid[18] == '-' && uid[23] == '-') return uid;
+    if (IsUuid(uid)) return uid;
   }
   return std::nullopt;
 }

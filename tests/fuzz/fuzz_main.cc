@@ -5,15 +5,26 @@
 // of two seeds) from a fixed --seed. Not coverage-guided: it finds what is
 // near the seeds; scripts/fuzz.sh runs the real thing.
 //
-//   record_fuzzer [--runs=N] [--seed=S] [--max-len=N] [--max-seconds=T]
-//                 [--crash-file=PATH] CORPUS_DIR_OR_FILE...
+//   NAME_fuzzer [--runs=N] [--seed=S] [--max-len=N] [--max-seconds=T]
+//               [--rss-limit-mb=M] [--timeout=S] [--crash-file=PATH] CORPUS_DIR_OR_FILE...
 //
 // The same arguments give the same inputs in the same order. When an input
 // crashes the target (a signal, or a sanitizer's report in a sanitizer
 // build), it is written to --crash-file (default ./fuzz-crash) and its
-// origin printed; `record_fuzzer --runs=0 FILE` replays it alone.
+// origin printed; `NAME_fuzzer --runs=0 FILE` replays it alone.
+//
+// Bounds, as libFuzzer's -rss_limit_mb and -timeout: an input that takes
+// longer than --timeout seconds (default 10) or leaves the process's peak
+// RSS above --rss-limit-mb (default 2048) fails like a crash, because a
+// parser of untrusted bytes must answer every input in bounded time and
+// memory. Without a sanitizer the address space is also capped at the
+// limit (above what the process holds at start), so that one huge
+// allocation fails (std::bad_alloc, uncaught: a crash) instead of taking the
+// machine's memory; ASan reserves terabytes of shadow, so its builds only
+// get the peak RSS check.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -138,6 +149,38 @@ void OnSignal(int sig) {
   raise(sig);
 }
 
+void OnTimeout(int) {
+  (void)!write(2, "fuzz_main: input ran past --timeout\n", 36);
+  WriteCurrent();
+  _exit(70);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+#else
+constexpr bool kAsan = false;
+#endif
+
+// The process's virtual size now, in bytes (0 if unknown).
+uint64_t VirtualBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+uint64_t PeakRssMb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) / 1024;  // ru_maxrss is in KiB
+}
+
 bool ReadFile(const std::filesystem::path& path, Input& out) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return false;
@@ -145,11 +188,22 @@ bool ReadFile(const std::filesystem::path& path, Input& out) {
   return true;
 }
 
+unsigned g_timeout_s = 10;
+uint64_t g_rss_limit_mb = 2048;
+
 void Run(const Input& in) {
   g_current = &in;
   // A copy of exactly the input's size: reads past it are caught.
   std::vector<uint8_t> copy(in);
+  alarm(g_timeout_s);
   LLVMFuzzerTestOneInput(copy.empty() ? nullptr : copy.data(), copy.size());
+  alarm(0);
+  if (const uint64_t peak = PeakRssMb(); g_rss_limit_mb && peak > g_rss_limit_mb) {
+    std::fprintf(stderr, "fuzz_main: peak RSS %llu MB is past --rss-limit-mb=%llu\n",
+                 static_cast<unsigned long long>(peak), static_cast<unsigned long long>(g_rss_limit_mb));
+    WriteCurrent();
+    _exit(71);
+  }
   g_current = nullptr;
 }
 
@@ -174,10 +228,12 @@ int main(int argc, char** argv) {
     else if (Flag(arg, "--max-len=", v)) max_len = std::strtoull(v.data(), nullptr, 0);
     else if (Flag(arg, "--max-seconds=", v)) max_seconds = std::strtod(v.data(), nullptr);
     else if (Flag(arg, "--crash-file=", v)) g_crash_file = v.data();
+    else if (Flag(arg, "--rss-limit-mb=", v)) g_rss_limit_mb = std::strtoull(v.data(), nullptr, 0);
+    else if (Flag(arg, "--timeout=", v)) g_timeout_s = static_cast<unsigned>(std::strtoul(v.data(), nullptr, 0));
     else if (arg.starts_with("-")) {
       std::fprintf(stderr,
-                   "usage: %s [--runs=N] [--seed=S] [--max-len=N] [--max-seconds=T] [--crash-file=PATH] "
-                   "CORPUS_DIR_OR_FILE...\n",
+                   "usage: %s [--runs=N] [--seed=S] [--max-len=N] [--max-seconds=T] [--rss-limit-mb=M] "
+                   "[--timeout=S] [--crash-file=PATH] CORPUS_DIR_OR_FILE...\n",
                    argv[0]);
       return 2;
     } else {
@@ -203,6 +259,12 @@ int main(int argc, char** argv) {
   std::sort(files.begin(), files.end());
 
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) signal(sig, OnSignal);
+  signal(SIGALRM, OnTimeout);
+  if (!kAsan && g_rss_limit_mb) {
+    const uint64_t cap = VirtualBytes() + (g_rss_limit_mb << 20);
+    const rlimit lim{cap, cap};
+    setrlimit(RLIMIT_AS, &lim);
+  }
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(WriteCurrent);
 
   const auto start = std::chrono::steady_clock::now();

@@ -1,0 +1,21 @@
+// Fuzz target for /proc/PID/stat fields (inspect/proc_stat.cc): the command
+// name inside the parentheses is the process's own choice (prctl
+// PR_SET_NAME: spaces, ')' and digits included), and fields are counted from
+// the last ')'. The input is the stat line; seeds are real ones.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "fuzz_check.h"
+#include "inspect/proc_stat.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view stat(reinterpret_cast<const char*>(data), size);
+  const auto ticks = gpuflame::inspect::CpuTicksFromStat(stat);
+  const auto state = gpuflame::inspect::StateAndParentFromStat(stat);
+  // Both count from the last ')': without one, neither answers.
+  if (stat.rfind(')') == std::string_view::npos) FUZZ_CHECK(!ticks && !state);
+  // The CPU fields come after the state: no state, no ticks.
+  if (ticks) FUZZ_CHECK(state.has_value());
+  return 0;
+}
