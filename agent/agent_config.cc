@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/redact.h"
+#include "exporters/pyroscope/bearer_token.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -225,8 +226,14 @@ absl::Status Validate(const AgentConfig& c) {
     return Bad(absl::StrCat("metrics_port must be 0-65535, not ", c.metrics_port));
   if (c.pyroscope.basic_user.empty() != c.pyroscope.basic_password.empty())
     return Bad("basic auth needs both a user and a password");
-  for (const std::string* f : {&c.pyroscope.bearer_token_file, &c.pyroscope.ca_file})
-    if (!f->empty() && access(f->c_str(), R_OK) != 0) return Bad(absl::StrCat("cannot read ", *f));
+  if (base::HasControlCharacters(url)) return Bad("the Pyroscope URL must not contain control characters");
+  if (!c.pyroscope.ca_file.empty() && access(c.pyroscope.ca_file.c_str(), R_OK) != 0)
+    return Bad(absl::StrCat("cannot read ", c.pyroscope.ca_file));
+  // Read again at each push (rotation); checked here so that a bad token is
+  // a start-up error, not a stream of rejected pushes.
+  for (const std::string* f : {&c.pyroscope.bearer_token_file, &c.kubelet.token_file})
+    if (!f->empty())
+      if (auto token = exporters::ReadBearerToken(*f); !token.ok()) return token.status();
   if (c.queue_requests == 0) return Bad("queue_requests must be at least 1");
   // These go into HTTP headers: a line break would start another header.
   for (const auto& [what, value] : {std::pair<const char*, const std::string*>{"tenant", &c.pyroscope.tenant},
@@ -240,8 +247,9 @@ absl::Status Validate(const AgentConfig& c) {
                             base::RedactUrl(c.kubelet.url), "'"));
   if (c.kubelet.url.empty() && !c.kubelet.labels.empty())
     return Bad("pod_labels needs kubelet_url: pod labels come from the kubelet");
-  for (const std::string* f : {&c.kubelet.token_file, &c.kubelet.ca_file})
-    if (!f->empty() && access(f->c_str(), R_OK) != 0) return Bad(absl::StrCat("cannot read ", *f));
+  if (!c.kubelet.ca_file.empty() && access(c.kubelet.ca_file.c_str(), R_OK) != 0)
+    return Bad(absl::StrCat("cannot read ", c.kubelet.ca_file));
+  if (base::HasControlCharacters(c.kubelet.url)) return Bad("the kubelet URL must not contain control characters");
   return absl::OkStatus();
 }
 
@@ -379,6 +387,15 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
     } else {
       return Bad(absl::StrCat("unknown option '", a, "'"));
     }
+  }
+  // Credentials written into the URL become basic auth here, once: the URL
+  // that every client, message and metric sees from now on holds none.
+  if (base::UrlCredentials split = base::SplitUrlCredentials(c.pyroscope.url); split.had_credentials) {
+    if (!c.pyroscope.basic_user.empty())
+      return Bad("credentials are in both the Pyroscope URL and basic_auth_user: give them once");
+    c.pyroscope.url = split.url;
+    c.pyroscope.basic_user = split.user;
+    c.pyroscope.basic_password = split.password;
   }
   if (c.node.empty()) {
     char host[256] = {};

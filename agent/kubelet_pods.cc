@@ -2,12 +2,12 @@
 
 #include <curl/curl.h>
 
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/redact.h"
+#include "exporters/pyroscope/bearer_token.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -49,12 +49,9 @@ absl::Status KubeletPods::Refresh() {
   url += "/pods";
   curl_slist* headers = nullptr;
   if (!options_.token_file.empty()) {
-    std::ifstream f(options_.token_file);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::string token = ss.str();
-    while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
-    headers = curl_slist_append(headers, absl::StrCat("Authorization: Bearer ", token).c_str());
+    auto token = exporters::ReadBearerToken(options_.token_file);
+    if (!token.ok()) return token.status();
+    headers = curl_slist_append(headers, absl::StrCat("Authorization: Bearer ", *token).c_str());
   }
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> guard(headers, &curl_slist_free_all);
   std::string body;
@@ -71,10 +68,10 @@ absl::Status KubeletPods::Refresh() {
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   }
   CURLcode rc = curl_easy_perform(c);
-  if (rc != CURLE_OK) return absl::UnavailableError(absl::StrCat("kubelet ", url, ": ", curl_easy_strerror(rc)));
+  if (rc != CURLE_OK) return absl::UnavailableError(absl::StrCat("kubelet ", base::RedactUrl(url), ": ", curl_easy_strerror(rc)));
   long code = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-  if (code != 200) return absl::UnavailableError(absl::StrCat("kubelet ", url, ": HTTP ", code));
+  if (code != 200) return absl::UnavailableError(absl::StrCat("kubelet ", base::RedactUrl(url), ": HTTP ", code));
   auto pods = ParsePodList(body, options_.labels);
   if (!pods.ok()) return pods.status();
   pods_ = std::move(*pods);

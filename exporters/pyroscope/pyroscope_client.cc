@@ -2,13 +2,12 @@
 
 #include <curl/curl.h>
 
-#include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "base/redact.h"
+#include "exporters/pyroscope/bearer_token.h"
 #include "push.pb.h"  // generated from exporters/proto/push.proto
 
 namespace gpuflame::exporters {
@@ -112,15 +111,13 @@ absl::Status PyroscopeClient::Post(const std::string& url, const std::string& bo
   if (!endpoint_.tenant.empty())
     headers = curl_slist_append(headers, absl::StrCat("X-Scope-OrgID: ", endpoint_.tenant).c_str());
   if (!endpoint_.bearer_token_file.empty()) {
-    std::ifstream f(endpoint_.bearer_token_file);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    if (!f) {
+    // Read at each push: a rotated token is picked up.
+    auto token = ReadBearerToken(endpoint_.bearer_token_file);
+    if (!token.ok()) {
       curl_slist_free_all(headers);
-      return absl::PermissionDeniedError(absl::StrCat("cannot read the bearer token file ",
-                                                      endpoint_.bearer_token_file));
+      return absl::PermissionDeniedError(token.status().message());
     }
-    headers = curl_slist_append(headers, absl::StrCat("Authorization: Bearer ", Trim(ss.str())).c_str());
+    headers = curl_slist_append(headers, absl::StrCat("Authorization: Bearer ", *token).c_str());
   }
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_guard(headers, &curl_slist_free_all);
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/redact.h"
+#include "exporters/pyroscope/bearer_token.h"
 #include "push.grpc.pb.h"  // generated from exporters/proto/push.proto
 
 namespace gpuflame::exporters {
@@ -30,6 +31,9 @@ std::string GrpcTarget(const std::string& url) {
     if (t.rfind(scheme, 0) == 0) t = t.substr(std::string(scheme).size());
   auto slash = t.find('/');
   if (slash != std::string::npos) t.resize(slash);
+  // user:password@ is not part of a gRPC target, and a target is printed in
+  // gRPC's own error messages.
+  if (auto at = t.rfind('@'); at != std::string::npos) t.erase(0, at + 1);
   return t;
 }
 
@@ -54,10 +58,9 @@ absl::Status PyroscopeGrpcClient::PushEncoded(const std::string& body) const {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(endpoint_.timeout_ms));
   if (!endpoint_.tenant.empty()) ctx.AddMetadata("x-scope-orgid", endpoint_.tenant);
   if (!endpoint_.bearer_token_file.empty()) {
-    std::string token = ReadAll(endpoint_.bearer_token_file);
-    if (token.empty())
-      return absl::PermissionDeniedError(absl::StrCat("cannot read the bearer token file ", endpoint_.bearer_token_file));
-    ctx.AddMetadata("authorization", "Bearer " + token);
+    auto token = ReadBearerToken(endpoint_.bearer_token_file);
+    if (!token.ok()) return absl::PermissionDeniedError(token.status().message());
+    ctx.AddMetadata("authorization", "Bearer " + *token);
   } else if (!endpoint_.basic_user.empty()) {
     // gRPC has no basic-auth helper; the header is the same as over HTTP/1.1.
     static const char* kB64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

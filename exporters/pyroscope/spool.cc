@@ -52,6 +52,9 @@ absl::Status Spool::Put(const std::string& body, uint32_t series) {
   std::memcpy(out.data() + sizeof(kMagic), &series, 4);
   // With a content checksum, a byte changed on disk fails decompression
   // instead of replaying a different profile as if it were the one spooled.
+  // zstd's own (XXH64 of the content, verified by ZSTD_decompress as it
+  // inflates) rather than a CRC of ours in the header: no second pass over
+  // the body and no checksum code of our own to get wrong.
   std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
   if (!cctx) return absl::ResourceExhaustedError("zstd: no compression context");
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, 3);

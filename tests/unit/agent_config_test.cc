@@ -7,6 +7,8 @@
 #include <string>
 
 #include "agent/agent_config.h"
+#include "exporters/pyroscope/bearer_token.h"
+#include "exporters/pyroscope/pyroscope_grpc_client.h"
 
 namespace gpuflame {
 namespace {
@@ -82,6 +84,72 @@ TEST(AgentConfigFileTest, WellShapedFileLoads) {
   EXPECT_EQ(c->profiling.binary_dirs, (std::vector<std::string>{"/opt/x"}));
   EXPECT_FALSE(c->kubelet.insecure_skip_verify);
   EXPECT_EQ(c->spool_dir, "");
+}
+
+std::string Message(const absl::StatusOr<profiler::AgentConfig>& c) {
+  return c.ok() ? "ok" : std::string(c.status().message());
+}
+
+// Credentials in the URL become basic auth at load time: nothing downstream
+// (clients, gRPC's own messages, the start line, --check-config) holds them.
+TEST(AgentSecretsTest, UrlCredentialsBecomeBasicAuthAndAreNeverPrinted) {
+  auto c = LoadAgentConfig({"--pyroscope-url", "http://alice:s3%2Fcret@pyroscope:4040", "--check-config"}, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->pyroscope.url, "http://pyroscope:4040");
+  EXPECT_EQ(c->pyroscope.basic_user, "alice");
+  EXPECT_EQ(c->pyroscope.basic_password, "s3/cret");
+  std::string described = profiler::DescribeConfig(*c);
+  EXPECT_EQ(described.find("s3"), std::string::npos) << described;
+  EXPECT_NE(described.find("auth: basic"), std::string::npos) << described;
+  EXPECT_EQ(exporters::GrpcTarget("http://alice:s3cret@pyroscope:4040/x"), "pyroscope:4040");
+  EXPECT_EQ(Message(LoadAgentConfig({"--pyroscope-url", "http://a:b@p", "--basic-auth-user", "c"},
+                                    {{"GPUFLAME_BASIC_AUTH_PASSWORD", "d"}})),
+            "credentials are in both the Pyroscope URL and basic_auth_user: give them once");
+  for (const char* url : {"ftp://alice:s3cret@p", "http://alice:s3cret@p\r\nX: 1", "http://alice:s3/cret@p x"}) {
+    std::string msg = Message(LoadAgentConfig({"--pyroscope-url", url}, {}));
+    EXPECT_EQ(msg.find("s3"), std::string::npos) << msg;
+  }
+}
+
+TEST(AgentSecretsTest, HeaderValuesWithControlCharactersAreRefusedAtLoad) {
+  for (const char* flag : {"--tenant", "--service-name"}) {
+    for (const char* value : {"a\r\nX-Evil: 1", "a\nb", "a\x7f", "a\tb"}) {
+      std::string msg = Message(LoadAgentConfig({"--pyroscope-url", "http://p", flag, value}, {}));
+      EXPECT_NE(msg.find("must not contain control characters"), std::string::npos) << flag << " " << msg;
+    }
+  }
+  std::string nul = Message(LoadAgentConfig({"--pyroscope-url", std::string("http://p\0q", 10)}, {}));
+  EXPECT_EQ(nul, "the Pyroscope URL must not contain control characters");
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--basic-auth-user", "u\r\n"},
+                                    {{"GPUFLAME_BASIC_AUTH_PASSWORD", "p"}}))
+                .find("basic_auth_user must not contain control characters"),
+            std::string::npos);
+  std::string token = ::testing::TempDir() + "/agent_config_token";
+  std::ofstream(token, std::ios::trunc) << "abc\r\nX-Evil: 1\n";
+  std::string msg = Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--bearer-token-file", token}, {}));
+  EXPECT_NE(msg.find("holds control characters"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("abc"), std::string::npos) << "the token itself is never printed: " << msg;
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--kubelet-url", "https://k:10250",
+                                     "--kubelet-token-file", token},
+                                    {}))
+                .find("holds control characters"),
+            std::string::npos);
+}
+
+TEST(AgentSecretsTest, BearerTokenFileIsBoundedAndTrimmed) {
+  std::string path = ::testing::TempDir() + "/agent_config_token2";
+  std::ofstream(path, std::ios::trunc) << "eyJhbGciOi.x.y\n";
+  auto t = exporters::ReadBearerToken(path);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t, "eyJhbGciOi.x.y");
+  std::ofstream(path, std::ios::trunc) << std::string(65 << 10, 'a');
+  EXPECT_NE(std::string(exporters::ReadBearerToken(path).status().message()).find("larger than 64 KiB"),
+            std::string::npos);
+  std::ofstream(path, std::ios::trunc) << "\n";
+  EXPECT_NE(std::string(exporters::ReadBearerToken(path).status().message()).find("is empty"), std::string::npos);
+  EXPECT_NE(std::string(exporters::ReadBearerToken("/nonexistent/token").status().message())
+                .find("cannot read the bearer token file /nonexistent/token"),
+            std::string::npos);
 }
 
 }  // namespace

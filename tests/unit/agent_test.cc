@@ -59,7 +59,7 @@ TEST(AgentConfigTest, OneClearMessagePerMistake) {
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--window", "soon"}, {})).find("wants a number"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--metrics-port", "70000"}, {})).find("0-65535"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--frobnicate", "1"}, {})).find("unknown option"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--bearer-token-file", "/nonexistent"}, {})).find("cannot read /nonexistent"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--bearer-token-file", "/nonexistent"}, {})).find("cannot read the bearer token file /nonexistent"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--basic-auth-user", "u"}, {})).find("both a user and a password"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--native-stacks", "some"}, {})).find("off, gpu or all"), std::string::npos);
   std::string bad = ::testing::TempDir() + "/bad.yaml";

@@ -166,6 +166,25 @@ TEST(RedactTest, CredentialsNeverLeaveInAUrl) {
   EXPECT_EQ(RedactUrl("http://a@b@host/x"), "http://***@host/x");
   EXPECT_EQ(RedactUrl("pyroscope:4040"), "pyroscope:4040");
   EXPECT_EQ(RedactUrl("http://u:p@h#frag"), "http://***@h");
+  // A password with an unescaped '/' or '?' is still not printed.
+  EXPECT_EQ(RedactUrl("http://u:pa/ss@host:4040/x"), "http://***@host:4040/x");
+  EXPECT_EQ(RedactUrl("http://u:pa/ss@host?q=1"), "http://***@host?***");
+}
+
+TEST(RedactTest, CredentialsAreTakenOutOfAUrlOnce) {
+  UrlCredentials c = SplitUrlCredentials("http://al%40ice:s3%3Acret@pyroscope:4040/base");
+  EXPECT_TRUE(c.had_credentials);
+  EXPECT_EQ(c.url, "http://pyroscope:4040/base");
+  EXPECT_EQ(c.user, "al@ice");
+  EXPECT_EQ(c.password, "s3:cret");
+  c = SplitUrlCredentials("https://u:p/w@h");
+  EXPECT_EQ(c.url, "https://h");
+  EXPECT_EQ(c.password, "p/w");
+  c = SplitUrlCredentials("http://pyroscope:4040/?a=b@c");
+  EXPECT_FALSE(c.had_credentials);
+  EXPECT_EQ(c.url, "http://pyroscope:4040/?a=b@c");
+  EXPECT_EQ(SplitUrlCredentials("http://u@h").password, "");
+  EXPECT_EQ(SplitUrlCredentials("http://u:%4@h").password, "%4");  // not an escape: kept as is
 }
 
 TEST(RedactTest, HeaderValuesWithLineBreaksAreRefused) {
