@@ -1,0 +1,93 @@
+// Fuzz target for the CFI reader of the native unwinder
+// (profiler/unwind/cfi_table.cc): CfiTable::Open on an ELF file and
+// CfiTable::Find, which runs libdw's .eh_frame / .debug_frame interpreter
+// and keeps the rules of the fast subset as cached rows. The file is one a
+// profiled process mapped: untrusted. The input is the file; seeds are small
+// real ELF files from the build.
+//
+// Addresses asked about: spread over every executable section the section
+// headers name (where FDEs point), and the header's entry point. Checked:
+// the row answered covers the address; asking again, after other lookups
+// have filled the cache around it, gives the same rule.
+#include <gelf.h>
+#include <libelf.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "fuzz_check.h"
+#include "input_file.h"
+#include "profiler/unwind/cfi_table.h"
+
+namespace {
+
+using gpuflame::profiler::CfiTable;
+using gpuflame::profiler::UnwindRow;
+
+constexpr size_t kMaxAddresses = 512;
+constexpr size_t kPerSection = 48;
+
+// Addresses in the executable sections, read with libelf independently of
+// the code under test.
+std::vector<uint64_t> Addresses(int fd) {
+  std::vector<uint64_t> out;
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  if (!elf) return out;
+  GElf_Ehdr eh;
+  if (gelf_getehdr(elf, &eh)) out.push_back(eh.e_entry);
+  Elf_Scn* scn = nullptr;
+  for (size_t sections = 0; (scn = elf_nextscn(elf, scn)) != nullptr && sections < 256; sections++) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR) || sh.sh_size == 0) continue;
+    const uint64_t step = std::max<uint64_t>(1, sh.sh_size / kPerSection);
+    for (uint64_t off = 0; off < sh.sh_size && out.size() < kMaxAddresses; off += step) out.push_back(sh.sh_addr + off);
+    out.push_back(sh.sh_addr + sh.sh_size - 1);
+  }
+  elf_end(elf);
+  if (out.size() > kMaxAddresses) out.resize(kMaxAddresses);
+  return out;
+}
+
+bool SameRule(const UnwindRow& a, const UnwindRow& b) {
+  return a.kind == b.kind && a.cfa == b.cfa && a.cfa_offset == b.cfa_offset && a.ra_offset == b.ra_offset &&
+         a.rbp == b.rbp && a.rbp_offset == b.rbp_offset;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = gpuflame::fuzz::InputFile("input.elf", data, size);
+  gpuflame::base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  FUZZ_CHECK(fd.valid());
+  const std::vector<uint64_t> addrs = Addresses(fd.get());
+  auto table = CfiTable::Open(std::move(fd));
+  if (!table) return 0;
+
+  std::vector<UnwindRow> first;
+  first.reserve(addrs.size());
+  for (uint64_t a : addrs) {
+    const UnwindRow& row = table->Find(a);
+    FUZZ_CHECK(row.start <= a && a < row.end);
+    first.push_back(row);
+  }
+  // The same answers from the cache, in the other order.
+  for (size_t i = addrs.size(); i-- > 0;) {
+    const UnwindRow& row = table->Find(addrs[i]);
+    FUZZ_CHECK(row.start <= addrs[i] && addrs[i] < row.end);
+    FUZZ_CHECK(SameRule(row, first[i]));
+  }
+  FUZZ_CHECK(table->rows() <= addrs.size());
+  // What a seed exercises, to see that it reaches the rules (not only errors).
+  if (std::getenv("GPUFLAME_FUZZ_VERBOSE")) {
+    size_t frames = 0;
+    for (const UnwindRow& r : first) frames += r.kind == UnwindRow::Kind::kFrame;
+    std::fprintf(stderr, "cfi: %zu addresses, %zu rows, %zu with a fast rule\n", addrs.size(), table->rows(), frames);
+  }
+  return 0;
+}
