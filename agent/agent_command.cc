@@ -9,8 +9,8 @@
 // Threads: the ring-buffer reader (Session's), this one (the event loop:
 // Poll, window snapshots, retirement, metrics snapshots), the export thread
 // (WindowExporter), the push sender (PushQueue) and the metrics server.
-#include "base/redact.h"
 #include "agent/agent_command.h"
+#include "base/redact.h"
 
 #include <signal.h>
 #include <time.h>
@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/delivery.h"
 #include "agent/labels.h"
 #include "agent/metrics_server.h"
@@ -53,6 +54,22 @@ double CloseWindow(Session& session, WindowSnapshotter& snapshots, WindowExporte
   return seconds;
 }
 
+// /healthz fails when the event loop or the ring reader has not gone round
+// for 20 s: each turns at least every 20 ms when healthy; the longest
+// legitimate turn seen is a gate held 4.4 s on a loaded CI machine.
+MetricsServer::HealthCheck StallCheck(const Session& session) {
+  constexpr int64_t kStalledNs = 20'000'000'000;
+  const base::Heartbeat& loop = session.worker_heartbeat();
+  const base::Heartbeat& reader = session.reader_heartbeat();
+  return [&loop, &reader] {
+    std::string problem;
+    for (const auto& [name, beat] : {std::pair{"event loop", &loop}, std::pair{"ring-buffer reader", &reader}})
+      if (const int64_t ns = beat->StalledNs(); ns > kStalledNs)
+        absl::StrAppendFormat(&problem, "%s%s stalled for %.0f s", problem.empty() ? "" : "; ", name, ns / 1e9);
+    return problem;
+  };
+}
+
 }  // namespace
 
 int RunAgent(const AgentConfig& cfg) {
@@ -67,13 +84,12 @@ int RunAgent(const AgentConfig& cfg) {
   if (!delivery.ok()) return Fail(delivery.status());
   MetricsServer metrics;
   if (cfg.metrics_port != 0)
-    if (auto s = metrics.Start(cfg.metrics_address, cfg.metrics_port); !s.ok()) return Fail(s);
+    if (auto s = metrics.Start(cfg.metrics_address, cfg.metrics_port, StallCheck(session)); !s.ok()) return Fail(s);
   WindowSnapshotter snapshots(cfg);
   WindowExporter exporter(SeriesLabeler(cfg.service_name, cfg.node, cfg.kubelet), (*delivery)->queue());
   InstallStopHandlers(/*sigint=*/true);
   std::fprintf(stderr, "gpuflame: agent pushing to %s every %gs%s\n", base::RedactUrl(cfg.pyroscope.url).c_str(),
-               cfg.window_seconds,
-               cfg.metrics_port ? absl::StrCat(", metrics on :", metrics.port()).c_str() : "");
+               cfg.window_seconds, cfg.metrics_port ? absl::StrCat(", metrics on :", metrics.port()).c_str() : "");
 
   const auto window_ns = static_cast<int64_t>(cfg.window_seconds * 1e9);
   int64_t window_start = NowNs(CLOCK_MONOTONIC);
@@ -101,7 +117,8 @@ int RunAgent(const AgentConfig& cfg) {
       window_start_wall = NowNs(CLOCK_REALTIME);
     }
     if (cfg.metrics_port != 0 && now - last_metrics > 1'000'000'000) {
-      metrics.Publish(SelfMetrics(CollectAgentStats(session, snapshot_seconds, exporter.stats(), (*delivery)->queue().Stats())));
+      metrics.Publish(
+          SelfMetrics(CollectAgentStats(session, snapshot_seconds, exporter.stats(), (*delivery)->queue().Stats())));
       last_metrics = now;
     }
   }
@@ -115,11 +132,14 @@ int RunAgent(const AgentConfig& cfg) {
   bool flushed = queue.Flush(cfg.spool_dir.empty() ? 10000 : 2000);
   exporters::PushStats st = queue.Stats();
   (*delivery)->Stop();  // undelivered requests move to the spool
-  std::fprintf(stderr, "gpuflame: agent stopped: %llu events from %zu process%s; %llu pushes accepted, %llu retried, %llu dropped (queue full), %llu rejected%s\n",
+  std::fprintf(stderr,
+               "gpuflame: agent stopped: %llu events from %zu process%s; %llu pushes accepted, %llu retried, %llu "
+               "dropped (queue full), %llu rejected%s\n",
                static_cast<unsigned long long>(session.events().stats().records),
                static_cast<size_t>(snapshots.processes_reported()), snapshots.processes_reported() == 1 ? "" : "es",
                static_cast<unsigned long long>(st.pushed), static_cast<unsigned long long>(st.failed_attempts),
-               static_cast<unsigned long long>(st.dropped_queue_full), static_cast<unsigned long long>(st.dropped_rejected),
+               static_cast<unsigned long long>(st.dropped_queue_full),
+               static_cast<unsigned long long>(st.dropped_rejected),
                flushed ? ""
                        : absl::StrCat("; ", st.queued + st.spooled, " not delivered yet (", st.last_error, ")",
                                       cfg.spool_dir.empty() ? "" : absl::StrCat(", kept in ", cfg.spool_dir))

@@ -51,13 +51,20 @@ MetricsServer::~MetricsServer() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status MetricsServer::Start(const std::string& address, int port) {
+absl::Status MetricsServer::Start(const std::string& address, int port, HealthCheck health) {
+  health_ = std::move(health);
   server_ = std::make_unique<httplib::Server>();
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu_);
     res.set_content(text_, "text/plain; version=0.0.4");
   });
-  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+  server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    std::string problem = health_ ? health_() : "";
+    if (!problem.empty()) {
+      res.status = 503;
+      res.set_content(problem + "\n", "text/plain");
+      return;
+    }
     res.set_content("ok\n", "text/plain");
   });
   if (port == 0) {
@@ -65,8 +72,7 @@ absl::Status MetricsServer::Start(const std::string& address, int port) {
   } else {
     port_ = server_->bind_to_port(address.c_str(), port) ? port : -1;
   }
-  if (port_ < 0)
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ":", port, " for metrics"));
+  if (port_ < 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ":", port, " for metrics"));
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return absl::OkStatus();
 }

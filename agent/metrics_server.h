@@ -4,6 +4,7 @@
 #ifndef GPUFLAME_AGENT_METRICS_SERVER_H_
 #define GPUFLAME_AGENT_METRICS_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,16 +39,21 @@ std::string PrometheusText(const std::vector<Metric>& metrics);
 
 class MetricsServer {
  public:
+  // Called on the server's thread at every GET /healthz: empty when healthy,
+  // else why not (answered with 503, so a liveness probe restarts us).
+  using HealthCheck = std::function<std::string()>;
+
   MetricsServer();
   ~MetricsServer();
   // Binds |address|:|port| (port 0 picks one, see port()).
-  absl::Status Start(const std::string& address, int port);
+  absl::Status Start(const std::string& address, int port, HealthCheck health = nullptr);
   void Publish(const std::vector<Metric>& metrics);
   int port() const { return port_; }
 
  private:
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  HealthCheck health_;
   std::mutex mu_;
   std::string text_;
   int port_ = 0;

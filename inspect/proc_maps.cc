@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/regular_file.h"
 
 namespace gpuflame::inspect {
 namespace {
@@ -55,13 +56,12 @@ std::vector<Mapping> ParseProcMaps(std::string_view text, size_t max_mappings) {
     Mapping m;
     uint64_t major = 0, minor = 0;
     std::string_view s = line;
-    if (!ParseHex(s, m.start) || !Expect(s, '-') || !ParseHex(s, m.end) || !Expect(s, ' '))
-      continue;
+    if (!ParseHex(s, m.start) || !Expect(s, '-') || !ParseHex(s, m.end) || !Expect(s, ' ')) continue;
     if (s.size() < 5) continue;
     m.executable = s[2] == 'x';
     s.remove_prefix(4);
-    if (!Expect(s, ' ') || !ParseHex(s, m.offset) || !Expect(s, ' ') || !ParseHex(s, major) ||
-        !Expect(s, ':') || !ParseHex(s, minor) || !Expect(s, ' ') || !ParseDec(s, m.inode))
+    if (!Expect(s, ' ') || !ParseHex(s, m.offset) || !Expect(s, ' ') || !ParseHex(s, major) || !Expect(s, ':') ||
+        !ParseHex(s, minor) || !Expect(s, ' ') || !ParseDec(s, m.inode))
       continue;
     SkipSpaces(s);
     m.dev_major = static_cast<uint32_t>(major);
@@ -93,14 +93,10 @@ absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid) {
 }
 
 PinnedFile PinnedFile::Open(pid_t pid, const Mapping& m) {
-  auto open_same = [&](const std::string& path) {
-    base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    struct stat st{};
-    if (fd && fstat(fd.get(), &st) == 0 && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
-        minor(st.st_dev) == m.dev_minor)
-      return fd;
-    return base::ScopedFd();  // another file now at that path: closed here
-  };
+  // The very file mapped, checked before it is opened: the process may have
+  // swapped a FIFO or another file in at that path.
+  const base::FileIdentity same{m.inode, m.dev_major, m.dev_minor};
+  auto open_same = [&](const std::string& path) { return base::OpenRegularFile(path, same); };
   base::ScopedFd fd = open_same(OpenablePath(pid, m));
   if (!fd && !m.path.empty() && m.path.front() == '/') fd = open_same(m.path);
   return PinnedFile(std::move(fd));

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/regular_file.h"
 #include "base/scoped_fd.h"
 
 namespace gpuflame::symbolizer {
@@ -36,8 +37,9 @@ struct OpenedElf {
 absl::StatusOr<OpenedElf> OpenX86Elf(const std::string& path) {
   if (elf_version(EV_CURRENT) == EV_NONE) return absl::InternalError("libelf: version mismatch");
   OpenedElf o;
-  o.fd = base::ScopedFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!o.fd) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  // Paths come from profiled processes' views: never open a FIFO or device.
+  o.fd = base::OpenRegularFile(path);
+  if (!o.fd) return absl::NotFoundError(absl::StrCat("cannot open ", path, " as a regular file"));
   o.elf.reset(elf_begin(o.fd.get(), ELF_C_READ_MMAP, nullptr));
   if (!o.elf || elf_kind(o.elf.get()) != ELF_K_ELF)
     return absl::InvalidArgumentError(absl::StrCat(path, " is not an ELF file"));
@@ -110,8 +112,7 @@ absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
       if (!gelf_getsym(data, static_cast<int>(j), &sym)) break;
       int type = GELF_ST_TYPE(sym.st_info);
       if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-      if (type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC && type != STT_TLS)
-        continue;
+      if (type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC && type != STT_TLS) continue;
       if (type == STT_TLS) continue;  // TLS offsets are not addresses
       const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
       if (!name || !*name) continue;
@@ -157,9 +158,7 @@ std::optional<uint64_t> ElfFile::ExportedFunctionOffset(const std::string& path,
   return vaddr ? OffsetOf(LoadSegments(elf), *vaddr) : std::nullopt;
 }
 
-std::string_view ElfFile::NameOf(const Symbol& s) const {
-  return std::string_view(names_.data() + s.name_offset);
-}
+std::string_view ElfFile::NameOf(const Symbol& s) const { return std::string_view(names_.data() + s.name_offset); }
 
 std::optional<uint64_t> ElfFile::FindSymbol(std::string_view name) const {
   for (const Symbol& s : symbols_)
@@ -202,7 +201,7 @@ std::optional<uint64_t> ElfFile::LoadBias(uint64_t map_start, uint64_t map_offse
 std::optional<std::string> ElfFile::ReadVaddr(uint64_t vaddr, size_t len) const {
   auto off = VaddrToOffset(vaddr);
   if (!off || len > (1u << 20)) return std::nullopt;
-  base::ScopedFd fd(open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  base::ScopedFd fd = base::OpenRegularFile(path_);
   if (!fd) return std::nullopt;
   std::string buf(len, '\0');
   ssize_t got = pread(fd.get(), buf.data(), len, static_cast<off_t>(*off));

@@ -47,9 +47,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   ropt.tensor_exact = options.profiling.tensor_exact;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
-  s->resolver_ = std::make_unique<StackResolver>(s->registry_.get(), *s->native_,
-                                                 StackResolver::Options{options.profiling.show_trampolines,
-                                                                        options.profiling.keep_interpreter_frames});
+  s->resolver_ = std::make_unique<StackResolver>(
+      s->registry_.get(), *s->native_,
+      StackResolver::Options{options.profiling.show_trampolines, options.profiling.keep_interpreter_frames});
   s->unwinder_ = std::make_unique<NativeUnwinder>(*s->native_);
   s->events_ = std::make_unique<EventProcessor>(s->registry_.get(), *s->resolver_, s->unwinder_.get());
   s->refresher_ = std::make_unique<FrameRefresher>(options.profiling.binary_dirs);
@@ -73,7 +73,10 @@ absl::Status Session::AddGatedChild(pid_t pid) {
   return probes_->SetTarget(pid, GF_TARGET_TRACE | GF_TARGET_GATE | GF_TARGET_FOLLOW);
 }
 
+const base::Heartbeat& Session::reader_heartbeat() const { return reader_->heartbeat(); }
+
 int Session::Poll(int timeout_ms) {
+  worker_heartbeat_.Beat();
   int n = reader_->Poll(timeout_ms, [this](std::span<const uint8_t> record) { events_->OnRecord(record); });
   registry_->Tick([this] { Drain(); });
   CheckGuardrails();
@@ -123,7 +126,7 @@ void Session::DetachProbesInBackground() {
     // Owners are not destroyed here (_exit), so each close is explicit.
     base::ScopedFd null(open("/dev/null", O_RDWR | O_CLOEXEC));
     for (int fd = 0; fd < 3; fd++) dup2(null.get(), fd);  // the copies are not close-on-exec
-    alive->write_end.reset();  // else our own copy would keep EOF from coming
+    alive->write_end.reset();                             // else our own copy would keep EOF from coming
     char b;
     while (read(alive->read_end.get(), &b, 1) < 0 && errno == EINTR) {
     }

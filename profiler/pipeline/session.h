@@ -20,15 +20,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "profiler/probes/bpf_probes.h"
-#include "profiler/probes/program_stats.h"
+#include "base/heartbeat.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/pipeline/guardrails.h"
 #include "profiler/pipeline/profiling_options.h"
-#include "profiler/resolve/frame_refresher.h"
-#include "profiler/unwind/native_unwinder.h"
+#include "profiler/probes/bpf_probes.h"
+#include "profiler/probes/program_stats.h"
 #include "profiler/process/process_registry.h"
+#include "profiler/resolve/frame_refresher.h"
 #include "profiler/resolve/stack_resolver.h"
+#include "profiler/unwind/native_unwinder.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 
@@ -74,6 +75,10 @@ class Session {
   std::array<uint64_t, GF_STAT_MAX> BpfStats() const { return probes_->ReadStats(); }
   // The reader thread's counters (user-space drops, waits on a full queue).
   RingReaderStats ReaderStats() const { return reader_->stats(); }
+  // Any thread (a watchdog): when the worker last called Poll, and when the
+  // reader last went round its loop.
+  const base::Heartbeat& worker_heartbeat() const { return worker_heartbeat_; }
+  const base::Heartbeat& reader_heartbeat() const;
   // Names raw-address frames whose binaries or debug files can now be found;
   // call before building profiles. Returns how many were named.
   size_t RefreshFrames() { return refresher_->Refresh(events_->frames()); }
@@ -108,6 +113,7 @@ class Session {
   ProgramStats program_stats_;  // keeps the kernel's BPF run-time stats on
   // Last: stopped first (~Session stops it explicitly too).
   std::unique_ptr<RingReader> reader_;
+  base::Heartbeat worker_heartbeat_;
 };
 
 }  // namespace gpuflame::profiler

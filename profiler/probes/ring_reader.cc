@@ -95,11 +95,8 @@ int RingReader::OnRecord(void* ctx, void* data, size_t size) {
         self->queue_->NotifyConsumer();
       }
       return 0;
-    case RecordQueue::PushResult::kTooBig:
-      self->dropped_.fetch_add(1, std::memory_order_relaxed);
-      return 0;
-    case RecordQueue::PushResult::kClosed:
-      break;
+    case RecordQueue::PushResult::kTooBig: self->dropped_.fetch_add(1, std::memory_order_relaxed); return 0;
+    case RecordQueue::PushResult::kClosed: break;
   }
   return -ECANCELED;  // stopping: leave the rest in the kernel ring
 }
@@ -108,6 +105,7 @@ void RingReader::Run() {
   epoll_event events[2];
   int error = 0;
   while (!stop_.load(std::memory_order_acquire)) {
+    heartbeat_.Beat();
     const int n = epoll_wait(epoll_fd_.get(), events, 2, idle_poll_ms_);
     if (n < 0 && errno != EINTR) {
       error = -errno;
@@ -179,8 +177,7 @@ int RingReader::Drain(RecordHandler handler) {
   for (;;) {
     // Read before handling: every record the reader queued before it
     // answered is then handled by the call below (one capacity at most).
-    const bool answered =
-        drained_.load(std::memory_order_acquire) >= ask || done_.load(std::memory_order_acquire);
+    const bool answered = drained_.load(std::memory_order_acquire) >= ask || done_.load(std::memory_order_acquire);
     n += HandleQueued(handler);
     if (answered) return n;
     const uint32_t epoch = queue_->ConsumerEpoch();

@@ -31,6 +31,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "base/heartbeat.h"
 #include "base/scoped_fd.h"
 #include "profiler/probes/record_queue.h"
 
@@ -41,7 +42,7 @@ namespace gpuflame::profiler {
 using RecordHandler = absl::FunctionRef<void(std::span<const uint8_t>)>;
 
 struct RingReaderStats {
-  uint64_t records = 0;       // moved into the queue
+  uint64_t records = 0;  // moved into the queue
   uint64_t bytes = 0;
   uint64_t full_waits = 0;    // times the queue was full and the reader waited
   uint64_t dropped = 0;       // records larger than the queue (see above)
@@ -83,6 +84,9 @@ class RingReader {
   void Stop();
 
   RingReaderStats stats() const;
+  // Any thread: when the reader last went round its loop (it wakes at
+  // least every idle_poll_ms; a full hand-off queue holds it).
+  const base::Heartbeat& heartbeat() const { return heartbeat_; }
 
  private:
   RingReader() = default;
@@ -108,6 +112,7 @@ class RingReader {
   int idle_poll_ms_ = 20;
 
   std::atomic<bool> stop_{false};
+  base::Heartbeat heartbeat_;
   std::atomic<uint64_t> drain_requested_{0};  // worker: generation asked for
   std::atomic<uint64_t> drained_{0};          // reader: generation read through
   std::atomic<bool> done_{false};             // the reader thread has returned

@@ -8,6 +8,7 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "base/regular_file.h"
 #include "base/scoped_fd.h"
 
 namespace gpuflame::profiler {
@@ -32,10 +33,12 @@ std::string ReadInRoot(const std::string& root, const std::string& path, size_t 
   base::ScopedFd dir(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir) return "";
   open_how how{};
-  how.flags = O_RDONLY | O_CLOEXEC;
+  // O_PATH, then a regular file only: the container may have put a FIFO
+  // there, whose open would wait for a writer forever.
+  how.flags = O_PATH | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  base::ScopedFd fd(static_cast<int>(syscall(SYS_openat2, dir.get(), path.c_str(), &how, sizeof(how))));
-  return ReadFd(fd, limit);
+  base::ScopedFd where(static_cast<int>(syscall(SYS_openat2, dir.get(), path.c_str(), &how, sizeof(how))));
+  return ReadFd(base::ReopenRegularFile(where), limit);
 }
 
 std::string FirstLine(std::string s) {

@@ -40,7 +40,7 @@ struct NativeUnwinder::Process {
   struct Module {
     uint64_t start = 0, end = 0;  // executable mapping
     uint64_t bias = 0;
-    CfiTable* cfi = nullptr;      // nullptr: no readable CFI
+    CfiTable* cfi = nullptr;  // nullptr: no readable CFI
   };
   std::vector<Module> modules;  // sorted by start
   Dwfl* dwfl = nullptr;         // built on the first fallback
@@ -50,8 +50,8 @@ struct NativeUnwinder::Process {
     if (dwfl) dwfl_end(dwfl);
   }
   const Module* Find(uint64_t pc) const {
-    auto it = std::upper_bound(modules.begin(), modules.end(), pc,
-                               [](uint64_t a, const Module& m) { return a < m.start; });
+    auto it =
+        std::upper_bound(modules.begin(), modules.end(), pc, [](uint64_t a, const Module& m) { return a < m.start; });
     if (it == modules.begin()) return nullptr;
     --it;
     return pc < it->end ? &*it : nullptr;
@@ -130,9 +130,20 @@ const Dwfl_Thread_Callbacks kCallbacks = {
     .thread_detach = nullptr,
 };
 
+// No separate debuginfo search: libdwfl's would open() candidates named
+// after the target's paths in our mount namespace (its directory plus
+// .debug/, the debuglink it chose), where a FIFO would hold this thread
+// forever. The unwinder needs .eh_frame (or .debug_frame in the file itself,
+// which libdwfl reads first), both in the file reported with its fd.
+int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
+                        char** debuginfo_file_name) {
+  *debuginfo_file_name = nullptr;
+  return -1;
+}
+
 const Dwfl_Callbacks kDwflCallbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = NoSeparateDebuginfo,
     .section_address = nullptr,
     .debuginfo_path = nullptr,
 };
@@ -197,9 +208,8 @@ NativeUnwinder::Process* NativeUnwinder::Get(pid_t pid) {
     // Keyed by build ID, so one libcuda's rows serve every process; a file
     // without one is keyed by its identity on disk.
     FileKey key = FileKey::Of(m);
-    std::string cache_key = !elf->build_id().empty()
-                                ? elf->build_id()
-                                : absl::StrFormat("file:%u:%u:%u", key.major, key.minor, key.inode);
+    std::string cache_key =
+        !elf->build_id().empty() ? elf->build_id() : absl::StrFormat("file:%u:%u:%u", key.major, key.minor, key.inode);
     CfiTable* cfi = cfi_.Get(cache_key, [&] {
       // An fd of this very file (inode checked), whoever opened it first.
       inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);

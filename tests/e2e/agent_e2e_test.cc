@@ -72,6 +72,20 @@ class AgentProcess {
     waitpid(pid_, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
+  // Stop(), but a hung agent (one that ignores SIGTERM) is killed after
+  // |seconds| and reported as -1 rather than hanging the test.
+  int StopWithin(int seconds) {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < seconds * 50; i++) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_)
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    return -1;
+  }
   std::string Log() const { return ReadFile(log_); }
 
  private:
@@ -295,6 +309,46 @@ TEST(AgentTest, WithNoGateNoProcessIsHeld) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a window: the metrics are published
   EXPECT_EQ(Metric(metrics_port, "gpuflame_gated_processes_total"), 0);
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+}
+
+TEST(AgentTest, AHostileProcessCannotStallIt) {
+  // Processes that mapped a CUDA runtime and then made its path name a FIFO
+  // (a directory swap; a tmpfs over the directory in their own mount
+  // namespace), there before the agent starts: its first scan reads them.
+  // Opening the path for reading once hung the agent node-wide, deaf to
+  // SIGTERM, with /healthz still ok. It must skip them and keep profiling.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent-hostile");
+  for (const char* mode : {"swap", "mount"}) {
+    std::filesystem::create_directories(dir + "/" + mode);
+    Sh(SimEnv() + " " + PyenvPython("3.12") + " " + Workload("hostile_paths.py") + " " + mode + " " + dir + "/" + mode +
+       " > " + dir + "/" + mode + ".out 2>&1 &");
+  }
+  auto ready = [&](const char* mode) { return ReadFile(dir + "/" + mode + ".out").find("ready") != std::string::npos; };
+  for (int i = 0; i < 500 && !(ready("swap") && ready("mount")); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(ready("swap")) << ReadFile(dir + "/swap.out");
+  ASSERT_TRUE(ready("mount")) << ReadFile(dir + "/mount.out");
+
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  const bool started = agent.WaitReady();
+  pid_t pid = started ? RunWorkload(dir, metrics_port) : -1;
+  if (started) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two windows close
+  httplib::Client health("127.0.0.1", metrics_port);
+  health.set_read_timeout(5, 0);
+  auto res = health.Get("/healthz");
+  Sh("touch " + dir + "/swap/stop " + dir + "/mount/stop");
+  const int rc = agent.StopWithin(30);
+  ASSERT_TRUE(started) << agent.Log();
+  ASSERT_TRUE(res) << "/healthz unreachable";
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(rc, 0) << "the agent did not stop on SIGTERM within 30 s\n" << agent.Log();
+  Totals t = Sum(receiver.Accepted(), pid);
+  EXPECT_EQ(t.torch_alloc, 114 * MiB) << agent.Log();
+  EXPECT_EQ(t.gpu_alloc, 121 * MiB) << agent.Log();
 }
 
 TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {

@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,8 +8,10 @@
 #include <string>
 #include <utility>
 
+#include "base/heartbeat.h"
 #include "base/json_string.h"
 #include "base/redact.h"
+#include "base/regular_file.h"
 #include "base/scoped_fd.h"
 #include "base/utf8.h"
 #include "gtest/gtest.h"
@@ -191,6 +194,48 @@ TEST(RedactTest, HeaderValuesWithLineBreaksAreRefused) {
   EXPECT_TRUE(HasControlCharacters("tenant\r\nX-Evil: 1"));
   EXPECT_TRUE(HasControlCharacters(std::string("a\0b", 3)));
   EXPECT_FALSE(HasControlCharacters("team-a_prod.1"));
+}
+
+TEST(RegularFileTest, OpensOnlyRegularFilesAndOnlyTheOneMeant) {
+  char dir[] = "/tmp/gf-regular-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/lib.so", fifo = std::string(dir) + "/fifo";
+  {
+    ScopedFd w(open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_EQ(write(w.get(), "x", 1), 1);
+  }
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  struct stat st{};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  const FileIdentity id{st.st_ino, major(st.st_dev), minor(st.st_dev)};
+
+  ScopedFd fd = OpenRegularFile(file, id);
+  ASSERT_TRUE(fd);
+  char c = 0;
+  EXPECT_EQ(read(fd.get(), &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+  // A FIFO has no writer: a plain open() would wait here forever.
+  EXPECT_FALSE(OpenRegularFile(fifo));
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_FALSE(OpenRegularFile(dir));
+  EXPECT_FALSE(OpenRegularFile("/dev/null"));
+  // Another file at the path the process named.
+  EXPECT_FALSE(OpenRegularFile(file, FileIdentity{st.st_ino + 1, id.dev_major, id.dev_minor}));
+  EXPECT_EQ(errno, ESTALE);
+  EXPECT_FALSE(OpenRegularFile(std::string(dir) + "/missing"));
+  unlink(file.c_str());
+  unlink(fifo.c_str());
+  rmdir(dir);
+}
+
+TEST(HeartbeatTest, StallsCountFromTheLastBeatAndNotBeforeTheFirst) {
+  Heartbeat beat;
+  EXPECT_EQ(beat.StalledNs(), 0);
+  beat.Beat();
+  usleep(2000);
+  EXPECT_GE(beat.StalledNs(), 2'000'000);
+  beat.Beat();
+  EXPECT_LT(beat.StalledNs(), 2'000'000'000);
 }
 
 }  // namespace
