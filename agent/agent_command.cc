@@ -134,12 +134,15 @@ int RunAgent(const AgentConfig& cfg) {
   (*delivery)->Stop();  // undelivered requests move to the spool
   std::fprintf(stderr,
                "gpuflame: agent stopped: %llu events from %zu process%s; %llu pushes accepted, %llu retried, %llu "
-               "dropped (queue full), %llu rejected%s\n",
+               "dropped (queue full), %llu rejected, %llu given up (%llu profiles), %llu lost writing the spool%s\n",
                static_cast<unsigned long long>(session.events().stats().records),
                static_cast<size_t>(snapshots.processes_reported()), snapshots.processes_reported() == 1 ? "" : "es",
                static_cast<unsigned long long>(st.pushed), static_cast<unsigned long long>(st.failed_attempts),
                static_cast<unsigned long long>(st.dropped_queue_full),
                static_cast<unsigned long long>(st.dropped_rejected),
+               static_cast<unsigned long long>(st.dropped_undeliverable),
+               static_cast<unsigned long long>(st.series_undeliverable),
+               static_cast<unsigned long long>(st.dropped_spool_write),
                flushed ? ""
                        : absl::StrCat("; ", st.queued + st.spooled, " not delivered yet (", st.last_error, ")",
                                       cfg.spool_dir.empty() ? "" : absl::StrCat(", kept in ", cfg.spool_dir))

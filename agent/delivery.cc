@@ -15,8 +15,9 @@ absl::StatusOr<std::unique_ptr<Delivery>> Delivery::Start(const AgentConfig& cfg
   opt.spool_max_bytes = cfg.spool_max_bytes;
   Delivery* raw = d.get();  // outlives the queue, which it owns
   auto q = exporters::PushQueue::Create(
-      [raw](const std::string& body) {
-        return raw->grpc_client_ ? raw->grpc_client_->PushEncoded(body) : raw->client_.PushEncoded(body);
+      [raw](const std::string& body) -> exporters::PushOutcome {
+        if (raw->grpc_client_) return raw->grpc_client_->PushEncoded(body);
+        return raw->client_.PushEncoded(body);
       },
       opt);
   if (!q.ok()) return q.status();

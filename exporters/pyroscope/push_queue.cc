@@ -1,7 +1,7 @@
 #include "exporters/pyroscope/push_queue.h"
 
+#include <algorithm>
 #include <chrono>
-#include <random>
 
 namespace gpuflame::exporters {
 
@@ -35,13 +35,21 @@ void PushQueue::RefreshLocked() {
     stats_.spool_bytes = spool_->bytes();
     stats_.dropped_spool_full = spool_->dropped_full();
     stats_.spool_corrupt = spool_->corrupt();
+    std::erase_if(spool_retry_, [&](const auto& kv) { return !spool_->contains(kv.first); });
   }
 }
 
 void PushQueue::SpillLocked() {
   while (!queue_.empty()) {
     Entry& e = queue_.front();
-    if (!spool_->Put(e.body, e.series).ok()) stats_.last_error = "spool write failed";
+    absl::StatusOr<uint64_t> seq = spool_->Put(e.body, e.series);
+    if (seq.ok()) {
+      if (e.retry.failed) spool_retry_[*seq] = e.retry;
+      if (last_failed_ == std::pair{false, e.id}) last_failed_ = {true, *seq};
+    } else if (!absl::IsResourceExhausted(seq.status())) {  // a full spool counts its own drops
+      stats_.dropped_spool_write++;
+      stats_.last_error = "spool write failed: " + std::string(seq.status().message());
+    }
     queue_.pop_front();
   }
   RefreshLocked();
@@ -54,22 +62,23 @@ void PushQueue::Enqueue(const std::vector<Series>& request) {
     std::lock_guard<std::mutex> lock(mu_);
     if (spool_ && !spool_->empty()) {
       // Pyroscope is away and older requests wait on disk: keep the order.
-      if (!spool_->Put(body, series).ok()) stats_.last_error = "spool write failed";
+      absl::StatusOr<uint64_t> seq = spool_->Put(body, series);
+      if (!seq.ok() && !absl::IsResourceExhausted(seq.status())) {
+        stats_.dropped_spool_write++;
+        stats_.last_error = "spool write failed: " + std::string(seq.status().message());
+      }
     } else {
       if (queue_.size() >= options_.max_requests) {
         // The oldest window matters least, unless it is being sent right
         // now: then the next oldest goes, so nothing is counted both as
         // pushed and as dropped.
-        bool front_in_flight = in_flight_ != 0 && queue_.front().id == in_flight_;
-        if (front_in_flight && queue_.size() > 1) {
-          queue_.erase(queue_.begin() + 1);
-          stats_.dropped_queue_full++;
-        } else if (!front_in_flight) {
-          queue_.pop_front();
+        auto oldest = std::find_if(queue_.begin(), queue_.end(), [&](const Entry& e) { return e.id != in_flight_; });
+        if (oldest != queue_.end()) {
+          queue_.erase(oldest);
           stats_.dropped_queue_full++;
         }
       }
-      queue_.push_back(Entry{next_id_++, series, std::move(body)});
+      queue_.push_back(Entry{next_id_++, series, std::move(body), Retry{}});
     }
     RefreshLocked();
   }
@@ -86,6 +95,130 @@ bool PushQueue::Flush(int timeout_ms) {
   return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return IdleLocked(); });
 }
 
+std::optional<PushQueue::Job> PushQueue::NextLocked() {
+  // The oldest request goes first (the spool holds the oldest), except right
+  // after a failure: then the next one, so that one request that cannot get
+  // through does not hold up the rest. In an outage the two oldest take turns
+  // and the order is kept within one.
+  std::optional<std::pair<bool, uint64_t>> avoid = std::exchange(last_failed_, std::nullopt);
+  if (spool_ && !spool_->empty()) {
+    std::optional<uint64_t> seq = spool_->OldestExcept(avoid && avoid->first ? avoid->second : UINT64_MAX);
+    if (!seq) seq = spool_->OldestExcept(UINT64_MAX);
+    std::optional<SpooledRequest> r = spool_->Read(*seq);
+    if (!r) return std::nullopt;  // damaged: removed and counted
+    return Job{true, *seq, r->series, std::move(r->body)};
+  }
+  if (queue_.empty()) return std::nullopt;
+  const Entry* e = &queue_.front();
+  if (avoid == std::pair{false, e->id} && queue_.size() > 1) e = &queue_[1];
+  return Job{false, e->id, e->series, e->body};
+}
+
+PushQueue::Retry& PushQueue::RetryOfLocked(const Job& job) {
+  if (job.spooled) return spool_retry_[job.key];
+  auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Entry& e) { return e.id == job.key; });
+  // The entry being sent is never dropped (Enqueue skips it), so it is here.
+  return it->retry;
+}
+
+void PushQueue::RemoveLocked(const Job& job) {
+  if (job.spooled) {
+    spool_->Remove(job.key);
+    spool_retry_.erase(job.key);
+    return;
+  }
+  std::erase_if(queue_, [&](const Entry& e) { return e.id == job.key; });
+}
+
+int PushQueue::SettleLocked(const Job& job, const PushOutcome& out, int& backoff, std::mt19937& rng) {
+  const uint32_t total = job.series;
+  uint32_t settled = 0, rejected = 0;
+  std::string rejection = out.rejection;
+  if (out.status.ok()) {
+    settled = total;  // all of it went through
+    rejected = out.partial ? std::min(out.rejected, total) : 0;
+  } else if (IsRetryable(out.status)) {
+    settled = out.partial ? std::min(out.settled, total) : 0;
+    rejected = out.partial ? std::min(out.rejected, settled) : 0;
+  } else {
+    settled = rejected = total;  // refused whole
+    rejection = std::string(out.status.message());
+  }
+  stats_.series_pushed += settled - rejected;
+  stats_.series_rejected += rejected;
+  if (settled > rejected) deliveries_++;
+  if (rejected > 0) stats_.last_error = rejection;
+  if (settled == total) {
+    RemoveLocked(job);
+    (rejected == 0 ? stats_.pushed : stats_.dropped_rejected)++;
+    backoff = options_.initial_backoff_ms;
+    return 0;
+  }
+
+  // Something is left and a retry can fix what stopped it.
+  stats_.failed_attempts++;
+  stats_.last_error = std::string(out.status.message());
+  int wait = std::uniform_int_distribution<int>(backoff / 2, backoff)(rng);  // full jitter
+  if (settled > 0) {
+    // Part way (/ingest): what was taken is cut out before anything else,
+    // here and on disk, so that it is never sent again.
+    stats_.partial_attempts++;
+    const uint32_t left = total - settled;
+    absl::StatusOr<std::string> rest = DropLeadingProfiles(job.body, settled);
+    if (!rest.ok()) {
+      // Cannot happen for a request /ingest could read; resending all of it
+      // would double what was taken, so the rest is given up, counted.
+      RemoveLocked(job);
+      stats_.dropped_undeliverable++;
+      stats_.series_undeliverable += left;
+      return 0;
+    }
+    if (job.spooled) {
+      if (!spool_->Replace(job.key, *rest, left).ok()) {
+        // The file still holds what was taken: it goes, the rest is kept
+        // as a new file.
+        spool_->Remove(job.key);
+        spool_retry_.erase(job.key);
+        absl::StatusOr<uint64_t> seq = spool_->Put(*rest, left);
+        if (!seq.ok() && !absl::IsResourceExhausted(seq.status())) stats_.dropped_spool_write++;
+      }
+    } else {
+      auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Entry& e) { return e.id == job.key; });
+      it->body = std::move(*rest);
+      it->series = left;
+      it->retry = Retry{};
+    }
+    if (job.spooled) spool_retry_.erase(job.key);
+    // Pyroscope is taking requests: retry soon, without growing the backoff.
+    backoff = options_.initial_backoff_ms;
+    wait = std::uniform_int_distribution<int>(backoff / 2, backoff)(rng);
+  } else {
+    // Nothing taken. A strike only when something else got through since
+    // this request last failed: Pyroscope is up, and this request does not
+    // get through. In an outage nothing gets through, and nothing is given
+    // up (the spool bounds what waits).
+    Retry& r = RetryOfLocked(job);
+    if (!r.failed) {
+      r.failed = true;
+    } else if (deliveries_ > r.deliveries_seen) {
+      r.strikes++;
+    }
+    r.deliveries_seen = deliveries_;
+    if (const int strikes = r.strikes; strikes >= options_.max_strikes) {
+      RemoveLocked(job);  // |r| goes with it
+      stats_.dropped_undeliverable++;
+      stats_.series_undeliverable += total;
+      stats_.last_error = "given up after " + std::to_string(strikes + 1) +
+                          " failed attempts while others got through: " + stats_.last_error;
+    } else {
+      last_failed_ = {job.spooled, job.key};
+    }
+    backoff = std::min(backoff * 2, options_.max_backoff_ms);
+  }
+  if (spool_) SpillLocked();  // an outage: make what waits survive a restart
+  return wait;
+}
+
 void PushQueue::Run() {
   std::mt19937 rng(std::random_device{}());
   int backoff = options_.initial_backoff_ms;
@@ -93,53 +226,25 @@ void PushQueue::Run() {
   for (;;) {
     cv_.wait(lock, [this] { return stopping_ || !queue_.empty() || (spool_ && !spool_->empty()); });
     if (stopping_) return;
-    // The spool holds the oldest requests: they go first.
-    std::optional<SpooledRequest> spooled;
-    if (spool_ && !spool_->empty()) {
-      spooled = spool_->Oldest();
+    std::optional<Job> job = NextLocked();
+    if (!job) {  // only damaged files were left
       RefreshLocked();
-      if (!spooled) continue;  // only corrupt files were left
+      cv_.notify_all();
+      continue;
     }
-    const uint64_t id = spooled ? 0 : queue_.front().id;
-    const uint32_t series = spooled ? spooled->series : queue_.front().series;
-    std::string body = spooled ? std::move(spooled->body) : queue_.front().body;
     busy_ = true;
-    in_flight_ = id;
+    in_flight_ = job->spooled ? 0 : job->key;
+    if (job->spooled) spool_->set_pinned(job->key);
     lock.unlock();
-    absl::Status s = sender_(body);
+    PushOutcome out = sender_(job->body);
     lock.lock();
     busy_ = false;
     in_flight_ = 0;
-    auto remove = [&] {
-      if (spooled) {
-        spool_->Remove(spooled->sequence);
-      } else if (!queue_.empty() && queue_.front().id == id) {
-        queue_.pop_front();  // unless dropped from the front while we sent
-      }
-    };
-    if (s.ok()) {
-      remove();
-      stats_.pushed++;
-      stats_.series_pushed += series;
-      backoff = options_.initial_backoff_ms;
-    } else if (absl::IsUnavailable(s) || absl::IsResourceExhausted(s) || absl::IsDeadlineExceeded(s)) {
-      stats_.failed_attempts++;
-      stats_.last_error = std::string(s.message());
-      if (spool_) SpillLocked();  // an outage: make what waits survive a restart
-      // Full jitter: spread reconnecting agents across the backoff window.
-      int wait = std::uniform_int_distribution<int>(backoff / 2, backoff)(rng);
-      backoff = std::min(backoff * 2, options_.max_backoff_ms);
-      RefreshLocked();
-      cv_.notify_all();
-      cv_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stopping_; });
-      continue;
-    } else {
-      remove();
-      stats_.dropped_rejected++;
-      stats_.last_error = std::string(s.message());
-    }
+    if (spool_) spool_->set_pinned(UINT64_MAX);
+    int wait = SettleLocked(*job, out, backoff, rng);
     RefreshLocked();
     cv_.notify_all();
+    if (wait > 0) cv_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stopping_; });
   }
 }
 

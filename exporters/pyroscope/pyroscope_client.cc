@@ -45,9 +45,7 @@ std::string EncodePushRequest(const std::vector<Series>& series) {
   return req.SerializeAsString();
 }
 
-PyroscopeClient::PyroscopeClient(PyroscopeEndpoint endpoint) : endpoint_(std::move(endpoint)) {
-  GlobalInit();
-}
+PyroscopeClient::PyroscopeClient(PyroscopeEndpoint endpoint) : endpoint_(std::move(endpoint)) { GlobalInit(); }
 
 std::string IngestName(const std::vector<std::pair<std::string, std::string>>& labels) {
   auto clean = [](std::string v) {
@@ -69,11 +67,13 @@ std::string IngestName(const std::vector<std::pair<std::string, std::string>>& l
   return absl::StrCat(service, "{", rest, "}");
 }
 
-absl::Status PyroscopeClient::Ingest(const std::string& push_request) const {
+PushOutcome PyroscopeClient::Ingest(const std::string& push_request) const {
   push::v1::PushRequest req;
   if (!req.ParseFromString(push_request)) return absl::InvalidArgumentError("not a push request");
   std::string base = endpoint_.url;
   while (!base.empty() && base.back() == '/') base.pop_back();
+  uint32_t settled = 0, rejected = 0;
+  std::string rejection;
   for (const auto& series : req.series()) {
     std::vector<std::pair<std::string, std::string>> labels;
     for (const auto& l : series.labels()) labels.emplace_back(l.name(), l.value());
@@ -82,13 +82,30 @@ absl::Status PyroscopeClient::Ingest(const std::string& push_request) const {
     char* quoted = curl_easy_escape(esc.get(), name.data(), static_cast<int>(name.size()));
     std::string url = absl::StrCat(base, "/ingest?format=pprof&spyName=gpuflame&name=", quoted ? quoted : "");
     curl_free(quoted);
-    for (const auto& sample : series.samples())
-      if (auto s = Post(url, sample.raw_profile(), "Content-Type: application/octet-stream"); !s.ok()) return s;
+    for (const auto& sample : series.samples()) {
+      absl::Status s = Post(url, sample.raw_profile(), "Content-Type: application/octet-stream");
+      // Stop at the first error a retry can fix: the queue resumes from
+      // here. One refused profile does not hold back the others.
+      if (IsRetryable(s)) return PushOutcome::Partial(settled, rejected, s);
+      settled++;
+      if (!s.ok()) {
+        rejected++;
+        rejection = std::string(s.message());
+      }
+    }
   }
-  return absl::OkStatus();
+  PushOutcome done = PushOutcome::Partial(settled, rejected, absl::OkStatus());
+  done.rejection = std::move(rejection);
+  return done;
 }
 
-absl::Status PyroscopeClient::PushEncoded(const std::string& body) const {
+absl::Status PyroscopeClient::Push(const std::vector<Series>& series) const {
+  PushOutcome o = PushEncoded(EncodePushRequest(series));
+  if (!o.status.ok() || o.rejected == 0) return o.status;
+  return absl::InvalidArgumentError(absl::StrCat(o.rejected, " of the profiles refused: ", o.rejection));
+}
+
+PushOutcome PyroscopeClient::PushEncoded(const std::string& body) const {
   if (legacy_) return Ingest(body);
   std::string url = endpoint_.url;
   while (!url.empty() && url.back() == '/') url.pop_back();
@@ -100,8 +117,7 @@ absl::Status PyroscopeClient::PushEncoded(const std::string& body) const {
   return s;
 }
 
-absl::Status PyroscopeClient::Post(const std::string& url, const std::string& body,
-                                   const char* content_type) const {
+absl::Status PyroscopeClient::Post(const std::string& url, const std::string& body, const char* content_type) const {
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), &curl_easy_cleanup);
   if (!curl) return absl::InternalError("curl_easy_init failed");
   curl_slist* headers = nullptr;
@@ -142,7 +158,8 @@ absl::Status PyroscopeClient::Post(const std::string& url, const std::string& bo
 
   CURLcode rc = curl_easy_perform(c);
   if (rc != CURLE_OK)
-    return absl::UnavailableError(absl::StrCat("push to ", base::RedactUrl(endpoint_.url), ": ", curl_easy_strerror(rc)));
+    return absl::UnavailableError(
+        absl::StrCat("push to ", base::RedactUrl(endpoint_.url), ": ", curl_easy_strerror(rc)));
   long code = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
   if (code == 200) return absl::OkStatus();

@@ -1,15 +1,13 @@
 #include "exporters/pyroscope/spool.h"
 
-#include <cstdio>
-#include <memory>
-
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -18,21 +16,95 @@
 namespace gpuflame::exporters {
 namespace {
 
-constexpr char kMagic[8] = {'G', 'F', 'S', 'P', 'O', 'O', 'L', '1'};
-constexpr size_t kHeader = sizeof(kMagic) + 4;
+constexpr char kMagicV1[8] = {'G', 'F', 'S', 'P', 'O', 'O', 'L', '1'};
+constexpr char kMagic[8] = {'G', 'F', 'S', 'P', 'O', 'O', 'L', '2'};
 constexpr size_t kMaxRequest = 512u << 20;  // bound what we inflate from disk
+constexpr const char* kTmpSuffix = ".tmp";
+
+// The file's bytes for |body|. The profile count goes inside the frame:
+// zstd's content checksum then covers it as well as the request, so a byte
+// changed anywhere after the magic fails decompression instead of replaying
+// a different profile, or the right one with the wrong count.
+// zstd's own checksum (XXH64 of the content, verified by ZSTD_decompress as
+// it inflates) rather than a CRC of ours in the header: no second pass over
+// the body and no checksum code of our own to get wrong.
+absl::StatusOr<std::string> Encode(const std::string& body, uint32_t series) {
+  std::string content(4 + body.size(), '\0');
+  std::memcpy(content.data(), &series, 4);
+  std::memcpy(content.data() + 4, body.data(), body.size());
+  std::string out(sizeof(kMagic) + ZSTD_compressBound(content.size()), '\0');
+  std::memcpy(out.data(), kMagic, sizeof(kMagic));
+  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  if (!cctx) return absl::ResourceExhaustedError("zstd: no compression context");
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, 3);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
+  size_t n = ZSTD_compress2(cctx.get(), out.data() + sizeof(kMagic), out.size() - sizeof(kMagic), content.data(),
+                            content.size());
+  if (ZSTD_isError(n)) return absl::InternalError(ZSTD_getErrorName(n));
+  out.resize(sizeof(kMagic) + n);
+  return out;
+}
+
+// One zstd frame inflated, within kMaxRequest + 4; nullptr and |why| if not.
+std::optional<std::string> Inflate(const char* data, size_t size, const char** why) {
+  unsigned long long content = ZSTD_getFrameContentSize(data, size);
+  *why = "unreadable size";
+  if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN || content > kMaxRequest + 4)
+    return std::nullopt;
+  std::string out(content, '\0');
+  size_t n = ZSTD_decompress(out.data(), out.size(), data, size);  // checks the content checksum
+  if (ZSTD_isError(n) || n != content) {
+    *why = ZSTD_isError(n) ? ZSTD_getErrorName(n) : "truncated";
+    return std::nullopt;
+  }
+  return out;
+}
+
+// |raw| as a request, or nullopt and |why|.
+std::optional<SpooledRequest> Decode(const std::string& raw, const char** why) {
+  *why = "not a gpuflame spool file";
+  SpooledRequest r;
+  if (raw.size() >= sizeof(kMagic) && std::memcmp(raw.data(), kMagic, sizeof(kMagic)) == 0) {
+    auto content = Inflate(raw.data() + sizeof(kMagic), raw.size() - sizeof(kMagic), why);
+    if (!content) return std::nullopt;
+    if (content->size() < 4) {
+      *why = "truncated";
+      return std::nullopt;
+    }
+    std::memcpy(&r.series, content->data(), 4);
+    r.body = content->substr(4);
+    return r;
+  }
+  // Version 1, written before the count moved inside the frame.
+  constexpr size_t kHeaderV1 = sizeof(kMagicV1) + 4;
+  if (raw.size() >= kHeaderV1 && std::memcmp(raw.data(), kMagicV1, sizeof(kMagicV1)) == 0) {
+    auto body = Inflate(raw.data() + kHeaderV1, raw.size() - kHeaderV1, why);
+    if (!body) return std::nullopt;
+    std::memcpy(&r.series, raw.data() + sizeof(kMagicV1), 4);
+    r.body = std::move(*body);
+    return r;
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
 absl::StatusOr<Spool> Spool::Open(const std::string& dir, uint64_t max_bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::PermissionDeniedError(absl::StrFormat("cannot create spool directory %s: %s", dir, ec.message()));
+  if (ec)
+    return absl::PermissionDeniedError(absl::StrFormat("cannot create spool directory %s: %s", dir, ec.message()));
   Spool s;
   s.dir_ = dir;
   s.max_bytes_ = max_bytes;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = e.path().filename();
+    // A rewrite that a crash interrupted: the original is still in place.
+    if (name.size() == 25 + std::strlen(kTmpSuffix) && name.ends_with(std::string(".push") + kTmpSuffix)) {
+      std::error_code ignored;
+      std::filesystem::remove(e.path(), ignored);
+      continue;
+    }
     if (name.size() != 25 || name.substr(20) != ".push") continue;
     uint64_t seq = 0;
     if (!absl::SimpleAtoi(name.substr(0, 20), &seq)) continue;
@@ -46,66 +118,88 @@ absl::StatusOr<Spool> Spool::Open(const std::string& dir, uint64_t max_bytes) {
 
 std::string Spool::PathOf(uint64_t sequence) const { return absl::StrFormat("%s/%020d.push", dir_, sequence); }
 
-absl::Status Spool::Put(const std::string& body, uint32_t series) {
-  std::string out(kHeader + ZSTD_compressBound(body.size()), '\0');
-  std::memcpy(out.data(), kMagic, sizeof(kMagic));
-  std::memcpy(out.data() + sizeof(kMagic), &series, 4);
-  // With a content checksum, a byte changed on disk fails decompression
-  // instead of replaying a different profile as if it were the one spooled.
-  // zstd's own (XXH64 of the content, verified by ZSTD_decompress as it
-  // inflates) rather than a CRC of ours in the header: no second pass over
-  // the body and no checksum code of our own to get wrong.
-  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
-  if (!cctx) return absl::ResourceExhaustedError("zstd: no compression context");
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, 3);
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
-  size_t n = ZSTD_compress2(cctx.get(), out.data() + kHeader, out.size() - kHeader, body.data(), body.size());
-  if (ZSTD_isError(n)) return absl::InternalError(ZSTD_getErrorName(n));
-  out.resize(kHeader + n);
+absl::StatusOr<uint64_t> Spool::Put(const std::string& body, uint32_t series) {
+  absl::StatusOr<std::string> out = Encode(body, series);
+  if (!out.ok()) return out.status();
   // Make room: the oldest windows matter least.
-  while (!files_.empty() && bytes_ + out.size() > max_bytes_) {
-    Remove(files_.front().sequence);
+  while (bytes_ + out->size() > max_bytes_) {
+    auto oldest = std::find_if(files_.begin(), files_.end(), [&](const File& f) { return f.sequence != pinned_; });
+    if (oldest == files_.end()) break;
+    Remove(oldest->sequence);
     dropped_full_++;
   }
-  if (out.size() > max_bytes_) {
+  if (bytes_ + out->size() > max_bytes_) {
     dropped_full_++;
-    return absl::ResourceExhaustedError("request larger than the whole spool");
+    return absl::ResourceExhaustedError("no room in the spool for this request");
   }
   uint64_t seq = next_++;
-  if (auto s = WriteFile(PathOf(seq), out); !s.ok()) return s;
-  files_.push_back({seq, out.size()});
-  bytes_ += out.size();
+  if (auto s = WriteFile(PathOf(seq), *out); !s.ok()) return s;
+  files_.push_back({seq, out->size()});
+  bytes_ += out->size();
+  return seq;
+}
+
+absl::Status Spool::Replace(uint64_t sequence, const std::string& body, uint32_t series) {
+  auto it = std::find_if(files_.begin(), files_.end(), [&](const File& f) { return f.sequence == sequence; });
+  if (it == files_.end()) return absl::NotFoundError("no such spooled request");
+  absl::StatusOr<std::string> out = Encode(body, series);
+  if (!out.ok()) return out.status();
+  std::string tmp = PathOf(sequence) + kTmpSuffix;
+  if (auto s = WriteFile(tmp, *out); !s.ok()) return s;
+  std::error_code ec;
+  std::filesystem::rename(tmp, PathOf(sequence), ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return absl::InternalError(absl::StrFormat("cannot replace spool file %s", PathOf(sequence)));
+  }
+  bytes_ = bytes_ - it->size + out->size();
+  it->size = out->size();
   return absl::OkStatus();
 }
 
-std::optional<SpooledRequest> Spool::Oldest() {
-  while (!files_.empty()) {
-    const File f = files_.front();
-    std::ifstream in(PathOf(f.sequence), std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string raw = ss.str();
-    SpooledRequest r;
-    r.sequence = f.sequence;
-    const char* why = "not a gpuflame spool file";
-    if (in && raw.size() >= kHeader && std::memcmp(raw.data(), kMagic, sizeof(kMagic)) == 0) {
-      std::memcpy(&r.series, raw.data() + sizeof(kMagic), 4);
-      unsigned long long size = ZSTD_getFrameContentSize(raw.data() + kHeader, raw.size() - kHeader);
-      why = "unreadable size";
-      if (size != ZSTD_CONTENTSIZE_ERROR && size != ZSTD_CONTENTSIZE_UNKNOWN && size <= kMaxRequest) {
-        r.body.resize(size);
-        // Checks the content checksum that Put wrote.
-        size_t n = ZSTD_decompress(r.body.data(), r.body.size(), raw.data() + kHeader, raw.size() - kHeader);
-        if (!ZSTD_isError(n) && n == size) return r;
-        why = ZSTD_isError(n) ? ZSTD_getErrorName(n) : "truncated";
+bool Spool::contains(uint64_t sequence) const {
+  return std::any_of(files_.begin(), files_.end(), [&](const File& f) { return f.sequence == sequence; });
+}
+
+std::optional<uint64_t> Spool::OldestExcept(uint64_t skip) const {
+  for (const File& f : files_)
+    if (f.sequence != skip) return f.sequence;
+  return std::nullopt;
+}
+
+std::optional<SpooledRequest> Spool::Read(uint64_t sequence) {
+  auto it = std::find_if(files_.begin(), files_.end(), [&](const File& f) { return f.sequence == sequence; });
+  if (it == files_.end()) return std::nullopt;
+  const char* why = "unreadable";
+  std::string raw;
+  std::error_code ec;
+  uint64_t size = std::filesystem::file_size(PathOf(sequence), ec);
+  // A file larger than the largest request zstd could write for it is not
+  // ours: it is not read in.
+  if (!ec && size <= ZSTD_compressBound(kMaxRequest + 4) + sizeof(kMagic)) {
+    std::ifstream in(PathOf(sequence), std::ios::binary);
+    raw.resize(size);
+    in.read(raw.data(), static_cast<std::streamsize>(size));
+    if (in.gcount() == static_cast<std::streamsize>(size)) {
+      if (std::optional<SpooledRequest> r = Decode(raw, &why)) {
+        r->sequence = sequence;
+        return r;
       }
     }
-    // Each damaged file is said once: it is removed right after.
-    std::fprintf(stderr, "gpuflame: warning: spool file %s is damaged (%s): dropped, not replayed\n",
-                 PathOf(f.sequence).c_str(), why);
-    corrupt_++;
-    Remove(f.sequence);
+  } else if (!ec) {
+    why = "larger than any request";
   }
+  // Each damaged file is said once: it is removed right after.
+  std::fprintf(stderr, "gpuflame: warning: spool file %s is damaged (%s): dropped, not replayed\n",
+               PathOf(sequence).c_str(), why);
+  corrupt_++;
+  Remove(sequence);
+  return std::nullopt;
+}
+
+std::optional<SpooledRequest> Spool::Oldest() {
+  while (!files_.empty())
+    if (std::optional<SpooledRequest> r = Read(files_.front().sequence)) return r;
   return std::nullopt;
 }
 

@@ -5,8 +5,8 @@
 #include <regex>
 #include <set>
 
-#include "exporters/pprof/gzip.h"
 #include <grpcpp/grpcpp.h>
+#include "exporters/pprof/gzip.h"
 
 #include <functional>
 
@@ -15,6 +15,9 @@
 
 namespace gpuflame::e2e {
 namespace {
+
+// Accept's answer for a call failed on purpose: not a rejection.
+const std::string kUnavailable = "unavailable (failed on purpose)";
 
 bool ValidUtf8(const std::string& s) {
   size_t i = 0;
@@ -93,6 +96,7 @@ class GrpcPusher final : public push::v1::PusherService::Service {
   explicit GrpcPusher(std::function<std::string(const std::string&)> accept) : accept_(std::move(accept)) {}
   grpc::Status Push(grpc::ServerContext*, const push::v1::PushRequest* req, push::v1::PushResponse*) override {
     std::string why = accept_(req->SerializeAsString());
+    if (why == kUnavailable) return grpc::Status(grpc::StatusCode::UNAVAILABLE, why);
     return why.empty() ? grpc::Status::OK : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
   }
 
@@ -103,9 +107,28 @@ class GrpcPusher final : public push::v1::PusherService::Service {
 PyroscopeReceiver::PyroscopeReceiver() = default;
 PyroscopeReceiver::~PyroscopeReceiver() { Stop(); }
 
+void PyroscopeReceiver::FailEvery(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_every_ = n;
+}
+
+void PyroscopeReceiver::FailShare(double share, uint32_t seed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_share_ = share;
+  fail_random_.seed(seed);
+}
+
+bool PyroscopeReceiver::FailThisCallLocked() {
+  const bool every = fail_every_ > 0 && requests_ % fail_every_ == 0;
+  const bool random = fail_share_ > 0 && std::uniform_real_distribution<double>(0, 1)(fail_random_) < fail_share_;
+  if (every || random) failed_++;
+  return every || random;
+}
+
 std::string PyroscopeReceiver::Accept(const std::string& body) {
   std::lock_guard<std::mutex> lock(mu_);
   requests_++;
+  if (FailThisCallLocked()) return kUnavailable;
   push::v1::PushRequest push;
   if (!push.ParseFromString(body)) {
     rejections_.push_back("not a PushRequest");
@@ -148,6 +171,10 @@ bool PyroscopeReceiver::Start(int port, bool legacy_only) {
   server_->Post("/ingest", [this](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu_);
     requests_++;
+    if (FailThisCallLocked()) {
+      res.status = 503;
+      return;
+    }
     std::string name = req.get_param_value("name");
     auto open = name.find('{');
     if (req.get_param_value("format") != "pprof" || open == std::string::npos || name.back() != '}') {
@@ -155,8 +182,7 @@ bool PyroscopeReceiver::Start(int port, bool legacy_only) {
       res.status = 400;
       return;
     }
-    std::map<std::string, std::string> labels{{"__name__", "ingested_memory"},
-                                              {"service_name", name.substr(0, open)}};
+    std::map<std::string, std::string> labels{{"__name__", "ingested_memory"}, {"service_name", name.substr(0, open)}};
     std::string inner = name.substr(open + 1, name.size() - open - 2);
     for (size_t pos = 0; pos < inner.size();) {
       size_t comma = inner.find(',', pos);
@@ -178,18 +204,22 @@ bool PyroscopeReceiver::Start(int port, bool legacy_only) {
     res.status = 200;
   });
   if (!legacy_only)
-  server_->Post("/push.v1.PusherService/Push", [this](const httplib::Request& req, httplib::Response& res) {
-    std::string why = req.get_header_value("Content-Type") == "application/proto"
-                          ? Accept(req.body)
-                          : std::string("content type");
-    if (why.empty()) {
-      res.status = 200;
-      res.set_content("", "application/proto");
-      return;
-    }
-    res.status = 400;
-    res.set_content("{\"code\":\"invalid_argument\",\"message\":\"" + why + "\"}", "application/json");
-  });
+    server_->Post("/push.v1.PusherService/Push", [this](const httplib::Request& req, httplib::Response& res) {
+      std::string why =
+          req.get_header_value("Content-Type") == "application/proto" ? Accept(req.body) : std::string("content type");
+      if (why.empty()) {
+        res.status = 200;
+        res.set_content("", "application/proto");
+        return;
+      }
+      if (why == kUnavailable) {
+        res.status = 503;
+        res.set_content("{\"code\":\"unavailable\",\"message\":\"" + why + "\"}", "application/json");
+        return;
+      }
+      res.status = 400;
+      res.set_content("{\"code\":\"invalid_argument\",\"message\":\"" + why + "\"}", "application/json");
+    });
   port_ = port == 0 ? server_->bind_to_any_port("127.0.0.1") : (server_->bind_to_port("127.0.0.1", port) ? port : -1);
   if (port_ < 0) return false;
   thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -213,6 +243,10 @@ std::vector<std::string> PyroscopeReceiver::Rejections() const {
 int PyroscopeReceiver::requests() const {
   std::lock_guard<std::mutex> lock(mu_);
   return requests_;
+}
+int PyroscopeReceiver::failed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_;
 }
 
 }  // namespace gpuflame::e2e
