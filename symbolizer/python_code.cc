@@ -1,6 +1,7 @@
 #include "symbolizer/python_code.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -31,11 +32,18 @@ void AppendUtf8(std::string& out, uint32_t cp) {
   }
 }
 
+// A line number out of int's range comes from a table CPython did not write
+// (a hostile or stale one): its lines are unknown. Checked after every
+// step, so that the running sum, in 64 bits, never overflows: one step adds
+// at most 2^59 (a signed varint of 60 bits) to a value within int's range
+// (the overflow was found by tests/fuzz/python_code_fuzzer.cc).
+bool FitsInt(int64_t line) { return line >= INT_MIN && line <= INT_MAX; }
+
 // 3.10 co_linetable: (byte delta, line delta) pairs, each a byte range with
 // its line; -128 means no line. Mirrors 3.10's Objects/codeobject.c advance().
 int Line310(std::string_view table, int first_line, uint32_t instr) {
   uint64_t target = static_cast<uint64_t>(instr) * 2;  // f_lasti counts code units
-  int line = first_line;
+  int64_t line = first_line;
   uint64_t end = 0;
   for (size_t i = 0; i + 1 < table.size(); i += 2) {
     uint64_t start = end;
@@ -44,7 +52,8 @@ int Line310(std::string_view table, int first_line, uint32_t instr) {
     int current = 0;
     if (ldelta != -128) {
       line += ldelta;
-      current = line;
+      if (!FitsInt(line)) return 0;
+      current = static_cast<int>(line);
     }
     if (target >= start && target < end) return current;
   }
@@ -107,6 +116,7 @@ int Line311(std::string_view table, int first_line, uint32_t instr) {
     } else {
       r.Byte();
     }
+    if (!FitsInt(line)) return 0;
     if (instr >= addr && instr < addr + len) return has_line ? static_cast<int>(line) : 0;
     addr += len;
   }
