@@ -136,7 +136,10 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"malformed\": ", ev.stats().malformed, ", \"allocs\": ", t.allocs,
                   ", \"frees\": ", t.frees, ", \"unmatched_frees\": ", t.unmatched_frees,
                   ", \"sampled_allocs\": ", t.sampled_allocs,
-                  ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees, ", \"live_allocations\": ",
+                  ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees,
+                  // Lost in the ring but kept by BPF without a stack, applied to the live set.
+                  ", \"lost_allocs_kept\": ", t.lost_allocs, ", \"lost_frees_kept\": ", t.lost_frees,
+                  ", \"live_allocations\": ",
                   ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
                   ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,
                   "},\n");
@@ -220,6 +223,14 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
         it != ev.allocator_totals().end() && it->second.known)
       absl::StrAppend(&out, ", \"torch_allocated_bytes\": ", it->second.allocated,
                       ", \"torch_reserved_bytes\": ", it->second.reserved);
+    // What the ring buffer had no room for: under [lost: ring buffer full] in its profiles.
+    if (auto it = ev.losses().find(static_cast<uint32_t>(pid)); it != ev.losses().end()) {
+      const ProcessLoss& l = it->second;
+      absl::StrAppend(&out, ", \"lost\": {\"records\": ", l.records, ", \"allocations\": ", l.allocs,
+                      ", \"allocation_bytes\": ", l.alloc_bytes, ", \"frees\": ", l.frees,
+                      ", \"cpu_samples\": ", l.cpu_samples, ", \"launches\": ", l.launches, ", \"other\": ", l.other,
+                      "}");
+    }
     out += "}";
     first = false;
   }
@@ -368,9 +379,24 @@ int RunRecord(const RecordOptions& opt) {
   const size_t said_live = warnings.size();  // already on the terminal
   for (std::string& w : session.TakeWarnings()) warnings.push_back(std::move(w));
   auto bpf_stats = session.BpfStats();
-  if (bpf_stats[GF_STAT_RINGBUF_FULL])
-    warnings.push_back(absl::StrCat(bpf_stats[GF_STAT_RINGBUF_FULL],
-                                    " events were dropped because the ring buffer was full"));
+  if (bpf_stats[GF_STAT_RINGBUF_FULL]) {
+    // Charged to each process's "[lost: ring buffer full]" frame: allocations
+    // with their bytes (in use exact where BPF kept them), CPU samples.
+    uint64_t allocs = 0, bytes = 0, frees = 0, samples = 0;
+    for (const auto& [pid, l] : session.events().losses()) {
+      allocs += l.allocs;
+      bytes += l.alloc_bytes;
+      frees += l.frees;
+      samples += l.cpu_samples;
+    }
+    const profiler::TrackerStats& t = session.events().tracker().stats();
+    warnings.push_back(absl::StrFormat(
+        "%d records were lost because the ring buffer was full (a larger --ring-buffer-kb holds more): "
+        "%d allocations (%s), %d frees, %d CPU samples are under \"%s\" in the profiles; in-use bytes are "
+        "exact for the %d allocations and %d frees BPF kept",
+        bpf_stats[GF_STAT_RINGBUF_FULL], allocs, HumanBytes(static_cast<int64_t>(bytes)), frees, samples, profiler::kLostFrame,
+        t.lost_allocs, t.lost_frees));
+  }
   const RingReaderStats reader_stats = session.ReaderStats();
   if (reader_stats.dropped)
     warnings.push_back(absl::StrCat(reader_stats.dropped,

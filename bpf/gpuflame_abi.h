@@ -288,6 +288,55 @@ struct gf_file_key {
 };
 GF_STATIC_ASSERT(sizeof(struct gf_file_key) == 16, "gf_file_key ABI");
 
+/*
+ * Records the ring buffer had no room for (GF_STAT_RINGBUF_FULL), charged to
+ * their process so the loss shows where the user looks: user space puts them
+ * under a "[lost: ring buffer full]" frame in that process's profiles.
+ *
+ * `losses`: per (process, domain, kind), how many records and, for
+ * allocations, how many bytes were lost (cumulative; user space reads the
+ * growth). Domain and kind are the lost record's gf_event fields.
+ */
+struct gf_loss_key {
+  gf_u32 pid;
+  gf_u8 domain; /* enum gf_domain */
+  gf_u8 kind;   /* enum gf_event_kind */
+  gf_u16 pad;
+};
+GF_STATIC_ASSERT(sizeof(struct gf_loss_key) == 8, "gf_loss_key ABI");
+
+struct gf_loss {
+  gf_u64 records;
+  gf_u64 bytes; /* GF_EV_ALLOC: the sizes they carried */
+};
+GF_STATIC_ASSERT(sizeof(struct gf_loss) == 16, "gf_loss ABI");
+
+/*
+ * `lost_events` (LRU): each lost GPU or tensor GF_EV_ALLOC / GF_EV_FREE
+ * itself, without its stack, so in-use bytes stay exact: user space makes a
+ * lost allocation live under the [lost] frame (its free matches it), and
+ * applies a lost free to the allocation it frees. Taken out by user space
+ * as it reads them; what the LRU evicts first is only in `losses`. The time
+ * is in the key: an allocator that reuses an address at once (PyTorch's
+ * caching allocator does) loses several events on it between two reads.
+ */
+struct gf_lost_key {
+  gf_u64 addr;
+  gf_u64 ts_ns;
+  gf_u32 pid;
+  gf_u8 domain;
+  gf_u8 kind;
+  gf_u8 handle; /* GF_EVF_HANDLE */
+  gf_u8 pad;
+};
+GF_STATIC_ASSERT(sizeof(struct gf_lost_key) == 24, "gf_lost_key ABI");
+
+struct gf_lost_event {
+  gf_u64 ts_ns;
+  gf_u64 size;
+};
+GF_STATIC_ASSERT(sizeof(struct gf_lost_event) == 16, "gf_lost_event ABI");
+
 /* Per-CPU counters, indices into the `stats` map. */
 /*
  * Work gpuflame sheds when over its own CPU or memory budget

@@ -34,10 +34,40 @@ static __always_inline __u64 wakeup_flags(bool urgent) {
   return BPF_RB_NO_WAKEUP;
 }
 
-/* Hands |len| bytes to user space; a full ring buffer is counted, never silent. */
+/*
+ * A record the ring had no room for, charged to its process (struct
+ * gf_loss), and an allocation or free kept itself (struct gf_lost_key):
+ * user space shows both under a [lost] frame. Runs only when the ring is
+ * full, so its map updates cost nothing in the common case.
+ */
+static __noinline void note_loss(const struct gf_event *ev) {
+  struct gf_loss_key k = {.pid = ev->pid, .domain = ev->domain, .kind = ev->kind};
+  struct gf_loss *l = bpf_map_lookup_elem(&losses, &k);
+  if (!l) {
+    struct gf_loss zero = {};
+    bpf_map_update_elem(&losses, &k, &zero, BPF_NOEXIST);
+    l = bpf_map_lookup_elem(&losses, &k);
+  }
+  if (l) {
+    __sync_fetch_and_add(&l->records, 1);
+    if (ev->kind == GF_EV_ALLOC)
+      __sync_fetch_and_add(&l->bytes, ev->size);
+  }
+  if ((ev->kind != GF_EV_ALLOC && ev->kind != GF_EV_FREE) ||
+      (ev->domain != GF_DOMAIN_GPU && ev->domain != GF_DOMAIN_TORCH))
+    return;
+  struct gf_lost_key lk = {.addr = ev->addr, .ts_ns = ev->ts_ns, .pid = ev->pid, .domain = ev->domain, .kind = ev->kind,
+                           .handle = (ev->flags & GF_EVF_HANDLE) ? 1 : 0};
+  struct gf_lost_event le = {.ts_ns = ev->ts_ns, .size = ev->size};
+  bpf_map_update_elem(&lost_events, &lk, &le, BPF_ANY);
+}
+
+/* Hands |len| bytes to user space (a gf_event first); a full ring buffer is
+ * counted and charged to the record's process (note_loss), never silent. */
 static __always_inline bool emit(void *data, __u64 len, bool urgent) {
   if (bpf_ringbuf_output(&events, data, len, wakeup_flags(urgent))) {
     bump(GF_STAT_RINGBUF_FULL);
+    note_loss((const struct gf_event *)data);
     return false;
   }
   bump(GF_STAT_EVENTS);

@@ -26,6 +26,21 @@ struct {
   __type(value, __u64);
 } stats SEC(".maps");
 
+/* Records the ring had no room for (gpuflame_abi.h, struct gf_loss). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, struct gf_loss_key);
+  __type(value, struct gf_loss);
+} losses SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, struct gf_lost_key);
+  __type(value, struct gf_lost_event);
+} lost_events SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 16384);

@@ -10,8 +10,16 @@ void AllocationTracker::Release(const Live& live) {
   c.inuse_bytes -= static_cast<int64_t>(live.bytes);
 }
 
+void AllocationTracker::Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns) {
+  if (pending.size() >= kMaxPending) {
+    absl::erase_if(pending, [&](const auto& kv) { return kv.second + kPendingNs < ts_ns; });
+    if (pending.size() >= kMaxPending) pending.clear();  // a flood: forget rather than grow
+  }
+  pending[key] = ts_ns;
+}
+
 void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr,
-                                uint64_t size, StackId stack, uint64_t stands_for) {
+                                uint64_t size, StackId stack, uint64_t stands_for, uint64_t ts_ns) {
   if (stack >= counters_.size()) counters_.resize(stack + 1);
   stats_.allocs++;
   const uint64_t bytes = stands_for ? stands_for : size;
@@ -30,12 +38,77 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
   c.alloc_samples += 1;
   c.observed_bytes += static_cast<int64_t>(size);
   Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
-  auto [it, inserted] = live_.try_emplace(key, Live{bytes, objects, stack});
+  if (!lost_frees_.empty() && ts_ns) {
+    // Its free was lost and came first: it was freed already.
+    auto freed = lost_frees_.find(key);
+    if (freed != lost_frees_.end() && freed->second >= ts_ns) {
+      lost_frees_.erase(freed);
+      c.inuse_objects -= objects;
+      c.inuse_bytes -= static_cast<int64_t>(bytes);
+      return;
+    }
+  }
+  auto [it, inserted] = live_.try_emplace(key, Live{bytes, objects, stack, ts_ns});
   if (!inserted) {
     stats_.replaced_live++;
     Release(it->second);
-    it->second = Live{bytes, objects, stack};
+    it->second = Live{bytes, objects, stack, ts_ns};
   }
+}
+
+void AllocationTracker::AddLostAllocated(StackId stack, int64_t objects, int64_t bytes) {
+  if (stack >= counters_.size()) counters_.resize(stack + 1);
+  counters_[stack].alloc_objects += objects;
+  counters_[stack].alloc_bytes += bytes;
+}
+
+void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size,
+                                    StackId stack, uint64_t ts_ns) {
+  if (stack >= counters_.size()) counters_.resize(stack + 1);
+  stats_.lost_allocs++;
+  Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
+  // Its free arrived before it (a free of nothing, then): they pair up.
+  if (auto freed = unmatched_frees_.find(key); freed != unmatched_frees_.end() && freed->second >= ts_ns) {
+    unmatched_frees_.erase(freed);
+    if (stats_.unmatched_frees) stats_.unmatched_frees--;
+    return;
+  }
+  // Its free was lost too and was taken out of the map first.
+  if (auto freed = lost_frees_.find(key); freed != lost_frees_.end() && freed->second >= ts_ns) {
+    lost_frees_.erase(freed);
+    return;
+  }
+  auto it = live_.find(key);
+  // A later allocation at the address is live: this one was freed before
+  // it (by a free lost beyond the map's reach, or replaced).
+  if (it != live_.end() && it->second.ts_ns > ts_ns) return;
+  if (it != live_.end()) {
+    stats_.replaced_live++;
+    Release(it->second);
+    live_.erase(it);
+  }
+  StackCounters& c = counters_[stack];
+  c.inuse_objects += 1;
+  c.inuse_bytes += static_cast<int64_t>(size);
+  live_.emplace(key, Live{size, 1, stack, ts_ns});
+}
+
+void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns) {
+  stats_.lost_frees++;
+  if (!frozen_.empty()) {
+    auto frozen = frozen_.find(static_cast<uint32_t>(pid));
+    if (frozen != frozen_.end() && ts_ns >= frozen->second) return;
+  }
+  Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
+  auto it = live_.find(key);
+  if (it != live_.end() && it->second.ts_ns <= ts_ns) {
+    Release(it->second);
+    live_.erase(it);
+    return;
+  }
+  // Not live yet (its allocation is still in the ring behind us), or a
+  // later one is: only an allocation older than the free may take it.
+  if (it == live_.end()) Remember(lost_frees_, key, ts_ns);
 }
 
 void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns) {
@@ -47,9 +120,11 @@ void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t 
       return;
     }
   }
-  auto it = live_.find(Key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)});
+  const Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
+  auto it = live_.find(key);
   if (it == live_.end()) {
     stats_.unmatched_frees++;
+    Remember(unmatched_frees_, key, ts_ns);
     return;
   }
   Release(it->second);
@@ -57,7 +132,10 @@ void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t 
 }
 
 void AllocationTracker::OnProcessExit(pid_t pid) {
-  absl::erase_if(live_, [pid](const auto& kv) { return kv.first.pid == static_cast<uint32_t>(pid); });
+  auto of = [pid](const auto& kv) { return kv.first.pid == static_cast<uint32_t>(pid); };
+  absl::erase_if(live_, of);
+  absl::erase_if(unmatched_frees_, of);
+  absl::erase_if(lost_frees_, of);
   frozen_.erase(static_cast<uint32_t>(pid));
 }
 
@@ -72,6 +150,7 @@ void AllocationTracker::ClearInUse(const std::vector<StackId>& stacks) {
 size_t AllocationTracker::MemoryUsage() const {
   // flat_hash_map: one slot per bucket plus one control byte.
   return live_.capacity() * (sizeof(std::pair<Key, Live>) + 1) +
+         (unmatched_frees_.capacity() + lost_frees_.capacity()) * (sizeof(std::pair<Key, uint64_t>) + 1) +
          counters_.capacity() * sizeof(StackCounters);
 }
 

@@ -38,6 +38,10 @@ struct TrackerStats {
   uint64_t replaced_live = 0;     // alloc of an address already live (missed free)
   uint64_t shutdown_frees = 0;    // frees after the live set was frozen
   uint64_t sampled_allocs = 0;    // taken by sampling: each stands for more than itself
+  // Records the ring buffer had no room for, kept by BPF without their stack
+  // (bpf/gpuflame_abi.h, struct gf_lost_key): applied to the live set.
+  uint64_t lost_allocs = 0;  // made live under the [lost] frame (or found freed already)
+  uint64_t lost_frees = 0;   // applied to the allocation they freed (or to one still on its way)
 };
 
 class AllocationTracker {
@@ -45,8 +49,19 @@ class AllocationTracker {
   // |stands_for|: the bytes a sampled allocation stands for (0: itself). It
   // counts as that many bytes and about stands_for / size objects, alive
   // until its own free.
+  // |ts_ns| (CLOCK_MONOTONIC, 0: not known) orders it against lost frees.
   void OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack,
-               uint64_t stands_for = 0);
+               uint64_t stands_for = 0, uint64_t ts_ns = 0);
+  // What was allocated and lost with its record: counted under |stack|
+  // (alloc_* only; in use comes from OnLostAlloc, one by one).
+  void AddLostAllocated(StackId stack, int64_t objects, int64_t bytes);
+  // A lost allocation itself (address, size, time): live under |stack|
+  // until its free, unless its free came already.
+  void OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack,
+                   uint64_t ts_ns);
+  // A lost free: releases the allocation it freed (made before |ts_ns|),
+  // or, if that one has not arrived yet, waits for it.
+  void OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns);
   // |ts_ns| is when the free happened (CLOCK_MONOTONIC), which may be before
   // records that arrived earlier: in-process tensor events come in batches.
   void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns);
@@ -81,10 +96,18 @@ class AllocationTracker {
     uint64_t bytes;
     int64_t objects;
     StackId stack;
+    uint64_t ts_ns;  // when it was allocated (0: not known)
   };
   void Release(const Live& live);
+  // A free whose allocation is not (yet) live: kept a while (by time, and at
+  // most kMaxPending of them) so that a lost record arriving later pairs up.
+  void Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns);
+  static constexpr size_t kMaxPending = 65536;
+  static constexpr uint64_t kPendingNs = 30'000'000'000;
 
   absl::flat_hash_map<Key, Live> live_;
+  absl::flat_hash_map<Key, uint64_t> unmatched_frees_;  // -> when freed (a lost allocation may pair up)
+  absl::flat_hash_map<Key, uint64_t> lost_frees_;       // -> when freed (its allocation may be on its way)
   absl::flat_hash_map<uint32_t, uint64_t> frozen_;  // pid -> when its live set froze
   std::vector<StackCounters> counters_;
   TrackerStats stats_;

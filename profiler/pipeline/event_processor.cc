@@ -399,7 +399,7 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
         stats_.inprocess_unknown_stacks++;
         stack = MarkerStack(ev, kStackUnknownFrame);
       }
-      tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack, stands_for);
+      tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
       totals_[ev.pid] = {ev.arg1, ev.arg2, true};
       return;
     }
@@ -414,6 +414,57 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
   }
 }
 
+StackId EventProcessor::LostStack(uint32_t pid, uint8_t domain) {
+  gf_event ev{};
+  ev.pid = pid;
+  ev.domain = domain;
+  return MarkerStack(ev, kLostFrame);
+}
+
+void EventProcessor::OnLosses(std::span<const std::pair<gf_loss_key, gf_loss>> totals) {
+  for (const auto& [key, total] : totals) {
+    const uint64_t k = uint64_t{key.pid} << 16 | uint64_t{key.domain} << 8 | key.kind;
+    gf_loss& seen = losses_seen_[k];
+    if (total.records <= seen.records) continue;
+    const uint64_t records = total.records - seen.records;
+    const uint64_t bytes = total.bytes > seen.bytes ? total.bytes - seen.bytes : 0;
+    seen = total;
+    ProcessLoss& p = losses_[key.pid];
+    p.records += records;
+    stats_.lost_records += records;
+    if (key.kind == GF_EV_ALLOC && (key.domain == GF_DOMAIN_GPU || key.domain == GF_DOMAIN_TORCH)) {
+      p.allocs += records;
+      p.alloc_bytes += bytes;
+      tracker_.AddLostAllocated(LostStack(key.pid, key.domain), static_cast<int64_t>(records),
+                                static_cast<int64_t>(bytes));
+    } else if (key.kind == GF_EV_FREE) {
+      p.frees += records;
+    } else if (key.kind == GF_EV_CPU_SAMPLE) {
+      p.cpu_samples += records;
+      cpu_.Add(LostStack(key.pid, GF_DOMAIN_CPU), 0, static_cast<int64_t>(records),
+               static_cast<int64_t>(records) * cpu_period_ns_);
+    } else if (key.kind == GF_EV_KERNEL_LAUNCH) {
+      p.launches += records;  // their kernels are charged by share (KernelJoiner)
+    } else {
+      p.other += records;  // activity batches, tensor batches, stacks at entry, lifecycle
+    }
+  }
+}
+
+void EventProcessor::OnLostEvents(std::vector<std::pair<gf_lost_key, gf_lost_event>> events) {
+  // In the order they happened (the map hands them out in hash order): an
+  // address reused at once may have lost several allocations and frees.
+  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.second.ts_ns < b.second.ts_ns; });
+  for (const auto& [key, lost] : events) {
+    const auto pid = static_cast<pid_t>(key.pid);
+    if (key.kind == GF_EV_ALLOC)
+      tracker_.OnLostAlloc(pid, key.domain, key.handle, key.addr, lost.size, LostStack(key.pid, key.domain),
+                           lost.ts_ns);
+    else if (key.kind == GF_EV_FREE)
+      tracker_.OnLostFree(pid, key.domain, key.handle, key.addr, lost.ts_ns);
+  }
+}
+
 void EventProcessor::RetireProcess(pid_t pid) {
   std::vector<StackId> stacks;
   for (StackId id = 0; id < stacks_.size(); id++)
@@ -423,6 +474,8 @@ void EventProcessor::RetireProcess(pid_t pid) {
   kernels_.Forget(stacks);
   stacks_.Retire(stacks);
   library_cost_by_pid_.erase(static_cast<uint32_t>(pid));
+  absl::erase_if(losses_seen_, [pid](const auto& kv) { return kv.first >> 16 == static_cast<uint32_t>(pid); });
+  losses_.erase(static_cast<uint32_t>(pid));
 }
 
 void EventProcessor::OnRecord(std::span<const uint8_t> record) {
@@ -487,7 +540,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       } else {
         stack = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
       }
-      tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack);
+      tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, 0, ev.ts_ns);
       if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};
       break;
     }

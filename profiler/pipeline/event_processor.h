@@ -55,6 +55,18 @@ struct ProcessorStats {
   uint64_t lent_launches_ambiguous = 0;
   uint64_t lent_cpu_samples = 0;
   uint64_t lent_cpu_samples_ambiguous = 0;
+  uint64_t lost_records = 0;  // the ring buffer had no room: charged to kLostFrame (OnLosses)
+};
+
+// Records of one process the ring buffer had no room for (OnLosses), by kind.
+struct ProcessLoss {
+  uint64_t records = 0;
+  uint64_t allocs = 0;       // under kLostFrame in its memory profiles, bytes exact
+  uint64_t alloc_bytes = 0;
+  uint64_t frees = 0;        // applied to what they freed where BPF could keep them
+  uint64_t cpu_samples = 0;  // under kLostFrame in its CPU profile
+  uint64_t launches = 0;     // launch stacks: their kernels are charged by share
+  uint64_t other = 0;
 };
 
 // What libgpuflame_cupti.so has cost the profiled processes (GF_EV_LIB_COST),
@@ -80,6 +92,9 @@ inline constexpr const char* kOverBudgetFrame = "[gpuflame over memory budget]";
 // arrived (a batch lost, or an agent that attached after the stack was sent
 // and before the library's next flush period).
 inline constexpr const char* kStackUnknownFrame = "[stack not received]";
+// The frame for what the ring buffer had no room for: allocations (their
+// bytes and, kept by BPF without stacks, their in-use share), CPU samples.
+inline constexpr const char* kLostFrame = "[lost: ring buffer full]";
 // The frame between a backward() caller's Python stack and the work that
 // autograd's engine threads did for it (allocations, launches).
 inline constexpr const char* kAutogradFrame = "<autograd engine>";
@@ -134,6 +149,16 @@ class EventProcessor {
   bool ForeignAbi(pid_t pid) const { return !foreign_abi_.empty() && foreign_abi_.contains(static_cast<uint32_t>(pid)); }
   const LibraryCost& library_cost() const { return library_cost_; }
 
+  // What the ring buffer had no room for (bpf/gpuflame_abi.h, struct
+  // gf_loss), cumulative per (process, domain, kind) as BPF counts it: the
+  // growth since the last call is charged to each process's kLostFrame.
+  void OnLosses(std::span<const std::pair<gf_loss_key, gf_loss>> totals);
+  // Lost allocations and frees themselves (struct gf_lost_key), each once:
+  // applied to the live set, so in-use bytes stay exact. Call after
+  // OnLosses with the totals read before these were taken.
+  void OnLostEvents(std::vector<std::pair<gf_lost_key, gf_lost_event>> events);
+  const absl::flat_hash_map<uint32_t, ProcessLoss>& losses() const { return losses_; }
+
  private:
   void StartKey(const gf_event& ev, bool mixed);  // the key_ prefix both stack kinds share
   StackId InternStack(const gf_event& ev, std::span<const uint8_t> payload);
@@ -148,6 +173,7 @@ class EventProcessor {
   StackId LentStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed);
 
   StackId OverBudgetStack(const gf_event& ev);
+  StackId LostStack(uint32_t pid, uint8_t domain);
   // One stack per process and domain holding only a marker frame.
   StackId MarkerStack(const gf_event& ev, const char* marker);
   // libgpuflame_cupti.so's batch of in-process tensor events (gpuflame_abi.h).
@@ -192,6 +218,8 @@ class EventProcessor {
   std::vector<gf_kernel_record> batch_;  // reused for every activity batch
   absl::flat_hash_set<uint32_t> foreign_abi_;  // pids whose library speaks another ABI
   LibraryCost library_cost_;
+  absl::flat_hash_map<uint64_t, gf_loss> losses_seen_;  // pid << 16 | domain << 8 | kind -> last total
+  absl::flat_hash_map<uint32_t, ProcessLoss> losses_;
   struct PidCost {
     LibraryCost cost;  // its last report
     uint64_t ts_ns = 0;

@@ -15,7 +15,7 @@ constexpr absl::string_view kKeys[] = {"native_stacks", "cpu_hz",           "thr
                                       "kernel_time",   "hide_trampolines", "keep_interpreter_frames",
                                       "binaries",      "max_cpu",          "max_memory_mb",
                                       "tensor_events", "max_overhead",     "kernel_activity",
-                                      "tensor_sampling", "gate_new_libraries"};
+                                      "tensor_sampling", "gate_new_libraries", "ring_buffer_kb"};
 
 absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
@@ -108,6 +108,16 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     o.guardrails.max_rss_bytes = *mb << 20;
     return absl::OkStatus();
   }
+  if (key == "ring_buffer_kb") {
+    // The kernel wants a power-of-two multiple of the page size; 4 GiB is
+    // the ring buffer's limit.
+    auto kb = NumberIn<uint64_t>(value, 16, 4ull << 20);
+    if (!kb || (*kb & (*kb - 1)))
+      return absl::InvalidArgumentError(
+          absl::StrCat("ring_buffer_kb wants a power of two from 16 to 4194304 KiB, not '", value, "'"));
+    o.ring_buffer_kb = *kb;
+    return absl::OkStatus();
+  }
   if (key == "binaries") {
     o.binary_dirs.clear();
     for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) o.binary_dirs.emplace_back(part);
@@ -156,6 +166,7 @@ absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& a
                     : a == "--max-overhead"  ? "max_overhead"
                     : a == "--kernel-activity" ? "kernel_activity"
                     : a == "--tensor-sampling" ? "tensor_sampling"
+                    : a == "--ring-buffer-kb" ? "ring_buffer_kb"
                                              : nullptr;
   if (!key) return size_t{0};
   if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
@@ -194,6 +205,8 @@ std::string ProfilingFlags::Help(int column) {
                               "default) or sampled (by bytes, one per 4 MiB on average,\n"
                               "values scaled to unbiased estimates: the agent's default;\n"
                               "allocations of 4 MiB or more and the first 5 s are exact)"},
+      {"--ring-buffer-kb N", "BPF ring buffer size in KiB, a power of two (default 16384):\n"
+                             "what it has no room for is under \"[lost: ring buffer full]\""},
       {"--tensor-events W", "where PyTorch's allocator is observed: inprocess\n"
                             "(libgpuflame_cupti.so hooks it inside the workload: no trap\n"
                             "per event), probes (a uprobe per event), or auto (default:\n"

@@ -51,6 +51,10 @@ struct ProfilingOptions {
   // Where raw-address frames are looked up again by build ID (debug files,
   // unstripped copies) before each export.
   std::vector<std::string> binary_dirs = {"/usr/lib/debug"};
+  // The BPF ring buffer records leave by, in KiB (a power of two): what a
+  // burst of events may fill while the reader catches up. What it has no
+  // room for is charged to each process's "[lost: ring buffer full]" frame.
+  size_t ring_buffer_kb = 16384;
   // gpuflame's own CPU and memory budget (max_cpu in cores, max_memory_mb).
   GuardrailLimits guardrails;
 };
@@ -58,7 +62,7 @@ struct ProfilingOptions {
 // The configuration keys of ProfilingOptions ("native_stacks", "cpu_hz",
 // "thread_names", "kernel_time", "hide_trampolines",
 // "keep_interpreter_frames", "binaries", "max_cpu", "max_memory_mb",
-// "tensor_events", "max_overhead", "kernel_activity"); flags
+// "tensor_events", "max_overhead", "kernel_activity", "ring_buffer_kb"); flags
 // are the same with dashes.
 bool IsProfilingOption(absl::string_view key);
 
@@ -72,7 +76,7 @@ absl::Status SetProfilingOption(ProfilingOptions& options, absl::string_view key
 // --hide-trampolines, --keep-interpreter-frames, --binaries DIR (repeatable,
 // or a comma-separated list; the first replaces the default), --max-cpu C,
 // --max-memory-mb N, --tensor-events auto|probes|inprocess, --max-overhead P,
-// --kernel-activity exact|sampled.
+// --kernel-activity exact|sampled, --ring-buffer-kb N.
 class ProfilingFlags {
  public:
   explicit ProfilingFlags(ProfilingOptions& options) : options_(options) {}

@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   s->program_stats_ = ProgramStats::Enable();
   BpfProbes::Options bopt;
   bopt.filter_targets = !options.system_wide;
-  bopt.ring_bytes = options.ring_bytes;
+  bopt.ring_bytes = options.profiling.ring_buffer_kb << 10;
   bopt.native_stacks = static_cast<int>(options.profiling.native_stacks);
   bopt.gate_new_files = options.system_wide && options.profiling.gate_new_libraries;
   auto probes = BpfProbes::Load(bopt);
@@ -78,6 +78,10 @@ const base::Heartbeat& Session::reader_heartbeat() const { return reader_->heart
 int Session::Poll(int timeout_ms) {
   worker_heartbeat_.Beat();
   int n = reader_->Poll(timeout_ms, [this](std::span<const uint8_t> record) { events_->OnRecord(record); });
+  if (const int64_t now = NowNs(CLOCK_MONOTONIC); now >= next_loss_check_ns_) {
+    next_loss_check_ns_ = now + 50'000'000;
+    CollectLosses();
+  }
   registry_->Tick([this] { Drain(); });
   CheckGuardrails();
   return n;
@@ -114,6 +118,21 @@ void Session::OpenGatesAndDrain() {
 
 void Session::Drain() {
   reader_->Drain([this](std::span<const uint8_t> record) { events_->OnRecord(record); });
+  CollectLosses();
+}
+
+void Session::RetireProcess(pid_t pid) {
+  events_->RetireProcess(pid);
+  probes_->ForgetLosses(pid);
+  registry_->Forget(pid);
+}
+
+void Session::CollectLosses() {
+  // Two syscalls when nothing was lost (an empty map's first key). Bounded
+  // per call: a flood is taken over several calls, the rest waits in the
+  // maps (the LRU map keeps the newest).
+  events_->OnLosses(probes_->ReadLosses(16384));
+  events_->OnLostEvents(probes_->TakeLostEvents(65536));
 }
 
 void Session::DetachProbesInBackground() {

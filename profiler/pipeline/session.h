@@ -40,7 +40,6 @@ class Session {
   struct Options {
     ProfilingOptions profiling;
     bool system_wide = false;  // every CUDA process, not only targets
-    size_t ring_bytes = 16u << 20;
     // The hand-off queue between the reader and the worker; never smaller
     // than the ring buffer (see RingReader).
     size_t queue_bytes = 16u << 20;
@@ -61,6 +60,9 @@ class Session {
   // Returns once every record the ring buffer held at the call has been
   // handled (the reader is asked to read it at once).
   void Drain();
+  // An exited process has been reported for the last time: forget it here,
+  // in the event processor and in BPF's loss counters.
+  void RetireProcess(pid_t pid);
   // The end: no process is gated any more, and every one already held (its
   // record in the ring) is handled and resumed. Call once polling stops.
   void OpenGatesAndDrain();
@@ -99,6 +101,8 @@ class Session {
  private:
   explicit Session(GuardrailLimits limits) : guardrails_(limits) {}
   void CheckGuardrails();
+  // What the ring had no room for: charged to each process (EventProcessor::OnLosses).
+  void CollectLosses();
 
   symbolizer::ElfCache elves_;
   std::unique_ptr<symbolizer::NativeSymbolizer> native_;
@@ -114,6 +118,7 @@ class Session {
   // Last: stopped first (~Session stops it explicitly too).
   std::unique_ptr<RingReader> reader_;
   base::Heartbeat worker_heartbeat_;
+  int64_t next_loss_check_ns_ = 0;
 };
 
 }  // namespace gpuflame::profiler

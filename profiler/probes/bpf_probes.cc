@@ -193,6 +193,42 @@ std::array<uint64_t, GF_STAT_MAX> BpfProbes::ReadStats() const {
   return out;
 }
 
+std::vector<std::pair<gf_loss_key, gf_loss>> BpfProbes::ReadLosses(size_t max) const {
+  std::vector<std::pair<gf_loss_key, gf_loss>> out;
+  gf_loss_key key{}, next{};
+  const gf_loss_key* prev = nullptr;
+  while (out.size() < max && !bpf_map__get_next_key(skel_->maps.losses, prev, &next, sizeof(next))) {
+    gf_loss value{};
+    if (!bpf_map__lookup_elem(skel_->maps.losses, &next, sizeof(next), &value, sizeof(value), 0))
+      out.emplace_back(next, value);
+    key = next;
+    prev = &key;
+  }
+  return out;
+}
+
+std::vector<std::pair<gf_lost_key, gf_lost_event>> BpfProbes::TakeLostEvents(size_t max) {
+  std::vector<std::pair<gf_lost_key, gf_lost_event>> out;
+  gf_lost_key key{};
+  // Always from the first key: each one read is deleted, so the walk never
+  // loses its place, and BPF may add entries meanwhile (read next time).
+  while (out.size() < max && !bpf_map__get_next_key(skel_->maps.lost_events, nullptr, &key, sizeof(key))) {
+    gf_lost_event value{};
+    // A look-up then a delete: BPF may overwrite the entry in between (the
+    // same address lost again), which then goes uncounted here but counted
+    // in `losses`. lookup_and_delete would close that gap from Linux 5.14.
+    const bool read = !bpf_map__lookup_elem(skel_->maps.lost_events, &key, sizeof(key), &value, sizeof(value), 0);
+    if (bpf_map__delete_elem(skel_->maps.lost_events, &key, sizeof(key), 0) && errno != ENOENT) break;
+    if (read) out.emplace_back(key, value);
+  }
+  return out;
+}
+
+void BpfProbes::ForgetLosses(pid_t pid) {
+  for (const auto& [key, loss] : ReadLosses(16384))
+    if (key.pid == static_cast<uint32_t>(pid)) bpf_map__delete_elem(skel_->maps.losses, &key, sizeof(key), 0);
+}
+
 const bpf_object* BpfProbes::object() const { return skel_->obj; }
 
 }  // namespace gpuflame::profiler

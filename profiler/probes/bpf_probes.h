@@ -83,6 +83,14 @@ class BpfProbes {
   // Starts the thread that reads the events ring buffer (see RingReader).
   absl::StatusOr<std::unique_ptr<RingReader>> StartRingReader(const RingReader::Options& options) const;
   std::array<uint64_t, GF_STAT_MAX> ReadStats() const;
+  // Records the ring had no room for, per (process, domain, kind),
+  // cumulative (struct gf_loss); at most |max| entries. Worker thread.
+  std::vector<std::pair<gf_loss_key, gf_loss>> ReadLosses(size_t max) const;
+  // Takes up to |max| lost allocations and frees out of the LRU map
+  // (struct gf_lost_key): each is handed out once. Worker thread.
+  std::vector<std::pair<gf_lost_key, gf_lost_event>> TakeLostEvents(size_t max);
+  // An exited process's loss counters, once its last window is out.
+  void ForgetLosses(pid_t pid);
   // What the BPF programs shed from now on (enum gf_shed bits), for the
   // guardrails. Worker thread; takes effect at the programs' next event.
   void SetShed(uint32_t shed);

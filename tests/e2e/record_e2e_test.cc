@@ -348,6 +348,37 @@ TEST(RecordTest, ExitsWithTheCommandsStatus) {
   EXPECT_EQ(r.status, 3) << r.output;
 }
 
+TEST(RecordTest, WhatTheRingBufferLosesIsChargedToALostFrameAndInUseStaysExact) {
+  // Four threads allocate faster than a 64 KiB ring drains (each device
+  // allocation's entry record carries a 16 KB stack copy). What is lost must
+  // be in the profiles, under its own frame, with every byte: allocated
+  // bytes exact, and in use exact too (BPF keeps lost allocations and frees).
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("ring-full");
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q --ring-buffer-kb 64 --cpu-hz 0 --no-kernel-time -o " +
+                   out + " -- " + PyenvPython("3.12") + " " + Workload("burst.py") + " 4 1500");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto field = [&](const std::string& text, const std::string& name) {
+    auto at = text.find("\"" + name + "\": ");
+    return at == std::string::npos ? int64_t{-1} : std::stoll(text.substr(at + name.size() + 4));
+  };
+  const int64_t allocated = field(r.output, "allocated"), in_use = field(r.output, "in_use");
+  ASSERT_GT(allocated, 0) << r.output;
+  const std::string summary = ReadFile(out + "/summary.json");
+  ASSERT_GT(field(summary, "ringbuf_full_drops"), 0) << "nothing was lost: the test shows nothing\n" << summary;
+
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
+  EXPECT_EQ(Total(gpu, "alloc_space"), allocated) << summary;
+  EXPECT_EQ(Total(gpu, "inuse_space"), in_use) << summary;
+  EXPECT_EQ(Total(gpu, "alloc_objects"), 4 * 1500) << summary;
+  auto lost = Stacks(gpu, "alloc_space");
+  EXPECT_GT(lost["[lost: ring buffer full]"], 0) << Dump(lost);
+  // Said where the user looks: per process in the summary, and in the stop line.
+  EXPECT_NE(summary.find("\"lost\": {\"records\": "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("were lost because the ring buffer was full"), std::string::npos) << summary;
+}
+
 TEST(RecordTest, ExpandableSegmentsAreCountedThroughCuMemCreate) {
   GPUFLAME_REQUIRE_ROOT();
   std::string out = TempDir("expandable");

@@ -105,6 +105,51 @@ TEST(AllocationTrackerTest, CountsWhatItCannotMatch) {
   EXPECT_EQ(t.counters()[1].inuse_bytes, 20);
 }
 
+// Records the ring buffer had no room for come back without their stacks,
+// out of order with the rest (bpf/gpuflame_abi.h, struct gf_lost_key).
+TEST(AllocationTrackerTest, ALostFreeReleasesItsAllocationWhicheverArrivesFirst) {
+  AllocationTracker t;
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 0, 0, /*ts=*/100);
+  t.OnLostFree(1, GF_DOMAIN_GPU, false, 0x1000, 200);  // after its allocation
+  t.OnLostFree(1, GF_DOMAIN_GPU, false, 0x2000, 300);  // before it: still in the ring
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x2000, 20, 0, 0, 250);
+  EXPECT_EQ(t.counters()[0].alloc_bytes, 30);
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
+  EXPECT_EQ(t.live_count(), 0u);
+  EXPECT_EQ(t.stats().lost_frees, 2u);
+}
+
+TEST(AllocationTrackerTest, ALostFreeNeverFreesALaterAllocationAtTheSameAddress) {
+  AllocationTracker t;
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 10, 0, 0, 100);
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 10, 1, 0, 300);  // reused: its free was lost
+  t.OnLostFree(1, GF_DOMAIN_TORCH, false, 0x1000, 200);
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
+  EXPECT_EQ(t.counters()[1].inuse_bytes, 10);
+}
+
+TEST(AllocationTrackerTest, ALostAllocationIsInUseUnderItsStackUntilItsFree) {
+  AllocationTracker t;
+  const StackId lost = 3;
+  t.AddLostAllocated(lost, 3, 60);  // what the loss counters said
+  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, lost, 100);
+  t.OnFree(1, GF_DOMAIN_GPU, false, 0x1000, 150);
+  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x2000, 20, lost, 200);
+  // Its free came through first (a free of nothing then): they pair up.
+  t.OnFree(1, GF_DOMAIN_GPU, false, 0x3000, 350);
+  EXPECT_EQ(t.stats().unmatched_frees, 1u);
+  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x3000, 30, lost, 300);
+  EXPECT_EQ(t.stats().unmatched_frees, 0u);
+  // Lost with its free, the free taken out of the map first.
+  t.OnLostFree(1, GF_DOMAIN_GPU, false, 0x4000, 500);
+  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x4000, 40, lost, 400);
+  EXPECT_EQ(t.counters()[lost].alloc_objects, 3);
+  EXPECT_EQ(t.counters()[lost].alloc_bytes, 60);
+  EXPECT_EQ(t.counters()[lost].inuse_objects, 1);
+  EXPECT_EQ(t.counters()[lost].inuse_bytes, 20);
+  EXPECT_EQ(t.live_count(), 1u);
+}
+
 TEST(AllocationTrackerTest, FrozenAndExitedProcessesKeepTheirLiveSet) {
   AllocationTracker t;
   t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 10, 0);

@@ -1,0 +1,38 @@
+"""Workload: a burst of device allocations from several threads at once,
+faster than a small ring buffer drains (simulated CUDA runtime: a test
+fixture). Each thread allocates and frees in a loop and keeps one
+allocation in four. Prints what was allocated and what is still held, so
+the profiles' totals can be checked exactly.
+
+argv: threads, allocations per thread."""
+import json
+import sys
+import threading
+
+import sim_torch
+
+threads, per_thread = int(sys.argv[1]), int(sys.argv[2])
+kept = [[] for _ in range(threads)]
+allocated = [0] * threads
+start = threading.Barrier(threads)
+
+
+def work(t):
+    start.wait()
+    for i in range(per_thread):
+        size = ((i * 7 + t) % 64 + 1) * 4096
+        p = sim_torch.cuda_malloc(size)
+        allocated[t] += size
+        if i % 4 == 0:
+            kept[t].append(size)
+        else:
+            sim_torch.cuda_free(p)
+
+
+workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+for w in workers:
+    w.start()
+for w in workers:
+    w.join()
+print(json.dumps({"allocated": sum(allocated), "allocations": threads * per_thread,
+                  "in_use": sum(sum(k) for k in kept)}), flush=True)
