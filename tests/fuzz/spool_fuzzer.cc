@@ -2,12 +2,13 @@
 // (exporters/pyroscope/spool.cc, Spool::Open and Spool::Oldest): files
 // left by an earlier run, possibly cut short by a crash or a full disk,
 // damaged on disk, or put there by anyone who can write the directory.
-// The input is one spool file; seeds are real ones, written by Spool::Put
-// from pprof files of the end-to-end tests.
+// The input is one spool file; seeds are spool files of both versions
+// (GFSPOOL2, and GFSPOOL1 that is still read), holding pprof files of the
+// end-to-end tests.
 //
 // Checked: a damaged file is dropped and counted, never replayed; a file
-// that is replayed survives a round trip (Put what Oldest returned, and the
-// next Oldest returns the same request).
+// that is replayed survives a round trip (Replace it, or Put what Oldest
+// returned, and it reads back the same request).
 #include <unistd.h>
 
 #include <cstddef>
@@ -36,10 +37,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(request->sequence == 7 && spool->corrupt() == 0);
-  spool->Remove(request->sequence);
+  // Rewritten in place with what it holds (as after a partial delivery),
+  // then put anew: both read back the same.
+  FUZZ_CHECK(spool->Replace(7, request->body, request->series).ok());
+  auto replaced = spool->Read(7);
+  FUZZ_CHECK(replaced && replaced->body == request->body && replaced->series == request->series);
+  spool->Remove(7);
   FUZZ_CHECK(spool->empty());
-  FUZZ_CHECK(spool->Put(request->body, request->series).ok());
+  auto sequence = spool->Put(request->body, request->series);
+  FUZZ_CHECK(sequence.ok() && *sequence > 7);
   auto again = spool->Oldest();
-  FUZZ_CHECK(again && again->sequence == 8 && again->body == request->body && again->series == request->series);
+  FUZZ_CHECK(again && again->sequence == *sequence && again->body == request->body && again->series == request->series);
   return 0;
 }
