@@ -24,6 +24,8 @@ Usage:
               DIR/flamegraph.html.
   symbolize   Resolve a stored profile's raw-address frames against binaries
               found later (matched by build ID), e.g. unstripped copies.
+              Reads profiles up to 256 MiB, gzipped or not, and 256 MiB
+              once inflated.
   agent       Run continuously and push per-process profiles to Grafana
               Pyroscope every window (see gpuflame agent --help).
 

@@ -38,11 +38,15 @@ absl::StatusOr<std::string> Gunzip(std::string_view data, size_t max_output) {
       inflateEnd(&zs);
       return absl::InvalidArgumentError("not valid gzip data");
     }
-    out.append(buf, sizeof(buf) - zs.avail_out);
-    if (out.size() > max_output) {
+    const size_t produced = sizeof(buf) - zs.avail_out;
+    // Checked before the bytes are kept: appending first let the string
+    // double its capacity past the limit before the check said no (2.1 GB
+    // for a 1 GiB limit).
+    if (out.size() + produced > max_output) {
       inflateEnd(&zs);
       return absl::ResourceExhaustedError("gzip data expands beyond the limit");
     }
+    out.append(buf, produced);
     if (rc == Z_OK && zs.avail_in == 0 && zs.avail_out != 0) break;
   }
   inflateEnd(&zs);
