@@ -5,9 +5,12 @@
 // counters must account for every profile and every failure.
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -286,6 +289,68 @@ TEST(PushQueueStrikesTest, PartProgressIsKeptOnDiskAcrossARestart) {
   ASSERT_EQ(req.series_size(), 2);
   EXPECT_EQ(req.series(0).labels(3).value(), "2");  // k=2 and k=3 are left
   EXPECT_EQ(req.series(1).labels(3).value(), "3");
+}
+
+// A damaged spool file is said once, counted and removed; the next read does
+// not see it again.
+TEST(SpoolFormatTest, ADamagedFileIsLoggedOnceCountedAndRemoved) {
+  std::string dir = FreshDir("spool-damaged");
+  auto spool = exporters::Spool::Open(dir, 1 << 20);
+  ASSERT_TRUE(spool.ok());
+  ASSERT_TRUE(spool->Put("first", 1).ok());
+  ASSERT_TRUE(spool->Put("second", 1).ok());
+  const std::string path = dir + "/00000000000000000000.push";
+  std::string raw;
+  {
+    std::ifstream in(path, std::ios::binary);
+    raw.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  raw[raw.size() - 5] ^= 0x01;  // inside the frame: the count and body are both covered
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << raw;
+  ::testing::internal::CaptureStderr();
+  auto next = spool->Oldest();
+  auto again = spool->Oldest();
+  std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->body, "second");
+  EXPECT_EQ(again->body, "second");
+  EXPECT_EQ(spool->corrupt(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(said, "gpuflame: warning: spool file " + path +
+                      " is damaged (Restored data doesn't match checksum): dropped, not replayed\n");
+}
+
+// Files an earlier release spooled ("GFSPOOL1", the count outside the
+// frame) are still replayed; a rewrite a crash interrupted is cleaned up.
+TEST(SpoolFormatTest, VersionOneFilesAreReadAndStaleRewritesRemoved) {
+  std::string dir = FreshDir("spool-v1");
+  std::filesystem::create_directories(dir);
+  const std::string body = "a request of version 1";
+  std::string v1 = "GFSPOOL1";
+  const uint32_t series = 3;
+  v1.append(reinterpret_cast<const char*>(&series), 4);
+  std::string frame(ZSTD_compressBound(body.size()), '\0');
+  frame.resize(ZSTD_compress(frame.data(), frame.size(), body.data(), body.size(), 3));
+  v1 += frame;
+  std::ofstream(dir + "/00000000000000000007.push", std::ios::binary) << v1;
+  std::ofstream(dir + "/00000000000000000007.push.tmp", std::ios::binary) << "half a rewrite";
+  auto spool = exporters::Spool::Open(dir, 1 << 20);
+  ASSERT_TRUE(spool.ok());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/00000000000000000007.push.tmp"));
+  auto r = spool->Oldest();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->sequence, 7u);
+  EXPECT_EQ(r->series, 3u);
+  EXPECT_EQ(r->body, body);
+  // New files continue the sequence, in the current format.
+  auto seq = spool->Put("next", 1);
+  ASSERT_TRUE(seq.ok());
+  EXPECT_EQ(*seq, 8u);
+  ASSERT_TRUE(spool->Replace(7, "rest", 1).ok());
+  auto replaced = spool->Read(7);
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_EQ(replaced->body, "rest");
+  EXPECT_EQ(replaced->series, 1u);
 }
 
 // Every way a profile can fail to arrive is a counter on /metrics.
