@@ -90,6 +90,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_self_resident_bytes", "gpuflame's own resident memory.", "gauge", double(s.self_usage.rss_bytes)},
       {"gpuflame_shedding", "Work shed to stay in budget, as bits: 1 native stacks, 2 CPU samples, 4 tensor events, 8 new stacks.", "gauge", double(s.shedding)},
       {"gpuflame_shed_native_stacks_total", "Events whose native stack was not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_NATIVE_STACKS])},
+      {"gpuflame_native_stacks_skipped_total", "Native stack copies not taken because the ring buffer was over half full.", "counter", double(s.bpf[GF_STAT_PRESSURE_NATIVE_STACKS])},
       {"gpuflame_shed_cpu_samples_total", "CPU samples not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_CPU_SAMPLES])},
       {"gpuflame_shed_tensor_events_total", "Caching-allocator events not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_TENSOR_EVENTS])},
       {"gpuflame_over_budget_events_total", "Events on new stacks charged to [gpuflame over memory budget].", "counter", double(s.events.over_budget_events)},

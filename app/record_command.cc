@@ -122,8 +122,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
       "python_truncated", "driver_calls_inside_runtime_calls", "gated_stops", "cpu_samples",
       "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable",
       "shed_native_stacks", "shed_cpu_samples", "shed_tensor_events", "tensor_batches",
-      "tensor_batches_unreadable", "backward_calls", "backward_calls_untracked", "backward_caller_stacks_lent"};
-  static_assert(GF_STAT_MAX == 23, "name every BPF counter");
+      "tensor_batches_unreadable", "backward_calls", "backward_calls_untracked", "backward_caller_stacks_lent",
+      "native_stacks_skipped_ring_pressure"};
+  static_assert(GF_STAT_MAX == 24, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++)
     absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
@@ -390,13 +391,22 @@ int RunRecord(const RecordOptions& opt) {
       samples += l.cpu_samples;
     }
     const profiler::TrackerStats& t = session.events().tracker().stats();
+    // BPF keeps each lost allocation and free in an LRU map; what it evicted
+    // before we read it is only counted, and in use is off by it.
+    const uint64_t unkept = (allocs > t.lost_allocs ? allocs - t.lost_allocs : 0) +
+                            (frees > t.lost_frees ? frees - t.lost_frees : 0);
     warnings.push_back(absl::StrFormat(
         "%d records were lost because the ring buffer was full (a larger --ring-buffer-kb holds more): "
-        "%d allocations (%s), %d frees, %d CPU samples are under \"%s\" in the profiles; in-use bytes are "
-        "exact for the %d allocations and %d frees BPF kept",
-        bpf_stats[GF_STAT_RINGBUF_FULL], allocs, HumanBytes(static_cast<int64_t>(bytes)), frees, samples, profiler::kLostFrame,
-        t.lost_allocs, t.lost_frees));
+        "%d allocations (%s), %d frees, %d CPU samples are under \"%s\" in the profiles; %s",
+        bpf_stats[GF_STAT_RINGBUF_FULL], allocs, HumanBytes(static_cast<int64_t>(bytes)), frees, samples,
+        profiler::kLostFrame,
+        unkept ? absl::StrCat(unkept, " of the lost allocations and frees could not be kept: in-use bytes are not exact")
+               : "in-use bytes are exact (BPF kept every lost allocation and free)"));
   }
+  if (bpf_stats[GF_STAT_PRESSURE_NATIVE_STACKS])
+    warnings.push_back(absl::StrCat(bpf_stats[GF_STAT_PRESSURE_NATIVE_STACKS],
+                                    " device-level events went without native frames (Python frames only): the "
+                                    "ring buffer was over half full"));
   const RingReaderStats reader_stats = session.ReaderStats();
   if (reader_stats.dropped)
     warnings.push_back(absl::StrCat(reader_stats.dropped,

@@ -373,6 +373,7 @@ enum gf_stat {
   GF_STAT_BACKWARD_CALLS,     /* Engine::execute entries from Python recorded (bpf/autograd_origin.bpf.h) */
   GF_STAT_BACKWARD_UNTRACKED, /* ... not recorded: every slot of the process held a running call */
   GF_STAT_BACKWARD_LENT,      /* records of a thread without Python given its backward() caller's stack */
+  GF_STAT_PRESSURE_NATIVE_STACKS, /* stack copies not taken: the ring was over half full (lib/config.bpf.h) */
   GF_STAT_MAX,
 };
 

@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   skel->rodata->filter_targets = options.filter_targets;
   skel->rodata->capture_native_fallback = options.native_fallback;
   skel->rodata->wakeup_bytes = options.ring_bytes / 8;
+  skel->rodata->ring_bytes = options.ring_bytes;
   skel->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
   skel->rodata->gate_new_files = options.gate_new_files;
   if (int err = bpf_map__set_max_entries(skel->maps.events,
