@@ -33,6 +33,7 @@ declare -A max_len=(
   [k8s_metadata]=65536
   [elf_file]=131072        # the seeds are small real ELF files (up to ~70 KB)
   [cfi]=131072
+  [dwarf_inlines]=131072
   [python_code]=16384
   [python_linetable]=8192
   [cupti_activity]=65536
@@ -47,7 +48,7 @@ declare -A extra_flags=(
   [pprof_symbolize]=-close_fd_mask=2
   [spool]=-close_fd_mask=2
 )
-all_targets="record proc_maps proc_environ proc_stat k8s_metadata elf_file cfi python_code python_linetable
+all_targets="record proc_maps proc_environ proc_stat k8s_metadata elf_file cfi dwarf_inlines python_code python_linetable
              cupti_activity pprof_symbolize spool agent_config"
 if [ "${1:-}" = --list ]; then
   echo $all_targets

@@ -9,9 +9,6 @@
 // headers name (where FDEs point), and the header's entry point. Checked:
 // the row answered covers the address; asking again, after other lookups
 // have filled the cache around it, gives the same rule.
-#include <gelf.h>
-#include <libelf.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "elf_addresses.h"
 #include "fuzz_check.h"
 #include "input_file.h"
 #include "profiler/unwind/cfi_table.h"
@@ -28,31 +26,6 @@ namespace {
 
 using gpuflame::profiler::CfiTable;
 using gpuflame::profiler::UnwindRow;
-
-constexpr size_t kMaxAddresses = 512;
-constexpr size_t kPerSection = 48;
-
-// Addresses in the executable sections, read with libelf independently of
-// the code under test.
-std::vector<uint64_t> Addresses(int fd) {
-  std::vector<uint64_t> out;
-  elf_version(EV_CURRENT);
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  if (!elf) return out;
-  GElf_Ehdr eh;
-  if (gelf_getehdr(elf, &eh)) out.push_back(eh.e_entry);
-  Elf_Scn* scn = nullptr;
-  for (size_t sections = 0; (scn = elf_nextscn(elf, scn)) != nullptr && sections < 256; sections++) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR) || sh.sh_size == 0) continue;
-    const uint64_t step = std::max<uint64_t>(1, sh.sh_size / kPerSection);
-    for (uint64_t off = 0; off < sh.sh_size && out.size() < kMaxAddresses; off += step) out.push_back(sh.sh_addr + off);
-    out.push_back(sh.sh_addr + sh.sh_size - 1);
-  }
-  elf_end(elf);
-  if (out.size() > kMaxAddresses) out.resize(kMaxAddresses);
-  return out;
-}
 
 bool SameRule(const UnwindRow& a, const UnwindRow& b) {
   return a.kind == b.kind && a.cfa == b.cfa && a.cfa_offset == b.cfa_offset && a.ra_offset == b.ra_offset &&
@@ -65,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = gpuflame::fuzz::InputFile("input.elf", data, size);
   gpuflame::base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   FUZZ_CHECK(fd.valid());
-  const std::vector<uint64_t> addrs = Addresses(fd.get());
+  const std::vector<uint64_t> addrs = gpuflame::fuzz::CodeAddresses(fd.get());
   auto table = CfiTable::Open(std::move(fd));
   if (!table) return 0;
 
