@@ -4,6 +4,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -175,16 +177,38 @@ absl::StatusOr<std::string> ValueOf(const std::string& key, const KeyShape& shap
   return absl::StrJoin(items, ",");
 }
 
+// A config file is a few KiB; the bound keeps a wrong path (a log, a device)
+// from being read whole.
+constexpr size_t kMaxConfigBytes = 1u << 20;
+
+// |path|'s text: a regular file of at most kMaxConfigBytes. yaml-cpp's own
+// LoadFile let a directory through to a std::ios_base::failure it does not
+// catch (an abort).
+absl::StatusOr<std::string> ReadConfigText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  if (!in || !std::filesystem::is_regular_file(path, ec))
+    return Bad(absl::StrCat("cannot read config file ", path, ": not a readable file"));
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return Bad(absl::StrCat("cannot read config file ", path));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) return Bad(absl::StrCat("config file ", path, " is larger than 1 MiB"));
+  return text;
+}
+
 absl::Status LoadFile(AgentConfig& c, const std::string& path) {
+  absl::StatusOr<std::string> text = ReadConfigText(path);
+  if (!text.ok()) return text.status();
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return Bad(absl::StrCat("cannot read config file ", path));
+    root = YAML::Load(*text);
   } catch (const YAML::Exception& e) {
     // yaml-cpp's messages for a nesting past its depth limit or a broken
     // document; the line says where.
     return Bad(absl::StrCat(path, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
+  } catch (const std::exception& e) {
+    return Bad(absl::StrCat(path, ": not valid YAML: ", e.what()));
   }
   if (!root || root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) return Bad(absl::StrCat(path, ": expected key: value settings"));
@@ -207,6 +231,8 @@ absl::Status LoadFile(AgentConfig& c, const std::string& path) {
     }
   } catch (const YAML::Exception& e) {
     return Bad(absl::StrCat(path, ":", e.mark.line + 1, ": ", e.msg));
+  } catch (const std::exception& e) {
+    return Bad(absl::StrCat(path, ": ", e.what()));
   }
   return absl::OkStatus();
 }

@@ -70,6 +70,18 @@ TEST(AgentConfigFileTest, DeepNestingAndAliasBombsAreMessages) {
       << LoadText(bomb);
 }
 
+// Paths that are not a config file: one message, not yaml-cpp's uncaught
+// std::ios_base::failure (a directory aborted the agent).
+TEST(AgentConfigFileTest, ADirectoryOrADeviceIsAMessage) {
+  for (const std::string& path : {::testing::TempDir(), std::string("/dev/zero")}) {
+    auto c = LoadAgentConfig({"--config", path, "--pyroscope-url", "http://p"}, {});
+    ASSERT_FALSE(c.ok()) << path;
+    EXPECT_EQ(c.status().message(), "cannot read config file " + path + ": not a readable file");
+  }
+  EXPECT_EQ(LoadText(std::string("# ") + std::string(2 << 20, 'x') + "\n"),
+            "config file " + ::testing::TempDir() + "/agent_config_test.yaml is larger than 1 MiB");
+}
+
 TEST(AgentConfigFileTest, WellShapedFileLoads) {
   std::string path = ::testing::TempDir() + "/agent_config_good.yaml";
   std::ofstream(path, std::ios::trunc) << "pyroscope_url: http://p:4040\nwindow: 30\nnamespaces: ml\n"
