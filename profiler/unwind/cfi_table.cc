@@ -156,7 +156,12 @@ const UnwindRow& CfiTable::Find(uint64_t vaddr) {
                              [](uint64_t a, const UnwindRow& r) { return a < r.start; });
   if (it != rows_.begin() && vaddr < std::prev(it)->end) return *std::prev(it);
   UnwindRow row = Compute(vaddr);
-  if (rows_.size() >= kMaxRows) {
+  // A row that is no half-open range is answered, not cached: the last
+  // address's placeholder [vaddr, vaddr + 1) wraps to end 0, and in the table
+  // it would break the order the search relies on and be added again at
+  // every later lookup of that address (found by tests/fuzz/cfi_fuzzer.cc:
+  // a section header's address near 2^64 in a hostile file).
+  if (rows_.size() >= kMaxRows || row.end <= row.start) {
     overflow_ = row;
     return overflow_;
   }
