@@ -44,6 +44,8 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_live_allocations", "Allocations currently tracked.", "gauge", double(s.live_allocations)},
       {"gpuflame_sampled_tensor_allocations_total", "Tensor allocations taken by the injection library's sampling by bytes (each stands for more than itself).", "counter", double(s.tracker.sampled_allocs)},
       {"gpuflame_unmatched_frees_total", "Frees of memory allocated before gpuflame attached.", "counter", double(s.tracker.unmatched_frees)},
+      {"gpuflame_lost_records_total", "Records the ring buffer had no room for, charged to [lost: ring buffer full] in their process's profiles.", "counter", double(s.events.lost_records)},
+      {"gpuflame_process_exits_inferred_total", "Followed processes found gone without their exit record.", "counter", double(s.events.exits_inferred)},
       {"gpuflame_python_frames_unresolved_total", "Python frames whose code object could not be read.", "counter", double(s.resolver.python_unresolved)},
       {"gpuflame_cpu_samples_total", "CPU-time samples taken in profiled processes.", "counter", double(s.bpf[GF_STAT_CPU_SAMPLES])},
       {"gpuflame_kernel_launch_stacks_total", "Kernel launches whose stack was taken (sampled by the injection library).", "counter", double(s.joiner.launches)},

@@ -140,6 +140,7 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees,
                   // Lost in the ring but kept by BPF without a stack, applied to the live set.
                   ", \"lost_allocs_kept\": ", t.lost_allocs, ", \"lost_frees_kept\": ", t.lost_frees,
+                  ", \"exits_inferred\": ", ev.stats().exits_inferred,
                   ", \"live_allocations\": ",
                   ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
                   ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,

@@ -131,6 +131,12 @@ void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t 
   live_.erase(it);
 }
 
+std::vector<pid_t> AllocationTracker::PidsWithLiveAllocations() const {
+  absl::flat_hash_set<uint32_t> pids;
+  for (const auto& [key, live] : live_) pids.insert(key.pid);
+  return {pids.begin(), pids.end()};
+}
+
 void AllocationTracker::OnProcessExit(pid_t pid) {
   auto of = [pid](const auto& kv) { return kv.first.pid == static_cast<uint32_t>(pid); };
   absl::erase_if(live_, of);

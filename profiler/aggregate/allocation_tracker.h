@@ -78,6 +78,9 @@ class AllocationTracker {
   const std::vector<StackCounters>& counters() const { return counters_; }
   const TrackerStats& stats() const { return stats_; }
   size_t live_count() const { return live_.size(); }
+  // The processes that hold live allocations (a walk of the live set: for
+  // a periodic sweep, not per event).
+  std::vector<pid_t> PidsWithLiveAllocations() const;
   size_t MemoryUsage() const;
 
  private:

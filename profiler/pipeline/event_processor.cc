@@ -457,12 +457,36 @@ void EventProcessor::OnLostEvents(std::vector<std::pair<gf_lost_key, gf_lost_eve
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.second.ts_ns < b.second.ts_ns; });
   for (const auto& [key, lost] : events) {
     const auto pid = static_cast<pid_t>(key.pid);
+    if (registry_)
+      if (const ProcessInfo* info = registry_->Find(pid); info && info->exited) continue;  // its live set is gone
     if (key.kind == GF_EV_ALLOC)
       tracker_.OnLostAlloc(pid, key.domain, key.handle, key.addr, lost.size, LostStack(key.pid, key.domain),
                            lost.ts_ns);
     else if (key.kind == GF_EV_FREE)
       tracker_.OnLostFree(pid, key.domain, key.handle, key.addr, lost.ts_ns);
   }
+}
+
+void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
+  const auto upid = static_cast<uint32_t>(pid);
+  // What it lost in the ring is in BPF's maps by now: applied before its
+  // live set goes (after, it would stay live for good).
+  if (collect_losses_) collect_losses_();
+  if (unwinder_) unwinder_->Invalidate(pid);
+  absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).pid == pid; });
+  tracker_.OnProcessExit(pid);
+  absl::erase_if(thread_labels_, [&](const auto& kv) { return kv.first >> 32 == upid; });
+  joiner_.Flush(ts_ns, /*everything=*/true);  // its pooled kernels are charged before its names go
+  joiner_.ForgetProcess(pid);
+  foreign_abi_.erase(upid);
+  inprocess_since_.erase(upid);
+  absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == upid; });
+  if (registry_) registry_->OnExit(pid);
+}
+
+void EventProcessor::OnProcessGone(pid_t pid, uint64_t now_ns) {
+  stats_.exits_inferred++;
+  ProcessExited(pid, now_ns);
 }
 
 void EventProcessor::RetireProcess(pid_t pid) {
@@ -573,16 +597,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (registry_) registry_->OnFinalize(pid, gated);
       break;
     case GF_EV_EXIT:
-      if (unwinder_) unwinder_->Invalidate(pid);
-      absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).pid == pid; });
-      tracker_.OnProcessExit(pid);
-      absl::erase_if(thread_labels_, [&](const auto& kv) { return kv.first >> 32 == ev.pid; });
-      joiner_.Flush(ev.ts_ns, /*everything=*/true);  // its pooled kernels are charged before its names go
-      joiner_.ForgetProcess(pid);
-      foreign_abi_.erase(ev.pid);
-      inprocess_since_.erase(ev.pid);
-      absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == ev.pid; });
-      if (registry_) registry_->OnExit(pid);
+      ProcessExited(pid, ev.ts_ns);
       break;
     default:
       stats_.malformed++;

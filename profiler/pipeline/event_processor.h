@@ -6,6 +6,7 @@
 #define GPUFLAME_PROFILER_PIPELINE_EVENT_PROCESSOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,6 +57,7 @@ struct ProcessorStats {
   uint64_t lent_cpu_samples = 0;
   uint64_t lent_cpu_samples_ambiguous = 0;
   uint64_t lost_records = 0;  // the ring buffer had no room: charged to kLostFrame (OnLosses)
+  uint64_t exits_inferred = 0;  // processes found gone without their exit record (OnProcessGone)
 };
 
 // Records of one process the ring buffer had no room for (OnLosses), by kind.
@@ -134,6 +136,12 @@ class EventProcessor {
   // bytes and free its stacks, so that its pid can be reused by another
   // process cleanly and the agent's memory does not grow with process churn.
   void RetireProcess(pid_t pid);
+  // A followed process is gone but its exit record never came (lost in a
+  // full ring, or it died before its probes): handled as that record is, so
+  // its live set, stacks and registry entry do not outlive it.
+  void OnProcessGone(pid_t pid, uint64_t now_ns);
+  // Allocations of an exited process that arrived after its exit record.
+  void ForgetLiveAllocations(pid_t pid) { tracker_.OnProcessExit(pid); }
   const StackTable& stacks() const { return stacks_; }
   const FrameTable& frames() const { return frames_; }
   StackSource stack_source() const { return {stacks_, frames_}; }
@@ -157,6 +165,9 @@ class EventProcessor {
   // applied to the live set, so in-use bytes stay exact. Call after
   // OnLosses with the totals read before these were taken.
   void OnLostEvents(std::vector<std::pair<gf_lost_key, gf_lost_event>> events);
+  // Reads BPF's loss maps and calls the two above: run when a process
+  // exits, before its live set is dropped.
+  void SetLossCollector(std::function<void()> collect) { collect_losses_ = std::move(collect); }
   const absl::flat_hash_map<uint32_t, ProcessLoss>& losses() const { return losses_; }
 
  private:
@@ -174,6 +185,7 @@ class EventProcessor {
 
   StackId OverBudgetStack(const gf_event& ev);
   StackId LostStack(uint32_t pid, uint8_t domain);
+  void ProcessExited(pid_t pid, uint64_t ts_ns);
   // One stack per process and domain holding only a marker frame.
   StackId MarkerStack(const gf_event& ev, const char* marker);
   // libgpuflame_cupti.so's batch of in-process tensor events (gpuflame_abi.h).
@@ -220,6 +232,7 @@ class EventProcessor {
   LibraryCost library_cost_;
   absl::flat_hash_map<uint64_t, gf_loss> losses_seen_;  // pid << 16 | domain << 8 | kind -> last total
   absl::flat_hash_map<uint32_t, ProcessLoss> losses_;
+  std::function<void()> collect_losses_;
   struct PidCost {
     LibraryCost cost;  // its last report
     uint64_t ts_ns = 0;

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <cerrno>
 #include <optional>
 
@@ -52,6 +54,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
       StackResolver::Options{options.profiling.show_trampolines, options.profiling.keep_interpreter_frames});
   s->unwinder_ = std::make_unique<NativeUnwinder>(*s->native_);
   s->events_ = std::make_unique<EventProcessor>(s->registry_.get(), *s->resolver_, s->unwinder_.get());
+  s->events_->SetLossCollector([raw = s.get()] { raw->CollectLosses(); });
   s->refresher_ = std::make_unique<FrameRefresher>(options.profiling.binary_dirs);
   if (const ProfilingOptions& p = options.profiling; p.cpu_hz > 0) {
     s->events_->SetCpuSampling(1'000'000'000 / p.cpu_hz, p.thread_names);
@@ -81,6 +84,10 @@ int Session::Poll(int timeout_ms) {
   if (const int64_t now = NowNs(CLOCK_MONOTONIC); now >= next_loss_check_ns_) {
     next_loss_check_ns_ = now + 50'000'000;
     CollectLosses();
+    if (now >= next_exit_sweep_ns_) {
+      next_exit_sweep_ns_ = now + 2'000'000'000;
+      SweepExited(now);
+    }
   }
   registry_->Tick([this] { Drain(); });
   CheckGuardrails();
@@ -125,6 +132,26 @@ void Session::RetireProcess(pid_t pid) {
   events_->RetireProcess(pid);
   probes_->ForgetLosses(pid);
   registry_->Forget(pid);
+}
+
+void Session::SweepExited(int64_t now) {
+  // Followed processes, and those the registry never heard of (their
+  // library-mapped record lost) that hold allocations all the same.
+  auto is_gone = [](pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; };
+  std::vector<pid_t> gone;
+  for (const auto& [pid, info] : registry_->processes())
+    if (!info->exited && is_gone(pid)) gone.push_back(pid);
+  for (pid_t pid : events_->tracker().PidsWithLiveAllocations()) {
+    const ProcessInfo* info = registry_->Find(pid);
+    if ((!info || info->exited) && is_gone(pid)) gone.push_back(pid);
+  }
+  if (gone.empty()) return;
+  Drain();  // its last records, if any, come before its end
+  for (pid_t pid : gone)
+    if (const ProcessInfo* info = registry_->Find(pid); !info || !info->exited)
+      events_->OnProcessGone(pid, static_cast<uint64_t>(now));
+    else
+      events_->ForgetLiveAllocations(pid);  // records that came after its exit
 }
 
 void Session::CollectLosses() {

@@ -103,6 +103,8 @@ class Session {
   void CheckGuardrails();
   // What the ring had no room for: charged to each process (EventProcessor::OnLosses).
   void CollectLosses();
+  // Followed processes that are gone without an exit record (every 2 s).
+  void SweepExited(int64_t now);
 
   symbolizer::ElfCache elves_;
   std::unique_ptr<symbolizer::NativeSymbolizer> native_;
@@ -119,6 +121,7 @@ class Session {
   std::unique_ptr<RingReader> reader_;
   base::Heartbeat worker_heartbeat_;
   int64_t next_loss_check_ns_ = 0;
+  int64_t next_exit_sweep_ns_ = 0;
 };
 
 }  // namespace gpuflame::profiler

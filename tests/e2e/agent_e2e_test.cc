@@ -351,6 +351,38 @@ TEST(AgentTest, AHostileProcessCannotStallIt) {
   EXPECT_EQ(t.gpu_alloc, 121 * MiB) << agent.Log();
 }
 
+TEST(AgentTest, NothingOutlivesProcessesThatExitedUnderLoss) {
+  // Short processes allocating in bursts into a tiny ring: records are lost,
+  // exit records among them at times. Once they are gone the agent must
+  // hold nothing of them: no process attached, no live allocation (an exit
+  // record lost used to keep both for good; the agent now also looks).
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent-churn");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--ring-buffer-kb", "16", "--no-gate"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  for (int round = 0; round < 3; round++)
+    Sh(SimEnv() + " sh -c 'for i in 1 2 3 4 5 6; do " + PyenvPython("3.12") + " " + Workload("burst.py") +
+       " 4 400 > /dev/null & done; wait'");
+  double attached = -1, live = -1;
+  for (int i = 0; i < 100; i++) {  // a window for the last exits, a 2 s sweep
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    attached = Metric(metrics_port, "gpuflame_processes_attached");
+    live = Metric(metrics_port, "gpuflame_live_allocations");
+    if (attached == 0 && live == 0) break;
+  }
+  const double lost = Metric(metrics_port, "gpuflame_lost_records_total");
+  const double inferred = Metric(metrics_port, "gpuflame_process_exits_inferred_total");
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  EXPECT_EQ(attached, 0) << "lost " << lost << ", exits inferred " << inferred << "\n" << agent.Log();
+  EXPECT_EQ(live, 0) << "lost " << lost << ", exits inferred " << inferred;
+  EXPECT_GT(lost, 0) << "nothing was lost: the ring is not small enough to show anything";
+  EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+}
+
 TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {
   GPUFLAME_REQUIRE_ROOT();
   // A stripped program is profiled while the directory of binaries is empty:
