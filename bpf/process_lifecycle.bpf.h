@@ -35,7 +35,7 @@ static __always_inline __u32 maybe_gate(__u32 tflags) {
  * that user space can attach before it runs on: only once the record is in
  * the ring, since nothing else would ever resume it. */
 static __always_inline void submit_lifecycle(struct gf_event *ev) {
-  if (emit(ev, sizeof(*ev), true) && (ev->flags & GF_EVF_GATED)) {
+  if (emit_lifecycle(ev) && (ev->flags & GF_EVF_GATED)) {
     bpf_send_signal(GF_SIGSTOP);
     bump(GF_STAT_GATED);
   }
@@ -158,7 +158,7 @@ int BPF_PROG(watch_exit, struct task_struct *p) {
     return 0;
   struct gf_event ev;
   fill_header(&ev, GF_EV_EXIT, GF_DOMAIN_NONE, 0, 0, 0);
-  submit_small(&ev);
+  emit_lifecycle(&ev);
   return 0;
 }
 

@@ -74,6 +74,20 @@ static __always_inline bool emit(void *data, __u64 len, bool urgent) {
   return true;
 }
 
+/* A lifecycle record, through its own ring (maps.bpf.h), but for an exec,
+ * which keeps its place among the new image's records in `events`. */
+static __always_inline bool emit_lifecycle(struct gf_event *ev) {
+  if (ev->kind == GF_EV_EXEC)
+    return emit(ev, sizeof(*ev), true);
+  if (bpf_ringbuf_output(&lifecycle, ev, sizeof(*ev), BPF_RB_FORCE_WAKEUP)) {
+    bump(GF_STAT_RINGBUF_FULL);
+    note_loss(ev);
+    return false;
+  }
+  bump(GF_STAT_EVENTS);
+  return true;
+}
+
 /* A header-only record. */
 static __always_inline void submit_small(struct gf_event *ev) {
   /* Lifecycle records may have stopped a process: hand them over at once. */

@@ -170,7 +170,7 @@ void BpfProbes::RemovePython(pid_t pid) {
 }
 
 absl::StatusOr<std::unique_ptr<RingReader>> BpfProbes::StartRingReader(const RingReader::Options& options) const {
-  auto reader = RingReader::Start(bpf_map__fd(skel_->maps.events), options);
+  auto reader = RingReader::Start(bpf_map__fd(skel_->maps.events), options, bpf_map__fd(skel_->maps.lifecycle));
   if (!reader.ok()) return absl::Status(reader.status().code(), absl::StrCat("events ring buffer: ", reader.status().message()));
   return reader;
 }

@@ -30,7 +30,8 @@ absl::Status Errno(int err, std::string_view what) {
 
 void RingReader::RingBufferDeleter::operator()(ring_buffer* ring) const { ring_buffer__free(ring); }
 
-absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Start(int ring_map_fd, const Options& options) {
+absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Start(int ring_map_fd, const Options& options,
+                                                               int lifecycle_map_fd) {
   std::unique_ptr<RingReader> r(new RingReader());
   r->idle_poll_ms_ = options.idle_poll_ms;
   r->map_fd_ = base::ScopedFd::Dup(ring_map_fd);
@@ -45,6 +46,14 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Start(int ring_map_fd, c
 
   r->ring_.reset(ring_buffer__new(r->map_fd_.get(), &RingReader::OnRecord, r.get(), nullptr));
   if (!r->ring_) return Errno(errno, "opening the ring buffer");
+  // Added second: ring_buffer__consume reads its rings in order, so within a
+  // pass a process's exit comes after the records it made before it.
+  if (lifecycle_map_fd >= 0) {
+    r->lifecycle_fd_ = base::ScopedFd::Dup(lifecycle_map_fd);
+    if (!r->lifecycle_fd_) return Errno(errno, "duplicating the lifecycle ring's descriptor");
+    if (int err = ring_buffer__add(r->ring_.get(), r->lifecycle_fd_.get(), &RingReader::OnRecord, r.get()))
+      return Errno(err, "opening the lifecycle ring buffer");
+  }
   r->epoll_fd_ = base::ScopedFd(epoll_create1(EPOLL_CLOEXEC));
   if (!r->epoll_fd_) return Errno(errno, "creating the ring reader's epoll descriptor");
   r->kick_fd_ = base::ScopedFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -57,8 +66,10 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Start(int ring_map_fd, c
   epoll_event kick_ev{};
   kick_ev.events = EPOLLIN;
   kick_ev.data.u32 = kKicked;
+  epoll_event lifecycle_ev = ring_ev;
   if (epoll_ctl(r->epoll_fd_.get(), EPOLL_CTL_ADD, r->map_fd_.get(), &ring_ev) != 0 ||
-      epoll_ctl(r->epoll_fd_.get(), EPOLL_CTL_ADD, r->kick_fd_.get(), &kick_ev) != 0)
+      epoll_ctl(r->epoll_fd_.get(), EPOLL_CTL_ADD, r->kick_fd_.get(), &kick_ev) != 0 ||
+      (r->lifecycle_fd_ && epoll_ctl(r->epoll_fd_.get(), EPOLL_CTL_ADD, r->lifecycle_fd_.get(), &lifecycle_ev) != 0))
     return Errno(errno, "watching the ring buffer");
 
   r->thread_ = std::thread([raw = r.get()] { raw->Run(); });

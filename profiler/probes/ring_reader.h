@@ -66,7 +66,10 @@ class RingReader {
   // Reads the BPF ring buffer map |ring_map_fd| (duplicated: the reader
   // does not depend on the caller's descriptor staying open) and starts the
   // reader thread.
-  static absl::StatusOr<std::unique_ptr<RingReader>> Start(int ring_map_fd, const Options& options);
+  // |lifecycle_map_fd| (optional, -1: none) is a second ring read after the
+  // first in each pass, into the same queue.
+  static absl::StatusOr<std::unique_ptr<RingReader>> Start(int ring_map_fd, const Options& options,
+                                                           int lifecycle_map_fd = -1);
   ~RingReader();
   RingReader(const RingReader&) = delete;
   RingReader& operator=(const RingReader&) = delete;
@@ -105,6 +108,7 @@ class RingReader {
   // runs (the worker only writes kick_fd_). Destroyed after the thread is
   // joined (~RingReader calls Stop first).
   base::ScopedFd map_fd_;
+  base::ScopedFd lifecycle_fd_;
   base::ScopedFd epoll_fd_;  // waits on the ring and on kick_fd_
   base::ScopedFd kick_fd_;   // eventfd: Drain and Stop wake the reader with it
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_;
