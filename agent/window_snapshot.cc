@@ -17,13 +17,15 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
   EventProcessor& events = session.events();
   events.joiner().Flush(NowNs(CLOCK_MONOTONIC));  // unsampled kernels charged before the cut
   if (cfg_.profiling.kernel_time) session.registry().CheckKernelTime();
+  // Processes found running (a restarted agent): what they held already.
+  session.events().AccountAllocatedBeforeAttach();
   std::vector<StackCounters> counters = window_.Close(events.tracker().counters());
   auto cpu = events.cpu().TakeWindow();
   auto kernels = events.kernels().TakeWindow();
   absl::flat_hash_set<pid_t> active;
   for (StackId id = 0; id < counters.size() && id < events.stacks().size(); id++) {
     const StackCounters& c = counters[id];
-    if (c.alloc_objects != 0 || c.inuse_objects != 0) active.insert(events.stacks().Get(id).pid);
+    if (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0) active.insert(events.stacks().Get(id).pid);
   }
   for (const auto* window : {&cpu, &kernels})
     for (const auto& [key, c] : *window) active.insert(events.stacks().Get(key.stack).pid);

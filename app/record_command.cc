@@ -352,6 +352,7 @@ int RunRecord(const RecordOptions& opt) {
 
   absl::flat_hash_map<pid_t, std::string> comm;
   bool any_torch = false;
+  session.events().AccountAllocatedBeforeAttach();  // record --pid: what they held already
   const EventProcessor& events = session.events();
   ProcessRegistry& registry = session.registry();
   for (const auto& [pid, info] : registry.processes()) {

@@ -62,6 +62,12 @@ void AllocationTracker::AddLostAllocated(StackId stack, int64_t objects, int64_t
   counters_[stack].alloc_bytes += bytes;
 }
 
+void AllocationTracker::SetInUse(StackId stack, int64_t objects, int64_t bytes) {
+  if (stack >= counters_.size()) counters_.resize(stack + 1);
+  counters_[stack].inuse_objects = objects;
+  counters_[stack].inuse_bytes = bytes;
+}
+
 void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size,
                                     StackId stack, uint64_t ts_ns) {
   if (stack >= counters_.size()) counters_.resize(stack + 1);

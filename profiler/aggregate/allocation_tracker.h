@@ -55,6 +55,9 @@ class AllocationTracker {
   // What was allocated and lost with its record: counted under |stack|
   // (alloc_* only; in use comes from OnLostAlloc, one by one).
   void AddLostAllocated(StackId stack, int64_t objects, int64_t bytes);
+  // Sets |stack|'s in use outright: for a marker whose size is known from
+  // elsewhere (the allocator's own totals), not from allocations we saw.
+  void SetInUse(StackId stack, int64_t objects, int64_t bytes);
   // A lost allocation itself (address, size, time): live under |stack|
   // until its free, unless its free came already.
   void OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack,

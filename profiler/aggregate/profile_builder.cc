@@ -58,7 +58,7 @@ Profile BuildMemoryProfile(StackSource source,
   auto wanted = [&](StackId id) {
     const StackInfo& stack = source.stacks.Get(id);
     const StackCounters& c = counters[id];
-    return stack.domain == domain && (c.alloc_objects != 0 || c.inuse_objects != 0) && (!pid || stack.pid == *pid);
+    return stack.domain == domain && (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0) && (!pid || stack.pid == *pid);
   };
   // Where the library sampled tensor allocations by bytes, the values are
   // estimates; what was seen is in the profile itself (alloc_samples).

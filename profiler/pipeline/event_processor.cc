@@ -400,14 +400,14 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
         stack = MarkerStack(ev, kStackUnknownFrame);
       }
       tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
-      totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      totals_[ev.pid].Update(ev.arg0, ev.arg1, ev.arg2);
       return;
     }
     case GF_EV_FREE:
       if (!inprocess_since_.contains(ev.pid)) return;
       stats_.inprocess_events++;
       tracker_.OnFree(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.ts_ns);
-      totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      totals_[ev.pid].Update(ev.arg0, ev.arg1, ev.arg2);
       return;
     default:
       stats_.malformed++;
@@ -489,6 +489,38 @@ void EventProcessor::OnProcessGone(pid_t pid, uint64_t now_ns) {
   ProcessExited(pid, now_ns);
 }
 
+void EventProcessor::AccountAllocatedBeforeAttach() {
+  if (!registry_) return;
+  absl::flat_hash_map<uint32_t, int64_t> tracked;  // pid -> in-use tensor bytes we saw allocated
+  for (const auto& [pid, totals] : totals_) {
+    const ProcessInfo* info = registry_->Find(static_cast<pid_t>(pid));
+    if (totals.known && info && info->attached_late) tracked.emplace(pid, 0);
+  }
+  if (tracked.empty()) return;
+  const std::vector<StackCounters>& counters = tracker_.counters();
+  for (StackId id = 0; id < stacks_.size() && id < counters.size(); id++) {
+    const StackInfo& stack = stacks_.Get(id);
+    if (stack.domain != GF_DOMAIN_TORCH) continue;
+    if (auto it = tracked.find(static_cast<uint32_t>(stack.pid)); it != tracked.end())
+      it->second += counters[id].inuse_bytes;
+  }
+  for (const auto& [pid, seen] : tracked) {
+    auto marker = before_attach_stacks_.find(pid);
+    const int64_t marked = marker != before_attach_stacks_.end() && marker->second < counters.size()
+                               ? counters[marker->second].inuse_bytes
+                               : 0;
+    const int64_t gap = static_cast<int64_t>(totals_[pid].allocated) - (seen - marked);
+    if (gap <= 0 && marker == before_attach_stacks_.end()) continue;
+    if (marker == before_attach_stacks_.end()) {
+      gf_event ev{};
+      ev.pid = pid;
+      ev.domain = GF_DOMAIN_TORCH;
+      marker = before_attach_stacks_.emplace(pid, MarkerStack(ev, kBeforeAttachFrame)).first;
+    }
+    tracker_.SetInUse(marker->second, 0, std::max<int64_t>(gap, 0));
+  }
+}
+
 void EventProcessor::RetireProcess(pid_t pid) {
   std::vector<StackId> stacks;
   for (StackId id = 0; id < stacks_.size(); id++)
@@ -500,6 +532,7 @@ void EventProcessor::RetireProcess(pid_t pid) {
   library_cost_by_pid_.erase(static_cast<uint32_t>(pid));
   absl::erase_if(losses_seen_, [pid](const auto& kv) { return kv.first >> 16 == static_cast<uint32_t>(pid); });
   losses_.erase(static_cast<uint32_t>(pid));
+  before_attach_stacks_.erase(static_cast<uint32_t>(pid));
 }
 
 void EventProcessor::OnRecord(std::span<const uint8_t> record) {
@@ -565,13 +598,13 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
         stack = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
       }
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, 0, ev.ts_ns);
-      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid].Update(ev.arg0, ev.arg1, ev.arg2);
       break;
     }
     case GF_EV_FREE:
       if (SupersededByInProcess(ev)) break;
       tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns);
-      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid] = {ev.arg1, ev.arg2, true};
+      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid].Update(ev.arg0, ev.arg1, ev.arg2);
       break;
     case GF_EV_MAP:
       stats_.map_calls++;

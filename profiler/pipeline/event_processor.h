@@ -5,6 +5,7 @@
 #ifndef GPUFLAME_PROFILER_PIPELINE_EVENT_PROCESSOR_H_
 #define GPUFLAME_PROFILER_PIPELINE_EVENT_PROCESSOR_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -26,9 +27,22 @@
 namespace gpuflame::profiler {
 
 struct AllocatorTotals {
-  uint64_t allocated = 0;  // caching allocator's allocated bytes (report hook)
-  uint64_t reserved = 0;   // caching allocator's reserved bytes (report hook)
+  uint64_t allocated = 0;  // caching allocator's allocated bytes (report hook), summed over devices
+  uint64_t reserved = 0;   // caching allocator's reserved bytes (report hook), summed over devices
   bool known = false;
+  // Each event reports its device's totals: kept per device (devices past
+  // the last slot share it), so a process on several GPUs sums right.
+  static constexpr size_t kDevices = 16;
+  std::array<uint64_t, kDevices> allocated_on{};
+  std::array<uint64_t, kDevices> reserved_on{};
+  void Update(uint64_t device, uint64_t allocated_now, uint64_t reserved_now) {
+    const size_t d = device < kDevices ? device : kDevices - 1;
+    allocated += allocated_now - allocated_on[d];  // modular: exact once every device has reported
+    reserved += reserved_now - reserved_on[d];
+    allocated_on[d] = allocated_now;
+    reserved_on[d] = reserved_now;
+    known = true;
+  }
 };
 
 struct ProcessorStats {
@@ -97,6 +111,8 @@ inline constexpr const char* kStackUnknownFrame = "[stack not received]";
 // The frame for what the ring buffer had no room for: allocations (their
 // bytes and, kept by BPF without stacks, their in-use share), CPU samples.
 inline constexpr const char* kLostFrame = "[lost: ring buffer full]";
+// The frame for tensor memory a process held when gpuflame attached to it.
+inline constexpr const char* kBeforeAttachFrame = "[allocated before gpuflame attached]";
 // The frame between a backward() caller's Python stack and the work that
 // autograd's engine threads did for it (allocations, launches).
 inline constexpr const char* kAutogradFrame = "<autograd engine>";
@@ -165,6 +181,12 @@ class EventProcessor {
   // applied to the live set, so in-use bytes stay exact. Call after
   // OnLosses with the totals read before these were taken.
   void OnLostEvents(std::vector<std::pair<gf_lost_key, gf_lost_event>> events);
+  // Tensor bytes a process allocated before gpuflame attached to it (the
+  // agent restarted, `record --pid`): what its caching allocator says it
+  // holds beyond the in-use bytes we track goes to kBeforeAttachFrame's
+  // in use (no object count: not known). Only for processes found running
+  // (ProcessInfo::attached_late); call before building memory profiles.
+  void AccountAllocatedBeforeAttach();
   // Reads BPF's loss maps and calls the two above: run when a process
   // exits, before its live set is dropped.
   void SetLossCollector(std::function<void()> collect) { collect_losses_ = std::move(collect); }
@@ -233,6 +255,7 @@ class EventProcessor {
   absl::flat_hash_map<uint64_t, gf_loss> losses_seen_;  // pid << 16 | domain << 8 | kind -> last total
   absl::flat_hash_map<uint32_t, ProcessLoss> losses_;
   std::function<void()> collect_losses_;
+  absl::flat_hash_map<uint32_t, StackId> before_attach_stacks_;  // pid -> its kBeforeAttachFrame stack
   struct PidCost {
     LibraryCost cost;  // its last report
     uint64_t ts_ns = 0;

@@ -134,6 +134,7 @@ absl::Status ProcessRegistry::AddTarget(pid_t pid) {
     return absl::NotFoundError(absl::StrCat("no such process: ", pid));
   if (auto s = probes_.SetTarget(pid, options_.target_flags); !s.ok()) return s;
   Scan(pid);
+  if (ProcessInfo* info = Find(pid)) info->attached_late = info->has_cuda || info->has_torch;
   return absl::OkStatus();
 }
 
@@ -150,7 +151,9 @@ void ProcessRegistry::ScanAll() {
     if (!maps.ok()) continue;
     bool cuda = false;
     for (const Mapping& m : *maps) cuda |= Classify(m.Basename()).has_value();
-    if (cuda) Scan(static_cast<pid_t>(pid));
+    if (!cuda) continue;
+    Scan(static_cast<pid_t>(pid));
+    if (ProcessInfo* info = Find(static_cast<pid_t>(pid))) info->attached_late = true;
   }
 }
 

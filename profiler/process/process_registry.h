@@ -52,6 +52,9 @@ struct ProcessInfo {
   bool kernel_time_reported = false;  // "kernel time unavailable" said once
   std::optional<uint64_t> cpu_ticks;  // its CPU time (user + system) when last sampled
   bool exited = false;
+  // Found running with CUDA or PyTorch already loaded (the agent's start,
+  // `--pid`): what it allocated before then was not seen.
+  bool attached_late = false;
   std::optional<inspect::PythonLayout> python;
   std::string python_module;  // libpython's or the static interpreter's path
   std::unique_ptr<inspect::RemoteProcessMemory> memory;

@@ -383,6 +383,40 @@ TEST(AgentTest, NothingOutlivesProcessesThatExitedUnderLoss) {
   EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
 }
 
+TEST(AgentTest, WhatAProcessHeldBeforeTheAgentStartedIsSaid) {
+  // A restarted agent finds a process that already holds tensors: its
+  // in-use profile must not be silently smaller than what it holds.
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent-late");
+  const std::string pidfile = dir + "/pid", go = dir + "/go";
+  Sh(SimEnv() + " timeout 60 " + PyenvPython("3.12") + " " + Workload("steady.py") + " " + pidfile + " " + go +
+     " > /dev/null 2>&1 &");
+  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(pidfile));
+  const pid_t pid = std::stoi(ReadFile(pidfile));
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  const bool ready = agent.WaitReady();
+  Sh("touch " + go);  // it allocates 10 MiB more, seen
+  if (ready) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two windows close
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  kill(pid, SIGKILL);
+  ASSERT_TRUE(ready) << agent.Log();
+  const pprof::Profile* last = nullptr;
+  auto series = receiver.Accepted();
+  for (const ReceivedSeries& s : series)
+    if (s.labels.at("pid") == std::to_string(pid) && s.labels.at("__name__") == "torch_memory" &&
+        (!last || s.profile.time_nanos() >= last->time_nanos()))
+      last = &s.profile;
+  ASSERT_NE(last, nullptr) << agent.Log();
+  auto t = Stacks(*last, "inuse_space");
+  EXPECT_EQ(t["[allocated before gpuflame attached]"], 6 * MiB) << Dump(t);
+  EXPECT_EQ(Total(*last, "inuse_space"), 16 * MiB) << Dump(t);
+}
+
 TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {
   GPUFLAME_REQUIRE_ROOT();
   // A stripped program is profiled while the directory of binaries is empty:

@@ -440,6 +440,10 @@ TEST(RecordTest, AttachesToARunningProcessByPid) {
   ASSERT_TRUE(LoadPprof(dir + "/out/torch_memory.pb.gz", &torch)) << log;
   auto t = Stacks(torch, "inuse_space");
   EXPECT_EQ(ValueEndingWith(t, "<module>;hold;empty;Tensor > __init__;" + kTorchLeaf), 10 * MiB) << Dump(t) << log;
+  // What it held before we attached is said, not silently missing: the
+  // caching allocator's own total, beyond what we saw allocated.
+  EXPECT_EQ(t["[allocated before gpuflame attached]"], 6 * MiB) << Dump(t);
+  EXPECT_EQ(Total(torch, "inuse_space"), 16 * MiB) << Dump(t);
 }
 
 TEST(RecordTest, EveryRuntimeAndDriverApiIsCountedOnce) {

@@ -1,6 +1,7 @@
-"""Workload for `gpuflame record --pid`: writes its pid to argv[1], waits for
-the file argv[2] to appear (gpuflame is attached by then), allocates, then
-sleeps until killed. Uses the simulated CUDA runtime (test fixture)."""
+"""Workload for `gpuflame record --pid`: holds 6 MiB of tensors, writes its
+pid to argv[1], waits for the file argv[2] to appear (gpuflame is attached
+by then), allocates, then sleeps until killed. Uses the simulated CUDA
+runtime (test fixture)."""
 import os
 import sys
 import time
@@ -14,6 +15,11 @@ def hold():
     return sim_torch.empty(10 * MiB)
 
 
+def before_attach():
+    return sim_torch.empty(6 * MiB)
+
+
+early = before_attach()
 with open(sys.argv[1] + ".tmp", "w") as f:
     f.write(str(os.getpid()))
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
