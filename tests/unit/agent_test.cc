@@ -444,5 +444,23 @@ TEST(SpoolTest, AChangedByteIsCaughtNotReplayed) {
   EXPECT_EQ(reopened->corrupt(), 1u);
 }
 
+TEST(MetricsServerTest, HealthzFailsWhileAThreadIsStalled) {
+  std::atomic<bool> stalled{false};
+  profiler::MetricsServer server;
+  ASSERT_TRUE(server
+                  .Start("127.0.0.1", 0,
+                         [&] { return stalled.load() ? std::string("event loop stalled for 31 s") : std::string(); })
+                  .ok());
+  httplib::Client client("127.0.0.1", server.port());
+  auto ok = client.Get("/healthz");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  stalled = true;
+  auto bad = client.Get("/healthz");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 503);
+  EXPECT_EQ(bad->body, "event loop stalled for 31 s\n");
+}
+
 }  // namespace
 }  // namespace gpuflame
