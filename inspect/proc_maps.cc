@@ -89,6 +89,10 @@ absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid) {
     text.append(buf, static_cast<size_t>(n));
   }
   fd.reset();
+  // An exiting process (its memory gone, not yet reaped) reads as empty:
+  // "no such process" for every caller, never a map list that would
+  // replace the one it had (its last records still need it).
+  if (text.empty()) return absl::NotFoundError(absl::StrCat("process ", pid, " has no mappings (exiting)"));
   return ParseProcMaps(text);
 }
 

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/scoped_fd.h"
 #include "bpf/gpuflame_abi.h"
@@ -106,6 +108,21 @@ TEST(ProcMapsTest, BoundsTheNumberOfMappings) {
   std::string text;
   for (int i = 0; i < 100; i++) text += "1000-2000 r-xp 00000000 00:00 0 \n";
   EXPECT_EQ(ParseProcMaps(text, 10).size(), 10u);
+}
+
+TEST(ProcMapsTest, AnExitedProcessHasNoMapsRatherThanAnEmptyList) {
+  // A zombie's /proc/PID/maps reads empty. Taken as a list, it replaced a
+  // process's last maps and its last records lost their native frames.
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // a zombie, not reaped
+  EXPECT_FALSE(inspect::ReadProcMaps(child).ok());
+  waitpid(child, nullptr, 0);
+  auto self = inspect::ReadProcMaps(getpid());
+  ASSERT_TRUE(self.ok());
+  EXPECT_FALSE(self->empty());
 }
 
 TEST(ElfFileTest, ReadsTheFixtureRuntime) {
