@@ -61,7 +61,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_native_frames_resolved_later_total", "Raw-address frames named in a later window (debug files or binaries found by build ID).", "counter", double(s.refresher.resolved)},
       {"gpuflame_unwinds_total", "Native stacks unwound from copied user stacks.", "counter", double(s.unwinder.unwinds)},
       {"gpuflame_unwinds_libdwfl_total", "Unwinds that needed libdwfl (rules outside the cached CFI subset).", "counter", double(s.unwinder.fallback)},
-      {"gpuflame_profiles_enqueued_total", "Per-process window pushes queued.", "counter", double(s.exported.enqueued)},
+      {"gpuflame_profiles_enqueued_total", "Push requests queued (each holds several processes' window profiles).", "counter", double(s.exported.enqueued)},
       {"gpuflame_profiles_pushed_total", "Push requests accepted by Pyroscope.", "counter", double(s.push.pushed)},
       {"gpuflame_push_failures_total", "Push attempts that failed and were retried.", "counter", double(s.push.failed_attempts)},
       {"gpuflame_push_dropped_queue_full_total", "Push requests dropped because the queue was full.", "counter", double(s.push.dropped_queue_full)},

@@ -60,6 +60,20 @@ void WindowExporter::Run() {
 }
 
 void WindowExporter::Export(std::vector<ProcessWindow>& window) {
+  // The window's processes go out together, a few push requests rather than
+  // one each (thousands under process churn overflowed the push queue), each
+  // under kMaxRequestBytes of compressed profiles and kMaxRequestSeries: far
+  // under Pyroscope's per-tenant ingestion burst (2 MB by default), whose
+  // excess would be refused for good. A process's profiles stay together.
+  std::vector<exporters::Series> batch;
+  size_t batch_bytes = 0;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    queue_.Enqueue(batch);
+    enqueued_.fetch_add(1, std::memory_order_relaxed);
+    batch.clear();
+    batch_bytes = 0;
+  };
   for (ProcessWindow& w : window) {
     std::vector<exporters::Series> request;
     for (Profile& p : w.profiles) {
@@ -78,11 +92,14 @@ void WindowExporter::Export(std::vector<ProcessWindow>& window) {
       }
       request.push_back({labeler_.Labels(p.name, w.pid, w.process, w.pod), std::move(*gz)});
     }
-    if (!request.empty()) {
-      queue_.Enqueue(request);
-      enqueued_.fetch_add(1, std::memory_order_relaxed);
-    }
+    size_t bytes = 0;
+    for (const exporters::Series& series : request) bytes += series.pprof.size();
+    if (!batch.empty() && (batch_bytes + bytes > kMaxRequestBytes || batch.size() + request.size() > kMaxRequestSeries))
+      flush();
+    for (exporters::Series& series : request) batch.push_back(std::move(series));
+    batch_bytes += bytes;
   }
+  flush();
 }
 
 ExportStats WindowExporter::stats() const {

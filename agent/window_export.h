@@ -31,7 +31,7 @@
 namespace gpuflame::profiler {
 
 struct ExportStats {
-  uint64_t enqueued = 0;          // per-process pushes handed to the PushQueue
+  uint64_t enqueued = 0;          // push requests (a window's processes, batched) handed to the PushQueue
   uint64_t folded_samples = 0;    // samples folded into [other] by EnforceLimits
   uint64_t truncated_stacks = 0;  // stacks cut to Pyroscope's depth limit
   uint64_t dropped = 0;           // per-process windows dropped: the export fell behind
@@ -45,6 +45,9 @@ class WindowExporter {
   ~WindowExporter();  // Finish()
   WindowExporter(const WindowExporter&) = delete;
   WindowExporter& operator=(const WindowExporter&) = delete;
+  // One push request's most compressed profile bytes and profiles.
+  static constexpr size_t kMaxRequestBytes = 512u << 10;
+  static constexpr size_t kMaxRequestSeries = 200;
 
   // Event loop: hands over one closed window. Never waits for the export.
   void Submit(std::vector<ProcessWindow> window);

@@ -74,10 +74,12 @@ static __always_inline bool emit(void *data, __u64 len, bool urgent) {
   return true;
 }
 
-/* A lifecycle record, through its own ring (maps.bpf.h), but for an exec,
- * which keeps its place among the new image's records in `events`. */
+/* A lifecycle record, through its own ring (maps.bpf.h), but for an exec
+ * and Py_FinalizeEx, which keep their place among the process's records in
+ * `events`: the new image's, and the interpreter teardown's frees, which
+ * must come after the freeze of its live set (bpf/process_lifecycle.bpf.h). */
 static __always_inline bool emit_lifecycle(struct gf_event *ev) {
-  if (ev->kind == GF_EV_EXEC)
+  if (ev->kind == GF_EV_EXEC || ev->kind == GF_EV_PY_FINALIZE)
     return emit(ev, sizeof(*ev), true);
   if (bpf_ringbuf_output(&lifecycle, ev, sizeof(*ev), BPF_RB_FORCE_WAKEUP)) {
     bump(GF_STAT_RINGBUF_FULL);

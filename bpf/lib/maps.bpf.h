@@ -20,9 +20,10 @@ struct {
 } events SEC(".maps");
 
 /* A ring of its own for the process lifecycle records whose loss costs most
- * (a library mapped: the process is scanned, its probes attached; an exit;
- * Py_FinalizeEx): a burst of events cannot fill it. User space reads it
- * after `events` in each pass, so an exit comes after the process's records. */
+ * and whose order among the process's other records does not matter (a
+ * library mapped: the process is scanned, its probes attached; an exit): a
+ * burst of events cannot fill it. User space reads it after `events` in
+ * each pass, so an exit comes after the process's records. */
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
   __uint(max_entries, 256 << 10);

@@ -117,9 +117,14 @@ PushOutcome PyroscopeClient::PushEncoded(const std::string& body) const {
   return s;
 }
 
+void PyroscopeClient::CurlDeleter::operator()(void* curl) const { curl_easy_cleanup(static_cast<CURL*>(curl)); }
+
 absl::Status PyroscopeClient::Post(const std::string& url, const std::string& body, const char* content_type) const {
-  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), &curl_easy_cleanup);
-  if (!curl) return absl::InternalError("curl_easy_init failed");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!curl_) curl_.reset(curl_easy_init());
+  if (!curl_) return absl::InternalError("curl_easy_init failed");
+  // Options back to their defaults; the connection cache stays.
+  curl_easy_reset(static_cast<CURL*>(curl_.get()));
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, content_type);
   headers = curl_slist_append(headers, "Connect-Protocol-Version: 1");
@@ -138,7 +143,7 @@ absl::Status PyroscopeClient::Post(const std::string& url, const std::string& bo
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_guard(headers, &curl_slist_free_all);
 
   std::string response;
-  CURL* c = curl.get();
+  CURL* c = static_cast<CURL*>(curl_.get());
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_POST, 1L);
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());

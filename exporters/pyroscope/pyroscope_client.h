@@ -5,6 +5,8 @@
 #ifndef GPUFLAME_EXPORTERS_PYROSCOPE_PYROSCOPE_CLIENT_H_
 #define GPUFLAME_EXPORTERS_PYROSCOPE_PYROSCOPE_CLIENT_H_
 
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,8 +54,17 @@ class PyroscopeClient {
   absl::Status Post(const std::string& url, const std::string& body, const char* content_type) const;
   PushOutcome Ingest(const std::string& push_request) const;
 
+  struct CurlDeleter {
+    void operator()(void* curl) const;
+  };
+
   PyroscopeEndpoint endpoint_;
   mutable bool legacy_ = false;  // set by the sender thread only
+  // One easy handle for every post, so its connection cache keeps the
+  // connection to Pyroscope open between pushes (under process churn a new
+  // connection per push made the sender the bottleneck). Under |mu_|.
+  mutable std::mutex mu_;
+  mutable std::unique_ptr<void, CurlDeleter> curl_;
 };
 
 // The legacy /ingest `name` parameter: `service{label=value,...}`, with the
