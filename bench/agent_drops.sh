@@ -60,19 +60,7 @@ bpf_stat() {  # bpf_stat INDEX -> the agent's per-CPU counter summed (enum gf_st
 
 # A Pyroscope stand-in: takes every push, answers 200, keeps nothing.
 pport=$(free_port)
-python3 - "$pport" <<'PY' &
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-    def log_message(self, *a):
-        pass
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-PY
+python3 "$here/stub_pyroscope.py" "$pport" &
 pids+=($!)
 
 mport=$(free_port)

@@ -13,6 +13,7 @@
 # RATE (5000 per minute), SECONDS (60). Root (eBPF), curl, python3.
 set -euo pipefail
 bin=$1 sim=$2 rate=${3:-5000} seconds=${4:-60}
+here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/gpuflame-churn.XXXXXX)
 pids=()
 cleanup() {
@@ -27,23 +28,7 @@ rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' /proc/"$agent"/status; }
 
 # A Pyroscope stand-in: takes every push, answers 200, counts them.
 pport=$(free_port)
-python3 - "$pport" "$work/pushes" <<'PY' &
-import http.server, sys, threading
-count, lock = [0], threading.Lock()
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        with lock:
-            count[0] += 1
-            open(sys.argv[2], "w").write(str(count[0]))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-    def log_message(self, *a):
-        pass
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-PY
+python3 "$here/stub_pyroscope.py" "$pport" "$work/pushes" &
 pids+=($!)
 
 mport=$(free_port)

@@ -1,13 +1,26 @@
 #include "profiler/aggregate/allocation_tracker.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace gpuflame::profiler {
+namespace {
+
+// Sizes come from the profiled process (a tensor batch is its own bytes):
+// an absurd one saturates a counter rather than overflow it (found by the
+// record fuzzer). No real allocation comes near either bound.
+constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
+int64_t Bytes(uint64_t v) { return static_cast<int64_t>(v > kMaxBytes ? kMaxBytes : v); }
+void Add(int64_t& to, int64_t v) {
+  if (__builtin_add_overflow(to, v, &to)) to = v > 0 ? INT64_MAX : INT64_MIN;
+}
+
+}  // namespace
 
 void AllocationTracker::Release(const Live& live) {
   StackCounters& c = counters_[live.stack];
-  c.inuse_objects -= live.objects;
-  c.inuse_bytes -= static_cast<int64_t>(live.bytes);
+  Add(c.inuse_objects, -live.objects);
+  Add(c.inuse_bytes, -Bytes(live.bytes));
 }
 
 void AllocationTracker::Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns) {
@@ -28,23 +41,23 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
   int64_t objects = 1;
   if (stands_for && size && stands_for != size) {
     stats_.sampled_allocs++;
-    objects = std::max<int64_t>(1, static_cast<int64_t>((stands_for + size / 2) / size));
+    objects = std::max<int64_t>(1, Bytes(stands_for / size + (stands_for % size >= size - size / 2 ? 1 : 0)));
   }
   StackCounters& c = counters_[stack];
-  c.alloc_objects += objects;
-  c.alloc_bytes += static_cast<int64_t>(bytes);
-  c.inuse_objects += objects;
-  c.inuse_bytes += static_cast<int64_t>(bytes);
+  Add(c.alloc_objects, objects);
+  Add(c.alloc_bytes, Bytes(bytes));
+  Add(c.inuse_objects, objects);
+  Add(c.inuse_bytes, Bytes(bytes));
   c.alloc_samples += 1;
-  c.observed_bytes += static_cast<int64_t>(size);
+  Add(c.observed_bytes, Bytes(size));
   Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
   if (!lost_frees_.empty() && ts_ns) {
     // Its free was lost and came first: it was freed already.
     auto freed = lost_frees_.find(key);
     if (freed != lost_frees_.end() && freed->second >= ts_ns) {
       lost_frees_.erase(freed);
-      c.inuse_objects -= objects;
-      c.inuse_bytes -= static_cast<int64_t>(bytes);
+      Add(c.inuse_objects, -objects);
+      Add(c.inuse_bytes, -Bytes(bytes));
       return;
     }
   }
@@ -58,8 +71,8 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
 
 void AllocationTracker::AddLostAllocated(StackId stack, int64_t objects, int64_t bytes) {
   if (stack >= counters_.size()) counters_.resize(stack + 1);
-  counters_[stack].alloc_objects += objects;
-  counters_[stack].alloc_bytes += bytes;
+  Add(counters_[stack].alloc_objects, objects);
+  Add(counters_[stack].alloc_bytes, bytes);
 }
 
 void AllocationTracker::SetInUse(StackId stack, int64_t objects, int64_t bytes) {
@@ -94,8 +107,8 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
     live_.erase(it);
   }
   StackCounters& c = counters_[stack];
-  c.inuse_objects += 1;
-  c.inuse_bytes += static_cast<int64_t>(size);
+  Add(c.inuse_objects, 1);
+  Add(c.inuse_bytes, Bytes(size));
   live_.emplace(key, Live{size, 1, stack, ts_ns});
 }
 
