@@ -288,6 +288,56 @@ TEST_F(EventProcessorTest, LibraryCostSumsCumulativeReportsAndCapsWhatAProcessCl
   EXPECT_EQ(events_.library_cost().hook_ns, 57'000u + 256 * kS);
 }
 
+TEST_F(EventProcessorTest, RingLossesAreChargedToTheLostFrameOnceEach) {
+  events_.SetCpuSampling(10'000'000, false);
+  auto loss = [](uint32_t pid, uint8_t domain, uint8_t kind, uint64_t records, uint64_t bytes) {
+    gf_loss_key k{};
+    k.pid = pid;
+    k.domain = domain;
+    k.kind = kind;
+    return std::pair{k, gf_loss{records, bytes}};
+  };
+  std::vector<std::pair<gf_loss_key, gf_loss>> totals = {loss(7, GF_DOMAIN_GPU, GF_EV_ALLOC, 3, 3000),
+                                                         loss(7, GF_DOMAIN_CPU, GF_EV_CPU_SAMPLE, 5, 0),
+                                                         loss(7, GF_DOMAIN_GPU, GF_EV_FREE, 2, 0)};
+  events_.OnLosses(totals);
+  totals[0].second = {4, 3500};  // BPF's totals are cumulative: only the growth counts
+  events_.OnLosses(totals);
+  // Two of the lost allocations kept by BPF, one freed by a kept free.
+  std::vector<std::pair<gf_lost_key, gf_lost_event>> kept;
+  auto lost = [](uint8_t kind, uint64_t addr, uint64_t ts, uint64_t size) {
+    gf_lost_key k{};
+    k.addr = addr;
+    k.ts_ns = ts;
+    k.pid = 7;
+    k.domain = GF_DOMAIN_GPU;
+    k.kind = kind;
+    return std::pair{k, gf_lost_event{ts, size}};
+  };
+  kept.push_back(lost(GF_EV_FREE, 0x1000, 30, 0));  // taken out of the map before its allocation
+  kept.push_back(lost(GF_EV_ALLOC, 0x1000, 10, 1000));
+  kept.push_back(lost(GF_EV_ALLOC, 0x2000, 20, 500));
+  events_.OnLostEvents(kept);
+
+  ASSERT_EQ(events_.stacks().size(), 2u);  // [lost] for device memory and for CPU time
+  const ProcessLoss& l = events_.losses().at(7);
+  EXPECT_EQ(l.records, 11u);
+  EXPECT_EQ(l.allocs, 4u);
+  EXPECT_EQ(l.alloc_bytes, 3500u);
+  EXPECT_EQ(l.cpu_samples, 5u);
+  for (StackId id = 0; id < events_.stacks().size(); id++) {
+    const StackInfo& s = events_.stacks().Get(id);
+    ASSERT_EQ(s.frames.size(), 1u);
+    EXPECT_EQ(events_.frames().Get(s.frames[0]).name, kLostFrame);
+    if (s.domain == GF_DOMAIN_GPU) {
+      EXPECT_EQ(events_.tracker().counters()[id].alloc_bytes, 3500);
+      EXPECT_EQ(events_.tracker().counters()[id].inuse_bytes, 500);
+    } else {
+      EXPECT_EQ(events_.cpu().totals().at(TimeKey{id, 0}).nanos, 5 * 10'000'000);
+    }
+  }
+}
+
 TEST_F(EventProcessorTest, InternsStacksAndAccounts) {
   auto a = Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x1000, 4096, {0x10, 0x20});
   events_.OnRecord(a);
