@@ -364,6 +364,13 @@ TEST(AgentTest, NothingOutlivesProcessesThatExitedUnderLoss) {
   AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
                      {"--ring-buffer-kb", "16", "--no-gate"});
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  // Without the gate, processes run on while the probes go in: first
+  // mappers until the fixture libraries are attached.
+  for (int i = 0; i < 300 && Metric(metrics_port, "gpuflame_library_files_attached") < 4; i++) {
+    Sh(SimEnv() + " " + PyenvPython("3.12") + " -c 'import sim_torch'");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(Metric(metrics_port, "gpuflame_library_files_attached"), 4) << agent.Log();
   for (int round = 0; round < 3; round++)
     Sh(SimEnv() + " sh -c 'for i in 1 2 3 4 5 6; do " + PyenvPython("3.12") + " " + Workload("burst.py") +
        " 4 400 > /dev/null & done; wait'");
