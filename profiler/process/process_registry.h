@@ -182,6 +182,7 @@ class ProcessRegistry {
   int64_t next_hook_check_ns_ = 0;   // Tick looks for overdue hooks once a second
   absl::flat_hash_map<FileKey, LibraryKind> attached_;
   absl::flat_hash_map<pid_t, int> rescans_;  // pid -> scans left
+  static constexpr size_t kMaxWarned = 4096;
   absl::flat_hash_set<std::string> warned_;
   std::vector<std::string> warnings_;
 };
