@@ -430,9 +430,10 @@ GF_STATIC_ASSERT(sizeof(struct gf_kernel_record) == 40, "gf_kernel_record ABI");
  * unsigned short in .probes). Each agent, after its other probes, attaches
  * a uprobe on one site of its own random choice with the semaphore as its
  * reference counter: a new site raises the count, and the library greets the
- * newcomer at its next tick. Two agents on one site (1 in GF_HELLO_SITES) are
- * still greeted within the library's periodic re-announcement. Additive: an
- * agent skips a library without the symbols.
+ * newcomer at its next tick. A site another agent holds raises nothing (the
+ * kernel writes a breakpoint, and counts it, once): an agent that sees the
+ * count stay put moves to the next site. Additive: an agent skips a library
+ * without the symbols.
  */
 #define GF_HELLO_SITES 64
 

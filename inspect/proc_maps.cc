@@ -58,6 +58,7 @@ std::vector<Mapping> ParseProcMaps(std::string_view text, size_t max_mappings) {
     std::string_view s = line;
     if (!ParseHex(s, m.start) || !Expect(s, '-') || !ParseHex(s, m.end) || !Expect(s, ' ')) continue;
     if (s.size() < 5) continue;
+    m.writable = s[1] == 'w';
     m.executable = s[2] == 'x';
     s.remove_prefix(4);
     if (!Expect(s, ' ') || !ParseHex(s, m.offset) || !Expect(s, ' ') || !ParseHex(s, major) || !Expect(s, ':') ||

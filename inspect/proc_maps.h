@@ -23,6 +23,7 @@ struct Mapping {
   uint64_t inode = 0;
   uint32_t dev_major = 0;
   uint32_t dev_minor = 0;
+  bool writable = false;
   bool executable = false;
   bool deleted = false;
   std::string path;  // as the process sees it (its mount namespace)

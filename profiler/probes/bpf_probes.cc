@@ -108,6 +108,10 @@ absl::Status BpfProbes::AttachUsdt(const std::string& path, const char* provider
   return absl::OkStatus();
 }
 
+void BpfProbes::DetachLast() {
+  if (!links_.empty()) links_.pop_back();
+}
+
 absl::Status BpfProbes::StartCpuSampling(int hz) {
   int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return Errno(-cpus, "counting CPUs");

@@ -67,6 +67,8 @@ class BpfProbes {
                             bool retprobe, uint64_t cookie, uint64_t semaphore_offset = 0);
   absl::Status AttachUsdt(const std::string& path, const char* provider, const char* name,
                           ProbeProgram program);
+  // Undoes the last successful Attach*: a hello site another agent held.
+  void DetachLast();
 
   // One cpu-clock perf event per online CPU, |hz| samples per second of CPU
   // time, feeding the cpu_sample program (which keeps profiled processes only).

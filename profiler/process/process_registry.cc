@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
 #include "inspect/proc_environ.h"
+#include "inspect/process_memory.h"
 #include "inspect/proc_stat.h"
 #include "profiler/process/python_discovery.h"
 
@@ -62,6 +64,13 @@ char ProcState(pid_t pid) {
   return s[paren + 2];
 }
 
+// At random, so that two agents most likely differ; GPUFLAME_HELLO_SITE
+// fixes it (tests make two agents collide).
+uint32_t FirstHelloSite() {
+  if (const char* v = std::getenv("GPUFLAME_HELLO_SITE"); v && *v) return std::strtoul(v, nullptr, 10) % GF_HELLO_SITES;
+  return std::random_device{}() % GF_HELLO_SITES;
+}
+
 }  // namespace
 
 bool WaitStopped(pid_t pid, int timeout_ms) {
@@ -84,11 +93,12 @@ ProcessRegistry::ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves,
                                  symbolizer::NativeSymbolizer* native)
     : probes_(probes),
       elves_(elves),
-      hello_site_(std::random_device{}() % GF_HELLO_SITES),
+      hello_site_(FirstHelloSite()),
       options_(options),
       native_(native) {}
 
-void ProcessRegistry::SayHello(const std::string& path, const symbolizer::ElfFile& elf) {
+void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf,
+                               const Mapping& lib, const std::vector<Mapping>& maps) {
 #if defined(__aarch64__)
   constexpr uint64_t kSiteBytes = 4;
 #else
@@ -97,12 +107,48 @@ void ProcessRegistry::SayHello(const std::string& path, const symbolizer::ElfFil
   if (!elf.Exports("gpuflame_hello_sites") || !elf.Exports("gpuflame_hello_semaphore")) return;
   auto sites = elf.FindSymbol("gpuflame_hello_sites");
   auto semaphore = elf.FindSymbol("gpuflame_hello_semaphore");
-  auto site_offset = sites ? elf.VaddrToOffset(*sites + hello_site_ * kSiteBytes) : std::nullopt;
   auto semaphore_offset = semaphore ? elf.VaddrToOffset(*semaphore) : std::nullopt;
-  if (!site_offset || !semaphore_offset) return;
-  // Failing costs a greeting, not data: the library says it all again
-  // within its periodic repeats.
-  (void)probes_.AttachUprobe(path, *site_offset, ProbeProgram::kHello, false, 0, *semaphore_offset);
+  if (!sites || !semaphore || !semaphore_offset) return;
+  // Where |pid| holds the count: at the file's load bias (a file offset
+  // is ambiguous: segments share their boundary pages), inside a writable
+  // mapping of the file. Before the loader has mapped the data segment
+  // (a process held at a gate) the kernel raises the count later, at that
+  // mmap: nothing to read yet, and nobody else has greeted the process.
+  std::optional<uint64_t> count_at;
+  const FileKey file = FileKey::Of(lib);
+  for (const Mapping& m : maps) {
+    if (FileKey::Of(m) != file) continue;
+    if (auto bias = elf.LoadBias(m.start, m.offset)) {
+      const uint64_t at = *bias + *semaphore;
+      for (const Mapping& in : maps)
+        if (FileKey::Of(in) == file && in.writable && in.Contains(at) && in.Contains(at + 1)) count_at = at;
+      break;
+    }
+  }
+  inspect::RemoteProcessMemory memory(pid);
+  auto count = [&]() -> std::optional<uint16_t> {
+    uint16_t v = 0;
+    if (!count_at || !memory.Read(*count_at, &v, sizeof(v))) return std::nullopt;
+    return v;
+  };
+  for (uint32_t tried = 0; tried < GF_HELLO_SITES; tried++) {
+    const uint32_t site = (hello_site_ + tried) % GF_HELLO_SITES;
+    auto site_offset = elf.VaddrToOffset(*sites + site * kSiteBytes);
+    if (!site_offset) return;
+    const std::optional<uint16_t> before = count();
+    // Failing costs a greeting, not data: what the library says once
+    // (names, stacks) is then said to us only when the next agent comes.
+    if (!probes_.AttachUprobe(path, *site_offset, ProbeProgram::kHello, false, 0, *semaphore_offset).ok()) return;
+    const std::optional<uint16_t> after = count();
+    // Unreadable (the process left): keep the site, the next one tells.
+    if (!before || !after || *after != *before) {
+      hello_site_ = site;
+      return;
+    }
+    probes_.DetachLast();  // another agent's site: try the next
+  }
+  Warn(absl::StrCat("pid ", pid, ": every hello site of ", path,
+                    " is held by another agent: names and stacks said before we came stay unknown"));
 }
 
 ProcessInfo& ProcessRegistry::Ensure(pid_t pid) {
@@ -267,7 +313,7 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
         Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
     }
-    SayHello(path, *elf);
+    SayHello(pid, path, *elf, m, maps);
     attached_.emplace(key, kind);
     return;
   }

@@ -158,17 +158,22 @@ class ProcessRegistry {
   // How long a process that loaded the library may take to say its hook is live.
   static constexpr int64_t kHookDueNs = 3'000'000'000;
   // Attaches this agent's hello site (GF_HELLO_SITES) in the library at
-  // |path|, last, once its other probes listen. A library without the
-  // sites is from before them: it is greeted only by its periodic repeats.
-  void SayHello(const std::string& path, const symbolizer::ElfFile& elf);
+  // |path| (mapped by |pid| as |lib| among |maps|), last, once its other
+  // probes listen. A site another agent already holds raises nothing (the
+  // kernel counts a breakpoint once, whoever else waits on it), so the
+  // library would not greet us: where |pid|'s count did not rise, the next
+  // site is tried. A library without the sites is from before them.
+  void SayHello(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf, const inspect::Mapping& lib,
+                const std::vector<inspect::Mapping>& maps);
   void Warn(std::string message);
   ProcessInfo& Ensure(pid_t pid);
 
   BpfProbes& probes_;
   symbolizer::ElfCache& elves_;
-  // This agent's hello site, chosen at random: another agent (or the last
-  // session's probes, lingering) most likely holds another.
-  const uint32_t hello_site_;
+  // This agent's hello site, first chosen at random: another agent (or the
+  // last session's probes, lingering) most likely holds another; where it
+  // does, the next free one.
+  uint32_t hello_site_;
   absl::flat_hash_set<std::pair<uint64_t, uint64_t>> covered_;
   std::vector<uint64_t> gate_pauses_ns_;  // the last kMaxPauses
   uint64_t gates_ = 0;

@@ -267,6 +267,7 @@ TEST(RecordTest, ASecondGpuflameHearsTheHookWhileTheFirstHoldsItsSemaphore) {
   // A fleet agent is attached, and someone runs `gpuflame record -p` on the
   // same process: the hook never sees its semaphore drop, yet the second one
   // must learn within its deadline that the hook is live, with its stacks.
+  // Both start at the same hello site: the second must find another.
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("second-agent");
   std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy: no other session's semaphores
@@ -275,8 +276,8 @@ TEST(RecordTest, ASecondGpuflameHearsTheHookWhileTheFirstHoldsItsSemaphore) {
   RunResult p = Sh("cd " + dir + " && (" + SimEnv() + " GPUFLAME_LAUNCH_STACKS_PER_S=100 CUDA_INJECTION64_PATH=" + lib +
                    " " + PyenvPython("3.12") +
                    " " + Workload("steady_kernels.py") + " 0 pid go stop & ) && for i in $(seq 100); do [ -f pid ] " +
-                   "&& break; sleep 0.05; done; touch go; " + GPUFLAME_BIN + " record -q -d 9 -o first -p $(cat pid) " +
-                   "& sleep 2.5; " + GPUFLAME_BIN + " record -q -d 5 -o second -p $(cat pid); wait; touch stop; " +
+                   "&& break; sleep 0.05; done; touch go; export GPUFLAME_HELLO_SITE=7; " + GPUFLAME_BIN +
+                   " record -q -d 9 -o first -p $(cat pid) & sleep 2.5; " + GPUFLAME_BIN + " record -q -d 5 -o second -p $(cat pid); wait; touch stop; " +
                    "while kill -0 $(cat pid) 2>/dev/null; do sleep 0.1; done");
   for (const char* who : {"first", "second"}) {
     const std::string summary = ReadFile(dir + "/" + who + "/summary.json");
