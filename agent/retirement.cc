@@ -4,12 +4,12 @@
 
 namespace gpuflame::profiler {
 
-std::vector<pid_t> RetireExitedProcesses(Session& session) {
-  std::vector<pid_t> exited;
+Retired RetireExitedProcesses(Session& session) {
+  Retired out;
   for (const auto& [pid, info] : session.registry().processes())
-    if (info->exited) exited.push_back(pid);
-  for (pid_t pid : exited) session.RetireProcess(pid);
-  return exited;
+    if (info->exited) out.pids.push_back(pid);
+  out.stacks = session.RetireProcesses(out.pids);
+  return out;
 }
 
 }  // namespace gpuflame::profiler

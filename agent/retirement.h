@@ -14,8 +14,13 @@
 
 namespace gpuflame::profiler {
 
-// Call right after a window close. Returns the pids retired.
-std::vector<pid_t> RetireExitedProcesses(Session& session);
+struct Retired {
+  std::vector<pid_t> pids;
+  std::vector<StackId> stacks;  // their ids, free for reuse
+};
+
+// Call right after a window close.
+Retired RetireExitedProcesses(Session& session);
 
 }  // namespace gpuflame::profiler
 

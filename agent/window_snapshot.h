@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "agent/agent_config.h"
+#include "agent/retirement.h"
 #include "profiler/aggregate/profile.h"
 #include "profiler/aggregate/window.h"
 #include "profiler/pipeline/session.h"
@@ -39,8 +40,11 @@ class WindowSnapshotter {
   // the profiles of every selected process that had activity in it.
   std::vector<ProcessWindow> Close(Session& session, int64_t start_wall, int64_t duration);
   // Retired pids: a new process reusing one counts as another process.
-  void Forget(const std::vector<pid_t>& pids) {
-    for (pid_t pid : pids) reported_.erase(pid);
+  // Retired processes (after the window close that reported them last):
+  // their ids of stacks start from zero again.
+  void Forget(const Retired& retired) {
+    for (pid_t pid : retired.pids) reported_.erase(pid);
+    window_.Forget(retired.stacks);
   }
   // Processes that had at least one window (for the agent's stop line; the
   // registry forgets exited ones, so it cannot say).

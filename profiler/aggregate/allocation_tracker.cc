@@ -17,6 +17,24 @@ void Add(int64_t& to, int64_t v) {
 
 }  // namespace
 
+AllocationTracker::LiveTable& AllocationTracker::LiveOf(uint32_t pid) {
+  if (cached_ && cached_pid_ == pid) return *cached_;
+  auto& slot = live_[pid];
+  if (!slot) slot = std::make_unique<LiveTable>();
+  cached_pid_ = pid;
+  cached_ = slot.get();
+  return *slot;
+}
+
+AllocationTracker::LiveTable* AllocationTracker::FindLive(uint32_t pid) {
+  if (cached_ && cached_pid_ == pid) return cached_;
+  auto it = live_.find(pid);
+  if (it == live_.end()) return nullptr;
+  cached_pid_ = pid;
+  cached_ = it->second.get();
+  return cached_;
+}
+
 void AllocationTracker::Release(const Live& live) {
   StackCounters& c = counters_[live.stack];
   Add(c.inuse_objects, -live.objects);
@@ -61,7 +79,7 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
       return;
     }
   }
-  auto [it, inserted] = live_.try_emplace(key, Live{bytes, objects, stack, ts_ns});
+  auto [it, inserted] = LiveOf(key.pid).try_emplace(AddrOf(key), Live{bytes, objects, stack, ts_ns});
   if (!inserted) {
     stats_.replaced_live++;
     Release(it->second);
@@ -97,19 +115,20 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
     lost_frees_.erase(freed);
     return;
   }
-  auto it = live_.find(key);
+  LiveTable& live = LiveOf(key.pid);
+  auto it = live.find(AddrOf(key));
   // A later allocation at the address is live: this one was freed before
   // it (by a free lost beyond the map's reach, or replaced).
-  if (it != live_.end() && it->second.ts_ns > ts_ns) return;
-  if (it != live_.end()) {
+  if (it != live.end() && it->second.ts_ns > ts_ns) return;
+  if (it != live.end()) {
     stats_.replaced_live++;
     Release(it->second);
-    live_.erase(it);
+    live.erase(it);
   }
   StackCounters& c = counters_[stack];
   Add(c.inuse_objects, 1);
   Add(c.inuse_bytes, Bytes(size));
-  live_.emplace(key, Live{size, 1, stack, ts_ns});
+  live.emplace(AddrOf(key), Live{size, 1, stack, ts_ns});
 }
 
 void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns) {
@@ -119,15 +138,17 @@ void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint6
     if (frozen != frozen_.end() && ts_ns >= frozen->second) return;
   }
   Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
-  auto it = live_.find(key);
-  if (it != live_.end() && it->second.ts_ns <= ts_ns) {
+  LiveTable* live = FindLive(key.pid);
+  auto it = live ? live->find(AddrOf(key)) : LiveTable::iterator{};
+  const bool found = live && it != live->end();
+  if (found && it->second.ts_ns <= ts_ns) {
     Release(it->second);
-    live_.erase(it);
+    live->erase(it);
     return;
   }
   // Not live yet (its allocation is still in the ring behind us), or a
   // later one is: only an allocation older than the free may take it.
-  if (it == live_.end()) Remember(lost_frees_, key, ts_ns);
+  if (!found) Remember(lost_frees_, key, ts_ns);
 }
 
 void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns) {
@@ -140,41 +161,50 @@ void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t 
     }
   }
   const Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
-  auto it = live_.find(key);
-  if (it == live_.end()) {
+  LiveTable* live = FindLive(key.pid);
+  auto it = live ? live->find(AddrOf(key)) : LiveTable::iterator{};
+  if (!live || it == live->end()) {
     stats_.unmatched_frees++;
     Remember(unmatched_frees_, key, ts_ns);
     return;
   }
   Release(it->second);
-  live_.erase(it);
+  live->erase(it);
+}
+
+size_t AllocationTracker::live_count() const {
+  size_t n = 0;
+  for (const auto& [pid, table] : live_) n += table->size();
+  return n;
 }
 
 std::vector<pid_t> AllocationTracker::PidsWithLiveAllocations() const {
-  absl::flat_hash_set<uint32_t> pids;
-  for (const auto& [key, live] : live_) pids.insert(key.pid);
-  return {pids.begin(), pids.end()};
+  std::vector<pid_t> pids;
+  for (const auto& [pid, table] : live_)
+    if (!table->empty()) pids.push_back(static_cast<pid_t>(pid));
+  return pids;
 }
 
 void AllocationTracker::OnProcessExit(pid_t pid) {
-  auto of = [pid](const auto& kv) { return kv.first.pid == static_cast<uint32_t>(pid); };
-  absl::erase_if(live_, of);
-  absl::erase_if(unmatched_frees_, of);
-  absl::erase_if(lost_frees_, of);
+  const auto upid = static_cast<uint32_t>(pid);
+  if (cached_pid_ == upid) cached_ = nullptr;
+  live_.erase(upid);
+  auto of = [upid](const auto& kv) { return kv.first.pid == upid; };
+  if (!unmatched_frees_.empty()) absl::erase_if(unmatched_frees_, of);
+  if (!lost_frees_.empty()) absl::erase_if(lost_frees_, of);
   frozen_.erase(static_cast<uint32_t>(pid));
 }
 
-void AllocationTracker::ClearInUse(const std::vector<StackId>& stacks) {
-  for (StackId id : stacks) {
-    if (id >= counters_.size()) continue;
-    counters_[id].inuse_objects = 0;
-    counters_[id].inuse_bytes = 0;
-  }
+void AllocationTracker::ForgetStacks(const std::vector<StackId>& stacks) {
+  for (StackId id : stacks)
+    if (id < counters_.size()) counters_[id] = StackCounters{};
 }
 
 size_t AllocationTracker::MemoryUsage() const {
   // flat_hash_map: one slot per bucket plus one control byte.
-  return live_.capacity() * (sizeof(std::pair<Key, Live>) + 1) +
+  size_t live = live_.capacity() * (sizeof(std::pair<uint32_t, std::unique_ptr<LiveTable>>) + 1);
+  for (const auto& [pid, table] : live_) live += sizeof(LiveTable) + table->capacity() * (sizeof(std::pair<AddrKey, Live>) + 1);
+  return live +
          (unmatched_frees_.capacity() + lost_frees_.capacity()) * (sizeof(std::pair<Key, uint64_t>) + 1) +
          counters_.capacity() * sizeof(StackCounters);
 }

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -73,17 +74,20 @@ class AllocationTracker {
   void FreezeProcess(pid_t pid, uint64_t ts_ns) { frozen_.emplace(static_cast<uint32_t>(pid), ts_ns); }
   // Forgets the live table of an exited process; its counters stay.
   void OnProcessExit(pid_t pid);
-  // After an exited process's last window: its stacks hold nothing any more,
-  // so a later process that reuses the pid starts from zero.
-  void ClearInUse(const std::vector<StackId>& stacks);
+  // After an exited process's last window: its stacks are retired (their
+  // ids go to later stacks, see StackTable::Retire), so their counters
+  // start again from zero.
+  void ForgetStacks(const std::vector<StackId>& stacks);
 
   // Counters indexed by StackId (stacks with no events are zero).
   const std::vector<StackCounters>& counters() const { return counters_; }
   const TrackerStats& stats() const { return stats_; }
-  size_t live_count() const { return live_.size(); }
-  // The processes that hold live allocations (a walk of the live set: for
-  // a periodic sweep, not per event).
+  size_t live_count() const;
+  // The processes that hold live allocations (one entry per process).
   std::vector<pid_t> PidsWithLiveAllocations() const;
+  // Whether |pid|'s live set is frozen (FreezeProcess: its interpreter is
+  // shutting down), so frees no longer change its in use.
+  bool Frozen(pid_t pid) const { return frozen_.contains(static_cast<uint32_t>(pid)); }
   size_t MemoryUsage() const;
 
  private:
@@ -104,6 +108,26 @@ class AllocationTracker {
     StackId stack;
     uint64_t ts_ns;  // when it was allocated (0: not known)
   };
+  // A process's live allocations, by (domain, handle, address): one table
+  // per process, so that its exit drops one entry instead of walking every
+  // process's allocations (a node's churn of short processes beside a
+  // training job holding a million).
+  struct AddrKey {
+    uint64_t addr;
+    uint8_t domain;
+    uint8_t handle;
+    bool operator==(const AddrKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const AddrKey& k) {
+      return H::combine(std::move(h), k.addr, k.domain, k.handle);
+    }
+  };
+  using LiveTable = absl::flat_hash_map<AddrKey, Live>;
+  static AddrKey AddrOf(const Key& k) { return {k.addr, k.domain, k.handle}; }
+  // |pid|'s table, made if absent; the last one asked for is at hand
+  // (events come in runs from one process).
+  LiveTable& LiveOf(uint32_t pid);
+  LiveTable* FindLive(uint32_t pid);
   void Release(const Live& live);
   // A free whose allocation is not (yet) live: kept a while (by time, and at
   // most kMaxPending of them) so that a lost record arriving later pairs up.
@@ -111,7 +135,9 @@ class AllocationTracker {
   static constexpr size_t kMaxPending = 65536;
   static constexpr uint64_t kPendingNs = 30'000'000'000;
 
-  absl::flat_hash_map<Key, Live> live_;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<LiveTable>> live_;
+  uint32_t cached_pid_ = 0;
+  LiveTable* cached_ = nullptr;  // live_[cached_pid_], or null
   absl::flat_hash_map<Key, uint64_t> unmatched_frees_;  // -> when freed (a lost allocation may pair up)
   absl::flat_hash_map<Key, uint64_t> lost_frees_;       // -> when freed (its allocation may be on its way)
   absl::flat_hash_map<uint32_t, uint64_t> frozen_;  // pid -> when its live set froze

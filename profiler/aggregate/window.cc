@@ -17,4 +17,9 @@ std::vector<StackCounters> WindowAccumulator::Close(const std::vector<StackCount
   return out;
 }
 
+void WindowAccumulator::Forget(const std::vector<StackId>& ids) {
+  for (StackId id : ids)
+    if (id < last_.size()) last_[id] = StackCounters{};
+}
+
 }  // namespace gpuflame::profiler

@@ -15,6 +15,8 @@ class WindowAccumulator {
  public:
   // Per-stack counters for the window ending now.
   std::vector<StackCounters> Close(const std::vector<StackCounters>& cumulative);
+  // Retired stacks (StackTable::Retire): their ids start from zero again.
+  void Forget(const std::vector<StackId>& ids);
 
  private:
   std::vector<StackCounters> last_;  // cumulative alloc_* at the previous close

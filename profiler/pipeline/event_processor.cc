@@ -521,18 +521,28 @@ void EventProcessor::AccountAllocatedBeforeAttach() {
   }
 }
 
-void EventProcessor::RetireProcess(pid_t pid) {
+std::vector<StackId> EventProcessor::RetireProcesses(std::span<const pid_t> pids) {
+  if (pids.empty()) return {};
+  const absl::flat_hash_set<pid_t> gone(pids.begin(), pids.end());
   std::vector<StackId> stacks;
   for (StackId id = 0; id < stacks_.size(); id++)
-    if (stacks_.Get(id).pid == pid && !stacks_.Get(id).frames.empty()) stacks.push_back(id);
-  tracker_.ClearInUse(stacks);
+    if (!stacks_.Get(id).frames.empty() && gone.contains(stacks_.Get(id).pid)) stacks.push_back(id);
+  tracker_.ForgetStacks(stacks);
   cpu_.Forget(stacks);
   kernels_.Forget(stacks);
   stacks_.Retire(stacks);
-  library_cost_by_pid_.erase(static_cast<uint32_t>(pid));
-  absl::erase_if(losses_seen_, [pid](const auto& kv) { return kv.first >> 16 == static_cast<uint32_t>(pid); });
-  losses_.erase(static_cast<uint32_t>(pid));
-  before_attach_stacks_.erase(static_cast<uint32_t>(pid));
+  for (pid_t pid : pids) {
+    const auto upid = static_cast<uint32_t>(pid);
+    library_cost_by_pid_.erase(upid);
+    losses_.erase(upid);
+    before_attach_stacks_.erase(upid);
+    // Whatever still names its stacks by id goes with them: the ids are
+    // about to mean other processes' stacks.
+    absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == upid; });
+  }
+  absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).frames.empty(); });
+  absl::erase_if(losses_seen_, [&](const auto& kv) { return gone.contains(static_cast<pid_t>(kv.first >> 16)); });
+  return stacks;
 }
 
 void EventProcessor::OnRecord(std::span<const uint8_t> record) {

@@ -148,10 +148,13 @@ class EventProcessor {
   const KernelJoiner& joiner() const { return joiner_; }
 
   const AllocationTracker& tracker() const { return tracker_; }
-  // An exited process has been reported for the last time: drop its in-use
-  // bytes and free its stacks, so that its pid can be reused by another
-  // process cleanly and the agent's memory does not grow with process churn.
-  void RetireProcess(pid_t pid);
+  // Exited processes have been reported for the last time: their stacks are
+  // freed and their ids reused (see StackTable::Retire), so that a pid can be
+  // reused by another process cleanly and the agent's memory does not grow
+  // with process churn. One pass over the stacks for all of them. Returns
+  // the retired ids, for state kept per id outside the pipeline (a window's
+  // last values).
+  std::vector<StackId> RetireProcesses(std::span<const pid_t> pids);
   // A followed process is gone but its exit record never came (lost in a
   // full ring, or it died before its probes): handled as that record is, so
   // its live set, stacks and registry entry do not outlive it.

@@ -128,10 +128,13 @@ void Session::Drain() {
   CollectLosses();
 }
 
-void Session::RetireProcess(pid_t pid) {
-  events_->RetireProcess(pid);
-  probes_->ForgetLosses(pid);
-  registry_->Forget(pid);
+std::vector<StackId> Session::RetireProcesses(std::span<const pid_t> pids) {
+  std::vector<StackId> stacks = events_->RetireProcesses(pids);
+  for (pid_t pid : pids) {
+    probes_->ForgetLosses(pid);
+    registry_->Forget(pid);
+  }
+  return stacks;
 }
 
 void Session::SweepExited(int64_t now) {

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,9 +61,10 @@ class Session {
   // Returns once every record the ring buffer held at the call has been
   // handled (the reader is asked to read it at once).
   void Drain();
-  // An exited process has been reported for the last time: forget it here,
-  // in the event processor and in BPF's loss counters.
-  void RetireProcess(pid_t pid);
+  // Exited processes have been reported for the last time: forget them here,
+  // in the event processor and in BPF's loss counters. Returns their stacks'
+  // ids, free for reuse (EventProcessor::RetireProcesses).
+  std::vector<StackId> RetireProcesses(std::span<const pid_t> pids);
   // The end: no process is gated any more, and every one already held (its
   // record in the ring) is handled and resumed. Call once polling stops.
   void OpenGatesAndDrain();

@@ -25,8 +25,17 @@ void FrameTable::Resolve(FrameId id, std::string name, std::string system_name) 
 }
 
 StackId StackTable::Insert(std::string_view raw, StackInfo info) {
-  auto id = static_cast<StackId>(stacks_.size());
-  stacks_.push_back(std::move(info));
+  StackId id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+    is_free_[id] = false;
+    stacks_[id] = std::move(info);
+  } else {
+    id = static_cast<StackId>(stacks_.size());
+    stacks_.push_back(std::move(info));
+    is_free_.push_back(false);
+  }
   index_.emplace(std::string(raw), id);
   return id;
 }
@@ -35,15 +44,17 @@ void StackTable::Retire(const std::vector<StackId>& ids) {
   if (ids.empty()) return;
   std::vector<bool> retired(stacks_.size());
   for (StackId id : ids) {
-    if (id >= stacks_.size()) continue;
+    if (id >= stacks_.size() || is_free_[id]) continue;  // twice is once
     retired[id] = true;
-    stacks_[id].frames = {};  // frees the list, not just its size
+    is_free_[id] = true;
+    stacks_[id] = StackInfo{};  // frees the frame list, not just its size
+    free_.push_back(id);
   }
-  absl::erase_if(index_, [&](const auto& kv) { return kv.second < retired.size() && retired[kv.second]; });
+  absl::erase_if(index_, [&](const auto& kv) { return retired[kv.second]; });
 }
 
 size_t StackTable::MemoryUsage() const {
-  size_t total = stacks_.capacity() * sizeof(StackInfo);
+  size_t total = stacks_.capacity() * sizeof(StackInfo) + is_free_.capacity() / 8 + free_.capacity() * sizeof(StackId);
   for (const StackInfo& s : stacks_) total += s.frames.capacity() * sizeof(FrameId);
   for (const auto& [k, v] : index_) total += k.capacity() + sizeof(std::string) + sizeof(StackId) + 1;
   return total;

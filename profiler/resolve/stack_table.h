@@ -53,17 +53,23 @@ class StackTable {
   }
   StackId Insert(std::string_view raw, StackInfo info);
   // Stacks of a process that has gone and been reported for the last time:
-  // their raw keys and frame lists are freed (a long-running agent on a node
-  // with churning processes would otherwise grow without bound). The ids stay
-  // valid, as empty tombstones of a few bytes, so nothing that still holds
-  // one can read freed memory; a new process reusing the pid starts afresh.
+  // their raw keys and frame lists are freed and their ids handed to later
+  // stacks (a long-running agent on a node with churning processes would
+  // otherwise grow by every stack it ever saw). Until reused, an id reads as
+  // an empty stack of pid 0. Whoever keeps state per id (the tracker's
+  // counters, time totals, a window's last values) forgets |ids| at the same
+  // time, before the next event: a reused id must start from zero.
   void Retire(const std::vector<StackId>& ids);
   const StackInfo& Get(StackId id) const { return stacks_[id]; }
+  // One past the largest id handed out (ids below it may be free).
   size_t size() const { return stacks_.size(); }
+  size_t free_ids() const { return free_.size(); }
   size_t MemoryUsage() const;
 
  private:
   std::vector<StackInfo> stacks_;
+  std::vector<bool> is_free_;   // per id: retired and not reused yet
+  std::vector<StackId> free_;   // those ids, the next to reuse last
   absl::flat_hash_map<std::string, StackId> index_;
 };
 

@@ -107,7 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           break;
         case kFlushJoiner: events.joiner().Flush(last_ts); break;
         case kRetireExited:
-          for (uint32_t pid : exited) events.RetireProcess(static_cast<pid_t>(pid));
+          events.RetireProcesses(std::vector<pid_t>(exited.begin(), exited.end()));
           exited.clear();
           break;
       }

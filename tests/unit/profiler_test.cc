@@ -8,6 +8,7 @@
 #include "inspect/proc_environ.h"
 #include "inspect/proc_stat.h"
 #include "profiler/aggregate/allocation_tracker.h"
+#include "profiler/aggregate/window.h"
 #include "app/cli.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/probes/probe_table.h"
@@ -169,13 +170,15 @@ TEST(AllocationTrackerTest, FrozenAndExitedProcessesKeepTheirLiveSet) {
   EXPECT_EQ(t.counters()[1].inuse_bytes, 0);
 }
 
-TEST(AllocationTrackerTest, ClearedInUseLetsAReusedPidStartFromZero) {
+TEST(AllocationTrackerTest, ForgottenStacksStartFromZero) {
   AllocationTracker t;
   t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 0);
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x2000, 20, 1);
   t.OnProcessExit(1);
-  t.ClearInUse({0, 7});  // 7: a stack the tracker never saw
+  t.ForgetStacks({0, 7});  // 7: a stack the tracker never saw
   EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
-  EXPECT_EQ(t.counters()[0].alloc_bytes, 10);  // what was allocated stays
+  EXPECT_EQ(t.counters()[0].alloc_bytes, 0);
+  EXPECT_EQ(t.counters()[1].alloc_bytes, 20);  // not forgotten
 }
 
 TEST(CliTest, ParsesRecord) {
@@ -364,16 +367,41 @@ TEST_F(EventProcessorTest, RetiredProcessesGiveBackTheirStacks) {
   ASSERT_EQ(events_.stacks().size(), 200u);
   size_t before = events_.stacks().MemoryUsage();
   events_.OnRecord(Record(GF_EV_EXIT, GF_DOMAIN_NONE, 0, 0, 0));
-  events_.RetireProcess(4242);
+  const pid_t pid = 4242;
+  std::vector<StackId> retired = events_.RetireProcesses({&pid, 1});
+  EXPECT_EQ(retired.size(), 200u);
   size_t after = events_.stacks().MemoryUsage();
-  EXPECT_LT(after * 2, before) << before << " -> " << after;  // what stays: fixed-size tombstones
+  EXPECT_LT(after * 2, before) << before << " -> " << after;  // what stays: empty slots
   EXPECT_TRUE(events_.stacks().Get(7).frames.empty());
-  EXPECT_EQ(events_.tracker().counters()[7].inuse_bytes, 0);
-  // The same raw stack from a new process with that pid is a new stack.
-  events_.OnRecord(Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x9000, 4096,
-                          {0x10, 0x27, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80}));
-  EXPECT_EQ(events_.stacks().size(), 201u);
-  EXPECT_FALSE(events_.stacks().Get(200).frames.empty());
+  EXPECT_EQ(events_.tracker().counters()[7].alloc_bytes, 0);
+  // Retiring again is nothing.
+  EXPECT_TRUE(events_.RetireProcesses({&pid, 1}).empty());
+  // A new process with that pid: the same raw stack is a new stack, in a
+  // slot the old ones left, counted from zero; no slot is added.
+  for (uint64_t i = 0; i < 200; i++)
+    events_.OnRecord(Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x9000 + i, 1000,
+                            {0x10, 0x20 + i, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80}));
+  EXPECT_EQ(events_.stacks().size(), 200u);
+  int64_t allocated = 0;
+  for (StackId id = 0; id < 200; id++) {
+    EXPECT_FALSE(events_.stacks().Get(id).frames.empty()) << id;
+    allocated += events_.tracker().counters()[id].alloc_bytes;
+  }
+  EXPECT_EQ(allocated, 200 * 1000);
+}
+
+TEST_F(EventProcessorTest, AWindowOfAReusedStackIdCountsOnlyItsNewStack) {
+  WindowAccumulator window;
+  events_.OnRecord(Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x1000, 4096, {0x10}));
+  EXPECT_EQ(window.Close(events_.tracker().counters())[0].alloc_bytes, 4096);
+  events_.OnRecord(Record(GF_EV_EXIT, GF_DOMAIN_NONE, 0, 0, 0));
+  const pid_t pid = 4242;
+  window.Forget(events_.RetireProcesses({&pid, 1}));
+  events_.OnRecord(Record(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x2000, 100, {0x99}));
+  ASSERT_EQ(events_.stacks().size(), 1u);  // the same id, another stack
+  std::vector<StackCounters> w = window.Close(events_.tracker().counters());
+  EXPECT_EQ(w[0].alloc_bytes, 100);
+  EXPECT_EQ(w[0].inuse_bytes, 100);
 }
 
 TEST_F(EventProcessorTest, RejectsMalformedRecords) {
