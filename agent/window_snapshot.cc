@@ -18,7 +18,7 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
   events.joiner().Flush(NowNs(CLOCK_MONOTONIC));  // unsampled kernels charged before the cut
   if (cfg_.profiling.kernel_time) session.registry().CheckKernelTime();
   // Processes found running (a restarted agent): what they held already.
-  session.events().AccountAllocatedBeforeAttach();
+  session.AccountBeforeAttach();
   std::vector<StackCounters> counters = window_.Close(events.tracker().counters());
   auto cpu = events.cpu().TakeWindow();
   auto kernels = events.kernels().TakeWindow();

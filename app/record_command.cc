@@ -352,7 +352,7 @@ int RunRecord(const RecordOptions& opt) {
 
   absl::flat_hash_map<pid_t, std::string> comm;
   bool any_torch = false;
-  session.events().AccountAllocatedBeforeAttach();  // record --pid: what they held already
+  session.AccountBeforeAttach();  // record --pid: what they held already
   const EventProcessor& events = session.events();
   ProcessRegistry& registry = session.registry();
   for (const auto& [pid, info] : registry.processes()) {
@@ -373,6 +373,9 @@ int RunRecord(const RecordOptions& opt) {
   bool any_cupti = false;
   // The library also serves tensor events: kernel time only when asked for.
   for (const auto& [pid, info] : registry.processes()) any_cupti |= info->has_cupti && opt.profiling.kernel_time;
+  // A process found running whose device memory from before could not be
+  // read (no NVML): its gpu_memory in use is partial, and says so.
+  if (!session.driver_unavailable().empty()) gpu.comments.push_back(session.driver_unavailable());
   std::vector<const profiler::Profile*> profiles{&gpu};
   if (any_torch) profiles.push_back(&torch);
   if (opt.profiling.cpu_hz > 0) profiles.push_back(&cpu);

@@ -112,14 +112,18 @@ StackId EventProcessor::OverBudgetStack(const gf_event& ev) {
   return MarkerStack(ev, kOverBudgetFrame);
 }
 
-StackId EventProcessor::MarkerStack(const gf_event& ev, const char* name) {
+StackId EventProcessor::FindMarker(const gf_event& ev, const char* name) {
   StartKey(ev, /*mixed=*/false);
   // Raw stacks append whole 8-byte words (frames are 24 bytes): a tail that
   // is not a multiple of 8 bytes cannot be one.
   const size_t prefix = key_.size();
   key_.append(name);
   if ((key_.size() - prefix) % 8 == 0) key_.push_back('\0');
-  StackId id = stacks_.Find(key_);
+  return stacks_.Find(key_);
+}
+
+StackId EventProcessor::MarkerStack(const gf_event& ev, const char* name) {
+  StackId id = FindMarker(ev, name);  // leaves the marker's key in key_
   if (id != StackTable::kNone) return id;
   symbolizer::Frame marker;
   marker.kind = symbolizer::FrameKind::kMarker;
@@ -497,13 +501,8 @@ void EventProcessor::AccountAllocatedBeforeAttach() {
     if (totals.known && info && info->attached_late) tracked.emplace(pid, 0);
   }
   if (tracked.empty()) return;
+  AddInUse(GF_DOMAIN_TORCH, tracked);
   const std::vector<StackCounters>& counters = tracker_.counters();
-  for (StackId id = 0; id < stacks_.size() && id < counters.size(); id++) {
-    const StackInfo& stack = stacks_.Get(id);
-    if (stack.domain != GF_DOMAIN_TORCH) continue;
-    if (auto it = tracked.find(static_cast<uint32_t>(stack.pid)); it != tracked.end())
-      it->second += counters[id].inuse_bytes;
-  }
   for (const auto& [pid, seen] : tracked) {
     auto marker = before_attach_stacks_.find(pid);
     const int64_t marked = marker != before_attach_stacks_.end() && marker->second < counters.size()
@@ -519,6 +518,51 @@ void EventProcessor::AccountAllocatedBeforeAttach() {
     }
     tracker_.SetInUse(marker->second, 0, std::max<int64_t>(gap, 0));
   }
+}
+
+void EventProcessor::AddInUse(uint8_t domain, absl::flat_hash_map<uint32_t, int64_t>& in_use) const {
+  const std::vector<StackCounters>& counters = tracker_.counters();
+  for (StackId id = 0; id < stacks_.size() && id < counters.size(); id++) {
+    const StackInfo& stack = stacks_.Get(id);
+    if (stack.domain != domain) continue;
+    if (auto it = in_use.find(static_cast<uint32_t>(stack.pid)); it != in_use.end())
+      it->second += counters[id].inuse_bytes;
+  }
+}
+
+void EventProcessor::AccountHeldBeforeAttach(pid_t pid, uint64_t driver_bytes, bool lower_only) {
+  const auto upid = static_cast<uint32_t>(pid);
+  const pid_t one[] = {pid};
+  const int64_t live = InUse(GF_DOMAIN_GPU, one)[upid];
+  const int64_t marked = HeldBeforeAttach(pid);
+  const auto driver = static_cast<int64_t>(std::min<uint64_t>(driver_bytes, INT64_MAX));
+  int64_t held = driver - (live - marked);  // what the driver has beyond what we saw allocated
+  if (lower_only) held = std::min(held, marked);
+  gf_event ev{};
+  ev.pid = upid;
+  ev.domain = GF_DOMAIN_GPU;
+  StackId marker = FindMarker(ev, kHeldBeforeAttachFrame);
+  if (marker == StackTable::kNone) {
+    if (held <= 0) return;  // nothing to say: no frame
+    marker = MarkerStack(ev, kHeldBeforeAttachFrame);
+  }
+  tracker_.SetInUse(marker, 0, std::max<int64_t>(held, 0));
+}
+
+absl::flat_hash_map<uint32_t, int64_t> EventProcessor::InUse(uint8_t domain, std::span<const pid_t> pids) const {
+  absl::flat_hash_map<uint32_t, int64_t> in_use;
+  for (pid_t pid : pids) in_use.emplace(static_cast<uint32_t>(pid), 0);
+  AddInUse(domain, in_use);
+  return in_use;
+}
+
+int64_t EventProcessor::HeldBeforeAttach(pid_t pid) {
+  gf_event ev{};
+  ev.pid = static_cast<uint32_t>(pid);
+  ev.domain = GF_DOMAIN_GPU;
+  const StackId marker = FindMarker(ev, kHeldBeforeAttachFrame);
+  const std::vector<StackCounters>& counters = tracker_.counters();
+  return marker != StackTable::kNone && marker < counters.size() ? counters[marker].inuse_bytes : 0;
 }
 
 std::vector<StackId> EventProcessor::RetireProcesses(std::span<const pid_t> pids) {

@@ -113,6 +113,12 @@ inline constexpr const char* kStackUnknownFrame = "[stack not received]";
 inline constexpr const char* kLostFrame = "[lost: ring buffer full]";
 // The frame for tensor memory a process held when gpuflame attached to it.
 inline constexpr const char* kBeforeAttachFrame = "[allocated before gpuflame attached]";
+// The frame for device memory a process held when gpuflame attached to it,
+// as the driver counts it (NVML): its CUDA context too (hundreds of MiB on a
+// real GPU), which no allocation call made, so it is not the sum of the
+// segments gpuflame would have seen allocated. The name says so.
+inline constexpr const char* kHeldBeforeAttachFrame =
+    "[held before gpuflame attached, per the driver (NVML): includes the CUDA context]";
 // The frame between a backward() caller's Python stack and the work that
 // autograd's engine threads did for it (allocations, launches).
 inline constexpr const char* kAutogradFrame = "<autograd engine>";
@@ -190,6 +196,20 @@ class EventProcessor {
   // in use (no object count: not known). Only for processes found running
   // (ProcessInfo::attached_late); call before building memory profiles.
   void AccountAllocatedBeforeAttach();
+  // Device memory |pid| held when gpuflame attached to it, as the driver
+  // says (|driver_bytes|, NVML, summed over GPUs: device-level events do not
+  // say which GPU): beyond the device-level bytes we count live for it now,
+  // in use under kHeldBeforeAttachFrame (no object count, as above: the
+  // driver gives none, and its context is no allocation). |lower_only|: a
+  // later reading, which may lower the figure (memory from before was freed:
+  // its free matched nothing) but never raise it (what the driver gained
+  // since, its context growing, is not from before). Off the hot path.
+  void AccountHeldBeforeAttach(pid_t pid, uint64_t driver_bytes, bool lower_only);
+  // What stands under |pid|'s kHeldBeforeAttachFrame now (0: nothing).
+  int64_t HeldBeforeAttach(pid_t pid);
+  // The in-use bytes each of |pids| has now at |domain| (GF_DOMAIN_*),
+  // before-attach markers included: one pass over the stacks.
+  absl::flat_hash_map<uint32_t, int64_t> InUse(uint8_t domain, std::span<const pid_t> pids) const;
   // Reads BPF's loss maps and calls the two above: run when a process
   // exits, before its live set is dropped.
   void SetLossCollector(std::function<void()> collect) { collect_losses_ = std::move(collect); }
@@ -213,6 +233,8 @@ class EventProcessor {
   void ProcessExited(pid_t pid, uint64_t ts_ns);
   // One stack per process and domain holding only a marker frame.
   StackId MarkerStack(const gf_event& ev, const char* marker);
+  // That stack if it exists (kNone if not, or retired with its process).
+  StackId FindMarker(const gf_event& ev, const char* marker);
   // libgpuflame_cupti.so's batch of in-process tensor events (gpuflame_abi.h).
   void OnTensorBatch(const gf_event& outer, std::span<const uint8_t> payload);
   void OnInProcessRecord(const gf_event& ev, std::span<const uint8_t> payload);
@@ -231,6 +253,9 @@ class EventProcessor {
   uint32_t ThreadLabel(const gf_event& ev);
   void OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload);
   void OnLibCost(const gf_event& ev);
+  // Before attach, both levels: adds to each process in |in_use| the in-use
+  // bytes of its stacks in |domain| (its before-attach marker's included).
+  void AddInUse(uint8_t domain, absl::flat_hash_map<uint32_t, int64_t>& in_use) const;
 
   ProcessRegistry* registry_;
   StackResolver& resolver_;

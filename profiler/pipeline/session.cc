@@ -61,7 +61,14 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
     if (auto st = s->probes_->StartCpuSampling(p.cpu_hz); !st.ok())
       return absl::Status(st.code(), absl::StrCat("CPU profile: ", st.message(), " (use --cpu-hz 0 to go without)"));
   }
-  if (options.system_wide) s->registry_->ScanAll();
+  if (options.system_wide) {
+    s->registry_->ScanAll();
+    // Every process found is late: what the driver says they hold already.
+    std::vector<pid_t> late;
+    for (const auto& [pid, info] : s->registry_->processes())
+      if (info->attached_late) late.push_back(pid);
+    s->driver_held_.OnAttached(late, *s->events_, [raw = s.get()] { raw->Drain(); });
+  }
   return s;
 }
 
@@ -70,7 +77,29 @@ Session::~Session() {
   if (reader_) reader_->Stop();
 }
 
-absl::Status Session::AddTarget(pid_t pid) { return registry_->AddTarget(pid); }
+absl::Status Session::AddTarget(pid_t pid) {
+  if (auto s = registry_->AddTarget(pid); !s.ok()) return s;
+  if (const ProcessInfo* info = registry_->Find(pid); info && info->attached_late) {
+    const pid_t late[] = {pid};
+    driver_held_.OnAttached(late, *events_, [this] { Drain(); });
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Session::TakeWarnings() {
+  std::vector<std::string> out = registry_->TakeWarnings();
+  for (std::string& w : driver_held_.TakeWarnings()) out.push_back(std::move(w));
+  return out;
+}
+
+void Session::AccountBeforeAttach() {
+  auto exited = [this](pid_t pid) {
+    const ProcessInfo* info = registry_->Find(pid);
+    return !info || info->exited;
+  };
+  driver_held_.Refresh(*events_, exited, [this] { Drain(); });  // drains: first
+  events_->AccountAllocatedBeforeAttach();
+}
 
 absl::Status Session::AddGatedChild(pid_t pid) {
   return probes_->SetTarget(pid, GF_TARGET_TRACE | GF_TARGET_GATE | GF_TARGET_FOLLOW);

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/heartbeat.h"
+#include "profiler/pipeline/driver_held.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/pipeline/guardrails.h"
 #include "profiler/pipeline/profiling_options.h"
@@ -51,7 +52,9 @@ class Session {
   static absl::StatusOr<std::unique_ptr<Session>> Start(const Options& options);
   ~Session();
 
-  // A running process named by the user (followed into its children).
+  // A running process named by the user (followed into its children). What
+  // it already held on the device, per the driver, is charged at once
+  // (DriverHeld), so this drains the ring.
   absl::Status AddTarget(pid_t pid);
   // A process we started and hold before exec: gated until probes are in place.
   absl::Status AddGatedChild(pid_t pid);
@@ -68,7 +71,14 @@ class Session {
   // The end: no process is gated any more, and every one already held (its
   // record in the ring) is handled and resumed. Call once polling stops.
   void OpenGatesAndDrain();
-  std::vector<std::string> TakeWarnings() { return registry_->TakeWarnings(); }
+  std::vector<std::string> TakeWarnings();
+  // What processes found running held before gpuflame attached, at both
+  // levels (tensor: the allocator's totals; device: the driver's, read
+  // again): call before building memory profiles. Drains the ring.
+  void AccountBeforeAttach();
+  // Why device memory held before attach could not be read from the driver
+  // ("" if it could, or no process needed it): for the profiles' comments.
+  const std::string& driver_unavailable() const { return driver_held_.unavailable(); }
 
   EventProcessor& events() { return *events_; }
   const EventProcessor& events() const { return *events_; }
@@ -117,6 +127,7 @@ class Session {
   std::unique_ptr<EventProcessor> events_;
   std::unique_ptr<FrameRefresher> refresher_;
   Guardrails guardrails_;
+  DriverHeld driver_held_;
   int64_t next_guardrail_check_ns_ = 0;
   ProgramStats program_stats_;  // keeps the kernel's BPF run-time stats on
   // Last: stopped first (~Session stops it explicitly too).

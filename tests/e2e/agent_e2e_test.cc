@@ -39,8 +39,10 @@ int FreePort() {
 // The agent as a child process we can stop with SIGTERM.
 class AgentProcess {
  public:
+  // |env|: NAME=value settings for the agent alone.
   AgentProcess(int pyroscope_port, int metrics_port, const std::string& log, const std::string& spool,
-               const char* protocol = "connect", std::vector<std::string> extra = {})
+               const char* protocol = "connect", std::vector<std::string> extra = {},
+               std::vector<std::string> env = {})
       : log_(log) {
     std::vector<std::string> args = {GPUFLAME_BIN, "agent", "--pyroscope-url",
                                      "http://127.0.0.1:" + std::to_string(pyroscope_port), "--window", "1",
@@ -52,6 +54,7 @@ class AgentProcess {
     if (pid_ == 0) {
       FILE* f = freopen(log.c_str(), "w", stderr);
       (void)f;
+      for (std::string& e : env) putenv(e.data());  // the child's own copy, kept until it execs
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -405,7 +408,8 @@ TEST(AgentTest, WhatAProcessHeldBeforeTheAgentStartedIsSaid) {
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   int metrics_port = FreePort();
-  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {},
+                     {SimNvmlEnv()});
   const bool ready = agent.WaitReady();
   Sh("touch " + go);  // it allocates 10 MiB more, seen
   if (ready) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two windows close
@@ -422,6 +426,21 @@ TEST(AgentTest, WhatAProcessHeldBeforeTheAgentStartedIsSaid) {
   auto t = Stacks(*last, "inuse_space");
   EXPECT_EQ(t["[allocated before gpuflame attached]"], 6 * MiB) << Dump(t);
   EXPECT_EQ(Total(*last, "inuse_space"), 16 * MiB) << Dump(t);
+  // Device level, from the driver (the simulated NVML): in use is what the
+  // process holds, exactly, the part from before (its 6 MiB segment and its
+  // CUDA context) under the frame that says so.
+  const int64_t held = WaitForNumber(pidfile + ".held");
+  EXPECT_GT(held, 16 * MiB) << "the simulated context is held too";
+  const pprof::Profile* gpu = nullptr;
+  for (const ReceivedSeries& s : series)
+    if (s.labels.at("pid") == std::to_string(pid) && s.labels.at("__name__") == "gpu_memory" &&
+        (!gpu || s.profile.time_nanos() >= gpu->time_nanos()))
+      gpu = &s.profile;
+  ASSERT_NE(gpu, nullptr) << agent.Log();
+  auto g = Stacks(*gpu, "inuse_space", true, /*drop_native=*/true);
+  EXPECT_EQ(Total(*gpu, "inuse_space"), held) << Dump(g);
+  EXPECT_EQ(g[kHeldBeforeAttachFrame], held - 10 * MiB) << Dump(g);
+  EXPECT_EQ(agent.Log().find("NVML is unavailable"), std::string::npos) << agent.Log();
 }
 
 TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {

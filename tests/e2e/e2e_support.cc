@@ -4,11 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "exporters/pprof/gzip.h"
 
@@ -58,6 +60,15 @@ std::vector<Interpreter> SupportedInterpreters() {
 std::string SimEnv() {
   return std::string("GPUFLAME_SIM_LIB_DIR=") + GPUFLAME_SIM_DIR + " PYTHONPATH=" + GPUFLAME_SIM_DIR +
          " PYTHONDONTWRITEBYTECODE=1";
+}
+
+std::string SimNvmlEnv() { return std::string("GPUFLAME_NVML_LIBRARY=") + GPUFLAME_SIM_DIR + "/libnvidia-ml.so.1"; }
+
+int64_t WaitForNumber(const std::string& path) {
+  for (int i = 0; i < 1000 && !std::filesystem::exists(path); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::string text = ReadFile(path);
+  return text.empty() ? -1 : std::stoll(text);
 }
 
 std::string Workload(const std::string& name) { return std::string(GPUFLAME_WORKLOADS) + "/" + name; }

@@ -32,6 +32,16 @@ std::string PyenvPython(const std::string& minor);  // "" when absent
 
 // Environment that points sim_torch at the simulated CUDA runtime (fixture).
 std::string SimEnv();
+// Environment that has gpuflame load the simulated NVML (fixture) in place of
+// the driver's libnvidia-ml.so.1: GPUFLAME_NVML_LIBRARY=...
+std::string SimNvmlEnv();
+// The device-level frame for what a process found running held before
+// gpuflame attached, as the driver counts it (profiler/pipeline/event_processor.h).
+inline constexpr const char* kHeldBeforeAttachFrame =
+    "[held before gpuflame attached, per the driver (NVML): includes the CUDA context]";
+// The number a workload writes to |path| (steady.py's pid file + ".held":
+// what the simulated driver holds for it), waited for up to 10 s; -1 if none.
+int64_t WaitForNumber(const std::string& path);
 // A script under tests/workloads.
 std::string Workload(const std::string& name);
 

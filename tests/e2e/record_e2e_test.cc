@@ -420,8 +420,9 @@ TEST(RecordTest, AttachesToARunningProcessByPid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(std::filesystem::exists(pidfile));
   pid_t pid = std::stoi(ReadFile(pidfile));
-  // gpuflame says "recording" once attached; only then does the workload allocate.
-  std::string cmd = std::string(GPUFLAME_BIN) + " record --no-progress -d 3 -o " + dir + "/out -p " +
+  // gpuflame says "recording" once attached; only then does the workload
+  // allocate. It finds the simulated NVML as it would the driver's.
+  std::string cmd = SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " +
                     std::to_string(pid);
   FILE* f = popen((cmd + " 2>&1").c_str(), "r");
   ASSERT_NE(f, nullptr);
@@ -445,6 +446,48 @@ TEST(RecordTest, AttachesToARunningProcessByPid) {
   // caching allocator's own total, beyond what we saw allocated.
   EXPECT_EQ(t["[allocated before gpuflame attached]"], 6 * MiB) << Dump(t);
   EXPECT_EQ(Total(torch, "inuse_space"), 16 * MiB) << Dump(t);
+  // Device level: in use is what the driver says the process holds, exactly;
+  // the part from before (its 6 MiB segment and its CUDA context) under the
+  // frame that says so, the 10 MiB segment seen allocated under its stack.
+  const int64_t held = WaitForNumber(pidfile + ".held");
+  EXPECT_GT(held, 16 * MiB) << "the simulated context is held too";
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(dir + "/out/gpu_memory.pb.gz", &gpu)) << log;
+  auto g = Stacks(gpu, "inuse_space", true, /*drop_native=*/true);
+  EXPECT_EQ(Total(gpu, "inuse_space"), held) << Dump(g);
+  EXPECT_EQ(g[kHeldBeforeAttachFrame], held - 10 * MiB) << Dump(g);
+  EXPECT_EQ(Stacks(gpu, "inuse_objects").count(kHeldBeforeAttachFrame), 0u) << "no object count: the driver gives none";
+  EXPECT_EQ(ReadFile(dir + "/out/summary.json").find("NVML is unavailable"), std::string::npos);
+}
+
+TEST(RecordTest, WithoutNvmlWhatWasHeldBeforeAttachIsSaidToBeMissingOnce) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("pid-nonvml");
+  const std::string pidfile = dir + "/pid", go = dir + "/go";
+  Sh(SimEnv() + " timeout 60 " + PyenvPython("3.12") + " " + Workload("steady.py") + " " + pidfile + " " + go +
+     " > /dev/null 2>&1 &");
+  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(pidfile));
+  const pid_t pid = std::stoi(ReadFile(pidfile));
+  RunResult r = Sh(std::string("GPUFLAME_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 ") + GPUFLAME_BIN +
+                   " record --no-progress -d 1 -o " + dir + "/out -p " + std::to_string(pid));
+  kill(pid, SIGKILL);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string said = "NVML is unavailable (cannot load /nonexistent/libnvidia-ml.so.1";
+  const std::string summary = ReadFile(dir + "/out/summary.json");
+  const size_t first = summary.find(said);
+  EXPECT_NE(first, std::string::npos) << summary;
+  EXPECT_EQ(summary.find(said, first + 1), std::string::npos) << "once: " << summary;
+  const size_t on_terminal = r.output.find(said);
+  EXPECT_NE(on_terminal, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(said, on_terminal + 1), std::string::npos) << "once: " << r.output;
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(dir + "/out/gpu_memory.pb.gz", &gpu));
+  int comments = 0;
+  for (int64_t c : gpu.comment()) comments += gpu.string_table(static_cast<int>(c)).find(said) != std::string::npos;
+  EXPECT_EQ(comments, 1) << "the device-level profile says its in use is partial";
+  EXPECT_EQ(Stacks(gpu, "inuse_space").count(kHeldBeforeAttachFrame), 0u);
 }
 
 TEST(RecordTest, EveryRuntimeAndDriverApiIsCountedOnce) {

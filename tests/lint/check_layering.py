@@ -17,6 +17,7 @@ LAYERS = [
     "inspect",
     "symbolizer",
     "profiler/probes",
+    "profiler/devices",
     "profiler/process",
     "profiler/unwind",
     "profiler/resolve",

@@ -1,6 +1,7 @@
 """Workload for `gpuflame record --pid`: holds 6 MiB of tensors, writes its
 pid to argv[1], waits for the file argv[2] to appear (gpuflame is attached
-by then), allocates, then sleeps until killed. Uses the simulated CUDA
+by then), allocates, writes what the simulated driver holds for it to
+argv[1] + ".held", then sleeps until killed. Uses the simulated CUDA
 runtime (test fixture)."""
 import os
 import sys
@@ -27,4 +28,9 @@ deadline = time.time() + 60
 while not os.path.exists(sys.argv[2]) and time.time() < deadline:
     time.sleep(0.01)
 kept = hold()
+# What the driver says it holds now (argv[1] + ".held"): device-level in
+# use, what it held before gpuflame attached included, must add up to it.
+with open(sys.argv[1] + ".held.tmp", "w") as f:
+    f.write(str(sim_torch.held_bytes()))
+os.rename(sys.argv[1] + ".held.tmp", sys.argv[1] + ".held")
 time.sleep(60)
