@@ -19,6 +19,7 @@
 #include "base/json_string.h"
 #include "base/scoped_fd.h"
 #include "exporters/files/html_writer.h"
+#include "inspect/bounded_read.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/probes/preflight.h"
 #include "profiler/process/guardian.h"
@@ -201,7 +202,12 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"native_frames_unresolved\": ", native.unresolved(), ", \"inlined_frames\": ",
                   native.inlined_frames(), ", \"unwinds\": ", unwind.unwinds, ", \"unwinds_from_cached_cfi\": ",
                   unwind.fast, ", \"unwinds_by_libdwfl\": ", unwind.fallback,
-                  ", \"unwinds_redone_after_new_mappings\": ", unwind.relisted, "},\n  \"processes\": [");
+                  ", \"unwinds_redone_after_new_mappings\": ", unwind.relisted, "},\n");
+  // Reads of the targets' memory that could have waited on a file (bounded_read.h).
+  const inspect::BoundedReadStats reads = inspect::ReadStats();
+  absl::StrAppend(&out, "  \"target_reads\": {\"through_worker\": ", reads.worker_reads, ", \"overran\": ", reads.overran,
+                  ", \"refused\": ", reads.refused, ", \"stuck_workers\": ", reads.stuck_workers,
+                  "},\n  \"processes\": [");
   bool first = true;
   for (const auto& [pid, info] : reg.processes()) {
     absl::StrAppend(&out, first ? "\n" : ",\n", "    {\"pid\": ", pid, ", \"process\": ",

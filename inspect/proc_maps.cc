@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/regular_file.h"
+#include "inspect/bounded_read.h"
 
 namespace gpuflame::inspect {
 namespace {
@@ -79,6 +80,9 @@ std::vector<Mapping> ParseProcMaps(std::string_view text, size_t max_mappings) {
 }
 
 absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid) {
+  // A read of its memory is stuck in the kernel, maybe holding the lock
+  // that reading its maps takes (bounded_read.h).
+  if (Poisoned(pid)) return absl::UnavailableError(absl::StrCat("pid ", pid, ": its memory stopped answering"));
   std::string path = absl::StrCat("/proc/", pid, "/maps");
   base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return absl::NotFoundError(absl::StrCat("no such process: ", pid));

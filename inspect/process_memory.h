@@ -11,6 +11,8 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gpuflame::inspect {
 
@@ -28,14 +30,31 @@ class ProcessMemory {
   }
 };
 
-// process_vm_readv on a live pid. Thread-compatible, no state besides the pid.
+// process_vm_readv on a live pid, in bounded time (bounded_read.h): memory
+// with no file behind it is read directly, the rest through a worker that
+// may be abandoned. Which is which comes from /proc/PID/maps, read again
+// (at most once a second) when an address falls outside what it knew: a
+// Python process keeps mapping new arenas. A userfaultfd that catches the
+// kernel's faults can still hold a direct read; it takes privilege
+// (vm.unprivileged_userfaultfd is 0 by default).
+// Not thread-safe (it caches the process's anonymous ranges).
 class RemoteProcessMemory final : public ProcessMemory {
  public:
   explicit RemoteProcessMemory(pid_t pid) : pid_(pid) {}
   bool Read(uint64_t addr, void* out, size_t len) const override;
+  // Reads direct / through a worker so far (for tests and the summary).
+  uint64_t direct_reads() const { return direct_; }
+  uint64_t worker_reads() const { return worker_; }
 
  private:
+  bool Anonymous(uint64_t addr, size_t len) const;
+  void LoadAnonymous() const;
+
   pid_t pid_;
+  mutable std::vector<std::pair<uint64_t, uint64_t>> anonymous_;  // [start, end), sorted
+  mutable int64_t loaded_ns_ = -1;                                // CLOCK_MONOTONIC of the last maps read, -1: never
+  mutable uint64_t direct_ = 0;
+  mutable uint64_t worker_ = 0;
 };
 
 // A byte buffer mapped at a fixed address. For tests and offline data.
@@ -43,8 +62,7 @@ class BufferMemory final : public ProcessMemory {
  public:
   BufferMemory(uint64_t base, std::string bytes) : base_(base), bytes_(std::move(bytes)) {}
   bool Read(uint64_t addr, void* out, size_t len) const override {
-    if (addr < base_ || addr - base_ > bytes_.size() || len > bytes_.size() - (addr - base_))
-      return false;
+    if (addr < base_ || addr - base_ > bytes_.size() || len > bytes_.size() - (addr - base_)) return false;
     std::memcpy(out, bytes_.data() + (addr - base_), len);
     return true;
   }

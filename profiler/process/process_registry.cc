@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
 #include "inspect/proc_environ.h"
+#include "inspect/bounded_read.h"
 #include "inspect/process_memory.h"
 #include "inspect/proc_stat.h"
 #include "profiler/process/python_discovery.h"
@@ -177,7 +178,14 @@ void ProcessRegistry::Warn(std::string message) {
   if (warned_.insert(message).second) warnings_.push_back(std::move(message));
 }
 
-std::vector<std::string> ProcessRegistry::TakeWarnings() { return std::exchange(warnings_, {}); }
+std::vector<std::string> ProcessRegistry::TakeWarnings() {
+  for (pid_t pid : inspect::TakeNewlyPoisoned())
+    Warn(absl::StrCat("pid ", pid, ": a read of its memory did not return within ",
+                      inspect::kReadDeadline.count(),
+                      " ms (a file behind it that does not answer: FUSE, a hung network share?); nothing more is "
+                      "read from it in user space, so its new Python frames and native stacks stay unnamed"));
+  return std::exchange(warnings_, {});
+}
 
 absl::Status ProcessRegistry::AddTarget(pid_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH)
@@ -640,6 +648,7 @@ ProcessRegistry::GateStats ProcessRegistry::gate_stats() const {
 }
 
 void ProcessRegistry::Forget(pid_t pid) {
+  inspect::ForgetPoisoned(pid);  // the pid may come back as another process
   processes_.erase(pid);
   rescans_.erase(pid);
   if (native_) native_->Forget(pid);

@@ -1,7 +1,6 @@
 #include "profiler/unwind/native_unwinder.h"
 
 #include <elfutils/libdwfl.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <ctime>
 
 #include "absl/strings/str_format.h"
+#include "inspect/bounded_read.h"
 
 namespace gpuflame::profiler {
 
@@ -86,11 +86,10 @@ bool ReadWord(NativeUnwinder::Context* ctx, uint64_t addr, uint64_t* result) {
   // mismatch ends the unwind early rather than inventing frames). Read a
   // page at a time, since the next frames' words are usually next to this one.
   uint64_t page = addr & ~(NativeUnwinder::Context::kPage - 1);
-  if (addr - page > NativeUnwinder::Context::kPage - sizeof(uint64_t)) {
-    iovec local{result, sizeof(uint64_t)};
-    iovec remote{reinterpret_cast<void*>(addr), sizeof(uint64_t)};
-    return process_vm_readv(ctx->pid, &local, 1, &remote, 1, 0) == sizeof(uint64_t);
-  }
+  // Through a worker, in bounded time: the address is the process's word
+  // for it, and a page with a stalled file behind it must not stall us.
+  if (addr - page > NativeUnwinder::Context::kPage - sizeof(uint64_t))
+    return inspect::ReadWithDeadline(ctx->pid, addr, result, sizeof(uint64_t));
   for (size_t i = 0; i < ctx->pages_used; i++) {
     if (ctx->page_addr[i] == page) {
       std::memcpy(result, (*ctx->pages)[i].data() + (addr - page), sizeof(uint64_t));
@@ -99,9 +98,7 @@ bool ReadWord(NativeUnwinder::Context* ctx, uint64_t addr, uint64_t* result) {
   }
   if (ctx->pages_used == NativeUnwinder::Context::kMaxPages) return false;
   auto& buf = (*ctx->pages)[ctx->pages_used];
-  iovec local{buf.data(), buf.size()};
-  iovec remote{reinterpret_cast<void*>(page), buf.size()};
-  if (process_vm_readv(ctx->pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(buf.size())) return false;
+  if (!inspect::ReadWithDeadline(ctx->pid, page, buf.data(), buf.size())) return false;
   ctx->page_addr[ctx->pages_used++] = page;
   std::memcpy(result, buf.data() + (addr - page), sizeof(uint64_t));
   return true;
