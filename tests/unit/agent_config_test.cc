@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/temp_dir.h"
 #include "agent/agent_config.h"
 #include "exporters/pyroscope/bearer_token.h"
 #include "exporters/pyroscope/pyroscope_grpc_client.h"
@@ -16,7 +17,7 @@ namespace {
 using profiler::LoadAgentConfig;
 
 std::string LoadText(const std::string& text) {
-  std::string path = ::testing::TempDir() + "/agent_config_test.yaml";
+  std::string path = testing::ProcessTempDir() + "/agent_config_test.yaml";
   std::ofstream(path, std::ios::trunc) << text;
   auto c = LoadAgentConfig({"--config", path, "--pyroscope-url", "http://p"}, {});
   return c.ok() ? "ok" : std::string(c.status().message());
@@ -79,11 +80,11 @@ TEST(AgentConfigFileTest, ADirectoryOrADeviceIsAMessage) {
     EXPECT_EQ(c.status().message(), "cannot read config file " + path + ": not a readable file");
   }
   EXPECT_EQ(LoadText(std::string("# ") + std::string(2 << 20, 'x') + "\n"),
-            "config file " + ::testing::TempDir() + "/agent_config_test.yaml is larger than 1 MiB");
+            "config file " + testing::ProcessTempDir() + "/agent_config_test.yaml is larger than 1 MiB");
 }
 
 TEST(AgentConfigFileTest, WellShapedFileLoads) {
-  std::string path = ::testing::TempDir() + "/agent_config_good.yaml";
+  std::string path = testing::ProcessTempDir() + "/agent_config_good.yaml";
   std::ofstream(path, std::ios::trunc) << "pyroscope_url: http://p:4040\nwindow: 30\nnamespaces: ml\n"
                                           "pods: [a, b]\npids: [12, 13]\nbinaries: [/opt/x]\n"
                                           "kubelet_insecure_skip_verify: no\nspool_dir: ''\n";
@@ -136,7 +137,7 @@ TEST(AgentSecretsTest, HeaderValuesWithControlCharactersAreRefusedAtLoad) {
                                     {{"GPUFLAME_BASIC_AUTH_PASSWORD", "p"}}))
                 .find("basic_auth_user must not contain control characters"),
             std::string::npos);
-  std::string token = ::testing::TempDir() + "/agent_config_token";
+  std::string token = testing::ProcessTempDir() + "/agent_config_token";
   std::ofstream(token, std::ios::trunc) << "abc\r\nX-Evil: 1\n";
   std::string msg = Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--bearer-token-file", token}, {}));
   EXPECT_NE(msg.find("holds control characters"), std::string::npos) << msg;
@@ -149,7 +150,7 @@ TEST(AgentSecretsTest, HeaderValuesWithControlCharactersAreRefusedAtLoad) {
 }
 
 TEST(AgentSecretsTest, BearerTokenFileIsBoundedAndTrimmed) {
-  std::string path = ::testing::TempDir() + "/agent_config_token2";
+  std::string path = testing::ProcessTempDir() + "/agent_config_token2";
   std::ofstream(path, std::ios::trunc) << "eyJhbGciOi.x.y\n";
   auto t = exporters::ReadBearerToken(path);
   ASSERT_TRUE(t.ok()) << t.status();

@@ -11,6 +11,7 @@
 
 #include <httplib.h>
 
+#include "tests/support/temp_dir.h"
 #include "exporters/pprof/pprof_writer.h"
 #include "exporters/pprof/profile_limits.h"
 #include "exporters/pyroscope/push_queue.h"
@@ -33,7 +34,7 @@ std::string Message(const absl::StatusOr<profiler::AgentConfig>& c) {
 }
 
 TEST(AgentConfigTest, FlagsOverEnvironmentOverFile) {
-  std::string path = ::testing::TempDir() + "/agent.yaml";
+  std::string path = testing::ProcessTempDir() + "/agent.yaml";
   std::ofstream(path) << "pyroscope_url: http://file:4040\nwindow: 30\ntenant: from-file\n"
                          "namespaces: [ml, serving]\nnative_stacks: all\nbinaries: [/opt/debug, /srv/syms]\n";
   auto c = LoadAgentConfig({"--config", path, "--window", "5"},
@@ -62,11 +63,11 @@ TEST(AgentConfigTest, OneClearMessagePerMistake) {
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--bearer-token-file", "/nonexistent"}, {})).find("cannot read the bearer token file /nonexistent"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--basic-auth-user", "u"}, {})).find("both a user and a password"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--native-stacks", "some"}, {})).find("off, gpu or all"), std::string::npos);
-  std::string bad = ::testing::TempDir() + "/bad.yaml";
+  std::string bad = testing::ProcessTempDir() + "/bad.yaml";
   std::ofstream(bad) << "pyroscope_url: http://p\nwindwo: 5\n";
   EXPECT_NE(Message(LoadAgentConfig({"--config", bad}, {})).find("bad.yaml:2: unknown setting 'windwo'"), std::string::npos)
       << Message(LoadAgentConfig({"--config", bad}, {}));
-  std::string broken = ::testing::TempDir() + "/broken.yaml";
+  std::string broken = testing::ProcessTempDir() + "/broken.yaml";
   std::ofstream(broken) << "pyroscope_url: [unclosed\n";
   EXPECT_NE(Message(LoadAgentConfig({"--config", broken}, {})).find("broken.yaml"), std::string::npos);
   EXPECT_NE(Message(LoadAgentConfig({"--config", "/nonexistent.yaml"}, {})).find("cannot read config file"), std::string::npos);
@@ -141,7 +142,7 @@ TEST(KubeletPodsTest, AsksTheKubeletWithTheTokenAndCaches) {
   });
   int port = kubelet.bind_to_any_port("127.0.0.1");
   std::thread t([&] { kubelet.listen_after_bind(); });
-  std::string token = ::testing::TempDir() + "/token";
+  std::string token = testing::ProcessTempDir() + "/token";
   std::ofstream(token) << "sa-token\n";
   profiler::KubeletOptions o;
   o.url = "http://127.0.0.1:" + std::to_string(port);
@@ -169,7 +170,7 @@ TEST(K8sMetadataTest, ContainerNameFromKubeletBindMounts) {
 }
 
 TEST(K8sMetadataTest, ReadsHostnameAndNamespaceThroughProcRoot) {
-  std::string proc = ::testing::TempDir() + "/fakeproc";
+  std::string proc = testing::ProcessTempDir() + "/fakeproc";
   std::string base = proc + "/77";
   std::filesystem::create_directories(base + "/root/etc");
   std::filesystem::create_directories(base + "/root/var/run/secrets/kubernetes.io/serviceaccount");
@@ -187,12 +188,12 @@ TEST(K8sMetadataTest, ReadsHostnameAndNamespaceThroughProcRoot) {
 TEST(K8sMetadataTest, ContainerSymlinksCannotReachNodeFiles) {
   // A hostile container points /etc/hostname at a node file: the read must
   // resolve inside the container's root, where that file does not exist.
-  std::string proc = ::testing::TempDir() + "/fakeproc2";
+  std::string proc = testing::ProcessTempDir() + "/fakeproc2";
   std::string base = proc + "/79";
   std::filesystem::remove_all(proc);
   std::filesystem::create_directories(base + "/root/etc");
   std::ofstream(base + "/cgroup") << "0::/kubepods/pod1a2b3c4d-1111-2222-3333-444455556666/" << std::string(64, 'c') << "\n";
-  std::string secret = ::testing::TempDir() + "/node-secret";
+  std::string secret = testing::ProcessTempDir() + "/node-secret";
   std::ofstream(secret) << "node-only-data";
   std::filesystem::create_symlink(secret, base + "/root/etc/hostname");
   profiler::PodInfo info = profiler::ReadPodInfo(79, proc);
@@ -361,7 +362,7 @@ TEST(PushQueueTest, DropsTheOldestWhenFullAndSaysSo) {
 }
 
 TEST(PushQueueTest, OutageAndRestartLoseNothingAndKeepOrder) {
-  std::string dir = ::testing::TempDir() + "/spool-" + std::to_string(getpid());
+  std::string dir = testing::ProcessTempDir() + "/spool-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   {
     // Pyroscope is down for this whole run: everything ends up on disk.
@@ -390,7 +391,7 @@ TEST(PushQueueTest, OutageAndRestartLoseNothingAndKeepOrder) {
 }
 
 TEST(SpoolTest, BoundedOldestFirstAndSurvivesCorruption) {
-  std::string dir = ::testing::TempDir() + "/spool2-" + std::to_string(getpid());
+  std::string dir = testing::ProcessTempDir() + "/spool2-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   auto spool = exporters::Spool::Open(dir, 200);
   ASSERT_TRUE(spool.ok());
@@ -419,7 +420,7 @@ TEST(SpoolTest, BoundedOldestFirstAndSurvivesCorruption) {
 // zstd stores as is) must not replay a different profile: the checksum fails,
 // the file is dropped and counted.
 TEST(SpoolTest, AChangedByteIsCaughtNotReplayed) {
-  std::string dir = ::testing::TempDir() + "/spool3-" + std::to_string(getpid());
+  std::string dir = testing::ProcessTempDir() + "/spool3-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   auto spool = exporters::Spool::Open(dir, 1 << 20);
   ASSERT_TRUE(spool.ok());
