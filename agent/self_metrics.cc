@@ -39,6 +39,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_records_malformed_total", "Ring-buffer records that failed validation.", "counter", double(s.events.malformed)},
       {"gpuflame_processes_attached", "Processes being profiled.", "gauge", double(s.processes_attached)},
       {"gpuflame_gated_processes_total", "Processes held until probes were attached (the first mapper of each new library file).", "counter", double(s.gates.count)},
+      {"gpuflame_gates_not_applied_total", "Processes not held at a gate because the kernel's table of held processes was full (GF_HELD_MAX): they ran on before their probes were in place.", "counter", double(s.bpf[GF_STAT_GATE_UNHELD])},
       {"gpuflame_gate_pause_p99_seconds", "How long the gate held a process, 99th percentile of the last 4096.", "gauge", double(s.gates.p99_ns) / 1e9},
       {"gpuflame_library_files_attached", "Library files (CUDA, PyTorch, libpython) with probes attached.", "gauge", double(s.library_files_attached)},
       {"gpuflame_live_allocations", "Allocations currently tracked.", "gauge", double(s.live_allocations)},

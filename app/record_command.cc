@@ -124,8 +124,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
       "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable",
       "shed_native_stacks", "shed_cpu_samples", "shed_tensor_events", "tensor_batches",
       "tensor_batches_unreadable", "backward_calls", "backward_calls_untracked", "backward_caller_stacks_lent",
-      "native_stacks_skipped_ring_pressure"};
-  static_assert(GF_STAT_MAX == 24, "name every BPF counter");
+      "native_stacks_skipped_ring_pressure", "gates_not_applied_held_map_full"};
+  static_assert(GF_STAT_MAX == 25, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++)
     absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);

@@ -289,6 +289,25 @@ struct gf_file_key {
 GF_STATIC_ASSERT(sizeof(struct gf_file_key) == 16, "gf_file_key ABI");
 
 /*
+ * `held` map (bpf/process_lifecycle.bpf.h): the processes a gate stopped
+ * and nothing has resumed since, keyed by tgid. gpuflame's guardian
+ * (profiler/process/guardian.h) holds a descriptor of this map, so that if
+ * gpuflame is killed it can resume every process held here, including ones
+ * user space never heard of (the machine-wide gate stops them before their
+ * record is read). An entry is reserved before the SIGSTOP is sent (no room
+ * means no stop: GF_STAT_GATE_UNHELD), stamped once it is sent, and deleted
+ * in the kernel by any SIGCONT that reaches the process after that (the
+ * signal_generate tracepoint) and by its exit: a process that someone else
+ * stops later is not in the map. User space only reads it.
+ */
+#define GF_HELD_MAX 4096
+struct gf_held {
+  gf_u64 start_ns; /* the leader's start_boottime: /proc/PID/stat's starttime, in ns (a reused pid differs) */
+  gf_u64 stop_ns;  /* bpf_ktime_get_ns() once the SIGSTOP is sent, 0 before: names this stop */
+};
+GF_STATIC_ASSERT(sizeof(struct gf_held) == 16, "gf_held ABI");
+
+/*
  * Records the ring buffer had no room for (GF_STAT_RINGBUF_FULL), charged to
  * their process so the loss shows where the user looks: user space puts them
  * under a "[lost: ring buffer full]" frame in that process's profiles.
@@ -374,6 +393,7 @@ enum gf_stat {
   GF_STAT_BACKWARD_UNTRACKED, /* ... not recorded: every slot of the process held a running call */
   GF_STAT_BACKWARD_LENT,      /* records of a thread without Python given its backward() caller's stack */
   GF_STAT_PRESSURE_NATIVE_STACKS, /* stack copies not taken: the ring was over half full (lib/config.bpf.h) */
+  GF_STAT_GATE_UNHELD,        /* gates not applied: no room in `held` to record the stop (struct gf_held) */
   GF_STAT_MAX,
 };
 

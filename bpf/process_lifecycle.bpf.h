@@ -4,7 +4,8 @@
  * probes before that process allocates anything. Lifecycle records (exec,
  * a watched library mapped, exit, Py_FinalizeEx) tell it when; a gated
  * target (GF_TARGET_GATE) is also stopped with SIGSTOP at that point, and
- * user space sends SIGCONT once attached (GF_EVF_GATED).
+ * user space sends SIGCONT once attached (GF_EVF_GATED). Every stop is
+ * written down in `held` (struct gf_held) first, for gpuflame's guardian.
  */
 #ifndef GPUFLAME_BPF_PROCESS_LIFECYCLE_BPF_H_
 #define GPUFLAME_BPF_PROCESS_LIFECYCLE_BPF_H_
@@ -23,8 +24,21 @@
 #include "lib/stats.bpf.h"
 #include "lib/targets.bpf.h"
 
+#define GF_SIGCONT 18
 #define GF_SIGSTOP 19
+#define GF_EEXIST 17
 #define GF_PROT_EXEC 0x4
+
+/* The processes a gate stopped and nothing has resumed since (struct
+ * gf_held). gpuflame's guardian holds a descriptor of it, so it outlives a
+ * killed gpuflame: the guardian resumes what it lists. Written only when a
+ * gate stops a process, at its SIGCONT and at its exit: never per event. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, GF_HELD_MAX);
+  __type(key, __u32); /* tgid */
+  __type(value, struct gf_held);
+} held SEC(".maps");
 
 /* GF_EVF_GATED for a gated target, else 0. */
 static __always_inline __u32 maybe_gate(__u32 tflags) {
@@ -33,12 +47,38 @@ static __always_inline __u32 maybe_gate(__u32 tflags) {
 
 /* Hands a lifecycle record over, and stops the process if it is gated, so
  * that user space can attach before it runs on: only once the record is in
- * the ring, since nothing else would ever resume it. */
+ * the ring, since nothing else would ever resume it; and only once `held`
+ * has room for it, since after a SIGKILL of gpuflame nothing else would
+ * find it. An entry whose record did not fit stays unmarked (the guardian
+ * ignores those) until the process exits. */
 static __always_inline void submit_lifecycle(struct gf_event *ev) {
-  if (emit_lifecycle(ev) && (ev->flags & GF_EVF_GATED)) {
-    bpf_send_signal(GF_SIGSTOP);
-    bump(GF_STAT_GATED);
+  __u32 tgid = ev->pid;
+  struct gf_held h = {};
+  if (ev->flags & GF_EVF_GATED) {
+    struct task_struct *task = bpf_get_current_task_btf();
+    h.start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
+    /* EEXIST: another of its threads is at a gate too; one entry holds both. */
+    long err = bpf_map_update_elem(&held, &tgid, &h, BPF_NOEXIST);
+    if (err && err != -GF_EEXIST) {
+      ev->flags &= ~GF_EVF_GATED;
+      bump(GF_STAT_GATE_UNHELD);
+    }
   }
+  if (!emit_lifecycle(ev) || !(ev->flags & GF_EVF_GATED))
+    return;
+  bpf_send_signal(GF_SIGSTOP);
+  /* Marked after the signal is sent (it is queued synchronously here), so a
+   * SIGCONT that watch_sigcont sees on a marked entry always ends this stop.
+   * A SIGCONT landing between the two leaves a mark on a running process,
+   * the safe way round: user space still handles the record and resumes
+   * it, and the guardian resumes only processes that are stopped. */
+  h.stop_ns = bpf_ktime_get_ns();
+  struct gf_held *e = bpf_map_lookup_elem(&held, &tgid);
+  if (e)
+    e->stop_ns = h.stop_ns;
+  else
+    bpf_map_update_elem(&held, &tgid, &h, BPF_ANY);
+  bump(GF_STAT_GATED);
 }
 
 static __always_inline bool has_prefix(const char *name, const char *prefix, int len) {
@@ -102,7 +142,7 @@ int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
   ev.arg0 = BPF_CORE_READ(file, f_inode, i_ino);
   ev.arg1 = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
   ev.flags = maybe_gate(tflags);
-  if (gate_new_files && !ev.flags && !gates_open) {
+  if (gate_new_files && held_guarded && !ev.flags && !gates_open) {
     /* A file nobody attached yet: this process waits for its probes. */
     struct gf_file_key key = {.ino = ev.arg0, .dev = ev.arg1};
     if (!bpf_map_lookup_elem(&covered_files, &key))
@@ -154,11 +194,30 @@ int BPF_PROG(watch_exit, struct task_struct *p) {
   if (pid != tgid)
     return 0;
   bpf_map_delete_elem(&backward_calls, &tgid);
+  /* Before its pid can be reused: no entry outlives its process. */
+  bpf_map_delete_elem(&held, &tgid);
   if (!bpf_map_lookup_elem(&targets, &tgid))
     return 0;
   struct gf_event ev;
   fill_header(&ev, GF_EV_EXIT, GF_DOMAIN_NONE, 0, 0, 0);
   emit_lifecycle(&ev);
+  return 0;
+}
+
+/* Any SIGCONT that reaches a held process after its gate's SIGSTOP ends
+ * that hold, whoever sent it (gpuflame lifting the gate, its guardian, a
+ * user): the entry goes with it, in the kernel, so that a stop by someone
+ * else later is never taken for ours. Every signal of the machine passes
+ * here; all but SIGCONT leave at the first compare. */
+SEC("tp_btf/signal_generate")
+int BPF_PROG(watch_sigcont, int sig, struct kernel_siginfo *info, struct task_struct *task, int group,
+             int result) {
+  if (sig != GF_SIGCONT)
+    return 0;
+  __u32 tgid = BPF_CORE_READ(task, tgid);
+  struct gf_held *e = bpf_map_lookup_elem(&held, &tgid);
+  if (e && e->stop_ns)
+    bpf_map_delete_elem(&held, &tgid);
   return 0;
 }
 

@@ -26,4 +26,16 @@ std::optional<StateAndParent> StateAndParentFromStat(std::string_view stat) {
   return StateAndParent{state, ppid};
 }
 
+std::optional<uint64_t> StartTicksFromStat(std::string_view stat) {
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  // starttime is field 22: eighteen fields after the state.
+  const std::string rest(stat.substr(close + 1));
+  unsigned long long start = 0;
+  if (std::sscanf(rest.c_str(), " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                  &start) != 1)
+    return std::nullopt;
+  return start;
+}
+
 }  // namespace gpuflame::inspect

@@ -20,6 +20,10 @@ struct StateAndParent {
 };
 std::optional<StateAndParent> StateAndParentFromStat(std::string_view stat);
 
+// When the process started, in clock ticks after boot (field 22): with its
+// pid, what names one process for good (a pid alone is reused).
+std::optional<uint64_t> StartTicksFromStat(std::string_view stat);
+
 }  // namespace gpuflame::inspect
 
 #endif  // GPUFLAME_INSPECT_PROC_STAT_H_

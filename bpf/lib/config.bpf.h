@@ -38,6 +38,13 @@ volatile __u32 shed = 0;
  * slowly), so without this a process could be stopped after the end. */
 volatile bool gates_open = false;
 
+/* Set by user space once gpuflame's guardian holds its own descriptor of
+ * `held` (bpf/process_lifecycle.bpf.h). Until then the machine-wide gate
+ * stops nobody: a process it stopped, which user space may not have heard
+ * of yet, is found again after gpuflame is killed only through that map.
+ * (record's own command is gated regardless: its guardian knows it by pid.) */
+volatile bool held_guarded = false;
+
 /* Whether to copy the user stack for an event that wants native frames at
  * |level| (1: device-level, 2: every allocation); a copy shed by the
  * guardrails is counted, and so is one skipped under ring pressure: with the

@@ -80,6 +80,7 @@ struct task_struct {
   int tgid;
   struct task_struct *group_leader;
   struct thread_struct thread;
+  __u64 start_boottime; /* ns since boot, suspend included: /proc/PID/stat's starttime */
 } __attribute__((preserve_access_index));
 
 struct qstr {
@@ -110,6 +111,7 @@ struct file {
 
 struct linux_binprm;
 struct file;
+struct kernel_siginfo;
 
 
 #endif /* GPUFLAME_BPF_LIB_VMLINUX_MIN_H_ */

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
 #include "profiler/probes/preflight.h"
+#include "profiler/process/guardian.h"
 #include "profiler/process/run_control.h"
 
 namespace gpuflame::profiler {
@@ -31,6 +32,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   bopt.ring_bytes = options.profiling.ring_buffer_kb << 10;
   bopt.native_stacks = static_cast<int>(options.profiling.native_stacks);
   bopt.gate_new_files = options.system_wide && options.profiling.gate_new_libraries;
+  bopt.share_held_map = ShareHeldMapWithGuardian;  // what the gates stop, for a guardian that outlives us
   auto probes = BpfProbes::Load(bopt);
   if (!probes.ok()) return ExplainBpfFailure(probes.status());
   s->probes_ = std::move(*probes);

@@ -70,8 +70,22 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
     return Errno(err, "sizing the ring buffer");
   if (int err = gpuflame_bpf__load(skel)) return Errno(err, "loading the BPF programs");
 
-  for (bpf_program* prog : {skel->progs.watch_mmap, skel->progs.watch_exec,
-                            skel->progs.watch_fork, skel->progs.watch_exit}) {
+  // Before any gate can fire: a process stopped by the machine-wide gate is
+  // known to no one but this map until its record is read, so the machine-wide
+  // gate runs only once the guardian holds the map itself.
+  absl::Status shared = options.share_held_map ? options.share_held_map(bpf_map__fd(skel->maps.held))
+                                               : absl::FailedPreconditionError("no guardian");
+  if (shared.ok()) {
+    __atomic_store_n(&skel->bss->held_guarded, true, __ATOMIC_SEQ_CST);
+  } else if (options.gate_new_files) {
+    p->gate_warning_ = absl::StrCat("new processes are not held until their probes are in place (", shared.message(),
+                                    "): gpuflame's guardian could not take the list of held processes, which it "
+                                    "needs to resume them should gpuflame be killed");
+  }
+  // The SIGCONT and exit hooks first: they keep `held` exact from the first
+  // stop on.
+  for (bpf_program* prog : {skel->progs.watch_sigcont, skel->progs.watch_exit, skel->progs.watch_mmap,
+                            skel->progs.watch_exec, skel->progs.watch_fork}) {
     LinkPtr link(bpf_program__attach(prog));
     if (!link)
       return Errno(errno, absl::StrCat("attaching ", bpf_program__name(prog)));

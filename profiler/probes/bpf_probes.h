@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -51,6 +52,12 @@ class BpfProbes {
     bool native_fallback = true;      // frame-pointer stacks for threads without Python
     int native_stacks = 1;            // stack copies for DWARF: 0 off, 1 device level, 2 all
     bool gate_new_files = false;      // machine-wide: stop the first mapper of an uncovered library
+    // Called with the descriptor of the map of held processes (`held`,
+    // struct gf_held) after the object loads and before any gate can fire:
+    // hands it to whoever resumes them if gpuflame is killed (its guardian,
+    // profiler/process/guardian.h), which takes its own reference. Without
+    // one, or if it fails, the machine-wide gate stays off (gate_warning).
+    std::function<absl::Status(int held_map_fd)> share_held_map;
   };
 
   static absl::StatusOr<std::unique_ptr<BpfProbes>> Load(const Options& options);
@@ -98,6 +105,9 @@ class BpfProbes {
   void SetShed(uint32_t shed);
   // No process is gated from now on (we are about to stop reading).
   void OpenGates();
+  // Why the machine-wide gate asked for is off (the map of held processes
+  // could not be shared); empty when it is on or was not asked for.
+  const std::string& gate_warning() const { return gate_warning_; }
   size_t link_count() const { return links_.size(); }
   // The loaded libbpf object, for ProgramStats::Read (each program's run-time
   // counters). Worker thread only, like every other use of the object.
@@ -121,6 +131,7 @@ class BpfProbes {
 
   std::unique_ptr<gpuflame_bpf, SkeletonDeleter> skel_;
   std::vector<LinkPtr> links_;
+  std::string gate_warning_;
 };
 
 }  // namespace gpuflame::profiler

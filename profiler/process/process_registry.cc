@@ -96,7 +96,10 @@ ProcessRegistry::ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves,
       elves_(elves),
       hello_site_(FirstHelloSite()),
       options_(options),
-      native_(native) {}
+      native_(native) {
+  // Said where every other warning is (the terminal or log, summary.json).
+  if (!probes_.gate_warning().empty()) Warn(probes_.gate_warning());
+}
 
 void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf,
                                const Mapping& lib, const std::vector<Mapping>& maps) {

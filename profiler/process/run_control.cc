@@ -25,6 +25,7 @@ struct Targets {
   std::atomic<pid_t> pids[kMaxTargets];
 };
 std::atomic<Targets*> g_targets{nullptr};
+std::atomic<bool> g_guardian_resumes{false};
 
 Targets* SharedTargets() {
   if (Targets* t = g_targets.load()) return t;
@@ -44,7 +45,7 @@ void OnCrash(int sig) {
   void* frames[64];
   int n = backtrace(frames, 64);
   backtrace_symbols_fd(frames, n, STDERR_FILENO);
-  if (Targets* t = g_targets.load()) {
+  if (Targets* t = g_targets.load(); t && !g_guardian_resumes.load()) {
     const int count = t->count.load();
     for (int i = 0; i < count && i < kMaxTargets; i++)
       if (pid_t p = t->pids[i].load(); p > 0) kill(p, SIGCONT);
@@ -72,6 +73,8 @@ std::vector<pid_t> RememberedTargets() {
     if (pid_t p = t->pids[i].load(); p > 0) out.push_back(p);
   return out;
 }
+
+void LeaveResumingToGuardian() { g_guardian_resumes.store(true); }
 
 void InstallCrashHandler() {
   void* warm[1];

@@ -24,8 +24,12 @@ void RememberTarget(pid_t pid);
 // Those remembered so far, in this process or (shared memory) its parent.
 std::vector<pid_t> RememberedTargets();
 // SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT: backtrace to stderr, resume the
-// remembered processes, then die with the signal.
+// remembered processes (unless the guardian will), then die with the signal.
 void InstallCrashHandler();
+// The guardian holds the gates' map of held processes: it resumes exactly
+// those when gpuflame dies, a crash included, so the crash handler leaves
+// it to it (it would SIGCONT every remembered process, stopped by us or not).
+void LeaveResumingToGuardian();
 
 inline int64_t NowNs(clockid_t clock) {
   timespec ts{};

@@ -13,9 +13,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view stat(reinterpret_cast<const char*>(data), size);
   const auto ticks = gpuflame::inspect::CpuTicksFromStat(stat);
   const auto state = gpuflame::inspect::StateAndParentFromStat(stat);
-  // Both count from the last ')': without one, neither answers.
-  if (stat.rfind(')') == std::string_view::npos) FUZZ_CHECK(!ticks && !state);
-  // The CPU fields come after the state: no state, no ticks.
+  const auto start = gpuflame::inspect::StartTicksFromStat(stat);
+  // All count from the last ')': without one, none answers.
+  if (stat.rfind(')') == std::string_view::npos) FUZZ_CHECK(!ticks && !state && !start);
+  // The CPU fields and the start time come after the state: no state, neither.
   if (ticks) FUZZ_CHECK(state.has_value());
+  if (start) FUZZ_CHECK(state.has_value());
   return 0;
 }

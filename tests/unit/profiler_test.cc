@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -50,6 +52,23 @@ TEST(ProcStatTest, CpuTicksSurviveAnyCommandName) {
   EXPECT_EQ(st->state, 'S');  // after the last ')': the name may fake fields
   EXPECT_EQ(st->ppid, 1);
   EXPECT_FALSE(inspect::StateAndParentFromStat("42 (a)"));
+}
+
+TEST(ProcStatTest, StartTimeIsField22) {
+  // A real line (a name with ") T 1" in it): starttime follows itrealvalue.
+  EXPECT_EQ(inspect::StartTicksFromStat("4929 (a) T 1 (py)) T 4909 4929 4909 34816 4929 1077936128 2190 0 0 0 4 1 0 "
+                                        "0 20 0 1 0 1273535 18210816 1958 18446744073709551615"),
+            1273535u);
+  // Ours: started before now, in ticks of CLOCK_BOOTTIME (what the guardian compares with BPF's start_boottime).
+  std::ifstream self("/proc/self/stat");
+  const std::string line((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+  timespec now{};
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  const auto start = inspect::StartTicksFromStat(line);
+  ASSERT_TRUE(start) << line;
+  EXPECT_LE(*start, static_cast<uint64_t>(now.tv_sec) * static_cast<uint64_t>(sysconf(_SC_CLK_TCK)) + 100);
+  EXPECT_FALSE(inspect::StartTicksFromStat("42 (py) S 1 1 1 0 -1 0 0 0 0 0 100 23 0 0"));
+  EXPECT_FALSE(inspect::StartTicksFromStat("no parenthesis 1 2 3"));
 }
 
 TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {
