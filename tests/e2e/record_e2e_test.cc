@@ -10,6 +10,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -860,6 +862,97 @@ TEST(RecordTest, StrippedBinariesAreSymbolizedLaterByBuildId) {
   RunResult go = Sh("go tool pprof -traces " + out + "/symbolized.pb.gz");
   EXPECT_EQ(go.status, 0) << go.output;
   EXPECT_NE(go.output.find("main"), std::string::npos) << go.output;
+}
+
+// A native frame gpuflame cannot name is `module+0xOFFSET`, the offset in the
+// file: the same code is one frame in every process and restart, where by
+// absolute address each process (each pod, each restart) had its own. Two
+// processes run a stripped extension whose internal function has no name
+// left (ext::Pool::Grow, hidden), loaded by ASLR at two addresses.
+TEST(RecordTest, UnnamedNativeFramesAreOneFrameAcrossProcesses) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string out = TempDir("frame-merge");
+  const std::string lib = "ext/stripped/libext_hidden.so";
+  const std::string run = PyenvPython("3.12") + " " + Workload("fresh_extension.py") + " " + lib;
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q -o " + out + " -- sh -c '" + run + " > " + out +
+                   "/a.txt & " + run + " > " + out + "/b.txt; wait'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string base_a = ReadFile(out + "/a.txt"), base_b = ReadFile(out + "/b.txt");
+  ASSERT_EQ(base_a.rfind("base 0x", 0), 0u) << base_a;
+  ASSERT_EQ(base_b.rfind("base 0x", 0), 0u) << base_b;
+  ASSERT_NE(base_a, base_b) << "ASLR is off: one address for both says nothing";
+
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
+  auto location = [&](uint64_t id) -> const pprof::Location& {
+    for (const auto& l : gpu.location())
+      if (l.id() == id) return l;
+    return pprof::Location::default_instance();
+  };
+  auto name_of = [&](const pprof::Location& l) -> std::string {
+    if (l.line_size() == 0) return "?";
+    for (const auto& f : gpu.function())
+      if (f.id() == l.line(0).function_id()) return gpu.string_table(f.name());
+    return "?";
+  };
+  // Per process: the frame ext_alloc_entry called (Grow's), and every
+  // nameless native frame of those stacks (libffi's too, where the
+  // distribution stripped it).
+  std::map<int64_t, std::set<uint64_t>> grow_locations;
+  std::map<int64_t, std::set<std::string>> nameless;
+  for (const auto& s : gpu.sample()) {
+    int64_t pid = 0;
+    for (const auto& label : s.label())
+      if (gpu.string_table(label.key()) == "pid") pid = label.num();
+    for (int i = 1; i < s.location_id_size(); i++) {
+      if (name_of(location(s.location_id(i))) != "ext_alloc_entry") continue;
+      grow_locations[pid].insert(s.location_id(i - 1));
+      for (uint64_t id : s.location_id())
+        if (const auto& l = location(id); l.mapping_id() != 0 && name_of(l).find("+0x") != std::string::npos)
+          nameless[pid].insert(name_of(l));
+    }
+  }
+  ASSERT_EQ(grow_locations.size(), 2u) << "both processes' calls: " << Dump(Stacks(gpu, "alloc_space"));
+  const std::set<uint64_t>& grow = grow_locations.begin()->second;
+  ASSERT_EQ(grow.size(), 1u);
+  // One Location for both processes, hence one Function and one name.
+  EXPECT_EQ(grow_locations.rbegin()->second, grow);
+  EXPECT_EQ(nameless.begin()->second, nameless.rbegin()->second);
+  const pprof::Location& l = location(*grow.begin());
+  // Named by module and offset: the offset in the file, inside Grow as the
+  // unstripped build's symbol table places it, never an absolute address.
+  char expected[64];
+  std::snprintf(expected, sizeof(expected), "libext_hidden.so+0x%llx", static_cast<unsigned long long>(l.address()));
+  EXPECT_EQ(name_of(l), expected);
+  EXPECT_TRUE(nameless.begin()->second.contains(expected));
+  const std::string unstripped = std::string(GPUFLAME_SIM_DIR) + "/ext/unstripped";
+  unsigned long long start = 0, size = 0;
+  const RunResult nm = Sh("nm -S " + unstripped + "/libext_hidden.so | grep ' _ZN3ext4Pool4GrowEm$'");
+  ASSERT_EQ(std::sscanf(nm.output.c_str(), "%llx %llx", &start, &size), 2) << nm.output;
+  EXPECT_GE(l.address(), start) << name_of(l);
+  EXPECT_LT(l.address(), start + size) << name_of(l);
+  // Its Mapping keeps the file and build ID, so that it can be named later,
+  ASSERT_NE(l.mapping_id(), 0u);
+  const pprof::Mapping& m = gpu.mapping(static_cast<int>(l.mapping_id() - 1));
+  ASSERT_EQ(m.id(), l.mapping_id());
+  EXPECT_TRUE(gpu.string_table(m.filename()).ends_with("/" + lib)) << gpu.string_table(m.filename());
+  const RunResult id = Sh("readelf -n " + std::string(GPUFLAME_SIM_DIR) + "/" + lib +
+                          " | sed -n 's/.*Build ID: *//p' | tr -d '\\n'");
+  ASSERT_FALSE(id.output.empty());
+  EXPECT_EQ(gpu.string_table(m.build_id()), id.output);
+  // as it is: by build ID, from the unstripped build, in both processes.
+  RunResult sym = Sh(std::string(GPUFLAME_BIN) + " symbolize " + out + "/gpu_memory.pb.gz -o " + out +
+                     "/symbolized.pb.gz --binaries " + unstripped);
+  ASSERT_EQ(sym.status, 0) << sym.output;
+  pprof::Profile after;
+  ASSERT_TRUE(LoadPprof(out + "/symbolized.pb.gz", &after));
+  int64_t named = 0, raw = 0;
+  for (const auto& [stack, v] : Stacks(after, "alloc_space")) {
+    if (stack.ends_with(";ext_alloc_entry;ext::Pool::Grow(unsigned long);cudaMalloc")) named += v;
+    if (stack.find("libext_hidden.so+0x") != std::string::npos) raw += v;
+  }
+  EXPECT_EQ(named, 6 * MiB) << Dump(Stacks(after, "alloc_space"));
+  EXPECT_EQ(raw, 0);
 }
 
 TEST(RecordTest, UnsupportedPythonStillProfilesWithNativeFrames) {
