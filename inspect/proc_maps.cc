@@ -5,6 +5,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "base/regular_file.h"
 #include "inspect/bounded_read.h"
+#include "inspect/mount_types.h"
 
 namespace gpuflame::inspect {
 namespace {
@@ -102,6 +104,12 @@ absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid) {
 }
 
 PinnedFile PinnedFile::Open(pid_t pid, const Mapping& m) {
+  // On FUSE, not even its path is walked: the server may never answer.
+  if (OnFuse(pid, m.dev_major, m.dev_minor)) {
+    NoteFuseFileRefused(pid, m.inode, m.dev_major, m.dev_minor, m.path);
+    errno = EPERM;
+    return PinnedFile(base::ScopedFd());
+  }
   // The very file mapped, checked before it is opened: the process may have
   // swapped a FIFO or another file in at that path.
   const base::FileIdentity same{m.inode, m.dev_major, m.dev_minor};

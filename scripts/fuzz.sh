@@ -29,6 +29,7 @@ declare -A max_len=(
   [record]=32768           # the largest valid record (a GF_EVF_USER_STACK stack copy, ~19 KB) and more
   [proc_maps]=65536
   [proc_environ]=65536
+  [mountinfo]=65536
   [proc_stat]=4096
   [k8s_metadata]=65536
   [elf_file]=131072        # the seeds are small real ELF files (up to ~70 KB)
@@ -48,7 +49,7 @@ declare -A extra_flags=(
   [pprof_symbolize]=-close_fd_mask=2
   [spool]=-close_fd_mask=2
 )
-all_targets="record proc_maps proc_environ proc_stat k8s_metadata elf_file cfi dwarf_inlines python_code python_linetable
+all_targets="record proc_maps proc_environ mountinfo proc_stat k8s_metadata elf_file cfi dwarf_inlines python_code python_linetable
              cupti_activity pprof_symbolize spool agent_config"
 if [ "${1:-}" = --list ]; then
   echo $all_targets

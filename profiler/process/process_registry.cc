@@ -23,6 +23,7 @@
 #include "base/scoped_fd.h"
 #include "inspect/proc_environ.h"
 #include "inspect/bounded_read.h"
+#include "inspect/mount_types.h"
 #include "inspect/process_memory.h"
 #include "inspect/proc_stat.h"
 #include "profiler/process/python_discovery.h"
@@ -187,6 +188,9 @@ std::vector<std::string> ProcessRegistry::TakeWarnings() {
                       inspect::kReadDeadline.count(),
                       " ms (a file behind it that does not answer: FUSE, a hung network share?); nothing more is "
                       "read from it in user space, so its new Python frames and native stacks stay unnamed"));
+  for (const std::string& file : inspect::TakeFuseFilesRefused())
+    Warn(absl::StrCat(file, " is on FUSE, whose server may never answer: gpuflame does not open it (no probes in "
+                            "it, its frames stay module+offset)"));
   return std::exchange(warnings_, {});
 }
 
