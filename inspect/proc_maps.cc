@@ -104,9 +104,9 @@ absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid) {
 }
 
 PinnedFile PinnedFile::Open(pid_t pid, const Mapping& m) {
-  // On FUSE, not even its path is walked: the server may never answer.
-  if (OnFuse(pid, m.dev_major, m.dev_minor)) {
-    NoteFuseFileRefused(pid, m.inode, m.dev_major, m.dev_minor, m.path);
+  // On FUSE, not even its path is walked (OpenablePath is empty then).
+  const std::string path = OpenablePath(pid, m);
+  if (path.empty()) {
     errno = EPERM;
     return PinnedFile(base::ScopedFd());
   }
@@ -114,7 +114,7 @@ PinnedFile PinnedFile::Open(pid_t pid, const Mapping& m) {
   // swapped a FIFO or another file in at that path.
   const base::FileIdentity same{m.inode, m.dev_major, m.dev_minor};
   auto open_same = [&](const std::string& path) { return base::OpenRegularFile(path, same); };
-  base::ScopedFd fd = open_same(OpenablePath(pid, m));
+  base::ScopedFd fd = open_same(path);
   if (!fd && !m.path.empty() && m.path.front() == '/') fd = open_same(m.path);
   return PinnedFile(std::move(fd));
 }
@@ -122,6 +122,11 @@ PinnedFile PinnedFile::Open(pid_t pid, const Mapping& m) {
 std::string PinnedFile::path() const { return absl::StrCat("/proc/self/fd/", fd_.get()); }
 
 std::string OpenablePath(pid_t pid, const Mapping& m) {
+  // On FUSE, the server may never answer even a path walk.
+  if (OnFuse(pid, m.dev_major, m.dev_minor)) {
+    NoteFuseFileRefused(pid, m.inode, m.dev_major, m.dev_minor, m.path);
+    return {};
+  }
   if (m.deleted || m.path.empty() || m.path.front() != '/')
     return absl::StrFormat("/proc/%d/map_files/%x-%x", pid, m.start, m.end);
   return absl::StrCat("/proc/", pid, "/root", m.path);

@@ -51,7 +51,8 @@ absl::StatusOr<std::vector<Mapping>> ReadProcMaps(pid_t pid);
 
 // A path from which this process's view of |m| can be opened by the agent:
 // through the process's root (containers), falling back to map_files for
-// deleted files.
+// deleted files. Empty for a file on FUSE (mount_types.h): not to be
+// touched; an open of "" fails at once.
 std::string OpenablePath(pid_t pid, const Mapping& m);
 
 // |m|'s file held open (same device and inode verified), so that probes can

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -421,21 +422,22 @@ TEST(AgentTest, ItsGuardianLeavesAloneAProcessSomeoneElseStopped) {
 TEST(AgentTest, AHostileProcessCannotStallIt) {
   // Processes that mapped a CUDA runtime and then made its path name a FIFO
   // (a directory swap; a tmpfs over the directory in their own mount
-  // namespace), there before the agent starts: its first scan reads them.
-  // Opening the path for reading once hung the agent node-wide, deaf to
-  // SIGTERM, with /healthz still ok. It must skip them and keep profiling.
+  // namespace), or mapped it from a FUSE file system whose server then
+  // stopped answering, there before the agent starts: its first scan reads
+  // them. Opening the path for reading once hung the agent node-wide, deaf
+  // to SIGTERM, with /healthz still ok. It must skip them and keep profiling.
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("agent-hostile");
-  for (const char* mode : {"swap", "mount"}) {
+  const std::vector<const char*> modes = {"swap", "mount", "fuse"};
+  for (const char* mode : modes) {
     std::filesystem::create_directories(dir + "/" + mode);
     Sh(SimEnv() + " " + PyenvPython("3.12") + " " + Workload("hostile_paths.py") + " " + mode + " " + dir + "/" + mode +
        " > " + dir + "/" + mode + ".out 2>&1 &");
   }
   auto ready = [&](const char* mode) { return ReadFile(dir + "/" + mode + ".out").find("ready") != std::string::npos; };
-  for (int i = 0; i < 500 && !(ready("swap") && ready("mount")); i++)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(ready("swap")) << ReadFile(dir + "/swap.out");
-  ASSERT_TRUE(ready("mount")) << ReadFile(dir + "/mount.out");
+  auto all_ready = [&] { return std::all_of(modes.begin(), modes.end(), ready); };
+  for (int i = 0; i < 500 && !all_ready(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (const char* mode : modes) ASSERT_TRUE(ready(mode)) << mode << ": " << ReadFile(dir + "/" + mode + ".out");
 
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
@@ -447,7 +449,7 @@ TEST(AgentTest, AHostileProcessCannotStallIt) {
   httplib::Client health("127.0.0.1", metrics_port);
   health.set_read_timeout(5, 0);
   auto res = health.Get("/healthz");
-  Sh("touch " + dir + "/swap/stop " + dir + "/mount/stop");
+  Sh("touch " + dir + "/swap/stop " + dir + "/mount/stop " + dir + "/fuse/stop");
   const int rc = agent.StopWithin(30);
   ASSERT_TRUE(started) << agent.Log();
   ASSERT_TRUE(res) << "/healthz unreachable";
@@ -456,6 +458,7 @@ TEST(AgentTest, AHostileProcessCannotStallIt) {
   Totals t = Sum(receiver.Accepted(), pid);
   EXPECT_EQ(t.torch_alloc, 114 * MiB) << agent.Log();
   EXPECT_EQ(t.gpu_alloc, 121 * MiB) << agent.Log();
+  EXPECT_NE(agent.Log().find("libcudart.so.13 is on FUSE"), std::string::npos) << agent.Log();  // said
 }
 
 TEST(AgentTest, NothingOutlivesProcessesThatExitedUnderLoss) {
