@@ -428,7 +428,8 @@ TEST(AgentTest, AHostileProcessCannotStallIt) {
   // to SIGTERM, with /healthz still ok. It must skip them and keep profiling.
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("agent-hostile");
-  const std::vector<const char*> modes = {"swap", "mount", "fuse"};
+  std::vector<const char*> modes = {"swap", "mount"};
+  if (std::filesystem::exists("/dev/fuse")) modes.push_back("fuse");  // a kernel without FUSE has no such hazard
   for (const char* mode : modes) {
     std::filesystem::create_directories(dir + "/" + mode);
     Sh(SimEnv() + " " + PyenvPython("3.12") + " " + Workload("hostile_paths.py") + " " + mode + " " + dir + "/" + mode +
@@ -449,7 +450,7 @@ TEST(AgentTest, AHostileProcessCannotStallIt) {
   httplib::Client health("127.0.0.1", metrics_port);
   health.set_read_timeout(5, 0);
   auto res = health.Get("/healthz");
-  Sh("touch " + dir + "/swap/stop " + dir + "/mount/stop " + dir + "/fuse/stop");
+  for (const char* mode : modes) Sh("touch " + dir + "/" + mode + "/stop");
   const int rc = agent.StopWithin(30);
   ASSERT_TRUE(started) << agent.Log();
   ASSERT_TRUE(res) << "/healthz unreachable";
@@ -458,7 +459,9 @@ TEST(AgentTest, AHostileProcessCannotStallIt) {
   Totals t = Sum(receiver.Accepted(), pid);
   EXPECT_EQ(t.torch_alloc, 114 * MiB) << agent.Log();
   EXPECT_EQ(t.gpu_alloc, 121 * MiB) << agent.Log();
-  EXPECT_NE(agent.Log().find("libcudart.so.13 is on FUSE"), std::string::npos) << agent.Log();  // said
+  if (modes.size() == 3) {
+    EXPECT_NE(agent.Log().find("libcudart.so.13 is on FUSE"), std::string::npos) << agent.Log();  // said
+  }
 }
 
 TEST(AgentTest, NothingOutlivesProcessesThatExitedUnderLoss) {
