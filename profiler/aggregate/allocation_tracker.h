@@ -88,6 +88,12 @@ class AllocationTracker {
   // Whether |pid|'s live set is frozen (FreezeProcess: its interpreter is
   // shutting down), so frees no longer change its in use.
   bool Frozen(pid_t pid) const { return frozen_.contains(static_cast<uint32_t>(pid)); }
+  // Whether an event of |pid| at |ts_ns| comes after its live set froze
+  // (its interpreter's teardown, whose frees are not applied).
+  bool FrozenAt(pid_t pid, uint64_t ts_ns) const {
+    auto it = frozen_.find(static_cast<uint32_t>(pid));
+    return it != frozen_.end() && ts_ns >= it->second;
+  }
   size_t MemoryUsage() const;
 
  private:

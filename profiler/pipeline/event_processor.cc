@@ -404,14 +404,14 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
         stack = MarkerStack(ev, kStackUnknownFrame);
       }
       tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
-      totals_[ev.pid].Update(ev.arg0, ev.arg1, ev.arg2);
+      UpdateTotals(ev);
       return;
     }
     case GF_EV_FREE:
       if (!inprocess_since_.contains(ev.pid)) return;
       stats_.inprocess_events++;
       tracker_.OnFree(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.ts_ns);
-      totals_[ev.pid].Update(ev.arg0, ev.arg1, ev.arg2);
+      UpdateTotals(ev);
       return;
     default:
       stats_.malformed++;
@@ -491,6 +491,13 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
 void EventProcessor::OnProcessGone(pid_t pid, uint64_t now_ns) {
   stats_.exits_inferred++;
   ProcessExited(pid, now_ns);
+}
+
+void EventProcessor::UpdateTotals(const gf_event& ev) {
+  // The allocator's totals as the process's live set froze (teardown frees
+  // it all: totals of 0 would say nothing was held before we came).
+  if (tracker_.FrozenAt(static_cast<pid_t>(ev.pid), ev.ts_ns)) return;
+  totals_[ev.pid].Update(ev.arg0, ev.arg1, ev.arg2);
 }
 
 void EventProcessor::AccountAllocatedBeforeAttach() {
@@ -652,13 +659,13 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
         stack = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
       }
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, 0, ev.ts_ns);
-      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid].Update(ev.arg0, ev.arg1, ev.arg2);
+      if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);
       break;
     }
     case GF_EV_FREE:
       if (SupersededByInProcess(ev)) break;
       tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns);
-      if (ev.api == GF_API_TORCH_REPORT) totals_[ev.pid].Update(ev.arg0, ev.arg1, ev.arg2);
+      if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);
       break;
     case GF_EV_MAP:
       stats_.map_calls++;

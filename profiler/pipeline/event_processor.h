@@ -217,6 +217,9 @@ class EventProcessor {
 
  private:
   void StartKey(const gf_event& ev, bool mixed);  // the key_ prefix both stack kinds share
+  // The caching allocator's totals an event reports (arg0: device, arg1:
+  // allocated, arg2: reserved), unless its process's live set has frozen.
+  void UpdateTotals(const gf_event& ev);
   StackId InternStack(const gf_event& ev, std::span<const uint8_t> payload);
   // A record with registers and a stack copy: unwound first, interned by the
   // return addresses it yields (the stack bytes themselves never repeat).

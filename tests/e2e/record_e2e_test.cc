@@ -462,6 +462,40 @@ TEST(RecordTest, AttachesToARunningProcessByPid) {
   EXPECT_EQ(ReadFile(dir + "/out/summary.json").find("NVML is unavailable"), std::string::npos);
 }
 
+TEST(RecordTest, WhatWasHeldBeforeAttachStaysSaidWhenTheProcessExitsFirst) {
+  // The process ends during the recording: its teardown frees every tensor,
+  // and the allocator's totals it reports fall to 0. What it held before we
+  // came is what it held as its live set froze (on the H200 the frame was
+  // missing: the totals were read after teardown).
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("pid-exit");
+  const std::string pidfile = dir + "/pid", go = dir + "/go";
+  Sh(SimEnv() + " timeout 60 " + PyenvPython("3.12") + " " + Workload("steady.py") + " " + pidfile + " " + go +
+     " exit > /dev/null 2>&1 &");
+  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(pidfile));
+  const pid_t pid = std::stoi(ReadFile(pidfile));
+  FILE* f = popen((SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " +
+                   std::to_string(pid) + " 2>&1")
+                      .c_str(),
+                  "r");
+  ASSERT_NE(f, nullptr);
+  std::string log;
+  char line[1024];
+  while (fgets(line, sizeof(line), f)) {
+    log += line;
+    if (log.find("gpuflame: recording") != std::string::npos) std::ofstream(go) << "go";
+  }
+  const int status = pclose(f);
+  ASSERT_EQ(WEXITSTATUS(status), 0) << log;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(dir + "/out/torch_memory.pb.gz", &torch)) << log;
+  auto t = Stacks(torch, "inuse_space");
+  EXPECT_EQ(t["[allocated before gpuflame attached]"], 6 * MiB) << Dump(t) << log;
+  EXPECT_EQ(Total(torch, "inuse_space"), 16 * MiB) << Dump(t);
+}
+
 TEST(RecordTest, WithoutNvmlWhatWasHeldBeforeAttachIsSaidToBeMissingOnce) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("pid-nonvml");

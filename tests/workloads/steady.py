@@ -1,8 +1,9 @@
 """Workload for `gpuflame record --pid`: holds 6 MiB of tensors, writes its
 pid to argv[1], waits for the file argv[2] to appear (gpuflame is attached
 by then), allocates, writes what the simulated driver holds for it to
-argv[1] + ".held", then sleeps until killed. Uses the simulated CUDA
-runtime (test fixture)."""
+argv[1] + ".held", then sleeps until killed, or with argv[3] "exit" exits
+at once (the interpreter's teardown frees every tensor). Uses the simulated
+CUDA runtime (test fixture)."""
 import os
 import sys
 import time
@@ -33,4 +34,5 @@ kept = hold()
 with open(sys.argv[1] + ".held.tmp", "w") as f:
     f.write(str(sim_torch.held_bytes()))
 os.rename(sys.argv[1] + ".held.tmp", sys.argv[1] + ".held")
-time.sleep(60)
+if sys.argv[3:] != ["exit"]:
+    time.sleep(60)
