@@ -11,6 +11,9 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.events = ev.stats();
   s.tracker = ev.tracker().stats();
   s.live_allocations = ev.tracker().live_count();
+  s.stacks = ev.stacks().size() - ev.stacks().free_ids();
+  s.frames = ev.frames().size();
+  s.processes = session.registry().processes().size();
   s.joiner = ev.joiner().stats();
   s.events_library = ev.library_cost();
   s.resolver = session.resolver().stats();
@@ -43,6 +46,9 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_gate_pause_p99_seconds", "How long the gate held a process, 99th percentile of the last 4096.", "gauge", double(s.gates.p99_ns) / 1e9},
       {"gpuflame_library_files_attached", "Library files (CUDA, PyTorch, libpython) with probes attached.", "gauge", double(s.library_files_attached)},
       {"gpuflame_live_allocations", "Allocations currently tracked.", "gauge", double(s.live_allocations)},
+      {"gpuflame_stacks", "Distinct stacks held (those of exited processes are freed once reported).", "gauge", double(s.stacks)},
+      {"gpuflame_frames", "Distinct frames held (shared by all processes).", "gauge", double(s.frames)},
+      {"gpuflame_processes_known", "Processes the agent keeps state for, exited ones not yet reported for the last time included.", "gauge", double(s.processes)},
       {"gpuflame_sampled_tensor_allocations_total", "Tensor allocations taken by the injection library's sampling by bytes (each stands for more than itself).", "counter", double(s.tracker.sampled_allocs)},
       {"gpuflame_unmatched_frees_total", "Frees of memory allocated before gpuflame attached.", "counter", double(s.tracker.unmatched_frees)},
       {"gpuflame_lost_records_total", "Records the ring buffer had no room for, charged to [lost: ring buffer full] in their process's profiles.", "counter", double(s.events.lost_records)},

@@ -22,6 +22,10 @@ struct AgentStats {
   ProcessorStats events;
   TrackerStats tracker;
   uint64_t live_allocations = 0;
+  // The agent's own tables, which must not grow with process churn.
+  uint64_t stacks = 0;     // interned stacks in use (retired ones excluded)
+  uint64_t frames = 0;     // interned frames (shared by every process)
+  uint64_t processes = 0;  // registry entries, exited but not yet retired included
   JoinStats joiner;
   LibraryCost events_library;  // libgpuflame_cupti.so's own time, as the processes report it
   ResolveStats resolver;

@@ -59,7 +59,8 @@ done
 sleep 13  # the last windows (10 s) close, the exit sweep runs
 r=$(rss_mb); (( r > peak )) && peak=$r
 echo "processes started: $started in ${seconds}s ($(( started * 60 / seconds ))/min); pushes received: $(cat "$work/pushes" 2>/dev/null || echo 0)"
-echo "after they all exited: attached=$(metric gpuflame_processes_attached) live_allocations=$(metric gpuflame_live_allocations)"
+echo "after they all exited: attached=$(metric gpuflame_processes_attached) live_allocations=$(metric gpuflame_live_allocations)" \
+     "processes known=$(metric gpuflame_processes_known) stacks=$(metric gpuflame_stacks) frames=$(metric gpuflame_frames)"
 echo "pushes dropped (queue full)=$(metric gpuflame_push_dropped_queue_full_total) rejected=$(metric gpuflame_push_rejected_total) given up=$(metric gpuflame_push_given_up_total) profiles pushed=$(metric gpuflame_push_series_pushed_total)" \
      "records lost=$(metric gpuflame_lost_records_total) exits inferred=$(metric gpuflame_process_exits_inferred_total)"
 echo "agent RSS MiB: start=$rss0 peak=$peak end=$(rss_mb)"

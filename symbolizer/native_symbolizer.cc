@@ -84,6 +84,25 @@ void NativeSymbolizer::Append(pid_t pid, uint64_t address, std::vector<Frame>& o
   auto bias = elf ? elf->LoadBias(m->start, m->offset) : std::nullopt;
   if (!elf || !bias) {
     unresolved_++;
+    // No ELF file to name it by. An absolute address differs in every
+    // process (ASLR): each would be a frame of its own, in no flame graph
+    // merged, and the agent's frame table would grow with process churn.
+    // Named by what holds it instead, the same in every process.
+    if (!m) {
+      f.name = kUnknownMappingFrame;  // gone before its mappings were read
+      f.address = 0;
+    } else if (m->inode == 0) {
+      // [vdso] is the kernel's one image: its offsets name the same code.
+      const bool image = m->path == "[vdso]" || m->path == "[vsyscall]";
+      f.address = image ? address - m->start : 0;
+      f.name = image ? absl::StrFormat("%s+0x%x", m->path, f.address) : std::string(kAnonymousMemoryFrame);
+    } else {
+      // A file that is no ELF we could read (or one left alone: FUSE):
+      // named by file and offset, as a stripped library is.
+      f.address = address - m->start + m->offset;
+      const std::string_view path = m->path;
+      f.name = absl::StrFormat("%s+0x%x", path.substr(path.rfind('/') + 1), f.address);
+    }
     out.push_back(std::move(f));
     return;
   }

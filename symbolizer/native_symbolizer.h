@@ -1,7 +1,10 @@
 // Native addresses of a live process to frames: the mapping from
 // /proc/PID/maps, the symbol from the module's .symtab/.dynsym with its load
-// bias, demangled. Unresolvable addresses keep their raw value (`0x7f15...`)
-// and module so they stay meaningful. Not thread-safe: event loop only.
+// bias, demangled. Unresolvable addresses are named by module and offset
+// (`libffi.so.8+0x640d`) with the build ID, so a later pass may name them;
+// without a file behind them, by what holds them (`[vdso]+0x...`,
+// `[anonymous memory]`, `[unknown mapping]`): the same in every process.
+// Not thread-safe: event loop only.
 #ifndef GPUFLAME_SYMBOLIZER_NATIVE_SYMBOLIZER_H_
 #define GPUFLAME_SYMBOLIZER_NATIVE_SYMBOLIZER_H_
 
@@ -17,6 +20,11 @@
 #include "inspect/proc_maps.h"
 
 namespace gpuflame::symbolizer {
+
+// Native frames with no ELF file behind them, named the same in every
+// process (an absolute address would be a frame per process).
+inline constexpr const char* kUnknownMappingFrame = "[unknown mapping]";
+inline constexpr const char* kAnonymousMemoryFrame = "[anonymous memory]";
 
 class NativeSymbolizer {
  public:

@@ -68,7 +68,7 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
   Add(c.inuse_bytes, Bytes(bytes));
   c.alloc_samples += 1;
   Add(c.observed_bytes, Bytes(size));
-  Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
+  const Key key = KeyOf(pid, domain, handle, addr);
   if (!lost_frees_.empty() && ts_ns) {
     // Its free was lost and came first: it was freed already.
     auto freed = lost_frees_.find(key);
@@ -79,7 +79,7 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
       return;
     }
   }
-  auto [it, inserted] = LiveOf(key.pid).try_emplace(AddrOf(key), Live{bytes, objects, stack, ts_ns});
+  auto [it, inserted] = LiveOf(key.pid).try_emplace(key.at, Live{bytes, objects, stack, ts_ns});
   if (!inserted) {
     stats_.replaced_live++;
     Release(it->second);
@@ -103,7 +103,7 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
                                     StackId stack, uint64_t ts_ns) {
   if (stack >= counters_.size()) counters_.resize(stack + 1);
   stats_.lost_allocs++;
-  Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
+  const Key key = KeyOf(pid, domain, handle, addr);
   // Its free arrived before it (a free of nothing, then): they pair up.
   if (auto freed = unmatched_frees_.find(key); freed != unmatched_frees_.end() && freed->second >= ts_ns) {
     unmatched_frees_.erase(freed);
@@ -116,7 +116,7 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
     return;
   }
   LiveTable& live = LiveOf(key.pid);
-  auto it = live.find(AddrOf(key));
+  auto it = live.find(key.at);
   // A later allocation at the address is live: this one was freed before
   // it (by a free lost beyond the map's reach, or replaced).
   if (it != live.end() && it->second.ts_ns > ts_ns) return;
@@ -128,7 +128,7 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
   StackCounters& c = counters_[stack];
   Add(c.inuse_objects, 1);
   Add(c.inuse_bytes, Bytes(size));
-  live.emplace(AddrOf(key), Live{size, 1, stack, ts_ns});
+  live.emplace(key.at, Live{size, 1, stack, ts_ns});
 }
 
 void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns) {
@@ -137,9 +137,9 @@ void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint6
     auto frozen = frozen_.find(static_cast<uint32_t>(pid));
     if (frozen != frozen_.end() && ts_ns >= frozen->second) return;
   }
-  Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
+  const Key key = KeyOf(pid, domain, handle, addr);
   LiveTable* live = FindLive(key.pid);
-  auto it = live ? live->find(AddrOf(key)) : LiveTable::iterator{};
+  auto it = live ? live->find(key.at) : LiveTable::iterator{};
   const bool found = live && it != live->end();
   if (found && it->second.ts_ns <= ts_ns) {
     Release(it->second);
@@ -160,9 +160,9 @@ void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t 
       return;
     }
   }
-  const Key key{addr, static_cast<uint32_t>(pid), domain, static_cast<uint8_t>(handle)};
+  const Key key = KeyOf(pid, domain, handle, addr);
   LiveTable* live = FindLive(key.pid);
-  auto it = live ? live->find(AddrOf(key)) : LiveTable::iterator{};
+  auto it = live ? live->find(key.at) : LiveTable::iterator{};
   if (!live || it == live->end()) {
     stats_.unmatched_frees++;
     Remember(unmatched_frees_, key, ts_ns);

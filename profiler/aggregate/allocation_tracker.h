@@ -97,17 +97,6 @@ class AllocationTracker {
   size_t MemoryUsage() const;
 
  private:
-  struct Key {
-    uint64_t addr;
-    uint32_t pid;
-    uint8_t domain;
-    uint8_t handle;
-    bool operator==(const Key&) const = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const Key& k) {
-      return H::combine(std::move(h), k.addr, k.pid, k.domain, k.handle);
-    }
-  };
   struct Live {
     uint64_t bytes;
     int64_t objects;
@@ -129,7 +118,19 @@ class AllocationTracker {
     }
   };
   using LiveTable = absl::flat_hash_map<AddrKey, Live>;
-  static AddrKey AddrOf(const Key& k) { return {k.addr, k.domain, k.handle}; }
+  // An allocation's identity across processes (frees waiting for theirs).
+  struct Key {
+    AddrKey at;
+    uint32_t pid;
+    bool operator==(const Key&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.at, k.pid);
+    }
+  };
+  static Key KeyOf(pid_t pid, uint8_t domain, bool handle, uint64_t addr) {
+    return {{addr, domain, static_cast<uint8_t>(handle)}, static_cast<uint32_t>(pid)};
+  }
   // |pid|'s table, made if absent; the last one asked for is at hand
   // (events come in runs from one process).
   LiveTable& LiveOf(uint32_t pid);

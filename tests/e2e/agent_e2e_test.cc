@@ -509,12 +509,8 @@ TEST(AgentTest, WhatAProcessHeldBeforeTheAgentStartedIsSaid) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("agent-late");
   const std::string pidfile = dir + "/pid", go = dir + "/go";
-  Sh(SimEnv() + " timeout 60 " + PyenvPython("3.12") + " " + Workload("steady.py") + " " + pidfile + " " + go +
-     " > /dev/null 2>&1 &");
-  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(std::filesystem::exists(pidfile));
-  const pid_t pid = std::stoi(ReadFile(pidfile));
+  const pid_t pid = StartSteadyWorkload(PyenvPython("3.12"), pidfile, go);
+  ASSERT_GT(pid, 0);
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   int metrics_port = FreePort();

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "exporters/pprof/gzip.h"
+#include "symbolizer/native_symbolizer.h"
 
 namespace gpuflame::e2e {
 
@@ -63,6 +64,15 @@ std::string SimEnv() {
 }
 
 std::string SimNvmlEnv() { return std::string("GPUFLAME_NVML_LIBRARY=") + GPUFLAME_SIM_DIR + "/libnvidia-ml.so.1"; }
+
+pid_t StartSteadyWorkload(const std::string& python, const std::string& pidfile, const std::string& go,
+                          const std::string& args) {
+  Sh(SimEnv() + " timeout 60 " + python + " " + Workload("steady.py") + " " + pidfile + " " + go + " " + args +
+     " > /dev/null 2>&1 &");
+  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return std::filesystem::exists(pidfile) ? std::stoi(ReadFile(pidfile)) : -1;
+}
 
 int64_t WaitForNumber(const std::string& path) {
   for (int i = 0; i < 1000 && !std::filesystem::exists(path); i++)
@@ -140,7 +150,10 @@ std::map<std::string, int64_t> Stacks(const pprof::Profile& p, const std::string
     for (int i = s.location_id_size() - 1; i >= 0; i--) {
       for (const std::string& name : FunctionsOf(p, s.location_id(i))) {
         if (drop_trampolines && name == "<interpreter trampoline>") continue;
-        if (drop_native && (IsNative(p, s.location_id(i)) || name.rfind("0x", 0) == 0)) continue;
+        if (drop_native && (IsNative(p, s.location_id(i)) || name.rfind("0x", 0) == 0 ||
+                            name == symbolizer::kUnknownMappingFrame || name == symbolizer::kAnonymousMemoryFrame ||
+                            name.rfind("[vdso]", 0) == 0))
+          continue;
         if (!key.empty()) key += ";";
         key += name;
       }

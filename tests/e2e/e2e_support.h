@@ -35,6 +35,12 @@ std::string SimEnv();
 // Environment that has gpuflame load the simulated NVML (fixture) in place of
 // the driver's libnvidia-ml.so.1: GPUFLAME_NVML_LIBRARY=...
 std::string SimNvmlEnv();
+
+// tests/workloads/steady.py on the simulated runtime, in the background: a
+// process already running (holding 6 MiB) when gpuflame attaches. Waits
+// for its pid file; -1 if it never came. |args| follow its pid and go files.
+pid_t StartSteadyWorkload(const std::string& python, const std::string& pidfile, const std::string& go,
+                          const std::string& args = "");
 // The device-level frame for what a process found running held before
 // gpuflame attached, as the driver counts it (profiler/pipeline/event_processor.h).
 inline constexpr const char* kHeldBeforeAttachFrame =

@@ -470,12 +470,8 @@ TEST(RecordTest, WhatWasHeldBeforeAttachStaysSaidWhenTheProcessExitsFirst) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("pid-exit");
   const std::string pidfile = dir + "/pid", go = dir + "/go";
-  Sh(SimEnv() + " timeout 60 " + PyenvPython("3.12") + " " + Workload("steady.py") + " " + pidfile + " " + go +
-     " exit > /dev/null 2>&1 &");
-  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(std::filesystem::exists(pidfile));
-  const pid_t pid = std::stoi(ReadFile(pidfile));
+  const pid_t pid = StartSteadyWorkload(PyenvPython("3.12"), pidfile, go, "exit");
+  ASSERT_GT(pid, 0);
   FILE* f = popen((SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " +
                    std::to_string(pid) + " 2>&1")
                       .c_str(),
@@ -500,12 +496,8 @@ TEST(RecordTest, WithoutNvmlWhatWasHeldBeforeAttachIsSaidToBeMissingOnce) {
   GPUFLAME_REQUIRE_ROOT();
   std::string dir = TempDir("pid-nonvml");
   const std::string pidfile = dir + "/pid", go = dir + "/go";
-  Sh(SimEnv() + " timeout 60 " + PyenvPython("3.12") + " " + Workload("steady.py") + " " + pidfile + " " + go +
-     " > /dev/null 2>&1 &");
-  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(std::filesystem::exists(pidfile));
-  const pid_t pid = std::stoi(ReadFile(pidfile));
+  const pid_t pid = StartSteadyWorkload(PyenvPython("3.12"), pidfile, go);
+  ASSERT_GT(pid, 0);
   RunResult r = Sh(std::string("GPUFLAME_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 ") + GPUFLAME_BIN +
                    " record --no-progress -d 1 -o " + dir + "/out -p " + std::to_string(pid));
   kill(pid, SIGKILL);
