@@ -65,6 +65,24 @@ std::string SimEnv() {
 
 std::string SimNvmlEnv() { return std::string("GPUFLAME_NVML_LIBRARY=") + GPUFLAME_SIM_DIR + "/libnvidia-ml.so.1"; }
 
+RunResult RecordAttached(const std::string& command, const std::string& go) {
+  RunResult r;
+  FILE* f = popen((command + " 2>&1").c_str(), "r");
+  if (!f) return r;
+  char line[1024];
+  bool told = false;
+  while (fgets(line, sizeof(line), f)) {
+    r.output += line;
+    if (!told && r.output.find("gpuflame: recording") != std::string::npos) {
+      std::ofstream(go) << "go";
+      told = true;
+    }
+  }
+  const int status = pclose(f);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
 pid_t StartSteadyWorkload(const std::string& python, const std::string& pidfile, const std::string& go,
                           const std::string& args) {
   Sh(SimEnv() + " timeout 60 " + python + " " + Workload("steady.py") + " " + pidfile + " " + go + " " + args +

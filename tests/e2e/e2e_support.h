@@ -19,6 +19,9 @@ struct RunResult {
   std::string output;  // stdout and stderr
 };
 RunResult Sh(const std::string& shell_command);  // runs via /bin/sh
+// Runs a `gpuflame record -p` command line and creates the file |go| once it
+// says it is recording (attached): the workload's signal to go on.
+RunResult RecordAttached(const std::string& command, const std::string& go);
 
 struct Interpreter {
   std::string label;  // "3.12" or "3.11-static"

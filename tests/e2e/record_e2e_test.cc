@@ -424,22 +424,12 @@ TEST(RecordTest, AttachesToARunningProcessByPid) {
   pid_t pid = std::stoi(ReadFile(pidfile));
   // gpuflame says "recording" once attached; only then does the workload
   // allocate. It finds the simulated NVML as it would the driver's.
-  std::string cmd = SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " +
-                    std::to_string(pid);
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  std::string log;
-  char line[1024];
-  while (fgets(line, sizeof(line), f)) {
-    log += line;
-    if (log.find("gpuflame: recording") != std::string::npos) {
-      std::ofstream(go) << "go";
-    }
-  }
-  int status = pclose(f);
+  const RunResult r = RecordAttached(
+      SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " + std::to_string(pid), go);
+  const std::string& log = r.output;
   kill(pid, SIGKILL);
   workload.join();
-  ASSERT_EQ(WEXITSTATUS(status), 0) << log;
+  ASSERT_EQ(r.status, 0) << log;
   pprof::Profile torch;
   ASSERT_TRUE(LoadPprof(dir + "/out/torch_memory.pb.gz", &torch)) << log;
   auto t = Stacks(torch, "inuse_space");
@@ -472,19 +462,10 @@ TEST(RecordTest, WhatWasHeldBeforeAttachStaysSaidWhenTheProcessExitsFirst) {
   const std::string pidfile = dir + "/pid", go = dir + "/go";
   const pid_t pid = StartSteadyWorkload(PyenvPython("3.12"), pidfile, go, "exit");
   ASSERT_GT(pid, 0);
-  FILE* f = popen((SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " +
-                   std::to_string(pid) + " 2>&1")
-                      .c_str(),
-                  "r");
-  ASSERT_NE(f, nullptr);
-  std::string log;
-  char line[1024];
-  while (fgets(line, sizeof(line), f)) {
-    log += line;
-    if (log.find("gpuflame: recording") != std::string::npos) std::ofstream(go) << "go";
-  }
-  const int status = pclose(f);
-  ASSERT_EQ(WEXITSTATUS(status), 0) << log;
+  const RunResult r = RecordAttached(
+      SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " + std::to_string(pid), go);
+  const std::string& log = r.output;
+  ASSERT_EQ(r.status, 0) << log;
   pprof::Profile torch;
   ASSERT_TRUE(LoadPprof(dir + "/out/torch_memory.pb.gz", &torch)) << log;
   auto t = Stacks(torch, "inuse_space");
@@ -842,17 +823,10 @@ TEST(RecordTest, DeletedBinariesStillResolveThroughMapFiles) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::filesystem::remove(exe);  // a binary replaced or cleaned up while it runs
-  std::string cmd = std::string(GPUFLAME_BIN) + " record --no-progress -d 2 -o " + dir + "/out -p " +
-                    std::to_string(pid) + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  std::string log;
-  char line[1024];
-  while (fgets(line, sizeof(line), f)) {
-    log += line;
-    if (log.find("gpuflame: recording") != std::string::npos) std::ofstream(go) << "go";
-  }
-  pclose(f);
+  const std::string log =
+      RecordAttached(std::string(GPUFLAME_BIN) + " record --no-progress -d 2 -o " + dir + "/out -p " + std::to_string(pid),
+                     go)
+          .output;
   waitpid(pid, nullptr, 0);
   pprof::Profile gpu;
   ASSERT_TRUE(LoadPprof(dir + "/out/gpu_memory.pb.gz", &gpu)) << log;
