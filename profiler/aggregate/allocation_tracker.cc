@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "base/saturating.h"
+
 namespace gpuflame::profiler {
 namespace {
 
@@ -11,9 +13,8 @@ namespace {
 // record fuzzer). No real allocation comes near either bound.
 constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
 int64_t Bytes(uint64_t v) { return static_cast<int64_t>(v > kMaxBytes ? kMaxBytes : v); }
-void Add(int64_t& to, int64_t v) {
-  if (__builtin_add_overflow(to, v, &to)) to = v > 0 ? INT64_MAX : INT64_MIN;
-}
+using base::SaturatingAdd;
+void Add(int64_t& to, int64_t v) { SaturatingAdd(to, v); }
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "base/saturating.h"
 #include "bpf/gpuflame_abi.h"
 
 namespace gpuflame::profiler {
@@ -67,8 +68,8 @@ Profile BuildMemoryProfile(StackSource source,
   for (StackId id = 0; id < source.stacks.size() && id < counters.size(); id++) {
     if (!wanted(id)) continue;
     estimated |= counters[id].alloc_samples != counters[id].alloc_objects;
-    estimated_bytes += counters[id].alloc_bytes;
-    observed_bytes += counters[id].observed_bytes;
+    base::SaturatingAdd(estimated_bytes, counters[id].alloc_bytes);
+    base::SaturatingAdd(observed_bytes, counters[id].observed_bytes);
   }
   if (estimated) {
     p.sample_types.push_back({"alloc_samples", "count"});
