@@ -587,11 +587,12 @@ std::vector<StackId> EventProcessor::RetireProcesses(std::span<const pid_t> pids
     library_cost_by_pid_.erase(upid);
     losses_.erase(upid);
     before_attach_stacks_.erase(upid);
-    // Whatever still names its stacks by id goes with them: the ids are
-    // about to mean other processes' stacks.
-    absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == upid; });
   }
-  absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).frames.empty(); });
+  // Whatever still names a retired stack by id goes with it, in one pass
+  // each: the ids are about to mean other processes' stacks.
+  auto retired = [&](const auto& kv) { return stacks_.Get(kv.second).frames.empty(); };
+  absl::erase_if(inprocess_stacks_, retired);
+  absl::erase_if(entry_stacks_, retired);
   absl::erase_if(losses_seen_, [&](const auto& kv) { return gone.contains(static_cast<pid_t>(kv.first >> 16)); });
   return stacks;
 }
