@@ -12,6 +12,13 @@
 //   inprocess-exact  the same with every tensor event and activity on all
 //                    the time (record's mode)
 //   history-python, history-all  PyTorch's own recorder (step_workload.py)
+//   agent     the real `gpuflame agent` as its own process (--agent BIN
+//             --pyroscope-url URL), at its defaults: everything the in-process
+//             observers leave out (CPU samples, native stacks of device-level
+//             events, windows closed and pushed, its budget), --window 2 so
+//             that rounds see window closes (7.5 times as often as the default)
+//   placebo   nothing, like none: its ratio to none is this host's noise
+//             between rounds (an A/A test), the resolution of every other ratio
 // With --kernel-time each observer's round is followed by --settle-ms
 // (default 2000) without it: the kernel lets go of a session's uprobes, and
 // so of the library's semaphores, a while after the session ends, and the
@@ -29,6 +36,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <atomic>
 #include <cstdio>
@@ -36,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -223,9 +232,93 @@ class AgentObserver {
   std::atomic<bool> stop_{false};
 };
 
+// The real agent, a process of its own: started before a round, stopped
+// (SIGTERM, so that it closes its last window and pushes it) after.
+class RealAgent {
+ public:
+  bool Start(const std::string& bin, pid_t target, const std::string& url, int metrics_port) {
+    metrics_port_ = metrics_port;
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string pid = std::to_string(target), port = std::to_string(metrics_port);
+      // Its log would interleave with the harness's table.
+      freopen("/dev/null", "w", stderr);
+      execl(bin.c_str(), bin.c_str(), "agent", "--pyroscope-url", url.c_str(), "--pid", pid.c_str(),
+            "--metrics-port", port.c_str(), "--spool-dir", "", "--window", "2", nullptr);
+      _exit(127);
+    }
+    // Attached once /metrics counts the workload and the number of library
+    // files with probes has stayed the same for a second (it attaches them
+    // one by one after the process); the library then installs its hook
+    // within one 100 ms tick, during the round's warm-up steps.
+    double files = -1;
+    int stable = 0;
+    for (int i = 0; i < 600; i++) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) break;
+      const double now = Metric("gpuflame_library_files_attached");
+      stable = now >= 1 && now == files && Metric("gpuflame_processes_attached") >= 1 ? stable + 1 : 0;
+      if (stable >= 10) return true;
+      files = now;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    fprintf(stderr, "overhead: gpuflame agent did not attach to %d within 60 s\n", target);
+    return false;
+  }
+  // A counter or gauge from its /metrics, -1 when it does not answer.
+  double Metric(const char* name) const {
+    // The host's curl, not with the libraries a bundle puts on LD_LIBRARY_PATH for gpuflame.
+    const std::string cmd =
+        "env -u LD_LIBRARY_PATH curl -s --max-time 1 http://127.0.0.1:" + std::to_string(metrics_port_) + "/metrics";
+    FILE* f = popen(cmd.c_str(), "r");
+    if (!f) return -1;
+    double value = -1;
+    std::array<char, 512> line;
+    const size_t n = strlen(name);
+    while (fgets(line.data(), line.size(), f))
+      if (strncmp(line.data(), name, n) == 0 && line[n] == ' ') value = atof(line.data() + n + 1);
+    pclose(f);
+    return value;
+  }
+  ~RealAgent() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int metrics_port_ = 0;
+};
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The agent's own account, read from /metrics at the end of each round.
+constexpr const char* kAgentReadings[] = {
+    "gpuflame_overhead_ratio",          // BPF + library time per unit of the workload's CPU time, last 10 s
+    "gpuflame_self_cpu_cores",          // its own threads, last 10 s
+    "gpuflame_library_time_seconds_total",  // libgpuflame_cupti.so inside the workload
+    "gpuflame_records_total",           // records handled (in-process batches count once)
+    "gpuflame_cpu_samples_total",
+    "gpuflame_shedding",                // anything shed to stay in budget
+};
+
+// The 95% interval of the mean of |v| by resampling its rounds (percentile
+// bootstrap; a fixed seed, so the same numbers print the same interval).
+std::pair<double, double> MeanInterval(const std::vector<double>& v) {
+  if (v.size() < 2) return {0, 0};
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<size_t> pick(0, v.size() - 1);
+  std::vector<double> means(2000);
+  for (double& m : means) {
+    double sum = 0;
+    for (size_t i = 0; i < v.size(); i++) sum += v[pick(rng)];
+    m = sum / static_cast<double>(v.size());
+  }
+  std::sort(means.begin(), means.end());
+  return {means[means.size() / 40], means[means.size() - 1 - means.size() / 40]};
 }
 
 // Per program, summed over rounds (each round loads its programs afresh).
@@ -258,6 +351,8 @@ int main(int argc, char** argv) {
   long iters = 100000;
   bool bpf_stats = true;
   std::string injection;  // libgpuflame_cupti.so: enables the inprocess mode
+  std::string agent_bin, pyroscope_url;  // the agent mode
+  int metrics_port = 9499;
   bool kernel_time = false;
   int settle_ms = -1;
   std::vector<std::string> modes = {"none", "noop", "gpuflame"};
@@ -280,17 +375,22 @@ int main(int argc, char** argv) {
     else if (a == "--workload-cpu") cpu = atoi(v);
     else if (a == "--injection") injection = v;
     else if (a == "--settle-ms") settle_ms = atoi(v);
+    else if (a == "--agent") agent_bin = v;
+    else if (a == "--pyroscope-url") pyroscope_url = v;
+    else if (a == "--metrics-port") metrics_port = atoi(v);
     else if (a == "--modes") {
       modes.clear();
       for (absl::string_view m : absl::StrSplit(v, ',')) modes.emplace_back(m);
     }
   }
   for (const std::string& m : modes)
-    if (m != "none" && m != "noop" && m != "gpuflame" && m != "history-python" && m != "history-all" &&
-        ((m != "inprocess" && m != "inprocess-exact") || injection.empty())) {
+    if (m != "none" && m != "placebo" && m != "noop" && m != "gpuflame" && m != "history-python" &&
+        m != "history-all" && ((m != "inprocess" && m != "inprocess-exact") || injection.empty()) &&
+        (m != "agent" || agent_bin.empty() || pyroscope_url.empty())) {
       fprintf(stderr,
-              "overhead: unknown mode %s (none, noop, gpuflame; inprocess, inprocess-exact with --injection LIB; "
-              "history-python and history-all with step_workload.py)\n",
+              "overhead: unknown mode %s (none, placebo, noop, gpuflame; inprocess, inprocess-exact with --injection "
+              "LIB; agent with --agent BIN --pyroscope-url URL; history-python and history-all with "
+              "step_workload.py)\n",
               m.c_str());
       return 2;
     }
@@ -314,6 +414,7 @@ int main(int argc, char** argv) {
   // workload over minutes (clocks, caches) cancel out.
   std::map<std::string, std::vector<double>> ratios;
   std::map<std::string, uint64_t> events_seen, drops;
+  std::map<std::string, std::vector<double>> agent_readings;  // per round, by metric
   const size_t n = modes.size();
   symbolizer::ElfCache elves;
   // Untimed iterations before each timed round: every mode's round then
@@ -326,7 +427,11 @@ int main(int argc, char** argv) {
       const std::string& mode = modes[(static_cast<size_t>(r) + k) % n];
       std::unique_ptr<NoopObserver> noop;
       std::unique_ptr<AgentObserver> agent;
-      if (mode == "noop") {
+      std::unique_ptr<RealAgent> real_agent;
+      if (mode == "agent") {
+        real_agent = std::make_unique<RealAgent>();
+        if (!real_agent->Start(agent_bin, w.pid, pyroscope_url, metrics_port)) return 1;
+      } else if (mode == "noop") {
         noop = std::make_unique<NoopObserver>();
         if (!noop->Start(lib)) return 1;
       } else if (mode == "gpuflame" || mode.rfind("inprocess", 0) == 0) {
@@ -343,15 +448,24 @@ int main(int argc, char** argv) {
       if (ns < 0 || (history && !SetHistory(w, "off"))) return 1;
       this_round[mode] = static_cast<double>(ns) / static_cast<double>(iters);
       ns_per_iter[mode].push_back(this_round[mode]);
+      if (real_agent) {
+        // What it says of itself after the round: its cost as it measures it
+        // (item by item beside the step time measured here), and any loss;
+        // /metrics is refreshed when a window closes.
+        std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+        for (const char* name : kAgentReadings) agent_readings[name].push_back(real_agent->Metric(name));
+        drops[mode] += static_cast<uint64_t>(std::max(0.0, real_agent->Metric("gpuflame_lost_records_total")));
+      }
       if (agent) {
         events_seen[mode] += agent->Stop();
         drops[mode] += agent->Dropped();
         AddRound(programs[mode], agent->Programs(stats));
       }
       if (noop) AddRound(programs[mode], noop->Programs(stats));
-      if ((agent || noop) && settle_ms > 0) {
+      if ((agent || noop || real_agent) && settle_ms > 0) {
         agent.reset();
         noop.reset();
+        real_agent.reset();
         std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
       }
     }
@@ -376,8 +490,8 @@ int main(int argc, char** argv) {
          w.backend.c_str(), rounds, iters, cpu, events_per_iter);
   // The mean ratio too: with duty-cycled activity a round may fall in or
   // out of an "on" window, and the cost is the average over both.
-  printf("  %-15s %14s %8s %15s %8s %15s %12s %8s\n", "mode", "median ns/iter", "ratio", "ratio p25-p75",
-         "mean", "added ns/event", "events", "drops");
+  printf("  %-15s %14s %8s %15s %8s %15s %15s %12s %8s\n", "mode", "median ns/iter", "ratio", "ratio p25-p75",
+         "mean", "mean 95% CI", "added ns/event", "events", "drops");
   for (const std::string& mode : modes) {
     std::vector<double> rs = ratios[mode];
     std::sort(rs.begin(), rs.end());
@@ -385,9 +499,19 @@ int main(int argc, char** argv) {
     const double p25 = rs.empty() ? 0 : rs[rs.size() / 4], p75 = rs.empty() ? 0 : rs[(rs.size() * 3) / 4];
     double mean = 0;
     for (double x : rs) mean += x / static_cast<double>(rs.empty() ? 1 : rs.size());
-    printf("  %-15s %14.1f %8.3f %7.3f-%-7.3f %8.3f %15.1f %12llu %8llu\n", mode.c_str(), median, Median(rs), p25, p75,
-           mean, (median - none) / events_per_iter, static_cast<unsigned long long>(events_seen[mode]),
+    const auto [lo, hi] = MeanInterval(rs);
+    printf("  %-15s %14.1f %8.3f %7.3f-%-7.3f %8.3f %7.3f-%-7.3f %15.1f %12llu %8llu\n", mode.c_str(), median,
+           Median(rs), p25, p75, mean, lo, hi, (median - none) / events_per_iter,
+           static_cast<unsigned long long>(events_seen[mode]),
            static_cast<unsigned long long>(drops[mode]));
+  }
+  if (!agent_readings.empty()) {
+    printf("  gpuflame agent's own readings at the end of each round (median, min-max over rounds):\n");
+    for (const auto& [name, v] : agent_readings) {
+      std::vector<double> sorted = v;
+      std::sort(sorted.begin(), sorted.end());
+      printf("    %-40s %12.6g (%g-%g)\n", name.c_str(), Median(sorted), sorted.front(), sorted.back());
+    }
   }
   if (!stats.available()) {
     printf("  BPF program time: %s\n", stats.Describe().c_str());

@@ -268,13 +268,19 @@ void EventProcessor::OnLibCost(const gf_event& ev) {
   auto [it, first] = library_cost_by_pid_.try_emplace(ev.pid);
   PidCost& last = it->second;
   if (first) library_cost_.processes++;
-  // A first report covers the library's life so far, which the agent did
-  // not see begin: held to 256 threads' worth of 10 s.
+  // A first report covers the library's life so far. Of a process followed
+  // from its start that life was spent for us: counted, held to 256
+  // threads' worth of 10 s. Of a process found running, another gpuflame
+  // (this agent before a restart) may have kept the library busy for hours:
+  // that report is only where counting starts, or the restarted agent
+  // would see its first 10 s far over budget and shed at once.
+  const ProcessInfo* info = first && registry_ ? registry_->Find(static_cast<pid_t>(ev.pid)) : nullptr;
+  const bool baseline_only = info && info->attached_late;
   constexpr uint64_t kThreads = 256, kFirstNs = 10'000'000'000;
   const uint64_t cap = first ? kThreads * kFirstNs : ev.ts_ns > last.ts_ns ? (ev.ts_ns - last.ts_ns) * kThreads : 0;
   auto grow = [&](uint64_t& sum, uint64_t& was, uint64_t is, bool time) {
     const uint64_t delta = is >= was ? is - was : is;
-    sum += time && delta > cap ? cap : delta;
+    if (!baseline_only) sum += time && delta > cap ? cap : delta;
     was = is;
   };
   grow(library_cost_.hook_calls, last.cost.hook_calls, now.hook_calls, false);
