@@ -19,13 +19,16 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
   if (cfg_.profiling.kernel_time) session.registry().CheckKernelTime();
   // Processes found running (a restarted agent): what they held already.
   session.AccountBeforeAttach();
-  std::vector<StackCounters> counters = window_.Close(events.tracker().counters());
+  // Each stack's in use at its process's peak in this window; the next
+  // window's peak starts from the live set at this cut.
+  std::vector<StackCounters> counters = window_.Close(events.tracker().CountersWithPeaks(PeakScope::kWindow));
   auto cpu = events.cpu().TakeWindow();
   auto kernels = events.kernels().TakeWindow();
   absl::flat_hash_set<pid_t> active;
   for (StackId id = 0; id < counters.size() && id < events.stacks().size(); id++) {
     const StackCounters& c = counters[id];
-    if (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0) active.insert(events.stacks().Get(id).pid);
+    if (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0 || c.peak_bytes != 0)
+      active.insert(events.stacks().Get(id).pid);
   }
   for (const auto* window : {&cpu, &kernels})
     for (const auto& [key, c] : *window) active.insert(events.stacks().Get(key.stack).pid);
@@ -39,8 +42,11 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
     if (const ProcessInfo* info = session.registry().Find(pid)) w.pod = info->pod;
     if (auto it = comm.find(pid); it != comm.end()) w.process = it->second;
     if (!Selected(cfg_.select, pid, w.process, w.pod)) continue;
-    for (uint8_t domain : {uint8_t{GF_DOMAIN_GPU}, uint8_t{GF_DOMAIN_TORCH}})
+    for (uint8_t domain : {uint8_t{GF_DOMAIN_GPU}, uint8_t{GF_DOMAIN_TORCH}}) {
       w.profiles.push_back(BuildMemoryProfile(events.stack_source(), counters, domain, comm, pid, start_wall, duration));
+      const PeakSummary peak = events.tracker().Peak(pid, domain, PeakScope::kWindow);
+      if (peak.bytes > 0) w.profiles.back().comments.push_back(absl::StrCat("gpuflame: ", DescribePeak(peak, PeakScope::kWindow)));
+    }
     w.profiles.push_back(BuildTimeProfile(events.stack_source(), events.cpu(), events.cpu_period_ns(), cpu,
                                           TimeKind::kCpu, comm, pid, start_wall, duration));
     w.profiles.push_back(BuildTimeProfile(events.stack_source(), events.kernels(), events.cpu_period_ns(), kernels,
@@ -53,6 +59,9 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
     if (reported_.insert(pid).second) processes_reported_++;
     out.push_back(std::move(w));
   }
+  // The event loop is ours until we return: the next window's peak starts
+  // from the live set at this cut.
+  events.StartPeakWindow();
   return out;
 }
 

@@ -227,6 +227,11 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
       absl::StrAppend(&out, ", \"autograd_hook\": \"",
                       info->autograd_hook < std::size(kStates) ? kStates[info->autograd_hook] : "unknown", "\"");
     }
+    // The high-water marks of in use, whose live sets are the peak_* sample types.
+    const PeakSummary gpu_peak = ev.tracker().Peak(pid, GF_DOMAIN_GPU, PeakScope::kAllTime);
+    const PeakSummary torch_peak = ev.tracker().Peak(pid, GF_DOMAIN_TORCH, PeakScope::kAllTime);
+    absl::StrAppend(&out, ", \"peak_bytes\": {\"gpu_memory\": ", gpu_peak.bytes, ", \"torch_memory\": ",
+                    torch_peak.bytes, "}");
     if (auto it = ev.allocator_totals().find(static_cast<uint32_t>(pid));
         it != ev.allocator_totals().end() && it->second.known)
       absl::StrAppend(&out, ", \"torch_allocated_bytes\": ", it->second.allocated,
@@ -367,10 +372,17 @@ int RunRecord(const RecordOptions& opt) {
   }
   for (StackId id = 0; id < events.stacks().size(); id++)
     any_torch |= events.stacks().Get(id).domain == GF_DOMAIN_TORCH;
-  profiler::Profile gpu = BuildMemoryProfile(events.stack_source(), events.tracker().counters(), GF_DOMAIN_GPU,
-                                              comm, std::nullopt, start_wall, duration);
-  profiler::Profile torch = BuildMemoryProfile(events.stack_source(), events.tracker().counters(), GF_DOMAIN_TORCH,
-                                                comm, std::nullopt, start_wall, duration);
+  // peak_*: each process's live set when its in use was highest.
+  const std::vector<StackCounters> counters = events.tracker().CountersWithPeaks(PeakScope::kAllTime);
+  profiler::Profile gpu =
+      BuildMemoryProfile(events.stack_source(), counters, GF_DOMAIN_GPU, comm, std::nullopt, start_wall, duration);
+  profiler::Profile torch =
+      BuildMemoryProfile(events.stack_source(), counters, GF_DOMAIN_TORCH, comm, std::nullopt, start_wall, duration);
+  for (auto [profile, domain] : {std::pair{&gpu, uint8_t{GF_DOMAIN_GPU}}, std::pair{&torch, uint8_t{GF_DOMAIN_TORCH}}})
+    for (const auto& [pid, info] : registry.processes())
+      if (const PeakSummary peak = events.tracker().Peak(pid, domain, PeakScope::kAllTime); peak.bytes > 0)
+        profile->comments.push_back(
+            absl::StrCat("gpuflame: pid ", pid, ": ", DescribePeak(peak, PeakScope::kAllTime)));
   session.events().joiner().Flush(NowNs(CLOCK_MONOTONIC), /*everything=*/true);  // pooled unsampled kernels
   profiler::Profile cpu = BuildTimeProfile(events.stack_source(), events.cpu(), events.cpu_period_ns(), events.cpu().totals(), TimeKind::kCpu, comm,
                                             std::nullopt, start_wall, duration);

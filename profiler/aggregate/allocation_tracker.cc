@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
 
 #include "base/saturating.h"
 
@@ -36,10 +37,15 @@ AllocationTracker::LiveTable* AllocationTracker::FindLive(uint32_t pid) {
   return cached_;
 }
 
-void AllocationTracker::Release(const Live& live) {
-  StackCounters& c = counters_[live.stack];
-  Add(c.inuse_objects, -live.objects);
-  Add(c.inuse_bytes, -Bytes(live.bytes));
+void AllocationTracker::ChangeInUse(StackId stack, const Key& key, int64_t objects, int64_t bytes, uint64_t ts_ns) {
+  StackCounters& c = counters_[stack];
+  peaks_.Change(stack, key.pid, key.at.domain, c.inuse_objects, c.inuse_bytes, objects, bytes, ts_ns);
+  Add(c.inuse_objects, objects);
+  Add(c.inuse_bytes, bytes);
+}
+
+void AllocationTracker::Release(const Live& live, const Key& key, uint64_t ts_ns) {
+  ChangeInUse(live.stack, key, -live.objects, -Bytes(live.bytes), ts_ns);
 }
 
 void AllocationTracker::Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns) {
@@ -65,27 +71,25 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
   StackCounters& c = counters_[stack];
   Add(c.alloc_objects, objects);
   Add(c.alloc_bytes, Bytes(bytes));
-  Add(c.inuse_objects, objects);
-  Add(c.inuse_bytes, Bytes(bytes));
   c.alloc_samples += 1;
   Add(c.observed_bytes, Bytes(size));
   const Key key = KeyOf(pid, domain, handle, addr);
   if (!lost_frees_.empty() && ts_ns) {
-    // Its free was lost and came first: it was freed already.
+    // Its free was lost and came first: it was freed already (and was never
+    // in use as far as anything here can tell).
     auto freed = lost_frees_.find(key);
     if (freed != lost_frees_.end() && freed->second >= ts_ns) {
       lost_frees_.erase(freed);
-      Add(c.inuse_objects, -objects);
-      Add(c.inuse_bytes, -Bytes(bytes));
       return;
     }
   }
   auto [it, inserted] = LiveOf(key.pid).try_emplace(key.at, Live{bytes, objects, stack, ts_ns});
   if (!inserted) {
     stats_.replaced_live++;
-    Release(it->second);
+    Release(it->second, key, ts_ns);
     it->second = Live{bytes, objects, stack, ts_ns};
   }
+  ChangeInUse(stack, key, objects, Bytes(bytes), ts_ns);
 }
 
 void AllocationTracker::AddLostAllocated(StackId stack, int64_t objects, int64_t bytes) {
@@ -94,10 +98,11 @@ void AllocationTracker::AddLostAllocated(StackId stack, int64_t objects, int64_t
   Add(counters_[stack].alloc_bytes, bytes);
 }
 
-void AllocationTracker::SetInUse(StackId stack, int64_t objects, int64_t bytes) {
+void AllocationTracker::SetInUse(pid_t pid, uint8_t domain, StackId stack, int64_t objects, int64_t bytes,
+                                 uint64_t ts_ns) {
   if (stack >= counters_.size()) counters_.resize(stack + 1);
-  counters_[stack].inuse_objects = objects;
-  counters_[stack].inuse_bytes = bytes;
+  const StackCounters& c = counters_[stack];
+  ChangeInUse(stack, KeyOf(pid, domain, false, 0), objects - c.inuse_objects, bytes - c.inuse_bytes, ts_ns);
 }
 
 void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size,
@@ -123,12 +128,10 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
   if (it != live.end() && it->second.ts_ns > ts_ns) return;
   if (it != live.end()) {
     stats_.replaced_live++;
-    Release(it->second);
+    Release(it->second, key, ts_ns);
     live.erase(it);
   }
-  StackCounters& c = counters_[stack];
-  Add(c.inuse_objects, 1);
-  Add(c.inuse_bytes, Bytes(size));
+  ChangeInUse(stack, key, 1, Bytes(size), ts_ns);
   live.emplace(key.at, Live{size, 1, stack, ts_ns});
 }
 
@@ -143,7 +146,7 @@ void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint6
   auto it = live ? live->find(key.at) : LiveTable::iterator{};
   const bool found = live && it != live->end();
   if (found && it->second.ts_ns <= ts_ns) {
-    Release(it->second);
+    Release(it->second, key, ts_ns);
     live->erase(it);
     return;
   }
@@ -169,7 +172,7 @@ void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t 
     Remember(unmatched_frees_, key, ts_ns);
     return;
   }
-  Release(it->second);
+  Release(it->second, key, ts_ns);
   live->erase(it);
 }
 
@@ -199,6 +202,16 @@ void AllocationTracker::OnProcessExit(pid_t pid) {
 void AllocationTracker::ForgetStacks(const std::vector<StackId>& stacks) {
   for (StackId id : stacks)
     if (id < counters_.size()) counters_[id] = StackCounters{};
+  peaks_.ForgetStacks(stacks);
+}
+
+std::vector<StackCounters> AllocationTracker::CountersWithPeaks(PeakScope scope) const {
+  std::vector<StackCounters> out = counters_;
+  for (StackId id = 0; id < out.size(); id++) {
+    StackCounters& c = out[id];
+    std::tie(c.peak_objects, c.peak_bytes) = peaks_.AtPeak(id, c.inuse_objects, c.inuse_bytes, scope);
+  }
+  return out;
 }
 
 size_t AllocationTracker::MemoryUsage() const {
@@ -207,7 +220,7 @@ size_t AllocationTracker::MemoryUsage() const {
   for (const auto& [pid, table] : live_) live += sizeof(LiveTable) + table->capacity() * (sizeof(std::pair<AddrKey, Live>) + 1);
   return live +
          (unmatched_frees_.capacity() + lost_frees_.capacity()) * (sizeof(std::pair<Key, uint64_t>) + 1) +
-         counters_.capacity() * sizeof(StackCounters);
+         counters_.capacity() * sizeof(StackCounters) + peaks_.MemoryUsage();
 }
 
 }  // namespace gpuflame::profiler

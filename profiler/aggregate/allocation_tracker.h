@@ -13,10 +13,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "profiler/aggregate/peak_tracker.h"
 #include "profiler/resolve/stack_table.h"
 
 namespace gpuflame::profiler {
@@ -30,6 +32,10 @@ struct StackCounters {
   // the above where the library sampled by bytes and these stand for more).
   int64_t alloc_samples = 0;
   int64_t observed_bytes = 0;
+  // In use at its process's peak (its domain's high-water mark): filled by
+  // AllocationTracker::CountersWithPeaks, zero in counters().
+  int64_t peak_objects = 0;
+  int64_t peak_bytes = 0;
 };
 
 struct TrackerStats {
@@ -56,9 +62,10 @@ class AllocationTracker {
   // What was allocated and lost with its record: counted under |stack|
   // (alloc_* only; in use comes from OnLostAlloc, one by one).
   void AddLostAllocated(StackId stack, int64_t objects, int64_t bytes);
-  // Sets |stack|'s in use outright: for a marker whose size is known from
-  // elsewhere (the allocator's own totals), not from allocations we saw.
-  void SetInUse(StackId stack, int64_t objects, int64_t bytes);
+  // Sets |stack| (of |pid|, |domain|)'s in use outright: for a marker whose
+  // size is known from elsewhere (the allocator's own totals, the driver),
+  // not from allocations we saw.
+  void SetInUse(pid_t pid, uint8_t domain, StackId stack, int64_t objects, int64_t bytes, uint64_t ts_ns = 0);
   // A lost allocation itself (address, size, time): live under |stack|
   // until its free, unless its free came already.
   void OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack,
@@ -81,6 +88,16 @@ class AllocationTracker {
 
   // Counters indexed by StackId (stacks with no events are zero).
   const std::vector<StackCounters>& counters() const { return counters_; }
+  // A copy with peak_* filled: each stack's in use when its process's in
+  // use in its domain was highest, over the run or the current window.
+  std::vector<StackCounters> CountersWithPeaks(PeakScope scope) const;
+  PeakSummary Peak(pid_t pid, uint8_t domain, PeakScope scope) const {
+    return peaks_.Summary(static_cast<uint32_t>(pid), domain, scope);
+  }
+  // A window starts (the agent): its peak starts from the live set now.
+  void StartPeakWindow() { peaks_.StartWindow(); }
+  // Exited processes after their last report: their peaks go.
+  void ForgetPeaks(std::span<const pid_t> pids) { peaks_.ForgetProcesses(pids); }
   const TrackerStats& stats() const { return stats_; }
   size_t live_count() const;
   // The processes that hold live allocations (one entry per process).
@@ -135,7 +152,9 @@ class AllocationTracker {
   // (events come in runs from one process).
   LiveTable& LiveOf(uint32_t pid);
   LiveTable* FindLive(uint32_t pid);
-  void Release(const Live& live);
+  // Every change of a stack's in use goes through here (the peaks see it).
+  void ChangeInUse(StackId stack, const Key& key, int64_t objects, int64_t bytes, uint64_t ts_ns);
+  void Release(const Live& live, const Key& key, uint64_t ts_ns);
   // A free whose allocation is not (yet) live: kept a while (by time, and at
   // most kMaxPending of them) so that a lost record arriving later pairs up.
   void Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns);
@@ -149,6 +168,7 @@ class AllocationTracker {
   absl::flat_hash_map<Key, uint64_t> lost_frees_;       // -> when freed (its allocation may be on its way)
   absl::flat_hash_map<uint32_t, uint64_t> frozen_;  // pid -> when its live set froze
   std::vector<StackCounters> counters_;
+  PeakTracker peaks_;
   TrackerStats stats_;
 };
 

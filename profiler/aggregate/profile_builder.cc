@@ -47,10 +47,8 @@ Profile BuildMemoryProfile(StackSource source,
                                       int64_t duration_nanos) {
   Profile p;
   p.name = domain == GF_DOMAIN_TORCH ? kTorchMemoryProfile : kGpuMemoryProfile;
-  p.sample_types = {{"alloc_objects", "count"},
-                    {"alloc_space", "bytes"},
-                    {"inuse_objects", "count"},
-                    {"inuse_space", "bytes"}};
+  p.sample_types = {{"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"},
+                    {"inuse_space", "bytes"},   {"peak_objects", "count"}, {"peak_space", "bytes"}};
   p.default_sample_type = "inuse_space";
   p.period_type = {"space", "bytes"};
   p.period = 1;  // every allocation is recorded: no sampling
@@ -59,7 +57,9 @@ Profile BuildMemoryProfile(StackSource source,
   auto wanted = [&](StackId id) {
     const StackInfo& stack = source.stacks.Get(id);
     const StackCounters& c = counters[id];
-    return stack.domain == domain && (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0) && (!pid || stack.pid == *pid);
+    return stack.domain == domain &&
+           (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0 || c.peak_bytes != 0) &&
+           (!pid || stack.pid == *pid);
   };
   // Where the library sampled tensor allocations by bytes, the values are
   // estimates; what was seen is in the profile itself (alloc_samples).
@@ -83,11 +83,18 @@ Profile BuildMemoryProfile(StackSource source,
     if (!wanted(id)) continue;
     const StackCounters& c = counters[id];
     Sample s = make.Make(source.stacks.Get(id));
-    s.values = {c.alloc_objects, c.alloc_bytes, c.inuse_objects, c.inuse_bytes};
+    s.values = {c.alloc_objects, c.alloc_bytes, c.inuse_objects, c.inuse_bytes, c.peak_objects, c.peak_bytes};
     if (estimated) s.values.push_back(c.alloc_samples);
     p.samples.push_back(std::move(s));
   }
   return p;
+}
+
+std::string DescribePeak(const PeakSummary& peak, PeakScope scope) {
+  return absl::StrFormat("peak_objects/peak_space are the live set when this process's in use was highest %s: %.1f MiB%s",
+                         scope == PeakScope::kWindow ? "in this window" : "while recorded",
+                         static_cast<double>(peak.bytes) / (1 << 20),
+                         peak.all_time_in_window ? " (its highest since gpuflame attached)" : "");
 }
 
 Profile BuildTimeProfile(StackSource source, const TimeTracker& tracker, int64_t period_ns,

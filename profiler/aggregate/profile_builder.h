@@ -32,6 +32,9 @@ Profile BuildMemoryProfile(StackSource source,
                                       std::optional<pid_t> pid, int64_t time_nanos,
                                       int64_t duration_nanos);
 
+// What a memory profile says about its peak_* sample types (one process's).
+std::string DescribePeak(const PeakSummary& peak, PeakScope scope);
+
 enum class TimeKind { kCpu, kGpuKernel };
 
 // `process_cpu` (cpu/nanoseconds) or `gpu_kernel` (time/nanoseconds and

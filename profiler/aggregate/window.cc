@@ -12,6 +12,8 @@ std::vector<StackCounters> WindowAccumulator::Close(const std::vector<StackCount
     out[i].inuse_bytes = cumulative[i].inuse_bytes;
     out[i].alloc_samples = cumulative[i].alloc_samples - last_[i].alloc_samples;
     out[i].observed_bytes = cumulative[i].observed_bytes - last_[i].observed_bytes;
+    out[i].peak_objects = cumulative[i].peak_objects;  // the window's own (PeakScope::kWindow)
+    out[i].peak_bytes = cumulative[i].peak_bytes;
     last_[i] = cumulative[i];
   }
   return out;

@@ -529,7 +529,7 @@ void EventProcessor::AccountAllocatedBeforeAttach() {
       ev.domain = GF_DOMAIN_TORCH;
       marker = before_attach_stacks_.emplace(pid, MarkerStack(ev, kBeforeAttachFrame)).first;
     }
-    tracker_.SetInUse(marker->second, 0, std::max<int64_t>(gap, 0));
+    tracker_.SetInUse(static_cast<pid_t>(pid), GF_DOMAIN_TORCH, marker->second, 0, std::max<int64_t>(gap, 0));
   }
 }
 
@@ -559,7 +559,7 @@ void EventProcessor::AccountHeldBeforeAttach(pid_t pid, uint64_t driver_bytes, b
     if (held <= 0) return;  // nothing to say: no frame
     marker = MarkerStack(ev, kHeldBeforeAttachFrame);
   }
-  tracker_.SetInUse(marker, 0, std::max<int64_t>(held, 0));
+  tracker_.SetInUse(pid, GF_DOMAIN_GPU, marker, 0, std::max<int64_t>(held, 0));
 }
 
 absl::flat_hash_map<uint32_t, int64_t> EventProcessor::InUse(uint8_t domain, std::span<const pid_t> pids) const {
@@ -585,6 +585,7 @@ std::vector<StackId> EventProcessor::RetireProcesses(std::span<const pid_t> pids
   for (StackId id = 0; id < stacks_.size(); id++)
     if (!stacks_.Get(id).frames.empty() && gone.contains(stacks_.Get(id).pid)) stacks.push_back(id);
   tracker_.ForgetStacks(stacks);
+  tracker_.ForgetPeaks(pids);
   cpu_.Forget(stacks);
   kernels_.Forget(stacks);
   stacks_.Retire(stacks);

@@ -154,6 +154,8 @@ class EventProcessor {
   const KernelJoiner& joiner() const { return joiner_; }
 
   const AllocationTracker& tracker() const { return tracker_; }
+  // A window starts (the agent): peaks from here are the window's.
+  void StartPeakWindow() { tracker_.StartPeakWindow(); }
   // Exited processes have been reported for the last time: their stacks are
   // freed and their ids reused (see StackTable::Retire), so that a pid can be
   // reused by another process cleanly and the agent's memory does not grow

@@ -261,8 +261,8 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
   const std::string gpu = profiler::kGpuMemoryProfile, torch = profiler::kTorchMemoryProfile;
   const std::set<std::string> want_flame = {
       gpu + ":inuse_space:bytes:space:bytes", gpu + ":alloc_space:bytes:space:bytes",
-      torch + ":inuse_space:bytes:space:bytes",
-      std::string(profiler::kCpuProfile) + ":cpu:nanoseconds:cpu:nanoseconds",
+      torch + ":inuse_space:bytes:space:bytes", gpu + ":peak_space:bytes:space:bytes",
+      torch + ":peak_space:bytes:space:bytes", std::string(profiler::kCpuProfile) + ":cpu:nanoseconds:cpu:nanoseconds",
       std::string(profiler::kGpuKernelProfile) + ":time:nanoseconds:time:nanoseconds"};
   std::set<std::string> flame;
   bool per_pod_series = false;

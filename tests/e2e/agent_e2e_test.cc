@@ -129,7 +129,7 @@ pid_t RunWorkload(const std::string& dir, int metrics_port) {
 }
 
 struct Totals {
-  int64_t torch_alloc = 0, gpu_alloc = 0, torch_last_inuse = -1, gpu_last_inuse = -1;
+  int64_t torch_alloc = 0, gpu_alloc = 0, torch_last_inuse = -1, gpu_last_inuse = -1, torch_max_peak = -1;
   int windows = 0;
 };
 
@@ -171,7 +171,10 @@ Totals Sum(const std::vector<ReceivedSeries>& series, pid_t pid) {
       last = s.profile.time_nanos();
       (torch ? t.torch_last_inuse : t.gpu_last_inuse) = SampleTotal(s.profile, "inuse_space");
     }
-    if (torch) t.windows++;
+    if (torch) {
+      t.windows++;
+      t.torch_max_peak = std::max(t.torch_max_peak, SampleTotal(s.profile, "peak_space"));
+    }
   }
   return t;
 }
@@ -208,6 +211,8 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   EXPECT_EQ(t.gpu_alloc, 121 * MiB);
   EXPECT_EQ(t.torch_last_inuse, 82 * MiB) << Windows(series, pid) << agent.Log();
   EXPECT_EQ(t.gpu_last_inuse, 89 * MiB);
+  // The window with scratch()'s 32 MiB has the peak: 82 MiB live then, and it.
+  EXPECT_EQ(t.torch_max_peak, 114 * MiB) << Windows(series, pid);
   EXPECT_GE(t.windows, 1);
   for (const ReceivedSeries& s : series) {
     if (s.labels.at("pid") != std::to_string(pid)) continue;

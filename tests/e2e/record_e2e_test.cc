@@ -199,8 +199,8 @@ TEST(RecordTest, SampledTensorEventsAreUnbiasedEstimatesAndSaySo) {
   ASSERT_EQ(r.status, 0) << r.output;
   pprof::Profile torch;
   ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
-  ASSERT_EQ(torch.sample_type_size(), 5);
-  EXPECT_EQ(torch.string_table(torch.sample_type(4).type()), "alloc_samples");
+  ASSERT_EQ(torch.sample_type_size(), 7);
+  EXPECT_EQ(torch.string_table(torch.sample_type(6).type()), "alloc_samples");
   bool said = false;
   for (int64_t c : torch.comment()) said |= torch.string_table(c).find("sampled by bytes") != std::string::npos;
   EXPECT_TRUE(said);
@@ -239,7 +239,7 @@ TEST(RecordTest, RecordSendsEveryTensorEventByDefault) {
   ASSERT_EQ(r.status, 0) << r.output;
   pprof::Profile torch;
   ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
-  EXPECT_EQ(torch.sample_type_size(), 4);
+  EXPECT_EQ(torch.sample_type_size(), 6);
   auto alloc = Stacks(torch, "alloc_space", true, true);
   EXPECT_EQ(alloc["<module>;Trainer > step;empty;Tensor > __init__;" + kTorchLeaf], 20000 * (64 << 10)) << Dump(alloc);
   EXPECT_NE(ReadFile(out + "/summary.json").find("\"tensor_sample_bytes\": 0"), std::string::npos);
@@ -380,6 +380,37 @@ TEST(RecordTest, WhatTheRingBufferLosesIsChargedToALostFrameAndInUseStaysExact) 
   // Said where the user looks: per process in the summary, and in the stop line.
   EXPECT_NE(summary.find("\"lost\": {\"records\": "), std::string::npos) << summary;
   EXPECT_NE(summary.find("were lost because the ring buffer was full"), std::string::npos) << summary;
+}
+
+// The peak views: each level's live set at its high-water mark, mid-run,
+// not the live set at the end; on both tensor paths.
+TEST(RecordTest, PeakIsTheLiveSetAtTheHighWaterMark) {
+  GPUFLAME_REQUIRE_ROOT();
+  for (const std::string way : {"probes", "inprocess"}) {
+    std::string out = TempDir("peak-" + way);
+    RunResult r = Record(out, PyenvPython("3.12"), "peak.py", "", "--tensor-events " + way);
+    ASSERT_EQ(r.status, 0) << r.output;
+    pprof::Profile torch, gpu;
+    ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
+    ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu)) << r.output;
+    auto peak = Stacks(torch, "peak_space", true, true);
+    const std::string tensor = "empty;Tensor > __init__;" + kTorchLeaf;
+    EXPECT_EQ(peak["<module>;Model > load;" + tensor], 64 * MiB) << way << "\n" << Dump(peak);
+    EXPECT_EQ(peak["<module>;Trainer > step;" + tensor], 256 * MiB) << way << "\n" << Dump(peak);
+    EXPECT_EQ(peak.count("<module>;Trainer > keep;" + tensor), 0u) << "allocated after the peak";
+    EXPECT_EQ(Total(torch, "peak_space"), 320 * MiB) << way;
+    EXPECT_EQ(Total(torch, "peak_objects"), 9) << way;
+    EXPECT_EQ(Total(torch, "inuse_space"), 80 * MiB) << way;
+    // The device level peaks at the same instant: one segment per block here.
+    auto g = Stacks(gpu, "peak_space", true, /*drop_native=*/true);
+    EXPECT_EQ(ValueEndingWith(g, "<module>;Trainer > step;empty;Tensor > __init__;cudaMalloc"), 256 * MiB) << Dump(g);
+    EXPECT_EQ(Total(gpu, "peak_space"), 320 * MiB) << way;
+    EXPECT_EQ(Total(gpu, "inuse_space"), 80 * MiB) << way;
+    const std::string summary = ReadFile(out + "/summary.json");
+    EXPECT_NE(summary.find("\"peak_bytes\": {\"gpu_memory\": 335544320, \"torch_memory\": 335544320}"),
+              std::string::npos) << summary;
+    EXPECT_NE(ReadFile(out + "/torch_memory.peak_space.folded").find("Trainer > step"), std::string::npos);
+  }
 }
 
 TEST(RecordTest, ExpandableSegmentsAreCountedThroughCuMemCreate) {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -198,6 +199,105 @@ TEST(AllocationTrackerTest, ForgottenStacksStartFromZero) {
   EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
   EXPECT_EQ(t.counters()[0].alloc_bytes, 0);
   EXPECT_EQ(t.counters()[1].alloc_bytes, 20);  // not forgotten
+}
+
+TEST(AllocationTrackerTest, PeakIsTheLiveSetAtTheHighWaterMarkPerProcessAndDomain) {
+  AllocationTracker t;
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0xa, 100, 0, 0, 10);
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0xb, 50, 1, 0, 20);  // 150
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0xa, 30);              // 50
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0xc, 120, 2, 0, 40);  // 170: the peak
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0xc, 50);
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0xd, 10, 0, 0, 60);   // 60
+  t.OnAlloc(2, GF_DOMAIN_TORCH, false, 0xa, 1000, 3, 0, 70);  // another process
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0xa, 500, 4, 0, 80);     // another domain
+  const auto c = t.CountersWithPeaks(PeakScope::kAllTime);
+  EXPECT_EQ(c[0].peak_bytes, 0);
+  EXPECT_EQ(c[1].peak_bytes, 50);
+  EXPECT_EQ(c[2].peak_bytes, 120);
+  EXPECT_EQ(c[2].peak_objects, 1);
+  EXPECT_EQ(c[3].peak_bytes, 1000);
+  EXPECT_EQ(c[4].peak_bytes, 500);
+  EXPECT_EQ(t.Peak(1, GF_DOMAIN_TORCH, PeakScope::kAllTime).bytes, 170);
+  EXPECT_EQ(t.Peak(1, GF_DOMAIN_TORCH, PeakScope::kAllTime).ts_ns, 40u);
+  EXPECT_EQ(t.counters()[2].peak_bytes, 0) << "counters() itself carries no peaks";
+  // A window starts from the live set at its start: {0: 10, 1: 50}.
+  t.StartPeakWindow();
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0xb, 90);
+  const auto w = t.CountersWithPeaks(PeakScope::kWindow);
+  EXPECT_EQ(w[0].peak_bytes, 10);
+  EXPECT_EQ(w[1].peak_bytes, 50);
+  EXPECT_EQ(w[2].peak_bytes, 0);
+  EXPECT_EQ(t.Peak(1, GF_DOMAIN_TORCH, PeakScope::kWindow).bytes, 60);
+  EXPECT_FALSE(t.Peak(1, GF_DOMAIN_TORCH, PeakScope::kWindow).all_time_in_window);
+  // The before-attach marker's in use counts toward the peak too.
+  t.SetInUse(1, GF_DOMAIN_TORCH, 5, 0, 300, 100);
+  EXPECT_EQ(t.Peak(1, GF_DOMAIN_TORCH, PeakScope::kWindow).bytes, 310);
+  EXPECT_TRUE(t.Peak(1, GF_DOMAIN_TORCH, PeakScope::kWindow).all_time_in_window);
+  EXPECT_EQ(t.CountersWithPeaks(PeakScope::kAllTime)[5].peak_bytes, 300);
+}
+
+// Against a brute-force copy of every stack at every new maximum, over
+// random allocations, frees and window starts in two processes and domains.
+TEST(AllocationTrackerTest, PeaksMatchAFullSnapshotAtEveryMaximum) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; trial++) {
+    AllocationTracker t;
+    constexpr int kStacks = 12;  // stack s belongs to pid 1 + s % 2, domain s / 2 % 2
+    auto scope_of = [](int s) { return (s % 2) * 2 + s / 2 % 2; };
+    std::vector<int64_t> now(kStacks), all(kStacks), win(kStacks);
+    int64_t total[4] = {}, peak[4] = {}, win_peak[4] = {};
+    std::map<uint64_t, std::pair<int, int64_t>> live;  // addr -> stack, bytes
+    for (int step = 0; step < 400; step++) {
+      const int op = static_cast<int>(rng() % 10);
+      if (op == 0) {
+        t.StartPeakWindow();
+        for (int k = 0; k < 4; k++) win_peak[k] = total[k];
+        win = now;
+        continue;
+      }
+      int stack = 0;
+      if (op < 4 && !live.empty()) {
+        auto it = std::next(live.begin(), static_cast<long>(rng() % live.size()));
+        stack = it->second.first;
+        t.OnFree(1 + stack % 2, stack / 2 % 2 ? GF_DOMAIN_TORCH : GF_DOMAIN_GPU, false, it->first, step);
+        now[stack] -= it->second.second;
+        total[scope_of(stack)] -= it->second.second;
+        live.erase(it);
+      } else {
+        stack = static_cast<int>(rng() % kStacks);
+        const int64_t bytes = 1 + rng() % 1000;
+        const uint64_t addr = 0x1000 + static_cast<uint64_t>(step) * 16;
+        t.OnAlloc(1 + stack % 2, stack / 2 % 2 ? GF_DOMAIN_TORCH : GF_DOMAIN_GPU, false, addr, bytes, stack, 0, step);
+        live[addr] = {stack, bytes};
+        now[stack] += bytes;
+        total[scope_of(stack)] += bytes;
+      }
+      const int k = scope_of(stack);
+      if (total[k] > win_peak[k]) {
+        win_peak[k] = total[k];
+        for (int s = 0; s < kStacks; s++)
+          if (scope_of(s) == k) win[s] = now[s];
+      }
+      if (total[k] > peak[k]) {
+        peak[k] = total[k];
+        for (int s = 0; s < kStacks; s++)
+          if (scope_of(s) == k) all[s] = now[s];
+      }
+    }
+    const auto a = t.CountersWithPeaks(PeakScope::kAllTime);
+    const auto w = t.CountersWithPeaks(PeakScope::kWindow);
+    for (int s = 0; s < kStacks; s++) {
+      const int64_t got_all = s < static_cast<int>(a.size()) ? a[s].peak_bytes : 0;
+      const int64_t got_win = s < static_cast<int>(w.size()) ? w[s].peak_bytes : 0;
+      ASSERT_EQ(got_all, all[s]) << "trial " << trial << " stack " << s;
+      ASSERT_EQ(got_win, win[s]) << "trial " << trial << " stack " << s;
+    }
+    for (int k = 0; k < 4; k++) {
+      const PeakSummary p = t.Peak(1 + k / 2, k % 2 ? GF_DOMAIN_TORCH : GF_DOMAIN_GPU, PeakScope::kAllTime);
+      ASSERT_EQ(p.bytes, peak[k]) << "trial " << trial << " scope " << k;
+    }
+  }
 }
 
 TEST(CliTest, ParsesRecord) {
@@ -483,12 +583,16 @@ TEST_F(EventProcessorTest, SampledTensorAllocationsCountAsWhatTheyStandFor) {
   EXPECT_EQ(c.alloc_samples, 3);
   EXPECT_EQ(c.inuse_bytes, 1024 + 4096);
   // The profile carries what was seen, and says it holds estimates.
-  Profile p = BuildMemoryProfile(StackSource{events_.stacks(), events_.frames()}, events_.tracker().counters(),
-                                 GF_DOMAIN_TORCH, {}, std::nullopt, 0, 0);
-  ASSERT_EQ(p.sample_types.size(), 5u);
-  EXPECT_EQ(p.sample_types[4].type, "alloc_samples");
+  Profile p = BuildMemoryProfile(StackSource{events_.stacks(), events_.frames()},
+                                 events_.tracker().CountersWithPeaks(PeakScope::kAllTime), GF_DOMAIN_TORCH, {},
+                                 std::nullopt, 0, 0);
+  ASSERT_EQ(p.sample_types.size(), 7u);
+  EXPECT_EQ(p.sample_types[4].type, "peak_objects");
+  EXPECT_EQ(p.sample_types[5].type, "peak_space");
+  EXPECT_EQ(p.sample_types[6].type, "alloc_samples");
   ASSERT_EQ(p.samples.size(), 1u);
-  EXPECT_EQ(p.samples[0].values[4], 3);
+  EXPECT_EQ(p.samples[0].values[5], (1 << 20) + 1024 + 4096) << "the peak: all three live at once";
+  EXPECT_EQ(p.samples[0].values[6], 3);
   ASSERT_EQ(p.comments.size(), 1u);
   EXPECT_NE(p.comments[0].find("sampled by bytes"), std::string::npos);
 }
