@@ -17,17 +17,6 @@
 
 namespace gpuflame::profiler {
 
-std::string HumanBytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes < 0 ? -bytes : bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    u++;
-  }
-  return absl::StrFormat("%s%.*f %s", bytes < 0 ? "-" : "", u ? 2 : 0, v, units[u]);
-}
-
 namespace {
 
 // "1.23 s", "12.3 ms", "420 µs"
@@ -99,7 +88,7 @@ absl::Status PrepareOutputDir(const std::string& dir) {
 
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
-    const std::string& title, const std::string& summary_json) {
+    const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes) {
   if (auto s = PrepareOutputDir(dir); !s.ok()) return s;
   std::vector<std::string> written;
   auto put = [&](const std::string& name, std::string_view bytes) -> absl::Status {
@@ -118,7 +107,7 @@ absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
         return s;
     }
   }
-  if (auto s = put("flamegraph.html", exporters::FlameGraphHtml(profiles, title)); !s.ok()) return s;
+  if (auto s = put("flamegraph.html", exporters::FlameGraphHtml(profiles, title, notes)); !s.ok()) return s;
   if (auto s = put("summary.json", summary_json); !s.ok()) return s;
   return written;
 }

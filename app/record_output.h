@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/human_bytes.h"
 #include "profiler/aggregate/profile.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/probes/program_stats.h"
@@ -17,13 +18,14 @@ namespace gpuflame::profiler {
 // recording so that a typo does not cost a whole profiling run.
 absl::Status PrepareOutputDir(const std::string& dir);
 
-// Returns the paths written.
+// Returns the paths written. |notes| head the HTML page (out-of-memory
+// captures' summaries).
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
-    const std::string& title, const std::string& summary_json);
+    const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes = {});
 
 // "1.50 GiB"
-std::string HumanBytes(int64_t bytes);
+using base::HumanBytes;
 
 // gpuflame's own cost over a recording: the time its BPF programs ran in the
 // profiled processes (charged to them by the kernel) and its own CPU time.

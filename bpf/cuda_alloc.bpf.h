@@ -97,6 +97,23 @@ int alloc_enter(struct pt_regs *ctx) {
   return 0;
 }
 
+/* An allocation call that returned out of memory, once per call the
+ * application made. Its stack is the one sent at the call's entry when there
+ * was one (the allocation's would have been), else taken here. A subprogram
+ * on the failure branch only: a successful call costs what it did. */
+static __noinline void submit_alloc_failed(struct pt_regs *ctx, __u32 api, __u64 size, __u32 stack_at_entry,
+                                           __u32 error) {
+  if (stack_at_entry) {
+    struct gf_event ev;
+    fill_header(&ev, GF_EV_ALLOC_FAILED, GF_DOMAIN_GPU, (__u16)api, 0, size);
+    ev.flags = GF_EVF_STACK_AT_ENTRY;
+    ev.arg0 = error;
+    emit(&ev, sizeof(ev), true);
+    return;
+  }
+  submit_stack_kind(ctx, GF_EV_ALLOC_FAILED, GF_DOMAIN_GPU, (__u16)api, 0, 0, size, error, 0, 0);
+}
+
 SEC("uretprobe")
 int alloc_exit(struct pt_regs *ctx) {
   __u64 id = bpf_get_current_pid_tgid();
@@ -114,6 +131,12 @@ int alloc_exit(struct pt_regs *ctx) {
   int ret = (int)PT_REGS_RC(ctx);
   if (ret != 0) {
     bump(GF_STAT_FAILED_CALLS);
+    /* Out of memory: said by the call the application made (a driver call
+     * inside a runtime call leaves it to the runtime call's return). The
+     * pitch of a failed cuMemAllocPitch was never written: size unknown. */
+    if (ret == GF_CUDA_OUT_OF_MEMORY && (runtime || !bpf_map_lookup_elem(&runtime_calls, &id)))
+      submit_alloc_failed(ctx, api, api == GF_API_CU_MEM_ALLOC_PITCH ? 0 : call->size, call->stack_at_entry,
+                          (__u32)ret);
     goto done;
   }
   if (runtime && call->forwarded)

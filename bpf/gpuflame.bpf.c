@@ -9,7 +9,8 @@
  *
  * One concern per file, each a .bpf.h included here:
  *   cuda_alloc.bpf.h         cudaMalloc/cuMemAlloc/cuMemCreate/cuMemMap/... uprobes
- *   torch_alloc.bpf.h        PyTorch caching allocator: USDT, uprobe fallback
+ *   torch_alloc.bpf.h        PyTorch caching allocator: USDT, uprobe fallback,
+ *                            its out-of-memory report
  *   cpu_sampler.bpf.h        CPU time (perf_event)
  *   gpu_activity.bpf.h       libgpuflame_cupti.so's USDT probes: launch,
  *                            kernel_batch, kernel_name, status

@@ -49,7 +49,8 @@
  * v3: in-process tensor allocations may be sampled by bytes (GF_EVF_SAMPLED
  *     adds a payload word a v2 agent would misparse); gpuflame:tensor_exact
  *     switches sampling off. With it, additively: the hello sites
- *     (GF_HELLO_SITES).
+ *     (GF_HELLO_SITES); the inner record GF_EV_OOM_REPORT (a v3 agent from
+ *     before it counts it as malformed and reads on; no record changed).
  */
 #define GF_ABI_VERSION 3
 
@@ -109,7 +110,37 @@ enum gf_event_kind {
                              * own threads (flusher CPU time, buffer conversion, switching
                              * CUPTI), arg2 = ns of CUPTI's OVERHEAD records. Hook and
                              * callback times: one call in 64 timed, scaled. */
+  /* Out of memory (profiler/forensics/): */
+  GF_EV_ALLOC_FAILED = 20,  /* a device-level allocation call returned out of memory
+                             * (GF_CUDA_OUT_OF_MEMORY): once per call the application made
+                             * (a driver call inside a runtime call is the runtime call's),
+                             * api = that call, size = the bytes asked for (0: not known,
+                             * cuMemAllocPitch_v2), arg0 = the error code; its stack as an
+                             * allocation's would be (GF_EVF_STACK_AT_ENTRY: the one sent at
+                             * the call's entry). Emitted on the failure branch only. */
+  GF_EV_OOM_REPORT = 21,    /* PyTorch's caching allocator gave up and is about to throw
+                             * OutOfMemoryError: c10::reportOutOfMemoryToProfiler(alloc_size,
+                             * total_allocated, total_reserved, device) (GF_TORCH_OOM_SYMBOL).
+                             * size = alloc_size (the block it wanted, rounded), arg0 = the
+                             * device index, arg1/arg2 = its allocated/reserved totals then
+                             * (after freeing its cache); domain torch, with the calling
+                             * thread's stack. A uprobe (the probes' path) or, in-process, an
+                             * inner record of a tensor batch with GF_EVF_STACK_REF. */
 };
+
+/* cudaErrorMemoryAllocation (runtime) and CUDA_ERROR_OUT_OF_MEMORY (driver):
+ * the same value (driver_types.h and cuda.h of CUDA 13.0). */
+#define GF_CUDA_OUT_OF_MEMORY 2
+
+/* c10::reportOutOfMemoryToProfiler(int64_t alloc_size, size_t
+ * total_allocated, size_t total_reserved, c10::Device), exported by
+ * libc10.so (c10/core/Allocator.cpp) and called by the CUDA caching
+ * allocator (libc10_cuda.so, through its GOT) only when it is about to
+ * throw OutOfMemoryError, after freeing its cache and retrying. A version
+ * of the source declares alloc_size size_t: the same registers, another
+ * mangled name, so both are looked for. */
+#define GF_TORCH_OOM_SYMBOL "_ZN3c1027reportOutOfMemoryToProfilerElmmNS_6DeviceE"
+#define GF_TORCH_OOM_SYMBOL_UNSIGNED "_ZN3c1027reportOutOfMemoryToProfilerEmmmNS_6DeviceE"
 
 /* Which accounting an event belongs to. */
 enum gf_domain {

@@ -80,4 +80,21 @@ int torch_report(struct pt_regs *ctx) {
   return 0;
 }
 
+/* c10::reportOutOfMemoryToProfiler(int64_t alloc_size, size_t allocated,
+ * size_t reserved, c10::Device device) (GF_TORCH_OOM_SYMBOL): the caching
+ * allocator has freed its cache, retried, failed again, and is about to
+ * throw OutOfMemoryError. Runs only then; never shed (one record per OOM,
+ * and the one that says how it ended). */
+SEC("uprobe")
+int torch_oom(struct pt_regs *ctx) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  if ((PT_REGS_PARM4(ctx) & 0xff) != GF_TORCH_DEVICE_CUDA)
+    return 0;
+  submit_stack_kind(ctx, GF_EV_OOM_REPORT, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0, 0, PT_REGS_PARM1(ctx),
+                    (PT_REGS_PARM4(ctx) >> 8) & 0xff, PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx));
+  return 0;
+}
+
 #endif /* GPUFLAME_BPF_TORCH_ALLOC_BPF_H_ */

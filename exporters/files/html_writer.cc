@@ -50,7 +50,8 @@ void AppendNode(std::string& out, uint32_t name, const Node& n) {
 
 }  // namespace
 
-std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title) {
+std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title,
+                           const std::vector<std::string>& notes) {
   // One frame table for all profiles: [name, kind, file, line].
   std::map<std::tuple<std::string, std::string>, uint32_t> frame_index;
   std::string frames_json;
@@ -100,7 +101,10 @@ std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles
                     ",\"default_type\":", base::JsonString(p->default_sample_type), ",\"types\":[",
                     types_json, "]}");
   }
-  std::string data = absl::StrCat("{\"frames\":[", frames_json, "],\"profiles\":[", profiles_json, "]}");
+  std::string notes_json;
+  for (const std::string& n : notes) absl::StrAppend(&notes_json, notes_json.empty() ? "" : ",", base::JsonString(n));
+  std::string data = absl::StrCat("{\"frames\":[", frames_json, "],\"profiles\":[", profiles_json, "],\"notes\":[",
+                                  notes_json, "]}");
   std::string escaped_title = absl::StrReplaceAll(title, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}});
   return absl::StrReplaceAll(std::string(kFlameGraphTemplate), {{"__TITLE__", escaped_title}, {"__DATA__", data}});
 }

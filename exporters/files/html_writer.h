@@ -11,7 +11,9 @@
 
 namespace gpuflame::exporters {
 
-std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title);
+// |notes| head the page, one paragraph each (out-of-memory summaries).
+std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title,
+                           const std::vector<std::string>& notes = {});
 
 }  // namespace gpuflame::exporters
 

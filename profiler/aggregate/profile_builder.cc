@@ -7,38 +7,24 @@
 #include "bpf/gpuflame_abi.h"
 
 namespace gpuflame::profiler {
-namespace {
 
-// The profile's frames are the event loop's, re-indexed to those used.
-class SampleMaker {
- public:
-  SampleMaker(StackSource source, const absl::flat_hash_map<pid_t, std::string>& comm,
-              Profile& p)
-      : source_(source), comm_(comm), p_(p), remap_(source.frames.size(), -1) {}
+SampleMaker::SampleMaker(StackSource source, const absl::flat_hash_map<pid_t, std::string>& comm, Profile& p)
+    : source_(source), comm_(comm), p_(p), remap_(source.frames.size(), -1) {}
 
-  Sample Make(const StackInfo& stack) {
-    Sample s;
-    for (FrameId f : stack.frames) {
-      if (remap_[f] < 0) {
-        remap_[f] = static_cast<int64_t>(p_.frames.size());
-        p_.frames.push_back(source_.frames.Get(f));
-      }
-      s.frames.push_back(static_cast<uint32_t>(remap_[f]));
+Sample SampleMaker::Make(const StackInfo& stack) {
+  Sample s;
+  for (FrameId f : stack.frames) {
+    if (remap_[f] < 0) {
+      remap_[f] = static_cast<int64_t>(p_.frames.size());
+      p_.frames.push_back(source_.frames.Get(f));
     }
-    s.labels.push_back({"pid", "", stack.pid});
-    if (auto it = comm_.find(stack.pid); it != comm_.end() && !it->second.empty())
-      s.labels.push_back({"process", it->second, 0});
-    return s;
+    s.frames.push_back(static_cast<uint32_t>(remap_[f]));
   }
-
- private:
-  StackSource source_;
-  const absl::flat_hash_map<pid_t, std::string>& comm_;
-  Profile& p_;
-  std::vector<int64_t> remap_;
-};
-
-}  // namespace
+  s.labels.push_back({"pid", "", stack.pid});
+  if (auto it = comm_.find(stack.pid); it != comm_.end() && !it->second.empty())
+    s.labels.push_back({"process", it->second, 0});
+  return s;
+}
 
 Profile BuildMemoryProfile(StackSource source,
                                       const std::vector<StackCounters>& counters, uint8_t domain,

@@ -23,6 +23,21 @@ struct StackSource {
   const FrameTable& frames;
 };
 
+// Samples of |p| for stacks of the event loop: their frames are copied into
+// |p| once each (re-indexed to those used), and each sample is labelled with
+// its process (pid, and `process` from |comm|).
+class SampleMaker {
+ public:
+  SampleMaker(StackSource source, const absl::flat_hash_map<pid_t, std::string>& comm, Profile& p);
+  Sample Make(const StackInfo& stack);
+
+ private:
+  StackSource source_;
+  const absl::flat_hash_map<pid_t, std::string>& comm_;
+  Profile& p_;
+  std::vector<int64_t> remap_;
+};
+
 // One memory profile from per-stack |counters| (the tracker's, or a window's),
 // for one process when |pid| is given. |comm| names processes for the
 // `process` label (pid -> name).

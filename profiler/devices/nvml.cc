@@ -20,6 +20,7 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Open(std::string library) {
   api.device_by_index = lib->Function<decltype(api.device_by_index)>("nvmlDeviceGetHandleByIndex_v2");
   api.compute_processes = lib->Function<decltype(api.compute_processes)>("nvmlDeviceGetComputeRunningProcesses_v3");
   api.error_string = lib->Function<decltype(api.error_string)>("nvmlErrorString");
+  api.memory_info = lib->Function<decltype(api.memory_info)>("nvmlDeviceGetMemoryInfo");
   return Start(std::move(*lib), api, std::move(library));
 }
 
@@ -53,10 +54,28 @@ std::string Nvml::Error(int result) const {
   return text ? absl::StrCat(text, " (", result, ")") : absl::StrCat("NVML error ", result);
 }
 
-absl::StatusOr<DeviceProcesses> Nvml::ComputeProcesses() {
+absl::StatusOr<uint32_t> Nvml::DeviceCount() {
   unsigned int count = 0;
   if (int r = api_.device_count(&count); r != kNvmlSuccess)
     return absl::UnavailableError(absl::StrCat(name_, ": nvmlDeviceGetCount_v2: ", Error(r)));
+  return count;
+}
+
+absl::StatusOr<NvmlMemory> Nvml::MemoryInfo(uint32_t index) {
+  if (!api_.memory_info) return absl::UnimplementedError(absl::StrCat(name_, " has no nvmlDeviceGetMemoryInfo"));
+  NvmlDevice device = nullptr;
+  if (int r = api_.device_by_index(index, &device); r != kNvmlSuccess)
+    return absl::UnavailableError(absl::StrCat("GPU ", index, ": nvmlDeviceGetHandleByIndex_v2: ", Error(r)));
+  NvmlMemory memory{};
+  if (int r = api_.memory_info(device, &memory); r != kNvmlSuccess)
+    return absl::UnavailableError(absl::StrCat("GPU ", index, ": nvmlDeviceGetMemoryInfo: ", Error(r)));
+  return memory;
+}
+
+absl::StatusOr<DeviceProcesses> Nvml::ComputeProcesses() {
+  auto counted = DeviceCount();
+  if (!counted.ok()) return counted.status();
+  const uint32_t count = *counted;
   DeviceProcesses out;
   std::vector<NvmlProcessInfo> buffer;
   const uint32_t read = std::min<uint32_t>(count, kMaxDevices);

@@ -40,6 +40,15 @@ inline constexpr uint64_t kNvmlValueNotAvailable = ~0ull;
 inline constexpr int kNvmlSuccess = 0;
 inline constexpr int kNvmlErrorInsufficientSize = 7;
 
+// nvmlMemory_t, as nvmlDeviceGetMemoryInfo (v1, every driver) fills it:
+// bytes; used = reserved + allocated.
+struct NvmlMemory {
+  uint64_t total;
+  uint64_t free;
+  uint64_t used;
+};
+static_assert(sizeof(NvmlMemory) == 24, "nvmlMemory_t's layout");
+
 struct NvmlDeviceOpaque;
 using NvmlDevice = NvmlDeviceOpaque*;  // nvmlDevice_t
 
@@ -52,6 +61,7 @@ struct NvmlApi {
   int (*compute_processes)(NvmlDevice, unsigned int* count, NvmlProcessInfo* infos) = nullptr;
   // ^ nvmlDeviceGetComputeRunningProcesses_v3
   const char* (*error_string)(int result) = nullptr;  // nvmlErrorString; optional
+  int (*memory_info)(NvmlDevice, NvmlMemory* memory) = nullptr;  // nvmlDeviceGetMemoryInfo; optional
 };
 
 // What the driver says one process holds on one GPU.
@@ -98,6 +108,11 @@ class Nvml {
   // could be asked at all (the count failed); a GPU that fails alone is in
   // |unreadable|.
   absl::StatusOr<DeviceProcesses> ComputeProcesses();
+  // How many GPUs the driver has (nvmlDeviceGetCount_v2).
+  absl::StatusOr<uint32_t> DeviceCount();
+  // GPU |index|'s memory: total, free, used (nvmlDeviceGetMemoryInfo; an
+  // error where this NVML lacks it).
+  absl::StatusOr<NvmlMemory> MemoryInfo(uint32_t index);
   // The library's name or path, for messages.
   const std::string& name() const { return name_; }
 

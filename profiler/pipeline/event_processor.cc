@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <fstream>
 #include <vector>
 
@@ -14,6 +15,28 @@ std::string AutogradAmbiguousFrame(uint64_t concurrent) {
   // The count is the workload's to write: a bounded name, whatever it says.
   if (concurrent > 99) return "<autograd engine: over 99 concurrent backward calls>";
   return absl::StrCat("<autograd engine: ", concurrent, " concurrent backward calls>");
+}
+
+EventProcessor::EventProcessor(ProcessRegistry* registry, StackResolver& resolver, NativeUnwinder* unwinder)
+    : registry_(registry), resolver_(resolver), unwinder_(unwinder) {
+  oom_.SetContext([this](pid_t pid) { return OomContext(pid); });
+  oom_.SetTotals([this](pid_t pid) -> std::optional<OomAllocatorTotals> {
+    auto it = totals_.find(static_cast<uint32_t>(pid));
+    if (it == totals_.end() || !it->second.known) return std::nullopt;
+    return OomAllocatorTotals{it->second.allocated, it->second.reserved};
+  });
+}
+
+OomProcessContext EventProcessor::OomContext(pid_t pid) const {
+  OomProcessContext c;
+  c.tensors_expected = totals_.contains(static_cast<uint32_t>(pid)) || inprocess_since_.contains(static_cast<uint32_t>(pid));
+  if (const ProcessInfo* info = registry_ ? registry_->Find(pid) : nullptr) {
+    c.process = info->comm;
+    c.pod = info->pod;
+    c.tensors_expected |= info->has_torch;
+  }
+  c.device.unknown = "not read";
+  return c;
 }
 
 void EventProcessor::StartKey(const gf_event& ev, bool mixed) {
@@ -70,6 +93,18 @@ StackId EventProcessor::InternMixedStack(const gf_event& ev, std::span<const uin
   info.domain = ev.domain;
   for (const symbolizer::Frame& f : resolver_.ResolveMixed(ev, py, pcs)) info.frames.push_back(frames_.Intern(f));
   return stacks_.Insert(key_, std::move(info));
+}
+
+StackId EventProcessor::AllocationStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed) {
+  if (!(ev.flags & GF_EVF_STACK_AT_ENTRY)) return RecordStack(ev, payload, mixed);
+  auto it = entry_stacks_.find(ev.tid);
+  // Without it (entry missed: attached mid-call), the Python-less fallback
+  // still names the API.
+  const StackId stack = it != entry_stacks_.end() && stacks_.Get(it->second).pid == static_cast<pid_t>(ev.pid)
+                            ? it->second
+                            : RecordStack(ev, payload, mixed);
+  if (it != entry_stacks_.end()) entry_stacks_.erase(it);
+  return stack;
 }
 
 StackId EventProcessor::RecordStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed) {
@@ -382,33 +417,8 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
         // A workload's word: at least its own size, at most what a tensor can be.
         stands_for = std::max(std::min(stands_for, uint64_t{1} << 50), ev.size);
       }
-      StackId stack;
-      if (ev.flags & GF_EVF_AUTOGRAD_AMBIGUOUS) {
-        // |id| is the number of backward() calls that ran.
-        stats_.autograd_events_ambiguous++;
-        stack = AutogradStack(ev, StackTable::kNone, AutogradAmbiguousFrame(id), StackTable::kNone);
-      } else if (id != 0 && (ev.flags & GF_EVF_AUTOGRAD)) {
-        // An engine thread's allocation: |id| is the backward() caller's stack.
-        if (auto it = inprocess_stacks_.find({ev.pid, id}); it != inprocess_stacks_.end()) {
-          stats_.autograd_events++;
-          stack = AutogradStack(ev, it->second, kAutogradFrame, StackTable::kNone);
-        } else if (frozen_) {
-          stack = OverBudgetStack(ev);
-        } else {
-          stats_.autograd_unknown_origins++;
-          stats_.inprocess_unknown_stacks++;
-          stack = MarkerStack(ev, kStackUnknownFrame);
-        }
-      } else if (id == 0) {
-        stack = InternStack(ev, {});  // no Python frames on this thread
-      } else if (auto it = inprocess_stacks_.find({ev.pid, id}); it != inprocess_stacks_.end()) {
-        stack = it->second;
-      } else if (frozen_) {
-        stack = OverBudgetStack(ev);
-      } else {
-        stats_.inprocess_unknown_stacks++;
-        stack = MarkerStack(ev, kStackUnknownFrame);
-      }
+      const StackId stack = InProcessStack(ev, id);
+      oom_.BeforeTensorEvent(pid, ev.ts_ns);
       tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
       UpdateTotals(ev);
       return;
@@ -416,12 +426,53 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
     case GF_EV_FREE:
       if (!inprocess_since_.contains(ev.pid)) return;
       stats_.inprocess_events++;
+      oom_.BeforeTensorEvent(pid, ev.ts_ns);
       tracker_.OnFree(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.ts_ns);
       UpdateTotals(ev);
       return;
+    case GF_EV_OOM_REPORT: {
+      // PyTorch gave up: after every tensor event it made before, in this
+      // same stream, so the tensor level is as it was.
+      if (!inprocess_since_.contains(ev.pid)) return;
+      uint64_t id = 0;
+      if (payload.size() >= sizeof(id)) std::memcpy(&id, payload.data(), sizeof(id));
+      OnTorchOomReport(ev, InProcessStack(ev, id));
+      return;
+    }
     default:
       stats_.malformed++;
   }
+}
+
+StackId EventProcessor::InProcessStack(const gf_event& ev, uint64_t id) {
+  if (ev.flags & GF_EVF_AUTOGRAD_AMBIGUOUS) {
+    // |id| is the number of backward() calls that ran.
+    stats_.autograd_events_ambiguous++;
+    return AutogradStack(ev, StackTable::kNone, AutogradAmbiguousFrame(id), StackTable::kNone);
+  }
+  const bool autograd = id != 0 && (ev.flags & GF_EVF_AUTOGRAD);
+  if (id == 0) return InternStack(ev, {});  // no Python frames on this thread
+  if (auto it = inprocess_stacks_.find({ev.pid, id}); it != inprocess_stacks_.end()) {
+    if (!autograd) return it->second;
+    // An engine thread's event: |id| is the backward() caller's stack.
+    stats_.autograd_events++;
+    return AutogradStack(ev, it->second, kAutogradFrame, StackTable::kNone);
+  }
+  if (frozen_) return OverBudgetStack(ev);
+  if (autograd) stats_.autograd_unknown_origins++;
+  stats_.inprocess_unknown_stacks++;
+  return MarkerStack(ev, kStackUnknownFrame);
+}
+
+void EventProcessor::OnTorchOomReport(const gf_event& ev, StackId stack) {
+  OomTorchReport report;
+  report.ts_ns = ev.ts_ns;
+  report.tid = ev.tid;
+  report.bytes = ev.size;
+  report.device = static_cast<uint32_t>(ev.arg0 & 0xff);
+  report.allocated = ev.arg1;
+  report.reserved = ev.arg2;
+  oom_.OnTorchReport(static_cast<pid_t>(ev.pid), std::move(report), stack);
 }
 
 StackId EventProcessor::LostStack(uint32_t pid, uint8_t domain) {
@@ -484,6 +535,7 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
   if (collect_losses_) collect_losses_();
   if (unwinder_) unwinder_->Invalidate(pid);
   absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).pid == pid; });
+  oom_.OnProcessExit(pid, ts_ns);  // its live set as it was, before it goes
   tracker_.OnProcessExit(pid);
   absl::erase_if(thread_labels_, [&](const auto& kv) { return kv.first >> 32 == upid; });
   joiner_.Flush(ts_ns, /*everything=*/true);  // its pooled kernels are charged before its names go
@@ -584,6 +636,7 @@ std::vector<StackId> EventProcessor::RetireProcesses(std::span<const pid_t> pids
   std::vector<StackId> stacks;
   for (StackId id = 0; id < stacks_.size(); id++)
     if (!stacks_.Get(id).frames.empty() && gone.contains(stacks_.Get(id).pid)) stacks.push_back(id);
+  oom_.Forget(pids);  // open episodes end while their stacks still mean theirs
   tracker_.ForgetStacks(stacks);
   tracker_.ForgetPeaks(pids);
   cpu_.Forget(stacks);
@@ -654,26 +707,26 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
     }
     case GF_EV_ALLOC: {
       if (SupersededByInProcess(ev)) break;
-      StackId stack;
-      if (ev.flags & GF_EVF_STACK_AT_ENTRY) {
-        auto it = entry_stacks_.find(ev.tid);
-        // Without it (entry missed: attached mid-call), the Python-less
-        // fallback below still names the API.
-        stack = it != entry_stacks_.end() && stacks_.Get(it->second).pid == pid
-                    ? it->second
-                    : RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
-        if (it != entry_stacks_.end()) entry_stacks_.erase(it);
-      } else {
-        stack = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
-      }
+      StackId stack = AllocationStack(ev, record.subspan(sizeof(gf_event)), mixed);
+      if (ev.domain == GF_DOMAIN_GPU) oom_.OnDeviceAlloc(pid, ev.tid, ev.ts_ns);
+      else oom_.BeforeTensorEvent(pid, ev.ts_ns);
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, 0, ev.ts_ns);
       if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);
       break;
     }
     case GF_EV_FREE:
       if (SupersededByInProcess(ev)) break;
+      if (ev.domain == GF_DOMAIN_TORCH) oom_.BeforeTensorEvent(pid, ev.ts_ns);
       tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns);
       if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);
+      break;
+    case GF_EV_ALLOC_FAILED:
+      oom_.OnAllocFailed(pid, ev.tid, ev.ts_ns, ev.api, ev.size, static_cast<uint32_t>(ev.arg0),
+                         AllocationStack(ev, record.subspan(sizeof(gf_event)), mixed));
+      break;
+    case GF_EV_OOM_REPORT:
+      if (SupersededByInProcess(ev)) break;  // its own report comes in its batches
+      OnTorchOomReport(ev, RecordStack(ev, record.subspan(sizeof(gf_event)), mixed));
       break;
     case GF_EV_MAP:
       stats_.map_calls++;

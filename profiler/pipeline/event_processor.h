@@ -18,6 +18,7 @@
 #include "profiler/aggregate/allocation_tracker.h"
 #include "profiler/aggregate/kernel_joiner.h"
 #include "profiler/aggregate/profile_builder.h"
+#include "profiler/forensics/oom_episodes.h"
 #include "profiler/unwind/native_unwinder.h"
 #include "profiler/process/process_registry.h"
 #include "profiler/resolve/stack_resolver.h"
@@ -130,8 +131,7 @@ class EventProcessor {
  public:
   // |registry| may be null in benchmarks and unit tests that feed events for
   // processes the registry does not know (stacks then resolve to markers).
-  EventProcessor(ProcessRegistry* registry, StackResolver& resolver, NativeUnwinder* unwinder = nullptr)
-      : registry_(registry), resolver_(resolver), unwinder_(unwinder) {}
+  EventProcessor(ProcessRegistry* registry, StackResolver& resolver, NativeUnwinder* unwinder = nullptr);
 
   void OnRecord(std::span<const uint8_t> record);
 
@@ -156,6 +156,13 @@ class EventProcessor {
   const AllocationTracker& tracker() const { return tracker_; }
   // A window starts (the agent): peaks from here are the window's.
   void StartPeakWindow() { tracker_.StartPeakWindow(); }
+  // Out-of-memory episodes (GF_EV_ALLOC_FAILED, GF_EV_OOM_REPORT): their
+  // captures are taken from here (OomEpisodes::Take); Tick from the loop.
+  OomEpisodes& oom() { return oom_; }
+  const OomEpisodes& oom() const { return oom_; }
+  // What the registry says of |pid| for an out-of-memory capture (its name,
+  // pod, whether it makes tensor events); the device's memory is not read here.
+  OomProcessContext OomContext(pid_t pid) const;
   // Exited processes have been reported for the last time: their stacks are
   // freed and their ids reused (see StackTable::Retire), so that a pid can be
   // reused by another process cleanly and the agent's memory does not grow
@@ -233,6 +240,15 @@ class EventProcessor {
   // the ambiguous marker), then this thread's own native frames if any.
   StackId LentStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed);
 
+  // An allocation's stack, or a failed allocation's: the one its call's
+  // entry sent (GF_EVF_STACK_AT_ENTRY), else the record's own.
+  StackId AllocationStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed);
+  // The stack an in-process record names by |id| (0: no Python frames; with
+  // GF_EVF_AUTOGRAD the backward() caller's, below which the engine's work
+  // goes; with GF_EVF_AUTOGRAD_AMBIGUOUS, |id| is how many calls ran).
+  StackId InProcessStack(const gf_event& ev, uint64_t id);
+  // PyTorch's out-of-memory report (a probe's or the library's), to the episodes.
+  void OnTorchOomReport(const gf_event& ev, StackId stack);
   StackId OverBudgetStack(const gf_event& ev);
   StackId LostStack(uint32_t pid, uint8_t domain);
   void ProcessExited(pid_t pid, uint64_t ts_ns);
@@ -270,6 +286,7 @@ class EventProcessor {
   FrameTable frames_;
   ProcessorStats stats_;
   absl::flat_hash_map<uint32_t, AllocatorTotals> totals_;
+  OomEpisodes oom_{stacks_, tracker_};
   static constexpr uint8_t kKinds = 32;
   uint64_t by_kind_[kKinds] = {};
   std::string key_;  // reused buffer for raw-stack keys

@@ -57,6 +57,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   s->unwinder_ = std::make_unique<NativeUnwinder>(*s->native_);
   s->events_ = std::make_unique<EventProcessor>(s->registry_.get(), *s->resolver_, s->unwinder_.get());
   s->events_->SetLossCollector([raw = s.get()] { raw->CollectLosses(); });
+  // An out-of-memory capture says what the GPU has: read from the driver
+  // while the process is still there, when its episode opens.
+  s->events_->oom().SetContext([raw = s.get()](pid_t pid) {
+    OomProcessContext c = raw->events_->OomContext(pid);
+    c.device = raw->oom_memory_.Read(pid);
+    return c;
+  });
   s->refresher_ = std::make_unique<FrameRefresher>(options.profiling.binary_dirs);
   if (const ProfilingOptions& p = options.profiling; p.cpu_hz > 0) {
     s->events_->SetCpuSampling(1'000'000'000 / p.cpu_hz, p.thread_names);
@@ -112,7 +119,9 @@ const base::Heartbeat& Session::reader_heartbeat() const { return reader_->heart
 int Session::Poll(int timeout_ms) {
   worker_heartbeat_.Beat();
   int n = reader_->Poll(timeout_ms, [this](std::span<const uint8_t> record) { events_->OnRecord(record); });
-  if (const int64_t now = NowNs(CLOCK_MONOTONIC); now >= next_loss_check_ns_) {
+  const int64_t now = NowNs(CLOCK_MONOTONIC);
+  events_->oom().Tick(static_cast<uint64_t>(now));  // out-of-memory episodes whose time is up
+  if (now >= next_loss_check_ns_) {
     next_loss_check_ns_ = now + 50'000'000;
     CollectLosses();
     if (now >= next_exit_sweep_ns_) {

@@ -25,6 +25,7 @@
 #include "profiler/pipeline/driver_held.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/pipeline/guardrails.h"
+#include "profiler/pipeline/oom_device_memory.h"
 #include "profiler/pipeline/profiling_options.h"
 #include "profiler/probes/bpf_probes.h"
 #include "profiler/probes/program_stats.h"
@@ -128,6 +129,7 @@ class Session {
   std::unique_ptr<FrameRefresher> refresher_;
   Guardrails guardrails_;
   DriverHeld driver_held_;
+  OomDeviceMemoryReader oom_memory_;
   int64_t next_guardrail_check_ns_ = 0;
   ProgramStats program_stats_;  // keeps the kernel's BPF run-time stats on
   // Last: stopped first (~Session stops it explicitly too).

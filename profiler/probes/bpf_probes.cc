@@ -47,6 +47,7 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kHello: return s->progs.hello;
     case ProbeProgram::kTensorExact: return s->progs.tensor_exact;
     case ProbeProgram::kEngineExecute: return s->progs.engine_execute;
+    case ProbeProgram::kTorchOom: return s->progs.torch_oom;
   }
   return nullptr;
 }

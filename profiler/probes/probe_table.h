@@ -45,6 +45,7 @@ enum class ProbeProgram : uint8_t {
   kTensorExact,   // USDT gpuflame:tensor_exact: a switch (its semaphore), never hit
   kHello,         // a hello site of the library (GF_HELLO_SITES): its semaphore, never hit
   kEngineExecute, // torch::autograd::Engine::execute's entry: a backward() caller
+  kTorchOom,      // c10::reportOutOfMemoryToProfiler: PyTorch is about to raise OutOfMemoryError
 };
 
 struct UprobeSpec {

@@ -449,7 +449,24 @@ ProcessRegistry::TorchReport ProcessRegistry::AttachTorchReport(pid_t pid, const
     return TorchReport::kUnavailable;
   }
   attached_.emplace(key, LibraryKind::kTorchCore);
+  AttachTorchOom(pid, file.path(), *elf);
   return TorchReport::kAttached;
+}
+
+void ProcessRegistry::AttachTorchOom(pid_t pid, const std::string& path, const symbolizer::ElfFile& c10) {
+  // Called only when the allocator gives up (an OutOfMemoryError follows):
+  // the probe costs nothing until then. Without it, an out-of-memory episode
+  // still has its failed device calls, but not how it ended.
+  for (const char* symbol : {GF_TORCH_OOM_SYMBOL, GF_TORCH_OOM_SYMBOL_UNSIGNED}) {
+    auto vaddr = c10.FindSymbol(symbol);
+    auto offset = vaddr ? c10.VaddrToOffset(*vaddr) : std::nullopt;
+    if (!offset) continue;
+    if (auto st = probes_.AttachUprobe(path, *offset, ProbeProgram::kTorchOom, false, GF_API_TORCH_REPORT); !st.ok())
+      Warn(absl::StrCat("pid ", pid, ": PyTorch's out-of-memory report: ", st.message()));
+    return;
+  }
+  Warn(absl::StrCat("pid ", pid, ": ", path, " has no c10::reportOutOfMemoryToProfiler: an out-of-memory error ",
+                    "is seen at the failed device calls, without whether PyTorch raised it"));
 }
 
 void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated, uint64_t inode, uint64_t dev, uint64_t stopped_ns) {

@@ -151,6 +151,9 @@ class ProcessRegistry {
   enum class TorchReport { kAttached, kNotMappedYet, kUnavailable };
   TorchReport AttachTorchReport(pid_t pid, const inspect::Mapping& c10_cuda,
                                 const std::vector<inspect::Mapping>& maps);
+  // c10::reportOutOfMemoryToProfiler in that libc10.so (|path|, pinned),
+  // beside the report probe: how an out-of-memory episode ended.
+  void AttachTorchOom(pid_t pid, const std::string& path, const symbolizer::ElfFile& c10);
   // Whether |info|'s tensor events come in-process (decided once per process).
   bool TensorInProcess(ProcessInfo& info);
   // The library cannot serve |info|'s tensor events (|why|): probes instead.

@@ -13,7 +13,7 @@ commit what changes. Files named crash-* (reproducers) are left alone.
 Input framing (record_fuzzer.cc): each record is preceded by its length as a
 little-endian u16; the length 0xffff is followed by one control byte instead
 (0: toggle frozen stacks, 1: flush the kernel joiner, 2: retire exited
-processes).
+processes, 3: time passes for out-of-memory episodes).
 """
 import os
 import re
@@ -31,7 +31,7 @@ FORMATS = {
     "gf_kernel_record": "<QQIIIIIBBH",
 }
 CONTROL = 0xFFFF
-TOGGLE_FROZEN, FLUSH_JOINER, RETIRE_EXITED = 0, 1, 2
+TOGGLE_FROZEN, FLUSH_JOINER, RETIRE_EXITED, OOM_TICK = 0, 1, 2, 3
 
 
 def read_abi(path):
@@ -249,6 +249,58 @@ def seeds():
         stack_record(A.GF_EV_ALLOC, gpu, A.GF_API_CUDA_MALLOC, py=2, stack=10, addr=0x2000, size=10),
         stack_record(A.GF_EV_ALLOC, gpu, A.GF_API_CUDA_MALLOC, py=2, stack=11, addr=0x3000, size=10),
         TOGGLE_FROZEN)
+    # Out of memory (profiler/forensics/): a device call fails (its stack
+    # sent at its entry), the retry after freeing the cache fails too (a
+    # stack of its own), then PyTorch's report; an episode a retry on the
+    # same thread rescues; one of unknown size given up when its process
+    # exits; time passes; the process is retired.
+    oom = A.GF_CUDA_OUT_OF_MEMORY
+    s["oom"] = frame(
+        stack_record(A.GF_EV_ALLOC, gpu, A.GF_API_CUDA_MALLOC, py=2, stack=20, addr=0x7000_0000, size=20 << 20),
+        stack_record(A.GF_EV_ALLOC, torch, A.GF_API_TORCH_REPORT, py=2, stack=20, ts=1_000_010, addr=0x7000_0000,
+                     size=8 << 20, arg1=8 << 20, arg2=20 << 20),
+        event(A.GF_EV_CALL_STACK, gpu, A.GF_API_CUDA_MALLOC, flags=A.GF_EVF_USER_STACK, py_count=2, ts=1_000_020,
+              user_stack_len=512) + py + regs + user_stack,
+        event(A.GF_EV_ALLOC_FAILED, gpu, A.GF_API_CUDA_MALLOC, flags=A.GF_EVF_STACK_AT_ENTRY, ts=1_000_030,
+              size=40 << 20, arg0=oom),
+        event(A.GF_EV_FREE, gpu, A.GF_API_CUDA_FREE, addr=0x7000_0000, ts=1_000_035),
+        stack_record(A.GF_EV_ALLOC_FAILED, gpu, A.GF_API_CUDA_MALLOC, py=3, stack=21, ts=1_000_040, size=40 << 20,
+                     arg0=oom),
+        stack_record(A.GF_EV_OOM_REPORT, torch, A.GF_API_TORCH_REPORT, py=3, stack=21, ts=1_000_050,
+                     size=40 << 20, arg1=8 << 20, arg2=8 << 20),
+        stack_record(A.GF_EV_ALLOC_FAILED, gpu, A.GF_API_CU_MEM_CREATE, py=1, stack=22, ts=1_000_100, size=2 << 20,
+                     arg0=oom),
+        stack_record(A.GF_EV_ALLOC, gpu, A.GF_API_CU_MEM_CREATE, py=1, stack=22, flags=A.GF_EVF_HANDLE,
+                     ts=1_000_110, addr=0x77, size=2 << 20),
+        stack_record(A.GF_EV_ALLOC, torch, A.GF_API_TORCH_REPORT, py=2, stack=20, ts=1_000_120, addr=0x7000_1000,
+                     size=1 << 20, arg1=9 << 20, arg2=22 << 20),
+        stack_record(A.GF_EV_ALLOC_FAILED, gpu, A.GF_API_CU_MEM_ALLOC_PITCH, native=(0x401000,), ts=1_000_200,
+                     arg0=oom),
+        event(A.GF_EV_EXIT, ts=1_000_300),
+        OOM_TICK,
+        RETIRE_EXITED)
+    # In-process: PyTorch's report in the tensor batch, after the tensors
+    # made before it; then one from an engine thread working for a
+    # backward() caller, and one while two backward() calls ran.
+    s["oom_inprocess"] = frame(
+        tensor_batch(4242, [
+            inner(event(A.GF_EV_TENSOR_HOOK, torch, torch_api, pid=77, ts=1_000_000, arg0=A.GF_TENSOR_HOOK_LIVE,
+                        arg2=A.GF_ABI_VERSION)),
+            inner(event(A.GF_EV_PY_STACK, torch, torch_api, pid=77, arg0=origin, py_count=4), py_frames(4, 12)),
+            inner(event(A.GF_EV_ALLOC, torch, torch_api, flags=A.GF_EVF_STACK_REF, pid=77, ts=1_000_010,
+                        addr=0x7f00_0000, size=8 << 20, arg1=8 << 20, arg2=10 << 20), struct.pack("<Q", origin)),
+        ]),
+        stack_record(A.GF_EV_ALLOC_FAILED, gpu, A.GF_API_CUDA_MALLOC, py=4, stack=12, ts=1_000_020, size=30 << 20,
+                     arg0=oom),
+        tensor_batch(4242, [
+            inner(event(A.GF_EV_OOM_REPORT, torch, torch_api, flags=A.GF_EVF_STACK_REF, pid=77, ts=1_000_030,
+                        size=30 << 20, arg1=8 << 20, arg2=8 << 20), struct.pack("<Q", origin)),
+            inner(event(A.GF_EV_OOM_REPORT, torch, torch_api, flags=autograd, pid=77, tid=78, ts=1_000_040,
+                        size=4 << 20, arg1=8 << 20, arg2=8 << 20), struct.pack("<Q", origin)),
+            inner(event(A.GF_EV_OOM_REPORT, torch, torch_api, flags=autograd | A.GF_EVF_AUTOGRAD_AMBIGUOUS, pid=77,
+                        tid=78, ts=1_000_050, size=4 << 20), struct.pack("<Q", 2)),
+        ]),
+        OOM_TICK)
     # Everything small above in one run (mutations splice from here).
     s["all"] = b"".join(v for k, v in sorted(s.items()) if k not in ("call_stack_user_stack", "kernel_batch_full"))
     return s

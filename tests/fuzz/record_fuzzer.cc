@@ -15,7 +15,8 @@
 //             over as it is (a truncated record)
 //           | u16 0xffff + u8 op: what the agent does between records
 //             (kControl below: guardrails freeze new stacks, a window
-//             flushes the kernel joiner, exited processes are retired)
+//             flushes the kernel joiner, exited processes are retired, time
+//             passes for out-of-memory episodes)
 //
 // Each record is copied into a heap block of exactly its size, so that a read
 // past its end is a heap overflow to AddressSanitizer rather than a quiet read
@@ -47,6 +48,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/aggregate/profile_builder.h"
+#include "profiler/forensics/oom_report.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/resolve/stack_resolver.h"
 #include "symbolizer/elf_cache.h"
@@ -56,7 +58,11 @@ namespace {
 
 using gpuflame::profiler::BuildMemoryProfile;
 using gpuflame::profiler::BuildTimeProfile;
+using gpuflame::profiler::BuildOomProfile;
 using gpuflame::profiler::EventProcessor;
+using gpuflame::profiler::OomCapture;
+using gpuflame::profiler::OomEpisodes;
+using gpuflame::profiler::OomJson;
 using gpuflame::profiler::StackResolver;
 using gpuflame::profiler::TimeKind;
 
@@ -69,7 +75,8 @@ enum ControlOp : uint8_t {
   kToggleFrozen = 0,  // guardrails' last memory step on or off (EventProcessor::SetFrozen)
   kFlushJoiner = 1,   // a window closes: unsampled kernels are charged (KernelJoiner::Flush)
   kRetireExited = 2,  // the agent retires processes whose GF_EV_EXIT it saw (agent/retirement.cc)
-  kControlOps = 3,
+  kOomTick = 3,       // time passes: out-of-memory episodes past their settle time end (OomEpisodes::Tick)
+  kControlOps = 4,
 };
 
 void BuildProfiles(const EventProcessor& events) {
@@ -110,6 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           events.RetireProcesses(std::vector<pid_t>(exited.begin(), exited.end()));
           exited.clear();
           break;
+        case kOomTick: events.oom().Tick(last_ts + OomEpisodes::kSettleNs); break;
       }
       continue;
     }
@@ -128,5 +136,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   events.joiner().Flush(last_ts, /*everything=*/true);
   BuildProfiles(events);
+  // What the out-of-memory captures say, as `record` writes them.
+  events.oom().FinishAll();
+  for (const OomCapture& c : events.oom().Take()) {
+    BuildOomProfile(c, events.stack_source());
+    OomJson(c, events.frames(), "gpu_oom.pb.gz");
+  }
   return 0;
 }

@@ -22,6 +22,7 @@ LAYERS = [
     "profiler/unwind",
     "profiler/resolve",
     "profiler/aggregate",
+    "profiler/forensics",
     "profiler/pipeline",
     "exporters/proto",
     "exporters/pprof",

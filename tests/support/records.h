@@ -80,11 +80,24 @@ class TensorBatch {
     PutPythonFrames(frames, 0, depth, stack);
     return Put(ev, frames.data(), frames.size());
   }
-  TensorBatch& Alloc(uint64_t ts_ns, uint64_t addr, uint64_t size, uint64_t stack_id) {
+  // |allocated|/|reserved|: the allocator's totals the event reports.
+  TensorBatch& Alloc(uint64_t ts_ns, uint64_t addr, uint64_t size, uint64_t stack_id, uint64_t allocated = 0,
+                     uint64_t reserved = 0) {
     gf_event ev = Inner(GF_EV_ALLOC, ts_ns);
     ev.flags = GF_EVF_STACK_REF;
     ev.addr = addr;
     ev.size = size;
+    ev.arg1 = allocated;
+    ev.arg2 = reserved;
+    return Put(ev, &stack_id, sizeof(stack_id));
+  }
+  // PyTorch's out-of-memory report (c10::reportOutOfMemoryToProfiler).
+  TensorBatch& OomReport(uint64_t ts_ns, uint64_t bytes, uint64_t stack_id, uint64_t allocated, uint64_t reserved) {
+    gf_event ev = Inner(GF_EV_OOM_REPORT, ts_ns);
+    ev.flags = GF_EVF_STACK_REF;
+    ev.size = bytes;
+    ev.arg1 = allocated;
+    ev.arg2 = reserved;
     return Put(ev, &stack_id, sizeof(stack_id));
   }
   // Taken by sampling: it stands for |stands_for| bytes.

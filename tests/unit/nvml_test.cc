@@ -20,6 +20,7 @@
 
 #include "profiler/devices/nvml.h"
 #include "profiler/pipeline/driver_held.h"
+#include "profiler/pipeline/oom_device_memory.h"
 #include "profiler/pipeline/event_processor.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
@@ -75,6 +76,12 @@ NvmlApi FakeApi() {
     return kNvmlSuccess;
   };
   api.error_string = [](int r) { return r == 15 ? "GPU is lost" : "Unknown Error"; };
+  // GPU i has (i + 1) x 80 GiB, 1 GiB of it free.
+  api.memory_info = [](NvmlDevice d, NvmlMemory* m) {
+    const uint64_t total = (reinterpret_cast<uintptr_t>(d)) * 80 * 1024 * MiB;
+    *m = {total, 1024 * MiB, total - 1024 * MiB};
+    return kNvmlSuccess;
+  };
   return api;
 }
 
@@ -174,6 +181,49 @@ TEST_F(NvmlFakeTest, ErrorsSayWhichStepAndWhy) {
       << absent.status();
 }
 
+// An out-of-memory capture's device: the GPUs the driver lists the process on.
+TEST_F(NvmlFakeTest, TheDeviceMemoryOfAnOutOfMemoryProcessIsThatOfTheGpusItUses) {
+  driver_.devices = 2;
+  driver_.processes = {{7, 5 * MiB, ~0u, ~0u}};  // on both GPUs (the fake lists it on every one)
+  OomDeviceMemoryReader reader([] { return Nvml::FromApi(FakeApi()); });
+  OomDeviceMemory m = reader.Read(7);
+  ASSERT_EQ(m.gpus.size(), 2u) << m.unknown;
+  EXPECT_EQ(m.gpus[0].index, 0u);
+  EXPECT_EQ(m.gpus[0].total, 80 * 1024 * MiB);
+  EXPECT_EQ(m.gpus[0].free, 1024 * MiB);
+  EXPECT_EQ(m.gpus[1].index, 1u);
+  EXPECT_EQ(m.gpus[1].total, 160 * 1024 * MiB);
+  // Not listed on a machine of two GPUs: which one is not guessed.
+  OomDeviceMemory other = reader.Read(8);
+  EXPECT_TRUE(other.gpus.empty());
+  EXPECT_EQ(other.unknown, "the driver lists no context of pid 8 on any of 2 GPUs");
+  // Of one GPU: that one (a process in another pid namespace, or gone since).
+  driver_.devices = 1;
+  OomDeviceMemory only = reader.Read(8);
+  ASSERT_EQ(only.gpus.size(), 1u) << only.unknown;
+  EXPECT_EQ(only.gpus[0].total, 80 * 1024 * MiB);
+}
+
+TEST_F(NvmlFakeTest, WithoutMemoryInfoOrNvmlTheDeviceMemoryIsUnknownAndSaysWhy) {
+  driver_.processes = {{7, 5 * MiB, ~0u, ~0u}};
+  OomDeviceMemoryReader old([] {
+    NvmlApi api = FakeApi();
+    api.memory_info = nullptr;
+    return Nvml::FromApi(api, "old NVML");
+  });
+  OomDeviceMemory m = old.Read(7);
+  EXPECT_TRUE(m.gpus.empty());
+  EXPECT_EQ(m.unknown, "old NVML has no nvmlDeviceGetMemoryInfo");
+  int opens = 0;
+  OomDeviceMemoryReader absent([&opens]() -> absl::StatusOr<std::unique_ptr<Nvml>> {
+    opens++;
+    return absl::NotFoundError("cannot load libnvidia-ml.so.1");
+  });
+  EXPECT_EQ(absent.Read(7).unknown, "NVML unavailable: cannot load libnvidia-ml.so.1");
+  EXPECT_EQ(absent.Read(7).unknown, "NVML unavailable: cannot load libnvidia-ml.so.1");
+  EXPECT_EQ(opens, 1) << "tried once";
+}
+
 // The simulated NVML lists a process once it has a simulated context, with
 // what its simulated driver holds: the context and its live allocations.
 TEST(NvmlSimTest, TheSimulatedLibraryAnswersFromTheSimulatedDriver) {
@@ -211,6 +261,13 @@ TEST(NvmlSimTest, TheSimulatedLibraryAnswersFromTheSimulatedDriver) {
   }
   EXPECT_EQ(held, GF_SIM_CONTEXT_BYTES + 12 * MiB);
   EXPECT_FALSE(held_by(getpid()).has_value()) << "this process has no simulated context";
+  // Its GPU: 1 TiB unless GF_SIM_GPU_MEMORY_BYTES says (read at nvmlInit_v2),
+  // what the processes with a context hold in use.
+  auto memory = (*nvml)->MemoryInfo(0);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_EQ(memory->total, uint64_t{1} << 40);
+  EXPECT_GE(memory->used, GF_SIM_CONTEXT_BYTES + 12 * MiB);
+  EXPECT_EQ(memory->free, memory->total - memory->used);
   std::ofstream(done) << "done";
   int status = 0;
   waitpid(child, &status, 0);
