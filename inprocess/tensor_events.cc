@@ -18,6 +18,7 @@
 #include "inprocess/block_set.h"
 #include "inprocess/byte_sampler.h"
 #include "inprocess/got_hook.h"
+#include "inprocess/oom_report.h"
 #include "inprocess/python_walker.h"
 #include "inprocess/torch_report.h"
 
@@ -202,6 +203,24 @@ gf_event TensorEvent(uint8_t kind, uint64_t addr, uint64_t size, TorchDevice dev
   return ev;
 }
 
+// A thread that runs no Python while backward() calls run (an engine
+// thread) works for them: its event names the one call's caller stack
+// (GF_EVF_AUTOGRAD, |ref|: sent when the call began), or how many ran
+// (ambiguous). Returns the flags to add; 0 leaves |ref| alone.
+uint32_t LendBackwardCaller(State& s, uint64_t& ref) {
+  const BackwardOrigin origin = s.backward.Current();
+  if (origin.active == 0 || !s.walker.ThreadRunsNoPython()) return 0;
+  if (origin.active == 1 && origin.stack_id) {
+    ref = origin.stack_id;
+    return GF_EVF_AUTOGRAD;
+  }
+  if (origin.active > 1) {
+    ref = origin.active;
+    return GF_EVF_AUTOGRAD | GF_EVF_AUTOGRAD_AMBIGUOUS;
+  }
+  return 0;
+}
+
 void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
   State& s = S();
   const uint64_t addr = reinterpret_cast<uint64_t>(ptr);
@@ -238,18 +257,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   // call runs: an engine thread, working for that call's caller.
   uint64_t payload[2] = {id, stands_for};  // the stack, and with GF_EVF_SAMPLED the bytes it stands for
   uint64_t& ref = payload[0];
-  if (n == 0 && !(flags & (GF_EVF_PY_READ_FAILED | GF_EVF_PY_KEY_UNSET))) {
-    const BackwardOrigin origin = s.backward.Current();
-    if (origin.active > 0 && s.walker.ThreadRunsNoPython()) {
-      if (origin.active == 1 && origin.stack_id) {
-        ev.flags |= GF_EVF_AUTOGRAD;
-        ref = origin.stack_id;  // sent when the call began
-      } else if (origin.active > 1) {
-        ev.flags |= GF_EVF_AUTOGRAD | GF_EVF_AUTOGRAD_AMBIGUOUS;
-        ref = origin.active;
-      }
-    }
-  }
+  if (n == 0 && !(flags & (GF_EVF_PY_READ_FAILED | GF_EVF_PY_KEY_UNSET))) ev.flags |= LendBackwardCaller(s, ref);
   s.lock.lock();
   AnnounceIfPendingLocked(s);
   const bool new_stack = id && !SentLocked(s, id);
@@ -352,6 +360,7 @@ void TryHook() {
   s.announced.store(true);
   SayHook(GF_TENSOR_HOOK_LIVE, python);
   PollAutogradOrigin();
+  PollOomReport();
 }
 
 }  // namespace
@@ -380,6 +389,7 @@ void PollTensorEvents() {
     RestoreGotSlot(s.patch.slot[i], reinterpret_cast<void*>(&Hook));
   // Its stacks and events go through our batches: only once we are live.
   PollAutogradOrigin();
+  PollOomReport();
   s.lock.lock();
   SendLocked(s);
   // Say again that we are live and forget which stacks were sent when an
@@ -448,6 +458,23 @@ void SayAutogradHook(uint32_t status) {
 }
 
 BackwardOrigins& RunningBackwardCalls() { return S().backward; }
+
+bool TensorHookLive() { return S().hooked.load(); }
+
+void SendOomReport(uint64_t bytes, size_t allocated, size_t reserved, TorchDevice device) {
+  if (!Listening()) return;
+  State& s = S();
+  gf_event ev = TensorEvent(GF_EV_OOM_REPORT, 0, bytes, device, allocated, reserved);
+  ev.flags = GF_EVF_STACK_REF;
+  uint64_t ref = SendThisThreadsStack();
+  // An engine thread failing for a backward() call: charged as its allocations are.
+  if (ref == 0) ev.flags |= LendBackwardCaller(s, ref);
+  s.lock.lock();
+  AnnounceIfPendingLocked(s);
+  AppendLocked(s, ev, &ref, sizeof(ref));
+  SendLocked(s);
+  s.lock.unlock();
+}
 
 void FlushTensorEvents() {
   State& s = S();

@@ -21,9 +21,11 @@
 #ifndef GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
 #define GPUFLAME_INPROCESS_TENSOR_EVENTS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "inprocess/backward_origins.h"
+#include "inprocess/torch_report.h"
 
 namespace gpuflame::inprocess {
 
@@ -60,6 +62,13 @@ uint64_t SendThisThreadsStack();
 bool ThisThreadRunsNoPython();
 // says the backward-origin hook's state (enum gf_autograd_hook) to the agent.
 void SayAutogradHook(uint32_t status);
+// For the out-of-memory hook (oom_report.h), on the thread whose allocation
+// failed: PyTorch's report (GF_EV_OOM_REPORT) with this thread's stack (or,
+// on an engine thread, its backward() caller's), sent at once: the
+// OutOfMemoryError that follows may end the process.
+void SendOomReport(uint64_t bytes, size_t allocated, size_t reserved, TorchDevice device);
+// whether the tensor hook is live (the out-of-memory hook goes in after it).
+bool TensorHookLive();
 // The backward() calls running now (the tensor hook and launches read it).
 BackwardOrigins& RunningBackwardCalls();
 
