@@ -2,6 +2,7 @@
 //   delivery         Pyroscope client + PushQueue (sender thread, spool)
 //   window_snapshot  window close -> per-process profiles (event loop)
 //   window_export    limits, encoding, labels, enqueue (export thread)
+//   oom_push         out-of-memory captures, pushed as they end
 //   labels           series labels; selection: which processes are reported
 //   retirement       exited processes forgotten after their last window
 //   self_metrics     the /metrics list, from one stats snapshot
@@ -25,6 +26,7 @@
 #include "agent/delivery.h"
 #include "agent/labels.h"
 #include "agent/metrics_server.h"
+#include "agent/oom_push.h"
 #include "agent/retirement.h"
 #include "agent/self_metrics.h"
 #include "agent/window_export.h"
@@ -104,6 +106,7 @@ int RunAgent(const AgentConfig& cfg) {
       break;
     }
     for (const std::string& w : session.TakeWarnings()) std::fprintf(stderr, "gpuflame: warning: %s\n", w.c_str());
+    PushOomCaptures(cfg, session, exporter);  // at once, not at the window's end
     // Each change of what gpuflame sheds to stay in its budget, once.
     if (session.guardrails().changes().size() > shed_said) {
       std::vector<std::string> shed = session.guardrails().Describe(agent_start);
@@ -122,8 +125,11 @@ int RunAgent(const AgentConfig& cfg) {
       last_metrics = now;
     }
   }
-  // The last, partial window goes out too.
+  // The last, partial window goes out too, and what is still open of an
+  // out-of-memory episode.
   session.OpenGatesAndDrain();
+  session.events().oom().FinishAll();
+  PushOomCaptures(cfg, session, exporter);
   CloseWindow(session, snapshots, exporter, window_start_wall, NowNs(CLOCK_MONOTONIC) - window_start);
   exporter.Finish();  // every window is in the push queue from here
   // With a spool, what Pyroscope cannot take now waits on disk: no need to

@@ -31,6 +31,7 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.bpf_programs = session.BpfProgramStats();
   s.exported = exported;
   s.push = push;
+  s.oom = ev.oom().stats();
   return s;
 }
 
@@ -110,6 +111,23 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       // the kernel charges to the processes they run in.
       {"gpuflame_bpf_stats_enabled", "Whether the kernel's BPF run-time statistics are on (1), which the gpuflame_bpf_program_* series need.", "gauge", s.bpf_stats_on ? 1.0 : 0.0},
   };
+  // Out-of-memory episodes: each captured one is pushed at once as a gpu_oom profile.
+  out.push_back({"gpuflame_oom_episodes_total",
+                 "Out-of-memory episodes: a device allocation that failed for want of memory, with the retries that "
+                 "followed (or PyTorch's report of one).",
+                 "counter", double(s.oom.episodes)});
+  out.push_back({"gpuflame_oom_failed_calls_total",
+                 "Device allocation calls that returned out of memory, retries included.", "counter",
+                 double(s.oom.failed_calls)});
+  out.push_back({"gpuflame_oom_not_captured_total",
+                 "Out-of-memory episodes counted but not captured (over 8 per process, or too many at once).",
+                 "counter", double(s.oom.not_captured)});
+  for (const auto& [outcome, n] : {std::pair{"retry_succeeded", s.oom.retry_succeeded}, {"raised", s.oom.raised},
+                                   {"process_exited", s.oom.exited}, {"unresolved", s.oom.unresolved}})
+    out.push_back({"gpuflame_oom_captures_total",
+                   "Out-of-memory episodes captured and pushed as gpu_oom profiles, by how they ended.", "counter",
+                   double(n),
+                   {{"outcome", outcome}}});
   if (s.self_cpu_seconds >= 0)
     out.push_back({"gpuflame_self_cpu_seconds_total", "gpuflame's own CPU time, user and system, all its threads.",
                    "counter", s.self_cpu_seconds});

@@ -43,6 +43,7 @@ struct AgentStats {
   std::vector<ProgramRunStats> bpf_programs;  // each program's runs and run time since load
   ExportStats exported;
   exporters::PushStats push;
+  OomStats oom;  // out-of-memory episodes and their captures
 };
 
 // Event loop: reads the pipeline's counters (Session is not thread-safe).

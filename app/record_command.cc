@@ -27,6 +27,7 @@
 #include "profiler/pipeline/session.h"
 #include "profiler/process/process_registry.h"
 #include "profiler/aggregate/profile_builder.h"
+#include "app/record_oom.h"
 #include "app/record_output.h"
 #include "profiler/resolve/stack_resolver.h"
 
@@ -116,7 +117,7 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const StackResolver& res,
                         const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
                         const Guardrails& guard, const std::string& self_cost, TensorEvents tensor_events,
-                        double seconds, const std::vector<std::string>& warnings) {
+                        const std::string& oom, double seconds, const std::vector<std::string>& warnings) {
   const char* bpf_names[GF_STAT_MAX] = {
       "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
       "failed_cuda_calls", "python_walks", "python_no_thread_state", "python_read_failed",
@@ -247,7 +248,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
     out += "}";
     first = false;
   }
-  absl::StrAppend(&out, "\n  ],\n  \"warnings\": [");
+  // Out-of-memory episodes and what was captured of each (profiler/forensics/).
+  absl::StrAppend(&out, "\n  ],\n  \"oom\": ", oom, ",\n  \"warnings\": [");
   for (size_t i = 0; i < warnings.size(); i++)
     absl::StrAppend(&out, i ? ", " : "", base::JsonString(warnings[i]));
   out += "]\n}\n";
@@ -316,6 +318,7 @@ int RunRecord(const RecordOptions& opt) {
   const int64_t start_wall = NowNs(CLOCK_REALTIME);
   const int64_t start = NowNs(CLOCK_MONOTONIC);
   Progress progress(opt.progress && !opt.quiet);
+  RecordOom oom(opt.quiet);
   int exit_status = 0;
   const bool child_done = opt.command.empty();  // no command: nothing to wait for
   int64_t last_draw = 0;
@@ -333,6 +336,7 @@ int RunRecord(const RecordOptions& opt) {
         std::fprintf(stderr, "%sgpuflame: warning: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", w.c_str());
       warnings.push_back(std::move(w));  // for summary.json too
     }
+    oom.Collect(session);  // each out-of-memory capture said as it ends
     int64_t now = NowNs(CLOCK_MONOTONIC);
     double elapsed = static_cast<double>(now - start) / 1e9;
     if (now - last_draw > 200'000'000) {
@@ -357,6 +361,7 @@ int RunRecord(const RecordOptions& opt) {
     }
   }
   session.OpenGatesAndDrain();
+  oom.Finish(session);
   session.RefreshFrames();
   progress.Finish();
   const int64_t duration = NowNs(CLOCK_MONOTONIC) - start;
@@ -398,6 +403,8 @@ int RunRecord(const RecordOptions& opt) {
   if (any_torch) profiles.push_back(&torch);
   if (opt.profiling.cpu_hz > 0) profiles.push_back(&cpu);
   if (any_cupti || !kernels.samples.empty()) profiles.push_back(&kernels);
+  const std::vector<profiler::Profile> oom_profiles = oom.Profiles(session);
+  for (const profiler::Profile& p : oom_profiles) profiles.push_back(&p);
   if (opt.profiling.kernel_time) registry.CheckKernelTime();
 
   const size_t said_live = warnings.size();  // already on the terminal
@@ -455,11 +462,11 @@ int RunRecord(const RecordOptions& opt) {
                            session.guardrails().CpuSeconds(), events.library_cost()};
   std::string summary = SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(),
                                     session.unwinder().stats(), session.native_symbols(), session.guardrails(),
-                                    SelfCostJson(self_cost), profiling.tensor_events,
+                                    SelfCostJson(self_cost), profiling.tensor_events, oom.Json(session),
                                     static_cast<double>(duration) / 1e9, warnings);
   std::string title = opt.command.empty() ? "record" : opt.command[0];
   for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
-  auto written = WriteRecordOutput(opt.output_dir, profiles, title, summary);
+  auto written = WriteRecordOutput(opt.output_dir, profiles, title, summary, oom.Lines(session));
   if (!written.ok()) return Fail(written.status());
 
   if (!opt.quiet) {

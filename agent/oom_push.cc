@@ -1,0 +1,32 @@
+#include "agent/oom_push.h"
+
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "agent/selection.h"
+#include "profiler/forensics/oom_report.h"
+
+namespace gpuflame::profiler {
+
+uint64_t PushOomCaptures(const AgentConfig& cfg, Session& session, WindowExporter& exporter) {
+  std::vector<OomCapture> captures = session.events().oom().Take();
+  if (captures.empty()) return 0;
+  std::vector<ProcessWindow> out;
+  for (OomCapture& c : captures) {
+    if (!Selected(cfg.select, c.pid, c.context.process, c.context.pod)) continue;
+    std::fprintf(stderr, "gpuflame: %s (pushed as %s)\n", OomSummaryLine(c, session.events().frames()).c_str(),
+                 kOomProfile);
+    ProcessWindow w;
+    w.pid = c.pid;
+    w.process = c.context.process;
+    w.pod = c.context.pod;
+    w.profiles.push_back(BuildOomProfile(c, session.events().stack_source()));
+    out.push_back(std::move(w));
+  }
+  const uint64_t n = out.size();
+  exporter.Submit(std::move(out));
+  return n;
+}
+
+}  // namespace gpuflame::profiler
