@@ -845,6 +845,76 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
   EXPECT_GE(matched, 2) << agent.Log();  // gpu_memory and torch_memory
 }
 
+// tests/workloads/oom.py on a 43 MiB simulated device (a fixture) runs out
+// of memory; PyTorch's retry after freeing its cache succeeds. The agent's
+// window is ten minutes: what reaches Pyroscope before it ends was pushed as
+// the capture ended. |inprocess|: the workload loads libgpuflame_cupti.so
+// (tensor events and PyTorch's report in-process), else the probes serve it.
+void PushesAnOomCaptureAtOnce(bool inprocess) {
+  std::string dir = TempDir(inprocess ? "agent-oom-inprocess" : "agent-oom-probes");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  const std::string device = "GF_SIM_GPU_MEMORY_BYTES=" + std::to_string(43 * MiB);
+  std::string nvml = SimNvmlEnv();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--window", "600"}, {nvml, device});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  std::string py = PyenvPython("3.12");
+  const std::string env = SimEnv() + (inprocess ? std::string(" CUDA_INJECTION64_PATH=") + GPUFLAME_CUPTI_LIB : "");
+  for (int i = 0; i < 300; i++) {  // the fixture's files attached first (RunWorkload says why)
+    Sh(env + " " + py + " -c 'import sim_torch'");
+    if (Metric(metrics_port, "gpuflame_library_files_attached") >= 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string pidfile = dir + "/workload.pid";
+  RunResult r = Sh(env + " " + device + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " +
+                   Workload("oom.py") + " rescue'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string pid = ReadFile(pidfile).substr(0, ReadFile(pidfile).find('\n'));
+  std::vector<ReceivedSeries> oom;
+  for (int i = 0; i < 500 && oom.empty(); i++) {
+    for (ReceivedSeries& s : receiver.Accepted())
+      if (s.labels["__name__"] == "gpu_oom" && s.labels["pid"] == pid) oom.push_back(std::move(s));
+    if (oom.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(oom.size(), 1u) << agent.Log();
+  for (const ReceivedSeries& s : receiver.Accepted())
+    EXPECT_NE(s.labels.at("__name__"), "gpu_memory") << "no window has closed: the capture came on its own";
+  const ReceivedSeries& s = oom[0];
+  EXPECT_EQ(s.labels.at("service_name"), "python3.12");
+  EXPECT_EQ(s.labels.at("process"), "python3.12");
+  EXPECT_EQ(s.labels.at("node"), "test-node");
+  EXPECT_EQ(SampleTotal(s.profile, "gpu_inuse_space"), 36 * MiB);
+  EXPECT_EQ(SampleTotal(s.profile, "torch_inuse_space"), 16 * MiB);
+  EXPECT_EQ(SampleTotal(s.profile, "requested_space"), 22 * MiB);
+  for (int i = 0; i < 150 && Metric(metrics_port, "gpuflame_oom_episodes_total") < 1; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // published once a second
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_oom_episodes_total"), 1) << agent.Log();
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_oom_failed_calls_total"), 1);
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_oom_captures_total{outcome=\"retry_succeeded\"}"), 1);
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_oom_captures_total{outcome=\"raised\"}"), 0);
+  const std::string log = agent.Log();
+  EXPECT_NE(log.find("gpuflame: OOM in pid " + pid + " (python3.12) at "), std::string::npos) << log;
+  EXPECT_NE(log.find("; PyTorch freed its cache and the retry succeeded (pushed as gpu_oom)"), std::string::npos)
+      << log;
+  if (inprocess) {
+    EXPECT_GE(Metric(metrics_port, "gpuflame_tensor_events_inprocess_total"), 4);
+  }
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+}
+
+TEST(AgentTest, PushesAnOomCaptureAtOnceNotAtTheWindowsEnd) {
+  GPUFLAME_REQUIRE_ROOT();
+  PushesAnOomCaptureAtOnce(/*inprocess=*/false);
+}
+
+TEST(AgentTest, PushesAnOomCaptureAtOnceFromAnInProcessWorkloadToo) {
+  GPUFLAME_REQUIRE_ROOT();
+  PushesAnOomCaptureAtOnce(/*inprocess=*/true);
+}
+
 TEST(AgentTest, RejectsBadConfigurationWithOneLine) {
   RunResult r = Sh(std::string(GPUFLAME_BIN) + " agent --pyroscope-url localhost:4040");
   EXPECT_EQ(r.status, 2);

@@ -1,0 +1,208 @@
+// Out-of-memory forensics end to end: `gpuflame record` with real BPF
+// probes, real CPython and the simulated CUDA runtime (a test fixture, not
+// a GPU) on a 43 MiB device, where tests/workloads/oom.py runs out of
+// memory on purpose. The capture is read back from gpu_oom.pb.gz (with the
+// schema and with `go tool pprof`), summary.json, the HTML page and the
+// terminal, on both paths of tensor events: in-process (record's default
+// for its command) and the probes (--tensor-events probes).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "e2e/e2e_support.h"
+
+namespace gpuflame::e2e {
+namespace {
+
+constexpr int64_t MiB = 1 << 20;
+// The simulated device: its 3 MiB context and 40 MiB (cuda_sim/README.md).
+constexpr int64_t kDeviceBytes = 43 * MiB;
+const std::string kDevice = "GF_SIM_GPU_MEMORY_BYTES=" + std::to_string(kDeviceBytes);
+const std::string kTensor = "empty;Tensor > __init__;";
+
+struct Recorded {
+  RunResult run;
+  std::string out;
+  nlohmann::json summary;
+  nlohmann::json capture;  // the one capture
+  pprof::Profile profile;  // gpu_oom.pb.gz
+};
+
+// Records oom.py |mode| (not quiet: the terminal line is checked too).
+Recorded RecordOom(const std::string& label, const std::string& mode, const std::string& flags) {
+  Recorded r;
+  r.out = TempDir("oom-" + label);
+  r.run = Sh(SimEnv() + " " + SimNvmlEnv() + " " + kDevice + " " + GPUFLAME_BIN + " record -o " + r.out + " " + flags +
+             " -- " + PyenvPython("3.12") + " " + Workload("oom.py") + " " + mode + " 2>&1");
+  r.summary = nlohmann::json::parse(ReadFile(r.out + "/summary.json"), nullptr, /*allow_exceptions=*/false);
+  if (r.summary.is_object() && r.summary["oom"]["captures"].size() == 1) r.capture = r.summary["oom"]["captures"][0];
+  LoadPprof(r.out + "/gpu_oom.pb.gz", &r.profile);
+  return r;
+}
+
+// The single stack of |stacks| ending in |leaf| and its value ("" and -1:
+// none, or several).
+std::pair<std::string, int64_t> EndingIn(const std::map<std::string, int64_t>& stacks, const std::string& leaf) {
+  std::pair<std::string, int64_t> found{"", -1};
+  int n = 0;
+  for (const auto& [stack, value] : stacks)
+    if (stack.size() >= leaf.size() && stack.compare(stack.size() - leaf.size(), leaf.size(), leaf) == 0) {
+      found = {stack, value};
+      n++;
+    }
+  return n == 1 ? found : std::pair<std::string, int64_t>{"", -1};
+}
+
+// What every mode held at its first failure, both levels, to the byte, and
+// (|named|) under which Python functions.
+void ExpectLiveSetsAtTheFirstFailure(const Recorded& r, bool named = true) {
+  const nlohmann::json& c = r.capture;
+  EXPECT_EQ(c["device_live_bytes"], 36 * MiB) << c.dump(2);
+  EXPECT_EQ(c["device_live_objects"], 2);
+  EXPECT_EQ(c["tensor_live_bytes"], 16 * MiB);
+  EXPECT_EQ(c["tensor_live_objects"], 1);
+  EXPECT_EQ(c["allocator_allocated_bytes"], 16 * MiB);
+  EXPECT_EQ(c["allocator_reserved_bytes"], 36 * MiB);
+  EXPECT_EQ(c["cached_unused_bytes"], 20 * MiB);
+  ASSERT_EQ(c["gpus"].size(), 1u) << c.dump(2);
+  EXPECT_EQ(c["gpus"][0]["index"], 0);
+  EXPECT_EQ(c["gpus"][0]["total_bytes"], kDeviceBytes);
+  EXPECT_EQ(c["api"], "cudaMalloc");
+  EXPECT_EQ(c["error"], 2);
+  EXPECT_EQ(c["episode"], 1);
+  EXPECT_EQ(c["profile"], "gpu_oom.pb.gz");
+
+  // The profile: the live sets by stack as sample types.
+  EXPECT_EQ(Total(r.profile, "gpu_inuse_space"), 36 * MiB);
+  EXPECT_EQ(Total(r.profile, "gpu_inuse_objects"), 2);
+  EXPECT_EQ(Total(r.profile, "torch_inuse_space"), 16 * MiB);
+  EXPECT_EQ(Total(r.profile, "torch_inuse_objects"), 1);
+  // An independent reader agrees.
+  RunResult top = Sh("go tool pprof -top -sample_index=gpu_inuse_space " + r.out + "/gpu_oom.pb.gz");
+  ASSERT_EQ(top.status, 0) << top.output;
+  EXPECT_NE(top.output.find("36MB total"), std::string::npos) << top.output;
+  if (!named) return;
+  const std::string module = "<module>;main;";
+  auto gpu = Stacks(r.profile, "gpu_inuse_space", true, /*drop_native=*/true);
+  EXPECT_EQ(gpu, (std::map<std::string, int64_t>{{module + "load_weights;" + kTensor + "cudaMalloc", 16 * MiB},
+                                                 {module + "warm_up;" + kTensor + "cudaMalloc", 20 * MiB}}))
+      << Dump(gpu);
+  auto torch = Stacks(r.profile, "torch_inuse_space", true, true);
+  EXPECT_EQ(torch, (std::map<std::string, int64_t>{
+                       {module + "load_weights;" + kTensor + "c10::cuda::CUDACachingAllocator::malloc", 16 * MiB}}))
+      << Dump(torch);
+}
+
+// The failing request: its own sample, under its stack (|named|: with its
+// Python functions' names).
+void ExpectRequest(const Recorded& r, int64_t bytes, bool named = true) {
+  auto request = Stacks(r.profile, "requested_space", true, true);
+  const std::string leaf = "cudaMalloc;[out of memory: " + std::to_string(bytes / MiB) + ".00 MiB requested]";
+  EXPECT_EQ(request.size(), 1u) << Dump(request);
+  EXPECT_EQ(EndingIn(request, leaf).second, bytes) << Dump(request);
+  if (named) {
+    EXPECT_EQ(request, (std::map<std::string, int64_t>{{"<module>;main;Trainer > step;" + kTensor + leaf, bytes}}))
+        << Dump(request);
+  }
+  EXPECT_EQ(r.capture["requested_bytes"], bytes);
+}
+
+void ExpectSaidEverywhere(const Recorded& r, const std::string& outcome_text) {
+  const std::string line = r.capture["summary"];
+  EXPECT_EQ(line.rfind("OOM in pid ", 0), 0u) << line;
+  // What it asked for, under which function; what was live; the device; who
+  // held it (the tensor level: the weights, not the cache); how it ended.
+  const size_t at = line.find(" UTC: ");
+  ASSERT_NE(at, std::string::npos) << line;
+  EXPECT_EQ(line.substr(at + 6),
+            std::to_string(r.capture["requested_bytes"].get<int64_t>() / MiB) +
+                ".00 MiB requested by cudaMalloc under `… › Trainer > step › empty › Tensor > __init__`; live 36.00 "
+                "MiB, of which 20.00 MiB cached and unused (tensors 16.00 MiB); GPU 0 has 43.00 MiB; largest "
+                "holders: 16.00 MiB `… › load_weights › empty › Tensor > __init__`; " +
+                outcome_text);
+  EXPECT_NE(r.run.output.find("gpuflame: " + line), std::string::npos) << r.run.output;
+  const std::string html = ReadFile(r.out + "/flamegraph.html");
+  EXPECT_NE(html.find("\"notes\":[\"OOM in pid"), std::string::npos);
+  EXPECT_NE(html.find("\"name\":\"gpu_oom\""), std::string::npos);
+}
+
+class OomForensicsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (PyenvPython("3.12").empty()) GTEST_SKIP() << "needs pyenv's CPython 3.12";
+  }
+  std::string Label(const std::string& mode) const { return mode + (GetParam().empty() ? "-inprocess" : "-probes"); }
+};
+
+TEST_P(OomForensicsTest, AnOomTheRetryRescuesIsCapturedAsAtItsFirstFailure) {
+  GPUFLAME_REQUIRE_ROOT();
+  Recorded r = RecordOom(Label("rescue"), "rescue", GetParam());
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  // The allocator's own figures, as the workload printed them.
+  EXPECT_NE(r.run.output.find("oom.py rescue: allocated; memory_allocated 39845888 memory_reserved 39845888 "
+                              "num_ooms 0"),
+            std::string::npos)
+      << r.run.output;
+  ASSERT_TRUE(r.capture.is_object()) << ReadFile(r.out + "/summary.json");
+  EXPECT_EQ(r.capture["outcome"], "retry_succeeded");
+  EXPECT_EQ(r.capture["failed_calls"], 1);
+  EXPECT_TRUE(r.capture["torch_report"].is_null());
+  EXPECT_EQ(r.summary["oom"]["episodes"], 1);
+  EXPECT_EQ(r.summary["oom"]["not_captured"], 0);
+  ExpectLiveSetsAtTheFirstFailure(r);
+  ExpectRequest(r, 22 * MiB);
+  ExpectSaidEverywhere(r, "PyTorch freed its cache and the retry succeeded");
+}
+
+TEST_P(OomForensicsTest, AnOomThatRaisesAndIsCaughtSaysItRaised) {
+  GPUFLAME_REQUIRE_ROOT();
+  Recorded r = RecordOom(Label("raise"), "raise", GetParam());
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  EXPECT_NE(r.run.output.find("oom.py raise: caught OutOfMemoryError; memory_allocated 16777216 memory_reserved "
+                              "16777216 num_ooms 1"),
+            std::string::npos)
+      << r.run.output;
+  ASSERT_TRUE(r.capture.is_object()) << ReadFile(r.out + "/summary.json");
+  EXPECT_EQ(r.capture["outcome"], "raised");
+  EXPECT_EQ(r.capture["failed_calls"], 2) << "the first call and the retry after freeing the cache";
+  const nlohmann::json& report = r.capture["torch_report"];
+  EXPECT_EQ(report["bytes"], 30 * MiB);
+  EXPECT_EQ(report["allocated_bytes"], 16 * MiB);
+  EXPECT_EQ(report["reserved_bytes"], 16 * MiB) << "after freeing its cache";
+  EXPECT_EQ(report["device"], 0);
+  EXPECT_NE(report["stack"].get<std::string>().find("main;Trainer > step;"), std::string::npos) << report.dump();
+  ExpectLiveSetsAtTheFirstFailure(r);
+  ExpectRequest(r, 30 * MiB);
+  ExpectSaidEverywhere(r,
+                       "the process raised OutOfMemoryError (PyTorch: 16.00 MiB allocated, 16.00 MiB "
+                       "reserved after freeing its cache)");
+}
+
+TEST_P(OomForensicsTest, AnOomCaptureSurvivesTheProcessExitingAtOnce) {
+  // os._exit right after the OutOfMemoryError: no interpreter shutdown (no
+  // last chance to read its code objects), no flush at exit. The whole run
+  // takes a few milliseconds, so its Python functions may be gone before
+  // their names are read (as for any allocation of a process that short:
+  // README, "Requirements and limits"); what it held is exact regardless.
+  GPUFLAME_REQUIRE_ROOT();
+  Recorded r = RecordOom(Label("exit"), "exit", GetParam());
+  EXPECT_EQ(r.run.status, 3) << r.run.output;  // record exits with its command's status
+  ASSERT_TRUE(r.capture.is_object()) << ReadFile(r.out + "/summary.json");
+  EXPECT_EQ(r.capture["outcome"], "raised");
+  EXPECT_EQ(r.capture["failed_calls"], 2);
+  EXPECT_EQ(r.capture["torch_report"]["bytes"], 30 * MiB);
+  ExpectLiveSetsAtTheFirstFailure(r, /*named=*/false);
+  ExpectRequest(r, 30 * MiB, /*named=*/false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, OomForensicsTest, ::testing::Values("", "--tensor-events probes"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param.empty() ? std::string("InProcess") : std::string("Probes");
+                         });
+
+}  // namespace
+}  // namespace gpuflame::e2e
