@@ -44,6 +44,17 @@ Recorded RecordOom(const std::string& label, const std::string& mode, const std:
   return r;
 }
 
+// Records |mode| and checks what every run says: record's status (its
+// command's), the allocator's own figures as the workload printed them
+// (|printed|, unless empty), and one capture in summary.json.
+void RecordOomRun(const std::string& label, const std::string& mode, const std::string& flags, int status,
+                  const std::string& printed, Recorded* r) {
+  *r = RecordOom(label, mode, flags);
+  ASSERT_EQ(r->run.status, status) << r->run.output;
+  if (!printed.empty()) EXPECT_NE(r->run.output.find(printed), std::string::npos) << r->run.output;
+  ASSERT_TRUE(r->capture.is_object()) << ReadFile(r->out + "/summary.json");
+}
+
 // The single stack of |stacks| ending in |leaf| and its value ("" and -1:
 // none, or several).
 std::pair<std::string, int64_t> EndingIn(const std::map<std::string, int64_t>& stacks, const std::string& leaf) {
@@ -140,14 +151,11 @@ class OomForensicsTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(OomForensicsTest, AnOomTheRetryRescuesIsCapturedAsAtItsFirstFailure) {
   GPUFLAME_REQUIRE_ROOT();
-  Recorded r = RecordOom(Label("rescue"), "rescue", GetParam());
-  ASSERT_EQ(r.run.status, 0) << r.run.output;
-  // The allocator's own figures, as the workload printed them.
-  EXPECT_NE(r.run.output.find("oom.py rescue: allocated; memory_allocated 39845888 memory_reserved 39845888 "
-                              "num_ooms 0"),
-            std::string::npos)
-      << r.run.output;
-  ASSERT_TRUE(r.capture.is_object()) << ReadFile(r.out + "/summary.json");
+  Recorded r;
+  ASSERT_NO_FATAL_FAILURE(RecordOomRun(Label("rescue"), "rescue", GetParam(), 0,
+                                       "oom.py rescue: allocated; memory_allocated 39845888 memory_reserved "
+                                       "39845888 num_ooms 0",
+                                       &r));
   EXPECT_EQ(r.capture["outcome"], "retry_succeeded");
   EXPECT_EQ(r.capture["failed_calls"], 1);
   EXPECT_TRUE(r.capture["torch_report"].is_null());
@@ -160,13 +168,11 @@ TEST_P(OomForensicsTest, AnOomTheRetryRescuesIsCapturedAsAtItsFirstFailure) {
 
 TEST_P(OomForensicsTest, AnOomThatRaisesAndIsCaughtSaysItRaised) {
   GPUFLAME_REQUIRE_ROOT();
-  Recorded r = RecordOom(Label("raise"), "raise", GetParam());
-  ASSERT_EQ(r.run.status, 0) << r.run.output;
-  EXPECT_NE(r.run.output.find("oom.py raise: caught OutOfMemoryError; memory_allocated 16777216 memory_reserved "
-                              "16777216 num_ooms 1"),
-            std::string::npos)
-      << r.run.output;
-  ASSERT_TRUE(r.capture.is_object()) << ReadFile(r.out + "/summary.json");
+  Recorded r;
+  ASSERT_NO_FATAL_FAILURE(RecordOomRun(Label("raise"), "raise", GetParam(), 0,
+                                       "oom.py raise: caught OutOfMemoryError; memory_allocated 16777216 "
+                                       "memory_reserved 16777216 num_ooms 1",
+                                       &r));
   EXPECT_EQ(r.capture["outcome"], "raised");
   EXPECT_EQ(r.capture["failed_calls"], 2) << "the first call and the retry after freeing the cache";
   const nlohmann::json& report = r.capture["torch_report"];
@@ -189,9 +195,8 @@ TEST_P(OomForensicsTest, AnOomCaptureSurvivesTheProcessExitingAtOnce) {
   // their names are read (as for any allocation of a process that short:
   // README, "Requirements and limits"); what it held is exact regardless.
   GPUFLAME_REQUIRE_ROOT();
-  Recorded r = RecordOom(Label("exit"), "exit", GetParam());
-  EXPECT_EQ(r.run.status, 3) << r.run.output;  // record exits with its command's status
-  ASSERT_TRUE(r.capture.is_object()) << ReadFile(r.out + "/summary.json");
+  Recorded r;
+  ASSERT_NO_FATAL_FAILURE(RecordOomRun(Label("exit"), "exit", GetParam(), 3, "", &r));
   EXPECT_EQ(r.capture["outcome"], "raised");
   EXPECT_EQ(r.capture["failed_calls"], 2);
   EXPECT_EQ(r.capture["torch_report"]["bytes"], 30 * MiB);
