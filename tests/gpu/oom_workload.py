@@ -66,10 +66,11 @@ def run(mode, stats_path):
         "device_free": torch.cuda.mem_get_info()[0],
     }
     nbytes = round_mib2((0.30 if mode == "rescue" else 0.60) * total)
+    out_of_memory = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)  # or torch.cuda's, in older versions
     try:
         trainer.step(nbytes)
         outcome = "retry_succeeded"
-    except torch.OutOfMemoryError:
+    except out_of_memory:
         outcome = "raised"
     stats = torch.cuda.memory_stats()
     after = {k: stats.get(k, 0) for k in ("num_ooms", "num_alloc_retries", "allocated_bytes.all.current",
