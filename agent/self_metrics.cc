@@ -125,7 +125,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
   for (const auto& [outcome, n] : {std::pair{"retry_succeeded", s.oom.retry_succeeded}, {"raised", s.oom.raised},
                                    {"process_exited", s.oom.exited}, {"unresolved", s.oom.unresolved}})
     out.push_back({"gpuflame_oom_captures_total",
-                   "Out-of-memory episodes captured and pushed as gpu_oom profiles, by how they ended.", "counter",
+                   "Out-of-memory episodes captured, by how they ended (each pushed at once as a gpu_oom profile where the agent's selectors take its process).", "counter",
                    double(n),
                    {{"outcome", outcome}}});
   if (s.self_cpu_seconds >= 0)

@@ -42,6 +42,9 @@ struct OomLiveSet {
   std::vector<OomHolder> holders;  // largest first
   int64_t objects = 0;
   int64_t bytes = 0;
+  // Some of it stands for allocations sampled by bytes (the agent's default
+  // for in-process tensor events): unbiased estimates, not exact bytes.
+  bool estimated = false;
 };
 
 // The first device-level allocation call of the episode that returned out

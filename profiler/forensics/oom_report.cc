@@ -152,7 +152,9 @@ std::string OomSummaryLine(const OomCapture& c, const FrameTable& frames) {
     absl::StrAppend(&request, " under `", ShortStack(*stack, frames), "`");
   std::string live = absl::StrCat("live ", HumanBytes(c.device.bytes));
   if (auto cached = CachedUnused(c)) absl::StrAppend(&live, ", of which ", HumanBytes(*cached), " cached and unused");
-  if (c.tensors) absl::StrAppend(&live, " (tensors ", HumanBytes(c.tensors->bytes), ")");
+  if (c.tensors)
+    absl::StrAppend(&live, " (tensors ", c.tensors->estimated ? "about " : "", HumanBytes(c.tensors->bytes),
+                    c.tensors->estimated ? ", from sampled allocations)" : ")");
   std::string holders;
   const OomLiveSet& level = HolderLevel(c);
   for (size_t i = 0; i < level.holders.size() && i < kLineHolders; i++)
@@ -223,7 +225,8 @@ std::string OomJson(const OomCapture& c, const FrameTable& frames, const std::st
   else out += ", \"torch_report\": null";
   absl::StrAppend(&out, ", \"device_live_bytes\": ", c.device.bytes, ", \"device_live_objects\": ", c.device.objects,
                   ", \"tensor_live_bytes\": ", c.tensors ? absl::StrCat(c.tensors->bytes) : "null",
-                  ", \"tensor_live_objects\": ", c.tensors ? absl::StrCat(c.tensors->objects) : "null");
+                  ", \"tensor_live_objects\": ", c.tensors ? absl::StrCat(c.tensors->objects) : "null",
+                  ", \"tensor_live_estimated\": ", c.tensors && c.tensors->estimated ? "true" : "false");
   absl::StrAppend(&out, ", \"allocator_allocated_bytes\": ", c.totals ? absl::StrCat(c.totals->allocated) : "null",
                   ", \"allocator_reserved_bytes\": ", c.totals ? absl::StrCat(c.totals->reserved) : "null",
                   ", \"cached_unused_bytes\": ", OrNull(CachedUnused(c)), ", \"gpus\": [");

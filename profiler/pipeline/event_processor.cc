@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,8 +28,9 @@ EventProcessor::EventProcessor(ProcessRegistry* registry, StackResolver& resolve
 }
 
 OomProcessContext EventProcessor::OomContext(pid_t pid) const {
+  const auto upid = static_cast<uint32_t>(pid);
   OomProcessContext c;
-  c.tensors_expected = totals_.contains(static_cast<uint32_t>(pid)) || inprocess_since_.contains(static_cast<uint32_t>(pid));
+  c.tensors_expected = totals_.contains(upid) || inprocess_since_.contains(upid);
   if (const ProcessInfo* info = registry_ ? registry_->Find(pid) : nullptr) {
     c.process = info->comm;
     c.pod = info->pod;

@@ -5,7 +5,9 @@
 // cuMemAlloc_v2, hence the forwarding flag); libc10_cuda.so carries the
 // semaphore-guarded USDT pytorch:malloc/free notes; libc10.so exports
 // c10::reportMemoryUsageToProfiler, called on every caching-allocator
-// alloc and free. The libraries live under site-packages, not a fixed path.
+// alloc and free, and c10::reportOutOfMemoryToProfiler, called only before
+// an OutOfMemoryError (both attached by process_registry.cc, beside each
+// other). The libraries live under site-packages, not a fixed path.
 #ifndef GPUFLAME_PROFILER_PROBES_PROBE_TABLE_H_
 #define GPUFLAME_PROFILER_PROBES_PROBE_TABLE_H_
 

@@ -51,7 +51,9 @@ void RecordOomRun(const std::string& label, const std::string& mode, const std::
                   const std::string& printed, Recorded* r) {
   *r = RecordOom(label, mode, flags);
   ASSERT_EQ(r->run.status, status) << r->run.output;
-  if (!printed.empty()) EXPECT_NE(r->run.output.find(printed), std::string::npos) << r->run.output;
+  if (!printed.empty()) {
+    EXPECT_NE(r->run.output.find(printed), std::string::npos) << r->run.output;
+  }
   ASSERT_TRUE(r->capture.is_object()) << ReadFile(r->out + "/summary.json");
 }
 

@@ -195,6 +195,24 @@ TEST_F(OomTest, PyTorchsReportAfterItsRetriesFailedSaysItRaisedWithTheTensorsAsT
   EXPECT_EQ(events_.oom().stats().torch_reports, 1u);
 }
 
+TEST_F(OomTest, ATensorLevelFromSampledAllocationsSaysItIsAnEstimate) {
+  // The agent's default in-process: tensor allocations sampled by bytes.
+  events_.OnRecord(testing::TensorBatch(kPid)
+                       .Hook(1)
+                       .Stack(0x51, 2, 1)
+                       .SampledAlloc(5, 0x1000, 1 * MiB, 0x51, 4 * MiB)
+                       .OomReport(9, 8 * MiB, 0x51, 5 * MiB, 6 * MiB)
+                       .Build());
+  std::vector<OomCapture> got = Take();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(got[0].tensors);
+  EXPECT_TRUE(got[0].tensors->estimated);
+  EXPECT_EQ(got[0].tensors->bytes, int64_t{4 * MiB});
+  EXPECT_NE(OomSummaryLine(got[0], events_.frames()).find("(tensors about 4.00 MiB, from sampled allocations)"),
+            std::string::npos);
+  EXPECT_NE(OomJson(got[0], events_.frames(), "").find("\"tensor_live_estimated\": true"), std::string::npos);
+}
+
 TEST_F(OomTest, AReportWithoutAFailedCallIsAnEpisodeOfItsOwn) {
   // PyTorch refuses without calling the driver (its per-process memory
   // fraction): the report is the request.
