@@ -10,30 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/human_units.h"
 #include "base/json_string.h"
 #include "exporters/files/folded_writer.h"
 #include "exporters/files/html_writer.h"
 #include "exporters/pprof/pprof_writer.h"
 
 namespace gpuflame::profiler {
-
-namespace {
-
-// "1.23 s", "12.3 ms", "420 µs"
-std::string HumanSeconds(double ns) {
-  if (ns >= 1e9) return absl::StrFormat("%.2f s", ns / 1e9);
-  if (ns >= 1e6) return absl::StrFormat("%.1f ms", ns / 1e6);
-  return absl::StrFormat("%.0f µs", ns / 1e3);
-}
-
-// "1.46 M", "12.3 k", "512"
-std::string HumanCount(uint64_t n) {
-  if (n >= 1'000'000) return absl::StrFormat("%.2f M", static_cast<double>(n) / 1e6);
-  if (n >= 1'000) return absl::StrFormat("%.1f k", static_cast<double>(n) / 1e3);
-  return absl::StrCat(n);
-}
-
-}  // namespace
 
 std::string SelfCostJson(const SelfCost& cost) {
   const ProgramCost total = TotalCost(cost.programs);
@@ -63,11 +46,11 @@ std::string SelfCostLine(const SelfCost& cost) {
   std::string bpf = cost.bpf_stats != "on" ? absl::StrCat("BPF run time ", cost.bpf_stats)
                     : total.hits == 0      ? std::string("no BPF program ran")
                                            : absl::StrFormat("%s in BPF programs (%.2f µs per hit, %s hits)",
-                                                             HumanSeconds(static_cast<double>(total.ns_total)),
-                                                             total.ns_per_hit() / 1e3, HumanCount(total.hits));
+                                                             base::HumanSeconds(static_cast<double>(total.ns_total)),
+                                                             total.ns_per_hit() / 1e3, base::HumanCount(total.hits));
   const LibraryCost& l = cost.library;
   if (l.processes)
-    absl::StrAppend(&bpf, ", ", HumanSeconds(static_cast<double>(l.ns())), " in the workloads' library",
+    absl::StrAppend(&bpf, ", ", base::HumanSeconds(static_cast<double>(l.ns())), " in the workloads' library",
                     l.hook_calls ? absl::StrFormat(" (%.2f µs per tensor event)", static_cast<double>(l.hook_ns) /
                                                                                       static_cast<double>(l.hook_calls) / 1e3)
                                  : std::string());

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "base/human_bytes.h"
+#include "base/human_units.h"
 #include "profiler/aggregate/profile.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/probes/program_stats.h"
@@ -24,7 +24,7 @@ absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
     const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes = {});
 
-// "1.50 GiB"
+// "1.50 GiB" (record_command.cc says it unqualified).
 using base::HumanBytes;
 
 // gpuflame's own cost over a recording: the time its BPF programs ran in the

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "base/human_bytes.h"
+#include "base/human_units.h"
 #include "base/json_string.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/forensics/oom_episodes.h"
