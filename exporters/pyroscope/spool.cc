@@ -114,6 +114,18 @@ std::optional<SpooledRequest> Decode(const std::string& raw, const char** why) {
 
 }  // namespace
 
+bool IsSpoolFile(std::string_view raw) {
+  return raw.size() >= sizeof(kMagic) && (std::memcmp(raw.data(), kMagic, sizeof(kMagic)) == 0 ||
+                                          std::memcmp(raw.data(), kMagicV1, sizeof(kMagicV1)) == 0);
+}
+
+absl::StatusOr<SpooledRequest> DecodeSpoolFile(const std::string& raw) {
+  const char* why = "unreadable";
+  std::optional<SpooledRequest> r = Decode(raw, &why);
+  if (!r) return absl::InvalidArgumentError(absl::StrFormat("not a readable gpuflame spool file (%s)", why));
+  return std::move(*r);
+}
+
 absl::StatusOr<Spool> Spool::Open(const std::string& dir, uint64_t max_bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,6 +31,12 @@ struct SpooledRequest {
   uint32_t series = 0;  // profiles (one per series as gpuflame writes them)
   std::string body;     // serialized PushRequest
 };
+
+// A spool file's request from the file's bytes, for readers other than the
+// agent (`gpuflame diff` takes spooled windows); InvalidArgument saying why
+// when they are not one. The request itself is not parsed here.
+bool IsSpoolFile(std::string_view raw);
+absl::StatusOr<SpooledRequest> DecodeSpoolFile(const std::string& raw);
 
 class Spool {
  public:
