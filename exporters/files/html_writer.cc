@@ -103,10 +103,15 @@ std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles
   }
   std::string notes_json;
   for (const std::string& n : notes) absl::StrAppend(&notes_json, notes_json.empty() ? "" : ",", base::JsonString(n));
-  std::string data = absl::StrCat("{\"frames\":[", frames_json, "],\"profiles\":[", profiles_json, "],\"notes\":[",
-                                  notes_json, "]}");
+  return FlameGraphPage(absl::StrCat("{\"frames\":[", frames_json, "],\"profiles\":[", profiles_json, "],\"notes\":[",
+                                     notes_json, "]}"),
+                        title);
+}
+
+std::string FlameGraphPage(std::string_view data_json, const std::string& title) {
   std::string escaped_title = absl::StrReplaceAll(title, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}});
-  return absl::StrReplaceAll(std::string(kFlameGraphTemplate), {{"__TITLE__", escaped_title}, {"__DATA__", data}});
+  return absl::StrReplaceAll(std::string(kFlameGraphTemplate),
+                             {{"__TITLE__", escaped_title}, {"__DATA__", std::string(data_json)}});
 }
 
 }  // namespace gpuflame::exporters

@@ -5,6 +5,7 @@
 #define GPUFLAME_EXPORTERS_FILES_HTML_WRITER_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "profiler/aggregate/profile.h"
@@ -14,6 +15,12 @@ namespace gpuflame::exporters {
 // |notes| head the page, one paragraph each (out-of-memory summaries).
 std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title,
                            const std::vector<std::string>& notes = {});
+
+// The page itself around |data_json|, the data block flamegraph.html reads
+// ({"frames": [...], "profiles": [...]}, and "diff" for a diff flame
+// graph): for other writers of that data (exporters/diff/), so that there is
+// one page and one copy of its code.
+std::string FlameGraphPage(std::string_view data_json, const std::string& title);
 
 }  // namespace gpuflame::exporters
 
