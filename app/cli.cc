@@ -15,6 +15,7 @@ Usage:
 
   gpuflame agent --pyroscope-url URL [--window SECONDS] [--config FILE]
   gpuflame symbolize IN.pb.gz -o OUT.pb.gz [--binaries DIR ...]
+  gpuflame diff BASE NEW -o DIR [-q]
 
   record      Profile a command (-- COMMAND), running processes (--pid), or,
               with neither, every CUDA process on this machine. Writes
@@ -26,6 +27,14 @@ Usage:
               found later (matched by build ID), e.g. unstripped copies.
               Reads profiles up to 256 MiB, gzipped or not, and 256 MiB
               once inflated.
+  diff        What changed from BASE to NEW: each a profile (.pb.gz or .pb,
+              any pprof), a record output directory (every profile in both is
+              diffed) or a file of the agent's spool (.push: its processes'
+              windows). Writes DIR/<profile>.diff.pb.gz, NEW's samples and
+              BASE's negated (what `go tool pprof -diff_base BASE NEW` shows),
+              and DIR/diff_flamegraph.html (red grew, blue shrank); prints
+              the totals and the stacks that changed most. Reads profiles up
+              to 256 MiB each, and 512 MiB or 1024 profiles per side.
   agent       Run continuously and push per-process profiles to Grafana
               Pyroscope every window (see gpuflame agent --help).
 
@@ -84,6 +93,29 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       }
     }
     if (o.input.empty() || o.output.empty()) return Bad("usage: gpuflame symbolize IN.pb.gz -o OUT.pb.gz [--binaries DIR]");
+    return o;
+  }
+  if (args[0] == "diff") {
+    DiffOptions o;
+    std::vector<std::string> inputs;
+    for (size_t i = 1; i < args.size(); i++) {
+      const std::string& a = args[i];
+      if ((a == "-o" || a == "--output") && i + 1 >= args.size()) return Bad(absl::StrCat(a, " needs a directory"));
+      if (a == "-o" || a == "--output") {
+        o.output = args[++i];
+      } else if (a == "-q" || a == "--quiet") {
+        o.quiet = true;
+      } else if (a == "-h" || a == "--help") {
+        return HelpRequest{UsageText()};
+      } else if (!a.empty() && a[0] == '-') {
+        return Bad(absl::StrCat("unknown option '", a, "'"));
+      } else {
+        inputs.push_back(a);
+      }
+    }
+    if (inputs.size() != 2 || o.output.empty()) return Bad("usage: gpuflame diff BASE NEW -o DIR");
+    o.base = inputs[0];
+    o.neu = inputs[1];
     return o;
   }
   if (args[0] != "record") return Bad(absl::StrCat("unknown command '", args[0], "'"));

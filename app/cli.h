@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/agent_config.h"
+#include "app/diff_command.h"
 #include "app/record_command.h"
 #include "app/symbolize_command.h"
 
@@ -20,7 +21,7 @@ struct HelpRequest {
 };
 struct VersionRequest {};
 
-using Command = std::variant<RecordOptions, AgentConfig, SymbolizeOptions, HelpRequest, VersionRequest>;
+using Command = std::variant<RecordOptions, AgentConfig, SymbolizeOptions, DiffOptions, HelpRequest, VersionRequest>;
 
 // |env| feeds the agent's GPUFLAME_* settings.
 absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,

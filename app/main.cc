@@ -47,5 +47,6 @@ int main(int argc, char** argv) {
   }
   if (auto* sym = std::get_if<gpuflame::profiler::SymbolizeOptions>(&*cmd))
     return gpuflame::profiler::RunSymbolize(*sym);
+  if (auto* diff = std::get_if<gpuflame::profiler::DiffOptions>(&*cmd)) return gpuflame::profiler::RunDiff(*diff);
   return gpuflame::profiler::RunRecord(std::get<gpuflame::profiler::RecordOptions>(*cmd));
 }

@@ -28,6 +28,7 @@ LAYERS = [
     "exporters/pprof",
     "exporters/files",
     "exporters/pyroscope",
+    "exporters/diff",
     "agent",
     "app",
 ]

@@ -1,0 +1,87 @@
+#include "app/diff_command.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "app/record_output.h"
+#include "exporters/diff/diff_html.h"
+#include "exporters/diff/diff_inputs.h"
+#include "exporters/diff/diff_run.h"
+#include "exporters/diff/diff_summary.h"
+#include "exporters/pprof/gzip.h"
+#include "exporters/pprof/pprof_writer.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "gpuflame: %s\n", message.c_str());
+  return 2;
+}
+
+std::string Kinds(const exporters::DiffSide& side) {
+  std::vector<std::string> names;
+  for (const auto& p : side.profiles) names.push_back(p.DisplayName());
+  return absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
+int RunDiff(const DiffOptions& o) {
+  absl::StatusOr<exporters::DiffSide> base = exporters::LoadDiffSide(o.base);
+  if (!base.ok()) return Fail(std::string(base.status().message()));
+  absl::StatusOr<exporters::DiffSide> neu = exporters::LoadDiffSide(o.neu);
+  if (!neu.ok()) return Fail(std::string(neu.status().message()));
+
+  exporters::DiffRun run = exporters::DiffSides(*base, *neu);
+  if (run.outcomes.empty())
+    return Fail(absl::StrCat("nothing to diff: no profile of ", o.base, " (", Kinds(*base), ") pairs with one of ",
+                             o.neu, " (", Kinds(*neu), ")"));
+  std::vector<const exporters::DiffOutcome*> done;
+  for (const auto& d : run.outcomes)
+    if (d.status.ok()) done.push_back(&d);
+  auto why = [](const exporters::DiffOutcome& d) {
+    return absl::StrCat("cannot diff ", d.base_origin, " against ", d.new_origin, ": ", d.status.message());
+  };
+  if (done.empty()) {
+    // One line: the first reason says what is wrong with the inputs.
+    if (run.outcomes.size() == 1) return Fail(why(run.outcomes[0]));
+    for (size_t i = 1; i < run.outcomes.size(); i++)
+      std::fprintf(stderr, "gpuflame: %s\n", why(run.outcomes[i]).c_str());
+    return Fail(why(run.outcomes[0]));
+  }
+  for (const auto& d : run.outcomes)
+    if (!d.status.ok()) std::fprintf(stderr, "gpuflame: warning: %s\n", why(d).c_str());
+  for (const auto& origin : run.only_in_base)
+    std::fprintf(stderr, "gpuflame: only in BASE, not diffed: %s\n", origin.c_str());
+  for (const auto& origin : run.only_in_new)
+    std::fprintf(stderr, "gpuflame: only in NEW, not diffed: %s\n", origin.c_str());
+
+  if (auto s = PrepareOutputDir(o.output); !s.ok()) return Fail(std::string(s.message()));
+  std::vector<exporters::DiffView> views;
+  std::vector<std::string> written;
+  for (const exporters::DiffOutcome* d : done) {
+    auto gz = exporters::Gzip(d->diff.SerializeAsString());
+    if (!gz.ok()) return Fail(absl::StrCat(d->name, ": ", gz.status().message()));
+    const std::string path = absl::StrCat(o.output, "/", d->stem, ".diff.pb.gz");
+    if (auto s = exporters::WriteFile(path, *gz); !s.ok()) return Fail(std::string(s.message()));
+    written.push_back(path);
+    views.push_back({d->name, &*d->tree});
+  }
+  const std::string html_path = absl::StrCat(o.output, "/diff_flamegraph.html");
+  const std::string html =
+      exporters::DiffFlameGraphHtml(views, o.base, o.neu, absl::StrCat("diff ", o.base, " → ", o.neu));
+  if (auto s = exporters::WriteFile(html_path, html); !s.ok()) return Fail(std::string(s.message()));
+  written.push_back(html_path);
+
+  if (!o.quiet) {
+    std::printf("gpuflame diff: BASE %s, NEW %s\n", o.base.c_str(), o.neu.c_str());
+    for (const exporters::DiffOutcome* d : done) std::fputs(exporters::DiffSummary(d->name, *d->tree).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  std::fprintf(stderr, "gpuflame: wrote %s\n", absl::StrJoin(written, ", ").c_str());
+  return 0;
+}
+
+}  // namespace gpuflame::profiler

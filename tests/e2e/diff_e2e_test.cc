@@ -1,0 +1,180 @@
+// `gpuflame diff` end to end: two `gpuflame record` runs of one workload
+// (real BPF on the simulated CUDA runtime, a test fixture; real CPython) whose
+// difference is known to the byte, then the diff read back with the schema and
+// by `go tool pprof`, which must show for our diff file exactly what it shows
+// for `-diff_base BASE NEW`.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "e2e/e2e_support.h"
+
+namespace gpuflame::e2e {
+namespace {
+
+constexpr int64_t MiB = 1 << 20;
+const std::string kTensor = ";empty;Tensor > __init__;c10::cuda::CUDACachingAllocator::malloc";
+
+RunResult Diff(const std::string& base, const std::string& neu, const std::string& out, const std::string& flags = "") {
+  return Sh(std::string(GPUFLAME_BIN) + " diff " + base + " " + neu + " -o " + out + " " + flags);
+}
+
+// `go tool pprof -top` of our diff file and of pprof's own -diff_base, for
+// every sample type: identical, headers included (File, Type, Time,
+// Duration, "Showing nodes accounting for X, Y% of Z total" with BASE's
+// total as 100%).
+void ExpectPprofAgrees(const std::string& base, const std::string& neu, const std::string& ours) {
+  pprof::Profile p;
+  ASSERT_TRUE(LoadPprof(ours, &p)) << ours;
+  ASSERT_GT(p.sample_type_size(), 0);
+  for (const auto& t : p.sample_type()) {
+    const std::string type = p.string_table(static_cast<int>(t.type()));
+    RunResult theirs = Sh("go tool pprof -top -sample_index=" + type + " -diff_base " + base + " " + neu);
+    RunResult mine = Sh("go tool pprof -top -sample_index=" + type + " " + ours);
+    ASSERT_EQ(theirs.status, 0) << theirs.output;
+    ASSERT_EQ(mine.status, 0) << mine.output;
+    EXPECT_NE(mine.output.find("Showing nodes accounting for"), std::string::npos) << mine.output;
+    EXPECT_EQ(mine.output, theirs.output) << ours << ", " << type;
+  }
+}
+
+// The only sample whose stack ends with |suffix|' value, or -1.
+int64_t Ending(const std::map<std::string, int64_t>& stacks, const std::string& suffix) {
+  int64_t v = -1;
+  int hits = 0;
+  for (const auto& [stack, value] : stacks)
+    if (stack.size() >= suffix.size() && stack.compare(stack.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      v = value;
+      hits++;
+    }
+  return hits == 1 ? v : -1;
+}
+
+TEST(DiffTest, TwoRecordRunsOfAWorkloadDiffToTheByteAndPprofAgrees) {
+  GPUFLAME_REQUIRE_ROOT();
+  const std::string py = PyenvPython("3.12");
+  ASSERT_FALSE(py.empty()) << "needs pyenv's CPython 3.12";
+  const std::string dir = TempDir("diff-runs");
+  for (const char* variant : {"base", "new"}) {
+    RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q -o " + dir + "/" + variant + " -- " + py + " " +
+                     Workload("diff_runs.py") + " " + variant);
+    ASSERT_EQ(r.status, 0) << r.output;
+  }
+  const std::string base = dir + "/base", neu = dir + "/new", out = dir + "/diff";
+  RunResult d = Diff(base, neu, out);
+  ASSERT_EQ(d.status, 0) << d.output;
+
+  // The pprof of the difference holds what changed, to the byte: NEW's
+  // samples and BASE's negated sum to the change per stack.
+  pprof::Profile diff;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.diff.pb.gz", &diff));
+  auto inuse = Stacks(diff, "inuse_space");
+  EXPECT_EQ(Ending(inuse, "<module>;KVCache > __init__" + kTensor), 32 * MiB) << Dump(inuse);
+  EXPECT_EQ(Ending(inuse, "<module>;prefix_cache" + kTensor), 20 * MiB) << Dump(inuse);
+  EXPECT_EQ(Ending(inuse, "<module>;legacy_buffers" + kTensor), -12 * MiB) << Dump(inuse);
+  EXPECT_EQ(Ending(inuse, "<module>;activations" + kTensor), -8 * MiB) << Dump(inuse);
+  EXPECT_EQ(Ending(inuse, "<module>;Weights > __init__" + kTensor), 0) << Dump(inuse);
+  EXPECT_EQ(Total(diff, "inuse_space"), 32 * MiB);
+  // Weights, KV blocks, prefix or legacy buffers, activations.
+  EXPECT_EQ(Total(diff, "inuse_objects"), (1 + 6 + 1 + 1) - (1 + 4 + 3 + 1));
+  int base_samples = 0;
+  for (const auto& s : diff.sample())
+    for (const auto& l : s.label())
+      if (diff.string_table(static_cast<int>(l.key())) == "pprof::base") base_samples++;
+  EXPECT_GT(base_samples, 0);
+
+  // What the terminal says: totals, then the stacks that grew and shrank,
+  // named by the frames that tell them apart.
+  const size_t torch = d.output.find("== torch_memory\n");
+  ASSERT_NE(torch, std::string::npos) << d.output;
+  const std::string leaf = " › empty › Tensor > __init__ › c10::cuda::CUDACachingAllocator::malloc\n";
+  // The last profile (by name) before the files written are said.
+  EXPECT_EQ(d.output.substr(torch, d.output.find("gpuflame: wrote", torch) - torch),
+            "== torch_memory\n"
+            "   alloc_objects            9 -> 9                       0 (+0.0%)\n"
+            "   alloc_space      94.00 MiB -> 126.00 MiB     +32.00 MiB (+34.0%)\n"
+            "   inuse_objects            9 -> 9                       0 (+0.0%)\n"
+            "   inuse_space      94.00 MiB -> 126.00 MiB     +32.00 MiB (+34.0%)\n"
+            "   grew most (inuse_space):\n"
+            "       +32.00 MiB  <module> › KVCache > __init__" +
+                leaf + "       +20.00 MiB  <module> › prefix_cache" + leaf +
+                "   shrank most (inuse_space):\n"
+                "       -12.00 MiB  <module> › legacy_buffers" +
+                leaf + "        -8.00 MiB  <module> › activations" + leaf)
+      << d.output;
+  // Device level: the same changes, told apart by the Python frame above the
+  // native ones that all its stacks share.
+  EXPECT_NE(d.output.find("+32.00 MiB  … › KVCache > __init__ › … › "), std::string::npos) << d.output;
+  EXPECT_NE(d.output.find("-12.00 MiB  … › legacy_buffers › … › "), std::string::npos) << d.output;
+  EXPECT_NE(d.output.find("gpuflame: wrote " + out + "/"), std::string::npos) << d.output;
+
+  // Every profile both runs wrote is diffed, and pprof reads each diff as
+  // it reads -diff_base.
+  std::vector<std::string> kinds;
+  for (const auto& e : std::filesystem::directory_iterator(base)) {
+    const std::string name = e.path().filename();
+    if (!name.ends_with(".pb.gz") || !std::filesystem::exists(neu + "/" + name)) continue;
+    const std::string kind = name.substr(0, name.size() - 6);
+    kinds.push_back(kind);
+    SCOPED_TRACE(kind);
+    ASSERT_TRUE(std::filesystem::exists(out + "/" + kind + ".diff.pb.gz"));
+    ExpectPprofAgrees(base + "/" + name, neu + "/" + name, out + "/" + kind + ".diff.pb.gz");
+  }
+  EXPECT_GE(kinds.size(), 3u) << "torch_memory, gpu_memory and process_cpu at least";
+
+  // The flame graph carries both sides, the frame only in BASE included.
+  const std::string html = ReadFile(out + "/diff_flamegraph.html");
+  EXPECT_NE(html.find("\"diff\":{\"base\":"), std::string::npos);
+  EXPECT_NE(html.find("\"legacy_buffers\""), std::string::npos);
+  EXPECT_NE(html.find("\"prefix_cache\""), std::string::npos);
+
+  // Two single files diff too, whatever their names; the pprof is the same.
+  const std::string single = dir + "/single";
+  ASSERT_EQ(Diff(base + "/torch_memory.pb.gz", neu + "/torch_memory.pb.gz", single, "-q").status, 0);
+  EXPECT_EQ(ReadFile(single + "/torch_memory.diff.pb.gz").size() > 0, true);
+  pprof::Profile again;
+  ASSERT_TRUE(LoadPprof(single + "/torch_memory.diff.pb.gz", &again));
+  EXPECT_EQ(Stacks(again, "inuse_space"), inuse);
+
+  // Memory against CPU time: one line, the user's mistake said.
+  RunResult mismatch = Diff(base + "/torch_memory.pb.gz", neu + "/process_cpu.pb.gz", dir + "/bad");
+  EXPECT_EQ(mismatch.status, 2);
+  EXPECT_EQ(mismatch.output,
+            "gpuflame: cannot diff " + base + "/torch_memory.pb.gz against " + neu +
+                "/process_cpu.pb.gz: they measure different things: BASE has alloc_objects/count, "
+                "alloc_space/bytes, inuse_objects/count, inuse_space/bytes; NEW has cpu/nanoseconds\n");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad"));
+}
+
+// Needs no root: stored profiles of the fuzz corpus, written by record.
+TEST(DiffTest, BrokenInputsAndMismatchesAreOneLineAndNothingIsWritten) {
+  const std::string dir = TempDir("diff-inputs");
+  const std::string corpus = std::string(GPUFLAME_FUZZ_CORPUS) + "/pprof_symbolize";
+  const std::string memory = corpus + "/othersig-gpu_memory.pb.gz", cpu = corpus + "/native-process_cpu.pb.gz";
+  std::ofstream(dir + "/garbage.pb.gz") << "this is no profile";
+  struct Case {
+    std::string base, neu, message;
+  } cases[] = {
+      {dir + "/missing.pb.gz", memory, "gpuflame: no such file or directory: " + dir + "/missing.pb.gz\n"},
+      {memory, dir + "/garbage.pb.gz", "gpuflame: " + dir + "/garbage.pb.gz: not a pprof profile (profile.proto)\n"},
+      {cpu, memory,
+       "gpuflame: cannot diff " + cpu + " against " + memory +
+           ": they measure different things: BASE has cpu/nanoseconds; NEW has alloc_objects/count, "
+           "alloc_space/bytes, inuse_objects/count, inuse_space/bytes\n"},
+  };
+  for (const Case& c : cases) {
+    RunResult r = Diff(c.base, c.neu, dir + "/out");
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_EQ(r.output, c.message);
+    EXPECT_FALSE(std::filesystem::exists(dir + "/out"));
+  }
+  // A profile against itself: zero everywhere, as pprof says too.
+  RunResult same = Diff(memory, memory, dir + "/same", "-q");
+  ASSERT_EQ(same.status, 0) << same.output;
+  ExpectPprofAgrees(memory, memory, dir + "/same/othersig-gpu_memory.diff.pb.gz");
+}
+
+}  // namespace
+}  // namespace gpuflame::e2e
