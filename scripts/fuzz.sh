@@ -40,6 +40,7 @@ declare -A max_len=(
   [cupti_activity]=65536
   [pprof_symbolize]=65536
   [spool]=65536
+  [diff]=131072            # two profiles: record's are a few KB each, others more
   [agent_config]=8192
 )
 # Flags for one target: symbolize and the spool say a line on stderr for
@@ -50,7 +51,7 @@ declare -A extra_flags=(
   [spool]=-close_fd_mask=2
 )
 all_targets="record proc_maps proc_environ mountinfo proc_stat k8s_metadata elf_file cfi dwarf_inlines python_code python_linetable
-             cupti_activity pprof_symbolize spool agent_config"
+             cupti_activity pprof_symbolize spool diff agent_config"
 if [ "${1:-}" = --list ]; then
   echo $all_targets
   exit 0
