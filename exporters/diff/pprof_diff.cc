@@ -65,48 +65,49 @@ class Merger {
       pprof::Mapping empty;
       return Dedup(empty, mapping_ids_, [&] { return out_.add_mapping(); });
     }
-    auto it = mappings_.find(id);
-    if (id == 0 || it == mappings_.end()) return 0;
-    if (it->second.out) return it->second.out;
-    const pprof::Mapping& m = *it->second.in;
-    pprof::Mapping copy = m;
-    copy.set_id(0);
-    copy.set_filename(Intern(Str(*src_, m.filename())));
-    copy.set_build_id(Intern(Str(*src_, m.build_id())));
-    return it->second.out = Dedup(copy, mapping_ids_, [&] { return out_.add_mapping(); });
+    if (id == 0) return 0;
+    return Translate(
+        mappings_, id, mapping_ids_, [&] { return out_.add_mapping(); },
+        [&](const pprof::Mapping& m) {
+          pprof::Mapping copy = m;
+          copy.set_id(0);
+          copy.set_filename(Intern(Str(*src_, m.filename())));
+          copy.set_build_id(Intern(Str(*src_, m.build_id())));
+          return copy;
+        });
   }
 
   uint64_t FunctionFor(uint64_t id) {
-    auto it = functions_.find(id);
-    if (it == functions_.end()) return 0;  // ValidatePprof refused such a profile
-    if (it->second.out) return it->second.out;
-    const pprof::Function& f = *it->second.in;
-    pprof::Function copy;
-    copy.set_name(Intern(Str(*src_, f.name())));
-    copy.set_system_name(Intern(Str(*src_, f.system_name())));
-    copy.set_filename(Intern(Str(*src_, f.filename())));
-    copy.set_start_line(f.start_line());
-    return it->second.out = Dedup(copy, function_ids_, [&] { return out_.add_function(); });
+    return Translate(
+        functions_, id, function_ids_, [&] { return out_.add_function(); },
+        [&](const pprof::Function& f) {
+          pprof::Function copy;
+          copy.set_name(Intern(Str(*src_, f.name())));
+          copy.set_system_name(Intern(Str(*src_, f.system_name())));
+          copy.set_filename(Intern(Str(*src_, f.filename())));
+          copy.set_start_line(f.start_line());
+          return copy;
+        });
   }
 
   uint64_t LocationFor(uint64_t id) {
-    auto it = locations_.find(id);
-    if (it == locations_.end()) return 0;  // ValidatePprof refused such a profile
-    if (it->second.out) return it->second.out;
-    const pprof::Location& l = *it->second.in;
-    pprof::Location copy;
-    copy.set_mapping_id(MappingFor(l.mapping_id()));
-    copy.set_address(l.address());
-    copy.set_is_folded(l.is_folded());
-    for (const auto& line : l.line()) {
-      auto* c = copy.add_line();
-      c->set_function_id(FunctionFor(line.function_id()));
-      c->set_line(line.line());
-    }
-    return it->second.out = Dedup(copy, location_ids_, [&] { return out_.add_location(); });
+    return Translate(
+        locations_, id, location_ids_, [&] { return out_.add_location(); },
+        [&](const pprof::Location& l) {
+          pprof::Location copy;
+          copy.set_mapping_id(MappingFor(l.mapping_id()));
+          copy.set_address(l.address());
+          copy.set_is_folded(l.is_folded());
+          for (const auto& line : l.line()) {
+            auto* c = copy.add_line();
+            c->set_function_id(FunctionFor(line.function_id()));
+            c->set_line(line.line());
+          }
+          return copy;
+        });
   }
 
-  // The source's sample |s| with |negate|d values and, for BASE, pprof's
+  // The source's sample |s|; for BASE (|base|), with its values negated and pprof's
   // base label in place of any it had.
   void AddSample(const pprof::Sample& s, bool base) {
     bool zero = true;
@@ -137,6 +138,21 @@ class Merger {
     const T* in;
     uint64_t out;
   };
+
+  // The output id of the source's entity |id| (0 when it has none: a
+  // profile ValidatePprof refused), translated by |copy| (the output's
+  // strings and ids, no id of its own) the first time.
+  template <typename T, typename Add, typename Copy>
+  uint64_t Translate(absl::flat_hash_map<uint64_t, Entry<T>>& index, uint64_t id,
+                     absl::flat_hash_map<std::string, uint64_t>& ids, Add add, Copy copy) {
+    auto it = index.find(id);
+    if (it == index.end()) return 0;
+    if (!it->second.out) {
+      T out = copy(*it->second.in);
+      it->second.out = Dedup(out, ids, add);
+    }
+    return it->second.out;
+  }
 
   // The id of an entity equal to |copy| (id not set), adding it if new. The
   // serialized message is the key: every field counts, nothing is forgotten.

@@ -7,17 +7,13 @@
 // where they shrank, deeper for larger changes, a frame only in BASE still
 // drawn (hatched), widths base + new or as chosen, the tooltip's base, new and
 // delta with units, regex search, click to zoom and back, the table by change.
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const [diffHtml, recordHtml, screenshot] = process.argv.slice(2);
 const fail = (msg) => { console.error(`FAIL: ${msg}`); process.exit(1); };
 const MiB = "MiB";
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"],
-});
+const browser = await launchChromium();
 const errors = [];
 try {
   const tab = await browser.newPage({ viewport: { width: 1600, height: 900 } });

@@ -6,7 +6,7 @@
 // Asserts that the component accepted the frame and that its function table
 // (in the DOM) lists the expected frames with their values; saves a screenshot.
 import { build } from "esbuild";
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
@@ -36,11 +36,7 @@ writeFileSync(page, `<!doctype html><html><head><meta charset="utf-8"></head><bo
 <script>window.GPUFLAME_FRAME = ${JSON.stringify(rows)}; window.GPUFLAME_UNIT = ${JSON.stringify(unit)};</script>
 <script>${out.outputFiles[0].text.replace(/<\/script/g, "<\\/script")}</script></body></html>`);
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"],
-});
+const browser = await launchChromium();
 const errors = [];
 try {
   const tab = await browser.newPage({ viewport: { width: 1600, height: 950 } });
