@@ -1,5 +1,6 @@
 #include "app/diff_command.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -69,6 +70,10 @@ int RunDiff(const DiffOptions& o) {
     written.push_back(path);
     views.push_back({d->name, &*d->tree});
   }
+  // The page opens on its first profile: one with stacks, not a profile
+  // neither run filled (gpu_kernel without kernels), which sorts first by name.
+  std::stable_partition(views.begin(), views.end(),
+                        [](const exporters::DiffView& v) { return v.tree->nodes().size() > 1; });
   const std::string html_path = absl::StrCat(o.output, "/diff_flamegraph.html");
   const std::string html =
       exporters::DiffFlameGraphHtml(views, o.base, o.neu, absl::StrCat("diff ", o.base, " → ", o.neu));

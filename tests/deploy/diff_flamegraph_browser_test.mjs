@@ -19,6 +19,9 @@ try {
   const tab = await browser.newPage({ viewport: { width: 1600, height: 900 } });
   tab.on("pageerror", (e) => errors.push(String(e)));
   await tab.goto(`file://${diffHtml}`);
+  // It opens on a profile with stacks (gpu_kernel, first by name, has none here).
+  const first = await tab.evaluate(() => document.getElementById("profile").selectedOptions[0].text);
+  if (first !== "gpu_memory") fail(`the page opens on ${first}, not gpu_memory`);
   await tab.selectOption("#profile", { label: "torch_memory" });
 
   // Every drawn frame: name (when wide enough to carry it), classes, colour
