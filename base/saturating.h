@@ -13,6 +13,14 @@ inline void SaturatingAdd(int64_t& to, int64_t v) {
   if (__builtin_add_overflow(to, v, &to)) to = v > 0 ? INT64_MAX : INT64_MIN;
 }
 
+// a - b, at the bounds where it would overflow (a diff of two profiles'
+// values, which may be saturated sums themselves).
+inline int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t out;
+  if (__builtin_sub_overflow(a, b, &out)) return b < 0 ? INT64_MAX : INT64_MIN;
+  return out;
+}
+
 }  // namespace gpuflame::base
 
 #endif  // GPUFLAME_BASE_SATURATING_H_

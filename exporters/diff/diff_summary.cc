@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/human_units.h"
+#include "base/saturating.h"
 
 namespace gpuflame::exporters {
 namespace {
@@ -15,12 +16,6 @@ constexpr size_t kSeparatorWidth = 3;   // as a terminal shows it: "›" is one 
 constexpr const char* kEllipsis = "…";  // one column too
 constexpr const char* kTrampoline = "<interpreter trampoline>";
 constexpr size_t kStackWidth = 110;
-
-int64_t SaturatingSub(int64_t a, int64_t b) {
-  int64_t out;
-  if (__builtin_sub_overflow(a, b, &out)) return b < 0 ? INT64_MAX : INT64_MIN;
-  return out;
-}
 
 // "+34.8%", or "new" when BASE had none.
 std::string Percent(int64_t base, int64_t delta) {
@@ -34,7 +29,7 @@ TopChanges TopStackChanges(const DiffTree& tree, size_t type, size_t top) {
   std::vector<std::pair<int64_t, uint32_t>> changes;
   // The root too: samples without a frame hold their value there.
   for (uint32_t n = 0; n < tree.nodes().size(); n++) {
-    const int64_t delta = SaturatingSub(tree.new_self(n, type), tree.base_self(n, type));
+    const int64_t delta = base::SaturatingSub(tree.new_self(n, type), tree.base_self(n, type));
     if (delta != 0) changes.emplace_back(delta, n);
   }
   // Largest change first; among equal ones, the earlier stack in the profile.
@@ -117,7 +112,7 @@ std::string DiffSummary(const std::string& name, const DiffTree& tree, size_t to
   for (const auto& t : tree.sample_types()) type_width = std::max(type_width, t.type.size());
   for (size_t t = 0; t < tree.sample_types().size(); t++) {
     const std::string& unit = tree.sample_types()[t].unit;
-    const int64_t b = tree.base(0, t), n = tree.neu(0, t), d = SaturatingSub(n, b);
+    const int64_t b = tree.base(0, t), n = tree.neu(0, t), d = base::SaturatingSub(n, b);
     absl::StrAppend(&out, absl::StrFormat("   %-*s %12s -> %-12s %12s (%s)\n", static_cast<int>(type_width),
                                           tree.sample_types()[t].type, base::HumanValue(b, unit),
                                           base::HumanValue(n, unit), base::HumanDelta(d, unit), Percent(b, d)));

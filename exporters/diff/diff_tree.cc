@@ -8,16 +8,6 @@
 #include "exporters/diff/pprof_diff.h"
 
 namespace gpuflame::exporters {
-namespace {
-
-int64_t SaturatingSub(int64_t a, int64_t b) {
-  int64_t out;
-  if (__builtin_sub_overflow(a, b, &out)) return b < 0 ? INT64_MAX : INT64_MIN;
-  return out;
-}
-
-}  // namespace
-
 uint32_t DiffTree::Child(uint32_t parent, uint32_t name) {
   const uint64_t key = static_cast<uint64_t>(parent) << 32 | name;
   auto [it, inserted] = child_index_.try_emplace(key, static_cast<uint32_t>(nodes_.size()));
@@ -35,8 +25,7 @@ void DiffTree::Add(std::span<const uint32_t> names_root_first, std::span<const i
   auto add = [&](uint32_t node) {
     for (size_t t = 0; t < types_.size(); t++)
       // BASE's values are stored negated; -INT64_MIN saturates.
-      base::SaturatingAdd(into[node * types_.size() + t],
-                          base ? (values[t] == INT64_MIN ? INT64_MAX : -values[t]) : values[t]);
+      base::SaturatingAdd(into[node * types_.size() + t], base ? base::SaturatingSub(0, values[t]) : values[t]);
   };
   uint32_t node = 0;
   add(node);
@@ -109,13 +98,13 @@ DiffTree DiffTree::FromPprof(const pprof::Profile& p) {
 
 int64_t DiffTree::base_self(uint32_t node, size_t type) const {
   int64_t v = base(node, type);
-  for (uint32_t c : nodes_[node].children) v = SaturatingSub(v, base(c, type));
+  for (uint32_t c : nodes_[node].children) v = base::SaturatingSub(v, base(c, type));
   return v;
 }
 
 int64_t DiffTree::new_self(uint32_t node, size_t type) const {
   int64_t v = neu(node, type);
-  for (uint32_t c : nodes_[node].children) v = SaturatingSub(v, neu(c, type));
+  for (uint32_t c : nodes_[node].children) v = base::SaturatingSub(v, neu(c, type));
   return v;
 }
 

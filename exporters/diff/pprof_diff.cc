@@ -23,10 +23,6 @@ std::string TypeName(const pprof::Profile& p, const pprof::ValueType& t) {
   return absl::StrCat(Str(p, t.type()), "/", Str(p, t.unit()));
 }
 
-// -v, where -INT64_MIN saturates: pprof scales by -1.0 in floating point,
-// which no real profile's values come near either way.
-int64_t Negated(int64_t v) { return v == INT64_MIN ? INT64_MAX : -v; }
-
 // Copies one source profile's entities into the output, interning strings
 // and storing each distinct function, mapping and location once. Ids of the
 // output are 1-based positions.
@@ -115,7 +111,9 @@ class Merger {
     if (zero) return;  // pprof's Merge keeps no all-zero sample
     auto* o = out_.add_sample();
     for (uint64_t id : s.location_id()) o->add_location_id(LocationFor(id));
-    for (int64_t v : s.value()) o->add_value(base ? Negated(v) : v);
+    // -INT64_MIN saturates: pprof scales by -1.0 in floating point, which no
+    // real profile's values come near either way.
+    for (int64_t v : s.value()) o->add_value(base ? base::SaturatingSub(0, v) : v);
     for (const auto& l : s.label()) {
       const std::string& key = Str(*src_, l.key());
       if (base && key == kDiffBaseLabel) continue;
