@@ -25,8 +25,8 @@ Usage:
               DIR/flamegraph.html.
   symbolize   Resolve a stored profile's raw-address frames against binaries
               found later (matched by build ID), e.g. unstripped copies.
-              Reads profiles up to 256 MiB, gzipped or not, and 256 MiB
-              once inflated.
+              Reads profiles up to 256 MiB, gzipped or not, 256 MiB once
+              inflated, and 4 M samples, locations, strings and the like.
   diff        What changed from BASE to NEW: each a profile (.pb.gz or .pb,
               any pprof), a record output directory (every profile in both is
               diffed) or a file of the agent's spool (.push: its processes'
@@ -34,7 +34,8 @@ Usage:
               BASE's negated (what `go tool pprof -diff_base BASE NEW` shows),
               and DIR/diff_flamegraph.html (red grew, blue shrank); prints
               the totals and the stacks that changed most. Reads profiles up
-              to 256 MiB each, and 512 MiB or 1024 profiles per side.
+              to 256 MiB each, and per side 512 MiB, 1024 profiles and 2 M
+              samples, locations, strings and the like.
   agent       Run continuously and push per-process profiles to Grafana
               Pyroscope every window (see gpuflame agent --help).
 

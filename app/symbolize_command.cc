@@ -26,6 +26,12 @@ int RunSymbolize(const SymbolizeOptions& o) {
   absl::StatusOr<std::string> inflated = exporters::InflateStoredProfile(std::move(*read), o.input, "symbolize");
   if (!inflated.ok()) return Fail(std::string(inflated.status().message()));
   std::string bytes = std::move(*inflated);
+  // Parsed, a profile may take far more than its bytes (stored_profile.h).
+  absl::StatusOr<uint64_t> elements = exporters::CountPprofElements(bytes);
+  if (!elements.ok()) return Fail(absl::StrFormat("%s: %s", o.input, elements.status().message()));
+  if (*elements > exporters::kMaxStoredProfileElements)
+    return Fail(absl::StrFormat("%s: more than the %d samples, locations, strings and the like symbolize reads",
+                                o.input, exporters::kMaxStoredProfileElements));
   auto report = exporters::SymbolizePprof(bytes, o.binary_dirs);
   if (!report.ok()) return Fail(absl::StrFormat("%s: %s", o.input, report.status().message()));
   auto out = exporters::Gzip(bytes);

@@ -25,6 +25,7 @@ constexpr const char* kReader = "diff";
 struct Budget {
   size_t profiles = kMaxSideProfiles;
   size_t bytes = kMaxSideBytes;
+  uint64_t elements = kMaxSideElements;
 };
 
 absl::Status TakeFromBudget(Budget& budget, size_t bytes, const std::string& origin) {
@@ -47,6 +48,13 @@ absl::StatusOr<InputProfile> ParseOne(std::string bytes, const std::string& orig
   InputProfile in;
   in.origin = origin;
   if (raw->empty()) return absl::InvalidArgumentError(absl::StrCat(origin, ": empty, not a profile"));
+  absl::StatusOr<uint64_t> elements = CountPprofElements(*raw);
+  if (!elements.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": not a pprof profile (profile.proto)"));
+  if (*elements > budget.elements)
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s: more than the %d samples, locations, strings and the like diff reads for one side", origin,
+                        kMaxSideElements));
+  budget.elements -= *elements;
   // Silenced: protobuf logs a line of its own for a string that is not
   // UTF-8, and the user gets one line, ours.
   google::protobuf::LogSilencer quiet;

@@ -6,8 +6,10 @@
 //
 // Every byte is untrusted (a file from anywhere, a spool a crash may have
 // cut): reads and inflation are bounded (stored_profile.h; per side at most
-// kMaxSideProfiles profiles and kMaxSideBytes inflated), each profile is
-// checked as pprof checks one (ValidatePprof), and errors name the file.
+// kMaxSideProfiles profiles, kMaxSideBytes inflated and, counted before
+// parsing, kMaxSideElements samples, locations, strings and the like), each
+// profile is checked as pprof checks one (ValidatePprof), and
+// errors name the file.
 // Any thread may call these.
 #ifndef GPUFLAME_EXPORTERS_DIFF_DIFF_INPUTS_H_
 #define GPUFLAME_EXPORTERS_DIFF_DIFF_INPUTS_H_
@@ -24,6 +26,10 @@ namespace gpuflame::exporters {
 
 inline constexpr size_t kMaxSideProfiles = 1024;
 inline constexpr size_t kMaxSideBytes = 512u << 20;
+// Half of what symbolize parses (stored_profile.h): both sides and their
+// diff are held at once. At this bound, two sides of the smallest samples
+// took 1.5 GB with 4 M each, and take ~750 MB with 2 M.
+inline constexpr uint64_t kMaxSideElements = 2'000'000;
 
 struct InputProfile {
   // "torch_memory": a file's name less .pb.gz or .pb, a series' __name__.

@@ -8,8 +8,66 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "exporters/pprof/gzip.h"
+#include "google/protobuf/io/coded_stream.h"
 
 namespace gpuflame::exporters {
+namespace {
+
+using google::protobuf::io::CodedInputStream;
+
+// Counts the length-delimited fields of the message |in| is at (each a
+// message, a string or a packed array: one object each) and, |depth| levels
+// down, those of the messages among them: profile.proto nests messages two
+// deep (a sample's labels, a location's lines). False for what is not wire
+// format; unknown fields count as they would be kept.
+bool CountFields(CodedInputStream& in, int depth, uint64_t& count) {
+  for (uint32_t tag; (tag = in.ReadTag()) != 0;) {
+    if ((tag >> 3) == 0) return false;
+    uint64_t varint;
+    uint32_t fixed32, length;
+    switch (tag & 7) {
+      case 0:
+        if (!in.ReadVarint64(&varint)) return false;
+        break;
+      case 1:
+        if (!in.ReadLittleEndian64(&varint)) return false;
+        break;
+      case 5:
+        if (!in.ReadLittleEndian32(&fixed32)) return false;
+        break;
+      case 2: {
+        if (!in.ReadVarint32(&length)) return false;
+        count++;
+        if (depth == 0) {
+          if (!in.Skip(static_cast<int>(length))) return false;
+          break;
+        }
+        // Not every length-delimited field is a message (strings, packed
+        // arrays): one that does not read as one counts as itself alone.
+        const int before = in.CurrentPosition();
+        const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
+        uint64_t inner = 0;
+        const bool message = CountFields(in, depth - 1, inner) && in.BytesUntilLimit() == 0;
+        in.PopLimit(limit);
+        if (message) count += inner;
+        if (!in.Skip(static_cast<int>(length) - (in.CurrentPosition() - before))) return false;
+        break;
+      }
+      default: return false;  // groups: not in profile.proto, nor in any protobuf of today
+    }
+  }
+  // At the end of the bytes or the limit; not at a tag 0 within them.
+  return in.ConsumedEntireMessage();
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> CountPprofElements(std::string_view pprof) {
+  CodedInputStream in(reinterpret_cast<const uint8_t*>(pprof.data()), static_cast<int>(pprof.size()));
+  uint64_t count = 0;
+  if (!CountFields(in, 2, count)) return absl::InvalidArgumentError("not a pprof profile");
+  return count;
+}
 
 absl::StatusOr<std::string> ReadStoredFile(const std::string& path, std::string_view reader) {
   std::ifstream in(path, std::ios::binary);

@@ -176,5 +176,47 @@ TEST(DiffTest, BrokenInputsAndMismatchesAreOneLineAndNothingIsWritten) {
   ExpectPprofAgrees(memory, memory, dir + "/same/othersig-gpu_memory.diff.pb.gz");
 }
 
+// A pprof of |n| samples of one value each, the smallest a sample can be (5
+// bytes): what bounds a parsed profile's memory is how many things it holds,
+// not its bytes (40 MB of empty samples took 2.4 GB before it was counted).
+std::string WriteSmallSamples(const std::string& path, size_t n) {
+  // A sample type (count/bytes), then the strings "", "count", "bytes".
+  std::string p =
+      std::string("\x0a\x04\x08\x01\x10\x02\x32\x00\x32\x05", 10) + "count" + std::string("\x32\x05", 2) + "bytes";
+  for (size_t i = 0; i < n; i++) p += std::string("\x12\x03\x12\x01\x01", 5);
+  std::ofstream(path, std::ios::binary) << p;
+  return path;
+}
+
+TEST(DiffTest, ProfilesOfManySmallSamplesAreDiffedOrRefusedInBoundedMemory) {
+  const std::string dir = TempDir("diff-small-samples");
+  // Two arrays and a message per sample: 995 000 samples are just under the
+  // 2 M things diff parses per side, 1 100 000 over.
+  const std::string under = WriteSmallSamples(dir + "/under.pb", 995'000);
+  const std::string over = WriteSmallSamples(dir + "/over.pb", 1'100'000);
+  auto diff = [&](const std::string& base, const std::string& neu) {
+    return Sh("ulimit -v 1048576; " + std::string(GPUFLAME_BIN) + " diff -q " + base + " " + neu + " -o " + dir +
+              "/out");
+  };
+  RunResult ok = diff(under, under);
+  ASSERT_EQ(ok.status, 0) << ok.output;
+  pprof::Profile p;
+  ASSERT_TRUE(LoadPprof(dir + "/out/under.diff.pb.gz", &p));
+  EXPECT_EQ(p.sample_size(), 2 * 995'000);
+  EXPECT_EQ(Total(p, "count"), 0);
+  RunResult refused = diff(under, over);
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_EQ(refused.output,
+            "gpuflame: " + over +
+                ": more than the 2000000 samples, locations, strings and the like diff reads for one side\n");
+  // symbolize parses one profile, up to twice as many.
+  const std::string huge = WriteSmallSamples(dir + "/huge.pb", 2'100'000);
+  RunResult symbolize =
+      Sh("ulimit -v 1048576; " + std::string(GPUFLAME_BIN) + " symbolize " + huge + " -o " + dir + "/sym.pb.gz");
+  EXPECT_EQ(symbolize.status, 2);
+  EXPECT_EQ(symbolize.output,
+            "gpuflame: " + huge + ": more than the 4000000 samples, locations, strings and the like symbolize reads\n");
+}
+
 }  // namespace
 }  // namespace gpuflame::e2e

@@ -6,6 +6,7 @@
 #include "exporters/pprof/gzip.h"
 #include "exporters/files/html_writer.h"
 #include "exporters/pprof/pprof_writer.h"
+#include "exporters/pprof/stored_profile.h"
 #include "profile.pb.h"
 
 namespace gpuflame::exporters {
@@ -162,6 +163,29 @@ TEST(HtmlWriterTest, SelfContainedAndEscaped) {
   EXPECT_EQ(html.find("http://"), std::string::npos);  // nothing fetched
   EXPECT_EQ(html.find("https://"), std::string::npos);
   EXPECT_NE(html.find("\"gpu_memory\""), std::string::npos);
+}
+
+TEST(StoredProfileTest, ElementsAreCountedOnTheWireBeforeParsing) {
+  // A sample type, the empty string, then 1000 empty samples (2 bytes each).
+  std::string tiny = std::string("\x0a\x00\x32\x00", 4);
+  for (int i = 0; i < 1000; i++) tiny += std::string("\x12\x00", 2);
+  EXPECT_EQ(CountPprofElements(tiny).value(), 1002u);
+  // A real profile: at least its samples, locations, functions and strings,
+  // and the messages and arrays inside them.
+  const std::string bytes = SerializePprof(TwoStacks());
+  pprof::Profile p;
+  ASSERT_TRUE(p.ParseFromString(bytes));
+  const uint64_t parts = p.sample_size() + p.location_size() + p.function_size() + p.mapping_size() +
+                         p.string_table_size() + p.sample_type_size();
+  const uint64_t count = CountPprofElements(bytes).value();
+  EXPECT_GE(count, parts + 2 * p.sample_size() + p.location_size());  // + arrays, labels, lines
+  EXPECT_LE(count, 2 * parts + 4 * p.sample_size());
+  // Not wire format: a group, a field 0, a length past the end.
+  EXPECT_EQ(CountPprofElements(std::string("\x0b\x0c", 2)).status().message(),
+            "not a pprof profile");
+  EXPECT_FALSE(CountPprofElements(std::string("\x00\x01", 2)).ok());
+  EXPECT_FALSE(CountPprofElements(std::string("\x12\x05\x00", 3)).ok());
+  EXPECT_EQ(CountPprofElements("").value(), 0u);
 }
 
 }  // namespace
