@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 
 #include "absl/status/status.h"
@@ -36,7 +37,8 @@ bool CountFields(CodedInputStream& in, int depth, uint64_t& count) {
         if (!in.ReadLittleEndian32(&fixed32)) return false;
         break;
       case 2: {
-        if (!in.ReadVarint32(&length)) return false;
+        // A length past what an int holds is past any buffer we read.
+        if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(INT_MAX)) return false;
         count++;
         if (depth == 0) {
           if (!in.Skip(static_cast<int>(length))) return false;
