@@ -97,6 +97,8 @@ TEST(DiffTest, TwoRecordRunsOfAWorkloadDiffToTheByteAndPprofAgrees) {
             "   alloc_space      94.00 MiB -> 126.00 MiB     +32.00 MiB (+34.0%)\n"
             "   inuse_objects            9 -> 9                       0 (+0.0%)\n"
             "   inuse_space      94.00 MiB -> 126.00 MiB     +32.00 MiB (+34.0%)\n"
+            "   peak_objects             9 -> 9                       0 (+0.0%)\n"
+            "   peak_space       94.00 MiB -> 126.00 MiB     +32.00 MiB (+34.0%)\n"
             "   grew most (inuse_space):\n"
             "       +32.00 MiB  <module> › KVCache > __init__" +
                 leaf + "       +20.00 MiB  <module> › prefix_cache" + leaf +
@@ -144,7 +146,8 @@ TEST(DiffTest, TwoRecordRunsOfAWorkloadDiffToTheByteAndPprofAgrees) {
   EXPECT_EQ(mismatch.output,
             "gpuflame: cannot diff " + base + "/torch_memory.pb.gz against " + neu +
                 "/process_cpu.pb.gz: they measure different things: BASE has alloc_objects/count, "
-                "alloc_space/bytes, inuse_objects/count, inuse_space/bytes; NEW has cpu/nanoseconds\n");
+                "alloc_space/bytes, inuse_objects/count, inuse_space/bytes, peak_objects/count, peak_space/bytes; NEW "
+                "has cpu/nanoseconds\n");
   EXPECT_FALSE(std::filesystem::exists(dir + "/bad"));
 }
 
