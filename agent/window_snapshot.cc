@@ -27,7 +27,7 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
   absl::flat_hash_set<pid_t> active;
   for (StackId id = 0; id < counters.size() && id < events.stacks().size(); id++) {
     const StackCounters& c = counters[id];
-    if (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0 || c.peak_bytes != 0)
+    if (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0 || c.peak_bytes != 0 || c.unused_bytes != 0)
       active.insert(events.stacks().Get(id).pid);
   }
   for (const auto* window : {&cpu, &kernels})

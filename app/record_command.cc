@@ -233,6 +233,13 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
     const PeakSummary torch_peak = ev.tracker().Peak(pid, GF_DOMAIN_TORCH, PeakScope::kAllTime);
     absl::StrAppend(&out, ", \"peak_bytes\": {\"gpu_memory\": ", gpu_peak.bytes, ", \"torch_memory\": ",
                     torch_peak.bytes, "}");
+    // The caching allocator's slack by address arithmetic (segment_slack.h):
+    // device segments, the tensor bytes in them, and tensors in none.
+    const SlackTotals slack = ev.tracker().Slack(pid);
+    absl::StrAppend(&out, ", \"slack\": {\"segments\": ", slack.segments, ", \"reserved_bytes\": ",
+                    slack.reserved_bytes, ", \"tensor_bytes\": ", slack.tensor_bytes, ", \"unused_bytes\": ",
+                    slack.unused_bytes, ", \"blocks_in_no_known_segment\": ", slack.unknown_blocks,
+                    ", \"bytes_in_no_known_segment\": ", slack.unknown_bytes, "}");
     if (auto it = ev.allocator_totals().find(static_cast<uint32_t>(pid));
         it != ev.allocator_totals().end() && it->second.known)
       absl::StrAppend(&out, ", \"torch_allocated_bytes\": ", it->second.allocated,

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "base/saturating.h"
+#include "bpf/gpuflame_abi.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -46,6 +47,49 @@ void AllocationTracker::ChangeInUse(StackId stack, const Key& key, int64_t objec
 
 void AllocationTracker::Release(const Live& live, const Key& key, uint64_t ts_ns) {
   ChangeInUse(live.stack, key, -live.objects, -Bytes(live.bytes), ts_ns);
+  if (key.at.domain == GF_DOMAIN_GPU && !key.at.handle)
+    ChangeUnused(slack_.RemoveSegment(key.pid, key.at.addr, live.segment));
+  else if (key.at.domain == GF_DOMAIN_TORCH)
+    ApplySlack([&](auto& changes) { slack_.RemoveBlock(key.pid, key.at.addr, live.bytes, live.segment, changes); });
+}
+
+void AllocationTracker::ChangeUnused(const SlackChange& change) {
+  if (!change.any() || change.stack >= counters_.size()) return;
+  StackCounters& c = counters_[change.stack];
+  Add(c.unused_objects, change.objects);
+  Add(c.unused_bytes, change.bytes);
+}
+
+uint32_t AllocationTracker::TrackSlack(const Key& key, uint64_t bytes, StackId stack) {
+  uint32_t id = 0;
+  if (key.at.domain == GF_DOMAIN_GPU && !key.at.handle) {
+    ApplySlack([&](auto& changes) {
+      SlackChange added;
+      id = slack_.AddSegment(key.pid, key.at.addr, bytes, stack, added, changes);
+      changes.push_back(added);
+    });
+  } else if (key.at.domain == GF_DOMAIN_TORCH) {
+    ApplySlack([&](auto& changes) { id = slack_.AddBlock(key.pid, key.at.addr, bytes, changes); });
+  }
+  return id;
+}
+
+void AllocationTracker::OnMap(pid_t pid, uint64_t va, uint64_t size, uint64_t handle, uint64_t ts_ns) {
+  if (FrozenAt(pid, ts_ns)) return;
+  const Key chunk = KeyOf(pid, GF_DOMAIN_GPU, true, handle);
+  LiveTable* live = FindLive(chunk.pid);
+  auto it = live ? live->find(chunk.at) : LiveTable::iterator{};
+  if (!live || it == live->end()) {
+    stats_.maps_of_unknown_handles++;  // created before gpuflame attached: no stack to charge
+    return;
+  }
+  const StackId stack = it->second.stack;
+  ApplySlack([&](auto& changes) { slack_.AddMapped(chunk.pid, va, size, stack, changes); });
+}
+
+void AllocationTracker::OnUnmap(pid_t pid, uint64_t va, uint64_t size, uint64_t ts_ns) {
+  if (FrozenAt(pid, ts_ns)) return;
+  ApplySlack([&](auto& changes) { slack_.RemoveMapped(static_cast<uint32_t>(pid), va, size, changes); });
 }
 
 void AllocationTracker::Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns) {
@@ -83,13 +127,14 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
       return;
     }
   }
-  auto [it, inserted] = LiveOf(key.pid).try_emplace(key.at, Live{bytes, objects, stack, ts_ns});
+  auto [it, inserted] = LiveOf(key.pid).try_emplace(key.at, Live{bytes, objects, stack, 0, ts_ns});
   if (!inserted) {
     stats_.replaced_live++;
     Release(it->second, key, ts_ns);
-    it->second = Live{bytes, objects, stack, ts_ns};
+    it->second = Live{bytes, objects, stack, 0, ts_ns};
   }
   ChangeInUse(stack, key, objects, Bytes(bytes), ts_ns);
+  it->second.segment = TrackSlack(key, bytes, stack);
 }
 
 void AllocationTracker::AddLostAllocated(StackId stack, int64_t objects, int64_t bytes) {
@@ -132,7 +177,7 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
     live.erase(it);
   }
   ChangeInUse(stack, key, 1, Bytes(size), ts_ns);
-  live.emplace(key.at, Live{size, 1, stack, ts_ns});
+  live.emplace(key.at, Live{size, 1, stack, TrackSlack(key, size, stack), ts_ns});
 }
 
 void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns) {
@@ -193,6 +238,7 @@ void AllocationTracker::OnProcessExit(pid_t pid) {
   const auto upid = static_cast<uint32_t>(pid);
   if (cached_pid_ == upid) cached_ = nullptr;
   live_.erase(upid);
+  slack_.ForgetProcess(upid);
   auto of = [upid](const auto& kv) { return kv.first.pid == upid; };
   if (!unmatched_frees_.empty()) absl::erase_if(unmatched_frees_, of);
   if (!lost_frees_.empty()) absl::erase_if(lost_frees_, of);
@@ -220,7 +266,7 @@ size_t AllocationTracker::MemoryUsage() const {
   for (const auto& [pid, table] : live_) live += sizeof(LiveTable) + table->capacity() * (sizeof(std::pair<AddrKey, Live>) + 1);
   return live +
          (unmatched_frees_.capacity() + lost_frees_.capacity()) * (sizeof(std::pair<Key, uint64_t>) + 1) +
-         counters_.capacity() * sizeof(StackCounters) + peaks_.MemoryUsage();
+         counters_.capacity() * sizeof(StackCounters) + peaks_.MemoryUsage() + slack_.MemoryUsage();
 }
 
 }  // namespace gpuflame::profiler

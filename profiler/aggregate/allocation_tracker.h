@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "profiler/aggregate/peak_tracker.h"
+#include "profiler/aggregate/segment_slack.h"
 #include "profiler/resolve/stack_table.h"
 
 namespace gpuflame::profiler {
@@ -36,6 +37,11 @@ struct StackCounters {
   // AllocationTracker::CountersWithPeaks, zero in counters().
   int64_t peak_objects = 0;
   int64_t peak_bytes = 0;
+  // Device level, per segment-creating stack: the bytes of its live
+  // segments that no live tensor block occupies, and how many of its
+  // segments have some (segment_slack.h). Zero at tensor level.
+  int64_t unused_objects = 0;
+  int64_t unused_bytes = 0;
 };
 
 struct TrackerStats {
@@ -49,6 +55,7 @@ struct TrackerStats {
   // (bpf/gpuflame_abi.h, struct gf_lost_key): applied to the live set.
   uint64_t lost_allocs = 0;  // made live under the [lost] frame (or found freed already)
   uint64_t lost_frees = 0;   // applied to the allocation they freed (or to one still on its way)
+  uint64_t maps_of_unknown_handles = 0;  // cuMemMap of a handle not live here: no segment
 };
 
 class AllocationTracker {
@@ -76,6 +83,11 @@ class AllocationTracker {
   // |ts_ns| is when the free happened (CLOCK_MONOTONIC), which may be before
   // records that arrived earlier: in-process tensor events come in batches.
   void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns);
+  // An expandable segment's chunk: physical memory |handle| (a live
+  // cuMemCreate of |pid|) mapped at [va, va + size), and ranges unmapped.
+  // Only the slack (unused_*) sees them: in use is the handle's.
+  void OnMap(pid_t pid, uint64_t va, uint64_t size, uint64_t handle, uint64_t ts_ns);
+  void OnUnmap(pid_t pid, uint64_t va, uint64_t size, uint64_t ts_ns);
   // Keeps the live set of |pid| at |ts_ns| as its final "in use": frees from
   // then on (interpreter teardown) are counted but not applied.
   void FreezeProcess(pid_t pid, uint64_t ts_ns) { frozen_.emplace(static_cast<uint32_t>(pid), ts_ns); }
@@ -97,7 +109,10 @@ class AllocationTracker {
   // A window starts (the agent): its peak starts from the live set now.
   void StartPeakWindow() { peaks_.StartWindow(); }
   // Exited processes after their last report: their peaks go.
-  void ForgetPeaks(std::span<const pid_t> pids) { peaks_.ForgetProcesses(pids); }
+  void ForgetPeaks(std::span<const pid_t> pids) {
+    peaks_.ForgetProcesses(pids);
+    for (pid_t pid : pids) slack_.Erase(static_cast<uint32_t>(pid));
+  }
   const TrackerStats& stats() const { return stats_; }
   size_t live_count() const;
   // The processes that hold live allocations (one entry per process).
@@ -111,6 +126,9 @@ class AllocationTracker {
     auto it = frozen_.find(static_cast<uint32_t>(pid));
     return it != frozen_.end() && ts_ns >= it->second;
   }
+  // |pid|'s segments, the tensor bytes in them and the blocks in none, now.
+  SlackTotals Slack(pid_t pid) const { return slack_.Totals(static_cast<uint32_t>(pid)); }
+  const SlackStats& slack_stats() const { return slack_.stats(); }
   size_t MemoryUsage() const;
 
  private:
@@ -118,7 +136,8 @@ class AllocationTracker {
     uint64_t bytes;
     int64_t objects;
     StackId stack;
-    uint64_t ts_ns;  // when it was allocated (0: not known)
+    uint32_t segment;  // SegmentSlack's id: of this segment, or of the one this block is charged to (0: none)
+    uint64_t ts_ns;    // when it was allocated (0: not known)
   };
   // A process's live allocations, by (domain, handle, address): one table
   // per process, so that its exit drops one entry instead of walking every
@@ -155,6 +174,18 @@ class AllocationTracker {
   // Every change of a stack's in use goes through here (the peaks see it).
   void ChangeInUse(StackId stack, const Key& key, int64_t objects, int64_t bytes, uint64_t ts_ns);
   void Release(const Live& live, const Key& key, uint64_t ts_ns);
+  // A live allocation is a segment (device level, at an address) or a
+  // block in one (tensor level): its slack is accounted; returns the id it
+  // keeps for its release.
+  uint32_t TrackSlack(const Key& key, uint64_t bytes, StackId stack);
+  void ChangeUnused(const SlackChange& change);
+  // Runs |f| on a cleared scratch list of changes, then applies them.
+  template <typename F>
+  void ApplySlack(F&& f) {
+    changes_.clear();
+    f(changes_);
+    for (const SlackChange& c : changes_) ChangeUnused(c);
+  }
   // A free whose allocation is not (yet) live: kept a while (by time, and at
   // most kMaxPending of them) so that a lost record arriving later pairs up.
   void Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns);
@@ -169,6 +200,8 @@ class AllocationTracker {
   absl::flat_hash_map<uint32_t, uint64_t> frozen_;  // pid -> when its live set froze
   std::vector<StackCounters> counters_;
   PeakTracker peaks_;
+  SegmentSlack slack_;
+  std::vector<SlackChange> changes_;  // scratch for ApplySlack
   TrackerStats stats_;
 };
 

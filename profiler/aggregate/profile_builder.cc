@@ -35,6 +35,10 @@ Profile BuildMemoryProfile(StackSource source,
   p.name = domain == GF_DOMAIN_TORCH ? kTorchMemoryProfile : kGpuMemoryProfile;
   p.sample_types = {{"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"},
                     {"inuse_space", "bytes"},   {"peak_objects", "count"}, {"peak_space", "bytes"}};
+  // Device level: the caching allocator's slack by the stack that made each
+  // segment (segment_slack.h).
+  const bool slack = domain == GF_DOMAIN_GPU;
+  if (slack) p.sample_types.insert(p.sample_types.end(), {{"unused_objects", "count"}, {"unused_space", "bytes"}});
   p.default_sample_type = "inuse_space";
   p.period_type = {"space", "bytes"};
   p.period = 1;  // every allocation is recorded: no sampling
@@ -44,7 +48,8 @@ Profile BuildMemoryProfile(StackSource source,
     const StackInfo& stack = source.stacks.Get(id);
     const StackCounters& c = counters[id];
     return stack.domain == domain &&
-           (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0 || c.peak_bytes != 0) &&
+           (c.alloc_objects != 0 || c.inuse_objects != 0 || c.inuse_bytes != 0 || c.peak_bytes != 0 ||
+            c.unused_bytes != 0) &&
            (!pid || stack.pid == *pid);
   };
   // Where the library sampled tensor allocations by bytes, the values are
@@ -70,6 +75,7 @@ Profile BuildMemoryProfile(StackSource source,
     const StackCounters& c = counters[id];
     Sample s = make.Make(source.stacks.Get(id));
     s.values = {c.alloc_objects, c.alloc_bytes, c.inuse_objects, c.inuse_bytes, c.peak_objects, c.peak_bytes};
+    if (slack) s.values.insert(s.values.end(), {c.unused_objects, c.unused_bytes});
     if (estimated) s.values.push_back(c.alloc_samples);
     p.samples.push_back(std::move(s));
   }

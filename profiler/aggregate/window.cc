@@ -14,6 +14,8 @@ std::vector<StackCounters> WindowAccumulator::Close(const std::vector<StackCount
     out[i].observed_bytes = cumulative[i].observed_bytes - last_[i].observed_bytes;
     out[i].peak_objects = cumulative[i].peak_objects;  // the window's own (PeakScope::kWindow)
     out[i].peak_bytes = cumulative[i].peak_bytes;
+    out[i].unused_objects = cumulative[i].unused_objects;  // at the window's end, as in use
+    out[i].unused_bytes = cumulative[i].unused_bytes;
     last_[i] = cumulative[i];
   }
   return out;

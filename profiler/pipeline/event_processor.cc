@@ -732,10 +732,12 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
     case GF_EV_MAP:
       stats_.map_calls++;
       stats_.mapped_bytes += ev.size;
+      tracker_.OnMap(pid, ev.addr, ev.size, ev.arg0, ev.ts_ns);  // an expandable segment's chunk
       break;
     case GF_EV_UNMAP:
       stats_.map_calls++;
       stats_.mapped_bytes -= ev.size;
+      tracker_.OnUnmap(pid, ev.addr, ev.size, ev.ts_ns);
       break;
     case GF_EV_LIB_MAPPED:
       if (unwinder_) unwinder_->Invalidate(pid);
