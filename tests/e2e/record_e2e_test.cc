@@ -413,6 +413,54 @@ TEST(RecordTest, PeakIsTheLiveSetAtTheHighWaterMark) {
   }
 }
 
+TEST(RecordTest, UnusedSpaceIsTheSegmentsSlackByTheStackThatMadeThem) {
+  GPUFLAME_REQUIRE_ROOT();
+  constexpr int64_t KiB = 1 << 10;
+  for (const std::string way : {"probes", "inprocess"}) {
+    SCOPED_TRACE(way);
+    std::string out = TempDir("slack-" + way);
+    RunResult r = Record(out, PyenvPython("3.12"), "slack.py", "", "--tensor-events " + way);
+    ASSERT_EQ(r.status, 0) << r.output;
+    ASSERT_NE(r.output.find("reserved 20971520 allocated 9437184"), std::string::npos) << r.output;
+    pprof::Profile gpu, torch;
+    ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu)) << r.output;
+    ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
+    ASSERT_EQ(gpu.sample_type_size(), 8);
+    EXPECT_EQ(gpu.string_table(gpu.sample_type(6).type()), "unused_objects");
+    EXPECT_EQ(gpu.string_table(gpu.sample_type(7).type()), "unused_space");
+    EXPECT_EQ(torch.sample_type_size(), 6) << "tensors hold no slack";
+    const std::string segment = ";empty;Tensor > __init__;cudaMalloc";
+    auto unused = Stacks(gpu, "unused_space", true, /*drop_native=*/true);
+    auto segments = Stacks(gpu, "unused_objects", true, /*drop_native=*/true);
+    // 2 MiB small segment: 256 KiB x 2 kept of six, then 512 KiB reused.
+    EXPECT_EQ(ValueEndingWith(unused, "<module>;Tokenizer > build" + segment), 1 * MiB) << Dump(unused);
+    EXPECT_EQ(ValueEndingWith(segments, "<module>;Tokenizer > build" + segment), 1) << Dump(segments);
+    EXPECT_EQ(ValueEndingWith(unused, "<module>;Buffers > grow" + segment), 10 * MiB) << Dump(unused);
+    // Model > load's segment is wholly used, Scratch > run's was given back
+    // by empty_cache, Tokenizer > refill made none: no other stack has any.
+    EXPECT_EQ(unused.size(), 2u) << Dump(unused);
+    auto held = Stacks(gpu, "inuse_space", true, /*drop_native=*/true);
+    EXPECT_EQ(ValueEndingWith(held, "<module>;Model > load" + segment), 8 * MiB) << Dump(held);
+    EXPECT_EQ(Total(gpu, "unused_space"), 11 * MiB) << Dump(unused);
+    EXPECT_EQ(Total(gpu, "unused_objects"), 2);
+    // The small pool's blocks: one segment for seven tensors.
+    auto t = Stacks(torch, "inuse_space", true, true);
+    EXPECT_EQ(ValueEndingWith(t, "<module>;Tokenizer > build;empty;Tensor > __init__;" + kTorchLeaf), 512 * KiB)
+        << Dump(t);
+    EXPECT_EQ(Total(gpu, "inuse_space"), 20 * MiB);
+    auto json = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+    ASSERT_FALSE(json.is_discarded());
+    const auto& slack = json["processes"][0]["slack"];
+    EXPECT_EQ(slack["segments"], 3) << slack;
+    EXPECT_EQ(slack["reserved_bytes"], 20 * MiB) << slack;
+    EXPECT_EQ(slack["tensor_bytes"], 9 * MiB) << slack;
+    EXPECT_EQ(slack["unused_bytes"], 11 * MiB) << slack;
+    EXPECT_EQ(slack["blocks_in_no_known_segment"], 0) << slack;
+    EXPECT_EQ(slack["bytes_in_no_known_segment"], 0) << slack;
+    EXPECT_NE(ReadFile(out + "/gpu_memory.unused_space.folded").find("Buffers > grow"), std::string::npos);
+  }
+}
+
 TEST(RecordTest, ExpandableSegmentsAreCountedThroughCuMemCreate) {
   GPUFLAME_REQUIRE_ROOT();
   std::string out = TempDir("expandable");
@@ -424,6 +472,15 @@ TEST(RecordTest, ExpandableSegmentsAreCountedThroughCuMemCreate) {
   EXPECT_EQ(ValueEndingWith(g, "<module>;Cache > grow;empty;Tensor > __init__;cuMemCreate"), 6 * MiB) << Dump(g);
   EXPECT_EQ(Total(gpu, "inuse_space"), 6 * MiB);
   EXPECT_NE(ReadFile(out + "/summary.json").find("\"cu_mem_mapped_bytes\": 6291456"), std::string::npos);
+  // The mapped chunk is a segment of its handle's stack, the tensor in it whole.
+  auto json = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+  ASSERT_FALSE(json.is_discarded());
+  const auto& slack = json["processes"][0]["slack"];
+  EXPECT_EQ(slack["segments"], 1) << slack;
+  EXPECT_EQ(slack["reserved_bytes"], 6 * MiB) << slack;
+  EXPECT_EQ(slack["tensor_bytes"], 6 * MiB) << slack;
+  EXPECT_EQ(slack["bytes_in_no_known_segment"], 0) << slack;
+  EXPECT_EQ(Total(gpu, "unused_space"), 0);
 }
 
 TEST(RecordTest, UsesTheUsdtNotesWhereLibc10LacksTheReportHook) {
