@@ -54,6 +54,41 @@ void BM_EventLoop_AllocFree(benchmark::State& state) {
 }
 BENCHMARK(BM_EventLoop_AllocFree)->Args({16, 20})->Args({1000, 20})->Args({1000, 64})->Args({16, 128});
 
+// The same with the blocks inside device segments (cudaMalloc records of
+// the same process), |segments| of 2 MiB in all: each tensor event finds
+// its segment and moves its stack's unused_space (segment_slack.h).
+void BM_EventLoop_AllocFreeInSegments(benchmark::State& state) {
+  const int segments = static_cast<int>(state.range(0));
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer native(elves);
+  profiler::StackResolver resolver(nullptr, native, {});
+  profiler::EventProcessor events(nullptr, resolver);
+  constexpr uint64_t kBase = 0x7f1500000000ull, kSegment = 2 << 20;
+  for (int s = 0; s < segments; s++) {
+    gf_event ev = testing::Header(GF_EV_ALLOC, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 1234);
+    ev.addr = kBase + static_cast<uint64_t>(s) * kSegment;
+    ev.size = kSegment;
+    events.OnRecord(testing::PythonRecord(ev, 20, static_cast<uint64_t>(100000 + s % 50)));
+  }
+  std::vector<std::vector<uint8_t>> allocs, frees;
+  for (int i = 0; i < 1024; i++) {
+    // Spread over the segments: 4 KiB blocks, several per segment.
+    const uint64_t addr = kBase + static_cast<uint64_t>(i % segments) * kSegment + static_cast<uint64_t>(i / segments) * 4096;
+    allocs.push_back(Alloc(addr, i % 16, 20));
+    frees.push_back(Free(addr));
+  }
+  for (auto& a : allocs) events.OnRecord(a);
+  for (auto& f : frees) events.OnRecord(f);
+  size_t i = 0;
+  for (auto _ : state) {
+    events.OnRecord(allocs[i]);
+    events.OnRecord(frees[i]);
+    i = (i + 1) & 1023;
+  }
+  state.SetItemsProcessed(state.iterations() * 2);
+}
+BENCHMARK(BM_EventLoop_AllocFreeInSegments)->Arg(16)->Arg(1000);
+
 // Memory held per live allocation (agent side), reported as a counter.
 void BM_LiveTable_Memory(benchmark::State& state) {
   const int64_t live = state.range(0);
