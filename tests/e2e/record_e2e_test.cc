@@ -450,7 +450,7 @@ TEST(RecordTest, UnusedSpaceIsTheSegmentsSlackByTheStackThatMadeThem) {
     EXPECT_EQ(Total(gpu, "inuse_space"), 20 * MiB);
     auto json = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
     ASSERT_FALSE(json.is_discarded());
-    const auto& slack = json["processes"][0]["slack"];
+    const nlohmann::json slack = json["processes"][0]["slack"];
     EXPECT_EQ(slack["segments"], 3) << slack;
     EXPECT_EQ(slack["reserved_bytes"], 20 * MiB) << slack;
     EXPECT_EQ(slack["tensor_bytes"], 9 * MiB) << slack;
@@ -458,6 +458,21 @@ TEST(RecordTest, UnusedSpaceIsTheSegmentsSlackByTheStackThatMadeThem) {
     EXPECT_EQ(slack["blocks_in_no_known_segment"], 0) << slack;
     EXPECT_EQ(slack["bytes_in_no_known_segment"], 0) << slack;
     EXPECT_NE(ReadFile(out + "/gpu_memory.unused_space.folded").find("Buffers > grow"), std::string::npos);
+
+    // Expandable segments: each mapped chunk, by the stack of its cuMemCreate.
+    std::string exp = TempDir("slack-expandable-" + way);
+    r = Record(exp, PyenvPython("3.12"), "slack_expandable.py", "", "--tensor-events " + way);
+    ASSERT_EQ(r.status, 0) << r.output;
+    ASSERT_TRUE(LoadPprof(exp + "/gpu_memory.pb.gz", &gpu)) << r.output;
+    unused = Stacks(gpu, "unused_space", true, /*drop_native=*/true);
+    const std::string chunk = ";empty;Tensor > __init__;cuMemCreate";
+    EXPECT_EQ(ValueEndingWith(unused, "<module>;Cache > grow" + chunk), 1 * MiB) << Dump(unused);
+    EXPECT_EQ(ValueEndingWith(unused, "<module>;Spill > run" + chunk), 4 * MiB) << Dump(unused);
+    EXPECT_EQ(Total(gpu, "unused_space"), 5 * MiB) << Dump(unused);
+    json = nlohmann::json::parse(ReadFile(exp + "/summary.json"), nullptr, false);
+    ASSERT_FALSE(json.is_discarded());
+    EXPECT_EQ(json["processes"][0]["slack"]["reserved_bytes"], 10 * MiB) << json["processes"][0];
+    EXPECT_EQ(json["processes"][0]["slack"]["tensor_bytes"], 5 * MiB) << json["processes"][0];
   }
 }
 
