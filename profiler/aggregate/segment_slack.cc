@@ -17,8 +17,21 @@ int64_t Unused(uint64_t base, uint64_t end, uint64_t used) {
 }  // namespace
 
 SegmentSlack::Process* SegmentSlack::Find(uint32_t pid) {
+  if (cached_ && cached_pid_ == pid) return cached_;
   auto it = processes_.find(pid);
-  return it == processes_.end() ? nullptr : &it->second;
+  if (it == processes_.end()) return nullptr;
+  cached_pid_ = pid;
+  cached_ = it->second.get();
+  return cached_;
+}
+
+SegmentSlack::Process& SegmentSlack::Get(uint32_t pid) {
+  if (cached_ && cached_pid_ == pid) return *cached_;
+  auto& slot = processes_[pid];
+  if (!slot) slot = std::make_unique<Process>();
+  cached_pid_ = pid;
+  cached_ = slot.get();
+  return *slot;
 }
 
 std::map<uint64_t, SegmentSlack::Segment>::iterator SegmentSlack::Holding(Process& p, uint64_t addr) {
@@ -44,7 +57,7 @@ uint32_t SegmentSlack::AddSegment(uint32_t pid, uint64_t base, uint64_t size, St
     stats_.invalid_segments++;
     return 0;
   }
-  return Insert(processes_[pid], base, size, stack, false, change, dropped);
+  return Insert(Get(pid), base, size, stack, false, change, dropped);
 }
 
 void SegmentSlack::AddMapped(uint32_t pid, uint64_t base, uint64_t size, StackId stack,
@@ -54,7 +67,7 @@ void SegmentSlack::AddMapped(uint32_t pid, uint64_t base, uint64_t size, StackId
     return;
   }
   SlackChange change;
-  Insert(processes_[pid], base, size, stack, true, change, changes);
+  Insert(Get(pid), base, size, stack, true, change, changes);
   changes.push_back(change);
 }
 
@@ -146,7 +159,7 @@ void SegmentSlack::Charge(Process& p, std::map<uint64_t, Segment>::iterator it, 
 }
 
 uint32_t SegmentSlack::AddBlock(uint32_t pid, uint64_t addr, uint64_t bytes, std::vector<SlackChange>& changes) {
-  Process& p = processes_[pid];
+  Process& p = Get(pid);
   bytes = std::min(bytes, kMaxBytes);
   auto it = Holding(p, addr);
   if (it == p.segments.end()) {
@@ -184,7 +197,7 @@ void SegmentSlack::ForgetProcess(uint32_t pid) {
 SlackTotals SegmentSlack::Totals(uint32_t pid) const {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return {};
-  const Process& p = it->second;
+  const Process& p = *it->second;
   return {p.count, p.reserved, p.tensor, p.reserved - p.tensor, p.unknown_blocks,
           p.unknown_bytes};
 }
@@ -192,8 +205,8 @@ SlackTotals SegmentSlack::Totals(uint32_t pid) const {
 size_t SegmentSlack::MemoryUsage() const {
   // std::map: a node of three pointers, a colour and the pair per segment.
   constexpr size_t kNode = 4 * sizeof(void*) + sizeof(std::pair<const uint64_t, Segment>);
-  size_t bytes = processes_.capacity() * (sizeof(std::pair<uint32_t, Process>) + 1);
-  for (const auto& [pid, p] : processes_) bytes += p.segments.size() * kNode;
+  size_t bytes = processes_.capacity() * (sizeof(std::pair<uint32_t, std::unique_ptr<Process>>) + 1);
+  for (const auto& [pid, p] : processes_) bytes += sizeof(Process) + p->segments.size() * kNode;
   return bytes;
 }
 

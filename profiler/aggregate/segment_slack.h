@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -80,7 +81,10 @@ class SegmentSlack {
   // An exited process: its segments go, its totals stay for its last
   // report (as its in use does) until Erase.
   void ForgetProcess(uint32_t pid);
-  void Erase(uint32_t pid) { processes_.erase(pid); }
+  void Erase(uint32_t pid) {
+    if (cached_pid_ == pid) cached_ = nullptr;
+    processes_.erase(pid);
+  }
 
   SlackTotals Totals(uint32_t pid) const;
   const SlackStats& stats() const { return stats_; }
@@ -106,6 +110,7 @@ class SegmentSlack {
   // 8 GiB); past them it is charged no further.
   static constexpr int kMaxChunksPerBlock = 4096;
   Process* Find(uint32_t pid);
+  Process& Get(uint32_t pid);  // made if absent
   uint32_t Insert(Process& p, uint64_t base, uint64_t size, StackId stack, bool mapped, SlackChange& change,
                   std::vector<SlackChange>& dropped);
   // Adds (+1) or takes away (-1) a block's bytes from the segments it lies in,
@@ -118,7 +123,11 @@ class SegmentSlack {
   // stack's unused.
   static SlackChange SetUsed(Process& p, uint64_t base, Segment& seg, uint64_t used);
 
-  absl::flat_hash_map<uint32_t, Process> processes_;
+  // Boxed, so that the last one asked for stays at hand across rehashes
+  // (events come in runs from one process).
+  absl::flat_hash_map<uint32_t, std::unique_ptr<Process>> processes_;
+  uint32_t cached_pid_ = 0;
+  Process* cached_ = nullptr;
   uint32_t next_id_ = 1;
   SlackStats stats_;
 };
