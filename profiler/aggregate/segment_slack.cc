@@ -34,7 +34,7 @@ SegmentSlack::Process& SegmentSlack::Get(uint32_t pid) {
   return *slot;
 }
 
-std::map<uint64_t, SegmentSlack::Segment>::iterator SegmentSlack::Holding(Process& p, uint64_t addr) {
+absl::btree_map<uint64_t, SegmentSlack::Segment>::iterator SegmentSlack::Holding(Process& p, uint64_t addr) {
   auto it = p.segments.upper_bound(addr);
   if (it == p.segments.begin()) return p.segments.end();
   --it;
@@ -131,7 +131,7 @@ SlackChange SegmentSlack::RemoveSegment(uint32_t pid, uint64_t base, uint32_t id
   return change;
 }
 
-void SegmentSlack::Charge(Process& p, std::map<uint64_t, Segment>::iterator it, uint64_t addr, uint64_t bytes,
+void SegmentSlack::Charge(Process& p, absl::btree_map<uint64_t, Segment>::iterator it, uint64_t addr, uint64_t bytes,
                           int sign, std::vector<SlackChange>& changes) {
   for (int chunks = 0;; chunks++) {
     Segment& seg = it->second;
@@ -203,8 +203,8 @@ SlackTotals SegmentSlack::Totals(uint32_t pid) const {
 }
 
 size_t SegmentSlack::MemoryUsage() const {
-  // std::map: a node of three pointers, a colour and the pair per segment.
-  constexpr size_t kNode = 4 * sizeof(void*) + sizeof(std::pair<const uint64_t, Segment>);
+  // A B-tree's leaves hold the pairs, at most about half empty.
+  constexpr size_t kNode = 2 * sizeof(std::pair<const uint64_t, Segment>);
   size_t bytes = processes_.capacity() * (sizeof(std::pair<uint32_t, std::unique_ptr<Process>>) + 1);
   for (const auto& [pid, p] : processes_) bytes += sizeof(Process) + p->segments.size() * kNode;
   return bytes;

@@ -24,10 +24,10 @@
 #define GPUFLAME_PROFILER_AGGREGATE_SEGMENT_SLACK_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "profiler/resolve/stack_table.h"
 
@@ -99,7 +99,9 @@ class SegmentSlack {
     bool mapped;  // a cuMemMap chunk: blocks may go on into the next one that meets it
   };
   struct Process {
-    std::map<uint64_t, Segment> segments;  // by base
+    // By base; a B-tree: a lookup among a thousand segments touches a few
+    // cache lines, not ten scattered nodes.
+    absl::btree_map<uint64_t, Segment> segments;
     int64_t count = 0;  // its size, kept past the process's exit
     int64_t reserved = 0;
     int64_t tensor = 0;  // sum over segments of min(used, size)
@@ -115,10 +117,10 @@ class SegmentSlack {
                   std::vector<SlackChange>& dropped);
   // Adds (+1) or takes away (-1) a block's bytes from the segments it lies in,
   // starting at |it|.
-  void Charge(Process& p, std::map<uint64_t, Segment>::iterator it, uint64_t addr, uint64_t bytes, int sign,
+  void Charge(Process& p, absl::btree_map<uint64_t, Segment>::iterator it, uint64_t addr, uint64_t bytes, int sign,
               std::vector<SlackChange>& changes);
   // The segment holding |addr|, or end().
-  static std::map<uint64_t, Segment>::iterator Holding(Process& p, uint64_t addr);
+  static absl::btree_map<uint64_t, Segment>::iterator Holding(Process& p, uint64_t addr);
   // Applies |used|'s new value to |seg| and the totals: the change of its
   // stack's unused.
   static SlackChange SetUsed(Process& p, uint64_t base, Segment& seg, uint64_t used);
