@@ -13,6 +13,7 @@
 #include "base/json_string.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/forensics/oom_episodes.h"
+#include "profiler/forensics/stack_names.h"
 #include "profiler/probes/probe_table.h"
 
 namespace gpuflame::profiler {
@@ -20,7 +21,6 @@ namespace {
 
 using base::HumanBytes;
 
-constexpr size_t kLineFrames = 3;   // Python frames named in a summary line
 constexpr size_t kLineHolders = 3;  // holders named in it
 constexpr size_t kJsonHolders = 5;  // per level in summary.json
 
@@ -34,38 +34,6 @@ std::string WallTime(int64_t wall_ns) {
   char buf[64];
   strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &t);
   return absl::StrFormat("%s.%03d UTC", buf, static_cast<int>(wall_ns / 1'000'000 % 1000));
-}
-
-// The workload names its own functions: nothing in them may steer a terminal.
-std::string Printable(std::string s) {
-  for (char& c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return s;
-}
-
-// "… › Trainer > step › grow": the innermost Python frames (else native
-// ones), the API leaf left out.
-std::string ShortStack(const std::vector<FrameId>& stack, const FrameTable& frames) {
-  std::vector<const std::string*> python, other;
-  for (FrameId id : stack) {
-    const symbolizer::Frame& f = frames.Get(id);
-    if (f.kind == symbolizer::FrameKind::kPython) python.push_back(&f.name);
-    else if (f.kind == symbolizer::FrameKind::kNative || f.kind == symbolizer::FrameKind::kMarker)
-      other.push_back(&f.name);
-  }
-  const std::vector<const std::string*>& use = python.empty() ? other : python;
-  if (use.empty()) return "[no stack]";
-  const size_t from = use.size() > kLineFrames ? use.size() - kLineFrames : 0;
-  std::string out = from ? "… › " : "";
-  for (size_t i = from; i < use.size(); i++) absl::StrAppend(&out, i > from ? " › " : "", *use[i]);
-  return Printable(out);
-}
-
-// "a;b;c", as folded stacks write it.
-std::string Folded(const std::vector<FrameId>& stack, const FrameTable& frames) {
-  std::string out;
-  for (FrameId id : stack) absl::StrAppend(&out, out.empty() ? "" : ";", frames.Get(id).name);
-  return out;
 }
 
 std::string ApiOf(const OomCapture& c) {
@@ -119,7 +87,7 @@ std::string HoldersJson(const OomLiveSet& set, const FrameTable& frames) {
   for (size_t i = 0; i < set.holders.size() && i < kJsonHolders; i++) {
     const OomHolder& h = set.holders[i];
     absl::StrAppend(&out, i ? ", " : "", "{\"bytes\": ", h.bytes, ", \"objects\": ", h.objects,
-                    ", \"stack\": ", base::JsonString(Folded(h.frames, frames)), "}");
+                    ", \"stack\": ", base::JsonString(FoldedStack(h.frames, frames)), "}");
   }
   return out + "]";
 }
@@ -213,7 +181,7 @@ std::string OomJson(const OomCapture& c, const FrameTable& frames, const std::st
       ", \"time\": ", base::JsonString(WallTime(c.wall_ns)), ", \"time_unix_ns\": ", c.wall_ns,
       ", \"api\": ", base::JsonString(ApiOf(c)), ", \"requested_bytes\": ", c.requested_bytes(),
       ", \"error\": ", c.request ? absl::StrCat(c.request->error) : "null", ", \"failed_calls\": ", c.failed_calls,
-      ", \"stack\": ", stack ? base::JsonString(Folded(*stack, frames)) : "null", ", \"outcome\": \"",
+      ", \"stack\": ", stack ? base::JsonString(FoldedStack(*stack, frames)) : "null", ", \"outcome\": \"",
       OomOutcomeName(c.outcome), "\"");
   const uint64_t first = c.request ? c.request->ts_ns : c.torch ? c.torch->ts_ns : 0;
   absl::StrAppend(&out, ", \"outcome_after_ns\": ",
@@ -221,7 +189,7 @@ std::string OomJson(const OomCapture& c, const FrameTable& frames, const std::st
   if (c.torch)
     absl::StrAppend(&out, ", \"torch_report\": {\"bytes\": ", c.torch->bytes, ", \"device\": ", c.torch->device,
                     ", \"allocated_bytes\": ", c.torch->allocated, ", \"reserved_bytes\": ", c.torch->reserved,
-                    ", \"stack\": ", base::JsonString(Folded(c.torch->frames, frames)), "}");
+                    ", \"stack\": ", base::JsonString(FoldedStack(c.torch->frames, frames)), "}");
   else out += ", \"torch_report\": null";
   absl::StrAppend(&out, ", \"device_live_bytes\": ", c.device.bytes, ", \"device_live_objects\": ", c.device.objects,
                   ", \"tensor_live_bytes\": ", c.tensors ? absl::StrCat(c.tensors->bytes) : "null",
