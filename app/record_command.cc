@@ -28,6 +28,9 @@
 #include "profiler/process/process_registry.h"
 #include "profiler/aggregate/profile_builder.h"
 #include "app/record_oom.h"
+#include "profiler/forensics/growth.h"
+#include "profiler/forensics/growth_report.h"
+#include "profiler/forensics/stack_names.h"
 #include "app/record_output.h"
 #include "profiler/resolve/stack_resolver.h"
 
@@ -117,7 +120,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const StackResolver& res,
                         const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
                         const Guardrails& guard, const std::string& self_cost, TensorEvents tensor_events,
-                        const std::string& oom, double seconds, const std::vector<std::string>& warnings) {
+                        const std::string& oom, const std::string& growth, double seconds,
+                        const std::vector<std::string>& warnings) {
   const char* bpf_names[GF_STAT_MAX] = {
       "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
       "failed_cuda_calls", "python_walks", "python_no_thread_state", "python_read_failed",
@@ -256,11 +260,25 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
     first = false;
   }
   // Out-of-memory episodes and what was captured of each (profiler/forensics/).
-  absl::StrAppend(&out, "\n  ],\n  \"oom\": ", oom, ",\n  \"warnings\": [");
+  absl::StrAppend(&out, "\n  ],\n  \"oom\": ", oom, ",\n");
+  // Stacks whose in use grew in most intervals of the run (profiler/forensics/growth.h).
+  absl::StrAppend(&out, "  \"growth\": ", growth, ",\n  \"warnings\": [");
   for (size_t i = 0; i < warnings.size(); i++)
     absl::StrAppend(&out, i ? ", " : "", base::JsonString(warnings[i]));
   out += "]\n}\n";
   return out;
+}
+
+// The page's table of growing stacks, as summary.json names them.
+std::vector<exporters::GrowthRow> GrowthRows(const GrowthTracker& growth, const std::vector<GrowingStack>& growing,
+                                             StackSource source) {
+  std::vector<exporters::GrowthRow> rows;
+  const uint64_t start = growth.boundary_times().empty() ? 0 : growth.boundary_times().front();
+  for (const GrowingStack& g : growing)
+    rows.push_back({g.pid, GrowthLevelName(g.domain), FoldedStack(source.stacks.Get(g.stack).frames, source.frames),
+                    ShortStack(source.stacks.Get(g.stack).frames, source.frames), g.growth_bytes, static_cast<int64_t>(g.intervals_grown), static_cast<int64_t>(g.intervals),
+                    g.first_inuse, g.last_inuse, static_cast<double>(g.since_ns - start) / 1e9});
+  return rows;
 }
 
 }  // namespace
@@ -326,6 +344,8 @@ int RunRecord(const RecordOptions& opt) {
   const int64_t start = NowNs(CLOCK_MONOTONIC);
   Progress progress(opt.progress && !opt.quiet);
   RecordOom oom(opt.quiet);
+  // Each stack's in use at interval boundaries, for the stacks that keep growing.
+  GrowthTracker growth;
   int exit_status = 0;
   const bool child_done = opt.command.empty();  // no command: nothing to wait for
   int64_t last_draw = 0;
@@ -345,6 +365,7 @@ int RunRecord(const RecordOptions& opt) {
     }
     oom.Collect(session);  // each out-of-memory capture said as it ends
     int64_t now = NowNs(CLOCK_MONOTONIC);
+    growth.Tick(static_cast<uint64_t>(now), session.events().tracker().counters(), session.events().stacks());
     double elapsed = static_cast<double>(now - start) / 1e9;
     if (now - last_draw > 200'000'000) {
       progress.Draw(elapsed, session.events(), session.registry().processes().size());
@@ -369,6 +390,10 @@ int RunRecord(const RecordOptions& opt) {
   }
   session.OpenGatesAndDrain();
   oom.Finish(session);
+  // The last boundary: in use as the recording ends (every record handled),
+  // before record --pid's reading of what was held from before is charged.
+  growth.TakeBoundary(static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)), session.events().tracker().counters(),
+                      session.events().stacks());
   session.RefreshFrames();
   progress.Finish();
   const int64_t duration = NowNs(CLOCK_MONOTONIC) - start;
@@ -465,15 +490,19 @@ int RunRecord(const RecordOptions& opt) {
     warnings.push_back(absl::StrCat(events.stats().over_budget_events,
                                     " events on stacks first seen while over the memory budget went to ",
                                     kOverBudgetFrame));
+  const std::vector<GrowingStack> growing = growth.Growing();
+  const std::vector<std::string> growth_lines = GrowthLines(growth, growing, events.stack_source());
   const SelfCost self_cost{session.program_stats().Describe(), ProgramCostBetween({}, session.BpfProgramStats()),
                            session.guardrails().CpuSeconds(), events.library_cost()};
   std::string summary = SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(),
                                     session.unwinder().stats(), session.native_symbols(), session.guardrails(),
                                     SelfCostJson(self_cost), profiling.tensor_events, oom.Json(session),
+                                    GrowthJson(growth, growing, events.stack_source(), comm),
                                     static_cast<double>(duration) / 1e9, warnings);
   std::string title = opt.command.empty() ? "record" : opt.command[0];
   for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
-  auto written = WriteRecordOutput(opt.output_dir, profiles, title, summary, oom.Lines(session));
+  auto written = WriteRecordOutput(opt.output_dir, profiles, title, summary, oom.Lines(session),
+                                   GrowthRows(growth, growing, events.stack_source()));
   if (!written.ok()) return Fail(written.status());
 
   if (!opt.quiet) {
@@ -495,6 +524,8 @@ int RunRecord(const RecordOptions& opt) {
                  static_cast<double>(duration) / 1e9, opt.output_dir.c_str());
     std::fprintf(stderr, "%s\n", SelfCostLine(self_cost).c_str());
     std::fprintf(stderr, "gpuflame: open %s/flamegraph.html in a browser\n", opt.output_dir.c_str());
+    for (size_t i = 0; i < growth_lines.size(); i++)  // a heading, then its indented lines
+      std::fprintf(stderr, "%s%s\n", i ? "" : "gpuflame: ", growth_lines[i].c_str());
   }
   Session::DetachProbesInBackground();
   return opt.command.empty() ? 0 : exit_status;

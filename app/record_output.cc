@@ -71,7 +71,8 @@ absl::Status PrepareOutputDir(const std::string& dir) {
 
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
-    const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes) {
+    const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes,
+    const std::vector<exporters::GrowthRow>& growth) {
   if (auto s = PrepareOutputDir(dir); !s.ok()) return s;
   std::vector<std::string> written;
   auto put = [&](const std::string& name, std::string_view bytes) -> absl::Status {
@@ -90,7 +91,7 @@ absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
         return s;
     }
   }
-  if (auto s = put("flamegraph.html", exporters::FlameGraphHtml(profiles, title, notes)); !s.ok()) return s;
+  if (auto s = put("flamegraph.html", exporters::FlameGraphHtml(profiles, title, notes, growth)); !s.ok()) return s;
   if (auto s = put("summary.json", summary_json); !s.ok()) return s;
   return written;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/human_units.h"
+#include "exporters/files/html_writer.h"
 #include "profiler/aggregate/profile.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/probes/program_stats.h"
@@ -19,10 +20,11 @@ namespace gpuflame::profiler {
 absl::Status PrepareOutputDir(const std::string& dir);
 
 // Returns the paths written. |notes| head the HTML page (out-of-memory
-// captures' summaries).
+// captures' summaries), then |growth|'s table (the stacks that kept growing).
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
-    const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes = {});
+    const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes = {},
+    const std::vector<exporters::GrowthRow>& growth = {});
 
 // "1.50 GiB" (record_command.cc says it unqualified).
 using base::HumanBytes;

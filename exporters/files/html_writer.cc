@@ -51,7 +51,7 @@ void AppendNode(std::string& out, uint32_t name, const Node& n) {
 }  // namespace
 
 std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title,
-                           const std::vector<std::string>& notes) {
+                           const std::vector<std::string>& notes, const std::vector<GrowthRow>& growth) {
   // One frame table for all profiles: [name, kind, file, line].
   std::map<std::tuple<std::string, std::string>, uint32_t> frame_index;
   std::string frames_json;
@@ -103,8 +103,16 @@ std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles
   }
   std::string notes_json;
   for (const std::string& n : notes) absl::StrAppend(&notes_json, notes_json.empty() ? "" : ",", base::JsonString(n));
+  std::string growth_json;
+  for (const GrowthRow& g : growth)
+    absl::StrAppend(&growth_json, growth_json.empty() ? "" : ",", "{\"pid\":", g.pid,
+                    ",\"profile\":", base::JsonString(g.profile), ",\"stack\":", base::JsonString(g.stack),
+                    ",\"short\":", base::JsonString(g.short_stack),
+                    ",\"growth\":", g.growth_bytes, ",\"grown\":", g.intervals_grown, ",\"intervals\":", g.intervals,
+                    ",\"first\":", g.first_bytes, ",\"last\":", g.last_bytes, ",\"since\":",
+                    absl::StrFormat("%.3f", g.since_seconds), "}");
   return FlameGraphPage(absl::StrCat("{\"frames\":[", frames_json, "],\"profiles\":[", profiles_json, "],\"notes\":[",
-                                     notes_json, "]}"),
+                                     notes_json, "],\"growth\":[", growth_json, "]}"),
                         title);
 }
 

@@ -12,9 +12,25 @@
 
 namespace gpuflame::exporters {
 
-// |notes| head the page, one paragraph each (out-of-memory summaries).
+// A stack whose in use kept growing (profiler/forensics/growth.h), one row of
+// the page's growth table.
+struct GrowthRow {
+  int64_t pid = 0;
+  std::string profile;  // the level's profile: gpu_memory, torch_memory
+  std::string stack;    // folded, as in the .folded files
+  std::string short_stack;  // its innermost Python frames, for the eye
+  int64_t growth_bytes = 0;
+  int64_t intervals_grown = 0;
+  int64_t intervals = 0;
+  int64_t first_bytes = 0;
+  int64_t last_bytes = 0;
+  double since_seconds = 0;
+};
+
+// |notes| head the page, one paragraph each (out-of-memory summaries);
+// |growth| fills the table of growing stacks under them (none: no table).
 std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title,
-                           const std::vector<std::string>& notes = {});
+                           const std::vector<std::string>& notes = {}, const std::vector<GrowthRow>& growth = {});
 
 // The page itself around |data_json|, the data block flamegraph.html reads
 // ({"frames": [...], "profiles": [...]}, and "diff" for a diff flame

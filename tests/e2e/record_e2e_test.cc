@@ -473,6 +473,54 @@ TEST(RecordTest, UnusedSpaceIsTheSegmentsSlackByTheStackThatMadeThem) {
     ASSERT_FALSE(json.is_discarded());
     EXPECT_EQ(json["processes"][0]["slack"]["reserved_bytes"], 10 * MiB) << json["processes"][0];
     EXPECT_EQ(json["processes"][0]["slack"]["tensor_bytes"], 5 * MiB) << json["processes"][0];
+// Leaks and growth: of a stack that leaks 2 MiB every 100 ms, one that
+// allocates and frees, and one that takes 8 MiB once and keeps it, only the
+// leak is reported, at both levels, with its exact bytes; its stack is the
+// one the flame graphs name. Inprocess is recorded without -q, for the
+// terminal's block.
+TEST(RecordTest, GrowthReportsOnlyTheLeakingStack) {
+  GPUFLAME_REQUIRE_ROOT();
+  for (const std::string way : {"probes", "inprocess"}) {
+    const std::string out = TempDir("growth-" + way);
+    const RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress " + (way == "probes" ? "-q " : "") +
+                           "-o " + out + " --tensor-events " + way + " -- " + PyenvPython("3.12") + " " +
+                           Workload("leak.py"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    const auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+    const auto& growth = summary["growth"];
+    ASSERT_EQ(growth["processes"].size(), 1u) << growth.dump(2);
+    const auto& p = growth["processes"][0];
+    for (const std::string level : {"torch_memory", "gpu_memory"}) {
+      ASSERT_EQ(p[level].size(), 1u) << way << " " << level << "\n" << growth.dump(2);
+      const auto& s = p[level][0];
+      const std::string stack = s["stack"];
+      EXPECT_TRUE(stack.starts_with("<module>;Cache > leak;empty;Tensor > __init__;")) << stack;
+      EXPECT_TRUE(stack.ends_with(level == "torch_memory" ? ";" + kTorchLeaf : std::string(";cudaMalloc"))) << stack;
+      EXPECT_EQ(s["growth_bytes"], 50 * MiB) << way << " " << level;
+      EXPECT_EQ(s["first_inuse_bytes"], 0) << way << " " << level;
+      EXPECT_EQ(s["last_inuse_bytes"], 50 * MiB) << way << " " << level;
+      const int grown = s["intervals_grown"], intervals = s["intervals"];
+      EXPECT_GE(grown * 3, intervals * 2) << growth.dump(2);
+      EXPECT_GE(grown, 3) << growth.dump(2);
+      EXPECT_LE(intervals, static_cast<int>(growth["intervals"])) << growth.dump(2);
+      // Named as in the flame graphs: its line in the in-use .folded file.
+      EXPECT_NE(ReadFile(out + "/" + level + ".inuse_space.folded").find(stack + " " + std::to_string(50 * MiB) + "\n"),
+                std::string::npos) << stack;
+    }
+    EXPECT_EQ(growth["thresholds"]["min_bytes"], MiB);
+    if (way == "inprocess") {
+      EXPECT_NE(r.output.find("gpuflame: growing (in use, "), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("torch_memory +50.00 MiB in "), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("under `… › Cache > leak › empty › Tensor > __init__`"), std::string::npos) << r.output;
+      EXPECT_EQ(r.output.find("Trainer > step"), std::string::npos) << r.output;
+      // The page's growth table: one row per level, nothing else.
+      const std::string html = ReadFile(out + "/flamegraph.html");
+      size_t rows = 0;
+      for (size_t at = 0; (at = html.find("{\"pid\":", at)) != std::string::npos; at++) rows++;
+      EXPECT_EQ(rows, 2u);
+      EXPECT_NE(html.find("\"growth\":[{\"pid\":"), std::string::npos);
+      EXPECT_NE(html.find(",\"growth\":52428800,"), std::string::npos);
+    }
   }
 }
 
