@@ -289,6 +289,35 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
   EXPECT_TRUE(per_pod_series) << "in-use memory over time per pod";
 }
 
+// Growth shows in Pyroscope's diff view of an in-use profile: both in-use
+// flame graphs link to Profiles Drilldown's diff flame graph of their own
+// profile type, for the dashboard's data source, service and time range.
+TEST(DashboardTest, InUsePanelsLinkToTheDiffViewOfTheirProfile) {
+  nlohmann::json d = Dashboard();
+  std::set<std::string> linked;
+  for (const auto& p : d["panels"]) {
+    if (p["type"] != "flamegraph") continue;
+    const std::string type = p["targets"][0]["profileTypeId"];
+    if (!type.ends_with(":inuse_space:bytes:space:bytes")) {
+      EXPECT_FALSE(p.contains("links")) << p["title"];
+      continue;
+    }
+    ASSERT_TRUE(p.contains("links") && p["links"].size() == 1) << p["title"];
+    const std::string url = p["links"][0]["url"];
+    std::string encoded = type;
+    for (size_t at; (at = encoded.find(':')) != std::string::npos;) encoded.replace(at, 1, "%3A");
+    for (const std::string& part :
+         {std::string("/a/grafana-pyroscope-app/explore?explorationType=diff-flame-graph&"),
+          std::string("&var-dataSource=${datasource}&"), std::string("&var-serviceName=${namespace}%2F${container}&"),
+          "&var-profileMetricId=" + encoded + "&", std::string("&from=${__from}&to=${__to}")})
+      EXPECT_NE(url.find(part), std::string::npos) << part << " in " << url;
+    linked.insert(type);
+  }
+  EXPECT_EQ(linked, (std::set<std::string>{std::string(profiler::kGpuMemoryProfile) + ":inuse_space:bytes:space:bytes",
+                                           std::string(profiler::kTorchMemoryProfile) +
+                                               ":inuse_space:bytes:space:bytes"}));
+}
+
 TEST(DashboardTest, VariablesComeFromTheDatasourceAndLabelValues) {
   nlohmann::json d = Dashboard();
   std::map<std::string, nlohmann::json> vars;
