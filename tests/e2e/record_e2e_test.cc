@@ -473,6 +473,9 @@ TEST(RecordTest, UnusedSpaceIsTheSegmentsSlackByTheStackThatMadeThem) {
     ASSERT_FALSE(json.is_discarded());
     EXPECT_EQ(json["processes"][0]["slack"]["reserved_bytes"], 10 * MiB) << json["processes"][0];
     EXPECT_EQ(json["processes"][0]["slack"]["tensor_bytes"], 5 * MiB) << json["processes"][0];
+  }
+}
+
 // Leaks and growth: of a stack that leaks 2 MiB every 100 ms, one that
 // allocates and frees, and one that takes 8 MiB once and keeps it, only the
 // leak is reported, at both levels, with its exact bytes; its stack is the
