@@ -41,6 +41,10 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     args = ap.parse_args()
     torch.cuda.init()
+    # Module-level, as a leak in a long-lived object is: locals would be
+    # freed when main() returns, before the interpreter's teardown freezes
+    # the live set, and the last interval would show nothing left.
+    global cache, trainer, model
     cache, trainer, model = Cache(), Trainer(), Model()
     for i in range(args.steps):
         cache.leak()
