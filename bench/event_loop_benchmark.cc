@@ -30,6 +30,21 @@ std::vector<uint8_t> Free(uint64_t addr) {
 }
 
 // Alloc + free pairs over |stacks| distinct stacks of |depth| Python frames.
+// Each of 1024 alloc/free record pairs once untimed (every stack seen),
+// then pairs in turn, timed.
+void TimeAllocFree(benchmark::State& state, profiler::EventProcessor& events,
+                   const std::vector<std::vector<uint8_t>>& allocs, const std::vector<std::vector<uint8_t>>& frees) {
+  for (auto& a : allocs) events.OnRecord(a);
+  for (auto& f : frees) events.OnRecord(f);
+  size_t i = 0;
+  for (auto _ : state) {
+    events.OnRecord(allocs[i]);
+    events.OnRecord(frees[i]);
+    i = (i + 1) & 1023;
+  }
+  state.SetItemsProcessed(state.iterations() * 2);
+}
+
 void BM_EventLoop_AllocFree(benchmark::State& state) {
   const int stacks = static_cast<int>(state.range(0));
   const int depth = static_cast<int>(state.range(1));
@@ -42,15 +57,7 @@ void BM_EventLoop_AllocFree(benchmark::State& state) {
     allocs.push_back(Alloc(0x7f1500000000ull + static_cast<uint64_t>(i) * 4096, i % stacks, depth));
     frees.push_back(Free(0x7f1500000000ull + static_cast<uint64_t>(i) * 4096));
   }
-  for (auto& a : allocs) events.OnRecord(a);  // warm: every stack seen once
-  for (auto& f : frees) events.OnRecord(f);
-  size_t i = 0;
-  for (auto _ : state) {
-    events.OnRecord(allocs[i]);
-    events.OnRecord(frees[i]);
-    i = (i + 1) & 1023;
-  }
-  state.SetItemsProcessed(state.iterations() * 2);
+  TimeAllocFree(state, events, allocs, frees);
 }
 BENCHMARK(BM_EventLoop_AllocFree)->Args({16, 20})->Args({1000, 20})->Args({1000, 64})->Args({16, 128});
 
@@ -77,15 +84,7 @@ void BM_EventLoop_AllocFreeInSegments(benchmark::State& state) {
     allocs.push_back(Alloc(addr, i % 16, 20));
     frees.push_back(Free(addr));
   }
-  for (auto& a : allocs) events.OnRecord(a);
-  for (auto& f : frees) events.OnRecord(f);
-  size_t i = 0;
-  for (auto _ : state) {
-    events.OnRecord(allocs[i]);
-    events.OnRecord(frees[i]);
-    i = (i + 1) & 1023;
-  }
-  state.SetItemsProcessed(state.iterations() * 2);
+  TimeAllocFree(state, events, allocs, frees);
 }
 BENCHMARK(BM_EventLoop_AllocFreeInSegments)->Arg(16)->Arg(1000);
 
