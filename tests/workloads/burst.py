@@ -4,8 +4,13 @@ fixture). Each thread allocates and frees in a loop and keeps one
 allocation in four. Prints what was allocated and what is still held, so
 the profiles' totals can be checked exactly.
 
-argv: threads, allocations per thread."""
+argv: threads, allocations per thread, and optionally "stall-parent": the
+workload then stops its parent (gpuflame record) for the burst and resumes
+it after, so the ring fills whatever the machine's speed (a reader that
+keeps up would otherwise leave a loss test with nothing to check)."""
 import json
+import os
+import signal
 import sys
 import threading
 
@@ -30,9 +35,16 @@ def work(t):
 
 
 workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-for w in workers:
-    w.start()
-for w in workers:
-    w.join()
+stall = len(sys.argv) > 3 and sys.argv[3] == "stall-parent"
+if stall:
+    os.kill(os.getppid(), signal.SIGSTOP)
+try:
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+finally:
+    if stall:
+        os.kill(os.getppid(), signal.SIGCONT)
 print(json.dumps({"allocated": sum(allocated), "allocations": threads * per_thread,
                   "in_use": sum(sum(k) for k in kept)}), flush=True)
