@@ -54,6 +54,14 @@ int RunDiff(const DiffOptions& o) {
   }
   for (const auto& d : run.outcomes)
     if (!d.status.ok()) std::fprintf(stderr, "gpuflame: warning: %s\n", why(d).c_str());
+  // Where the two sides' sample types differ, what the diff left out, as it
+  // is said on the page and in the diff file's comments.
+  std::vector<std::string> notes;
+  for (const exporters::DiffOutcome* d : done)
+    if (!d->left_out.empty()) {
+      notes.push_back(absl::StrCat(d->name, ": ", d->left_out));
+      std::fprintf(stderr, "gpuflame: %s\n", notes.back().c_str());
+    }
   for (const auto& origin : run.only_in_base)
     std::fprintf(stderr, "gpuflame: only in BASE, not diffed: %s\n", origin.c_str());
   for (const auto& origin : run.only_in_new)
@@ -76,7 +84,7 @@ int RunDiff(const DiffOptions& o) {
                         [](const exporters::DiffView& v) { return v.tree->nodes().size() > 1; });
   const std::string html_path = absl::StrCat(o.output, "/diff_flamegraph.html");
   const std::string html =
-      exporters::DiffFlameGraphHtml(views, o.base, o.neu, absl::StrCat("diff ", o.base, " → ", o.neu));
+      exporters::DiffFlameGraphHtml(views, o.base, o.neu, absl::StrCat("diff ", o.base, " → ", o.neu), notes);
   if (auto s = exporters::WriteFile(html_path, html); !s.ok()) return Fail(std::string(s.message()));
   written.push_back(html_path);
 

@@ -33,7 +33,8 @@ void AppendNode(std::string& out, const DiffTree& tree, uint32_t node, size_t ty
 }  // namespace
 
 std::string DiffFlameGraphHtml(const std::vector<DiffView>& diffs, const std::string& base_label,
-                               const std::string& new_label, const std::string& title) {
+                               const std::string& new_label, const std::string& title,
+                               const std::vector<std::string>& notes) {
   // One frame table for all profiles: [name, kind, file, line]. A diff's
   // frames come from pprof files, which say no kind; lines differ between
   // two runs of changed code, so none is given.
@@ -64,8 +65,10 @@ std::string DiffFlameGraphHtml(const std::vector<DiffView>& diffs, const std::st
     absl::StrAppend(&profiles_json, profiles_json.empty() ? "" : ",", "{\"name\":", base::JsonString(d.name),
                     ",\"default_type\":", base::JsonString(default_type), ",\"types\":[", types_json, "]}");
   }
-  return FlameGraphPage(absl::StrCat("{\"frames\":[", frames_json, "],\"profiles\":[", profiles_json,
-                                     "],\"diff\":{\"base\":", base::JsonString(base_label),
+  std::string notes_json;
+  for (const std::string& n : notes) absl::StrAppend(&notes_json, notes_json.empty() ? "" : ",", base::JsonString(n));
+  return FlameGraphPage(absl::StrCat("{\"frames\":[", frames_json, "],\"profiles\":[", profiles_json, "],\"notes\":[",
+                                     notes_json, "],\"diff\":{\"base\":", base::JsonString(base_label),
                                      ",\"new\":", base::JsonString(new_label), "}}"),
                         title);
 }

@@ -17,9 +17,11 @@ struct DiffView {
   const DiffTree* tree;
 };
 
-// |base_label| and |new_label| say what was compared ("run1/", a file).
+// |base_label| and |new_label| say what was compared ("run1/", a file);
+// |notes| head the page, one paragraph each (what a diff left out).
 std::string DiffFlameGraphHtml(const std::vector<DiffView>& diffs, const std::string& base_label,
-                               const std::string& new_label, const std::string& title);
+                               const std::string& new_label, const std::string& title,
+                               const std::vector<std::string>& notes = {});
 
 }  // namespace gpuflame::exporters
 

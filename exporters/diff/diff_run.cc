@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exporters/diff/pprof_diff.h"
+#include "profiler/aggregate/profile_builder.h"
 
 namespace gpuflame::exporters {
 namespace {
@@ -16,6 +17,19 @@ std::string Safe(const std::string& s) {
   // Never a hidden file, ".", ".." or a name of nothing.
   if (out.empty() || out[0] == '.') out = "_" + out;
   return out;
+}
+
+bool IsMemoryLevel(const std::string& kind) {
+  return kind == profiler::kGpuMemoryProfile || kind == profiler::kTorchMemoryProfile;
+}
+
+// Device memory against tensor memory is no change of either: refused by
+// kind, since their sample types are the same.
+absl::Status CheckSameLevel(const InputProfile& base, const InputProfile& neu) {
+  if (base.kind == neu.kind || !IsMemoryLevel(base.kind) || !IsMemoryLevel(neu.kind)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("they are different profiles: BASE is ", base.kind, ", NEW is ",
+                                                    neu.kind,
+                                                    " (gpu_memory is device memory, torch_memory PyTorch's tensors)"));
 }
 
 }  // namespace
@@ -43,10 +57,16 @@ DiffRun DiffSides(const DiffSide& base, const DiffSide& neu) {
     o.stem = FileStem(*pair.neu, taken);
     o.base_origin = pair.base->origin;
     o.new_origin = pair.neu->origin;
+    if (auto s = CheckSameLevel(*pair.base, *pair.neu); !s.ok()) {
+      o.status = s;
+      run.outcomes.push_back(std::move(o));
+      continue;
+    }
     absl::StatusOr<pprof::Profile> diff = DiffPprof(pair.base->profile, pair.neu->profile);
     if (diff.ok()) {
       o.diff = std::move(*diff);
       o.tree = DiffTree::FromPprof(o.diff);
+      o.left_out = DescribeLeftOut(*MatchSampleTypes(pair.base->profile, pair.neu->profile));
     } else {
       o.status = diff.status();
     }

@@ -21,7 +21,10 @@ struct DiffOutcome {
   std::string stem;         // the output's file name less ".diff.pb.gz", unique in the run
   std::string base_origin;  // where each side came from
   std::string new_origin;
-  absl::Status status;           // not OK: why the two cannot be diffed
+  absl::Status status;  // not OK: why the two cannot be diffed
+  // With status OK: the sample types left out, only one side having them
+  // (DescribeLeftOut); empty when both have the same.
+  std::string left_out;
   pprof::Profile diff;           // with status OK
   std::optional<DiffTree> tree;  // with status OK
 };
@@ -31,6 +34,9 @@ struct DiffRun {
   std::vector<std::string> only_in_base, only_in_new;  // origins of profiles left unpaired
 };
 
+// Two profiles of gpuflame's two memory levels (gpu_memory, torch_memory)
+// have the same sample types; only their kinds tell them apart, and such a
+// pair is refused rather than diffed as one.
 DiffRun DiffSides(const DiffSide& base, const DiffSide& neu);
 
 // The file stem for a profile named |name| ("torch_memory{pid=42, ...}"):

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -103,17 +104,18 @@ class Merger {
         });
   }
 
-  // The source's sample |s|; for BASE (|base|), with its values negated and pprof's
-  // base label in place of any it had.
-  void AddSample(const pprof::Sample& s, bool base) {
+  // The source's sample |s|, its values at |types| (the shared sample
+  // types); for BASE (|base|), with its values negated and pprof's base label
+  // in place of any it had.
+  void AddSample(const pprof::Sample& s, const std::vector<int>& types, bool base) {
     bool zero = true;
-    for (int64_t v : s.value()) zero = zero && v == 0;
+    for (int t : types) zero = zero && s.value(t) == 0;
     if (zero) return;  // pprof's Merge keeps no all-zero sample
     auto* o = out_.add_sample();
     for (uint64_t id : s.location_id()) o->add_location_id(LocationFor(id));
     // -INT64_MIN saturates: pprof scales by -1.0 in floating point, which no
     // real profile's values come near either way.
-    for (int64_t v : s.value()) o->add_value(base ? base::SaturatingSub(0, v) : v);
+    for (int t : types) o->add_value(base ? base::SaturatingSub(0, s.value(t)) : s.value(t));
     for (const auto& l : s.label()) {
       const std::string& key = Str(*src_, l.key());
       if (base && key == kDiffBaseLabel) continue;
@@ -240,31 +242,83 @@ absl::Status ValidatePprof(const pprof::Profile& p) {
   return absl::OkStatus();
 }
 
-absl::Status CheckDiffable(const pprof::Profile& base, const pprof::Profile& neu) {
-  bool same = base.sample_type_size() == neu.sample_type_size();
-  for (int i = 0; same && i < base.sample_type_size(); i++)
-    same = TypeName(base, base.sample_type(i)) == TypeName(neu, neu.sample_type(i));
-  if (!same)
+absl::StatusOr<SampleTypeMatch> MatchSampleTypes(const pprof::Profile& base, const pprof::Profile& neu) {
+  SampleTypeMatch match;
+  absl::flat_hash_map<std::string, int> in_base;
+  for (int i = 0; i < base.sample_type_size(); i++) in_base.try_emplace(TypeName(base, base.sample_type(i)), i);
+  absl::flat_hash_set<int> base_used;
+  for (int i = 0; i < neu.sample_type_size(); i++) {
+    const std::string name = TypeName(neu, neu.sample_type(i));
+    auto it = in_base.find(name);
+    // A type a side names twice is matched once; its other column goes.
+    if (it == in_base.end() || !base_used.insert(it->second).second) {
+      match.only_in_new.push_back(name);
+      continue;
+    }
+    match.neu.push_back(i);
+    match.base.push_back(it->second);
+  }
+  for (int i = 0; i < base.sample_type_size(); i++)
+    if (!base_used.contains(i)) match.only_in_base.push_back(TypeName(base, base.sample_type(i)));
+  if (match.neu.empty())
     return absl::FailedPreconditionError(absl::StrFormat("they measure different things: BASE has %s; NEW has %s",
                                                          DescribeSampleTypes(base), DescribeSampleTypes(neu)));
   const std::string base_period = TypeName(base, base.period_type()), new_period = TypeName(neu, neu.period_type());
   if (base_period != new_period)
     return absl::FailedPreconditionError(
         absl::StrFormat("their periods differ: BASE's is %s, NEW's %s", base_period, new_period));
-  return absl::OkStatus();
+  return match;
+}
+
+namespace {
+
+// Why a profile of gpuflame may have a sample type that another of the same
+// kind lacks (profiler/aggregate/profile_builder.cc): what the user should
+// know of the side that has it. Other tools' types get no reason.
+std::string WhyOneSideHas(std::string_view type) {
+  if (type == "alloc_samples/count") return "allocations seen, where tensor allocations were sampled by bytes";
+  if (type == "observed_time/nanoseconds") return "kernel time seen, where CUPTI activity was duty-cycled";
+  if (type.starts_with("peak_")) return "each process's live set at its peak, which an older gpuflame's profiles lack";
+  if (type.starts_with("unused_")) return "the caching allocator's slack, which an older gpuflame's profiles lack";
+  return "";
+}
+
+std::string DescribeSide(const char* side, const std::vector<std::string>& types) {
+  std::string out = absl::StrCat("only ", side, " has ");
+  for (size_t i = 0; i < types.size(); i++) {
+    absl::StrAppend(&out, i ? ", " : "", types[i]);
+    if (std::string why = WhyOneSideHas(types[i]); !why.empty()) absl::StrAppend(&out, " (", why, ")");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string DescribeLeftOut(const SampleTypeMatch& match) {
+  if (match.complete()) return "";
+  std::string out =
+      absl::StrFormat("diffed the %d sample type%s both have; ", match.neu.size(), match.neu.size() == 1 ? "" : "s");
+  if (!match.only_in_base.empty()) absl::StrAppend(&out, DescribeSide("BASE", match.only_in_base));
+  if (!match.only_in_new.empty())
+    absl::StrAppend(&out, match.only_in_base.empty() ? "" : "; ", DescribeSide("NEW", match.only_in_new));
+  return absl::StrCat(out, ": left out");
 }
 
 absl::StatusOr<pprof::Profile> DiffPprof(const pprof::Profile& base, const pprof::Profile& neu) {
   if (auto s = ValidatePprof(base); !s.ok()) return absl::InvalidArgumentError(absl::StrCat("BASE: ", s.message()));
   if (auto s = ValidatePprof(neu); !s.ok()) return absl::InvalidArgumentError(absl::StrCat("NEW: ", s.message()));
-  if (auto s = CheckDiffable(base, neu); !s.ok()) return s;
+  absl::StatusOr<SampleTypeMatch> match = MatchSampleTypes(base, neu);
+  if (!match.ok()) return match.status();
 
   pprof::Profile out;
   Merger m(out);
-  for (const auto& t : neu.sample_type()) {
+  absl::flat_hash_set<std::string> shared;
+  for (int i : match->neu) {
+    const pprof::ValueType& t = neu.sample_type(i);
     auto* o = out.add_sample_type();
     o->set_type(m.Intern(Str(neu, t.type())));
     o->set_unit(m.Intern(Str(neu, t.unit())));
+    shared.insert(Str(neu, t.type()));
   }
   if (neu.has_period_type()) {
     out.mutable_period_type()->set_type(m.Intern(Str(neu, neu.period_type().type())));
@@ -282,8 +336,12 @@ absl::StatusOr<pprof::Profile> DiffPprof(const pprof::Profile& base, const pprof
     if (period == 0 || period < p->period()) period = p->period();
     for (int64_t c : p->comment())
       if (seen_comments.insert(Str(*p, c)).second) out.add_comment(m.Intern(Str(*p, c)));
-    if (default_type.empty()) default_type = Str(*p, p->default_sample_type());
+    // Not one that was left out, which pprof would pass over for the last type.
+    if (default_type.empty() && (match->complete() || shared.contains(Str(*p, p->default_sample_type()))))
+      default_type = Str(*p, p->default_sample_type());
   }
+  if (const std::string left_out = DescribeLeftOut(*match); !left_out.empty())
+    out.add_comment(m.Intern(absl::StrCat("gpuflame diff: ", left_out)));
   out.set_time_nanos(time);
   out.set_duration_nanos(duration);
   out.set_period(period);
@@ -292,9 +350,9 @@ absl::StatusOr<pprof::Profile> DiffPprof(const pprof::Profile& base, const pprof
   if (neu.keep_frames()) out.set_keep_frames(m.Intern(Str(neu, neu.keep_frames())));
 
   m.Begin(neu);
-  for (const auto& s : neu.sample()) m.AddSample(s, /*base=*/false);
+  for (const auto& s : neu.sample()) m.AddSample(s, match->neu, /*base=*/false);
   m.Begin(base);
-  for (const auto& s : base.sample()) m.AddSample(s, /*base=*/true);
+  for (const auto& s : base.sample()) m.AddSample(s, match->base, /*base=*/true);
   return out;
 }
 

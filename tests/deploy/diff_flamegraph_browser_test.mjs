@@ -1,15 +1,16 @@
 // A real browser (headless Chromium) uses gpuflame's own diff flame graph,
 // the page `gpuflame diff` writes, and the plain flame graph of the same page
-// code. Usage: node diff_flamegraph_browser_test.mjs DIFF_HTML RECORD_HTML SCREENSHOT.png
+// code. Usage: node diff_flamegraph_browser_test.mjs DIFF_HTML RECORD_HTML SCREENSHOT.png PARTIAL_HTML
 //   DIFF_HTML    diff_flamegraph.html of two record runs of tests/workloads/diff_runs.py
 //   RECORD_HTML  flamegraph.html of the run named NEW
+//   PARTIAL_HTML the diff of an older gpuflame's gpu_memory (no peak_*, unused_*) against NEW's
 // Asserts what a user sees and does: frames red where they grew and blue
 // where they shrank, deeper for larger changes, a frame only in BASE still
 // drawn (hatched), widths base + new or as chosen, the tooltip's base, new and
 // delta with units, regex search, click to zoom and back, the table by change.
 import { launchChromium } from "./chromium.mjs";
 
-const [diffHtml, recordHtml, screenshot] = process.argv.slice(2);
+const [diffHtml, recordHtml, screenshot, partialHtml] = process.argv.slice(2);
 const fail = (msg) => { console.error(`FAIL: ${msg}`); process.exit(1); };
 const MiB = "MiB";
 
@@ -19,6 +20,9 @@ try {
   const tab = await browser.newPage({ viewport: { width: 1600, height: 900 } });
   tab.on("pageerror", (e) => errors.push(String(e)));
   await tab.goto(`file://${diffHtml}`);
+  // The same sample types on both sides: nothing was left out, no note.
+  const notes = () => tab.evaluate(() => [...document.querySelectorAll("#notes p")].map((p) => p.textContent));
+  if ((await notes()).length) fail(`notes on a diff of the same types: ${JSON.stringify(await notes())}`);
   // It opens on a profile with stacks (gpu_kernel, first by name, has none here).
   const first = await tab.evaluate(() => document.getElementById("profile").selectedOptions[0].text);
   if (first !== "gpu_memory") fail(`the page opens on ${first}, not gpu_memory`);
@@ -132,8 +136,19 @@ try {
   if (!near(only(await frames(), "KVCache > __init__").width, graphWidth)) fail("plain zoom does not fill the width");
   await expectTip(only(await frames(), "KVCache > __init__"), [`Total: 96.00 ${MiB}`]);
 
+  // Sides of different sample types: the diff of the types both have, what
+  // was left out said above it, and its value selector offers only those.
+  await tab.goto(`file://${partialHtml}`);
+  const partialNotes = await notes();
+  if (partialNotes.length !== 1 || !partialNotes[0].startsWith("gpu_memory: diffed the 4 sample types both have; only NEW has peak_objects/count"))
+    fail(`partial diff notes: ${JSON.stringify(partialNotes)}`);
+  if (!(await tab.isVisible("#notes p"))) fail("the partial diff's note is not visible");
+  const types = await tab.evaluate(() => [...document.getElementById("stype").options].map((o) => o.text));
+  if (types.some((t) => t.startsWith("peak_") || t.startsWith("unused_")) || types.length !== 4)
+    fail(`partial diff offers ${JSON.stringify(types)}`);
+
   if (errors.length) fail(`page errors: ${errors.join("; ")}`);
-  console.log(`ok: diff colours, widths, tooltips, table, search and zoom; plain page unchanged; screenshot ${screenshot}`);
+  console.log(`ok: diff colours, widths, tooltips, table, search and zoom; plain page unchanged; partial diff's note; screenshot ${screenshot}`);
 } finally {
   await browser.close();
 }

@@ -149,6 +149,45 @@ TEST(DiffTest, TwoRecordRunsOfAWorkloadDiffToTheByteAndPprofAgrees) {
                 "alloc_space/bytes, inuse_objects/count, inuse_space/bytes, peak_objects/count, peak_space/bytes; NEW "
                 "has cpu/nanoseconds\n");
   EXPECT_FALSE(std::filesystem::exists(dir + "/bad"));
+
+  // Device memory against tensor memory: the same sample types, refused by kind.
+  RunResult levels = Diff(base + "/gpu_memory.pb.gz", neu + "/torch_memory.pb.gz", dir + "/bad");
+  EXPECT_EQ(levels.status, 2);
+  EXPECT_EQ(levels.output, "gpuflame: cannot diff " + base + "/gpu_memory.pb.gz against " + neu +
+                               "/torch_memory.pb.gz: they are different profiles: BASE is gpu_memory, NEW is "
+                               "torch_memory (gpu_memory is device memory, torch_memory PyTorch's tensors)\n");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad"));
+
+  // A device-memory profile of an older gpuflame (no peak_*, unused_*)
+  // against this run's: diffed in the four types both have, the rest said
+  // on the terminal, the page and in the file, which pprof reads.
+  const std::string older = std::string(GPUFLAME_FUZZ_CORPUS) + "/pprof_symbolize/othersig-gpu_memory.pb.gz";
+  RunResult partial = Diff(older, neu + "/gpu_memory.pb.gz", dir + "/partial", "-q");
+  ASSERT_EQ(partial.status, 0) << partial.output;
+  const std::string said =
+      "gpu_memory: diffed the 4 sample types both have; only NEW has peak_objects/count (each process's live set "
+      "at its peak, which an older gpuflame's profiles lack), peak_space/bytes (each process's live set at its "
+      "peak, which an older gpuflame's profiles lack), unused_objects/count (the caching allocator's slack, which "
+      "an older gpuflame's profiles lack), unused_space/bytes (the caching allocator's slack, which an older "
+      "gpuflame's profiles lack): left out";
+  EXPECT_NE(partial.output.find("gpuflame: " + said + "\n"), std::string::npos) << partial.output;
+  pprof::Profile partial_diff, older_p, new_p;
+  ASSERT_TRUE(LoadPprof(dir + "/partial/gpu_memory.diff.pb.gz", &partial_diff));
+  ASSERT_TRUE(LoadPprof(older, &older_p));
+  ASSERT_TRUE(LoadPprof(neu + "/gpu_memory.pb.gz", &new_p));
+  ASSERT_EQ(partial_diff.sample_type_size(), 4);
+  for (const char* type : {"alloc_objects", "alloc_space", "inuse_objects", "inuse_space"})
+    EXPECT_EQ(Total(partial_diff, type), Total(new_p, type) - Total(older_p, type)) << type;
+  RunResult top = Sh("go tool pprof -top -sample_index=inuse_space " + dir + "/partial/gpu_memory.diff.pb.gz");
+  ASSERT_EQ(top.status, 0) << top.output;
+  EXPECT_NE(top.output.find("gpuflame diff: diffed the 4 sample types both have; only NEW has peak_objects/count"),
+            std::string::npos)
+      << top.output;
+  EXPECT_NE(ReadFile(dir + "/partial/diff_flamegraph.html").find("\"notes\":[\"gpu_memory: diffed the 4 sample types"),
+            std::string::npos);
+  // The same types: no note anywhere.
+  EXPECT_EQ(d.output.find("sample types both have"), std::string::npos) << d.output;
+  EXPECT_NE(html.find("\"notes\":[],"), std::string::npos);
 }
 
 // Needs no root: stored profiles of the fuzz corpus, written by record.

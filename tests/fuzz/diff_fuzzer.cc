@@ -11,7 +11,8 @@
 // and of spool files (make_diff_seeds.py).
 //
 // Checked beyond crashes: a diff that is made is a valid profile
-// (ValidatePprof) with NEW's sample types, whose values per sample type sum
+// (ValidatePprof) with the sample types both sides have (what else either
+// has said in its comments), whose values per sample type sum
 // to NEW's less BASE's (exactly, in 128 bits, unless a BASE value is
 // INT64_MIN, whose negation saturates); its tree's root holds both sides'
 // sums where none saturates; the summary and the HTML page are made.
@@ -88,16 +89,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& p : new_side.profiles)
       if (p.origin == o.new_origin) n = &p.profile;
     FUZZ_CHECK(b && n);
-    FUZZ_CHECK(o.diff.sample_type_size() == n->sample_type_size());
+    // The types both have, in NEW's order; what was left out said in a comment.
+    const auto match = gpuflame::exporters::MatchSampleTypes(*b, *n);
+    FUZZ_CHECK(match.ok());
+    FUZZ_CHECK(o.diff.sample_type_size() == static_cast<int>(match->neu.size()));
+    FUZZ_CHECK(o.left_out == gpuflame::exporters::DescribeLeftOut(*match));
+    bool said = false;
+    for (int64_t c : o.diff.comment())
+      said |= !o.left_out.empty() && o.diff.string_table(static_cast<int>(c)) == "gpuflame diff: " + o.left_out;
+    FUZZ_CHECK(said == !match->complete());
     bool saturates = false;
     const auto base_sums = Sums(*b, true, &saturates), new_sums = Sums(*n, false, &saturates);
     const auto diff_sums = Sums(o.diff, false, &saturates);
     FUZZ_CHECK(o.tree.has_value());
-    for (int t = 0; t < n->sample_type_size(); t++) {
-      if (!saturates) FUZZ_CHECK(diff_sums[t].sum == new_sums[t].sum + base_sums[t].sum);
-      if (base_sums[t].exact() && new_sums[t].exact() && !saturates) {
-        FUZZ_CHECK(o.tree->base(0, t) == -base_sums[t].sum);
-        FUZZ_CHECK(o.tree->neu(0, t) == new_sums[t].sum);
+    for (size_t t = 0; t < match->neu.size(); t++) {
+      const Sum& bs = base_sums[match->base[t]];
+      const Sum& ns = new_sums[match->neu[t]];
+      if (!saturates) FUZZ_CHECK(diff_sums[t].sum == ns.sum + bs.sum);
+      if (bs.exact() && ns.exact() && !saturates) {
+        FUZZ_CHECK(o.tree->base(0, t) == -bs.sum);
+        FUZZ_CHECK(o.tree->neu(0, t) == ns.sum);
       }
     }
     FUZZ_CHECK(!gpuflame::exporters::DiffSummary(o.name, *o.tree).empty());

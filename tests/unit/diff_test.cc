@@ -202,15 +202,100 @@ TEST(PprofDiffTest, DifferentSampleTypesOrPeriodsAreRefusedByName) {
   cpu.period_type = {"cpu", "nanoseconds"};
   cpu.frames = {Named("main")};
   cpu.samples.push_back({{0}, {10}, {}});
-  absl::Status s = CheckDiffable(Pprof(cpu), New());
-  EXPECT_EQ(s.message(),
+  absl::StatusOr<SampleTypeMatch> m = MatchSampleTypes(Pprof(cpu), New());
+  EXPECT_EQ(m.status().message(),
             "they measure different things: BASE has cpu/nanoseconds; NEW has alloc_space/bytes, "
             "inuse_space/bytes");
-  EXPECT_EQ(DiffPprof(Pprof(cpu), New()).status().message(), s.message());
+  EXPECT_EQ(DiffPprof(Pprof(cpu), New()).status().message(), m.status().message());
   Profile other = Memory("a", 1, "b", 2);
   other.period_type = {"objects", "count"};
-  EXPECT_EQ(CheckDiffable(Base(), Pprof(other)).message(),
+  EXPECT_EQ(MatchSampleTypes(Base(), Pprof(other)).status().message(),
             "their periods differ: BASE's is space/bytes, NEW's objects/count");
+  // The same types are a complete match, which says nothing.
+  m = MatchSampleTypes(Base(), New());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->complete());
+  EXPECT_EQ(DescribeLeftOut(*m), "");
+  const pprof::Profile d = *DiffPprof(Base(), New());
+  for (int64_t c : d.comment()) EXPECT_FALSE(absl::StrContains(S(d, c), "gpuflame diff")) << S(d, c);
+}
+
+// BASE sampled its tensor allocations (alloc_samples); NEW is of an older
+// gpuflame with no peak_space, and names its types in another order.
+Profile Sampled() {
+  Profile p = Memory("KVCache > __init__", 64, "legacy", 12);
+  p.sample_types = {
+      {"alloc_space", "bytes"}, {"inuse_space", "bytes"}, {"peak_space", "bytes"}, {"alloc_samples", "count"}};
+  p.samples[0].values = {64, 60, 50, 3};
+  p.samples[1].values = {12, 0, 0, 1};  // freed: in use 0
+  p.comments = {"gpuflame: tensor allocations sampled by bytes"};
+  return p;
+}
+Profile Older() {
+  Profile p = Memory("KVCache > __init__", 96, "prefix", 20);
+  p.sample_types = {{"inuse_space", "bytes"}, {"alloc_space", "bytes"}, {"launches", "count"}};
+  p.default_sample_type = "launches";
+  p.samples[0].values = {90, 96, 7};
+  p.samples[1].values = {0, 0, 5};  // only in the type left out: no sample in the diff
+  return p;
+}
+
+TEST(PprofDiffTest, OnlyTheSampleTypesBothHaveAreDiffedAndTheRestIsSaid) {
+  absl::StatusOr<SampleTypeMatch> m = MatchSampleTypes(Pprof(Sampled()), Pprof(Older()));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->neu, (std::vector<int>{0, 1}));
+  EXPECT_EQ(m->base, (std::vector<int>{1, 0}));
+  EXPECT_EQ(m->only_in_base, (std::vector<std::string>{"peak_space/bytes", "alloc_samples/count"}));
+  EXPECT_EQ(m->only_in_new, (std::vector<std::string>{"launches/count"}));
+  const std::string said =
+      "diffed the 2 sample types both have; only BASE has peak_space/bytes (each process's live set at its peak, "
+      "which an older gpuflame's profiles lack), alloc_samples/count (allocations seen, where tensor allocations "
+      "were sampled by bytes); only NEW has launches/count: left out";
+  EXPECT_EQ(DescribeLeftOut(*m), said);
+
+  absl::StatusOr<pprof::Profile> d = DiffPprof(Pprof(Sampled()), Pprof(Older()));
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE(ValidatePprof(*d).ok()) << ValidatePprof(*d);
+  // NEW's order; each side's values from its own columns.
+  EXPECT_EQ(DescribeSampleTypes(*d), "inuse_space/bytes, alloc_space/bytes");
+  std::vector<std::pair<std::string, std::vector<int64_t>>> rows;
+  for (const auto& s : d->sample()) rows.push_back({StackOf(*d, s), {s.value().begin(), s.value().end()}});
+  EXPECT_EQ(rows, (std::vector<std::pair<std::string, std::vector<int64_t>>>{
+                      {"<module>;KVCache > __init__;malloc", {90, 96}},
+                      {"<module>;KVCache > __init__;malloc", {-60, -64}},
+                      {"<module>;legacy;malloc", {0, -12}}}));
+  // NEW's default (launches) was left out; BASE's (inuse_space) is shared.
+  EXPECT_EQ(S(*d, d->default_sample_type()), "inuse_space");
+  std::vector<std::string> comments;
+  for (int64_t c : d->comment()) comments.push_back(S(*d, c));
+  EXPECT_EQ(comments,
+            (std::vector<std::string>{"gpuflame: tensor allocations sampled by bytes", "gpuflame diff: " + said}));
+
+  // The run says it beside the diff.
+  InputProfile base{"torch_memory", {}, "base/torch_memory.pb.gz", Pprof(Sampled())};
+  InputProfile neu{"torch_memory", {}, "new/torch_memory.pb.gz", Pprof(Older())};
+  DiffRun run = DiffSides(DiffSide{"base", {base}}, DiffSide{"new", {neu}});
+  ASSERT_EQ(run.outcomes.size(), 1u);
+  ASSERT_TRUE(run.outcomes[0].status.ok()) << run.outcomes[0].status;
+  EXPECT_EQ(run.outcomes[0].left_out, said);
+  EXPECT_EQ(run.outcomes[0].diff.SerializeAsString(), d->SerializeAsString());
+}
+
+TEST(DiffRunTest, DeviceMemoryAgainstTensorMemoryIsRefusedByKind) {
+  // The same sample types: only the kinds tell the levels apart.
+  InputProfile gpu{"gpu_memory", {}, "a/gpu_memory.pb.gz", Base()};
+  InputProfile torch{"torch_memory", {}, "b/torch_memory.pb.gz", New()};
+  DiffRun run = DiffSides(DiffSide{"a/gpu_memory.pb.gz", {gpu}}, DiffSide{"b/torch_memory.pb.gz", {torch}});
+  ASSERT_EQ(run.outcomes.size(), 1u);
+  EXPECT_EQ(run.outcomes[0].status.message(),
+            "they are different profiles: BASE is gpu_memory, NEW is torch_memory (gpu_memory is device memory, "
+            "torch_memory PyTorch's tensors)");
+  // Files named otherwise are the user's to pair.
+  gpu.kind = "before";
+  run = DiffSides(DiffSide{"a", {gpu}}, DiffSide{"b", {torch}});
+  ASSERT_EQ(run.outcomes.size(), 1u);
+  EXPECT_TRUE(run.outcomes[0].status.ok()) << run.outcomes[0].status;
+  EXPECT_EQ(run.outcomes[0].left_out, "");
 }
 
 TEST(PprofDiffTest, ValidationRefusesWhatPprofRefuses) {
@@ -357,6 +442,10 @@ TEST(DiffHtmlTest, NodesCarryBothSidesWidestFirst) {
   EXPECT_NE(html.find("\"diff\":{\"base\":\"run1\",\"new\":\"run2 \\u003cnew\\u003e\"}"), std::string::npos);
   EXPECT_NE(html.find("[\"legacy\",\"\",\"serve.py\",0]"), std::string::npos);
   EXPECT_EQ(html.find("__DATA__"), std::string::npos);
+  EXPECT_NE(html.find("\"notes\":[],\"diff\":"), std::string::npos);
+  const std::string noted =
+      DiffFlameGraphHtml({{"torch_memory", &t}}, "run1", "run2", "diff", {"torch_memory: only BASE has x/count"});
+  EXPECT_NE(noted.find("\"notes\":[\"torch_memory: only BASE has x/count\"],\"diff\":"), std::string::npos);
 }
 
 TEST(HumanUnitsTest, SignedValuesInTheirUnits) {
