@@ -490,7 +490,11 @@ int RunRecord(const RecordOptions& opt) {
     warnings.push_back(absl::StrCat(events.stats().over_budget_events,
                                     " events on stacks first seen while over the memory budget went to ",
                                     kOverBudgetFrame));
-  const std::vector<GrowingStack> growing = growth.Growing();
+  // Processes that ended are judged before their teardown (growth.h).
+  const std::vector<GrowingStack> growing = growth.Growing([&](pid_t pid) {
+    const ProcessInfo* info = registry.Find(pid);
+    return (info && info->exited) || (kill(pid, 0) != 0 && errno == ESRCH);
+  });
   const std::vector<std::string> growth_lines = GrowthLines(growth, growing, events.stack_source());
   const SelfCost self_cost{session.program_stats().Describe(), ProgramCostBetween({}, session.BpfProgramStats()),
                            session.guardrails().CpuSeconds(), events.library_cost()};

@@ -25,7 +25,11 @@ std::string StackJson(const GrowthTracker& growth, const GrowingStack& g, StackS
                       ", \"growth_bytes\": ", g.growth_bytes, ", \"intervals_grown\": ", g.intervals_grown,
                       ", \"intervals\": ", g.intervals, ", \"first_inuse_bytes\": ", g.first_inuse,
                       ", \"last_inuse_bytes\": ", g.last_inuse,
-                      ", \"since_seconds\": ", absl::StrFormat("%.3f", SecondsFromStart(growth, g.since_ns)), "}");
+                      ", \"since_seconds\": ", absl::StrFormat("%.3f", SecondsFromStart(growth, g.since_ns)),
+                      ", \"until_seconds\": ", absl::StrFormat("%.3f", SecondsFromStart(growth, g.until_ns)),
+                      // Judged before its process's teardown (growth.h), which left it this much.
+                      ", \"before_teardown\": ", g.before_teardown ? "true" : "false",
+                      ", \"final_inuse_bytes\": ", g.before_teardown ? g.final_inuse : g.last_inuse, "}");
 }
 
 }  // namespace
@@ -79,9 +83,11 @@ std::vector<std::string> GrowthLines(const GrowthTracker& growth, const std::vec
   for (size_t i = 0; i < growing.size() && i < kGrowthLines; i++) {
     const GrowingStack& g = growing[i];
     out.push_back(absl::StrFormat(
-        "  pid %d %s +%s in %d/%d intervals (%s → %s since %.2f s) under `%s`", g.pid, GrowthLevelName(g.domain),
+        "  pid %d %s +%s in %d/%d intervals (%s → %s since %.2f s%s) under `%s`", g.pid, GrowthLevelName(g.domain),
         HumanBytes(g.growth_bytes), g.intervals_grown, g.intervals, HumanBytes(g.first_inuse), HumanBytes(g.last_inuse),
-        SecondsFromStart(growth, g.since_ns), ShortStack(source.stacks.Get(g.stack).frames, source.frames)));
+        SecondsFromStart(growth, g.since_ns),
+        g.before_teardown ? absl::StrCat(", until its teardown freed it to ", HumanBytes(g.final_inuse)) : "",
+        ShortStack(source.stacks.Get(g.stack).frames, source.frames)));
   }
   if (growing.size() > kGrowthLines)
     out.push_back(absl::StrCat("  and ", growing.size() - kGrowthLines, " more in summary.json's growth"));

@@ -478,6 +478,14 @@ TEST(RecordTest, UnusedSpaceIsTheSegmentsSlackByTheStackThatMadeThem) {
   }
 }
 
+// summary.json's growth section of a run (|out|) of one process, which it
+// must list, and that process's entry.
+void GrowthOfOneProcess(const std::string& out, nlohmann::json* growth, nlohmann::json* process) {
+  *growth = nlohmann::json::parse(ReadFile(out + "/summary.json"))["growth"];
+  ASSERT_EQ((*growth)["processes"].size(), 1u) << growth->dump(2);
+  *process = (*growth)["processes"][0];
+}
+
 // Leaks and growth: of a stack that leaks 2 MiB every 100 ms, one that
 // allocates and frees, and one that takes 8 MiB once and keeps it, only the
 // leak is reported, at both levels, with its exact bytes; its stack is the
@@ -491,10 +499,8 @@ TEST(RecordTest, GrowthReportsOnlyTheLeakingStack) {
                            "-o " + out + " --tensor-events " + way + " -- " + PyenvPython("3.12") + " " +
                            Workload("leak.py"));
     ASSERT_EQ(r.status, 0) << r.output;
-    const auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
-    const auto& growth = summary["growth"];
-    ASSERT_EQ(growth["processes"].size(), 1u) << growth.dump(2);
-    const auto& p = growth["processes"][0];
+    nlohmann::json growth, p;
+    ASSERT_NO_FATAL_FAILURE(GrowthOfOneProcess(out, &growth, &p));
     for (const std::string level : {"torch_memory", "gpu_memory"}) {
       ASSERT_EQ(p[level].size(), 1u) << way << " " << level << "\n" << growth.dump(2);
       const auto& s = p[level][0];
@@ -530,6 +536,35 @@ TEST(RecordTest, GrowthReportsOnlyTheLeakingStack) {
       EXPECT_NE(html.find(",\"growth\":52428800,"), std::string::npos);
     }
   }
+}
+
+// The same leak, freed by the script before it exits: judged before that
+// teardown (profiler/forensics/growth.h), it is reported as it stood, with
+// what the teardown left of it.
+TEST(RecordTest, GrowthReportsALeakFreedByTheTeardownBeforeExit) {
+  GPUFLAME_REQUIRE_ROOT();
+  const std::string out = TempDir("growth-teardown");
+  const RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress -o " + out + " -- " +
+                         PyenvPython("3.12") + " " + Workload("leak.py") + " teardown");
+  ASSERT_EQ(r.status, 0) << r.output;
+  nlohmann::json growth, p;
+  ASSERT_NO_FATAL_FAILURE(GrowthOfOneProcess(out, &growth, &p));
+  for (const std::string level : {"torch_memory", "gpu_memory"}) {
+    ASSERT_EQ(p[level].size(), 1u) << level << "\n" << growth.dump(2);
+    const auto& s = p[level][0];
+    EXPECT_NE(s["stack"].get<std::string>().find(";Cache > leak;"), std::string::npos) << s.dump();
+    EXPECT_EQ(s["growth_bytes"], 50 * MiB) << level << " " << s.dump();
+    EXPECT_EQ(s["last_inuse_bytes"], 50 * MiB) << level;
+    EXPECT_EQ(s["before_teardown"], true) << level;
+    EXPECT_EQ(s["final_inuse_bytes"], 0) << level;
+    // It grew to the end of the loop, 2.5 s in; the teardown came 1 s later.
+    EXPECT_GE(s["until_seconds"].get<double>(), 2.4) << s.dump();
+  }
+  // Nothing is left in use of it: the profile says what the end held.
+  EXPECT_EQ(ReadFile(out + "/torch_memory.inuse_space.folded").find("Cache > leak"), std::string::npos);
+  EXPECT_NE(r.output.find("until its teardown freed it to 0 B) under `… › Cache > leak › empty › Tensor > __init__`"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(RecordTest, ExpandableSegmentsAreCountedThroughCuMemCreate) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ class GrowthTest : public ::testing::Test {
     return id;
   }
   void Set(StackId id, int64_t bytes) { counters_[id].inuse_bytes = bytes; }
+  // |bytes| in use after |allocations| allocations in all.
+  void Set(StackId id, int64_t bytes, int64_t allocations) {
+    counters_[id].inuse_bytes = bytes;
+    counters_[id].alloc_objects = allocations;
+  }
   // The boundary at |i| periods from the start.
   void Boundary(GrowthTracker& g, uint64_t i) { g.TakeBoundary(i * kPeriod, counters_, stacks_); }
 
@@ -256,6 +262,87 @@ TEST_F(GrowthTest, ARetiredIdReusedByAnotherProcessStartsAfresh) {
   EXPECT_TRUE(g.Growing().empty());
 }
 
+// A leak of 2 MiB per interval to 12 MiB at boundary 6, its process's last
+// allocation; then freed at a later boundary, or never, to the last, 9.
+TEST_F(GrowthTest, AnEndedProcessIsJudgedBeforeItsTeardown) {
+  const StackId leak = Stack(7, GF_DOMAIN_TORCH, {"<module>", "Cache > leak"});
+  auto run = [&](uint64_t teardown, bool alloc_at_teardown) {
+    GrowthTracker g(GrowthOptions{kPeriod, 64, {}});
+    Boundary(g, 0);
+    for (uint64_t i = 1; i < 10; i++) {
+      const int64_t n = static_cast<int64_t>(std::min<uint64_t>(i, 6));
+      // The teardown frees it all; an allocation in its interval is the last.
+      Set(leak, i >= teardown ? 0 : 2 * n * MiB, n + (alloc_at_teardown && i >= teardown ? 1 : 0));
+      Boundary(g, i);
+    }
+    return g;
+  };
+  const auto ended = [](pid_t pid) { return pid == 7; };
+  // Freed two intervals after its last allocation (boundary 6): judged at
+  // 7, the latest boundary where it held most.
+  GrowthTracker g = run(8, false);
+  EXPECT_TRUE(g.Growing().empty()) << "running, it gave its memory back";
+  std::vector<GrowingStack> growing = g.Growing(ended);
+  ASSERT_EQ(growing.size(), 1u);
+  EXPECT_EQ(growing[0].stack, leak);
+  EXPECT_EQ(growing[0].growth_bytes, 12 * MiB);
+  EXPECT_EQ(growing[0].last_inuse, 12 * MiB);
+  EXPECT_EQ(growing[0].intervals, 7u);
+  EXPECT_EQ(growing[0].intervals_grown, 6u);
+  EXPECT_EQ(growing[0].until_ns, 7 * kPeriod);
+  EXPECT_EQ(growing[0].process_inuse, 12 * MiB);
+  EXPECT_TRUE(growing[0].before_teardown);
+  EXPECT_EQ(growing[0].final_inuse, 0);
+  // Freed in the interval of one last allocation: judged at the boundary
+  // before it (6), where it held most.
+  growing = run(7, true).Growing(ended);
+  ASSERT_EQ(growing.size(), 1u);
+  EXPECT_EQ(growing[0].until_ns, 6 * kPeriod);
+  EXPECT_EQ(growing[0].last_inuse, 12 * MiB);
+  // Never freed (its process exited holding it): judged at the last boundary.
+  growing = run(100, false).Growing(ended);
+  ASSERT_EQ(growing.size(), 1u);
+  EXPECT_EQ(growing[0].until_ns, 9 * kPeriod);
+  EXPECT_FALSE(growing[0].before_teardown);
+  EXPECT_EQ(growing[0].intervals, 9u);
+  EXPECT_EQ(growing[0].intervals_grown, 6u);
+  EXPECT_EQ(growing[0].final_inuse, 12 * MiB);
+}
+
+TEST_F(GrowthTest, WhatAProcessGaveBackWhileItStillAllocatedIsNoTeardown) {
+  GrowthTracker g(GrowthOptions{kPeriod, 64, {}});
+  const StackId cache = Stack(7, GF_DOMAIN_GPU, {"<module>", "warm_cache"});
+  const StackId work = Stack(7, GF_DOMAIN_GPU, {"<module>", "work"});
+  // The cache grows to 8 MiB by boundary 4 and is freed at 5; work allocates
+  // (1 MiB, freed) to boundary 8; the process then exits.
+  for (uint64_t i = 0; i < 10; i++) {
+    const int64_t c = static_cast<int64_t>(std::min<uint64_t>(i, 4));
+    Set(cache, i >= 5 ? 0 : 2 * c * MiB, c);
+    Set(work, MiB, static_cast<int64_t>(std::min<uint64_t>(i, 8)));
+    Boundary(g, i);
+  }
+  EXPECT_TRUE(g.Growing([](pid_t) { return true; }).empty());
+}
+
+TEST_F(GrowthTest, ProcessSeriesHalveWithTheBoundaries) {
+  GrowthTracker g(GrowthOptions{kPeriod, 8, {}});
+  const StackId leak = Stack(3, GF_DOMAIN_TORCH, {"leak"});
+  // 1 MiB more per boundary to boundary 10 (its last allocation), freed at 12.
+  for (uint64_t i = 0; i < 14; i++) {
+    const int64_t n = static_cast<int64_t>(std::min<uint64_t>(i, 10));
+    Set(leak, i >= 12 ? 0 : n * MiB, n);
+    Boundary(g, i);
+  }
+  // Kept: 0, 4, 8, 10, then 12 and 13 (halved twice).
+  EXPECT_EQ(g.boundary_times(),
+            (std::vector<uint64_t>{0, 4 * kPeriod, 8 * kPeriod, 10 * kPeriod, 12 * kPeriod, 13 * kPeriod}));
+  const std::vector<GrowingStack> growing = g.Growing([](pid_t) { return true; });
+  ASSERT_EQ(growing.size(), 1u);
+  EXPECT_EQ(growing[0].until_ns, 10 * kPeriod);
+  EXPECT_EQ(growing[0].last_inuse, 10 * MiB);
+  EXPECT_TRUE(growing[0].before_teardown);
+}
+
 TEST_F(GrowthTest, SummaryJsonAndTerminalLines) {
   GrowthTracker g(GrowthOptions{250'000'000, 64, {}});
   const StackId leak = Stack(42, GF_DOMAIN_TORCH, {"<module>", "Cache; leak", "empty"});
@@ -285,6 +372,9 @@ TEST_F(GrowthTest, SummaryJsonAndTerminalLines) {
   EXPECT_EQ(t["first_inuse_bytes"], 0);
   EXPECT_EQ(t["last_inuse_bytes"], 8 * MiB);
   EXPECT_EQ(t["since_seconds"], 0.25);
+  EXPECT_EQ(t["until_seconds"], 1.0);
+  EXPECT_EQ(t["before_teardown"], false);
+  EXPECT_EQ(t["final_inuse_bytes"], 8 * MiB);
   EXPECT_EQ(p["gpu_memory"][0]["stack"], "<module>;Cache  leak;cudaMalloc");
 
   const std::vector<std::string> lines = GrowthLines(g, growing, StackSource{stacks_, frames_});
@@ -294,6 +384,17 @@ TEST_F(GrowthTest, SummaryJsonAndTerminalLines) {
   EXPECT_NE(lines[1].find(" +8.00 MiB in 4/4 intervals (0 B → 8.00 MiB since 0.25 s) under `"), std::string::npos)
       << lines[1];
   EXPECT_TRUE(nlohmann::json::parse(GrowthJson(g, {}, StackSource{stacks_, frames_}, {}))["processes"].empty());
+
+  // Judged before its process's teardown: said, with what it was left.
+  GrowingStack torn = growing[0];
+  torn.before_teardown = true;
+  torn.final_inuse = 0;
+  const auto tj = nlohmann::json::parse(GrowthJson(g, {torn}, StackSource{stacks_, frames_}, {}));
+  EXPECT_EQ(tj["processes"][0][GrowthLevelName(torn.domain)][0]["before_teardown"], true);
+  EXPECT_EQ(tj["processes"][0][GrowthLevelName(torn.domain)][0]["final_inuse_bytes"], 0);
+  EXPECT_NE(GrowthLines(g, {torn}, StackSource{stacks_, frames_})[1].find(
+                "(0 B → 8.00 MiB since 0.25 s, until its teardown freed it to 0 B) under `"),
+            std::string::npos);
   EXPECT_EQ(
       GrowthLines(g, {}, StackSource{stacks_, frames_}),
       std::vector<std::string>{"growing: no stack grew in most of its intervals (in use, 4 intervals of 250.0 ms)"});

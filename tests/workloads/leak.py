@@ -4,7 +4,13 @@ Trainer > step allocates a 4 MiB scratch tensor and frees it on return, and
 Model > load takes 8 MiB once, at the sixth step, and keeps it. Only the
 leak grows in most intervals. Uses the simulated CUDA runtime (test
 fixture): blocks and segments are exactly the sizes asked for here, and a
-freed block is cached for a request of its size only."""
+freed block is cached for a request of its size only.
+
+With the argument "teardown", it then waits 1 s (several of record's
+intervals) and frees the leak before it exits: the list emptied, the
+allocator's cache released (empty_cache), as a script that cleans up does.
+"""
+import sys
 import time
 
 import sim_torch
@@ -40,3 +46,7 @@ for i in range(25):
     if i == 5:
         model.load()
     time.sleep(0.1)
+if sys.argv[1:] == ["teardown"]:
+    time.sleep(1.0)
+    cache.kept.clear()
+    sim_torch.empty_cache()
