@@ -6,8 +6,10 @@ the target reads them (BASE's length, 4 bytes little endian, BASE, NEW).
 
 The corpus (tests/fuzz/corpus/diff/) was made from two record runs of
 tests/workloads/diff_runs.py (base, new: torch_memory, gpu_memory,
-process_cpu), a memory profile against a CPU one, and spool files of
-tests/fuzz/corpus/spool/.
+process_cpu), a memory profile against a CPU one, spool files of
+tests/fuzz/corpus/spool/, and an older gpuflame's gpu_memory (no peak_*,
+unused_*: pprof_symbolize/othersig-gpu_memory.pb.gz) against a newer one's
+(older-vs-newer-types: diffed in the types both have).
 """
 import os
 import struct
