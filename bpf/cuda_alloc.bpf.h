@@ -228,19 +228,61 @@ int free_exit(struct pt_regs *ctx) {
   return 0;
 }
 
-/* cuMemMap(ptr, size, offset, handle, flags) / cuMemUnmap(ptr, size). */
+/* cuMemMap(ptr, size, offset, handle, flags) / cuMemUnmap(ptr, size). An
+ * unmap is said at entry (the range goes either way). A map is said at its
+ * return, once it succeeded: a failed map backs nothing, and one that ran out
+ * of memory is said as an allocation's failure is. A map inside another
+ * driver call on the thread has no slot of its own: it is said at entry, as
+ * all were before. The return probe costs one more trap per map, which comes
+ * once per chunk of an expandable segment (2 or 20 MiB), not per tensor. */
 SEC("uprobe")
 int map_enter(struct pt_regs *ctx) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!wanted(id >> 32))
     return 0;
   __u32 api = (__u32)bpf_get_attach_cookie(ctx);
+  if (api == GF_API_CU_MEM_MAP && !enter_nested_driver_call(id)) {
+    struct gf_call call = {
+        .out = PT_REGS_PARM1(ctx),
+        .size = PT_REGS_PARM2(ctx),
+        .aux = PT_REGS_PARM4(ctx),
+        .api = api,
+    };
+    bpf_map_update_elem(&driver_calls, &id, &call, BPF_ANY);
+    return 0;
+  }
   struct gf_event ev;
   fill_header(&ev, api == GF_API_CU_MEM_MAP ? GF_EV_MAP : GF_EV_UNMAP, GF_DOMAIN_GPU, api,
               PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx));
   if (api == GF_API_CU_MEM_MAP)
     ev.arg0 = PT_REGS_PARM4(ctx);
   submit_small(&ev);
+  return 0;
+}
+
+SEC("uretprobe")
+int map_exit(struct pt_regs *ctx) {
+  __u64 id = bpf_get_current_pid_tgid();
+  struct gf_call *call = bpf_map_lookup_elem(&driver_calls, &id);
+  if (!call) {
+    if (wanted(id >> 32))
+      bump(GF_STAT_CTX_MISSING);
+    return 0;
+  }
+  if (leave_nested_driver_call(call))
+    return 0;
+  int ret = (int)PT_REGS_RC(ctx);
+  if (ret == 0) {
+    struct gf_event ev;
+    fill_header(&ev, GF_EV_MAP, GF_DOMAIN_GPU, GF_API_CU_MEM_MAP, call->out, call->size);
+    ev.arg0 = call->aux;
+    submit_small(&ev);
+  } else {
+    bump(GF_STAT_FAILED_CALLS);
+    if (ret == GF_CUDA_OUT_OF_MEMORY && !bpf_map_lookup_elem(&runtime_calls, &id))
+      submit_alloc_failed(ctx, GF_API_CU_MEM_MAP, call->size, 0, (__u32)ret);
+  }
+  bpf_map_delete_elem(&driver_calls, &id);
   return 0;
 }
 

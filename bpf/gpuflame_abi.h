@@ -76,7 +76,7 @@ typedef __u64 gf_u64;
 enum gf_event_kind {
   GF_EV_ALLOC = 1,   /* memory handed out: addr, size */
   GF_EV_FREE = 2,    /* memory given back: addr */
-  GF_EV_MAP = 3,     /* cuMemMap: virtual range backed (addr, size, arg0=handle) */
+  GF_EV_MAP = 3,     /* cuMemMap succeeded: virtual range backed (addr, size, arg0=handle) */
   GF_EV_UNMAP = 4,   /* cuMemUnmap (addr, size) */
   GF_EV_LIB_MAPPED = 5, /* a watched library was mmapped with PROT_EXEC */
   GF_EV_EXEC = 6,    /* a watched process exec()ed */
@@ -114,8 +114,8 @@ enum gf_event_kind {
   GF_EV_ALLOC_FAILED = 20,  /* a device-level allocation call returned out of memory
                              * (GF_CUDA_OUT_OF_MEMORY): once per call the application made
                              * (a driver call inside a runtime call is the runtime call's),
-                             * api = that call, size = the bytes asked for (0: not known,
-                             * cuMemAllocPitch_v2), arg0 = the error code; its stack as an
+                             * api = that call, size = the bytes asked for (cuMemMap: to map;
+                             * 0: not known, cuMemAllocPitch_v2), arg0 = the error code; its stack as an
                              * allocation's would be (GF_EVF_STACK_AT_ENTRY: the one sent at
                              * the call's entry). Emitted on the failure branch only. */
   GF_EV_OOM_REPORT = 21,    /* PyTorch's caching allocator gave up and is about to throw

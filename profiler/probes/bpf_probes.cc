@@ -35,6 +35,7 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kFreeEnter: return s->progs.free_enter;
     case ProbeProgram::kFreeExit: return s->progs.free_exit;
     case ProbeProgram::kMapEnter: return s->progs.map_enter;
+    case ProbeProgram::kMapExit: return s->progs.map_exit;
     case ProbeProgram::kTorchReport: return s->progs.torch_report;
     case ProbeProgram::kPyFinalize: return s->progs.py_finalize;
     case ProbeProgram::kKernelLaunch: return s->progs.kernel_launch;

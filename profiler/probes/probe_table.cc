@@ -25,7 +25,8 @@ constexpr std::array kSpecs = {
     UprobeSpec{K::kCudaDriver, "cuMemFree_v2", GF_API_CU_MEM_FREE, P::kFreeEnter, true, P::kFreeExit},
     UprobeSpec{K::kCudaDriver, "cuMemFreeAsync", GF_API_CU_MEM_FREE_ASYNC, P::kFreeEnter, true, P::kFreeExit},
     UprobeSpec{K::kCudaDriver, "cuMemRelease", GF_API_CU_MEM_RELEASE, P::kFreeEnter, true, P::kFreeExit},
-    UprobeSpec{K::kCudaDriver, "cuMemMap", GF_API_CU_MEM_MAP, P::kMapEnter, false, P::kMapEnter},
+    // A map is said once it succeeded; out of memory as an allocation's.
+    UprobeSpec{K::kCudaDriver, "cuMemMap", GF_API_CU_MEM_MAP, P::kMapEnter, true, P::kMapExit},
     UprobeSpec{K::kCudaDriver, "cuMemUnmap", GF_API_CU_MEM_UNMAP, P::kMapEnter, false, P::kMapEnter},
     // PyTorch without USDT notes.
     UprobeSpec{K::kTorchCore, kTorchReportSymbol, GF_API_TORCH_REPORT, P::kTorchReport, false, P::kTorchReport},

@@ -35,6 +35,7 @@ enum class ProbeProgram : uint8_t {
   kFreeEnter,
   kFreeExit,
   kMapEnter,
+  kMapExit,
   kTorchReport,
   kPyFinalize,
   kKernelLaunch,  // USDT gpuflame:launch

@@ -15,6 +15,10 @@ Then Trainer > step asks for more (argv[1]):
   exit    as raise, then os._exit(3) at once: no interpreter shutdown, no
           flush at exit
 
+With a second argument "expandable", the allocator runs as PyTorch's with
+expandable_segments:True: each segment is physical memory from cuMemCreate
+mapped into reserved address space, and cuMemCreate is the call that fails.
+
 It prints the allocator's own figures (memory_allocated, memory_reserved,
 num_ooms) for the test to compare with what gpuflame captured.
 """
@@ -59,4 +63,6 @@ def main(mode):
         os._exit(3)
 
 
+if sys.argv[2:] == ["expandable"]:
+    sim_torch.set_expandable_segments(True)
 main(sys.argv[1])
