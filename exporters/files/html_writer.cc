@@ -1,7 +1,7 @@
 #include "exporters/files/html_writer.h"
 
+#include <algorithm>
 #include <map>
-#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -9,97 +9,78 @@
 #include "flamegraph_html.h"  // generated from flamegraph.html: kFlameGraphTemplate
 
 #include "base/json_string.h"
-#include "base/utf8.h"
+#include "exporters/files/call_tree.h"
 
 namespace gpuflame::exporters {
 namespace {
 
-const char* KindName(symbolizer::FrameKind k) {
-  switch (k) {
-    case symbolizer::FrameKind::kPython: return "python";
-    case symbolizer::FrameKind::kTrampoline: return "trampoline";
-    case symbolizer::FrameKind::kNative: return "native";
-    case symbolizer::FrameKind::kApi: return "api";
-    case symbolizer::FrameKind::kMarker: return "marker";
-  }
-  return "native";
-}
-
-// A call tree keyed by frame name (the flame graph merges equal names).
-struct Node {
-  int64_t total = 0;
-  std::map<uint32_t, std::unique_ptr<Node>> children;  // by name index
-};
-
-void AppendNode(std::string& out, uint32_t name, const Node& n) {
-  absl::StrAppend(&out, "[", name, ",", n.total, ",[");
-  bool first = true;
+// [function, total, [children], 0, lines]: lines is the one source line the
+// whole total comes from, or [line, total, self, ...] widest first; absent
+// where no line is known (native frames). The 0 is where a diff's nodes carry
+// BASE's total (exporters/diff/diff_html.cc): one node shape for the page.
+void AppendNode(std::string& out, uint32_t function, const CallNode& n) {
+  absl::StrAppend(&out, "[", function, ",", n.total, ",[");
   // Widest first, like Grafana.
-  std::vector<std::pair<uint32_t, const Node*>> kids;
+  std::vector<std::pair<uint32_t, const CallNode*>> kids;
   for (const auto& [k, c] : n.children)
     if (c->total != 0) kids.emplace_back(k, c.get());
   std::stable_sort(kids.begin(), kids.end(),
                    [](const auto& a, const auto& b) { return a.second->total > b.second->total; });
-  for (const auto& [k, c] : kids) {
-    if (!first) out += ',';
-    first = false;
-    AppendNode(out, k, *c);
+  for (size_t i = 0; i < kids.size(); i++) {
+    if (i) out += ',';
+    AppendNode(out, kids[i].first, *kids[i].second);
   }
-  out += "]]";
+  out += "]";
+  if (n.lines.size() == 1 && n.lines.begin()->second.total == n.total && n.lines.begin()->second.self == n.self) {
+    absl::StrAppend(&out, ",0,", n.lines.begin()->first);
+  } else if (!n.lines.empty()) {
+    std::vector<std::pair<int64_t, LineValue>> lines(n.lines.begin(), n.lines.end());
+    std::stable_sort(lines.begin(), lines.end(),
+                     [](const auto& a, const auto& b) { return a.second.total > b.second.total; });
+    out += ",0,[";
+    for (size_t i = 0; i < lines.size(); i++)
+      absl::StrAppend(&out, i ? "," : "", lines[i].first, ",", lines[i].second.total, ",", lines[i].second.self);
+    out += "]";
+  }
+  out += "]";
 }
 
 }  // namespace
 
 std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title,
                            const std::vector<std::string>& notes, const std::vector<GrowthRow>& growth) {
-  // One frame table for all profiles: [name, kind, file, line].
-  std::map<std::tuple<std::string, std::string>, uint32_t> frame_index;
+  // One frame table for all profiles, by function identity: [name, kind, file].
+  std::map<FunctionId, uint32_t> function_index;
   std::string frames_json;
-  auto intern = [&](const symbolizer::Frame& f) {
-    auto key = std::make_tuple(f.name, std::string(KindName(f.kind)));
-    auto [it, inserted] = frame_index.try_emplace(key, static_cast<uint32_t>(frame_index.size()));
-    if (inserted) {
-      if (!frames_json.empty()) frames_json += ',';
-      absl::StrAppend(&frames_json, "[", base::JsonString(f.name), ",\"", KindName(f.kind), "\",",
-                      base::JsonString(f.file), ",", f.line, "]");
-    }
+  const InternFunction intern = [&](const FunctionId& f) {
+    auto [it, inserted] = function_index.try_emplace(f, static_cast<uint32_t>(function_index.size()));
+    if (inserted)
+      absl::StrAppend(&frames_json, frames_json.empty() ? "" : ",", "[", base::JsonString(f.name), ",\"", f.kind,
+                      "\",", base::JsonString(f.file), "]");
     return it->second;
   };
-  symbolizer::Frame root_frame;
-  root_frame.kind = symbolizer::FrameKind::kMarker;
-  root_frame.name = "total";
-  uint32_t root_name = intern(root_frame);
+  const uint32_t root_function = intern({"total", "marker", ""});
 
   std::string profiles_json;
   for (const profiler::Profile* p : profiles) {
-    std::vector<uint32_t> names;
-    names.reserve(p->frames.size());
-    for (const auto& f : p->frames) names.push_back(intern(f));
     std::string types_json;
+    int processes = 0;
     for (size_t t = 0; t < p->sample_types.size(); t++) {
-      Node root;
-      for (const profiler::Sample& s : p->samples) {
-        int64_t v = s.values[t];
-        if (v == 0) continue;
-        root.total += v;
-        Node* n = &root;
-        for (uint32_t fi : s.frames) {
-          auto& child = n->children[names[fi]];
-          if (!child) child = std::make_unique<Node>();
-          child->total += v;
-          n = child.get();
-        }
-      }
-      if (!types_json.empty()) types_json += ',';
-      absl::StrAppend(&types_json, "{\"type\":", base::JsonString(p->sample_types[t].type),
+      const CallNode root = BuildCallTree(*p, t, intern, &processes);
+      absl::StrAppend(&types_json, t ? "," : "", "{\"type\":", base::JsonString(p->sample_types[t].type),
                       ",\"unit\":", base::JsonString(p->sample_types[t].unit), ",\"root\":");
-      AppendNode(types_json, root_name, root);
+      AppendNode(types_json, root_function, root);
       types_json += "}";
     }
-    if (!profiles_json.empty()) profiles_json += ',';
-    absl::StrAppend(&profiles_json, "{\"name\":", base::JsonString(p->name),
-                    ",\"default_type\":", base::JsonString(p->default_sample_type), ",\"types\":[",
-                    types_json, "]}");
+    // What the page says of an empty profile or value comes from these.
+    std::string comments_json;
+    for (const std::string& c : p->comments)
+      absl::StrAppend(&comments_json, comments_json.empty() ? "" : ",", base::JsonString(c));
+    absl::StrAppend(&profiles_json, profiles_json.empty() ? "" : ",", "{\"name\":", base::JsonString(p->name),
+                    ",\"default_type\":", base::JsonString(p->default_sample_type), ",\"samples\":", p->samples.size(),
+                    ",\"processes\":", processes, ",\"period_type\":", base::JsonString(p->period_type.type),
+                    ",\"period\":", p->period, ",\"duration_ns\":", p->duration_nanos, ",\"comments\":[",
+                    comments_json, "],\"types\":[", types_json, "]}");
   }
   std::string notes_json;
   for (const std::string& n : notes) absl::StrAppend(&notes_json, notes_json.empty() ? "" : ",", base::JsonString(n));

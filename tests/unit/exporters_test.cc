@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "base/utf8.h"
 
 #include "exporters/files/folded_writer.h"
@@ -160,9 +162,98 @@ TEST(HtmlWriterTest, SelfContainedAndEscaped) {
   EXPECT_EQ(html.find("</script><b>"), std::string::npos);
   EXPECT_NE(html.find("\\u003c/script\\u003e"), std::string::npos);
   EXPECT_NE(html.find("demo &lt;run&gt;"), std::string::npos);
-  EXPECT_EQ(html.find("http://"), std::string::npos);  // nothing fetched
-  EXPECT_EQ(html.find("https://"), std::string::npos);
+  // Nothing fetched: the one address is the SVG export's XML namespace, a name.
+  const auto count = [&](std::string_view what) {
+    size_t n = 0;
+    for (size_t at = html.find(what); at != std::string::npos; at = html.find(what, at + 1)) n++;
+    return n;
+  };
+  EXPECT_EQ(count("http://"), count("\"http://www.w3.org/2000/svg\""));
+  EXPECT_EQ(count("https://"), 0u);
   EXPECT_NE(html.find("\"gpu_memory\""), std::string::npos);
+}
+
+// The page's data block, as its script reads it.
+nlohmann::json PageData(const std::string& html) {
+  const std::string open = R"(<script id="gpuflame-data" type="application/json">)";
+  const size_t at = html.find(open) + open.size();
+  return nlohmann::json::parse(html.substr(at, html.find("</script>", at) - at));
+}
+// The child of node |n| whose frame is named |name| (and of |file|, if given).
+const nlohmann::json* ChildNamed(const nlohmann::json& data, const nlohmann::json& n, const std::string& name,
+                                 const std::string& file = "") {
+  for (const auto& c : n[2]) {
+    const auto& f = data["frames"][c[0].get<size_t>()];
+    if (f[0] == name && (file.empty() || f[2] == file)) return &c;
+  }
+  return nullptr;
+}
+
+TEST(HtmlWriterTest, FunctionsByIdentityWithTheirLines) {
+  Profile p = TwoStacks();
+  p.sample_types = {{"cpu", "nanoseconds"}};
+  Frame bash_main;
+  bash_main.kind = FrameKind::kNative;
+  bash_main.name = "main";
+  bash_main.file = "/usr/bin/bash";
+  // main of m.py allocates from lines 3 and 5 (through `work` on 5), bash's
+  // main is another function of the same name.
+  p.frames = {Py("main", "m.py", 3), Py("main", "m.py", 5), Py("work", "m.py", 12), bash_main};
+  p.samples = {{{0}, {30}, {{"pid", "", 7}}}, {{1, 2}, {10}, {{"pid", "", 7}}}, {{3}, {4}, {{"pid", "", 7}}}};
+  const nlohmann::json data = PageData(FlameGraphHtml({&p}, "t"));
+  const nlohmann::json& root = data["profiles"][0]["types"][0]["root"];
+  EXPECT_EQ(root[1], 44);
+  const nlohmann::json* py = ChildNamed(data, root, "main", "m.py");
+  const nlohmann::json* sh = ChildNamed(data, root, "main", "/usr/bin/bash");
+  ASSERT_TRUE(py && sh);
+  EXPECT_NE((*py)[0], (*sh)[0]);  // two functions in the frame table
+  EXPECT_EQ((*py)[1], 40);
+  // [line, total, self]: line 3 holds 30 itself, line 5 passes 10 on to work.
+  EXPECT_EQ((*py)[4], nlohmann::json::parse("[3,30,30,5,10,0]"));
+  EXPECT_EQ((*sh)[1], 4);
+  EXPECT_EQ(sh->size(), 3u);  // no line known: none written
+  const nlohmann::json* work = ChildNamed(data, *py, "work");
+  ASSERT_TRUE(work);
+  EXPECT_EQ((*work)[4], 12);  // one line for the whole frame: the number alone
+  EXPECT_EQ(data["profiles"][0]["processes"], 1);
+  EXPECT_EQ(data["profiles"][0]["samples"], 3);
+}
+
+TEST(HtmlWriterTest, OneTreePerProcessWhereThereAreSeveral) {
+  Profile p = TwoStacks();
+  p.samples[1].labels = {{"pid", "", 43}, {"process", "bash", 0}};
+  p.samples.push_back({{0, 1, 2}, {5, 5}, {{"pid", "", 42}, {"process", "python3", 0}}});
+  const nlohmann::json data = PageData(FlameGraphHtml({&p}, "t"));
+  const nlohmann::json& root = data["profiles"][0]["types"][0]["root"];
+  EXPECT_EQ(data["profiles"][0]["processes"], 2);
+  EXPECT_EQ(root[1], 112);
+  // The process level: named by the process label where a sample has one.
+  const nlohmann::json* python = ChildNamed(data, root, "python3 (pid 42)");
+  const nlohmann::json* bash = ChildNamed(data, root, "bash (pid 43)");
+  ASSERT_TRUE(python && bash) << root.dump();
+  EXPECT_EQ(root[2].size(), 2u);
+  EXPECT_EQ((*python)[1], 105);
+  EXPECT_EQ((*bash)[1], 7);
+  EXPECT_EQ(data["frames"][(*bash)[0].get<size_t>()][1], "process");
+  ASSERT_TRUE(ChildNamed(data, *bash, "<module>"));
+  // One process: no process level.
+  Profile single = TwoStacks();
+  const nlohmann::json s = PageData(FlameGraphHtml({&single}, "t"));
+  EXPECT_TRUE(ChildNamed(s, s["profiles"][0]["types"][0]["root"], "<module>"));
+}
+
+TEST(HtmlWriterTest, SaysWhatAnEmptyProfileKnows) {
+  Profile p = TwoStacks();
+  p.samples.clear();
+  p.duration_nanos = 2'000'000'000;
+  p.comments = {"gpuflame: a comment"};
+  const nlohmann::json data = PageData(FlameGraphHtml({&p}, "t"));
+  const nlohmann::json& prof = data["profiles"][0];
+  EXPECT_EQ(prof["samples"], 0);
+  EXPECT_EQ(prof["duration_ns"], 2'000'000'000);
+  EXPECT_EQ(prof["period"], 1);
+  EXPECT_EQ(prof["comments"][0], "gpuflame: a comment");
+  EXPECT_EQ(prof["types"][0]["root"][1], 0);
 }
 
 TEST(StoredProfileTest, ElementsAreCountedOnTheWireBeforeParsing) {
