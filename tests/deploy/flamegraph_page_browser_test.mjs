@@ -77,8 +77,10 @@ try {
   // Functions by identity: this file's main and the helper's are two rows.
   await tab.fill("#tfilter", "^main$");
   let rows = await tableRows();
-  const mains = rows.map((r) => r.file).sort();
-  if (mains.join(",") !== "viewer.py,viewer_helper.py") fail(`the two mains: ${JSON.stringify(rows)}`);
+  // (CPython's own site.py has a main too, at startup: a third row.)
+  const mains = rows.map((r) => r.file);
+  if (!mains.includes("viewer.py") || !mains.includes("viewer_helper.py") || new Set(mains).size !== mains.length)
+    fail(`the mains: ${JSON.stringify(rows)}`);
   await tab.fill("#tfilter", "");
 
   // Sorting: by total (down, then up), by name.
