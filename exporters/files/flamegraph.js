@@ -71,11 +71,15 @@ function fillTypes(type) {
 }
 
 // ---- Drawing ----------------------------------------------------------
-// Each graph keeps what it drew: [{n, depth, x, w, parent, kids, el}].
-function searchRegex() {
-  const q = el("search").value.trim(); if (!q) return null;
+// Each graph keeps what it drew: [{n, depth, x, w, parent, kids, ancestor}],
+// frame i being the graph's element child i.
+// What is typed in a search box as a regex (as plain text where it is not
+// one); null for nothing.
+function regexOf(input) {
+  const q = input.value.trim(); if (!q) return null;
   try { return new RegExp(q, "i"); } catch (e) { return new RegExp(q.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "i"); }
 }
+function searchRegex() { return regexOf(el("search")); }
 // Whether a function is highlighted: the search matches its name, or it is
 // the function chosen in the table. null: nothing is highlighted.
 function matcher() {
@@ -386,9 +390,7 @@ function topFunction() {
   return best && best.self > 0 ? best.f : null;
 }
 function tableRows() {
-  const q = el("tfilter").value.trim();
-  let re = null;
-  if (q) { try { re = new RegExp(q, "i"); } catch (e) { re = new RegExp(q.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "i"); } }
+  const re = regexOf(el("tfilter"));
   const rows = [];
   for (const e of totals().values()) {
     const [name, kind, file] = DATA.frames[e.f];
@@ -527,7 +529,7 @@ function viewSvg() {
   const graphs = [el("graph"), el("graph2")].filter((g) => !g.hidden && g.drawn && g.drawn.length);
   const width = el("graph").clientWidth || 1000;
   const cs = getComputedStyle(document.body);
-  const esc = (s) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+  const esc = escapeHtml;  // XML wants the same escapes
   let y = 24, body = "", clip = 0;
   const title = `gpuflame ${curProfile().name} ${curType().type} (${current.view}): ${el("summary").textContent}`;
   for (const g of graphs) {
