@@ -83,7 +83,8 @@ function searchRegex() { return regexOf(el("search")); }
 // Whether a function is highlighted: the search matches its name, or it is
 // the function chosen in the table. null: nothing is highlighted.
 function matcher() {
-  const re = searchRegex(), fn = current.fn;
+  // A sandwich is all the chosen function's: outlining it there says nothing.
+  const re = searchRegex(), fn = current.view === "sandwich" ? null : current.fn;
   if (!re && fn === null) return null;
   const memo = new Map();
   return (f) => {
