@@ -19,6 +19,11 @@
 //             that rounds see window closes (7.5 times as often as the default)
 //   placebo   nothing, like none: its ratio to none is this host's noise
 //             between rounds (an A/A test), the resolution of every other ratio
+//   stage-1 ... stage-6  gpuflame's probes stopping after one part of the
+//             allocation path (enum gf_bench_stage: entry, header, thread
+//             state, innermost frame, data-stack copy, walk; nothing is
+//             emitted past the header): their BPF time per hit, against
+//             each other and gpuflame's, is each part's cost
 // With --kernel-time each observer's round is followed by --settle-ms
 // (default 2000) without it: the kernel lets go of a session's uprobes, and
 // so of the library's semaphores, a while after the session ends, and the
@@ -173,9 +178,10 @@ class AgentObserver {
   // on libc10_cuda.so (--tensor-events inprocess).
   // |exact|: record's mode (every tensor event, CUPTI activity always on),
   // else the agent's (tensor events sampled by bytes, activity duty-cycled).
-  bool Start(pid_t pid, bool inprocess, bool exact) {
+  bool Start(pid_t pid, bool inprocess, bool exact, uint32_t stop_at = 0) {
     profiler::BpfProbes::Options opt;
     opt.filter_targets = true;
+    opt.bench_stop_at = stop_at;
     auto probes = profiler::BpfProbes::Load(opt);
     if (!probes.ok()) {
       fprintf(stderr, "gpuflame: %s\n", std::string(probes.status().message()).c_str());
@@ -342,6 +348,13 @@ double BpfNsPerEvent(const ProgramTotals& totals, uint64_t events) {
   return events ? static_cast<double>(ns) / static_cast<double>(events) : 0;
 }
 
+// The enum gf_bench_stage of a stage-N mode; 0 for any other mode.
+uint32_t StageOf(const std::string& mode) {
+  if (mode.size() != 7 || mode.rfind("stage-", 0) != 0) return 0;
+  const int n = mode[6] - '0';
+  return n >= GF_STAGE_ENTRY && n <= GF_STAGE_WALK ? static_cast<uint32_t>(n) : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -384,11 +397,11 @@ int main(int argc, char** argv) {
     }
   }
   for (const std::string& m : modes)
-    if (m != "none" && m != "placebo" && m != "noop" && m != "gpuflame" && m != "history-python" &&
+    if (m != "none" && m != "placebo" && m != "noop" && m != "gpuflame" && StageOf(m) == 0 && m != "history-python" &&
         m != "history-all" && ((m != "inprocess" && m != "inprocess-exact") || injection.empty()) &&
         (m != "agent" || agent_bin.empty() || pyroscope_url.empty())) {
       fprintf(stderr,
-              "overhead: unknown mode %s (none, placebo, noop, gpuflame; inprocess, inprocess-exact with --injection "
+              "overhead: unknown mode %s (none, placebo, noop, gpuflame, stage-1 ... stage-6; inprocess, inprocess-exact with --injection "
               "LIB; agent with --agent BIN --pyroscope-url URL; history-python and history-all with "
               "step_workload.py)\n",
               m.c_str());
@@ -434,6 +447,9 @@ int main(int argc, char** argv) {
       } else if (mode == "noop") {
         noop = std::make_unique<NoopObserver>();
         if (!noop->Start(lib)) return 1;
+      } else if (StageOf(mode) != 0) {
+        agent = std::make_unique<AgentObserver>(elves);
+        if (!agent->Start(w.pid, false, false, StageOf(mode))) return 1;
       } else if (mode == "gpuflame" || mode.rfind("inprocess", 0) == 0) {
         agent = std::make_unique<AgentObserver>(elves);
         const bool inprocess = mode != "gpuflame";

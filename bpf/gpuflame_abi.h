@@ -298,8 +298,29 @@ struct gf_py_proc {
   gf_u8 pad0;
   gf_u16 frame_read_len;     /* bytes of a frame holding every field above (<= 128) */
   gf_u16 tstate_datastack;   /* 3.11+: tstate->datastack_chunk (datastack_top follows); 0 = none */
+  /* Written by BPF, 0 from user space: CPython's autoTSSkey + 1 once read
+   * initialized. The key is fixed from Py_Initialize to Py_FinalizeEx (whose
+   * probe clears this), so each event is spared one read of _PyRuntime. */
+  gf_u32 tss_key_plus1;
+  gf_u32 pad1;
 };
-GF_STATIC_ASSERT(sizeof(struct gf_py_proc) == 56, "gf_py_proc ABI");
+GF_STATIC_ASSERT(sizeof(struct gf_py_proc) == 64, "gf_py_proc ABI");
+
+/*
+ * Benchmarks only (bench/overhead_harness.cc, modes stage-1 ... stage-6):
+ * the allocation path returns after stage N, so that the kernel's
+ * per-program run time splits an event's cost into its parts. Outside the
+ * benchmark the knob (bench_stop_at, rodata) is 0 and the verifier prunes
+ * every test of it.
+ */
+enum gf_bench_stage {
+  GF_STAGE_ENTRY = 1,  /* the program ran and found its target */
+  GF_STAGE_HEADER = 2, /* the record's header filled, the process's Python layout found */
+  GF_STAGE_TSTATE = 3, /* the calling thread's PyThreadState found */
+  GF_STAGE_THREAD = 4, /* its innermost frame and data-stack bounds read */
+  GF_STAGE_WINDOW = 5, /* the top of its data stack copied */
+  GF_STAGE_WALK = 6,   /* its frames walked, nothing emitted */
+};
 
 /* targets map value */
 enum gf_target_flags {

@@ -227,8 +227,11 @@ SEC("uprobe")
 int py_finalize(struct pt_regs *ctx) {
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   __u32 tflags = target_flags(tgid);
-  if (!bpf_map_lookup_elem(&py_procs, &tgid))
+  struct gf_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
+  if (!py)
     return 0;
+  /* An interpreter initialized again (embedders) may get another key. */
+  py->tss_key_plus1 = 0;
   struct gf_event ev;
   fill_header(&ev, GF_EV_PY_FINALIZE, GF_DOMAIN_NONE, 0, 0, 0);
   ev.flags = maybe_gate(tflags);

@@ -33,7 +33,7 @@ static __always_inline bool tensor_events_shed(void) {
 SEC("usdt")
 int BPF_USDT(torch_malloc, __u64 ptr, __s64 device, __u64 size, __u64 stream) {
   __u64 id = bpf_get_current_pid_tgid();
-  if (!wanted(id >> 32) || tensor_events_shed())
+  if (!wanted(id >> 32) || tensor_events_shed() || bench_stop(GF_STAGE_ENTRY))
     return 0;
   submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 0, ptr, size, (__u64)device,
                     stream, 0);
@@ -43,7 +43,7 @@ int BPF_USDT(torch_malloc, __u64 ptr, __s64 device, __u64 size, __u64 stream) {
 SEC("usdt")
 int BPF_USDT(torch_free, __u64 ptr) {
   __u64 id = bpf_get_current_pid_tgid();
-  if (!wanted(id >> 32) || tensor_events_shed())
+  if (!wanted(id >> 32) || tensor_events_shed() || bench_stop(GF_STAGE_ENTRY))
     return 0;
   submit_free(GF_DOMAIN_TORCH, GF_API_TORCH_FREE, 0, ptr);
   return 0;
@@ -55,7 +55,7 @@ int BPF_USDT(torch_free, __u64 ptr) {
 SEC("uprobe")
 int torch_report(struct pt_regs *ctx) {
   __u64 id = bpf_get_current_pid_tgid();
-  if (!wanted(id >> 32) || tensor_events_shed())
+  if (!wanted(id >> 32) || tensor_events_shed() || bench_stop(GF_STAGE_ENTRY))
     return 0;
   /* c10::Device{DeviceType type, DeviceIndex index}: CUDA only (the CPU
    * allocator reports here too while a memory profiler runs). */

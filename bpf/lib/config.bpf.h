@@ -27,6 +27,13 @@ const volatile __u32 native_stacks = 1;
  * has mapped before (not in covered_files) until user space has attached. */
 const volatile bool gate_new_files = false;
 
+/* Benchmarks only: return after this enum gf_bench_stage of the allocation
+ * path (gpuflame_abi.h); 0 everywhere else, pruned at load. */
+const volatile __u32 bench_stop_at = 0;
+static __always_inline bool bench_stop(__u32 stage) {
+  return bench_stop_at == stage;
+}
+
 /* What gpuflame's guardrails shed now (enum gf_shed). Not rodata: user space
  * changes it at run time through the skeleton's .bss mapping, so reading it
  * is one load, no map lookup, on every event. */

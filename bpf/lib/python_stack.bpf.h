@@ -17,6 +17,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
+#include "config.bpf.h"
 #include "gpuflame_abi.h"
 
 #define GF_PY_OWNED_BY_CSTACK 3
@@ -178,14 +179,18 @@ static long gf_walk_one(__u32 index, void *arg) {
 }
 
 /* Finds the calling thread's PyThreadState through the pthread TSS slot. */
-static __always_inline __u64 gf_thread_state(const struct gf_py_proc *cfg, __u32 *flags) {
-  __s32 hdr[2] = {0, 0}; /* Py_tss_t { int _is_initialized; pthread_key_t _key; } */
-  if (bpf_probe_read_user(hdr, sizeof(hdr), (const void *)(cfg->runtime_addr + cfg->tss_off)) ||
-      hdr[0] != 1) {
-    *flags |= GF_EVF_PY_KEY_UNSET;
-    return 0;
+static __always_inline __u64 gf_thread_state(struct gf_py_proc *cfg, __u32 *flags) {
+  __u32 key = cfg->tss_key_plus1 - 1;
+  if (cfg->tss_key_plus1 == 0) {
+    __s32 hdr[2] = {0, 0}; /* Py_tss_t { int _is_initialized; pthread_key_t _key; } */
+    if (bpf_probe_read_user(hdr, sizeof(hdr), (const void *)(cfg->runtime_addr + cfg->tss_off)) ||
+        hdr[0] != 1) {
+      *flags |= GF_EVF_PY_KEY_UNSET;
+      return 0;
+    }
+    key = (__u32)hdr[1];
+    cfg->tss_key_plus1 = key + 1;
   }
-  __u32 key = (__u32)hdr[1];
   struct task_struct *task = bpf_get_current_task_btf();
   __u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
   __u64 tstate = 0;
@@ -203,9 +208,56 @@ static __always_inline __u64 gf_thread_state(const struct gf_py_proc *cfg, __u32
   return tstate;
 }
 
-/* The thread's innermost Python frame (0: none), as the walk starts from it. */
+/* The thread's innermost Python frame (0: none), alone. */
 static __always_inline __u64 gf_top_frame(const struct gf_py_proc *cfg, __u64 tstate, __u32 *flags) {
   __u64 top = gf_read_u64(tstate + cfg->tstate_frame, flags);
+  if (cfg->uses_cframe && top)
+    top = gf_read_u64(top + cfg->cframe_current, flags);
+  return top;
+}
+
+/* The largest span of PyThreadState read at once: its frame field and its
+ * data-stack fields lie within 256 bytes of each other in 3.11-3.13. */
+#define GF_TSTATE_SPAN 512
+
+/*
+ * The thread's innermost Python frame (0: none), as the walk starts from
+ * it, and (3.11+) the live part of its data stack [*ds_data, *ds_top) (equal
+ * when unknown). 3.11+ reads the PyThreadState fields from the frame field
+ * to datastack_top at once, into |buf|'s spare half: one read where there
+ * were two, and reads, not bytes, are what cost.
+ */
+static __always_inline __u64 gf_thread_frames(const struct gf_py_proc *cfg, __u64 tstate, struct gf_frame_buf *buf,
+                                              __u64 *ds_data, __u64 *ds_top, __u32 *flags) {
+  *ds_data = *ds_top = 0;
+  __u64 top = 0;
+  if (cfg->tstate_datastack) {
+    __u32 lo = cfg->tstate_frame < cfg->tstate_datastack ? cfg->tstate_frame : cfg->tstate_datastack;
+    __u32 hi = cfg->tstate_frame + 8 > cfg->tstate_datastack + 16 ? cfg->tstate_frame + 8
+                                                                   : cfg->tstate_datastack + 16;
+    __u32 len = hi - lo;
+    if (len > GF_TSTATE_SPAN) {
+      *flags |= GF_EVF_PY_READ_FAILED;
+      return 0;
+    }
+    asm volatile("" : "+r"(len));
+    len &= GF_TSTATE_SPAN * 2 - 1; /* restated for the verifier */
+    if (len == 0 || bpf_probe_read_user(&buf->bytes[GF_WINDOW], len, (const void *)(tstate + lo))) {
+      *flags |= GF_EVF_PY_READ_FAILED;
+      return 0;
+    }
+    const __u8 *t = &buf->bytes[GF_WINDOW];
+    top = *(const __u64 *)&t[(cfg->tstate_frame - lo) & (GF_TSTATE_SPAN - 1)];
+    /* datastack_chunk and datastack_top are adjacent in PyThreadState. */
+    __u64 chunk = *(const __u64 *)&t[(cfg->tstate_datastack - lo) & (GF_TSTATE_SPAN - 1)];
+    __u64 end = *(const __u64 *)&t[(cfg->tstate_datastack - lo + 8) & (GF_TSTATE_SPAN - 1)];
+    if (chunk && end > chunk + 24) {
+      *ds_data = chunk + 24; /* _PyStackChunk.data */
+      *ds_top = end;
+    }
+  } else {
+    top = gf_read_u64(tstate + cfg->tstate_frame, flags);
+  }
   if (cfg->uses_cframe && top)
     top = gf_read_u64(top + cfg->cframe_current, flags);
   return top;
@@ -216,10 +268,13 @@ static __always_inline __u64 gf_top_frame(const struct gf_py_proc *cfg, __u64 ts
  * works for) into |frames|; returns the frame count. */
 static __always_inline __u32 gf_walk_tstate(const struct gf_py_proc *cfg, __u64 tstate, struct gf_py_frame *frames,
                                             __u32 *flags, __u32 fingerprint) {
-  __u64 top = gf_top_frame(cfg, tstate, flags);
   __u32 zero = 0;
   struct gf_frame_buf *buf = bpf_map_lookup_elem(&frame_buf, &zero);
   if (!buf)
+    return 0;
+  __u64 data = 0, end = 0;
+  __u64 top = gf_thread_frames(cfg, tstate, buf, &data, &end, flags);
+  if (bench_stop(GF_STAGE_THREAD))
     return 0;
   struct gf_walk_ctx w = {.buf = buf, .frames = frames, .cfg = cfg};
   buf->frame = top;
@@ -227,35 +282,30 @@ static __always_inline __u32 gf_walk_tstate(const struct gf_py_proc *cfg, __u64 
   buf->flags = 0;
   buf->fingerprint = fingerprint;
   buf->win_start = buf->win_end = 0;
-  if (cfg->tstate_datastack && top) {
-    /* datastack_chunk and datastack_top are adjacent in PyThreadState. */
-    __u64 ds[2] = {0, 0};
-    if (!bpf_probe_read_user(ds, sizeof(ds), (const void *)(tstate + cfg->tstate_datastack)) &&
-        ds[0] && ds[1] > ds[0]) {
-      __u64 data = ds[0] + 24; /* _PyStackChunk.data */
-      __u64 end = ds[1];
-      __u64 start = end - data > GF_WINDOW ? end - GF_WINDOW : data;
-      __u32 size = (__u32)(end - start);
-      if (size > GF_WINDOW)
-        size = GF_WINDOW;
-      asm volatile("" : "+r"(size));
-      size &= 2 * GF_WINDOW - 1; /* an unsigned bound the verifier can see; size <= GF_WINDOW already */
-      if (size && !bpf_probe_read_user(buf->bytes, size, (const void *)start)) {
-        buf->win_start = start;
-        buf->win_end = start + size;
-      }
+  if (top && end > data) {
+    __u64 start = end - data > GF_WINDOW ? end - GF_WINDOW : data;
+    __u32 size = (__u32)(end - start);
+    if (size > GF_WINDOW)
+      size = GF_WINDOW;
+    asm volatile("" : "+r"(size));
+    size &= 2 * GF_WINDOW - 1; /* an unsigned bound the verifier can see; size <= GF_WINDOW already */
+    if (size && !bpf_probe_read_user(buf->bytes, size, (const void *)start)) {
+      buf->win_start = start;
+      buf->win_end = start + size;
     }
   }
+  if (bench_stop(GF_STAGE_WINDOW))
+    return 0;
   bpf_loop(GF_MAX_PY_FRAMES + 1, gf_walk_one, &w, 0);
   *flags |= buf->flags;
   return buf->n;
 }
 
 /* Walks the calling thread's Python stack into |frames|; returns the frame count. */
-static __always_inline __u32 gf_walk_python_fp(const struct gf_py_proc *cfg, struct gf_py_frame *frames,
+static __always_inline __u32 gf_walk_python_fp(struct gf_py_proc *cfg, struct gf_py_frame *frames,
                                                __u32 *flags, __u32 fingerprint) {
   __u64 tstate = gf_thread_state(cfg, flags);
-  if (!tstate)
+  if (!tstate || bench_stop(GF_STAGE_TSTATE))
     return 0;
   return gf_walk_tstate(cfg, tstate, frames, flags, fingerprint);
 }

@@ -159,6 +159,8 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
   __u32 tgid = r->ev.pid;
   struct gf_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
   __u32 n = 0;
+  if (bench_stop(GF_STAGE_HEADER))
+    return;
   if (py) {
     __u32 pyflags = 0;
     const __u32 fingerprint = kind == GF_EV_CPU_SAMPLE || kind == GF_EV_KERNEL_LAUNCH;
@@ -171,6 +173,8 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
       bump(GF_STAT_PY_READ_FAILED);
     if (pyflags & GF_EVF_PY_TRUNCATED)
       bump(GF_STAT_PY_TRUNCATED);
+    if (bench_stop_at)
+      return; /* a benchmark's stage past the header: nothing emitted */
     if (n == 0)
       n = gf_lend_backward_caller(py, &r->ev, r->py, fingerprint);
     if (n > GF_MAX_PY_FRAMES)

@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   skel->rodata->ring_bytes = options.ring_bytes;
   skel->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
   skel->rodata->gate_new_files = options.gate_new_files;
+  skel->rodata->bench_stop_at = options.bench_stop_at;
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");

@@ -52,6 +52,7 @@ class BpfProbes {
     bool native_fallback = true;      // frame-pointer stacks for threads without Python
     int native_stacks = 1;            // stack copies for DWARF: 0 off, 1 device level, 2 all
     bool gate_new_files = false;      // machine-wide: stop the first mapper of an uncovered library
+    uint32_t bench_stop_at = 0;       // benchmarks only: enum gf_bench_stage (bench/overhead_harness.cc)
     // Called with the descriptor of the map of held processes (`held`,
     // struct gf_held) after the object loads and before any gate can fire:
     // hands it to whoever resumes them if gpuflame is killed (its guardian,
