@@ -88,7 +88,7 @@ int RunAgent(const AgentConfig& cfg) {
   if (cfg.metrics_port != 0)
     if (auto s = metrics.Start(cfg.metrics_address, cfg.metrics_port, StallCheck(session)); !s.ok()) return Fail(s);
   WindowSnapshotter snapshots(cfg);
-  WindowExporter exporter(SeriesLabeler(cfg.service_name, cfg.node, cfg.kubelet), (*delivery)->queue());
+  WindowExporter exporter(SeriesLabeler(cfg.service_name, cfg.node, cfg.kubelet, cfg.labels), (*delivery)->queue());
   InstallStopHandlers(/*sigint=*/true);
   std::fprintf(stderr, "gpuflame: agent pushing to %s every %gs%s\n", base::RedactUrl(cfg.pyroscope.url).c_str(),
                cfg.window_seconds, cfg.metrics_port ? absl::StrCat(", metrics on :", metrics.port()).c_str() : "");

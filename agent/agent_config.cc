@@ -67,7 +67,19 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   else if (key == "metrics_address") c.metrics_address = value;
   else if (key == "node") c.node = value;
   else if (key == "service_name") c.service_name = value;
-  else if (key == "namespaces") c.select.namespaces = SplitList(value);
+  else if (key == "service_name_from") {
+    auto sources = ParseServiceSources(SplitList(value));
+    if (!sources.ok()) return Bad(absl::StrCat(where, ": ", sources.status().message()));
+    c.labels.service_from = *sources;
+  } else if (key == "series_labels") {
+    // Opt-in series labels: each multiplies the series (see agent/labels.h).
+    c.labels.pid = false;
+    for (const std::string& label : SplitList(value)) {
+      if (label == "pid") c.labels.pid = true;
+      else if (label == "thread_name") c.profiling.thread_names = true;
+      else return Bad(absl::StrCat(where, ": series_labels wants pid or thread_name, not '", label, "'"));
+    }
+  } else if (key == "namespaces") c.select.namespaces = SplitList(value);
   else if (key == "pods") c.select.pods = SplitList(value);
   else if (key == "processes") c.select.processes = SplitList(value);
   else if (key == "pids") {
@@ -130,6 +142,8 @@ std::optional<KeyShape> ShapeOf(const std::string& key) {
       {"metrics_address", {false, "an address"}},
       {"node", {false, "a node name"}},
       {"service_name", {false, "a service name"}},
+      {"service_name_from", {true, "a list of kubernetes, systemd, script, process"}},
+      {"series_labels", {true, "a list of pid, thread_name"}},
       {"namespaces", {true, "a list of namespace names"}},
       {"pods", {true, "a list of pod names"}},
       {"processes", {true, "a list of process names"}},
@@ -301,8 +315,14 @@ Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
   --ca-file F               trust this CA for https (ca_file)
   --metrics-port N          Prometheus self-metrics on :N/metrics, 0 to disable, default 9400
   --node NAME               the node label (default $NODE_NAME, else the host name)
-  --service-name NAME       service_name for every profile (default namespace/process in
-                            Kubernetes, the process name outside)
+  --service-name NAME       service_name for every profile (default: see --service-name-from)
+  --service-name-from LIST  where service_name comes from, the first the process has:
+                            kubernetes (namespace/container), systemd (its .service unit),
+                            script (python3 train.py: train.py; -m module; else argv[0]),
+                            process (executable name); default kubernetes,systemd,script,process
+  --series-labels LIST      opt-in series labels, each a series per value: pid (every
+                            process and DataLoader worker its own series), thread_name
+                            (CPU samples by thread name, as --thread-names); default none
   --namespace NS, --pod P, --process NAME, --pid PID    select what to profile (repeatable)
   --spool-dir DIR           undelivered profiles wait here (zstd) across outages and
                             restarts, default /var/lib/gpuflame/spool; "" for memory only
@@ -345,6 +365,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_CA_FILE", "ca_file"},
       {"GPUFLAME_METRICS_PORT", "metrics_port"},
       {"GPUFLAME_SERVICE_NAME", "service_name"},
+      {"GPUFLAME_SERVICE_NAME_FROM", "service_name_from"},
+      {"GPUFLAME_SERIES_LABELS", "series_labels"},
       {"GPUFLAME_NODE", "node"},
       {"NODE_NAME", "node"},
       {"GPUFLAME_SPOOL_DIR", "spool_dir"},
@@ -371,6 +393,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
                                                             {"--metrics-port", "metrics_port"},
                                                             {"--node", "node"},
                                                             {"--service-name", "service_name"},
+                                                            {"--service-name-from", "service_name_from"},
+                                                            {"--series-labels", "series_labels"},
                                                             {"--metrics-address", "metrics_address"},
                                                             {"--spool-dir", "spool_dir"},
                                                             {"--spool-max-mb", "spool_max_mb"},
@@ -440,6 +464,10 @@ std::string DescribeConfig(const AgentConfig& c) {
       : !c.pyroscope.bearer_token_file.empty() ? "bearer token file"
                                                : "none",
       "\nmetrics: ", c.metrics_port ? absl::StrCat(c.metrics_address, ":", c.metrics_port) : "off", "\nnode: ", c.node,
+      "\nservice_name: ",
+      c.service_name.empty() ? absl::StrCat("from ", DescribeServiceSources(c.labels.service_from)) : c.service_name,
+      "\nseries labels: service_name, process, node, namespace, pod, container, container_id",
+      c.labels.pid ? ", pid" : "", c.profiling.thread_names ? ", thread_name (CPU)" : "",
       "\nnamespaces: ", list(c.select.namespaces), "\npods: ", list(c.select.pods),
       "\nprocesses: ", list(c.select.processes), "\npids: ", list(c.select.pids), "\nspool: ",
       c.spool_dir.empty() ? std::string("off") : absl::StrCat(c.spool_dir, " (", c.spool_max_bytes >> 20, " MiB)"),

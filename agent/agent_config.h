@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "exporters/pyroscope/pyroscope_client.h"
 #include "agent/kubelet_pods.h"
+#include "agent/labels.h"
 #include "profiler/pipeline/profiling_options.h"
 
 namespace gpuflame::profiler {
@@ -31,6 +32,7 @@ struct AgentConfig {
   std::string metrics_address = "0.0.0.0";
   std::string node;             // default: $NODE_NAME, else the host name
   std::string service_name;     // overrides the derived service_name when set
+  SeriesLabelOptions labels;    // service_name_from, series_labels
   Selectors select;
   KubeletOptions kubelet;  // optional: pod labels from the kubelet
   size_t queue_requests = 256;

@@ -21,6 +21,7 @@ uint64_t PushOomCaptures(const AgentConfig& cfg, Session& session, WindowExporte
     w.pid = c.pid;
     w.process = c.context.process;
     w.pod = c.context.pod;
+    w.service = c.context.service;
     w.profiles.push_back(BuildOomProfile(c, session.events().stack_source()));
     out.push_back(std::move(w));
   }

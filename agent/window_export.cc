@@ -78,8 +78,9 @@ void WindowExporter::Export(std::vector<ProcessWindow>& window) {
     std::vector<exporters::Series> request;
     for (Profile& p : w.profiles) {
       if (p.samples.empty()) continue;
-      // One series per process already: the pid/process sample labels
-      // would only split it again (and count against the label limit).
+      // The series labels say whose profile it is: the pid/process sample
+      // labels would only split it again, for Pyroscope turns string sample
+      // labels into series labels (and count against the label limit).
       for (auto& s : p.samples)
         std::erase_if(s.labels, [](const Label& l) { return l.key == "pid" || l.key == "process"; });
       exporters::LimitReport r = exporters::EnforceLimits(p);
@@ -90,7 +91,7 @@ void WindowExporter::Export(std::vector<ProcessWindow>& window) {
         encode_failures_.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      request.push_back({labeler_.Labels(p.name, w.pid, w.process, w.pod), std::move(*gz)});
+      request.push_back({labeler_.Labels(p.name, w.pid, w.process, w.pod, w.service), std::move(*gz)});
     }
     size_t bytes = 0;
     for (const exporters::Series& series : request) bytes += series.pprof.size();

@@ -1,7 +1,7 @@
 // The export thread: takes each closed window's per-process profiles from
 // the event loop and does the rest off it: fold into Pyroscope's limits
-// (EnforceLimits), drop the per-sample pid/process labels (the series has
-// them), serialise and gzip (EncodePprofGz), label the series (kubelet
+// (EnforceLimits), drop the per-sample pid/process labels (the series
+// labels say whose it is), serialise and gzip (EncodePprofGz), label the series (kubelet
 // lookups included) and hand one push per process to the PushQueue.
 //
 // Bounded: at most |max_windows| closed windows wait. A window close never

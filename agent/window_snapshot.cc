@@ -39,7 +39,10 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
   for (pid_t pid : active) {
     ProcessWindow w;
     w.pid = pid;
-    if (const ProcessInfo* info = session.registry().Find(pid)) w.pod = info->pod;
+    if (const ProcessInfo* info = session.registry().Find(pid)) {
+      w.pod = info->pod;
+      w.service = info->service;
+    }
     if (auto it = comm.find(pid); it != comm.end()) w.process = it->second;
     if (!Selected(cfg_.select, pid, w.process, w.pod)) continue;
     for (uint8_t domain : {uint8_t{GF_DOMAIN_GPU}, uint8_t{GF_DOMAIN_TORCH}}) {

@@ -20,14 +20,16 @@
 #include "profiler/aggregate/window.h"
 #include "profiler/pipeline/session.h"
 #include "profiler/process/k8s_metadata.h"
+#include "profiler/process/service_hints.h"
 
 namespace gpuflame::profiler {
 
 // One process's profiles for one window, with what its labels need.
 struct ProcessWindow {
   pid_t pid = 0;
-  std::string process;  // comm
-  PodInfo pod;          // copied: the process may be forgotten before export
+  std::string process;   // comm
+  PodInfo pod;           // copied: the process may be forgotten before export
+  ServiceHints service;  // likewise
   // gpu_memory, torch_memory, process_cpu, gpu_kernel (some may be empty).
   std::vector<Profile> profiles;
 };

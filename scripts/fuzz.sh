@@ -32,6 +32,7 @@ declare -A max_len=(
   [mountinfo]=65536
   [proc_stat]=4096
   [k8s_metadata]=65536
+  [service_hints]=65536
   [elf_file]=131072        # the seeds are small real ELF files (up to ~70 KB)
   [cfi]=131072
   [dwarf_inlines]=131072
@@ -50,7 +51,7 @@ declare -A extra_flags=(
   [pprof_symbolize]=-close_fd_mask=2
   [spool]=-close_fd_mask=2
 )
-all_targets="record proc_maps proc_environ mountinfo proc_stat k8s_metadata elf_file cfi dwarf_inlines python_code python_linetable
+all_targets="record proc_maps proc_environ mountinfo proc_stat k8s_metadata service_hints elf_file cfi dwarf_inlines python_code python_linetable
              cupti_activity pprof_symbolize spool diff agent_config"
 if [ "${1:-}" = --list ]; then
   echo $all_targets

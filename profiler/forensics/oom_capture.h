@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "profiler/process/k8s_metadata.h"
+#include "profiler/process/service_hints.h"
 #include "profiler/resolve/stack_table.h"
 
 namespace gpuflame::profiler {
@@ -90,6 +91,7 @@ struct OomDeviceMemory {
 struct OomProcessContext {
   std::string process;  // comm
   PodInfo pod;
+  ServiceHints service;
   // Whether it makes tensor-level events at all (PyTorch): if not, nothing
   // is waited for at that level.
   bool tensors_expected = false;

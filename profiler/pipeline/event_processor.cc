@@ -34,6 +34,7 @@ OomProcessContext EventProcessor::OomContext(pid_t pid) const {
   if (const ProcessInfo* info = registry_ ? registry_->Find(pid) : nullptr) {
     c.process = info->comm;
     c.pod = info->pod;
+    c.service = info->service;
     c.tensors_expected |= info->has_torch;
   }
   c.device.unknown = "not read";

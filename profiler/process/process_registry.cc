@@ -163,6 +163,7 @@ ProcessInfo& ProcessRegistry::Ensure(pid_t pid) {
     slot->pid = pid;
     slot->comm = ReadComm(pid);
     slot->pod = ReadPodInfo(pid);
+    slot->service = ReadServiceHints(pid);
     slot->memory = std::make_unique<inspect::RemoteProcessMemory>(pid);
     RememberTarget(pid);
   }
@@ -515,6 +516,7 @@ void ProcessRegistry::OnExec(pid_t pid, bool gated) {
     info->python.reset();
     info->code.reset();
     info->comm = ReadComm(pid);
+    info->service = ReadServiceHints(pid);
     info->tensor_inprocess.reset();  // decided again from the new image's environment
     info->tensor_hook = 0;
     info->autograd_hook = 0;

@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "profiler/probes/bpf_probes.h"
 #include "profiler/process/k8s_metadata.h"
+#include "profiler/process/service_hints.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 #include "inspect/process_memory.h"
@@ -36,6 +37,7 @@ struct ProcessInfo {
   pid_t pid = 0;
   std::string comm;
   PodInfo pod;  // read at discovery: a process may be gone by its last window
+  ServiceHints service;  // its service outside Kubernetes: read at discovery and at exec
   bool has_cuda = false;
   bool has_torch = false;
   // Its tensor events come from libgpuflame_cupti.so's in-process hook, so

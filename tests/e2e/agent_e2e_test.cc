@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "base/scoped_fd.h"
@@ -49,7 +50,10 @@ class AgentProcess {
                                      "http://127.0.0.1:" + std::to_string(pyroscope_port), "--window", "1",
                                      "--metrics-port", std::to_string(metrics_port), "--metrics-address",
                                      "127.0.0.1", "--node", "test-node", "--spool-dir", spool,
-                                     "--protocol", protocol};
+                                     "--protocol", protocol,
+                                     // The tests tell processes apart by their pid, which is a series
+                                     // label only on request (SeriesAreBoundedByDefault: without it).
+                                     "--series-labels", "pid"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
@@ -216,7 +220,7 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   EXPECT_GE(t.windows, 1);
   for (const ReceivedSeries& s : series) {
     if (s.labels.at("pid") != std::to_string(pid)) continue;
-    EXPECT_EQ(s.labels.at("service_name"), "python3.12");
+    EXPECT_EQ(s.labels.at("service_name"), "features.py") << "the script, not the interpreter";
     EXPECT_EQ(s.labels.at("process"), "python3.12");
     EXPECT_EQ(s.labels.at("node"), "test-node");
     EXPECT_EQ(s.profile.sample(0).label_size(), 0) << "one series per process: no sample labels";
@@ -225,6 +229,69 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   int before = receiver.requests();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(receiver.requests(), before);
+}
+
+// A cgroup named like a systemd service, in whichever hierarchy systemd
+// would use here (cgroup v1's name=systemd, else the unified one), so that
+// the agent reads a real /proc/PID/cgroup with a service in it. Removed
+// (once empty) by the destructor.
+class ServiceCgroup {
+ public:
+  explicit ServiceCgroup(const std::string& unit) {
+    for (const char* root : {"/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"})
+      if (std::filesystem::exists(std::string(root) + "/cgroup.procs")) {
+        dir_ = std::string(root) + "/gpuflame-e2e.slice/" + unit;
+        break;
+      }
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::create_directories(dir_, ec);
+    if (ec) dir_.clear();
+  }
+  ~ServiceCgroup() {
+    if (dir_.empty()) return;
+    for (int i = 0; i < 100 && rmdir(dir_.c_str()) != 0; i++)  // its last process may still be exiting
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rmdir(std::filesystem::path(dir_).parent_path().c_str());
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+// By default the pid is no series label (every process and DataLoader
+// worker would be a series of its own) and service_name says what runs:
+// the systemd service, else the script, not `python3.12` for every job.
+TEST(AgentTest, SeriesAreBoundedAndNamedAfterTheServiceByDefault) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent-series");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--series-labels", ""});  // the default: none
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  RunWorkload(dir, metrics_port);  // features.py, plainly
+  ServiceCgroup unit("gpuflame-e2e-train.service");
+  ASSERT_FALSE(unit.dir().empty()) << "no cgroup hierarchy to make a service in";
+  RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + unit.dir() + "/cgroup.procs && exec " + PyenvPython("3.12") +
+                   " " + Workload("features.py") + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two windows close
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+  std::map<std::string, int64_t> torch_alloc;  // by service_name
+  for (const ReceivedSeries& s : receiver.Accepted()) {
+    EXPECT_FALSE(s.labels.count("pid")) << "pid is opt-in";
+    EXPECT_FALSE(s.labels.count("thread_name")) << "thread names are opt-in";
+    if (s.labels.at("__name__") == "torch_memory")
+      torch_alloc[s.labels.at("service_name")] += SampleTotal(s.profile, "alloc_space");
+    if (s.labels.at("service_name") == "features.py" || s.labels.at("service_name") == "gpuflame-e2e-train") {
+      EXPECT_EQ(s.labels.at("process"), "python3.12");
+    }
+  }
+  EXPECT_EQ(torch_alloc["features.py"], 114 * MiB) << agent.Log();
+  EXPECT_EQ(torch_alloc["gpuflame-e2e-train"], 114 * MiB) << "the systemd service, not its script";
 }
 
 TEST(AgentTest, TensorEventsComeInProcessFromWorkloadsThatLoadTheLibrary) {
@@ -714,7 +781,7 @@ void RunAgainst(const PyroscopeReceiver& receiver, const char* protocol, const s
   ExpectFeaturesTotals(receiver, pid, agent.Log());
   for (const ReceivedSeries& s : receiver.Accepted())
     if (s.labels.at("pid") == std::to_string(pid)) {
-      EXPECT_EQ(s.labels.at("service_name"), "python3.12");
+      EXPECT_EQ(s.labels.at("service_name"), "features.py");
       EXPECT_EQ(s.labels.at("node"), "test-node");
     }
 }
@@ -882,7 +949,7 @@ void PushesAnOomCaptureAtOnce(bool inprocess) {
   for (const ReceivedSeries& s : receiver.Accepted())
     EXPECT_NE(s.labels.at("__name__"), "gpu_memory") << "no window has closed: the capture came on its own";
   const ReceivedSeries& s = oom[0];
-  EXPECT_EQ(s.labels.at("service_name"), "python3.12");
+  EXPECT_EQ(s.labels.at("service_name"), "oom.py");
   EXPECT_EQ(s.labels.at("process"), "python3.12");
   EXPECT_EQ(s.labels.at("node"), "test-node");
   EXPECT_EQ(SampleTotal(s.profile, "gpu_inuse_space"), 36 * MiB);

@@ -73,19 +73,6 @@ TEST(AgentConfigTest, OneClearMessagePerMistake) {
   EXPECT_NE(Message(LoadAgentConfig({"--config", "/nonexistent.yaml"}, {})).find("cannot read config file"), std::string::npos);
 }
 
-// Pyroscope rejects a whole push for one empty label value: a process that
-// exited before its name could be read still gets a valid series.
-TEST(SeriesLabelerTest, NoEmptyLabelValueEvenForANamelessProcess) {
-  profiler::SeriesLabeler labeler("", "", {});
-  auto labels = labeler.Labels("gpu_memory", 4242, "", profiler::PodInfo{});
-  std::map<std::string, std::string> by_name(labels.begin(), labels.end());
-  for (const auto& [name, value] : labels) EXPECT_FALSE(value.empty()) << name;
-  EXPECT_EQ(by_name["process"], "unknown_process");
-  EXPECT_EQ(by_name["service_name"], "unknown_service");
-  EXPECT_EQ(by_name["pid"], "4242");
-  EXPECT_FALSE(by_name.contains("node")) << "no node name: no node label";
-}
-
 TEST(AgentConfigTest, CredentialsAreNeverPrinted) {
   auto c = LoadAgentConfig({"--pyroscope-url", "http://alice:s3cret@pyroscope:4040"}, {});
   ASSERT_TRUE(c.ok()) << c.status();
