@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "profiler/aggregate/profile_builder.h"
+#include "profiler/forensics/oom_report.h"
 
 namespace gpuflame {
 namespace {
@@ -182,6 +185,197 @@ TEST(HelmChartTest, SchemaRejectsBadValuesWithAClearMessage) {
   EXPECT_NE(r.status, 0) << "capabilities are an allow-list";
 }
 
+// Values from a file (what users of Grafana's charts write), rendered.
+std::map<std::string, YAML::Node> RenderWith(const std::string& values_yaml, const std::string& args = "") {
+  static int n = 0;
+  const std::string path = testing::TempDir() + "/values-" + std::to_string(n++) + ".yaml";
+  std::ofstream(path) << values_yaml;
+  return Render("-f " + path + " " + args);
+}
+
+TEST(HelmChartTest, NamesAndNamespaceCanBeOverridden) {
+  auto m = RenderWith("nameOverride: gf-agent\nnamespaceOverride: profiling\nprofiling:\n  podLabels: [team]\n");
+  ASSERT_TRUE(m.count("DaemonSet/gf-gf-agent")) << "release-nameOverride";
+  YAML::Node ds = m["DaemonSet/gf-gf-agent"];
+  EXPECT_EQ(ds["metadata"]["labels"]["app.kubernetes.io/name"].as<std::string>(), "gf-agent");
+  EXPECT_EQ(ds["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"].as<std::string>(), "gf-agent");
+  int namespaced = 0;
+  for (const auto& [key, doc] : m) {
+    if (key.starts_with("ClusterRole")) continue;
+    EXPECT_EQ(doc["metadata"]["namespace"].as<std::string>(), "profiling") << key;
+    namespaced++;
+  }
+  EXPECT_GE(namespaced, 5);
+  EXPECT_EQ(m["ClusterRoleBinding/gf-gf-agent"]["subjects"][0]["namespace"].as<std::string>(), "profiling");
+  m = Render("--set fullnameOverride=gpu-profiler");
+  EXPECT_TRUE(m.count("DaemonSet/gpu-profiler"));
+  EXPECT_TRUE(m.count("ConfigMap/gpu-profiler"));
+  EXPECT_EQ(m["DaemonSet/gpu-profiler"]["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"].as<std::string>(),
+            "gpu-profiler");
+}
+
+TEST(HelmChartTest, ImageFromRegistryRepositoryTagOrDigest) {
+  auto image = [](const std::string& args) { return Agent(Render(args))["image"].as<std::string>(); };
+  EXPECT_EQ(image(""), "ghcr.io/gpuflame/gpuflame:0.1.0") << "the chart's appVersion by default";
+  EXPECT_EQ(image("--set image.registry=mirror.corp:5000 --set image.tag=0.2.0"),
+            "mirror.corp:5000/gpuflame/gpuflame:0.2.0");
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  EXPECT_EQ(image("--set image.digest=" + digest + " --set image.tag=0.2.0"), "ghcr.io/gpuflame/gpuflame@" + digest);
+  EXPECT_EQ(image("--set global.imageRegistry=reg.example --set image.registry=mirror.corp"),
+            "reg.example/gpuflame/gpuflame:0.1.0")
+      << "global.imageRegistry wins";
+  EXPECT_EQ(image("--set image.registry= --set image.repository=you/gpuflame"), "you/gpuflame:0.1.0");
+  auto m = Render("--set global.imageRegistry=reg.example");
+  EXPECT_EQ(m["DaemonSet/gf-gpuflame"]["spec"]["template"]["spec"]["initContainers"][0]["image"].as<std::string>(),
+            "reg.example/gpuflame/gpuflame:0.1.0")
+      << "the init container's image is the agent's";
+  // An umbrella chart's other globals are its own business.
+  EXPECT_TRUE(Render("--set global.storageClass=fast").count("DaemonSet/gf-gpuflame"));
+  ShResult r = Sh(Helm() + " template gf " + kChart + " --set image.digest=latest");
+  EXPECT_NE(r.status, 0) << "a digest is sha256:<64 hex>";
+}
+
+TEST(HelmChartTest, ExtraVolumesEnvFromSecurityContextAndObjects) {
+  auto m = RenderWith(R"(podSecurityContext:
+  supplementalGroups: [4242]
+envFrom:
+  - secretRef: {name: gpuflame-env}
+extraVolumes:
+  - name: models
+    hostPath: {path: /srv/models}
+extraVolumeMounts:
+  - name: models
+    mountPath: /srv/models
+    readOnly: true
+extraObjects:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: '{{ include "gpuflame.fullname" . }}-extra'
+    data:
+      url: '{{ .Values.pyroscope.url }}'
+  - |
+    apiVersion: v1
+    kind: Secret
+    metadata:
+      name: {{ .Release.Name }}-from-string
+)");
+  YAML::Node pod = m["DaemonSet/gf-gpuflame"]["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["securityContext"]["supplementalGroups"][0].as<int>(), 4242);
+  YAML::Node agent = Agent(m);
+  EXPECT_EQ(agent["envFrom"][0]["secretRef"]["name"].as<std::string>(), "gpuflame-env");
+  EXPECT_EQ(agent["env"][0]["name"].as<std::string>(), "NODE_NAME") << "envFrom comes beside env, not instead";
+  std::map<std::string, YAML::Node> mounts, vols;
+  for (YAML::Node v : agent["volumeMounts"]) mounts[v["name"].as<std::string>()] = v;
+  for (YAML::Node v : pod["volumes"]) vols[v["name"].as<std::string>()] = v;
+  EXPECT_TRUE(mounts["models"]["readOnly"].as<bool>());
+  EXPECT_TRUE(mounts.count("config")) << "the chart's own mounts stay";
+  EXPECT_EQ(vols["models"]["hostPath"]["path"].as<std::string>(), "/srv/models");
+  ASSERT_TRUE(m.count("ConfigMap/gf-gpuflame-extra"));
+  EXPECT_EQ(m["ConfigMap/gf-gpuflame-extra"]["data"]["url"].as<std::string>(),
+            "http://pyroscope.pyroscope.svc.cluster.local:4040");
+  EXPECT_TRUE(m.count("Secret/gf-from-string"));
+  // None of it by default.
+  auto plain = Render();
+  EXPECT_FALSE(plain["DaemonSet/gf-gpuflame"]["spec"]["template"]["spec"]["securityContext"]);
+  EXPECT_FALSE(Agent(plain)["envFrom"]);
+}
+
+TEST(HelmChartTest, ServiceMonitorTakesRelabelingsAndTls) {
+  auto m = RenderWith(R"(metrics:
+  serviceMonitor:
+    enabled: true
+    namespace: prometheus
+    scrapeTimeout: 10s
+    scheme: https
+    tlsConfig:
+      insecureSkipVerify: true
+    relabelings:
+      - sourceLabels: [__meta_kubernetes_pod_node_name]
+        targetLabel: node
+    metricRelabelings:
+      - sourceLabels: [__name__]
+        regex: gpuflame_bpf_program_.*
+        action: drop
+)");
+  ASSERT_TRUE(m.count("ServiceMonitor/gf-gpuflame"));
+  YAML::Node sm = m["ServiceMonitor/gf-gpuflame"];
+  EXPECT_EQ(sm["metadata"]["namespace"].as<std::string>(), "prometheus");
+  EXPECT_EQ(sm["spec"]["namespaceSelector"]["matchNames"][0].as<std::string>(), "monitoring");
+  YAML::Node ep = sm["spec"]["endpoints"][0];
+  EXPECT_EQ(ep["scrapeTimeout"].as<std::string>(), "10s");
+  EXPECT_EQ(ep["scheme"].as<std::string>(), "https");
+  EXPECT_TRUE(ep["tlsConfig"]["insecureSkipVerify"].as<bool>());
+  EXPECT_EQ(ep["relabelings"][0]["targetLabel"].as<std::string>(), "node");
+  EXPECT_EQ(ep["metricRelabelings"][0]["action"].as<std::string>(), "drop");
+  YAML::Node plain = Render("--set metrics.serviceMonitor.enabled=true")["ServiceMonitor/gf-gpuflame"]["spec"];
+  EXPECT_FALSE(plain["namespaceSelector"]);
+  EXPECT_FALSE(plain["endpoints"][0]["tlsConfig"]);
+  EXPECT_FALSE(plain["endpoints"][0]["relabelings"]);
+}
+
+// additionalProperties: false everywhere the chart knows the shape: a
+// misspelt value fails `helm install` with its path, instead of silently
+// doing nothing (Kubernetes' own objects, passed through, stay open).
+TEST(HelmChartTest, SchemaRejectsUnknownValues) {
+  for (const char* typo : {"imagePullPolicy=Always", "profiling.windw=30", "metrics.serviceMonitor.intervall=1m",
+                           "image.tags=1", "pyroscope.basicAuth.user=u", "securityContext.runAsUser=0"}) {
+    ShResult r = Sh(Helm() + " template gf " + kChart + " --set " + typo);
+    EXPECT_NE(r.status, 0) << typo << " was accepted";
+    EXPECT_NE(r.out.find("additional properties"), std::string::npos) << typo << ": " << r.out;
+  }
+  ShResult r = Sh(Helm() + " template gf " + kChart + " --set 'profiling.seriesLabels={tid}'");
+  EXPECT_NE(r.status, 0) << "series labels are pid and thread_name";
+  EXPECT_EQ(Sh(Helm() + " template gf " + kChart + " --set 'profiling.seriesLabels={pid}'").status, 0);
+}
+
+TEST(HelmChartTest, SeriesLabelsAndServiceNameReachTheAgent) {
+  auto m = Render("--set 'profiling.seriesLabels={pid}' --set 'profiling.serviceNameFrom={kubernetes,script}'");
+  std::string yaml = m.at("ConfigMap/gf-gpuflame")["data"]["agent.yaml"].as<std::string>();
+  EXPECT_NE(yaml.find("series_labels: [pid]"), std::string::npos) << yaml;
+  std::string path = testing::TempDir() + "/agent-labels.yaml";
+  std::ofstream(path) << yaml;
+  ShResult r = Sh(std::string(GPUFLAME_BIN) + " agent --config " + path + " --check-config");
+  ASSERT_EQ(r.status, 0) << r.out << "\n" << yaml;
+  EXPECT_NE(r.out.find("service_name: from kubernetes,script"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", pid"), std::string::npos) << r.out;
+  // By default: no pid series label.
+  std::string plain = Render().at("ConfigMap/gf-gpuflame")["data"]["agent.yaml"].as<std::string>();
+  EXPECT_EQ(plain.find("series_labels"), std::string::npos) << plain;
+}
+
+// The chart's README documents every value (a value missing from it is a
+// value nobody finds), and values.yaml says what the default node selector
+// needs.
+TEST(HelmChartTest, ReadmeDocumentsEveryValue) {
+  std::ifstream f(kChart + "/README.md");
+  ASSERT_TRUE(f) << "helm/gpuflame/README.md";
+  std::stringstream readme;
+  readme << f.rdbuf();
+  std::vector<std::string> missing;
+  std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& n, const std::string& at) {
+    if (n.IsMap() && n.size() > 0 && at != "nodeSelector" && at != "resources" && at != "updateStrategy" &&
+        at != "dashboard.labels") {
+      for (const auto& kv : n) walk(kv.second, at.empty() ? kv.first.as<std::string>() : at + "." + kv.first.as<std::string>());
+      return;
+    }
+    if (readme.str().find("`" + at + "`") == std::string::npos) missing.push_back(at);
+  };
+  walk(YAML::LoadFile(kChart + "/values.yaml"), "");
+  EXPECT_TRUE(missing.empty()) << "not in README.md: " << testing::PrintToString(missing);
+  std::ifstream v(kChart + "/values.yaml");
+  std::stringstream values;
+  values << v.rdbuf();
+  EXPECT_NE(values.str().find("GPU Feature Discovery"), std::string::npos);
+  // The README's way off the default label does take it off (Helm merges maps).
+  auto m = Render(
+      "--set-json "
+      "'nodeSelector={\"nvidia.com/gpu.present\":null,\"feature.node.kubernetes.io/pci-10de.present\":\"true\"}'");
+  YAML::Node selector = m["DaemonSet/gf-gpuflame"]["spec"]["template"]["spec"]["nodeSelector"];
+  EXPECT_EQ(selector.size(), 1u);
+  EXPECT_EQ(selector["feature.node.kubernetes.io/pci-10de.present"].as<std::string>(), "true");
+}
+
 TEST(HelmChartTest, NotesTellTheUserWhatToDoNext) {
   ShResult r = Sh(Helm() + " install gf " + kChart + " --namespace monitoring --dry-run=client");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -263,9 +457,10 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
       gpu + ":inuse_space:bytes:space:bytes", gpu + ":alloc_space:bytes:space:bytes",
       torch + ":inuse_space:bytes:space:bytes", gpu + ":peak_space:bytes:space:bytes",
       torch + ":peak_space:bytes:space:bytes", std::string(profiler::kCpuProfile) + ":cpu:nanoseconds:cpu:nanoseconds",
-      std::string(profiler::kGpuKernelProfile) + ":time:nanoseconds:time:nanoseconds"};
+      std::string(profiler::kGpuKernelProfile) + ":time:nanoseconds:time:nanoseconds",
+      std::string(profiler::kOomProfile) + ":gpu_inuse_space:bytes:space:bytes"};
   std::set<std::string> flame;
-  bool per_pod_series = false;
+  bool per_pod_series = false, oom_series = false;
   for (const auto& p : d["panels"]) {
     if (p["type"] == "row" || p["type"] == "text") continue;
     ASSERT_TRUE(p.contains("description") && p["description"].get<std::string>().size() > 80) << p["title"];
@@ -273,7 +468,7 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
       EXPECT_EQ(t["datasource"]["type"], "grafana-pyroscope-datasource") << p["title"];
       EXPECT_EQ(t["datasource"]["uid"], "${datasource}") << p["title"];
       std::string sel = t["labelSelector"];
-      for (const char* v : {"$namespace", "$pod", "$container"})
+      for (const char* v : {"$service_name", "$namespace", "$pod", "$container"})
         EXPECT_NE(sel.find(v), std::string::npos) << p["title"] << ": " << sel;
       if (p["type"] == "flamegraph") {
         EXPECT_EQ(t["queryType"], "profile");
@@ -282,11 +477,14 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
         EXPECT_EQ(t["queryType"], "metrics");
         per_pod_series |= t["groupBy"] == nlohmann::json::array({"pod"}) &&
                           t["profileTypeId"] == gpu + ":inuse_space:bytes:space:bytes";
+        oom_series |= t["groupBy"] == nlohmann::json::array({"pod"}) &&
+                      t["profileTypeId"] == std::string(profiler::kOomProfile) + ":requested_space:bytes:space:bytes";
       }
     }
   }
   EXPECT_EQ(flame, want_flame);
   EXPECT_TRUE(per_pod_series) << "in-use memory over time per pod";
+  EXPECT_TRUE(oom_series) << "out-of-memory requests over time per pod";
 }
 
 // Growth shows in Pyroscope's diff view of an in-use profile: both in-use
@@ -308,7 +506,7 @@ TEST(DashboardTest, InUsePanelsLinkToTheDiffViewOfTheirProfile) {
     for (size_t at; (at = encoded.find(':')) != std::string::npos;) encoded.replace(at, 1, "%3A");
     for (const std::string& part :
          {std::string("/a/grafana-pyroscope-app/explore?explorationType=diff-flame-graph&"),
-          std::string("&var-dataSource=${datasource}&"), std::string("&var-serviceName=${namespace}%2F${container}&"),
+          std::string("&var-dataSource=${datasource}&"), std::string("&var-serviceName=${service_name}&"),
           "&var-profileMetricId=" + encoded + "&", std::string("&from=${__from}&to=${__to}")})
       EXPECT_NE(url.find(part), std::string::npos) << part << " in " << url;
     linked.insert(type);
@@ -318,6 +516,193 @@ TEST(DashboardTest, InUsePanelsLinkToTheDiffViewOfTheirProfile) {
                                                ":inuse_space:bytes:space:bytes"}));
 }
 
+// ---- what the in-use panels show, modelled: the agent's windows, Grafana's
+// time overrides and interval, Pyroscope's merge ----
+//
+// The agent pushes one profile per process per window, stamped with the
+// window's start, once the window has ended (plus its export and push).
+// Pyroscope's SelectMergeStacktraces (a flame graph) adds up every profile
+// whose time is in [start, end]; SelectSeries (a time series) adds up the
+// profiles in each step of each series, and Grafana's Pyroscope data source
+// asks for step = max(the query's interval, the data source's minStep, 15 s
+// by default), with no other aggregation (it sends none: SUM). Grafana's
+// interval is max(the panel's min interval, range / max data points rounded
+// by rangeutil.roundInterval); a panel's timeFrom replaces the range with
+// the last timeFrom before now, and its timeShift moves it back.
+
+constexpr int64_t kSecond = 1000;  // ms
+
+// Grafana's duration strings as panels use them ("15s", "1m", "6h", "7d").
+int64_t DurationMs(const std::string& s) {
+  EXPECT_FALSE(s.empty());
+  const int64_t n = std::stoll(s);
+  switch (s.back()) {
+    case 's': return n * kSecond;
+    case 'm': return n * 60 * kSecond;
+    case 'h': return n * 3600 * kSecond;
+    case 'd': return n * 86400 * kSecond;
+  }
+  ADD_FAILURE() << "duration " << s;
+  return 0;
+}
+
+// rangeutil.roundInterval, up to the hour (its table, in ms).
+int64_t RoundInterval(int64_t ms) {
+  const std::pair<int64_t, int64_t> table[] = {
+      {15, 10},          {35, 20},           {75, 50},          {150, 100},        {350, 200},
+      {750, 500},        {1500, 1000},       {3500, 2000},      {7500, 5000},      {12500, 10000},
+      {17500, 15000},    {25000, 20000},     {45000, 30000},    {90000, 60000},    {210000, 120000},
+      {450000, 300000},  {750000, 600000},   {1050000, 900000}, {1500000, 1200000}, {2700000, 1800000},
+      {5400000, 3600000}};
+  for (const auto& [below, rounded] : table)
+    if (ms < below) return rounded;
+  return 7200000;
+}
+
+// ${window:text} and ${window} from the dashboard's window variable.
+std::string Interpolate(std::string s, const std::string& text, const std::string& value) {
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"${window:text}", text}, {"${window}", value}})
+    for (size_t at; (at = s.find(from)) != std::string::npos;) s.replace(at, from.size(), to);
+  return s;
+}
+
+struct Pushed {
+  int64_t time = 0;     // the window's start: the profile's time_nanos
+  int64_t visible = 0;  // when Pyroscope has it: the window's end plus the push
+  std::string pod;
+  int64_t inuse = 0;
+};
+
+// Two pods of two processes each (a trainer and its DataLoader worker), each
+// holding a different amount in every window, so that any sum of several
+// windows or processes differs from the one right answer.
+std::vector<Pushed> AgentWindows(int64_t window, int64_t push_latency, int64_t until) {
+  std::vector<Pushed> out;
+  const int64_t first = 1'700'000'000'037;  // the agent started at an arbitrary instant
+  for (int64_t k = 0; first + (k + 1) * window <= until; k++)
+    for (const char* pod : {"trainer-0", "trainer-1"})
+      for (int proc = 0; proc < 2; proc++)
+        out.push_back({first + k * window, first + (k + 1) * window + push_latency, pod,
+                       (pod[8] == '0' ? 1000 : 5000) * (k + 1) + proc * 7});
+  return out;
+}
+
+// What a pod held (the sum of its processes' in use) in the latest window
+// Pyroscope had at |at|.
+int64_t LatestHeld(const std::vector<Pushed>& pushed, const std::string& pod, int64_t at) {
+  int64_t latest = -1, held = 0;
+  for (const Pushed& p : pushed)
+    if (p.pod == pod && p.visible <= at && p.time >= latest) {
+      if (p.time > latest) held = 0;
+      latest = p.time;
+      held += p.inuse;
+    }
+  return held;
+}
+
+nlohmann::json Panel(const nlohmann::json& d, const std::string& type, const std::string& profile_type) {
+  for (const auto& p : d["panels"])
+    if (p["type"] == type && p["targets"][0]["profileTypeId"] == profile_type) return p;
+  ADD_FAILURE() << "no " << type << " panel of " << profile_type;
+  return {};
+}
+
+// Every window length the dashboard offers, the agent at that window, the
+// dashboard at ranges from 5 minutes to 7 days, "now" anywhere in a window's
+// cycle, pushes taking up to 5 s: each in-use and peak flame graph is what
+// each pod held in the latest window (not ~240 windows added up), and each
+// point of the in-use time series is one window, summed over the pod's
+// processes.
+TEST(DashboardTest, InUsePanelsShowWhatAPodHoldsWhateverTheRange) {
+  nlohmann::json d = Dashboard();
+  nlohmann::json window_var;
+  for (const auto& v : d["templating"]["list"])
+    if (v["name"] == "window") window_var = v;
+  ASSERT_TRUE(window_var.is_object()) << "the agent's window as a variable";
+  EXPECT_EQ(window_var["current"]["text"], "15s") << "the agent's default";
+  const std::string gpu = profiler::kGpuMemoryProfile, torch = profiler::kTorchMemoryProfile;
+  for (const auto& option : window_var["options"]) {
+    const std::string text = option["text"], value = option["value"];
+    const int64_t window = DurationMs(text);
+    for (const std::string& type : {gpu + ":inuse_space:bytes:space:bytes", torch + ":inuse_space:bytes:space:bytes",
+                                    gpu + ":peak_space:bytes:space:bytes", torch + ":peak_space:bytes:space:bytes"}) {
+      nlohmann::json panel = Panel(d, "flamegraph", type);
+      ASSERT_TRUE(panel.contains("timeFrom") && panel.contains("timeShift")) << panel["title"];
+      const int64_t from_ago = DurationMs(Interpolate(panel["timeFrom"], text, value));
+      const int64_t shift = DurationMs(Interpolate(panel["timeShift"], text, value));
+      for (int64_t latency : {int64_t{50}, 1 * kSecond, 5 * kSecond}) {
+        const int64_t end = 1'700'000'000'000 + 7200 * kSecond;
+        const std::vector<Pushed> pushed = AgentWindows(window, latency, end);
+        for (int64_t now = end - 2 * window; now < end; now += 100) {
+          // The dashboard's own range plays no part: the panel overrides it.
+          const int64_t from = now - from_ago - shift, to = now - shift;
+          std::map<std::string, int64_t> merged;
+          for (const Pushed& p : pushed)
+            if (p.visible <= now && p.time >= from && p.time <= to) merged[p.pod] += p.inuse;
+          // The latest window that ended 5 s ago or more: pushed by now.
+          for (const char* pod : {"trainer-0", "trainer-1"})
+            ASSERT_EQ(merged[pod], LatestHeld(pushed, pod, now - 5 * kSecond + latency))
+                << panel["title"] << ", window " << text << ", push " << latency << " ms, now +" << (now - end);
+        }
+      }
+    }
+    // The time series: one window per step, whatever the range up to 7 days.
+    nlohmann::json series = Panel(d, "timeseries", gpu + ":inuse_space:bytes:space:bytes");
+    const int64_t min_interval = DurationMs(Interpolate(series["interval"], text, value));
+    const int64_t max_points = series["maxDataPoints"];
+    for (const char* range : {"5m", "1h", "6h", "24h", "7d"}) {
+      const int64_t span = DurationMs(range);
+      const int64_t interval = std::max(min_interval, RoundInterval(span / max_points));
+      const int64_t step = std::max(interval, 15 * kSecond);  // the data source's minStep, by default
+      ASSERT_EQ(step, std::max(window, 15 * kSecond)) << range << ", window " << text;
+      const int64_t end = 1'700'000'000'000 + 9 * 86400 * kSecond;
+      const std::vector<Pushed> pushed = AgentWindows(window, kSecond, end);
+      // RangeSeries: a point per step from the range's start; a profile
+      // counts in the step its time falls in.
+      std::map<std::pair<std::string, int64_t>, int64_t> points, held;  // (pod, step) / (pod, window)
+      std::map<std::pair<std::string, int64_t>, std::set<int64_t>> starts;
+      for (const Pushed& p : pushed) {
+        held[{p.pod, p.time}] += p.inuse;
+        if (p.time < end - span || p.time >= end) continue;
+        const int64_t bucket = (p.time - (end - span)) / step;
+        points[{p.pod, bucket}] += p.inuse;
+        starts[{p.pod, bucket}].insert(p.time);
+      }
+      ASSERT_GE(points.size(), static_cast<size_t>(span / std::max(window, 15 * kSecond)));
+      for (const auto& [key, total] : points) {
+        ASSERT_EQ(starts[key].size(), 1u) << range << ": a point adds windows up";
+        ASSERT_EQ(total, (held[{key.first, *starts[key].begin()}])) << range;
+      }
+    }
+  }
+  // The model itself catches what the dashboard did before: the dashboard's
+  // own hour, merged, is ~240 windows.
+  const std::vector<Pushed> pushed = AgentWindows(15 * kSecond, kSecond, 1'700'000'000'000 + 7200 * kSecond);
+  const int64_t now = pushed.back().visible;
+  int64_t hour = 0;
+  for (const Pushed& p : pushed)
+    if (p.pod == "trainer-0" && p.time >= now - 3600 * kSecond) hour += p.inuse;
+  EXPECT_GT(hour, 200 * LatestHeld(pushed, "trainer-0", now) / 2);
+}
+
+// Pyroscope's query variables take no label selector (Grafana's
+// VariableSupport asks for `profileTypeId + "{}"`), so a pod variable cannot
+// be narrowed to the chosen namespace; its ad hoc filters can (each filter's
+// values are asked for under the filters already set), and they apply to
+// every panel whose selector is not empty.
+TEST(DashboardTest, AdHocFiltersNarrowPodsToTheirNamespace) {
+  nlohmann::json d = Dashboard();
+  nlohmann::json filters;
+  for (const auto& v : d["templating"]["list"])
+    if (v["name"] == "filters") filters = v;
+  ASSERT_TRUE(filters.is_object());
+  EXPECT_EQ(filters["type"], "adhoc");
+  EXPECT_EQ(filters["datasource"]["uid"], "${datasource}");
+  for (const auto& p : d["panels"])
+    for (const auto& t : p.value("targets", nlohmann::json::array()))
+      EXPECT_NE(t["labelSelector"], "{}") << p["title"] << ": ad hoc filters skip an empty selector";
+}
+
 TEST(DashboardTest, VariablesComeFromTheDatasourceAndLabelValues) {
   nlohmann::json d = Dashboard();
   std::map<std::string, nlohmann::json> vars;
@@ -325,7 +710,7 @@ TEST(DashboardTest, VariablesComeFromTheDatasourceAndLabelValues) {
   ASSERT_TRUE(vars.count("datasource"));
   EXPECT_EQ(vars["datasource"]["type"], "datasource");
   EXPECT_EQ(vars["datasource"]["query"], "grafana-pyroscope-datasource");
-  for (const char* label : {"namespace", "pod", "container"}) {
+  for (const char* label : {"service_name", "namespace", "pod", "container"}) {
     ASSERT_TRUE(vars.count(label)) << label;
     EXPECT_EQ(vars[label]["type"], "query");
     EXPECT_EQ(vars[label]["query"]["type"], "labelValue");

@@ -1,13 +1,24 @@
 {{- define "gpuflame.name" -}}
-{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* Release-name-chart, or fullnameOverride; the release name alone when it already holds the name. */}}
 {{- define "gpuflame.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where the namespaced objects go: namespaceOverride (umbrella charts), else the release's. */}}
+{{- define "gpuflame.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride -}}
 {{- end -}}
 
 {{- define "gpuflame.selectorLabels" -}}
@@ -31,8 +42,23 @@ app.kubernetes.io/component: agent
 {{- end -}}
 {{- end -}}
 
+{{/*
+[registry/]repository, then @digest when one is given (it pins the image; the
+tag is then only informative), else :tag (default: the chart's appVersion).
+global.imageRegistry, as in Grafana's and Bitnami's charts, wins over
+image.registry; an empty registry leaves the repository as written.
+*/}}
 {{- define "gpuflame.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- $registry := default .Values.image.registry ((.Values.global).imageRegistry) -}}
+{{- $repository := .Values.image.repository -}}
+{{- if $registry -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" $registry) $repository -}}
+{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The Secret holding the basic-auth password, if any. */}}
