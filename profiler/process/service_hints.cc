@@ -16,7 +16,9 @@ constexpr size_t kMaxName = 256;
 constexpr int kMaxArgs = 64;   // a script comes within the interpreter's first options
 constexpr int kMaxLines = 64;  // cgroup v1 has one line per hierarchy, a dozen or so
 
-// A /proc file: reads never block, and the size is bounded all the same.
+// A /proc file, bounded in size. Reading cmdline copies it from the
+// target's memory under its memory-map lock, as /proc/PID/maps does (the
+// README's limits say so): once at discovery and once per exec.
 std::string ReadProcFile(const std::string& path, size_t limit) {
   base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return "";

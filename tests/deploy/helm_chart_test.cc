@@ -139,7 +139,8 @@ TEST(HelmChartTest, DefaultDaemonSetHasLeastPrivilegeOnGpuNodes) {
 }
 
 TEST(HelmChartTest, RenderedAgentConfigurationIsAcceptedByTheAgent) {
-  auto m = Render("--set pyroscope.tenantID=team-a --set 'profiling.namespaces={ml,serving}' --set profiling.cpuHz=49");
+  auto m = Render("--set pyroscope.tenantID=team-a --set 'profiling.namespaces={ml,serving}' --set profiling.cpuHz=49"
+                  " --set 'profiling.seriesLabels={pid}' --set 'profiling.serviceNameFrom={kubernetes,script}'");
   std::string yaml = m.at("ConfigMap/gf-gpuflame")["data"]["agent.yaml"].as<std::string>();
   std::string path = testing::TempDir() + "/agent.yaml";
   std::ofstream(path) << yaml;
@@ -149,6 +150,9 @@ TEST(HelmChartTest, RenderedAgentConfigurationIsAcceptedByTheAgent) {
   EXPECT_NE(r.out.find("team-a"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ml"), std::string::npos) << r.out;
   EXPECT_NE(yaml.find("cpu_hz: 49"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("series_labels: [pid]"), std::string::npos) << yaml;
+  EXPECT_NE(r.out.find("service_name: from kubernetes,script"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", pid"), std::string::npos) << r.out;
 }
 
 TEST(HelmChartTest, CustomValuesChangeWhatTheyShould) {
@@ -329,17 +333,9 @@ TEST(HelmChartTest, SchemaRejectsUnknownValues) {
   EXPECT_EQ(Sh(Helm() + " template gf " + kChart + " --set 'profiling.seriesLabels={pid}'").status, 0);
 }
 
-TEST(HelmChartTest, SeriesLabelsAndServiceNameReachTheAgent) {
-  auto m = Render("--set 'profiling.seriesLabels={pid}' --set 'profiling.serviceNameFrom={kubernetes,script}'");
-  std::string yaml = m.at("ConfigMap/gf-gpuflame")["data"]["agent.yaml"].as<std::string>();
-  EXPECT_NE(yaml.find("series_labels: [pid]"), std::string::npos) << yaml;
-  std::string path = testing::TempDir() + "/agent-labels.yaml";
-  std::ofstream(path) << yaml;
-  ShResult r = Sh(std::string(GPUFLAME_BIN) + " agent --config " + path + " --check-config");
-  ASSERT_EQ(r.status, 0) << r.out << "\n" << yaml;
-  EXPECT_NE(r.out.find("service_name: from kubernetes,script"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(", pid"), std::string::npos) << r.out;
-  // By default: no pid series label.
+// Series labels are opt-in (RenderedAgentConfigurationIsAcceptedByTheAgent
+// sets them): by default the pid is no series label.
+TEST(HelmChartTest, NoPidSeriesLabelByDefault) {
   std::string plain = Render().at("ConfigMap/gf-gpuflame")["data"]["agent.yaml"].as<std::string>();
   EXPECT_EQ(plain.find("series_labels"), std::string::npos) << plain;
 }
