@@ -517,6 +517,7 @@ enum gf_cupti_status {
   GF_CUPTI_ACTIVE = 1,
   GF_CUPTI_OTHER_SUBSCRIBER = 2, /* torch.profiler / Nsight holds CUPTI: stepped aside */
   GF_CUPTI_FAILED = 3,           /* CUPTI refused (no driver support, old CUPTI) */
+  GF_CUPTI_NOT_BUILT = 4,        /* gpuflame was built without CUPTI's headers: no kernel time */
 };
 
 /*

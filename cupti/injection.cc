@@ -1,57 +1,28 @@
 // libgpuflame_cupti.so: loaded into a CUDA process by the driver through
-// CUDA_INJECTION64_PATH (no code change), it turns CUPTI's view of the GPU
-// into the USDT probes the gpuflame agent listens to:
-//  - at kernel launches (runtime or driver API, graphs included), the
-//    launch's correlation ID, at gpuflame:launch, on the launching thread,
-//    so the agent's BPF program takes that thread's stack there;
-//  - kernel, memcpy and memset activity (GPU start/end, device, stream,
-//    correlation ID), flushed every GPUFLAME_FLUSH_MS (default 1000) and at
-//    exit, at gpuflame:kernel_batch, with kernel names once each.
-// Both cost the workload on every launch (CUPTI's callback dispatch, and its
-// timestamp instrumentation), so both are duty-cycled (duty_cycle.h), on the
-// flusher's 100 ms ticks:
-//  - launch callbacks are on one tick in GPUFLAME_LAUNCH_ONE_IN (default 10)
-//    of those activity is on in, and within those each launch is taken with
-//    the probability that makes GPUFLAME_LAUNCH_STACKS_PER_S per thread
-//    (launch_sampler.h; default 1000; 0: every launch, callbacks always on). Kernels launched unsampled are charged to the
-//    sampled stacks of the same kernel (profiler/aggregate/kernel_joiner.h);
-//  - activity is on all the time while an agent asks for exact kernel time
-//    (it attaches gpuflame:kernel_time_exact: `record`), else for
-//    GPUFLAME_ACTIVITY_ON_S (default 1) out of every GPUFLAME_ACTIVITY_ONE_IN
-//    (default 10) such spans, at a random phase, each record weighted by
-//    that N (gf_kernel_record.weight) so sums stay unbiased;
-//  - the first GPUFLAME_STARTUP_S (default 5) of the process are seen whole.
-// With no agent attached the probes' semaphores are down: callbacks and
-// activity are off, so the library costs the workload nothing until an agent
-// attaches and again after it leaves (checked every tick).
-// If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
-// steps aside, says so once on stderr and to the agent (gpuflame:status).
+// CUDA_INJECTION64_PATH (no code change). Two halves, both handing their
+// records to the gpuflame agent at USDT probes:
+//  - kernel time (kernel_time.h): CUPTI's launch callbacks and activity,
+//    duty-cycled; absent from a gpuflame built without CUPTI's headers;
+//  - in-process tensor events (inprocess/), which need no CUPTI: with
+//    GPUFLAME_KERNEL_TIME=0 (gpuflame record --no-kernel-time) CUPTI is left
+//    alone and only they run.
+// A flusher thread ticks every 100 ms for both.
 // gpuflame:status also carries the GF_ABI_VERSION this library was built
 // with, at start and again every flush period while an agent listens: the
 // agent checks it, since the library cannot know the agent's (probes.h).
-// It also carries the in-process tensor events (inprocess/), which need no
-// CUPTI: with GPUFLAME_KERNEL_TIME=0 (gpuflame record --no-kernel-time)
-// CUPTI is left alone and only they run.
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
 
-#include "cupti/activity_converter.h"
-#include "cupti/activity_windows.h"
-#include "cupti/cupti_api.h"
-#include "cupti/duty_cycle.h"
-#include "cupti/launch_sampler.h"
+#include "cupti/kernel_time.h"
+#include "cupti/library_util.h"
 #include "cupti/listeners.h"
 #include "cupti/probes.h"
-#include "inprocess/autograd_origin.h"
 #include "inprocess/tensor_events.h"
 
 extern "C" {
@@ -66,286 +37,36 @@ __extension__ unsigned short gpuflame_lib_cost_semaphore __attribute__((section(
 namespace gpuflame::cupti {
 namespace {
 
-constexpr size_t kBufferBytes = 1 << 20;
-constexpr int kTickMs = 100;
-
 struct State {
-  CuptiApi api;
-  CUpti_SubscriberHandle subscriber = nullptr;
-  ActivityConverter converter;
-  ActivityWindows windows;
-  double launch_rate = 1000;
-  std::atomic<bool> activity_registered{false};
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
-  bool cupti_on = false;  // set once, before the flusher starts
   std::thread flusher;
   int flush_ms = 1000;
   uint64_t start_ns = 0;
   uint64_t startup_ns = 5'000'000'000;
-  // Wanted at all (diagnostics: GPUFLAME_LAUNCH_CALLBACKS=0, GPUFLAME_ACTIVITY=0).
-  bool callbacks_wanted = true, activity_wanted = true;
-  // The flusher's alone, after start:
-  std::unique_ptr<DutyCycle> launch_cycle, activity_cycle;
-  bool callbacks_on = false;
-  bool activity_on = false;
-  uint16_t activity_weight = 0;  // of the open window
-  bool tracing = false;          // an agent listens
   ListenerWatch listeners;
-  // What switching costs (GPUFLAME_CUPTI_DEBUG prints it at exit): the
-  // workload's launches may wait on CUPTI's locks meanwhile.
-  uint64_t toggles = 0, toggle_ns = 0, toggle_max_ns = 0;
-  std::atomic<uint64_t> cupti_overhead_ns{0};  // CUPTI's OVERHEAD records
-  // Our callbacks' time (one in inprocess::kTimedOneIn timed, scaled), and
-  // activity buffers converted on CUPTI's threads (the flusher's own CPU
-  // time covers those converted on it).
-  std::atomic<uint64_t> callback_timed_ns{0};
-  std::atomic<uint64_t> buffer_ns{0};
   std::atomic<uint64_t> flusher_cpu_ns{0};  // read on the flusher: ReportCost may run on another thread
 };
 
-// Times one switch of callbacks or activity.
-class ToggleTimer {
- public:
-  ToggleTimer();
-  ~ToggleTimer();
-
- private:
-  uint64_t start_;
-};
-
 State& S() {
-  static State* s = new State();  // never destroyed: CUPTI may call back during exit
+  static State* s = new State();  // never destroyed: CUDA may call us during exit
   return *s;
-}
-
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-void Trace(const char* what) {
-  static const bool on = std::getenv("GPUFLAME_CUPTI_DEBUG") != nullptr;
-  if (on) std::fprintf(stderr, "gpuflame_cupti: %s\n", what);
-}
-
-double EnvNumber(const char* name, double fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  double d = std::strtod(v, &end);
-  return end && *end == '\0' && d >= 0 ? d : fallback;
-}
-
-class ProbeSink : public ActivitySink {
- public:
-  void Name(uint32_t id, const char* name) override { FireName(id, name); }
-  void Batch(const gf_kernel_record* records, size_t count) override { FireBatch(records, count); }
-};
-
-void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
-  *size = *buffer ? kBufferBytes : 0;
-  *max_records = 0;
-}
-
-ToggleTimer::ToggleTimer() : start_(NowNs()) {}
-ToggleTimer::~ToggleTimer() {
-  State& s = S();
-  const uint64_t ns = NowNs() - start_;
-  s.toggles++;
-  s.toggle_ns += ns;
-  s.toggle_max_ns = std::max(s.toggle_max_ns, ns);
-}
-
-thread_local bool on_flusher = false;
-
-// The flusher thread's CPU time so far.
-uint64_t ThreadCpuNs() {
-  timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
-  const uint64_t start = on_flusher ? 0 : NowNs();
-  if (buffer && valid) {
-    ProbeSink sink;
-    ConvertStats st = S().converter.Convert(buffer, valid, S().api.ActivityGetNextRecord, sink, &S().windows);
-    S().cupti_overhead_ns.fetch_add(st.overhead_ns, std::memory_order_relaxed);
-  }
-  if (!on_flusher) S().buffer_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
-  std::free(buffer);
-}
-
-constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_OVERHEAD};
-
-// Activity on (each record then worth |weight|) or off. Flusher thread.
-void SetActivity(bool on, uint16_t weight) {
-  State& s = S();
-  if (on && s.activity_on && weight == s.activity_weight) return;
-  if (!on && !s.activity_on) return;
-  if (!s.activity_registered.exchange(true)) s.api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
-  Trace(!on ? "activity off" : weight == 1 ? "activity on, every record" : "activity on, records weighted");
-  ToggleTimer timer;
-  if (on) {
-    // The window opens before the kinds are enabled: no record can start
-    // earlier than its window.
-    uint64_t now = 0;
-    if (s.api.GetTimestamp(&now) == CUPTI_SUCCESS) s.windows.Open(now, weight);
-    s.activity_weight = weight;
-    if (!s.activity_on)
-      for (CUpti_ActivityKind k : kKinds) s.api.ActivityEnable(k);
-  } else {
-    for (CUpti_ActivityKind k : kKinds) s.api.ActivityDisable(k);
-  }
-  s.activity_on = on;
-}
-
-bool IsLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    switch (cbid) {
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000:
-        return true;
-      default:
-        return false;
-    }
-  }
-  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
-    switch (cbid) {
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
-        return true;
-      default:
-        return false;
-    }
-  }
-  return false;
-}
-
-// Runtime launches call the driver's launch inside them: only the outermost
-// call's correlation ID is the one kernel records carry, so only it fires.
-// Callbacks go on and off between a call's entry and its exit, so the depth
-// is kept per callback epoch: a count from an earlier epoch is stale.
-std::atomic<uint32_t> callback_epoch{0};
-thread_local int runtime_depth = 0;
-thread_local uint32_t depth_epoch = 0;
-
-void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
-
-void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-  // One callback in kTimedOneIn is timed (our part only: CUPTI's dispatch
-  // to us is not ours to time).
-  thread_local uint32_t calls = 0;
-  if (calls++ % inprocess::kTimedOneIn != 0) {
-    Callback(domain, cbid, data);
-    return;
-  }
-  const uint64_t start = NowNs();
-  Callback(domain, cbid, data);
-  S().callback_timed_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
-}
-
-void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-  if (!IsLaunch(domain, cbid)) return;
-  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
-  const uint32_t epoch = callback_epoch.load(std::memory_order_relaxed);
-  if (depth_epoch != epoch) {
-    depth_epoch = epoch;
-    runtime_depth = 0;
-  }
-  if (cb->callbackSite == CUPTI_API_EXIT) {
-    if (runtime && runtime_depth > 0) runtime_depth--;
-    return;
-  }
-  if (runtime) runtime_depth++;
-  else if (runtime_depth > 0) return;
-  if (!LaunchProbeOn()) return;
-  thread_local LaunchSampler sampler(S().launch_rate, NowNs() ^ reinterpret_cast<uintptr_t>(&runtime_depth));
-  if (!sampler.Take(NowNs())) return;
-  const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
-  FireLaunch(cb->correlationId, cbid, origin.stack_id, origin.active);
-}
-
-void SetCallbacks(bool on);
-
-bool ExactProbeOn() { return gpuflame_kernel_time_exact_semaphore != 0; }
-
-// gpuflame:kernel_time_exact is a switch, not an event: only its semaphore
-// is read. The site exists so that an agent can attach to it; nothing calls it.
-__attribute__((used, noinline)) void KernelTimeExactSite() { DTRACE_PROBE(gpuflame, kernel_time_exact); }
-
-// Once a tick, on the flusher: what is on for the coming tick.
-void Control(uint64_t now_ns) {
-  State& s = S();
-  const bool listening = BatchProbeOn() || LaunchProbeOn();
-  if (listening != s.tracing) {
-    s.tracing = listening;
-    Trace(listening ? "agent attached: tracing launches and activity" : "agent gone: tracing off");
-  }
-  if (!listening) {
-    SetCallbacks(false);
-    SetActivity(false, 0);
-    return;
-  }
-  const bool startup = now_ns - s.start_ns < s.startup_ns;
-  // The activity cycle advances every tick an agent listens, used or not,
-  // so its phase stays uniform.
-  const bool activity_tick = s.activity_cycle->Next();
-  const bool exact = startup || ExactProbeOn();
-  const bool activity = s.activity_wanted && (exact || activity_tick);
-  // A launch stack is of use only if its kernels' records come: launch
-  // callbacks are on only while activity is (GPUFLAME_ACTIVITY=0, a
-  // diagnostic, aside), one such tick in GPUFLAME_LAUNCH_ONE_IN. Two
-  // independent cycles would meet one tick in a hundred, and most stacks
-  // would join nothing.
-  const bool launch_window = activity || !s.activity_wanted;
-  const bool launch_tick = launch_window && s.launch_cycle->Next();
-  SetCallbacks(s.callbacks_wanted && (startup || launch_tick));
-  if (!s.activity_wanted) return;
-  if (exact) SetActivity(true, 1);
-  else SetActivity(activity, static_cast<uint16_t>(s.activity_cycle->weight()));
 }
 
 // What we have cost the process so far, for the agent's overhead budget.
 void ReportCost() {
   State& s = S();
   const inprocess::HookCost hook = inprocess::HookCostSoFar();
-  const uint64_t callback_ns = s.callback_timed_ns.load(std::memory_order_relaxed) * inprocess::kTimedOneIn;
+  const KernelTimeCost kernel = KernelTimeCostSoFar();
   if (on_flusher) s.flusher_cpu_ns.store(ThreadCpuNs(), std::memory_order_relaxed);
-  FireLibCost(hook.calls, hook.ns, callback_ns,
-              s.flusher_cpu_ns.load(std::memory_order_relaxed) + s.buffer_ns.load(std::memory_order_relaxed),
-              s.cupti_overhead_ns.load(std::memory_order_relaxed));
+  FireLibCost(hook.calls, hook.ns, kernel.callback_ns,
+              s.flusher_cpu_ns.load(std::memory_order_relaxed) + kernel.buffer_ns, kernel.overhead_ns);
 }
 
 // Ticks every 100 ms: the tensor events (so that at most that much of them
-// waits in the process when an agent stops), the duty cycles, and CUPTI's
-// flush every flush period.
+// waits in the process when an agent stops), kernel time's duty cycles, and
+// its flush every flush period.
 void FlushLoop() {
   State& s = S();
   on_flusher = true;
@@ -359,27 +80,17 @@ void FlushLoop() {
     // again, each at its next use.
     if (s.listeners.NewListener(BatchProbeOn() || StatusProbeOn() || inprocess::TensorEventsListening())) {
       inprocess::GreetNewListener();
-      s.converter.SayNamesAgain();
+      KernelTimeSayNamesAgain();
     }
     inprocess::PollTensorEvents();
-    if (s.cupti_on) Control(NowNs());
+    KernelTimeTick(NowNs());
     const auto now = std::chrono::steady_clock::now();
     if (now < next_flush) {
       lock.lock();
       continue;
     }
     next_flush = now + std::chrono::milliseconds(s.flush_ms);
-    if (s.cupti_on) {
-      // Which ABI we speak, said again before each flush's records: an agent
-      // may attach at any time, also while another one already holds the
-      // semaphores, and nothing in the process tells the two apart (a
-      // semaphore counts probe sites, not tracers). One probe hit a period.
-      FireStatus(GF_CUPTI_ACTIVE);
-      if (s.activity_registered) {
-        Trace("flush");
-        s.api.ActivityFlushAll(0);
-      }
-    }
+    KernelTimeFlush();
     ReportCost();
     lock.lock();
   }
@@ -399,7 +110,7 @@ void AtExit() {
   s.cv.notify_all();
   inprocess::FlushTensorEvents();
   ReportCost();  // the last word on what we cost, after the last events
-  if (!s.activity_registered) {
+  if (!KernelTimeNeedsFinalFlush()) {
     if (s.flusher.joinable()) s.flusher.detach();
     return;
   }
@@ -408,84 +119,14 @@ void AtExit() {
     State& st = S();
     if (st.flusher.joinable()) st.flusher.join();
     Trace("exit: final flush");
-    st.api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    KernelTimeFinalFlush();
     done->store(true);
   });
   for (int i = 0; i < 200 && !done->load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   Trace(done->load() ? "exit: flushed" : "exit: final flush did not finish in 2 s, abandoned");
-  char costs[200];
-  std::snprintf(costs, sizeof(costs), "%llu switches of callbacks/activity, %.1f us in all, longest %.1f us; CUPTI's own overhead records: %.1f ms",
-                static_cast<unsigned long long>(s.toggles), static_cast<double>(s.toggle_ns) / 1e3,
-                static_cast<double>(s.toggle_max_ns) / 1e3, static_cast<double>(s.cupti_overhead_ns.load()) / 1e6);
-  Trace(costs);
+  KernelTimeTraceCosts();
   if (done->load()) last.join();
   else last.detach();
-}
-
-// Only the launch APIs: every other callback would cost the workload a call
-// into us for nothing. Flusher thread (and start-up, before it runs).
-void SetCallbacks(bool on) {
-  State& s = S();
-  if (on == s.callbacks_on) return;
-  s.callbacks_on = on;
-  Trace(on ? "callbacks on" : "callbacks off");
-  ToggleTimer timer;
-  callback_epoch.fetch_add(1, std::memory_order_relaxed);
-  const uint32_t enable = on ? 1 : 0;
-  for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
-    if (IsLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, id))
-      s.api.EnableCallback(enable, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
-  for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
-    if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id))
-      s.api.EnableCallback(enable, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-}
-
-void Say(const char* what) { std::fprintf(stderr, "gpuflame: %s\n", what); }
-
-// CUPTI's part: kernel launches and activity. Returns false if it is off.
-bool StartCupti() {
-  State& s = S();
-  const char* kernel_time = std::getenv("GPUFLAME_KERNEL_TIME");
-  if (kernel_time && std::strcmp(kernel_time, "0") == 0) return false;
-  std::string err = s.api.Load();
-  if (!err.empty()) {
-    FireStatus(GF_CUPTI_FAILED);
-    Say(("kernel time off for this process: " + err).c_str());
-    return false;  // the workload runs on, without kernel time
-  }
-  s.launch_rate = EnvNumber("GPUFLAME_LAUNCH_STACKS_PER_S", 1000);
-  // Diagnostics, to measure what each part costs a workload:
-  // GPUFLAME_LAUNCH_CALLBACKS=0 (no launch stacks: every kernel is charged
-  // to [launch stack not sampled]) and GPUFLAME_ACTIVITY=0 (no kernel time).
-  s.callbacks_wanted = EnvNumber("GPUFLAME_LAUNCH_CALLBACKS", 1) != 0;
-  s.activity_wanted = EnvNumber("GPUFLAME_ACTIVITY", 1) != 0;
-  const uint64_t seed = NowNs() ^ (static_cast<uint64_t>(getpid()) << 32);
-  // Every launch wanted: callbacks always on.
-  const auto launch_one_in = s.launch_rate == 0 ? 1u : static_cast<uint32_t>(EnvNumber("GPUFLAME_LAUNCH_ONE_IN", 10));
-  s.launch_cycle = std::make_unique<DutyCycle>(1, launch_one_in, seed);
-  const auto on_ticks = static_cast<uint32_t>(EnvNumber("GPUFLAME_ACTIVITY_ON_S", 1) * 1000 / kTickMs);
-  const auto one_in = std::min<uint32_t>(static_cast<uint32_t>(EnvNumber("GPUFLAME_ACTIVITY_ONE_IN", 10)),
-                                         GF_KERNEL_WEIGHT_MAX);
-  s.activity_cycle = std::make_unique<DutyCycle>(on_ticks, one_in, seed * 31 + 7);
-  CUptiResult r = s.api.Subscribe(&s.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
-  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    FireStatus(GF_CUPTI_OTHER_SUBSCRIBER);
-    Say("another CUPTI client (torch.profiler, Nsight) is active: kernel time off for this process");
-    return false;
-  }
-  if (r != CUPTI_SUCCESS) {
-    const char* msg = nullptr;
-    s.api.GetResultString(r, &msg);
-    FireStatus(GF_CUPTI_FAILED);
-    Say((std::string("kernel time off for this process: cuptiSubscribe: ") + (msg ? msg : "error")).c_str());
-    return false;
-  }
-  // Said before tracing starts, so that the agent knows our ABI version
-  // before our first launch or activity record reaches it.
-  FireStatus(GF_CUPTI_ACTIVE);
-  Control(NowNs());  // an agent already listening sees the first launch
-  Trace(BatchProbeOn() ? "active, agent attached" : "active, no agent yet");
-  return true;
 }
 
 int Initialize() {
@@ -499,7 +140,7 @@ int Initialize() {
   // Before CUPTI: at cuInit no tensor has been allocated yet.
   inprocess::StartTensorEvents(static_cast<uint64_t>(EnvNumber("GPUFLAME_TENSOR_SAMPLE_BYTES", 4 << 20)),
                                s.start_ns + s.startup_ns);
-  s.cupti_on = StartCupti();
+  StartKernelTime(s.start_ns, s.startup_ns);
   s.flusher = std::thread(FlushLoop);
   std::atexit(AtExit);
   return 1;

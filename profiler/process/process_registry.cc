@@ -568,6 +568,11 @@ void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_ver
                       "holds CUPTI, so libgpuflame_cupti.so stepped aside"));
   else if (status == GF_CUPTI_FAILED)
     Warn(absl::StrCat("pid ", pid, " (", info.comm, "): kernel time unavailable: CUPTI refused to start"));
+  else if (status == GF_CUPTI_NOT_BUILT)
+    Warn(absl::StrCat("pid ", pid, " (", info.comm,
+                      "): kernel time unavailable: this gpuflame was built without CUPTI's headers (no CUDA "
+                      "toolkit at build time; README: What a fresh machine gets); memory and CPU profiles are "
+                      "unaffected"));
 }
 
 void ProcessRegistry::OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version,
