@@ -185,6 +185,7 @@ Totals Sum(const std::vector<ReceivedSeries>& series, pid_t pid) {
 
 TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("agent");
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
@@ -299,6 +300,7 @@ TEST(AgentTest, TensorEventsComeInProcessFromWorkloadsThatLoadTheLibrary) {
   // variable) gets its tensor events from the library, without a probe on
   // libc10_cuda.so: exact bytes, no trap per event.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("agent-inprocess");
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
@@ -347,6 +349,7 @@ TEST(AgentTest, ANewProcessOnANeverSeenRuntimeIsSeenFromItsFirstAllocation) {
   // (inodes) no process used before, loaded and allocated from at once. The
   // agent holds that first process until its probes are in place.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("agent-gate");
   const std::string env = FreshRuntimeCopy(dir);
   PyroscopeReceiver receiver;
@@ -377,6 +380,7 @@ TEST(AgentTest, ANewProcessOnANeverSeenRuntimeIsSeenFromItsFirstAllocation) {
 TEST(AgentTest, WithNoGateNoProcessIsHeld) {
   // --no-gate (config gate_new_libraries): a new file's first mapper runs on.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("agent-nogate");
   const std::string env = FreshRuntimeCopy(dir);
   PyroscopeReceiver receiver;
@@ -404,6 +408,7 @@ TEST(AgentTest, AProcessHeldAtTheMachineWideGateResumesWhenTheAgentIsKilled) {
   // gates' own map. The agent is stopped first, so that it cannot lift the
   // gate, then SIGKILLed: the process must run again and finish.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("agent-killed-while-gated");
   const std::string env = FreshRuntimeCopy(dir);
   PyroscopeReceiver receiver;
@@ -453,6 +458,7 @@ TEST(AgentTest, ItsGuardianLeavesAloneAProcessSomeoneElseStopped) {
   // else (here, the test); the agent is killed: its guardian must not resume
   // it. The gate's entry went with the agent's SIGCONT, in the kernel.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("agent-guardian-others-stop");
   const std::string env = FreshRuntimeCopy(dir);
   PyroscopeReceiver receiver;
@@ -499,6 +505,7 @@ TEST(AgentTest, AHostileProcessCannotStallIt) {
   // them. Opening the path for reading once hung the agent node-wide, deaf
   // to SIGTERM, with /healthz still ok. It must skip them and keep profiling.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("agent-hostile");
   std::vector<const char*> modes = {"swap", "mount"};
   if (std::filesystem::exists("/dev/fuse")) modes.push_back("fuse");  // a kernel without FUSE has no such hazard
@@ -542,6 +549,7 @@ TEST(AgentTest, NothingOutlivesProcessesThatExitedUnderLoss) {
   // hold nothing of them: no process attached, no live allocation (an exit
   // record lost used to keep both for good; the agent now also looks).
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("agent-churn");
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
@@ -579,6 +587,7 @@ TEST(AgentTest, WhatAProcessHeldBeforeTheAgentStartedIsSaid) {
   // A restarted agent finds a process that already holds tensors: its
   // in-use profile must not be silently smaller than what it holds.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("agent-late");
   const std::string pidfile = dir + "/pid", go = dir + "/go";
   const pid_t pid = StartSteadyWorkload(PyenvPython("3.12"), pidfile, go);
@@ -680,6 +689,8 @@ TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {
 
 TEST(AgentTest, PushesCpuAndKernelTimePerProcess) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string dir = TempDir("agent-time");
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
@@ -720,6 +731,7 @@ TEST(AgentTest, PushesCpuAndKernelTimePerProcess) {
 
 TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("outage");
   int port = FreePort();  // nothing listens yet: Pyroscope is down
   int metrics_port = FreePort();
@@ -839,6 +851,7 @@ TEST(AgentTest, ExactlyOnceOverGrpcWhenEverySecondCallFails) {
 // namespace. The agent must find all of it through /proc alone.
 TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   const std::string uid = "1a2b3c4d-1111-2222-3333-444455556666";
   const std::string cid = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
   const std::string cgroup = "/sys/fs/cgroup/pids/kubepods/besteffort/pod" + uid + "/" + cid;
@@ -974,11 +987,13 @@ void PushesAnOomCaptureAtOnce(bool inprocess) {
 
 TEST(AgentTest, PushesAnOomCaptureAtOnceNotAtTheWindowsEnd) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   PushesAnOomCaptureAtOnce(/*inprocess=*/false);
 }
 
 TEST(AgentTest, PushesAnOomCaptureAtOnceFromAnInProcessWorkloadToo) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   PushesAnOomCaptureAtOnce(/*inprocess=*/true);
 }
 

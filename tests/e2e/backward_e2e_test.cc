@@ -33,10 +33,11 @@ int64_t EndingWith(const std::map<std::string, int64_t>& stacks, const std::stri
   return v;
 }
 
-class BackwardOriginTest : public ::testing::TestWithParam<Interpreter> {};
+class BackwardOriginTest : public InterpreterTest {};
 
 TEST_P(BackwardOriginTest, EngineThreadWorkLandsUnderTheCallerOfBackward) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_KERNEL_TIME();
   const Interpreter& py = GetParam();
   std::string out = TempDir("backward-" + py.label);
   // Every launch's stack: kernel time is then exact per stack.
@@ -163,6 +164,8 @@ TEST(BackwardOriginTest, AWorkerThreadWithoutAnyPythonStateIsAttributedToo) {
   // PyTorch's engine threads hold an idle Python thread state; a plain
   // native worker (GF_SIM_ENGINE_NO_PYTHON=1) holds none: both run no Python.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string out = TempDir("backward-no-state");
   RunResult r = Sh(SimEnv() + " GF_SIM_ENGINE_NO_PYTHON=1 GPUFLAME_LAUNCH_STACKS_PER_S=0 " + GPUFLAME_BIN +
                    " record -q -o " + out + " -- " + PyenvPython("3.12") + " " + Workload("backward.py"));
@@ -181,6 +184,7 @@ TEST(BackwardOriginTest, AnotherEngineExecuteSignatureIsLeftAloneAndSaidOnce) {
   // The simulated libtorch built with PyTorch 1.x's Engine::execute (no
   // accumulate_grad): a hook would misread its registers, so there is none.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string out = TempDir("backward-othersig");
   RunResult r = Sh(SimEnv() + " GPUFLAME_SIM_TORCH_DIR=" + GPUFLAME_SIM_DIR + "/othersig " + GPUFLAME_BIN +
                    " record -q -o " + out + " -- " + PyenvPython("3.12") + " " + Workload("backward.py"));

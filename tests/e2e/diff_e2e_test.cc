@@ -54,8 +54,8 @@ int64_t Ending(const std::map<std::string, int64_t>& stacks, const std::string& 
 
 TEST(DiffTest, TwoRecordRunsOfAWorkloadDiffToTheByteAndPprofAgrees) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   const std::string py = PyenvPython("3.12");
-  ASSERT_FALSE(py.empty()) << "needs pyenv's CPython 3.12";
   const std::string dir = TempDir("diff-runs");
   for (const char* variant : {"base", "new"}) {
     RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q -o " + dir + "/" + variant + " -- " + py + " " +

@@ -46,16 +46,34 @@ std::string PyenvPython(const std::string& minor) {
   return "";
 }
 
+constexpr const char* kDebianPython = "/usr/bin/python3.11";
+
 std::vector<Interpreter> SupportedInterpreters() {
   std::vector<Interpreter> out;
   for (int minor = 10; minor <= 13; minor++) {
     std::string v = "3." + std::to_string(minor);
-    std::string p = PyenvPython(v);
-    if (!p.empty()) out.push_back({v, p, minor});
+    out.push_back({v, PyenvPython(v), minor});
   }
-  if (access("/usr/bin/python3.11", X_OK) == 0)
-    out.push_back({"3.11-static", "/usr/bin/python3.11", 11});
+  out.push_back({"3.11-static", access(kDebianPython, X_OK) == 0 ? kDebianPython : "", 11});
   return out;
+}
+
+std::string MissingPython(const std::string& minor) {
+  if (!PyenvPython(minor).empty()) return "";
+  return "needs pyenv's CPython " + minor + ", not installed here (looked for " + PyenvRoot() + "/versions/" +
+         minor + ".*/bin/python" + minor + "; `pyenv install " + minor + "` builds it)";
+}
+
+std::string MissingInterpreter(const Interpreter& i) {
+  if (!i.path.empty()) return "";
+  if (i.label == "3.11-static") return std::string("needs Debian's python3.11 (") + kDebianPython + "; apt-get install python3.11)";
+  return MissingPython(i.label);
+}
+
+std::string MissingKernelTime() {
+  return GPUFLAME_HAVE_CUPTI ? ""
+                             : "needs kernel time, which this build lacks (no CUPTI headers at configure time: "
+                               "cupti/CMakeLists.txt)";
 }
 
 std::string SimEnv() {

@@ -4,7 +4,11 @@
 #ifndef GPUFLAME_TESTS_E2E_E2E_SUPPORT_H_
 #define GPUFLAME_TESTS_E2E_E2E_SUPPORT_H_
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <ostream>
 #include <string>
@@ -25,13 +29,24 @@ RunResult RecordAttached(const std::string& command, const std::string& go);
 
 struct Interpreter {
   std::string label;  // "3.12" or "3.11-static"
-  std::string path;
+  std::string path;   // "" when not installed here
   int minor = 0;
 };
-inline void PrintTo(const Interpreter& i, std::ostream* os) { *os << i.label << " (" << i.path << ")"; }
+inline void PrintTo(const Interpreter& i, std::ostream* os) {
+  *os << i.label << " (" << (i.path.empty() ? "not installed" : i.path) << ")";
+}
+// Every interpreter the tests cover, installed or not (a test of one that
+// is missing is skipped by InterpreterTest, never dropped from the list):
 // pyenv CPython 3.10-3.13 (shared libpython) and Debian's static python3.11.
 std::vector<Interpreter> SupportedInterpreters();
 std::string PyenvPython(const std::string& minor);  // "" when absent
+// Why a test cannot run here: "" when |minor|'s pyenv CPython (or |i|) is
+// installed, else which one is missing, where it was looked for, and how
+// to get it.
+std::string MissingPython(const std::string& minor);
+std::string MissingInterpreter(const Interpreter& i);
+// "" in a build with kernel time, else why not (cupti/CMakeLists.txt).
+std::string MissingKernelTime();
 
 // Environment that points sim_torch at the simulated CUDA runtime (fixture).
 std::string SimEnv();
@@ -82,5 +97,29 @@ int SourceLine(const std::string& file, const std::string& needle);
       GTEST_SKIP() << "needs root for eBPF";                                      \
     }                                                                             \
   } while (0)
+
+// A test that needs something a fresh machine may lack (one of pyenv's
+// CPythons, CUPTI's headers at build time) is skipped with |why_missing| ("" when it is there); under
+// GPUFLAME_REQUIRE_E2E (CI) it fails instead.
+#define GPUFLAME_REQUIRE(why_missing)                        \
+  do {                                                       \
+    const std::string gf_why_missing = (why_missing);        \
+    if (!gf_why_missing.empty()) {                           \
+      if (getenv("GPUFLAME_REQUIRE_E2E")) FAIL() << gf_why_missing; \
+      GTEST_SKIP() << gf_why_missing;                        \
+    }                                                        \
+  } while (0)
+#define GPUFLAME_REQUIRE_PYTHON(minor) GPUFLAME_REQUIRE(::gpuflame::e2e::MissingPython(minor))
+#define GPUFLAME_REQUIRE_KERNEL_TIME() GPUFLAME_REQUIRE(::gpuflame::e2e::MissingKernelTime())
+
+namespace gpuflame::e2e {
+// A test over every interpreter, instantiated with
+// ::testing::ValuesIn(SupportedInterpreters()): skipped where its
+// interpreter is not installed (GPUFLAME_REQUIRE).
+class InterpreterTest : public ::testing::TestWithParam<Interpreter> {
+ protected:
+  void SetUp() override { GPUFLAME_REQUIRE(MissingInterpreter(GetParam())); }
+};
+}  // namespace gpuflame::e2e
 
 #endif  // GPUFLAME_TESTS_E2E_E2E_SUPPORT_H_

@@ -34,6 +34,8 @@ std::map<std::string, int64_t> ByLeaf(const std::map<std::string, int64_t>& stac
 
 TEST(KernelTimeTest, EveryKernelOnItsLaunchingMethodExactly) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string out = TempDir("kernels");
   RunResult r = RecordKernels(out, "GPUFLAME_LAUNCH_STACKS_PER_S=0");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -79,6 +81,8 @@ TEST(KernelTimeTest, EveryKernelOnItsLaunchingMethodExactly) {
 
 TEST(KernelTimeTest, SampledLaunchStacksKeepTotalsExact) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string out = TempDir("kernels-sampled");
   // One launch stack per thread per 10 s, after a burst of one: most kernels
   // complete without a sampled stack of their own.
@@ -103,6 +107,8 @@ TEST(KernelTimeTest, SampledLaunchStacksKeepTotalsExact) {
 
 TEST(KernelTimeTest, TheLibraryCostsNothingUntilAnAgentAttaches) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string dir = TempDir("kernels-idle");
   // Loaded (a pod that opted in) but no agent: no CUPTI callback, no activity.
   // A copy of the library: probes on a file stay until their last descriptor
@@ -130,6 +136,8 @@ std::pair<int64_t, int64_t> KernelsRecordedAndRun(const std::string& report) {
 
 TEST(KernelTimeTest, SampledActivityIsScaledToAnEstimateAndTheProfileSaysWhatWasSeen) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string dir = TempDir("kernels-duty");
   // Its own copy of the library (see TheLibraryCostsNothingUntilAnAgentAttaches):
   // an earlier exact session still letting go of the build's copy would hold
@@ -174,6 +182,8 @@ TEST(KernelTimeTest, SampledActivityIsScaledToAnEstimateAndTheProfileSaysWhatWas
 
 TEST(KernelTimeTest, RecordSeesEveryKernelAndTheLibraryStopsWhenItLeaves) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string dir = TempDir("kernels-leave");
   std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy: see TheLibraryCostsNothingUntilAnAgentAttaches
   std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
@@ -202,6 +212,8 @@ TEST(KernelTimeTest, RecordSeesEveryKernelAndTheLibraryStopsWhenItLeaves) {
 
 TEST(KernelTimeTest, StepsAsideForAnotherCuptiClientAndSaysSo) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string out = TempDir("kernels-busy");
   RunResult r = RecordKernels(out, "GF_SIM_CUPTI_BUSY=1");  // the fixture plays torch.profiler
   ASSERT_EQ(r.status, 0) << r.output;
@@ -216,6 +228,7 @@ TEST(KernelTimeTest, StepsAsideForAnotherCuptiClientAndSaysSo) {
 
 TEST(KernelTimeTest, WithoutTheLibraryEverythingElseFlowsAndItIsSaidOnce) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string out = TempDir("kernels-off");
   RunResult r = RecordKernels(out, "", "--no-kernel-time");
   ASSERT_EQ(r.status, 0) << r.output;

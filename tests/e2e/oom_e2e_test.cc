@@ -156,7 +156,7 @@ void ExpectSaidEverywhere(const Recorded& r, const std::string& outcome_text, co
 class OomForensicsTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
   void SetUp() override {
-    if (PyenvPython("3.12").empty()) GTEST_SKIP() << "needs pyenv's CPython 3.12";
+    GPUFLAME_REQUIRE_PYTHON("3.12");
   }
   const std::string& Flags() const { return std::get<0>(GetParam()); }
   bool Expandable() const { return std::get<1>(GetParam()); }
