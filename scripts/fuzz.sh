@@ -66,7 +66,7 @@ for t in $targets; do
 done
 build=$root/build-libfuzzer
 
-"$root/scripts/install-deps.sh"
+"$root/scripts/install-deps.sh" --tests
 for tool in clang clang++; do
   command -v "$tool" >/dev/null || { echo "gpuflame: fuzz.sh needs $tool (Debian: clang)" >&2; exit 1; }
 done
