@@ -8,8 +8,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 echo "gpuflame: building gpuflame, its injection library and the simulated CUDA runtime into build/" >&2
-# gf_sim_c10_cuda brings the simulated runtime and driver it links with.
-"$root/scripts/build.sh" gpuflame gpuflame_cupti gf_sim_c10_cuda
+# The simulated PyTorch's libraries (sim_torch.py loads them) bring the
+# simulated runtime and driver they link with.
+"$root/scripts/build.sh" gpuflame gpuflame_cupti gf_sim_c10_cuda gf_sim_torch_python
 out=${1:-$root/out/example}
 py=${PYTHON:-python3}
 export GPUFLAME_SIM_LIB_DIR=$root/build/cuda_sim
