@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Debian package from a build tree (CPack), then checks it as an
+# Builds the Debian package from a build tree (CPack: from gpuflame and
+# libgpuflame_cupti.so as built, nothing rebuilt), then checks it as an
 # installer would meet it: its file list and control fields, its contents
 # unpacked into a scratch root, the installed binary run on the installed
 # settings (--check-config), the injection library where `record` looks for
@@ -51,8 +52,8 @@ grep -q "localhost:4040" "$work/check.log" || { cat "$work/check.log" >&2; fail 
 # record finds the library at ../lib/gpuflame/ beside its own binary.
 [ -f "$root/usr/bin/../lib/gpuflame/libgpuflame_cupti.so" ] || fail "injection library not beside bin/../lib/gpuflame"
 # The library's entry point survives the install's strip.
-nm -D --defined-only "$root/usr/lib/gpuflame/libgpuflame_cupti.so" | grep -qw InitializeInjection ||
-  fail "libgpuflame_cupti.so lost InitializeInjection"
+nm -D --defined-only "$root/usr/lib/gpuflame/libgpuflame_cupti.so" >"$work/dynsym"
+grep -qw InitializeInjection "$work/dynsym" || fail "libgpuflame_cupti.so lost InitializeInjection"
 
 # The unit, against the unpacked root: ExecStart's binary exists there, every
 # directive is known to this systemd. The root gets this machine's own units
