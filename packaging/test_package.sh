@@ -68,7 +68,7 @@ if ! systemd-analyze verify --man=no --generators=no --root="$root" "$unit" >"$w
   fail "systemd-analyze verify"
 fi
 echo "systemd-analyze verify: clean"
-# Its hardening, as systemd scores it (0 best, 10 none; 3.1 when written):
+# Its hardening, as systemd scores it (0 best, 10 none; 3.4 when written):
 # a directive dropped by mistake shows here.
 if ! systemd-analyze security --offline=yes --threshold=40 --root="$root" "$unit" >"$work/security.log" 2>&1; then
   cat "$work/security.log" >&2
