@@ -800,6 +800,7 @@ void RunAgainst(const PyroscopeReceiver& receiver, const char* protocol, const s
 
 TEST(AgentTest, PushesOverGrpcToo) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.StartGrpc(FreePort()));
   RunAgainst(receiver, "grpc", TempDir("grpc"));
@@ -807,6 +808,7 @@ TEST(AgentTest, PushesOverGrpcToo) {
 
 TEST(AgentTest, FallsBackToLegacyIngestWithoutThePushApi) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start(0, /*legacy_only=*/true));
   RunAgainst(receiver, "connect", TempDir("ingest"));
@@ -818,6 +820,7 @@ TEST(AgentTest, FallsBackToLegacyIngestWithoutThePushApi) {
 // for 114 MiB allocated, and could never deliver a request of three profiles.
 TEST(AgentTest, ExactlyOnceOverIngestWhenEveryThirdCallFails) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start(0, /*legacy_only=*/true));
   receiver.FailEvery(3);
@@ -827,6 +830,7 @@ TEST(AgentTest, ExactlyOnceOverIngestWhenEveryThirdCallFails) {
 
 TEST(AgentTest, ExactlyOnceOverConnectWithRandomFailures) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   receiver.FailShare(0.2, /*seed=*/11);
@@ -838,6 +842,7 @@ TEST(AgentTest, ExactlyOnceOverGrpcWhenEverySecondCallFails) {
   // Every second: a window's processes go out in one request, so a run of a
   // few windows makes few calls.
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.StartGrpc(FreePort()));
   receiver.FailEvery(2);
