@@ -240,7 +240,7 @@ class OomMapTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OomMapTest, AnOomOfCuMemMapIsCapturedAsAnAllocationsIs) {
   GPUFLAME_REQUIRE_ROOT();
-  ASSERT_FALSE(PyenvPython("3.12").empty()) << "needs pyenv's CPython 3.12";
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   Recorded r;
   ASSERT_NO_FATAL_FAILURE(RecordOomRun(std::string("map-") + (GetParam().empty() ? "inprocess" : "probes"),
                                        "rescue expandable", GetParam(), 0,

@@ -549,6 +549,7 @@ TEST(RecordTest, GrowthReportsOnlyTheLeakingStack) {
 // what the teardown left of it.
 TEST(RecordTest, GrowthReportsALeakFreedByTheTeardownBeforeExit) {
   GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
   const std::string out = TempDir("growth-teardown");
   const RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress -o " + out + " -- " +
                          PyenvPython("3.12") + " " + Workload("leak.py") + " teardown");
