@@ -86,6 +86,13 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DGPUFLAME_LIBFUZZER=ON -DGPUFLAME_BUILD_BENCH=OFF -DGPUFLAME_WERROR=OFF >/dev/null
 fi
+# A build without kernel time (no CUDA 13 CUPTI headers: cupti/CMakeLists.txt)
+# has no cupti_activity fuzzer.
+if [[ " $targets " == *" cupti_activity "* ]] &&
+  ! grep -q '\bcupti_activity_fuzzer\b' <<<"$(cmake --build "$build" --target help)"; then
+  echo "gpuflame: no CUPTI headers in this build: cupti_activity is not fuzzed" >&2
+  targets=$(echo " $targets " | sed 's/ cupti_activity / /')
+fi
 build_cmd=(cmake --build "$build" -j"${GPUFLAME_BUILD_JOBS:-$(nproc)}" --target)
 for t in $targets; do build_cmd+=("${t}_fuzzer"); done
 if [ -n "${GPUFLAME_BUILD_LOCK:-}" ]; then
