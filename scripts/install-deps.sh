@@ -24,6 +24,7 @@ packages=(
   protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libabsl-dev
   libcurl4-openssl-dev libcpp-httplib-dev libyaml-cpp-dev nlohmann-json3-dev
   systemtap-sdt-dev               # <sys/sdt.h>: the injection library's USDT probes
+  libspdlog-dev                   # the structured log (logging/)
   python3                         # the example, and the build's lint scripts
   # The build defines the test and benchmark targets (built only when asked):
   googletest libgtest-dev libgmock-dev libbenchmark-dev

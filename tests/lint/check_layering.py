@@ -13,6 +13,7 @@ import sys
 
 LAYERS = [
     "base",
+    "logging",
     "bpf",
     "inspect",
     "symbolizer",
