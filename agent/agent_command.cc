@@ -31,6 +31,7 @@
 #include "agent/self_metrics.h"
 #include "agent/window_export.h"
 #include "agent/window_snapshot.h"
+#include "logging/log.h"
 #include "profiler/pipeline/session.h"
 #include "profiler/process/guardian.h"
 #include "profiler/process/run_control.h"
@@ -39,7 +40,8 @@ namespace gpuflame::profiler {
 namespace {
 
 int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "gpuflame: %s\n", std::string(s.message()).c_str());
+  logging::Error(s.message());
+  logging::Flush();
   return 2;
 }
 
@@ -75,6 +77,7 @@ MetricsServer::HealthCheck StallCheck(const Session& session) {
 }  // namespace
 
 int RunAgent(const AgentConfig& cfg) {
+  logging::Configure(cfg.log);
   Guardian guardian = Guardian::Start();  // before any thread (profiler/process/guardian.h)
   Session::Options sopt;
   sopt.system_wide = true;
@@ -90,8 +93,11 @@ int RunAgent(const AgentConfig& cfg) {
   WindowSnapshotter snapshots(cfg);
   WindowExporter exporter(SeriesLabeler(cfg.service_name, cfg.node, cfg.kubelet, cfg.labels), (*delivery)->queue());
   InstallStopHandlers(/*sigint=*/true);
-  std::fprintf(stderr, "gpuflame: agent pushing to %s every %gs%s\n", base::RedactUrl(cfg.pyroscope.url).c_str(),
-               cfg.window_seconds, cfg.metrics_port ? absl::StrCat(", metrics on :", metrics.port()).c_str() : "");
+  logging::Info("agent pushing to Pyroscope", {{"url", base::RedactUrl(cfg.pyroscope.url)},
+                                               {"protocol", cfg.protocol},
+                                               {"window_seconds", cfg.window_seconds},
+                                               {"metrics_port", cfg.metrics_port ? metrics.port() : 0},
+                                               {"node", cfg.node}});
 
   const auto window_ns = static_cast<int64_t>(cfg.window_seconds * 1e9);
   int64_t window_start = NowNs(CLOCK_MONOTONIC);
@@ -102,15 +108,15 @@ int RunAgent(const AgentConfig& cfg) {
   size_t shed_said = 0;
   while (!StopRequested()) {
     if (int n = session.Poll(20); n < 0 && n != -EINTR) {
-      std::fprintf(stderr, "gpuflame: reading events failed: %s\n", std::strerror(-n));
+      logging::Error(absl::StrCat("reading events failed: ", std::strerror(-n)));
       break;
     }
-    for (const std::string& w : session.TakeWarnings()) std::fprintf(stderr, "gpuflame: warning: %s\n", w.c_str());
+    for (const std::string& w : session.TakeWarnings()) logging::Warning(w);
     PushOomCaptures(cfg, session, exporter);  // at once, not at the window's end
     // Each change of what gpuflame sheds to stay in its budget, once.
     if (session.guardrails().changes().size() > shed_said) {
       std::vector<std::string> shed = session.guardrails().Describe(agent_start);
-      for (size_t i = shed_said; i < shed.size(); i++) std::fprintf(stderr, "gpuflame: warning: %s\n", shed[i].c_str());
+      for (size_t i = shed_said; i < shed.size(); i++) logging::Warning(shed[i]);
       shed_said = shed.size();
     }
     int64_t now = NowNs(CLOCK_MONOTONIC);
@@ -138,21 +144,28 @@ int RunAgent(const AgentConfig& cfg) {
   bool flushed = queue.Flush(cfg.spool_dir.empty() ? 10000 : 2000);
   exporters::PushStats st = queue.Stats();
   (*delivery)->Stop();  // undelivered requests move to the spool
-  std::fprintf(stderr,
-               "gpuflame: agent stopped: %llu events from %zu process%s; %llu pushes accepted, %llu retried, %llu "
-               "dropped (queue full), %llu rejected, %llu given up (%llu profiles), %llu lost writing the spool%s\n",
-               static_cast<unsigned long long>(session.events().stats().records),
-               static_cast<size_t>(snapshots.processes_reported()), snapshots.processes_reported() == 1 ? "" : "es",
-               static_cast<unsigned long long>(st.pushed), static_cast<unsigned long long>(st.failed_attempts),
-               static_cast<unsigned long long>(st.dropped_queue_full),
-               static_cast<unsigned long long>(st.dropped_rejected),
-               static_cast<unsigned long long>(st.dropped_undeliverable),
-               static_cast<unsigned long long>(st.series_undeliverable),
-               static_cast<unsigned long long>(st.dropped_spool_write),
-               flushed ? ""
-                       : absl::StrCat("; ", st.queued + st.spooled, " not delivered yet (", st.last_error, ")",
-                                      cfg.spool_dir.empty() ? "" : absl::StrCat(", kept in ", cfg.spool_dir))
-                             .c_str());
+  // One line with every count, structured: what a DaemonSet's last words
+  // are read for (did everything get out, and if not, where is it).
+  const uint64_t processes = snapshots.processes_reported();
+  std::vector<logging::Field> fields = {{"events", session.events().stats().records},
+                                        {"processes", processes},
+                                        {"pushes_accepted", st.pushed},
+                                        {"retried", st.failed_attempts},
+                                        {"dropped_queue_full", st.dropped_queue_full},
+                                        {"rejected", st.dropped_rejected},
+                                        {"given_up", st.dropped_undeliverable},
+                                        {"given_up_profiles", st.series_undeliverable},
+                                        {"lost_writing_spool", st.dropped_spool_write}};
+  if (!flushed) {
+    fields.emplace_back("not_delivered", st.queued + st.spooled);
+    fields.emplace_back("last_error", st.last_error);
+    if (!cfg.spool_dir.empty()) fields.emplace_back("kept_in", cfg.spool_dir);
+  }
+  logging::Log(flushed ? logging::Level::kInfo : logging::Level::kWarning,
+               absl::StrCat("agent stopped: ", session.events().stats().records, " events from ", processes,
+                            processes == 1 ? " process" : " processes"),
+               fields);
+  logging::Flush();
   Session::DetachProbesInBackground();
   return 0;
 }

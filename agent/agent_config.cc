@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/redact.h"
@@ -112,6 +113,20 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
     else return Bad(absl::StrCat(where, ": kubelet_insecure_skip_verify wants true or false, not '", value, "'"));
   } else if (key == "pod_labels") {
     c.kubelet.labels = SplitList(value);
+  } else if (key == "log_format") {
+    auto f = logging::ParseFormat(value);
+    if (!f.ok()) return Bad(absl::StrCat(where, ": ", f.status().message()));
+    c.log.format = *f;
+  } else if (key == "log_level") {
+    auto l = logging::ParseLevel(value);
+    if (!l.ok()) return Bad(absl::StrCat(where, ": ", l.status().message()));
+    c.log.level = *l;
+  } else if (key == "log_repeat_seconds") {
+    double seconds = 0;
+    if (auto s = num(ParseDouble(key, value), seconds); !s.ok()) return s;
+    if (!(seconds >= 0 && seconds <= 86400))
+      return Bad(absl::StrCat(where, ": log_repeat_seconds wants 0 to 86400 seconds, not '", value, "'"));
+    c.log.repeat_interval_s = seconds;
   } else if (IsProfilingOption(key)) {
     if (auto s = SetProfilingOption(c.profiling, key, value); !s.ok())
       return Bad(absl::StrCat(where, ": ", s.message()));
@@ -156,6 +171,9 @@ std::optional<KeyShape> ShapeOf(const std::string& key) {
       {"kubelet_ca_file", {false, "a file path"}},
       {"kubelet_insecure_skip_verify", {false, "true or false"}},
       {"pod_labels", {true, "a list of label names"}},
+      {"log_format", {false, "text, logfmt or json"}},
+      {"log_level", {false, "debug, info, warning or error"}},
+      {"log_repeat_seconds", {false, "a number of seconds"}},
       {"binaries", {true, "a list of directories"}},
   };
   if (auto it = kShapes.find(key); it != kShapes.end()) return it->second;
@@ -295,49 +313,88 @@ absl::Status Validate(const AgentConfig& c) {
 
 }  // namespace
 
+const std::vector<AgentFlag>& AgentFlags() {
+  static const std::vector<AgentFlag> kFlags = {
+      {"--pyroscope-url", "URL", "pyroscope_url", "Pyroscope's base URL (required)"},
+      {"--window", "SECONDS", "window", "window length, default 15"},
+      {"--protocol", "P", "protocol",
+       "connect (HTTP/1.1, default), grpc, or ingest (the legacy\n/ingest API; connect falls back to it on "
+       "its own when the\nserver has no push API)"},
+      {"--tenant", "ID", "tenant", "X-Scope-OrgID for multi-tenant Pyroscope"},
+      {"--basic-auth-user", "U", "basic_auth_user",
+       "basic auth; the password in GPUFLAME_BASIC_AUTH_PASSWORD\nor the file's basic_auth_password"},
+      {"--bearer-token-file", "F", "bearer_token_file", "Authorization: Bearer <contents of F>, read at each push"},
+      {"--ca-file", "F", "ca_file", "trust this CA for https"},
+      {"--metrics-port", "N", "metrics_port", "Prometheus self-metrics on :N/metrics, 0 to disable,\ndefault 9400"},
+      {"--metrics-address", "ADDR", "metrics_address", "the metrics server's address, default 0.0.0.0"},
+      {"--node", "NAME", "node", "the node label (default $NODE_NAME, else the host name)"},
+      {"--service-name", "NAME", "service_name", "service_name for every profile (default: see --service-name-from)"},
+      {"--service-name-from", "LIST", "service_name_from",
+       "where service_name comes from, the first the process has:\nkubernetes (namespace/container), systemd (its "
+       ".service\n"
+       "unit), script (python3 train.py: train.py; -m module; else\nargv[0]), process (executable name); default\n"
+       "kubernetes,systemd,script,process"},
+      {"--series-labels", "LIST", "series_labels",
+       "opt-in series labels, each a series per value: pid (every\nprocess and DataLoader worker its own series), "
+       "thread_name\n(CPU samples by thread name, as --thread-names); default none"},
+      {"--spool-dir", "DIR", "spool_dir",
+       "undelivered profiles wait here (zstd) across outages and\nrestarts, default /var/lib/gpuflame/spool; \"\" "
+       "for memory only"},
+      {"--spool-max-mb", "N", "spool_max_mb", "spool size bound, default 256 (oldest dropped, counted)"},
+      {"--kubelet-url", "URL", "kubelet_url", "also copy pod labels from the kubelet (https://$NODE_IP:10250)"},
+      {"--pod-labels", "a,b", "pod_labels", "which pod labels to copy"},
+      {"--kubelet-token-file", "F", "kubelet_token_file", "service-account token for the kubelet"},
+      {"--kubelet-ca-file", "F", "kubelet_ca_file",
+       "the kubelet's CA (or kubelet_insecure_skip_verify: true in\nthe file)"},
+      {"--log-format", "F", "log_format", "logfmt (default), json or text"},
+      {"--log-level", "L", "log_level", "debug, info (default), warning or error"},
+      {"--log-repeat-seconds", "S", "log_repeat_seconds",
+       "the same log line at most once per S seconds, default 60;\nthe rest counted (repeated=N); 0: every time"},
+  };
+  return kFlags;
+}
+
 std::string AgentUsageText() {
-  return absl::StrCat(R"(Usage:
+  std::string out = R"(Usage:
   gpuflame agent --pyroscope-url URL [--window SECONDS] [--config FILE] [options]
 
-  Profiles every CUDA process on this node (or those selected) and pushes one
-  gpu_memory / torch_memory profile per process per window to Grafana Pyroscope.
+  Profiles every CUDA process on this node (or those selected) and pushes, per
+  process and per window, to Grafana Pyroscope:
+    gpu_memory     device memory (cudaMalloc, cuMemCreate, ...) by stack: in use
+                   at the window's end, at its peak, allocated in it, unused
+                   (the caching allocator's slack)
+    torch_memory   PyTorch's tensor allocations by stack, the same sample types
+    process_cpu    CPU time by stack (Python and native frames)
+    gpu_kernel     GPU kernel and copy time by the stack that launched them
+                   (through libgpuflame_cupti.so; sampled, scaled estimates)
+    gpu_oom        each out-of-memory episode's live set, pushed as it ends
+  Logs go to stderr, levelled and structured (logfmt by default); SIGTERM or
+  SIGINT stops it after pushing the last, partial window.
 
-Options (also config-file keys, and GPUFLAME_<KEY> environment variables):
-  --pyroscope-url URL       Pyroscope's base URL (pyroscope_url)
-  --window SECONDS          window length, default 15 (window)
-  --protocol P              connect (HTTP/1.1, default), grpc, or ingest (the legacy
-                            /ingest API; connect falls back to it on its own when the
-                            server has no push API) (protocol)
-  --config FILE             YAML file with the settings below
-  --tenant ID               X-Scope-OrgID for multi-tenant Pyroscope (tenant)
-  --basic-auth-user U       with GPUFLAME_BASIC_AUTH_PASSWORD (basic_auth_user/_password)
-  --bearer-token-file F     Authorization: Bearer <contents of F> (bearer_token_file)
-  --ca-file F               trust this CA for https (ca_file)
-  --metrics-port N          Prometheus self-metrics on :N/metrics, 0 to disable, default 9400
-  --node NAME               the node label (default $NODE_NAME, else the host name)
-  --service-name NAME       service_name for every profile (default: see --service-name-from)
-  --service-name-from LIST  where service_name comes from, the first the process has:
-                            kubernetes (namespace/container), systemd (its .service unit),
-                            script (python3 train.py: train.py; -m module; else argv[0]),
-                            process (executable name); default kubernetes,systemd,script,process
-  --series-labels LIST      opt-in series labels, each a series per value: pid (every
-                            process and DataLoader worker its own series), thread_name
-                            (CPU samples by thread name, as --thread-names); default none
-  --namespace NS, --pod P, --process NAME, --pid PID    select what to profile (repeatable)
-  --spool-dir DIR           undelivered profiles wait here (zstd) across outages and
-                            restarts, default /var/lib/gpuflame/spool; "" for memory only
-  --spool-max-mb N          spool size bound, default 256 (oldest dropped, counted)
-  --kubelet-url URL         also copy pod labels from the kubelet (https://$NODE_IP:10250)
-  --pod-labels a,b          which pod labels to copy (pod_labels)
-  --kubelet-token-file F    service-account token for the kubelet (kubelet_token_file)
-  --kubelet-ca-file F       the kubelet's CA (kubelet_ca_file; kubelet_insecure_skip_verify)
+Options (in parentheses: the config-file key; most are also read from
+GPUFLAME_<KEY> in the environment, which the flags override):
+)";
+  for (const AgentFlag& f : AgentFlags()) {
+    std::string left = absl::StrCat("  ", f.flag, f.metavar[0] ? " " : "", f.metavar);
+    std::string text = f.help;
+    if (f.key[0]) absl::StrAppend(&text, " (", f.key, ")");
+    absl::StrAppend(&out, absl::StrFormat("%-28s", left), left.size() >= 28 ? "\n" + std::string(28, ' ') : "");
+    for (size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', nl + 29))
+      text.insert(nl + 1, std::string(28, ' '));
+    absl::StrAppend(&out, text, "\n");
+  }
+  absl::StrAppend(&out, R"(  --namespace NS            profile only processes in these namespaces (namespaces)
+  --pod P                   ... in these pods (pods)
+  --process NAME            ... with these process names (processes)
+  --pid PID                 ... with these process ids (pids); each repeatable
+  --config FILE             YAML file of the settings above, by key
   --check-config            validate, print the effective configuration, and exit
+  -h, --help                this text
 
-Profiling options (config keys native_stacks, cpu_hz, thread_names, kernel_time,
-hide_trampolines, keep_interpreter_frames, binaries, max_cpu, max_memory_mb,
-tensor_events, max_overhead, kernel_activity, tensor_sampling, gate_new_libraries):
+Profiling options (the same keys with underscores: native_stacks, cpu_hz, ...):
 )",
-                      ProfilingFlags::Help(28));
+                  ProfilingFlags::Help(28));
+  return out;
 }
 
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args,
@@ -348,6 +405,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
   c.profiling.guardrails.max_overhead = 0.01;
   c.profiling.kernel_time_exact = false;  // continuous: activity duty-cycled, estimates scaled
   c.profiling.tensor_exact = false;       // continuous: tensor allocations sampled by bytes, scaled
+  c.log.format = logging::Format::kLogfmt;
   // The file first, wherever --config appears.
   for (size_t i = 0; i < args.size(); i++) {
     if (args[i] == "--config") {
@@ -379,30 +437,15 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_TENSOR_SAMPLING", "tensor_sampling"},
       {"GPUFLAME_GATE_NEW_LIBRARIES", "gate_new_libraries"},
       {"GPUFLAME_KUBELET_URL", "kubelet_url"},
-      {"GPUFLAME_KUBELET_INSECURE_SKIP_VERIFY", "kubelet_insecure_skip_verify"}};
+      {"GPUFLAME_KUBELET_INSECURE_SKIP_VERIFY", "kubelet_insecure_skip_verify"},
+      {"GPUFLAME_LOG_FORMAT", "log_format"},
+      {"GPUFLAME_LOG_LEVEL", "log_level"}};
   for (const auto& [var, key] : kEnv)
     if (auto it = env.find(var); it != env.end() && !it->second.empty())
       if (auto s = Apply(c, key, it->second, var); !s.ok()) return s;
 
-  static const std::map<std::string, std::string> kFlags = {{"--pyroscope-url", "pyroscope_url"},
-                                                            {"--window", "window"},
-                                                            {"--tenant", "tenant"},
-                                                            {"--basic-auth-user", "basic_auth_user"},
-                                                            {"--bearer-token-file", "bearer_token_file"},
-                                                            {"--ca-file", "ca_file"},
-                                                            {"--metrics-port", "metrics_port"},
-                                                            {"--node", "node"},
-                                                            {"--service-name", "service_name"},
-                                                            {"--service-name-from", "service_name_from"},
-                                                            {"--series-labels", "series_labels"},
-                                                            {"--metrics-address", "metrics_address"},
-                                                            {"--spool-dir", "spool_dir"},
-                                                            {"--spool-max-mb", "spool_max_mb"},
-                                                            {"--protocol", "protocol"},
-                                                            {"--kubelet-url", "kubelet_url"},
-                                                            {"--kubelet-token-file", "kubelet_token_file"},
-                                                            {"--kubelet-ca-file", "kubelet_ca_file"},
-                                                            {"--pod-labels", "pod_labels"}};
+  std::map<std::string, std::string> flags;
+  for (const AgentFlag& f : AgentFlags()) flags.emplace(f.flag, f.key);
   ProfilingFlags profiling(c.profiling);
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
@@ -420,9 +463,9 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       i += *took - 1;
       continue;
     }
-    if (i + 1 >= args.size()) return Bad(absl::StrCat(a, kFlags.count(a) ? " needs a value" : ": unknown option"));
+    if (i + 1 >= args.size()) return Bad(absl::StrCat(a, flags.count(a) ? " needs a value" : ": unknown option"));
     const std::string& v = args[++i];
-    if (auto it = kFlags.find(a); it != kFlags.end()) {
+    if (auto it = flags.find(a); it != flags.end()) {
       if (auto s = Apply(c, it->second, v, a); !s.ok()) return s;
     } else if (a == "--namespace") {
       c.select.namespaces.push_back(v);
@@ -438,6 +481,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       return Bad(absl::StrCat("unknown option '", a, "'"));
     }
   }
+  if (c.log.repeat_interval_s < 0) c.log.repeat_interval_s = 0;
   // Credentials written into the URL become basic auth here, once: the URL
   // that every client, message and metric sees from now on holds none.
   if (base::UrlCredentials split = base::SplitUrlCredentials(c.pyroscope.url); split.had_credentials) {
@@ -471,7 +515,8 @@ std::string DescribeConfig(const AgentConfig& c) {
       "\nnamespaces: ", list(c.select.namespaces), "\npods: ", list(c.select.pods),
       "\nprocesses: ", list(c.select.processes), "\npids: ", list(c.select.pids), "\nspool: ",
       c.spool_dir.empty() ? std::string("off") : absl::StrCat(c.spool_dir, " (", c.spool_max_bytes >> 20, " MiB)"),
-      "\n");
+      "\nlog: ", logging::FormatName(c.log.format), ", ", logging::LevelName(c.log.level), ", repeats every ",
+      c.log.repeat_interval_s, "s\n");
 }
 
 }  // namespace gpuflame::profiler

@@ -12,6 +12,7 @@
 #include "exporters/pyroscope/pyroscope_client.h"
 #include "agent/kubelet_pods.h"
 #include "agent/labels.h"
+#include "logging/log.h"
 #include "profiler/pipeline/profiling_options.h"
 
 namespace gpuflame::profiler {
@@ -42,7 +43,21 @@ struct AgentConfig {
   // once per process where it is missing.
   ProfilingOptions profiling;
   bool check_only = false;      // --check-config
+  // A DaemonSet's log is read by machines (Loki, Grafana): LoadAgentConfig
+  // makes logfmt the default.
+  logging::Options log;
 };
+
+// The agent's flags that set one config key each (the help is made from
+// this table, so that it lists every one); the selectors (--namespace,
+// --pod, --process, --pid), --config and --check-config are apart.
+struct AgentFlag {
+  const char* flag;
+  const char* metavar;
+  const char* key;
+  const char* help;
+};
+const std::vector<AgentFlag>& AgentFlags();
 
 // |args| follow `agent`; |env| is the environment (name -> value).
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args,

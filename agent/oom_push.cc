@@ -1,10 +1,11 @@
 #include "agent/oom_push.h"
 
-#include <cstdio>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/selection.h"
+#include "logging/log.h"
 #include "profiler/forensics/oom_report.h"
 
 namespace gpuflame::profiler {
@@ -15,8 +16,8 @@ uint64_t PushOomCaptures(const AgentConfig& cfg, Session& session, WindowExporte
   std::vector<ProcessWindow> out;
   for (OomCapture& c : captures) {
     if (!Selected(cfg.select, c.pid, c.context.process, c.context.pod)) continue;
-    std::fprintf(stderr, "gpuflame: %s (pushed as %s)\n", OomSummaryLine(c, session.events().frames()).c_str(),
-                 kOomProfile);
+    logging::Warning(absl::StrCat(OomSummaryLine(c, session.events().frames()), " (pushed as ", kOomProfile, ")"),
+                     {{"pid", c.pid}});
     ProcessWindow w;
     w.pid = c.pid;
     w.process = c.context.process;

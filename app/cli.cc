@@ -4,73 +4,124 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "logging/log.h"
 
 namespace gpuflame::profiler {
 
 std::string UsageText() {
-  return absl::StrCat(R"(gpuflame: GPU memory flame graphs for unmodified CUDA / PyTorch processes
+  return R"(gpuflame: GPU memory flame graphs for unmodified CUDA / PyTorch processes
 
 Usage:
-  gpuflame record -o DIR [--duration SECONDS] [--pid PID ...] [-- COMMAND ARGS ...]
-
-  gpuflame agent --pyroscope-url URL [--window SECONDS] [--config FILE]
+  gpuflame record -o DIR [options] [--pid PID ... | -- COMMAND ARGS ...]
+  gpuflame agent --pyroscope-url URL [--window SECONDS] [--config FILE] [options]
   gpuflame symbolize IN.pb.gz -o OUT.pb.gz [--binaries DIR ...]
   gpuflame diff BASE NEW -o DIR [-q]
 
-  record      Profile a command (-- COMMAND), running processes (--pid), or,
-              with neither, every CUDA process on this machine. Writes
-              DIR/gpu_memory.pb.gz, DIR/torch_memory.pb.gz (when PyTorch's
-              allocator was used), DIR/process_cpu.pb.gz (CPU time),
-              DIR/gpu_kernel.pb.gz (kernel time), folded stacks and
-              DIR/flamegraph.html.
-  symbolize   Resolve a stored profile's raw-address frames against binaries
-              found later (matched by build ID), e.g. unstripped copies.
-              Reads profiles up to 256 MiB, gzipped or not, 256 MiB once
-              inflated, and 4 M samples, locations, strings and the like.
-  diff        What changed from BASE to NEW: each a profile (.pb.gz or .pb,
-              any pprof), a record output directory (every profile in both is
-              diffed) or a file of the agent's spool (.push: its processes'
-              windows). Writes DIR/<profile>.diff.pb.gz, NEW's samples and
-              BASE's negated (what `go tool pprof -diff_base BASE NEW` shows),
-              and DIR/diff_flamegraph.html (red grew, blue shrank); prints
-              the totals and the stacks that changed most. Reads profiles up
-              to 256 MiB each, and per side 512 MiB, 1024 profiles and 2 M
-              samples, locations, strings and the like.
-  agent       Run continuously and push per-process profiles to Grafana
-              Pyroscope every window (see gpuflame agent --help).
+Commands:
+  record      profile a command, running processes or every CUDA process on
+              this machine; write pprof files and an HTML flame graph
+  agent       run continuously and push per-process profiles to Grafana
+              Pyroscope every window
+  symbolize   name a stored profile's raw-address frames from binaries found later
+  diff        what changed from one profile (or record directory) to another
+
+  gpuflame COMMAND --help   the options of one command
+  gpuflame --version        print the version
+)";
+}
+
+std::string RecordUsageText() {
+  return absl::StrCat(R"(Usage:
+  gpuflame record -o DIR [options] [--pid PID ... | -- COMMAND ARGS ...]
+
+  Profile a command (-- COMMAND), running processes (--pid), or, with neither,
+  every CUDA process on this machine, until it or they exit, --duration ends,
+  or SIGINT/SIGTERM (passed on to COMMAND, whose exit ends the recording).
+  Writes DIR/gpu_memory.pb.gz, DIR/torch_memory.pb.gz (when PyTorch's
+  allocator was used), DIR/process_cpu.pb.gz (CPU time), DIR/gpu_kernel.pb.gz
+  (kernel time), DIR/gpu_oom.pb.gz (out-of-memory captures), folded stacks,
+  DIR/summary.json and DIR/flamegraph.html. Files an earlier record wrote in
+  DIR are removed first (only those: DIR/.gpuflame-outputs lists them); when
+  COMMAND cannot be run, nothing is written and gpuflame exits 127.
 
 Options:
   -o, --output DIR        where to write the profiles (required)
   -d, --duration SECONDS  stop after this long (default: until the command or
                           the PIDs exit, or Ctrl-C)
   -p, --pid PID           profile this process (repeatable)
-)", ProfilingFlags::Help(26), R"(  -q, --quiet             no progress bar or summary
+)",
+                      ProfilingFlags::Help(26),
+                      R"(  -q, --quiet             no progress line, summary or warnings on the terminal
+      --no-progress       no progress line
+      --log-format F      diagnostics as text (default), logfmt or json
+      --log-level L       debug, info (default), warning or error
   -h, --help              this text
-      --version           print the version
 
-With -- COMMAND, gpuflame exits with the command's exit status.
+With -- COMMAND, gpuflame exits with the command's exit status (127 when it
+could not be run, 128+N when signal N ended it).
 )");
+}
+
+std::string SymbolizeUsageText() {
+  return R"(Usage:
+  gpuflame symbolize IN.pb.gz -o OUT.pb.gz [--binaries DIR ...]
+
+  Resolve a stored profile's raw-address frames against binaries found later
+  (matched by build ID), e.g. unstripped copies or debug files. Reads profiles
+  up to 256 MiB, gzipped or not, 256 MiB once inflated, and 4 M samples,
+  locations, strings and the like.
+
+Options:
+  -o, --output OUT.pb.gz  where to write the symbolized profile (required)
+      --binaries DIR      look for binaries and debug files here (repeatable)
+  -h, --help              this text
+)";
+}
+
+std::string DiffUsageText() {
+  return R"(Usage:
+  gpuflame diff BASE NEW -o DIR [-q]
+
+  What changed from BASE to NEW: each a profile (.pb.gz or .pb, any pprof), a
+  record output directory (every profile in both is diffed) or a file of the
+  agent's spool (.push: its processes' windows). Writes DIR/<profile>.diff.pb.gz,
+  NEW's samples and BASE's negated (what `go tool pprof -diff_base BASE NEW`
+  shows), and DIR/diff_flamegraph.html (red grew, blue shrank); prints the
+  totals and the stacks that changed most. Reads profiles up to 256 MiB each,
+  and per side 512 MiB, 1024 profiles and 2 M samples, locations, strings and
+  the like.
+
+Options:
+  -o, --output DIR        where to write the diff (required)
+  -q, --quiet             no summary on stdout
+  -h, --help              this text
+)";
 }
 
 namespace {
 
-absl::Status Bad(const std::string& msg) {
-  return absl::InvalidArgumentError(absl::StrCat(msg, " (see gpuflame --help)"));
+// One line for the user, and where to read more: the help of the command
+// that was given (or the general help before one was).
+absl::Status Bad(absl::string_view command, absl::string_view msg) {
+  return absl::InvalidArgumentError(command.empty() ? absl::StrCat(msg, " (see gpuflame --help)")
+                                                    : absl::StrCat(msg, " (see gpuflame ", command, " --help)"));
 }
+
+bool IsHelp(const std::string& a) { return a == "-h" || a == "--help"; }
 
 }  // namespace
 
 absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
                                          const std::map<std::string, std::string>& env) {
-  if (args.empty()) return Bad("missing command: try `gpuflame record -o DIR -- COMMAND`");
+  if (args.empty()) return Bad("", "missing command: try `gpuflame record -o DIR -- COMMAND`");
   if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") return HelpRequest{UsageText()};
   if (args[0] == "--version" || args[0] == "version") return VersionRequest{};
   if (args[0] == "agent") {
     std::vector<std::string> rest(args.begin() + 1, args.end());
     for (const std::string& a : rest)
-      if (a == "-h" || a == "--help") return HelpRequest{AgentUsageText()};
+      if (IsHelp(a)) return HelpRequest{AgentUsageText()};
     auto cfg = LoadAgentConfig(rest, env);
-    if (!cfg.ok()) return Bad(std::string(cfg.status().message()));
+    if (!cfg.ok()) return Bad("agent", cfg.status().message());
     return *cfg;
   }
   if (args[0] == "symbolize") {
@@ -78,22 +129,23 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
     for (size_t i = 1; i < args.size(); i++) {
       const std::string& a = args[i];
       if ((a == "-o" || a == "--output" || a == "--binaries") && i + 1 >= args.size())
-        return Bad(absl::StrCat(a, " needs a path"));
+        return Bad("symbolize", absl::StrCat(a, " needs a path"));
       if (a == "-o" || a == "--output") {
         o.output = args[++i];
       } else if (a == "--binaries") {
         o.binary_dirs.push_back(args[++i]);
-      } else if (a == "-h" || a == "--help") {
-        return HelpRequest{UsageText()};
+      } else if (IsHelp(a)) {
+        return HelpRequest{SymbolizeUsageText()};
       } else if (!a.empty() && a[0] == '-') {
-        return Bad(absl::StrCat("unknown option '", a, "'"));
+        return Bad("symbolize", absl::StrCat("unknown option '", a, "'"));
       } else if (o.input.empty()) {
         o.input = a;
       } else {
-        return Bad("symbolize takes one input profile");
+        return Bad("symbolize", "symbolize takes one input profile");
       }
     }
-    if (o.input.empty() || o.output.empty()) return Bad("usage: gpuflame symbolize IN.pb.gz -o OUT.pb.gz [--binaries DIR]");
+    if (o.input.empty()) return Bad("symbolize", "symbolize needs an input profile");
+    if (o.output.empty()) return Bad("symbolize", "symbolize needs -o OUT.pb.gz");
     return o;
   }
   if (args[0] == "diff") {
@@ -101,46 +153,48 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
     std::vector<std::string> inputs;
     for (size_t i = 1; i < args.size(); i++) {
       const std::string& a = args[i];
-      if ((a == "-o" || a == "--output") && i + 1 >= args.size()) return Bad(absl::StrCat(a, " needs a directory"));
+      if ((a == "-o" || a == "--output") && i + 1 >= args.size())
+        return Bad("diff", absl::StrCat(a, " needs a directory"));
       if (a == "-o" || a == "--output") {
         o.output = args[++i];
       } else if (a == "-q" || a == "--quiet") {
         o.quiet = true;
-      } else if (a == "-h" || a == "--help") {
-        return HelpRequest{UsageText()};
+      } else if (IsHelp(a)) {
+        return HelpRequest{DiffUsageText()};
       } else if (!a.empty() && a[0] == '-') {
-        return Bad(absl::StrCat("unknown option '", a, "'"));
+        return Bad("diff", absl::StrCat("unknown option '", a, "'"));
       } else {
         inputs.push_back(a);
       }
     }
-    if (inputs.size() != 2 || o.output.empty()) return Bad("usage: gpuflame diff BASE NEW -o DIR");
+    if (inputs.size() != 2) return Bad("diff", "diff needs two inputs, BASE and NEW");
+    if (o.output.empty()) return Bad("diff", "diff needs -o DIR");
     o.base = inputs[0];
     o.neu = inputs[1];
     return o;
   }
-  if (args[0] != "record") return Bad(absl::StrCat("unknown command '", args[0], "'"));
+  if (args[0] != "record") return Bad("", absl::StrCat("unknown command '", args[0], "'"));
 
   RecordOptions o;
   ProfilingFlags profiling(o.profiling);
   for (size_t i = 1; i < args.size(); i++) {
     const std::string& a = args[i];
     auto took = profiling.Consume(args, i);
-    if (!took.ok()) return Bad(std::string(took.status().message()));
+    if (!took.ok()) return Bad("record", took.status().message());
     if (*took > 0) {
       i += *took - 1;
       continue;
     }
     auto value = [&](const char* what) -> absl::StatusOr<std::string> {
-      if (i + 1 >= args.size()) return Bad(absl::StrCat(a, " needs ", what));
+      if (i + 1 >= args.size()) return Bad("record", absl::StrCat(a, " needs ", what));
       return args[++i];
     };
     if (a == "--") {
       o.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
-      if (o.command.empty()) return Bad("nothing to run after --");
+      if (o.command.empty()) return Bad("record", "nothing to run after --");
       break;
-    } else if (a == "-h" || a == "--help") {
-      return HelpRequest{UsageText()};
+    } else if (IsHelp(a)) {
+      return HelpRequest{RecordUsageText()};
     } else if (a == "-o" || a == "--output") {
       auto v = value("a directory");
       if (!v.ok()) return v.status();
@@ -151,7 +205,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       double d = 0;
       auto r = std::from_chars(v->data(), v->data() + v->size(), d);
       if (r.ec != std::errc() || r.ptr != v->data() + v->size() || !(d > 0))
-        return Bad(absl::StrCat("--duration wants a positive number of seconds, not '", *v, "'"));
+        return Bad("record", absl::StrCat("--duration wants a positive number of seconds, not '", *v, "'"));
       o.duration_s = d;
     } else if (a == "-p" || a == "--pid") {
       auto v = value("a process ID");
@@ -159,19 +213,30 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       int pid = 0;
       auto r = std::from_chars(v->data(), v->data() + v->size(), pid);
       if (r.ec != std::errc() || r.ptr != v->data() + v->size() || pid <= 0)
-        return Bad(absl::StrCat("--pid wants a process ID, not '", *v, "'"));
+        return Bad("record", absl::StrCat("--pid wants a process ID, not '", *v, "'"));
       o.pids.push_back(pid);
     } else if (a == "-q" || a == "--quiet") {
       o.quiet = true;
     } else if (a == "--no-progress") {
       o.progress = false;
+    } else if (a == "--log-format" || a == "--log-level") {
+      auto v = value(a == "--log-format" ? "text, logfmt or json" : "debug, info, warning or error");
+      if (!v.ok()) return v.status();
+      if (a == "--log-format") {
+        auto f = logging::ParseFormat(*v);
+        if (!f.ok()) return Bad("record", f.status().message());
+        o.log.format = *f;
+      } else {
+        auto l = logging::ParseLevel(*v);
+        if (!l.ok()) return Bad("record", l.status().message());
+        o.log.level = *l;
+      }
     } else {
-      return Bad(absl::StrCat("unknown option '", a, "'"));
+      return Bad("record", absl::StrCat("unknown option '", a, "'"));
     }
   }
-  if (o.output_dir.empty()) return Bad("record needs -o DIR");
-  if (!o.command.empty() && !o.pids.empty())
-    return Bad("give either --pid or -- COMMAND, not both");
+  if (o.output_dir.empty()) return Bad("record", "record needs -o DIR");
+  if (!o.command.empty() && !o.pids.empty()) return Bad("record", "give either --pid or -- COMMAND, not both");
   return o;
 }
 

@@ -26,7 +26,10 @@ using Command = std::variant<RecordOptions, AgentConfig, SymbolizeOptions, DiffO
 // |env| feeds the agent's GPUFLAME_* settings.
 absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
                                          const std::map<std::string, std::string>& env = {});
-std::string UsageText();
+std::string UsageText();  // the commands; each has its own help:
+std::string RecordUsageText();
+std::string SymbolizeUsageText();
+std::string DiffUsageText();
 
 }  // namespace gpuflame::profiler
 

@@ -12,12 +12,13 @@
 #include "exporters/diff/diff_summary.h"
 #include "exporters/pprof/gzip.h"
 #include "exporters/pprof/pprof_writer.h"
+#include "logging/log.h"
 
 namespace gpuflame::profiler {
 namespace {
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "gpuflame: %s\n", message.c_str());
+  logging::Error(message);
   return 2;
 }
 
@@ -48,24 +49,21 @@ int RunDiff(const DiffOptions& o) {
   if (done.empty()) {
     // One line: the first reason says what is wrong with the inputs.
     if (run.outcomes.size() == 1) return Fail(why(run.outcomes[0]));
-    for (size_t i = 1; i < run.outcomes.size(); i++)
-      std::fprintf(stderr, "gpuflame: %s\n", why(run.outcomes[i]).c_str());
+    for (size_t i = 1; i < run.outcomes.size(); i++) logging::Error(why(run.outcomes[i]));
     return Fail(why(run.outcomes[0]));
   }
   for (const auto& d : run.outcomes)
-    if (!d.status.ok()) std::fprintf(stderr, "gpuflame: warning: %s\n", why(d).c_str());
+    if (!d.status.ok()) logging::Warning(why(d));
   // Where the two sides' sample types differ, what the diff left out, as it
   // is said on the page and in the diff file's comments.
   std::vector<std::string> notes;
   for (const exporters::DiffOutcome* d : done)
     if (!d->left_out.empty()) {
       notes.push_back(absl::StrCat(d->name, ": ", d->left_out));
-      std::fprintf(stderr, "gpuflame: %s\n", notes.back().c_str());
+      logging::Info(notes.back());
     }
-  for (const auto& origin : run.only_in_base)
-    std::fprintf(stderr, "gpuflame: only in BASE, not diffed: %s\n", origin.c_str());
-  for (const auto& origin : run.only_in_new)
-    std::fprintf(stderr, "gpuflame: only in NEW, not diffed: %s\n", origin.c_str());
+  for (const auto& origin : run.only_in_base) logging::Info(absl::StrCat("only in BASE, not diffed: ", origin));
+  for (const auto& origin : run.only_in_new) logging::Info(absl::StrCat("only in NEW, not diffed: ", origin));
 
   if (auto s = PrepareOutputDir(o.output); !s.ok()) return Fail(std::string(s.message()));
   std::vector<exporters::DiffView> views;
@@ -93,7 +91,7 @@ int RunDiff(const DiffOptions& o) {
     for (const exporters::DiffOutcome* d : done) std::fputs(exporters::DiffSummary(d->name, *d->tree).c_str(), stdout);
     std::fflush(stdout);
   }
-  std::fprintf(stderr, "gpuflame: wrote %s\n", absl::StrJoin(written, ", ").c_str());
+  logging::Info(absl::StrCat("wrote ", absl::StrJoin(written, ", ")));
   return 0;
 }
 

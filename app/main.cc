@@ -7,6 +7,7 @@
 #include "agent/agent_command.h"
 #include "app/cli.h"
 #include "app/record_command.h"
+#include "logging/log.h"
 #include "profiler/process/run_control.h"
 
 #ifndef GPUFLAME_VERSION
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   }
   auto cmd = gpuflame::profiler::ParseCommandLine(args, env);
   if (!cmd.ok()) {
-    std::fprintf(stderr, "gpuflame: %s\n", std::string(cmd.status().message()).c_str());
+    gpuflame::logging::Error(cmd.status().message());
     return 2;
   }
   if (auto* help = std::get_if<gpuflame::profiler::HelpRequest>(&*cmd)) {

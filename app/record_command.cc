@@ -20,6 +20,7 @@
 #include "base/scoped_fd.h"
 #include "exporters/files/html_writer.h"
 #include "inspect/bounded_read.h"
+#include "logging/log.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/probes/preflight.h"
 #include "profiler/process/guardian.h"
@@ -38,7 +39,7 @@ namespace gpuflame::profiler {
 namespace {
 
 int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "gpuflame: %s\n", std::string(s.message()).c_str());
+  logging::Error(s.message());
   return 2;
 }
 
@@ -48,7 +49,21 @@ struct Child {
   // Write a byte to let it exec. Closing it without a byte (an error return
   // before the release, or our exit) makes the child exit 127 unrun.
   base::ScopedFd release;
+  // The errno of a failed exec, written by the child before it exits 127;
+  // close-on-exec, so a command that ran closes it unwritten. Read once the
+  // child has exited: it tells "could not run" from a command's own 127.
+  base::ScopedFd exec_error;
 };
+
+// Why |child| (exited 127) could not be run, from its exec_error pipe; 0 if
+// it did run (the 127 was the command's own).
+int ExecErrno(Child& child) {
+  if (!child.exec_error) return 0;
+  int err = 0;
+  const ssize_t n = read(child.exec_error.get(), &err, sizeof(err));
+  child.exec_error.reset();
+  return n == static_cast<ssize_t>(sizeof(err)) ? err : 0;
+}
 
 // libgpuflame_cupti.so shipped with this binary: next to it (build tree,
 // container image) or in ../lib/gpuflame (installed).
@@ -67,12 +82,15 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std:
                                 bool kernel_time) {
   std::optional<base::Pipe> gate = base::Pipe::Open();  // close-on-exec: the command never sees it
   if (!gate) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  std::optional<base::Pipe> exec_error = base::Pipe::Open();
+  if (!exec_error) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
     // Our copy of the write end must go (owners are not destroyed here:
     // exec or _exit), or the read below could never see EOF if gpuflame died.
     gate->write_end.reset();
+    exec_error->read_end.reset();
     char b;
     if (read(gate->read_end.get(), &b, 1) != 1) _exit(127);
     std::vector<char*> args;
@@ -86,9 +104,12 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std:
     // Loaded for in-process tensor events only: it leaves CUPTI alone.
     if (!injection.empty() && !kernel_time) setenv("GPUFLAME_KERNEL_TIME", "0", /*overwrite=*/1);
     execvp(args[0], args.data());
-    _exit(127);  // reported by the parent from the exit status
+    const int err = errno;
+    (void)!write(exec_error->write_end.get(), &err, sizeof(err));
+    _exit(127);  // reported by the parent, with the errno above
   }
-  return Child{pid, std::move(gate->write_end)};  // the read end closes here
+  // The read end of the gate and the write end of exec_error close here.
+  return Child{pid, std::move(gate->write_end), std::move(exec_error->read_end)};
 }
 
 class Progress {
@@ -108,6 +129,11 @@ class Progress {
   }
   void Finish() {
     if (drawn_) std::fprintf(stderr, "\r\033[K");
+  }
+  // Before a log line: the line drawn is wiped, and drawn again later.
+  void Clear() {
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    drawn_ = false;
   }
 
  private:
@@ -293,11 +319,16 @@ TensorEvents ResolveTensorEvents(const RecordOptions& opt) {
 }
 
 int RunRecord(const RecordOptions& opt) {
+  logging::Options log = opt.log;
+  if (opt.quiet) log.level = std::max(log.level, logging::Level::kError);
+  logging::Configure(log);
   // Most fundamental first: without privileges nothing else matters.
   if (auto s = CheckPrivileges(); !s.ok()) return Fail(s);
   for (pid_t pid : opt.pids)
     if (kill(pid, 0) != 0 && errno == ESRCH)
       return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));
+  std::error_code exists_ec;
+  const bool dir_existed = std::filesystem::exists(opt.output_dir, exists_ec);
   if (auto s = PrepareOutputDir(opt.output_dir); !s.ok()) return Fail(s);
 
   // Before any thread: if we are killed while holding our command stopped
@@ -326,6 +357,7 @@ int RunRecord(const RecordOptions& opt) {
     auto c = SpawnHeld(opt.command, injection, profiling.kernel_time);
     if (!c.ok()) return Fail(c.status());
     child = std::move(*c);
+    ForwardStopSignalsTo(child.pid);
     // Gate our own command (and its children): stopped at exec and at every
     // CUDA/PyTorch/libpython mapping until the probes are in place.
     RememberTarget(child.pid);
@@ -338,7 +370,7 @@ int RunRecord(const RecordOptions& opt) {
     std::string what = !opt.command.empty() ? opt.command[0]
                        : system_wide        ? std::string("every CUDA process")
                                             : absl::StrCat(opt.pids.size(), " process(es)");
-    std::fprintf(stderr, "gpuflame: recording %s (Ctrl-C to stop)\n", what.c_str());
+    logging::Info(absl::StrCat("recording ", what, " (Ctrl-C to stop)"));
   }
   const int64_t start_wall = NowNs(CLOCK_REALTIME);
   const int64_t start = NowNs(CLOCK_MONOTONIC);
@@ -347,6 +379,7 @@ int RunRecord(const RecordOptions& opt) {
   // Each stack's in use at interval boundaries, for the stacks that keep growing.
   GrowthTracker growth;
   int exit_status = 0;
+  int exec_errno = 0;                           // the command could not be run: nothing to write
   const bool child_done = opt.command.empty();  // no command: nothing to wait for
   int64_t last_draw = 0;
   while (!StopRequested()) {
@@ -355,13 +388,18 @@ int RunRecord(const RecordOptions& opt) {
     // paces the checks below when nothing comes.
     int n = session.Poll(20);
     if (n < 0 && n != -EINTR) {
-      std::fprintf(stderr, "gpuflame: reading events failed: %s\n", std::strerror(-n));
+      logging::Error(absl::StrCat("reading events failed: ", std::strerror(-n)));
       break;
     }
     for (std::string& w : session.TakeWarnings()) {
-      if (!opt.quiet)
-        std::fprintf(stderr, "%sgpuflame: warning: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", w.c_str());
+      progress.Clear();
+      logging::Warning(w);
       warnings.push_back(std::move(w));  // for summary.json too
+    }
+    if (const int sig = TakeForwardedSignal()) {
+      progress.Clear();
+      logging::Info(absl::StrCat("passed SIG", sigabbrev_np(sig), " on to ", opt.command[0],
+                                 "; the profiles are written when it exits"));
     }
     oom.Collect(session);  // each out-of-memory capture said as it ends
     int64_t now = NowNs(CLOCK_MONOTONIC);
@@ -376,8 +414,7 @@ int RunRecord(const RecordOptions& opt) {
       pid_t r = waitpid(child.pid, &status, WNOHANG);
       if (r == child.pid) {  // the loop ends here: no need to mark the child done
         exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-          std::fprintf(stderr, "gpuflame: could not run %s\n", opt.command[0].c_str());
+        if (exit_status == 127) exec_errno = ExecErrno(child);
         break;
       }
     }
@@ -387,6 +424,15 @@ int RunRecord(const RecordOptions& opt) {
       for (pid_t pid : opt.pids) any |= kill(pid, 0) == 0 || errno != ESRCH;
       if (!any) break;
     }
+  }
+  if (exec_errno) {
+    // Nothing ran: no profile (an empty one would read as "it allocated
+    // nothing"), and no directory if this run made it. A shell's status.
+    progress.Finish();
+    logging::Error(absl::StrCat("could not run ", opt.command[0], ": ", std::strerror(exec_errno)));
+    if (!dir_existed) rmdir(opt.output_dir.c_str());  // only if still empty
+    Session::DetachProbesInBackground();
+    return 127;
   }
   session.OpenGatesAndDrain();
   oom.Finish(session);
@@ -510,8 +556,7 @@ int RunRecord(const RecordOptions& opt) {
   if (!written.ok()) return Fail(written.status());
 
   if (!opt.quiet) {
-    for (size_t i = said_live; i < warnings.size(); i++)
-      std::fprintf(stderr, "gpuflame: warning: %s\n", warnings[i].c_str());
+    for (size_t i = said_live; i < warnings.size(); i++) logging::Warning(warnings[i]);
     const TrackerStats& t = events.tracker().stats();
     int64_t kernel_ns = 0, kernels_run = 0;
     for (const auto& [key, c] : events.kernels().totals()) {
@@ -531,6 +576,7 @@ int RunRecord(const RecordOptions& opt) {
     for (size_t i = 0; i < growth_lines.size(); i++)  // a heading, then its indented lines
       std::fprintf(stderr, "%s%s\n", i ? "" : "gpuflame: ", growth_lines[i].c_str());
   }
+  logging::Flush();
   Session::DetachProbesInBackground();
   return opt.command.empty() ? 0 : exit_status;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "logging/log.h"
 #include "profiler/pipeline/profiling_options.h"
 
 namespace gpuflame::profiler {
@@ -20,7 +21,8 @@ struct RecordOptions {
   std::vector<std::string> command;  // after `--`
   ProfilingOptions profiling;  // shared with the agent; kernel_time: inject the CUPTI library
   bool progress = true;  // only drawn on a terminal
-  bool quiet = false;
+  bool quiet = false;    // also: only errors are logged
+  logging::Options log;  // record's diagnostics (text by default)
 };
 
 // Returns the process exit status: the command's own when one was run.

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "logging/log.h"
 #include "profiler/forensics/oom_report.h"
 
 namespace gpuflame::profiler {
@@ -15,9 +16,10 @@ std::string RecordOom::ProfileName(size_t index) {
 
 void RecordOom::Collect(Session& session) {
   for (OomCapture& c : session.events().oom().Take()) {
-    if (!quiet_)
-      std::fprintf(stderr, "%sgpuflame: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "",
-                   OomSummaryLine(c, session.events().frames()).c_str());
+    if (!quiet_) {
+      if (isatty(STDERR_FILENO)) std::fputs("\r\033[K", stderr);  // over the progress line
+      logging::Info(OomSummaryLine(c, session.events().frames()));
+    }
     captures_.push_back(std::move(c));
   }
 }

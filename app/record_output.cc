@@ -1,5 +1,6 @@
 #include "app/record_output.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "base/human_units.h"
 #include "base/json_string.h"
+#include "base/scoped_fd.h"
 #include "exporters/files/folded_writer.h"
 #include "exporters/files/html_writer.h"
 #include "exporters/pprof/pprof_writer.h"
@@ -69,14 +72,58 @@ absl::Status PrepareOutputDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// At most this many names, of at most 255 bytes each: ours are a few dozen.
+constexpr size_t kMaxManifestBytes = 64 << 10;
+
+// A name this directory's manifest may list: one plain file name, never a
+// path (the manifest is a file anyone with write access could edit).
+bool PlainName(absl::string_view name) {
+  return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
+         name.find('/') == absl::string_view::npos && name.find('\0') == absl::string_view::npos &&
+         name != kOutputManifest;
+}
+
+}  // namespace
+
+std::vector<std::string> RemoveStaleOutputs(const std::string& dir) {
+  std::vector<std::string> removed;
+  base::ScopedFd dfd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dfd) return removed;
+  base::ScopedFd mfd(openat(dfd.get(), kOutputManifest, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat st {};
+  if (!mfd || fstat(mfd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return removed;
+  std::string text(kMaxManifestBytes, '\0');
+  const ssize_t n = read(mfd.get(), text.data(), text.size());
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  for (absl::string_view name : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (!PlainName(name)) continue;
+    const std::string file(name);
+    // Only regular files (a symbolic link is removed, not followed).
+    if (fstatat(dfd.get(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) continue;
+    if (unlinkat(dfd.get(), file.c_str(), 0) == 0) removed.push_back(file);
+  }
+  unlinkat(dfd.get(), kOutputManifest, 0);
+  return removed;
+}
+
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
     const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes,
     const std::vector<exporters::GrowthRow>& growth) {
   if (auto s = PrepareOutputDir(dir); !s.ok()) return s;
+  // An earlier run's files that this one does not write again (a profile
+  // type it had, a sample type's folded stacks) would read as this run's.
+  RemoveStaleOutputs(dir);
   std::vector<std::string> written;
+  std::string manifest;
   auto put = [&](const std::string& name, std::string_view bytes) -> absl::Status {
     std::string path = absl::StrCat(dir, "/", name);
+    // Listed before it is written: a file half-written when we fail is
+    // still ours to remove next time.
+    absl::StrAppend(&manifest, name, "\n");
+    if (auto s = exporters::WriteFile(absl::StrCat(dir, "/", kOutputManifest), manifest); !s.ok()) return s;
     if (auto s = exporters::WriteFile(path, bytes); !s.ok()) return s;
     written.push_back(path);
     return absl::OkStatus();

@@ -19,7 +19,15 @@ namespace gpuflame::profiler {
 // recording so that a typo does not cost a whole profiling run.
 absl::Status PrepareOutputDir(const std::string& dir);
 
-// Returns the paths written. |notes| head the HTML page (out-of-memory
+// The names of the files the last record wrote in its directory, one a
+// line: what the next record into it removes first, and nothing else.
+inline constexpr char kOutputManifest[] = ".gpuflame-outputs";
+// Removes the files |dir|'s manifest lists (plain names in |dir| only, never
+// a directory) and the manifest; returns the names removed.
+std::vector<std::string> RemoveStaleOutputs(const std::string& dir);
+
+// Removes the last run's outputs (RemoveStaleOutputs), writes these and
+// lists them in the manifest. Returns the paths written. |notes| head the HTML page (out-of-memory
 // captures' summaries), then |growth|'s table (the stacks that kept growing).
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const profiler::Profile*>& profiles,

@@ -1,18 +1,17 @@
 #include "app/symbolize_command.h"
 
-#include <cstdio>
-
 #include "absl/strings/str_format.h"
 #include "exporters/pprof/gzip.h"
 #include "exporters/pprof/pprof_symbolizer.h"
 #include "exporters/pprof/pprof_writer.h"
 #include "exporters/pprof/stored_profile.h"
+#include "logging/log.h"
 
 namespace gpuflame::profiler {
 namespace {
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "gpuflame: %s\n", message.c_str());
+  logging::Error(message);
   return 2;
 }
 
@@ -38,10 +37,9 @@ int RunSymbolize(const SymbolizeOptions& o) {
   if (!out.ok()) return Fail(absl::StrFormat("%s: %s", o.output, out.status().message()));
   std::string().swap(bytes);
   if (auto s = exporters::WriteFile(o.output, *out); !s.ok()) return Fail(std::string(s.message()));
-  std::fprintf(stderr,
-               "gpuflame: %zu of %zu raw-address frames resolved (%zu without a matching binary, %zu without a "
-               "symbol); wrote %s\n",
-               report->resolved, report->unresolved_before, report->no_binary, report->no_symbol, o.output.c_str());
+  logging::Info(absl::StrFormat(
+      "%d of %d raw-address frames resolved (%d without a matching binary, %d without a symbol); wrote %s",
+      report->resolved, report->unresolved_before, report->no_binary, report->no_symbol, o.output));
   return 0;
 }
 

@@ -10,8 +10,10 @@
 #include <memory>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "exporters/pprof/pprof_writer.h"
+#include "logging/log.h"
 
 namespace gpuflame::exporters {
 namespace {
@@ -227,8 +229,7 @@ std::optional<SpooledRequest> Spool::Read(uint64_t sequence) {
     why = "larger than any request";
   }
   // Each damaged file is said once: it is removed right after.
-  std::fprintf(stderr, "gpuflame: warning: spool file %s is damaged (%s): dropped, not replayed\n",
-               PathOf(sequence).c_str(), why);
+  logging::Warning(absl::StrCat("spool file ", PathOf(sequence), " is damaged (", why, "): dropped, not replayed"));
   corrupt_++;
   Remove(sequence);
   return std::nullopt;

@@ -31,15 +31,15 @@ absl::Status CheckPrivileges() {
   bool ptrace = HasCapability(CAP_SYS_PTRACE);
   if (bpf && perf && ptrace) return absl::OkStatus();
   return absl::PermissionDeniedError(
-      "gpuflame needs root, or the capabilities CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE "
-      "(run it with sudo)");
+      "root privileges needed: run it with sudo, or give it the capabilities CAP_BPF, CAP_PERFMON and "
+      "CAP_SYS_PTRACE");
 }
 
 absl::Status CheckKernel() {
   if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
     return absl::FailedPreconditionError(
-        "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): gpuflame needs a kernel "
-        "built with CONFIG_DEBUG_INFO_BTF=y (5.8 or newer)");
+        "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): a kernel built with "
+        "CONFIG_DEBUG_INFO_BTF=y (5.8 or newer) is needed");
   if (access("/sys/bus/event_source/devices/uprobe/type", R_OK) != 0)
     return absl::FailedPreconditionError(
         "this kernel has no uprobe support (CONFIG_UPROBE_EVENTS): gpuflame cannot hook CUDA");

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <new>
 
@@ -15,6 +16,19 @@ namespace {
 
 volatile sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
+
+volatile sig_atomic_t g_forward_to = 0;  // pid_t; 0: none
+volatile sig_atomic_t g_forwarded = 0;   // the last signal passed on
+// kill() is async-signal-safe. A signal the kernel raised itself (SIGINT
+// from the terminal's Ctrl-C, si_code SI_KERNEL) went to the whole
+// foreground process group, the command included: not sent twice.
+void OnForwardedSignal(int sig, siginfo_t* info, void*) {
+  if (info && info->si_code > 0) return;
+  const int saved = errno;
+  if (g_forward_to > 0) kill(static_cast<pid_t>(g_forward_to), sig);
+  g_forwarded = sig;
+  errno = saved;
+}
 
 // Lock-free, so the crash handler can read it: slots are claimed once. In
 // memory shared with the guardian (profiler/process/guardian.h), which
@@ -97,5 +111,20 @@ void InstallStopHandlers(bool sigint) {
 }
 
 bool StopRequested() { return g_stop != 0; }
+
+void ForwardStopSignalsTo(pid_t child) {
+  g_forward_to = child;
+  struct sigaction sa {};
+  sa.sa_sigaction = OnForwardedSignal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+int TakeForwardedSignal() {
+  const int sig = g_forwarded;
+  g_forwarded = 0;
+  return sig;
+}
 
 }  // namespace gpuflame::profiler

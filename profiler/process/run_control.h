@@ -15,6 +15,13 @@ namespace gpuflame::profiler {
 // ignored, so that Ctrl-C reaches a command we run and we finish after it).
 void InstallStopHandlers(bool sigint);
 bool StopRequested();
+// record -- COMMAND: SIGTERM and SIGINT sent to gpuflame (kill, systemd,
+// Kubernetes) are passed on to |child| and do not stop the recording: the
+// command's own exit does, as a shell's would, so that the profiles cover
+// its shutdown. A SIGINT the terminal sent went to the command already.
+void ForwardStopSignalsTo(pid_t child);
+// The last signal passed on since the previous call; 0: none.
+int TakeForwardedSignal();
 
 // Processes we may hold stopped (the BPF gates SIGSTOP them until user space
 // resumes them). If gpuflame itself crashes, its crash handler resumes every

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "base/scoped_fd.h"
@@ -112,18 +113,23 @@ double Metric(int port, const std::string& name) {
   return pos == std::string::npos ? -1 : std::stod(res->body.substr(pos + name.size() + 2));
 }
 
-// Runs features.py and returns its pid. A machine-wide agent sees a process
-// from the moment its libraries' probes are attached: a warm-up maps the
-// fixture libraries first, and we wait until the agent reports them attached
-// (attaching can wait seconds behind another session's uprobe teardown).
-pid_t RunWorkload(const std::string& dir, int metrics_port) {
-  std::string py = PyenvPython("3.12");
+// Runs |warm_up| until the agent says |files| library files are attached
+// (up to 30 s): a machine-wide agent sees a process from the moment its
+// libraries' probes are in, and attaching can wait seconds behind another
+// session's uprobe teardown.
+void AttachLibraries(int metrics_port, const std::string& warm_up, int files) {
   for (int i = 0; i < 300; i++) {
-    Sh(SimEnv() + " " + py + " -c 'import sim_torch'");
-    // libcudart, libcuda, libc10_cuda and libpython
-    if (Metric(metrics_port, "gpuflame_library_files_attached") >= 4) break;
+    Sh(warm_up);
+    if (Metric(metrics_port, "gpuflame_library_files_attached") >= files) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+// Runs features.py, its libraries attached first, and returns its pid.
+pid_t RunWorkload(const std::string& dir, int metrics_port) {
+  std::string py = PyenvPython("3.12");
+  // libcudart, libcuda, libc10_cuda and libpython
+  AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
   EXPECT_GE(Metric(metrics_port, "gpuflame_library_files_attached"), 4);
   std::string pidfile = dir + "/workload.pid";
   RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " +
@@ -312,11 +318,7 @@ TEST(AgentTest, TensorEventsComeInProcessFromWorkloadsThatLoadTheLibrary) {
   // Warm the files up first (cudart, libcuda, libpython and the library;
   // libc10_cuda.so needs nothing): this test is about tensor events, and the
   // gate has its own (ANewProcessOnANeverSeenRuntimeIsSeenFromItsFirstAllocation).
-  for (int i = 0; i < 300; i++) {
-    Sh(env + " " + py + " -c 'import sim_torch; sim_torch.empty(1)'");
-    if (Metric(metrics_port, "gpuflame_library_files_attached") >= 4) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch; sim_torch.empty(1)'", 4);
   std::string pidfile = dir + "/workload.pid";
   RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("features.py") + "'");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -701,11 +703,8 @@ TEST(AgentTest, PushesCpuAndKernelTimePerProcess) {
   // hostPath ships it); the simulated driver loads it at cuInit.
   std::string env = SimEnv() + " GPUFLAME_LAUNCH_STACKS_PER_S=0 CUDA_INJECTION64_PATH=" + GPUFLAME_CUPTI_LIB;
   std::string py = PyenvPython("3.12");
-  for (int i = 0; i < 300; i++) {  // CUDA libraries, libpython and the injection library attached
-    Sh(env + " " + py + " -c 'import sim_torch'");
-    if (Metric(metrics_port, "gpuflame_library_files_attached") >= 5) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  // CUDA libraries, libpython and the injection library attached
+  AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 5);
   std::string pidfile = dir + "/workload.pid";
   RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("kernels.py") + "'");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -742,7 +741,7 @@ TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
     pid = RunWorkload(dir, metrics_port);
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // windows close, pushes fail
     EXPECT_EQ(first.Stop(), 0);
-    EXPECT_NE(first.Log().find("kept in " + dir + "/spool"), std::string::npos) << first.Log();
+    EXPECT_NE(first.Log().find("kept_in=" + dir + "/spool"), std::string::npos) << first.Log();
   }
   // A new agent during the outage: it must neither lose nor repeat anything.
   AgentProcess second(port, metrics_port, dir + "/agent2.log", dir + "/spool");
@@ -765,7 +764,7 @@ TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
   EXPECT_EQ(t.gpu_alloc, 121 * MiB) << log;
   EXPECT_EQ(t.torch_last_inuse, 82 * MiB);
   EXPECT_TRUE(receiver.Rejections().empty());
-  EXPECT_NE(log.find(" 0 dropped (queue full), 0 rejected, 0 given up (0 profiles), 0 lost writing the spool\n"),
+  EXPECT_NE(log.find(" dropped_queue_full=0 rejected=0 given_up=0 given_up_profiles=0 lost_writing_spool=0\n"),
             std::string::npos)
       << log;
   EXPECT_FALSE(std::filesystem::exists(dir + "/spool") &&
@@ -947,11 +946,7 @@ void PushesAnOomCaptureAtOnce(bool inprocess) {
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
   std::string py = PyenvPython("3.12");
   const std::string env = SimEnv() + (inprocess ? std::string(" CUDA_INJECTION64_PATH=") + GPUFLAME_CUPTI_LIB : "");
-  for (int i = 0; i < 300; i++) {  // the fixture's files attached first (RunWorkload says why)
-    Sh(env + " " + py + " -c 'import sim_torch'");
-    if (Metric(metrics_port, "gpuflame_library_files_attached") >= 4) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 4);  // the fixture's files first
   std::string pidfile = dir + "/workload.pid";
   RunResult r = Sh(env + " " + device + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " +
                    Workload("oom.py") + " rescue'");
@@ -980,7 +975,7 @@ void PushesAnOomCaptureAtOnce(bool inprocess) {
   EXPECT_EQ(Metric(metrics_port, "gpuflame_oom_captures_total{outcome=\"retry_succeeded\"}"), 1);
   EXPECT_EQ(Metric(metrics_port, "gpuflame_oom_captures_total{outcome=\"raised\"}"), 0);
   const std::string log = agent.Log();
-  EXPECT_NE(log.find("gpuflame: OOM in pid " + pid + " (python3.12) at "), std::string::npos) << log;
+  EXPECT_NE(log.find("OOM in pid " + pid + " (python3.12) at "), std::string::npos) << log;
   EXPECT_NE(log.find("; PyTorch freed its cache and the retry succeeded (pushed as gpu_oom)"), std::string::npos)
       << log;
   if (inprocess) {
@@ -1000,6 +995,39 @@ TEST(AgentTest, PushesAnOomCaptureAtOnceFromAnInProcessWorkloadToo) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   PushesAnOomCaptureAtOnce(/*inprocess=*/true);
+}
+
+// Ten processes, each pushed: the stop line counts ten (it said "from 0
+// processes" once), and it counts what was pushed, exited processes too.
+TEST(AgentTest, TheStopLineCountsEveryProcessItPushed) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("agent-count");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  // No CPU samples: the warm-up's processes have no memory activity, so
+  // only the ten below have anything to push.
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--cpu-hz", "0", "--no-kernel-time"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
+  RunResult r =
+      Sh(SimEnv() + " sh -c 'for i in 0 1 2 3 4 5 6 7 8 9; do sh -c \"echo \\$\\$ > " + dir + "/pid.$i; exec " + py +
+         " " + Workload("until_signal.py") + " " + dir + "/ready now\" & done; wait'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::set<std::string> ten;
+  for (int i = 0; i < 10; i++) ten.insert(std::to_string(std::stoi(ReadFile(dir + "/pid." + std::to_string(i)))));
+  ASSERT_EQ(ten.size(), 10u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // their windows close
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  std::set<std::string> pushed;
+  for (const ReceivedSeries& s : receiver.Accepted())
+    if (s.labels.count("pid")) pushed.insert(s.labels.at("pid"));
+  for (const std::string& pid : ten) EXPECT_TRUE(pushed.count(pid)) << pid << "\n" << agent.Log();
+  const std::string log = agent.Log();
+  EXPECT_NE(log.find(" processes=" + std::to_string(pushed.size()) + " "), std::string::npos) << log;
+  EXPECT_NE(log.find("level=info msg=\"agent stopped: "), std::string::npos) << log;
 }
 
 TEST(AgentTest, RejectsBadConfigurationWithOneLine) {

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_split.h"
 #include "e2e/e2e_support.h"
 
 namespace gpuflame::e2e {
@@ -1207,13 +1208,110 @@ TEST(RecordTest, ClearMessagesForUserErrors) {
     RunResult unpriv = Sh("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all " +
                            std::string(GPUFLAME_BIN) + " record -o /tmp/x -- true");
     EXPECT_EQ(unpriv.status, 2);
-    EXPECT_NE(unpriv.output.find("gpuflame needs root"), std::string::npos) << unpriv.output;
+    EXPECT_NE(unpriv.output.find("gpuflame: root privileges needed"), std::string::npos) << unpriv.output;
+    EXPECT_NE(unpriv.output.find("gpuflame: gpuflame"), 0u) << unpriv.output;  // the prefix once
     std::string out = TempDir("nocuda");
     RunResult nocuda = Sh(std::string(GPUFLAME_BIN) + " record --no-progress -o " + out + " -- " +
                            PyenvPython("3.12") + " -c pass");
     EXPECT_EQ(nocuda.status, 0);
     EXPECT_NE(nocuda.output.find("no CUDA library was loaded"), std::string::npos) << nocuda.output;
   }
+}
+
+// A command that cannot be run: the reason (errno), a shell's 127, and no
+// profiles, which would read as "it allocated nothing". A command's own 127
+// is its status, with its profiles.
+TEST(RecordTest, ACommandThatCannotRunSaysWhyAndWritesNothing) {
+  GPUFLAME_REQUIRE_ROOT();
+  const std::string dir = TempDir("cannot-run");
+  RunResult missing = Sh(std::string(GPUFLAME_BIN) + " record --no-progress -o " + dir + "/new -- /nonexistent/cmd");
+  EXPECT_EQ(missing.status, 127) << missing.output;
+  EXPECT_NE(missing.output.find("gpuflame: could not run /nonexistent/cmd: No such file or directory\n"),
+            std::string::npos)
+      << missing.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/new")) << "the directory it made is gone again";
+
+  std::ofstream(dir + "/script.sh") << "#!/bin/sh\nexit 0\n";  // not executable
+  RunResult denied = Sh(std::string(GPUFLAME_BIN) + " record -q -o " + dir + " -- " + dir + "/script.sh");
+  EXPECT_EQ(denied.status, 127) << denied.output;
+  EXPECT_NE(denied.output.find("could not run " + dir + "/script.sh: Permission denied"), std::string::npos)
+      << denied.output;
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1) << "only script.sh";
+
+  RunResult own = Sh(std::string(GPUFLAME_BIN) + " record -q -o " + dir + "/own -- sh -c 'exit 127'");
+  EXPECT_EQ(own.status, 127) << own.output;
+  EXPECT_EQ(own.output.find("could not run"), std::string::npos) << own.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/own/gpu_memory.pb.gz"));
+}
+
+// SIGTERM or SIGINT sent to record (kill, systemd, Kubernetes) reaches the
+// command; record ends with it, and its profiles include what the command
+// did on the way out (until_signal.py allocates in its handler).
+TEST(RecordTest, StopSignalsArePassedToTheCommandAndItsShutdownIsRecorded) {
+  GPUFLAME_REQUIRE_ROOT();
+  for (int sig : {SIGTERM, SIGINT}) {
+    const std::string dir = TempDir(std::string("signal-") + sigabbrev_np(sig));
+    const std::string ready = dir + "/ready", log = dir + "/log";
+    const std::string cmd = SimEnv() + " exec " + GPUFLAME_BIN + " record --no-progress -o " + dir + "/out -- " +
+                            PyenvPython("3.12") + " " + Workload("until_signal.py") + " " + ready + " 2>" + log;
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+      _exit(126);
+    }
+    for (int i = 0; i < 3000 && !std::filesystem::exists(ready); i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_TRUE(std::filesystem::exists(ready)) << ReadFile(log);
+    kill(pid, sig);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    // The command's own status: its handler ran (not 128+sig: record passed
+    // the signal on rather than dying of it; not 9: the command did get it).
+    ASSERT_TRUE(WIFEXITED(status)) << ReadFile(log);
+    EXPECT_EQ(WEXITSTATUS(status), 3) << ReadFile(log);
+    EXPECT_NE(ReadFile(log).find(std::string("passed SIG") + sigabbrev_np(sig) + " on to "), std::string::npos)
+        << ReadFile(log);
+    pprof::Profile torch;
+    ASSERT_TRUE(LoadPprof(dir + "/out/torch_memory.pb.gz", &torch)) << ReadFile(log);
+    auto stacks = Stacks(torch, "alloc_space", true, /*drop_native=*/true);
+    EXPECT_EQ(ValueEndingWith(stacks, "<module>;before_signal;empty;Tensor > __init__;" + kTorchLeaf), 8 * MiB)
+        << Dump(stacks);
+    EXPECT_EQ(ValueEndingWith(stacks, "<module>;on_signal;empty;Tensor > __init__;" + kTorchLeaf), 4 * MiB)
+        << Dump(stacks);
+  }
+}
+
+// A second record into the same directory: what the first wrote and the
+// second does not (torch_memory, process_cpu) is gone, so `go tool pprof`
+// sees only this run; a file of the user's stays.
+TEST(RecordTest, AnEarlierRunsOutputsDoNotOutliveTheNextRun) {
+  GPUFLAME_REQUIRE_ROOT();
+  const std::string out = TempDir("stale");
+  RunResult first = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q -o " + out + " -- " + PyenvPython("3.12") + " " +
+                       Workload("until_signal.py") + " " + out + "/ready now");
+  ASSERT_EQ(first.status, 0) << first.output;
+  ASSERT_TRUE(std::filesystem::exists(out + "/torch_memory.pb.gz"));
+  ASSERT_TRUE(std::filesystem::exists(out + "/process_cpu.pb.gz"));
+  std::ofstream(out + "/notes.txt") << "mine";
+  RunResult second =
+      Sh(std::string(GPUFLAME_BIN) + " record -q --cpu-hz 0 -o " + out + " -- " + GPUFLAME_SIM_DIR + "/native_alloc");
+  ASSERT_EQ(second.status, 0) << second.output;
+  // What is there: the user's file, and exactly what the manifest lists.
+  std::set<std::string> names, listed;
+  for (const auto& e : std::filesystem::directory_iterator(out)) names.insert(e.path().filename().string());
+  for (const auto& line : absl::StrSplit(ReadFile(out + "/.gpuflame-outputs"), '\n', absl::SkipEmpty()))
+    listed.insert(std::string(line));
+  EXPECT_TRUE(names.erase("notes.txt"));
+  EXPECT_TRUE(names.erase(".gpuflame-outputs"));
+  EXPECT_EQ(names, listed);
+  EXPECT_FALSE(std::filesystem::exists(out + "/torch_memory.pb.gz"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/process_cpu.pb.gz"));
+  for (const std::string& name : names) EXPECT_FALSE(name.starts_with("torch_memory")) << name;
+  // Every profile pprof finds there is this run's: the second run's frames,
+  // none of the first's.
+  RunResult pprof = Sh("for f in " + out + "/*.pb.gz; do go tool pprof -raw $f; done");
+  EXPECT_NE(pprof.output.find("load_weights"), std::string::npos) << pprof.output;
+  EXPECT_EQ(pprof.output.find("before_signal"), std::string::npos) << pprof.output;
 }
 
 }  // namespace

@@ -610,14 +610,15 @@ TEST(DiffCommandTest, ParsesItsArguments) {
   EXPECT_EQ(o.output, "out");
   EXPECT_TRUE(o.quiet);
   EXPECT_EQ(profiler::ParseCommandLine({"diff", "a", "-o", "out"}).status().message(),
-            "usage: gpuflame diff BASE NEW -o DIR (see gpuflame --help)");
+            "diff needs two inputs, BASE and NEW (see gpuflame diff --help)");
   EXPECT_EQ(profiler::ParseCommandLine({"diff", "a", "b"}).status().message(),
-            "usage: gpuflame diff BASE NEW -o DIR (see gpuflame --help)");
+            "diff needs -o DIR (see gpuflame diff --help)");
   EXPECT_EQ(profiler::ParseCommandLine({"diff", "a", "b", "-o"}).status().message(),
-            "-o needs a directory (see gpuflame --help)");
+            "-o needs a directory (see gpuflame diff --help)");
   EXPECT_EQ(profiler::ParseCommandLine({"diff", "a", "b", "--normalize", "-o", "x"}).status().message(),
-            "unknown option '--normalize' (see gpuflame --help)");
+            "unknown option '--normalize' (see gpuflame diff --help)");
   EXPECT_NE(profiler::UsageText().find("gpuflame diff BASE NEW -o DIR"), std::string::npos);
+  EXPECT_NE(profiler::DiffUsageText().find("gpuflame diff BASE NEW -o DIR"), std::string::npos);
 }
 
 TEST(DiffCommandTest, WritesTheDiffAndTheFlameGraph) {
