@@ -13,6 +13,7 @@ RUN apt-get update \
       libbpf1 libelf1 libdw1 libzstd1 zlib1g \
       libprotobuf32 libgrpc++1.51 libabsl20220623 \
       libcurl4 libcpp-httplib0.11 libyaml-cpp0.7 \
+      libspdlog1.10 libfmt9 \
  && rm -rf /var/lib/apt/lists/*
 
 COPY gpuflame /usr/local/bin/gpuflame
