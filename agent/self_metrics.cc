@@ -53,6 +53,8 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_sampled_tensor_allocations_total", "Tensor allocations taken by the injection library's sampling by bytes (each stands for more than itself).", "counter", double(s.tracker.sampled_allocs)},
       {"gpuflame_unmatched_frees_total", "Frees of memory allocated before gpuflame attached.", "counter", double(s.tracker.unmatched_frees)},
       {"gpuflame_lost_records_total", "Records the ring buffer had no room for, charged to [lost: ring buffer full] in their process's profiles.", "counter", double(s.events.lost_records)},
+      {"gpuflame_stack_id_records_total", "Records that sent a Python stack the process had sent before as its ID (the kernel interns stacks).", "counter", double(s.events.stack_id_records)},
+      {"gpuflame_stack_id_unknown_total", "Records naming a stack ID whose frames were not kept, charged to [stack not received].", "counter", double(s.events.stack_id_unknown)},
       {"gpuflame_process_exits_inferred_total", "Followed processes found gone without their exit record.", "counter", double(s.events.exits_inferred)},
       {"gpuflame_python_frames_unresolved_total", "Python frames whose code object could not be read.", "counter", double(s.resolver.python_unresolved)},
       {"gpuflame_cpu_samples_total", "CPU-time samples taken in profiled processes.", "counter", double(s.bpf[GF_STAT_CPU_SAMPLES])},

@@ -155,8 +155,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
       "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable",
       "shed_native_stacks", "shed_cpu_samples", "shed_tensor_events", "tensor_batches",
       "tensor_batches_unreadable", "backward_calls", "backward_calls_untracked", "backward_caller_stacks_lent",
-      "native_stacks_skipped_ring_pressure", "gates_not_applied_held_map_full"};
-  static_assert(GF_STAT_MAX == 25, "name every BPF counter");
+      "native_stacks_skipped_ring_pressure", "gates_not_applied_held_map_full", "stacks_sent_as_ids",
+      "stacks_sent_with_ids"};
+  static_assert(GF_STAT_MAX == 27, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++)
     absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
@@ -173,6 +174,10 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   // Lost in the ring but kept by BPF without a stack, applied to the live set.
                   ", \"lost_allocs_kept\": ", t.lost_allocs, ", \"lost_frees_kept\": ", t.lost_frees,
                   ", \"exits_inferred\": ", ev.stats().exits_inferred,
+                  // Python stacks sent as IDs (gpuflame_abi.h, struct gf_stack_id), and those
+                  // naming frames not kept (charged to [stack not received]).
+                  ", \"stack_id_records\": ", ev.stats().stack_id_records,
+                  ", \"stack_id_unknown\": ", ev.stats().stack_id_unknown,
                   ", \"live_allocations\": ",
                   ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
                   ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,

@@ -19,11 +19,14 @@
 //             that rounds see window closes (7.5 times as often as the default)
 //   placebo   nothing, like none: its ratio to none is this host's noise
 //             between rounds (an A/A test), the resolution of every other ratio
-//   stage-1 ... stage-6  gpuflame's probes stopping after one part of the
+//   stage-1 ... stage-7  gpuflame's probes stopping after one part of the
 //             allocation path (enum gf_bench_stage: entry, header, thread
-//             state, innermost frame, data-stack copy, walk; nothing is
+//             state, innermost frame, data-stack copy, walk, stack ID; nothing is
 //             emitted past the header): their BPF time per hit, against
 //             each other and gpuflame's, is each part's cost
+//   gpuflame-nointern  gpuflame with every Python stack sent whole, as before
+//             stacks were interned in the kernel (struct gf_stack_id): its
+//             difference to gpuflame is what interning saves
 // With --kernel-time each observer's round is followed by --settle-ms
 // (default 2000) without it: the kernel lets go of a session's uprobes, and
 // so of the library's semaphores, a while after the session ends, and the
@@ -34,6 +37,7 @@
 // uprobe trap and machinery, which the kernel's figure leaves out. Run-time
 // stats cost every BPF program run two clock reads, in both probe modes;
 // --no-bpf-stats measures without them (and without the split).
+// --ring-mib N sizes gpuflame's events ring (a power of two; default 16).
 #include <bpf/libbpf.h>
 #include <sched.h>
 #include <signal.h>
@@ -178,10 +182,13 @@ class AgentObserver {
   // on libc10_cuda.so (--tensor-events inprocess).
   // |exact|: record's mode (every tensor event, CUPTI activity always on),
   // else the agent's (tensor events sampled by bytes, activity duty-cycled).
-  bool Start(pid_t pid, bool inprocess, bool exact, uint32_t stop_at = 0) {
+  bool Start(pid_t pid, bool inprocess, bool exact, uint32_t stop_at = 0, bool intern_stacks = true,
+             size_t ring_bytes = 0) {
     profiler::BpfProbes::Options opt;
+    if (ring_bytes) opt.ring_bytes = ring_bytes;
     opt.filter_targets = true;
     opt.bench_stop_at = stop_at;
+    opt.intern_stacks = intern_stacks;
     auto probes = profiler::BpfProbes::Load(opt);
     if (!probes.ok()) {
       fprintf(stderr, "gpuflame: %s\n", std::string(probes.status().message()).c_str());
@@ -352,13 +359,14 @@ double BpfNsPerEvent(const ProgramTotals& totals, uint64_t events) {
 uint32_t StageOf(const std::string& mode) {
   if (mode.size() != 7 || mode.rfind("stage-", 0) != 0) return 0;
   const int n = mode[6] - '0';
-  return n >= GF_STAGE_ENTRY && n <= GF_STAGE_WALK ? static_cast<uint32_t>(n) : 0;
+  return n >= GF_STAGE_ENTRY && n <= GF_STAGE_INTERN ? static_cast<uint32_t>(n) : 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string python = "python3", script = "overhead_workload.py";
+  int ring_mib = 0;  // 0: BpfProbes' default
   int rounds = 8;
   int cpu = -1;
   long iters = 100000;
@@ -384,6 +392,7 @@ int main(int argc, char** argv) {
     if (a == "--python") python = v;
     else if (a == "--workload") script = v;
     else if (a == "--rounds") rounds = atoi(v);
+    else if (a == "--ring-mib") ring_mib = atoi(v);
     else if (a == "--iters") iters = atol(v);
     else if (a == "--workload-cpu") cpu = atoi(v);
     else if (a == "--injection") injection = v;
@@ -397,11 +406,12 @@ int main(int argc, char** argv) {
     }
   }
   for (const std::string& m : modes)
-    if (m != "none" && m != "placebo" && m != "noop" && m != "gpuflame" && StageOf(m) == 0 && m != "history-python" &&
+    if (m != "none" && m != "placebo" && m != "noop" && m != "gpuflame" && m != "gpuflame-nointern" && StageOf(m) == 0 &&
+        m != "history-python" &&
         m != "history-all" && ((m != "inprocess" && m != "inprocess-exact") || injection.empty()) &&
         (m != "agent" || agent_bin.empty() || pyroscope_url.empty())) {
       fprintf(stderr,
-              "overhead: unknown mode %s (none, placebo, noop, gpuflame, stage-1 ... stage-6; inprocess, inprocess-exact with --injection "
+              "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, stage-1 ... stage-7; inprocess, inprocess-exact with --injection "
               "LIB; agent with --agent BIN --pyroscope-url URL; history-python and history-all with "
               "step_workload.py)\n",
               m.c_str());
@@ -447,13 +457,14 @@ int main(int argc, char** argv) {
       } else if (mode == "noop") {
         noop = std::make_unique<NoopObserver>();
         if (!noop->Start(lib)) return 1;
-      } else if (StageOf(mode) != 0) {
+      } else if (StageOf(mode) != 0 || mode == "gpuflame-nointern") {
         agent = std::make_unique<AgentObserver>(elves);
-        if (!agent->Start(w.pid, false, false, StageOf(mode))) return 1;
+        if (!agent->Start(w.pid, false, false, StageOf(mode), mode != "gpuflame-nointern", size_t(ring_mib) << 20))
+          return 1;
       } else if (mode == "gpuflame" || mode.rfind("inprocess", 0) == 0) {
         agent = std::make_unique<AgentObserver>(elves);
         const bool inprocess = mode != "gpuflame";
-        if (!agent->Start(w.pid, inprocess, mode == "inprocess-exact")) return 1;
+        if (!agent->Start(w.pid, inprocess, mode == "inprocess-exact", 0, true, size_t(ring_mib) << 20)) return 1;
         // The library installs its hook within a 100 ms tick of the first agent.
         if (inprocess) std::this_thread::sleep_for(std::chrono::milliseconds(300));
       }

@@ -12,6 +12,11 @@
  *   | (72 bytes)         | (24 bytes each, leaf 1st) | (user IPs, leaf 1st) |
  *   +--------------------+---------------------------+----------------------+
  *
+ * or, for a Python stack the process sent before, its ID in place of the
+ * frames (GF_EVF_STACK_ID; struct gf_stack_id below):
+ *
+ *   | struct gf_event (py_count: the stack's frames) | gf_stack_id (16) |
+ *
  * Raw addresses only: names are resolved in user space (memray's rule).
  */
 #ifndef GPUFLAME_BPF_GPUFLAME_ABI_H_
@@ -214,6 +219,12 @@ enum gf_event_flags {
    * frames, if any, are its own. With GF_EVF_AUTOGRAD_AMBIGUOUS there are no
    * Python frames and gf_event.backward_calls says how many calls ran. */
   GF_EVF_BACKWARD_CALLER = 1u << 14,
+  /* The Python frames are known (struct gf_stack_id below): in their place,
+   * the 16-byte ID of the GF_EVF_STACK_NEW record that carried them. */
+  GF_EVF_STACK_ID = 1u << 15,
+  /* The py_count frames are followed by their 16-byte ID, which later
+   * records of this process may send instead (GF_EVF_STACK_ID). */
+  GF_EVF_STACK_NEW = 1u << 16,
 };
 
 struct gf_event {
@@ -302,12 +313,36 @@ struct gf_py_proc {
    * initialized. The key is fixed from Py_Initialize to Py_FinalizeEx (whose
    * probe clears this), so each event is spared one read of _PyRuntime. */
   gf_u32 tss_key_plus1;
-  gf_u32 pad1;
+  /* Written by user space, new at every write of this entry: seeds the
+   * process's stack IDs (struct gf_stack_id), so a reused pid or a new
+   * image never matches an ID user space knows for another. */
+  gf_u32 generation;
 };
 GF_STATIC_ASSERT(sizeof(struct gf_py_proc) == 64, "gf_py_proc ABI");
 
 /*
- * Benchmarks only (bench/overhead_harness.cc, modes stage-1 ... stage-6):
+ * Stacks interned in the kernel. Most events of a training step repeat a
+ * few hundred Python stacks; each record carried its frames whole (about
+ * 1 KB for PyTorch's 40-deep stacks). Now the first record of a stack on
+ * each CPU carries its frames and an ID (GF_EVF_STACK_NEW), later ones only
+ * the ID (GF_EVF_STACK_ID: 88 bytes).
+ *
+ * The ID is a 128-bit hash of the frames, seeded with the process's
+ * gf_py_proc.generation (bpf/lib/stack_hash.bpf.h). Each CPU remembers the
+ * IDs it has sent (bpf/lib/stack_ids.bpf.h) and sends an ID alone only
+ * after its own record with the frames went into the ring; records leave
+ * the ring in the order they entered, so user space always holds an ID's
+ * frames before the first record that names it. User space keeps the
+ * frames per process until its exit or exec (profiler/pipeline/stack_ids.h).
+ */
+struct gf_stack_id {
+  gf_u64 lo;
+  gf_u64 hi;
+};
+GF_STATIC_ASSERT(sizeof(struct gf_stack_id) == 16, "gf_stack_id ABI");
+
+/*
+ * Benchmarks only (bench/overhead_harness.cc, modes stage-1 ... stage-7):
  * the allocation path returns after stage N, so that the kernel's
  * per-program run time splits an event's cost into its parts. Outside the
  * benchmark the knob (bench_stop_at, rodata) is 0 and the verifier prunes
@@ -320,6 +355,8 @@ enum gf_bench_stage {
   GF_STAGE_THREAD = 4, /* its innermost frame and data-stack bounds read */
   GF_STAGE_WINDOW = 5, /* the top of its data stack copied */
   GF_STAGE_WALK = 6,   /* its frames walked, nothing emitted */
+  GF_STAGE_INTERN = 7, /* its stack's ID finished and looked up (struct gf_stack_id), nothing emitted;
+                        * past stage 6 also the backward() caller's stack walked for a thread without Python */
 };
 
 /* targets map value */
@@ -446,6 +483,8 @@ enum gf_stat {
   GF_STAT_BACKWARD_LENT,      /* records of a thread without Python given its backward() caller's stack */
   GF_STAT_PRESSURE_NATIVE_STACKS, /* stack copies not taken: the ring was over half full (lib/config.bpf.h) */
   GF_STAT_GATE_UNHELD,        /* gates not applied: no room in `held` to record the stop (struct gf_held) */
+  GF_STAT_STACK_IDS,          /* records that sent a known Python stack as its ID (struct gf_stack_id) */
+  GF_STAT_STACK_NEW,          /* records that sent a Python stack's frames with its ID */
   GF_STAT_MAX,
 };
 

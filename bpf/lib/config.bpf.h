@@ -23,6 +23,9 @@ const volatile __u64 ring_bytes = 16 << 20;
  * space: 0 never, 1 device-level events (rare: caching-allocator misses),
  * 2 every allocation (costly on the tensor hot path). */
 const volatile __u32 native_stacks = 1;
+/* Send a Python stack the process sent before as its ID (lib/stack_ids.bpf.h).
+ * Off only in benchmarks, to measure what it saves. */
+const volatile bool intern_stacks = true;
 /* Machine-wide: stop a process that maps a watched library file no process
  * has mapped before (not in covered_files) until user space has attached. */
 const volatile bool gate_new_files = false;

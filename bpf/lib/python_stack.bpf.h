@@ -19,6 +19,7 @@
 
 #include "config.bpf.h"
 #include "gpuflame_abi.h"
+#include "stack_hash.bpf.h"
 
 #define GF_PY_OWNED_BY_CSTACK 3
 #define GF_TPFLAGS_TYPE_SUBCLASS (1UL << 31)
@@ -46,6 +47,7 @@ struct gf_frame_buf {
   __u32 flags;
   __u32 fingerprint; /* also read each code object's co_firstlineno */
   __u32 pad;
+  struct gf_stack_hash hash; /* of the frames written so far (lib/stack_hash.bpf.h) */
   __u8 bytes[2 * GF_WINDOW + 136]; /* slack: the verifier bounds base and offset separately */
 };
 
@@ -94,6 +96,7 @@ static __always_inline void gf_push_trampoline(struct gf_walk_ctx *w) {
   f->first_line = 0;
   f->flags = GF_PYF_TRAMPOLINE;
   f->pad = 0;
+  gf_stack_hash_frame(&w->buf->hash, f);
   w->buf->n = n + 1;
 }
 
@@ -169,6 +172,7 @@ static long gf_walk_one(__u32 index, void *arg) {
         f->aux = (tp_flags & GF_TPFLAGS_TYPE_SUBCLASS) ? obj : type;
       }
     }
+    gf_stack_hash_frame(&buf->hash, f);
     w->buf->n = n + 1;
     /* 3.11 marks the first frame of a C activation instead of a shim. */
     if (cfg->frame_is_entry && gf_field_u8(buf, base, cfg->frame_is_entry))
@@ -281,6 +285,7 @@ static __always_inline __u32 gf_walk_tstate(const struct gf_py_proc *cfg, __u64 
   buf->n = 0;
   buf->flags = 0;
   buf->fingerprint = fingerprint;
+  gf_stack_hash_start(&buf->hash, cfg->generation);
   buf->win_start = buf->win_end = 0;
   if (top && end > data) {
     __u64 start = end - data > GF_WINDOW ? end - GF_WINDOW : data;

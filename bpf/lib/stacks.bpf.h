@@ -21,15 +21,18 @@
 #include "emit.bpf.h"
 #include "maps.bpf.h"
 #include "python_stack.bpf.h"
+#include "stack_ids.bpf.h"
 #include "stats.bpf.h"
 
-/* The largest record: header plus either Python frames or native IPs. */
+/* The largest record: header plus either Python frames or native IPs,
+ * and room for the frames' ID after them (lib/stack_ids.bpf.h). */
 struct gf_record {
   struct gf_event ev;
   union {
     struct gf_py_frame py[GF_MAX_PY_FRAMES];
     __u64 native[GF_MAX_NATIVE_FRAMES];
   };
+  struct gf_stack_id id_room;
 };
 
 struct {
@@ -173,7 +176,7 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
       bump(GF_STAT_PY_READ_FAILED);
     if (pyflags & GF_EVF_PY_TRUNCATED)
       bump(GF_STAT_PY_TRUNCATED);
-    if (bench_stop_at)
+    if (bench_stop_at && bench_stop_at <= GF_STAGE_WALK)
       return; /* a benchmark's stage past the header: nothing emitted */
     if (n == 0)
       n = gf_lend_backward_caller(py, &r->ev, r->py, fingerprint);
@@ -181,6 +184,10 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
       n = GF_MAX_PY_FRAMES;
     r->ev.py_count = n;
     len += (__u64)n * sizeof(struct gf_py_frame);
+    if (n != 0 && intern_stacks) {
+      emit_interned(&r->ev, r->py, n, len);
+      return;
+    }
     if (n == 0 && kind == GF_EV_ALLOC && want_user_stack(1)) {
       /* A tensor allocation on a thread of a Python process that runs no
        * Python and works for no one backward() call (an engine thread

@@ -110,6 +110,11 @@ StackId EventProcessor::AllocationStack(const gf_event& ev, std::span<const uint
 }
 
 StackId EventProcessor::RecordStack(const gf_event& ev, std::span<const uint8_t> payload, bool mixed) {
+  if (stack_unknown_) {
+    if (frozen_) return OverBudgetStack(ev);  // its frames were not kept: over budget when they came
+    stats_.stack_id_unknown++;
+    return MarkerStack(ev, kStackUnknownFrame);
+  }
   if (ev.flags & GF_EVF_BACKWARD_CALLER) return LentStack(ev, payload, mixed);
   return mixed ? InternMixedStack(ev, payload) : InternStack(ev, payload);
 }
@@ -142,6 +147,38 @@ StackId EventProcessor::LentStack(const gf_event& ev, std::span<const uint8_t> p
   }
   ++*counter;
   return AutogradStack(ev, origin, ambiguous ? AutogradAmbiguousFrame(ev.backward_calls) : kAutogradFrame, tail);
+}
+
+bool EventProcessor::ExpandStackId(gf_event& ev, std::span<const uint8_t>& body) {
+  const bool named = ev.flags & GF_EVF_STACK_ID;
+  const bool carried = ev.flags & GF_EVF_STACK_NEW;
+  if (named == carried || (ev.flags & GF_EVF_USER_STACK) || ev.native_count != 0 || ev.py_count == 0 ||
+      ev.py_count > GF_MAX_PY_FRAMES)
+    return false;
+  const size_t frame_bytes = ev.py_count * sizeof(gf_py_frame);
+  gf_stack_id id;
+  if (carried) {
+    if (body.size() != frame_bytes + sizeof(id)) return false;
+    std::memcpy(&id, body.data() + frame_bytes, sizeof(id));
+    body = body.first(frame_bytes);
+    // Over the memory budget nothing new is kept; the records naming it
+    // will go where this one's stack goes, to the over-budget stack.
+    if (!frozen_) kernel_stacks_.Remember(ev.pid, id, body);
+  } else {
+    if (body.size() != sizeof(id)) return false;
+    std::memcpy(&id, body.data(), sizeof(id));
+    stats_.stack_id_records++;
+    auto frames = kernel_stacks_.Find(ev.pid, id);
+    if (frames && frames->size() == frame_bytes) {
+      body = *frames;
+    } else {
+      stack_unknown_ = true;
+      body = {};
+      ev.py_count = 0;
+    }
+  }
+  ev.flags &= ~static_cast<uint32_t>(GF_EVF_STACK_ID | GF_EVF_STACK_NEW);
+  return true;
 }
 
 StackId EventProcessor::OverBudgetStack(const gf_event& ev) {
@@ -545,6 +582,7 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
   foreign_abi_.erase(upid);
   inprocess_since_.erase(upid);
   absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == upid; });
+  kernel_stacks_.ForgetProcess(upid);
   if (registry_) registry_->OnExit(pid);
 }
 
@@ -667,14 +705,20 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   }
   gf_event ev;
   std::memcpy(&ev, record.data(), sizeof(ev));
-  size_t payload = record.size() - sizeof(gf_event);
+  std::span<const uint8_t> body = record.subspan(sizeof(gf_event));
   const bool mixed = ev.flags & GF_EVF_USER_STACK;
   // Records that carry no stack: GPU activity and kernel names.
   if (ev.kind == GF_EV_KERNEL_BATCH || ev.kind == GF_EV_KERNEL_NAME || ev.kind == GF_EV_CUPTI_STATUS ||
       ev.kind == GF_EV_TENSOR_BATCH || ev.kind == GF_EV_LIB_COST) {
-    OnGpuRecord(ev, record.subspan(sizeof(gf_event)));
+    OnGpuRecord(ev, body);
     return;
   }
+  stack_unknown_ = false;
+  if ((ev.flags & (GF_EVF_STACK_ID | GF_EVF_STACK_NEW)) && !ExpandStackId(ev, body)) {
+    stats_.malformed++;
+    return;
+  }
+  const size_t payload = body.size();
   size_t expected = mixed ? GF_MAX_PY_FRAMES * sizeof(gf_py_frame) + sizeof(gf_user_regs) + GF_USER_STACK_BYTES
                           : ev.py_count * sizeof(gf_py_frame) + ev.native_count * sizeof(uint64_t);
   if (expected != payload || ev.py_count > GF_MAX_PY_FRAMES || ev.native_count > GF_MAX_NATIVE_FRAMES ||
@@ -688,11 +732,11 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   bool handle = ev.flags & GF_EVF_HANDLE;
   switch (ev.kind) {
     case GF_EV_CALL_STACK:
-      if (mixed) entry_stacks_[ev.tid] = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
+      if (mixed) entry_stacks_[ev.tid] = RecordStack(ev, body, mixed);
       break;
     case GF_EV_CPU_SAMPLE: {
       if (registry_) registry_->Observe(pid);
-      StackId stack = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
+      StackId stack = RecordStack(ev, body, mixed);
       stats_.cpu_samples++;
       cpu_.Add(stack, thread_names_ ? ThreadLabel(ev) : 0, 1, cpu_period_ns_);
       break;
@@ -702,14 +746,14 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
         stats_.foreign_abi_records++;
         break;
       }
-      StackId stack = RecordStack(ev, record.subspan(sizeof(gf_event)), mixed);
+      StackId stack = RecordStack(ev, body, mixed);
       if (!(ev.flags & GF_EVF_BACKWARD_CALLER)) stack = AutogradLaunchStack(ev, stack);
       joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
       break;
     }
     case GF_EV_ALLOC: {
       if (SupersededByInProcess(ev)) break;
-      StackId stack = AllocationStack(ev, record.subspan(sizeof(gf_event)), mixed);
+      StackId stack = AllocationStack(ev, body, mixed);
       if (ev.domain == GF_DOMAIN_GPU) oom_.OnDeviceAlloc(pid, ev.tid, ev.ts_ns);
       else oom_.BeforeTensorEvent(pid, ev.ts_ns);
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, 0, ev.ts_ns);
@@ -724,11 +768,11 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       break;
     case GF_EV_ALLOC_FAILED:
       oom_.OnAllocFailed(pid, ev.tid, ev.ts_ns, ev.api, ev.size, static_cast<uint32_t>(ev.arg0),
-                         AllocationStack(ev, record.subspan(sizeof(gf_event)), mixed));
+                         AllocationStack(ev, body, mixed));
       break;
     case GF_EV_OOM_REPORT:
       if (SupersededByInProcess(ev)) break;  // its own report comes in its batches
-      OnTorchOomReport(ev, RecordStack(ev, record.subspan(sizeof(gf_event)), mixed));
+      OnTorchOomReport(ev, RecordStack(ev, body, mixed));
       break;
     case GF_EV_MAP:
       stats_.map_calls++;
@@ -746,6 +790,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       break;
     case GF_EV_EXEC:
       if (unwinder_) unwinder_->Invalidate(pid);
+      kernel_stacks_.ForgetProcess(ev.pid);  // the new image's stacks have IDs of their own
       foreign_abi_.erase(ev.pid);  // the new image says its own, if it loads the library
       inprocess_since_.erase(ev.pid);  // and its hook goes live again, or not
       absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == ev.pid; });

@@ -19,6 +19,7 @@
 #include "profiler/aggregate/kernel_joiner.h"
 #include "profiler/aggregate/profile_builder.h"
 #include "profiler/forensics/oom_episodes.h"
+#include "profiler/pipeline/stack_ids.h"
 #include "profiler/unwind/native_unwinder.h"
 #include "profiler/process/process_registry.h"
 #include "profiler/resolve/stack_resolver.h"
@@ -72,6 +73,9 @@ struct ProcessorStats {
   uint64_t lent_cpu_samples = 0;
   uint64_t lent_cpu_samples_ambiguous = 0;
   uint64_t lost_records = 0;  // the ring buffer had no room: charged to kLostFrame (OnLosses)
+  // Python stacks BPF interned (struct gf_stack_id):
+  uint64_t stack_id_records = 0;  // records that named a stack sent before by its ID
+  uint64_t stack_id_unknown = 0;  // ... one whose frames were not kept (charged to kStackUnknownFrame)
   uint64_t exits_inferred = 0;  // processes found gone without their exit record (OnProcessGone)
 };
 
@@ -107,7 +111,8 @@ struct LibraryCost {
 inline constexpr const char* kOverBudgetFrame = "[gpuflame over memory budget]";
 // The frame for in-process tensor events whose stack definition never
 // arrived (a batch lost, or an agent that attached after the stack was sent
-// and before the library's next flush period).
+// and before the library's next flush period), and for probe records naming
+// a stack ID whose frames were not kept (stack_ids.h).
 inline constexpr const char* kStackUnknownFrame = "[stack not received]";
 // The frame for what the ring buffer had no room for: allocations (their
 // bytes and, kept by BPF without stacks, their in-use share), CPU samples.
@@ -250,6 +255,10 @@ class EventProcessor {
   // PyTorch's out-of-memory report (a probe's or the library's), to the episodes.
   void OnTorchOomReport(const gf_event& ev, StackId stack);
   StackId OverBudgetStack(const gf_event& ev);
+  // A record with a stack ID in place of its frames, or frames and their ID
+  // (gpuflame_abi.h, struct gf_stack_id): |ev| and |body| become what a
+  // record with the frames inline would be. False: malformed.
+  bool ExpandStackId(gf_event& ev, std::span<const uint8_t>& body);
   StackId LostStack(uint32_t pid, uint8_t domain);
   void ProcessExited(pid_t pid, uint64_t ts_ns);
   // One stack per process and domain holding only a marker frame.
@@ -315,6 +324,8 @@ class EventProcessor {
   // since when its hook is live.
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StackId> inprocess_stacks_;
   absl::flat_hash_map<uint32_t, uint64_t> inprocess_since_;
+  KernelStackIds kernel_stacks_;
+  bool stack_unknown_ = false;  // the record being handled named a stack ID not kept
 };
 
 }  // namespace gpuflame::profiler

@@ -68,6 +68,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   skel->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
   skel->rodata->gate_new_files = options.gate_new_files;
   skel->rodata->bench_stop_at = options.bench_stop_at;
+  skel->rodata->intern_stacks = options.intern_stacks;
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");
@@ -169,8 +170,12 @@ void BpfProbes::RemoveTarget(pid_t pid) {
   bpf_map__delete_elem(skel_->maps.targets, &key, sizeof(key), 0);
 }
 
-absl::Status BpfProbes::SetPython(pid_t pid, const gf_py_proc& proc) {
+absl::Status BpfProbes::SetPython(pid_t pid, const gf_py_proc& layout) {
   uint32_t key = static_cast<uint32_t>(pid);
+  gf_py_proc proc = layout;
+  // A new seed for the process's stack IDs (gpuflame_abi.h): after an exec
+  // or a reused pid, no ID matches one user space holds for another image.
+  proc.generation = ++py_generation_;
   if (bpf_map__update_elem(skel_->maps.py_procs, &key, sizeof(key), &proc, sizeof(proc), BPF_ANY))
     return Errno(errno, "updating py_procs");
   return absl::OkStatus();

@@ -53,6 +53,7 @@ class BpfProbes {
     int native_stacks = 1;            // stack copies for DWARF: 0 off, 1 device level, 2 all
     bool gate_new_files = false;      // machine-wide: stop the first mapper of an uncovered library
     uint32_t bench_stop_at = 0;       // benchmarks only: enum gf_bench_stage (bench/overhead_harness.cc)
+    bool intern_stacks = true;        // known Python stacks sent as IDs (off: benchmarks measuring it)
     // Called with the descriptor of the map of held processes (`held`,
     // struct gf_held) after the object loads and before any gate can fire:
     // hands it to whoever resumes them if gpuflame is killed (its guardian,
@@ -84,7 +85,8 @@ class BpfProbes {
 
   absl::Status SetTarget(pid_t pid, uint32_t flags);
   void RemoveTarget(pid_t pid);
-  absl::Status SetPython(pid_t pid, const gf_py_proc& proc);
+  // Writes a Python process's layout; each write seeds its stack IDs anew.
+  absl::Status SetPython(pid_t pid, const gf_py_proc& layout);
   // A library file (its inode and device as the kernel encodes them) whose
   // probes are in place: processes that map it are not gated any more.
   void MarkCovered(uint64_t inode, uint64_t dev);
@@ -133,6 +135,7 @@ class BpfProbes {
   std::unique_ptr<gpuflame_bpf, SkeletonDeleter> skel_;
   std::vector<LinkPtr> links_;
   std::string gate_warning_;
+  uint32_t py_generation_ = 0;  // SetPython's last seed (the registry's thread)
 };
 
 }  // namespace gpuflame::profiler

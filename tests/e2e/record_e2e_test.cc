@@ -156,6 +156,12 @@ void CheckFeatures(const Interpreter& py, const std::string& flags) {
   } else {
     EXPECT_EQ(json["tensor_events"], "probes") << summary;
     EXPECT_EQ(json["inprocess"]["events"], 0);
+    // The KV-cache loop's stack went whole once, then as its ID
+    // (struct gf_stack_id), and the bytes above are exact all the same.
+    EXPECT_GT(json["bpf"]["stacks_sent_with_ids"], 0) << summary;
+    EXPECT_GT(json["bpf"]["stacks_sent_as_ids"], 0) << summary;
+    EXPECT_EQ(json["events"]["stack_id_records"], json["bpf"]["stacks_sent_as_ids"]) << summary;
+    EXPECT_EQ(json["events"]["stack_id_unknown"], 0) << summary;
   }
 }
 

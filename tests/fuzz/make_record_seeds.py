@@ -131,6 +131,22 @@ def seeds():
                      addr=0x7010_0000, size=4096, ts=1_000_100),
         event(A.GF_EV_FREE, gpu, A.GF_API_CUDA_FREE, addr=0x7000_0000, ts=1_000_200),
         event(A.GF_EV_FREE, gpu, A.GF_API_CUDA_FREE, addr=0xdead_0000, ts=1_000_300))
+    # Stacks interned in the kernel (struct gf_stack_id): frames with their
+    # ID, the ID alone (twice), an ID never sent, then the process exits and
+    # the ID is named again; a CPU sample names it too.
+    sid = struct.pack("<QQ", 0x1234_5678_9ABC_DEF0, 0x0FED_CBA9_8765_4321)
+    s["stack_ids"] = frame(
+        event(A.GF_EV_ALLOC, torch, A.GF_API_TORCH_REPORT, flags=A.GF_EVF_STACK_NEW, py_count=5,
+              addr=0x7100_0000, size=1 << 20) + py_frames(5, 21) + sid,
+        event(A.GF_EV_ALLOC, torch, A.GF_API_TORCH_REPORT, flags=A.GF_EVF_STACK_ID, py_count=5,
+              addr=0x7110_0000, size=4096, ts=1_000_100) + sid,
+        event(A.GF_EV_CPU_SAMPLE, cpu, 0, flags=A.GF_EVF_STACK_ID, py_count=5, ts=1_000_150) + sid,
+        event(A.GF_EV_ALLOC, torch, A.GF_API_TORCH_REPORT, flags=A.GF_EVF_STACK_ID, py_count=5,
+              addr=0x7120_0000, size=4096, ts=1_000_200) + struct.pack("<QQ", 1, 2),
+        event(A.GF_EV_EXIT, ts=1_000_300),
+        event(A.GF_EV_ALLOC, torch, A.GF_API_TORCH_REPORT, flags=A.GF_EVF_STACK_ID, py_count=5,
+              addr=0x7130_0000, size=4096, ts=1_000_400) + sid,
+        RETIRE_EXITED)
     # A free of something allocated before gpuflame attached.
     s["free"] = frame(event(A.GF_EV_FREE, gpu, A.GF_API_CU_MEM_FREE, addr=0x7000_0000))
     # The caching allocator seen by probes: report hook with totals, a truncated Python stack.

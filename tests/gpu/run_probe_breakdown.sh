@@ -8,9 +8,12 @@
 # Two workloads: tensors allocated 20 Python frames deep
 # (bench/overhead_workload.py), and the launch-bound GPT's training step
 # (bench/step_workload.py: PyTorch's own stacks, C boundaries and all).
-# Environment: ROUNDS (6), ITERS (20000 allocations), STEPS (40 steps).
+# gpuflame-nointern is the full path with every stack sent whole, as before
+# stacks were interned in the kernel: against gpuflame, what interning saves.
+# Environment: ROUNDS (6), ITERS (20000 allocations), STEPS (40 steps),
+# MODES (default: all of the above).
 . "$(dirname "$0")/common.sh"
-modes=none,noop,gpuflame,stage-1,stage-2,stage-3,stage-4,stage-5,stage-6
+modes=${MODES:-none,noop,gpuflame,gpuflame-nointern,stage-1,stage-2,stage-3,stage-4,stage-5,stage-6}
 echo "== tensors 20 frames deep: $modes"
 "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/overhead_workload.py" --modes "$modes" \
     --rounds "${ROUNDS:-6}" --iters "${ITERS:-20000}" || status=1

@@ -11,7 +11,7 @@ echo "== backward() through the probes: record --tensor-events probes --no-kerne
 "$bundle/gpuflame" record -q --tensor-events probes --no-kernel-time -o "$out/bw-probes" -- \
   $py "$here/backward_origin.py" --steps 50 --stats "$out/bw-probes-stats.json" || status=1
 $py "$here/backward_origin.py" --check "$out/bw-probes" --probes --stats "$out/bw-probes-stats.json" || status=1
-python3 -c "import json; d = json.load(open('$out/bw-probes/summary.json')); print('backward_callers_lent', d['backward_callers_lent']); print('bpf', {k: v for k, v in d['bpf'].items() if 'backward' in k or 'ringbuf' in k}); print('gates', d['gates'])"
+python3 -c "import json; d = json.load(open('$out/bw-probes/summary.json')); print('backward_callers_lent', d['backward_callers_lent']); print('bpf', {k: v for k, v in d['bpf'].items() if 'backward' in k or 'ringbuf' in k or 'stacks_sent' in k}); print('stack ids', {k: v for k, v in d['events'].items() if k.startswith('stack_id')}); print('gates', d['gates'])"
 awk '{print $NF "\t" $0}' "$out/bw-probes/torch_memory.alloc_space.folded" | sort -nr | head -8 | cut -f2 | cut -c1-300
 echo "== the same with CPU samples on the engine thread's side: CPU time under <autograd engine>"
 awk '{n = $NF; t += n; if ($0 ~ /<autograd engine>/) e += n}

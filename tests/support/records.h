@@ -54,6 +54,25 @@ inline Record PythonRecord(gf_event ev, int depth, uint64_t stack) {
   return rec;
 }
 
+// A record with |depth| frames of |stack| and their ID after them, as BPF
+// sends a stack the first time (GF_EVF_STACK_NEW, struct gf_stack_id).
+inline Record NewStackRecord(gf_event ev, int depth, uint64_t stack, gf_stack_id id) {
+  ev.flags |= GF_EVF_STACK_NEW;
+  ev.py_count = static_cast<uint16_t>(depth);
+  const size_t frames = static_cast<size_t>(depth) * sizeof(gf_py_frame);
+  Record rec = MakeRecord(ev, nullptr, frames + sizeof(id));
+  PutPythonFrames(rec, sizeof(ev), depth, stack);
+  std::memcpy(rec.data() + sizeof(ev) + frames, &id, sizeof(id));
+  return rec;
+}
+
+// A record naming |depth| frames sent before by their ID (GF_EVF_STACK_ID).
+inline Record StackIdRecord(gf_event ev, int depth, gf_stack_id id) {
+  ev.flags |= GF_EVF_STACK_ID;
+  ev.py_count = static_cast<uint16_t>(depth);
+  return MakeRecord(ev, &id, sizeof(id));
+}
+
 // Records of n elements of T after the header (activity batches).
 template <typename T>
 Record ArrayRecord(gf_event ev, const std::vector<T>& items) {

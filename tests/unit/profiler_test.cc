@@ -14,6 +14,7 @@
 #include "profiler/aggregate/window.h"
 #include "app/cli.h"
 #include "profiler/pipeline/event_processor.h"
+#include "profiler/pipeline/stack_ids.h"
 #include "profiler/probes/probe_table.h"
 #include "profiler/process/python_discovery.h"
 #include "symbolizer/elf_cache.h"
@@ -534,6 +535,92 @@ TEST_F(EventProcessorTest, RejectsMalformedRecords) {
   events_.OnRecord(lying);
   EXPECT_EQ(events_.stats().malformed, 3u);
   EXPECT_EQ(events_.tracker().stats().allocs, 0u);
+}
+
+TEST(KernelStackIdsTest, KeepsTheFirstCopyPerProcessUntilItsExit) {
+  KernelStackIds ids;
+  const gf_stack_id a{1, 2}, b{3, 4};
+  const std::vector<uint8_t> frames(48, 7), other(24, 9);
+  ids.Remember(10, a, frames);
+  ids.Remember(10, a, other);  // two CPUs sent it: the first copy stays
+  ids.Remember(11, a, other);  // another process's ID space
+  ids.Remember(10, b, other);
+  ASSERT_TRUE(ids.Find(10, a));
+  EXPECT_EQ(ids.Find(10, a)->size(), 48u);
+  EXPECT_EQ(ids.Find(11, a)->size(), 24u);
+  EXPECT_FALSE(ids.Find(12, a));
+  EXPECT_EQ(ids.stacks(), 3u);
+  EXPECT_EQ(ids.bytes(), 96u);
+  ids.ForgetProcess(10);
+  EXPECT_FALSE(ids.Find(10, a));
+  EXPECT_FALSE(ids.Find(10, b));
+  EXPECT_TRUE(ids.Find(11, a));
+  EXPECT_EQ(ids.bytes(), 24u);
+}
+
+TEST_F(EventProcessorTest, AStackSentAsItsIdIsTheStackItsFramesMade) {
+  const gf_event alloc = testing::Header(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 4242);
+  auto at = [&](uint64_t addr, uint64_t size) {
+    gf_event ev = alloc;
+    ev.addr = addr;
+    ev.size = size;
+    return ev;
+  };
+  const gf_stack_id id{0x1234, 0x5678};
+  events_.OnRecord(testing::NewStackRecord(at(0x1000, 4096), 12, 5, id));
+  events_.OnRecord(testing::StackIdRecord(at(0x2000, 100), 12, id));
+  events_.OnRecord(testing::PythonRecord(at(0x3000, 10), 12, 5));  // the same frames inline (interning off)
+  ASSERT_EQ(events_.stacks().size(), 1u);
+  EXPECT_EQ(events_.tracker().counters()[0].alloc_bytes, 4206);
+  EXPECT_EQ(events_.stats().stack_id_records, 1u);
+  EXPECT_EQ(events_.stats().stack_id_unknown, 0u);
+  EXPECT_EQ(events_.stats().malformed, 0u);
+}
+
+TEST_F(EventProcessorTest, AStackIdWhoseFramesWereNotKeptIsChargedToAMarkerAndCounted) {
+  gf_event ev = testing::Header(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 4242);
+  ev.addr = 0x1000;
+  ev.size = 4096;
+  const gf_stack_id id{1, 1};
+  events_.OnRecord(testing::StackIdRecord(ev, 3, id));
+  // Its frames came, then the process exited and the pid, reused, names the ID.
+  events_.OnRecord(testing::NewStackRecord(ev, 3, 9, gf_stack_id{2, 2}));
+  events_.OnRecord(Record(GF_EV_EXIT, GF_DOMAIN_NONE, 0, 0, 0));
+  ev.addr = 0x2000;
+  events_.OnRecord(testing::StackIdRecord(ev, 3, gf_stack_id{2, 2}));
+  // The frame count the ID was sent with must match what it names.
+  events_.OnRecord(testing::NewStackRecord(ev, 4, 9, gf_stack_id{3, 3}));
+  ev.addr = 0x3000;
+  events_.OnRecord(testing::StackIdRecord(ev, 5, gf_stack_id{3, 3}));
+  EXPECT_EQ(events_.stats().stack_id_unknown, 3u);
+  EXPECT_EQ(events_.stats().malformed, 0u);
+  const StackId marker = 0;
+  EXPECT_EQ(events_.frames().Get(events_.stacks().Get(marker).frames.front()).name, kStackUnknownFrame);
+  EXPECT_EQ(events_.tracker().counters()[marker].alloc_objects, 3);
+}
+
+TEST_F(EventProcessorTest, RejectsMalformedStackIdRecords) {
+  gf_event ev = testing::Header(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 4242);
+  const gf_stack_id id{1, 2};
+  auto both = testing::NewStackRecord(ev, 2, 1, id);
+  reinterpret_cast<gf_event*>(both.data())->flags |= GF_EVF_STACK_ID;
+  events_.OnRecord(both);
+  auto short_id = testing::StackIdRecord(ev, 2, id);
+  short_id.pop_back();
+  events_.OnRecord(short_id);
+  auto no_frames = testing::StackIdRecord(ev, 0, id);
+  events_.OnRecord(no_frames);
+  auto with_native = testing::NewStackRecord(ev, 2, 1, id);
+  reinterpret_cast<gf_event*>(with_native.data())->native_count = 1;
+  events_.OnRecord(with_native);
+  auto too_many = testing::NewStackRecord(ev, 2, 1, id);
+  reinterpret_cast<gf_event*>(too_many.data())->py_count = GF_MAX_PY_FRAMES + 1;
+  events_.OnRecord(too_many);
+  EXPECT_EQ(events_.stats().malformed, 5u);
+  EXPECT_EQ(events_.tracker().stats().allocs, 0u);
+  // None of them taught the processor an ID.
+  events_.OnRecord(testing::StackIdRecord(ev, 2, id));
+  EXPECT_EQ(events_.stats().stack_id_unknown, 1u);
 }
 
 TEST_F(EventProcessorTest, InProcessTensorEventsAccountLikeProbeEvents) {
