@@ -327,8 +327,12 @@ int RunRecord(const RecordOptions& opt) {
   logging::Options log = opt.log;
   if (opt.quiet) log.level = std::max(log.level, logging::Level::kError);
   logging::Configure(log);
-  // Most fundamental first: without privileges nothing else matters.
-  if (auto s = CheckPrivileges(); !s.ok()) return Fail(s);
+  // Most fundamental first: without privileges nothing else matters. The
+  // command is always held at its gates; machine-wide, new processes unless
+  // --no-gate.
+  const bool holds = !opt.command.empty() ||
+                     (opt.pids.empty() && opt.profiling.gate_new_libraries);
+  if (auto s = CheckPrivileges(holds); !s.ok()) return Fail(s);
   for (pid_t pid : opt.pids)
     if (kill(pid, 0) != 0 && errno == ESRCH)
       return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));

@@ -20,7 +20,7 @@
 namespace gpuflame::profiler {
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) {
-  if (auto s = CheckPrivileges(); !s.ok()) return s;
+  if (auto s = CheckPrivileges(options.system_wide && options.profiling.gate_new_libraries); !s.ok()) return s;
   if (auto s = CheckKernel(); !s.ok()) return s;
   std::unique_ptr<Session> s(new Session(options.profiling.guardrails));
   s->native_ = std::make_unique<symbolizer::NativeSymbolizer>(s->elves_);

@@ -7,7 +7,10 @@
 
 namespace gpuflame::profiler {
 
-absl::Status CheckPrivileges();
+// What the run needs of the kernel: BPF, perf events, other processes'
+// memory, uprobes (asked of the kernel itself), and, when it holds processes
+// at its gates (|holds_processes|), CAP_KILL to resume them.
+absl::Status CheckPrivileges(bool holds_processes);
 absl::Status CheckKernel();
 // Rewrites a BPF load/attach failure as advice for the user.
 absl::Status ExplainBpfFailure(const absl::Status& status);
