@@ -1,6 +1,11 @@
 """Workload: class methods allocating through the simulated caching allocator
 (test fixture), a direct cudaMalloc, and frees. Expected bytes are asserted
-by tests/e2e/record_e2e_test.cc."""
+by tests/e2e/record_e2e_test.cc. With argv[1], it then writes that file and
+stays (until killed, at most 30 s): a machine-wide profiler reads its frames
+from a live process (tests/e2e/capabilities_e2e_test.cc)."""
+import sys
+import time
+
 import sim_torch
 
 MiB = 1 << 20
@@ -28,3 +33,7 @@ def helper_alloc():
 model = Model()
 model.forward()
 p = helper_alloc()
+if sys.argv[1:]:
+    with open(sys.argv[1], "w") as f:
+        f.write("allocated")
+    time.sleep(30)
