@@ -33,7 +33,8 @@ if [ "$tests" = 1 ]; then
   packages+=(
     libclang-rt-dev               # clang's libFuzzer and sanitizer runtimes (scripts/fuzz.sh)
     golang-go                     # `go tool pprof`, an independent pprof reader for tests
-    util-linux                    # setpriv, for the unprivileged-user test
+    util-linux                    # setpriv, setsid: the unprivileged-user and capability tests
+    libcap2-bin                   # capsh: reads capability sets back (CapabilitiesTest)
     systemd                       # systemd-analyze verify, for the packaged unit
     chromium                      # renders Grafana's flame graph component in tests/deploy
   )
