@@ -5,17 +5,10 @@
 # (diff_flamegraph_browser_test.mjs) and saves a screenshot; and the page of a
 # diff whose sides' sample types differ.
 # Usage: diff_flamegraph_browser_test.sh GPUFLAME_BIN SIM_DIR WORKLOADS PYTHON OUT_DIR
-set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-bin=$1 sim=$2 workloads=$3 py=$4 out=$5
-if [ ! -d "$here/node_modules/playwright-core" ]; then
-  echo "tests/deploy/node_modules is missing: run ./scripts/install-deps.sh" >&2
-  exit 1
-fi
+source "$(dirname "$0")/browser_test_preamble.sh" "$@"
 rm -rf "$out/diff-runs" && mkdir -p "$out/diff-runs"
 for variant in base new; do
-  GPUFLAME_SIM_LIB_DIR=$sim PYTHONPATH=$sim "$bin" record -q -o "$out/diff-runs/$variant" -- \
-    "$py" "$workloads/diff_runs.py" "$variant"
+  record_workload "$out/diff-runs/$variant" diff_runs.py "$variant"
 done
 "$bin" diff -q "$out/diff-runs/base" "$out/diff-runs/new" -o "$out/diff-runs/diff"
 # A device-memory profile of an older gpuflame (no peak_*, unused_*) against
