@@ -183,6 +183,16 @@ void ProcessRegistry::Warn(std::string message) {
   if (warned_.insert(message).second) warnings_.push_back(std::move(message));
 }
 
+void ProcessRegistry::WarnIfRefused(const inspect::Mapping& m, int err) {
+  // A process that is gone is ENOENT/ESRCH, a FUSE file EPERM (said apart):
+  // EACCES is a directory on the way closed to gpuflame, and everything the
+  // processes do through that file would be missed without a word.
+  if (err != EACCES) return;
+  Warn(absl::StrCat(m.path, ": gpuflame may not open it (", std::strerror(err),
+                    "), so none of its probes are attached: CAP_DAC_READ_SEARCH lets it read files in directories "
+                    "closed to others"));
+}
+
 std::vector<std::string> ProcessRegistry::TakeWarnings() {
   for (pid_t pid : inspect::TakeNewlyPoisoned())
     Warn(absl::StrCat("pid ", pid, ": a read of its memory did not return within ",
@@ -289,7 +299,10 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     // carry their own. One symbol, looked up without indexing the file (the
     // process may be waiting at a gate); once per file, found or not.
     inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
-    if (!file.ok()) return;  // gone: the next process mapping it tries again
+    if (!file.ok()) {
+      WarnIfRefused(m, errno);
+      return;  // gone: the next process mapping it tries again
+    }
     const std::string path = file.path();
     if (auto offset = symbolizer::ElfFile::ExportedFunctionOffset(path, GF_TORCH_ENGINE_EXECUTE_SYMBOL)) {
       if (auto st = probes_.AttachUprobe(path, *offset, ProbeProgram::kEngineExecute, false, 0); !st.ok())
@@ -301,6 +314,7 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   // Pinned open: a short-lived process may exit while we attach. If it is
   // already gone, the next process mapping this file tries again.
   inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
+  if (!file.ok()) WarnIfRefused(m, errno);
   const symbolizer::ElfFile* elf = file.ok() ? elves_.Get(pid, m) : nullptr;
   if (!elf) return;
   const std::string path = file.path();

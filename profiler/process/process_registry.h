@@ -171,6 +171,9 @@ class ProcessRegistry {
   void SayHello(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf, const inspect::Mapping& lib,
                 const std::vector<inspect::Mapping>& maps);
   void Warn(std::string message);
+  // Says so when |m|'s file could not be opened for want of permission
+  // (|err|, the open's errno): its probes are then missing.
+  void WarnIfRefused(const inspect::Mapping& m, int err);
   ProcessInfo& Ensure(pid_t pid);
 
   BpfProbes& probes_;
