@@ -40,7 +40,8 @@ std::string RecordUsageText() {
   Writes DIR/gpu_memory.pb.gz, DIR/torch_memory.pb.gz (when PyTorch's
   allocator was used), DIR/process_cpu.pb.gz (CPU time), DIR/gpu_kernel.pb.gz
   (kernel time), DIR/gpu_oom.pb.gz (out-of-memory captures), folded stacks,
-  DIR/summary.json and DIR/flamegraph.html. Files an earlier record wrote in
+  DIR/summary.json, DIR/flamegraph.html and, with --timeline,
+  DIR/timeline.json.gz. Files an earlier record wrote in
   DIR are removed first (only those: DIR/.gpuflame-outputs lists them); when
   COMMAND cannot be run, nothing is written and gpuflame exits 127.
 
@@ -49,6 +50,19 @@ Options:
   -d, --duration SECONDS  stop after this long (default: until the command or
                           the PIDs exit, or Ctrl-C)
   -p, --pid PID           profile this process (repeatable)
+      --timeline          also write DIR/timeline.json.gz, a trace for
+                          ui.perfetto.dev or chrome://tracing: each thread's
+                          stacks over time, allocations and frees, launches
+                          with arrows to their kernels and copies on each
+                          GPU stream, memory in use
+      --timeline-max-events N
+                          keep at most N events (default 1000000; the rest
+                          are counted in the trace and summary.json)
+      --timeline-max-mb N the trace's JSON at most N MiB before gzip
+                          (default 256)
+      --mark FRAME        spans of this frame, as the flame graph names it
+                          ('Trainer > step'), are phases on the timeline
+                          (repeatable; implies --timeline)
 )",
                       ProfilingFlags::Help(26),
                       R"(  -q, --quiet             no progress line, summary or warnings on the terminal
@@ -215,6 +229,23 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       if (r.ec != std::errc() || r.ptr != v->data() + v->size() || pid <= 0)
         return Bad("record", absl::StrCat("--pid wants a process ID, not '", *v, "'"));
       o.pids.push_back(pid);
+    } else if (a == "--timeline") {
+      o.timeline.on = true;
+    } else if (a == "--timeline-max-events" || a == "--timeline-max-mb") {
+      auto v = value("a positive number");
+      if (!v.ok()) return v.status();
+      uint64_t n = 0;
+      auto r = std::from_chars(v->data(), v->data() + v->size(), n);
+      if (r.ec != std::errc() || r.ptr != v->data() + v->size() || n == 0 || n > (uint64_t{1} << 40))
+        return Bad("record", absl::StrCat(a, " wants a positive number, not '", *v, "'"));
+      (a == "--timeline-max-events" ? o.timeline.max_events : o.timeline.max_mb) = n;
+      o.timeline.on = true;
+    } else if (a == "--mark") {
+      auto v = value("a frame name ('Trainer > step')");
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Bad("record", "--mark wants a frame name, not ''");
+      o.timeline.marks.push_back(*v);
+      o.timeline.on = true;
     } else if (a == "-q" || a == "--quiet") {
       o.quiet = true;
     } else if (a == "--no-progress") {

@@ -33,6 +33,7 @@
 #include "profiler/forensics/growth_report.h"
 #include "profiler/forensics/stack_names.h"
 #include "app/record_output.h"
+#include "app/record_timeline.h"
 #include "profiler/resolve/stack_resolver.h"
 
 namespace gpuflame::profiler {
@@ -146,8 +147,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const StackResolver& res,
                         const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
                         const Guardrails& guard, const std::string& self_cost, TensorEvents tensor_events,
-                        const std::string& oom, const std::string& growth, double seconds,
-                        const std::vector<std::string>& warnings) {
+                        const std::string& oom, const std::string& growth, const std::string& timeline,
+                        double seconds, const std::vector<std::string>& warnings) {
   const char* bpf_names[GF_STAT_MAX] = {
       "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
       "failed_cuda_calls", "python_walks", "python_no_thread_state", "python_read_failed",
@@ -293,7 +294,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   // Out-of-memory episodes and what was captured of each (profiler/forensics/).
   absl::StrAppend(&out, "\n  ],\n  \"oom\": ", oom, ",\n");
   // Stacks whose in use grew in most intervals of the run (profiler/forensics/growth.h).
-  absl::StrAppend(&out, "  \"growth\": ", growth, ",\n  \"warnings\": [");
+  absl::StrAppend(&out, "  \"growth\": ", growth, ",\n");
+  // record --timeline: its file, what went in, what the limits left out (null: off).
+  absl::StrAppend(&out, "  \"timeline\": ", timeline, ",\n  \"warnings\": [");
   for (size_t i = 0; i < warnings.size(); i++)
     absl::StrAppend(&out, i ? ", " : "", base::JsonString(warnings[i]));
   out += "]\n}\n";
@@ -353,6 +356,8 @@ int RunRecord(const RecordOptions& opt) {
   auto started = Session::Start(sopt);
   if (!started.ok()) return Fail(started.status());
   Session& session = **started;
+  // Attached before the first record, so the trace starts with the run.
+  RecordTimeline timeline(opt.timeline, session.events());
   for (pid_t pid : opt.pids)
     if (auto s = session.AddTarget(pid); !s.ok()) return Fail(s);
 
@@ -553,15 +558,18 @@ int RunRecord(const RecordOptions& opt) {
   const std::vector<std::string> growth_lines = GrowthLines(growth, growing, events.stack_source());
   const SelfCost self_cost{session.program_stats().Describe(), ProgramCostBetween({}, session.BpfProgramStats()),
                            session.guardrails().CpuSeconds(), events.library_cost()};
+  std::string title = opt.command.empty() ? "record" : opt.command[0];
+  for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
+  // Every record is in and every frame named: the trace can be written.
+  if (auto s = timeline.Finish(comm, title); !s.ok()) return Fail(s);
+  if (std::optional<std::string> w = timeline.Warning()) warnings.push_back(std::move(*w));
   std::string summary = SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(),
                                     session.unwinder().stats(), session.native_symbols(), session.guardrails(),
                                     SelfCostJson(self_cost), profiling.tensor_events, oom.Json(session),
-                                    GrowthJson(growth, growing, events.stack_source(), comm),
+                                    GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(),
                                     static_cast<double>(duration) / 1e9, warnings);
-  std::string title = opt.command.empty() ? "record" : opt.command[0];
-  for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
   auto written = WriteRecordOutput(opt.output_dir, profiles, title, summary, oom.Lines(session),
-                                   GrowthRows(growth, growing, events.stack_source()));
+                                   GrowthRows(growth, growing, events.stack_source()), timeline.Files());
   if (!written.ok()) return Fail(written.status());
 
   if (!opt.quiet) {
@@ -582,6 +590,7 @@ int RunRecord(const RecordOptions& opt) {
                  static_cast<double>(duration) / 1e9, opt.output_dir.c_str());
     std::fprintf(stderr, "%s\n", SelfCostLine(self_cost).c_str());
     std::fprintf(stderr, "gpuflame: open %s/flamegraph.html in a browser\n", opt.output_dir.c_str());
+    if (opt.timeline.on) std::fprintf(stderr, "gpuflame: %s\n", timeline.Line(opt.output_dir).c_str());
     for (size_t i = 0; i < growth_lines.size(); i++)  // a heading, then its indented lines
       std::fprintf(stderr, "%s%s\n", i ? "" : "gpuflame: ", growth_lines[i].c_str());
   }

@@ -14,6 +14,15 @@
 
 namespace gpuflame::profiler {
 
+// record --timeline: a trace of what happened when (profiler/timeline,
+// exporters/trace), next to the profiles.
+struct TimelineRequest {
+  bool on = false;
+  uint64_t max_events = 1'000'000;
+  uint64_t max_mb = 256;  // the JSON, before gzip
+  std::vector<std::string> marks;  // frame names whose spans are phases
+};
+
 struct RecordOptions {
   std::string output_dir;
   std::optional<double> duration_s;
@@ -23,6 +32,7 @@ struct RecordOptions {
   bool progress = true;  // only drawn on a terminal
   bool quiet = false;    // also: only errors are logged
   logging::Options log;  // record's diagnostics (text by default)
+  TimelineRequest timeline;
 };
 
 // Returns the process exit status: the command's own when one was run.

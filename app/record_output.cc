@@ -111,7 +111,7 @@ std::vector<std::string> RemoveStaleOutputs(const std::string& dir) {
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
     const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes,
-    const std::vector<exporters::GrowthRow>& growth) {
+    const std::vector<exporters::GrowthRow>& growth, const std::vector<std::pair<std::string, std::string>>& files) {
   if (auto s = PrepareOutputDir(dir); !s.ok()) return s;
   // An earlier run's files that this one does not write again (a profile
   // type it had, a sample type's folded stacks) would read as this run's.
@@ -139,6 +139,8 @@ absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     }
   }
   if (auto s = put("flamegraph.html", exporters::FlameGraphHtml(profiles, title, notes, growth)); !s.ok()) return s;
+  for (const auto& [name, bytes] : files)
+    if (auto s = put(name, bytes); !s.ok()) return s;
   if (auto s = put("summary.json", summary_json); !s.ok()) return s;
   return written;
 }

@@ -4,6 +4,7 @@
 #define GPUFLAME_APP_RECORD_OUTPUT_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,10 +30,12 @@ std::vector<std::string> RemoveStaleOutputs(const std::string& dir);
 // Removes the last run's outputs (RemoveStaleOutputs), writes these and
 // lists them in the manifest. Returns the paths written. |notes| head the HTML page (out-of-memory
 // captures' summaries), then |growth|'s table (the stacks that kept growing).
+// |files|: more files, by name, already encoded (the timeline's trace).
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
     const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes = {},
-    const std::vector<exporters::GrowthRow>& growth = {});
+    const std::vector<exporters::GrowthRow>& growth = {},
+    const std::vector<std::pair<std::string, std::string>>& files = {});
 
 // "1.50 GiB" (record_command.cc says it unqualified).
 using base::HumanBytes;

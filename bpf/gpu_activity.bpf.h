@@ -128,13 +128,15 @@ int BPF_USDT(kernel_name, __u64 name_id, __u64 name) {
   return 0;
 }
 
-/* gpuflame:status(code, abi_version): the injection library is active, or
- * stepped aside, and which GF_ABI_VERSION it was built with. A library from
- * before versioning fires it with one argument: libbpf reads the missing
- * second as 0, which user space takes as a mismatch. The version is only
- * passed on: the check is user space's (event_processor.cc). */
+/* gpuflame:status(code, abi_version, cupti_ns, mono_before, mono_after): the
+ * injection library is active, or stepped aside, and which GF_ABI_VERSION it
+ * was built with. A library from before versioning fires it with one
+ * argument: libbpf reads the missing second as 0, which user space takes as
+ * a mismatch. The version is only passed on: the check is user space's
+ * (event_processor.cc). The clock pair (gf_status_clock in gpuflame_abi.h)
+ * goes to addr, size and arg2; a library from before it sends none (0). */
 SEC("usdt")
-int BPF_USDT(cupti_status, __u64 code, __u64 abi_version) {
+int BPF_USDT(cupti_status, __u64 code, __u64 abi_version, __u64 cupti_ns, __u64 mono_before, __u64 mono_after) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!wanted(id >> 32))
     return 0;
@@ -142,6 +144,9 @@ int BPF_USDT(cupti_status, __u64 code, __u64 abi_version) {
   fill_header(&ev, GF_EV_CUPTI_STATUS, GF_DOMAIN_NONE, GF_API_NONE, 0, 0);
   ev.arg0 = code;
   ev.arg1 = abi_version;
+  ev.addr = cupti_ns;
+  ev.size = mono_before;
+  ev.arg2 = mono_after;
   submit_small(&ev);
   return 0;
 }

@@ -633,4 +633,16 @@ enum gf_autograd_hook {
   GF_AUTOGRAD_HOOK_PATCH_FAILED = 4,    /* the GOT page could not be made writable */
 };
 
+/*
+ * gf_status_clock: gpuflame:status's third to fifth arguments (additive, no
+ * version change: an agent from before reads two, a library from before
+ * sends none, read as 0). With GF_CUPTI_ACTIVE the library reads
+ * CLOCK_MONOTONIC, cuptiGetTimestamp() and CLOCK_MONOTONIC again, and passes
+ * the three: CUPTI's clock (the one its activity records are stamped with)
+ * against the BPF clock, once a flush period. GF_EV_CUPTI_STATUS carries
+ * them in addr (CUPTI's), size and arg2 (monotonic before, after); user
+ * space's timeline converts GPU records through them
+ * (profiler/timeline/gpu_clock.h).
+ */
+
 #endif /* GPUFLAME_BPF_GPUFLAME_ABI_H_ */

@@ -100,6 +100,20 @@ State& S() {
   return *s;
 }
 
+// GF_CUPTI_ACTIVE with a clock pair: CUPTI's time between two reads of
+// CLOCK_MONOTONIC (the BPF clock), so that the agent can put GPU records on
+// the host's time axis (CUPTI's clock is CLOCK_REALTIME by default on
+// Linux x86-64, cupti_activity.h). Once a flush period, only while traced.
+void FireActiveWithClock() {
+  if (!StatusProbeOn()) return;
+  const uint64_t before = NowNs();
+  uint64_t cupti_ns = 0;
+  const bool read = S().api.GetTimestamp && S().api.GetTimestamp(&cupti_ns) == CUPTI_SUCCESS;
+  const uint64_t after = NowNs();
+  if (read) FireStatus(GF_CUPTI_ACTIVE, cupti_ns, before, after);
+  else FireStatus(GF_CUPTI_ACTIVE);
+}
+
 class ProbeSink : public ActivitySink {
  public:
   void Name(uint32_t id, const char* name) override { FireName(id, name); }
@@ -341,7 +355,7 @@ bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
   }
   // Said before tracing starts, so that the agent knows our ABI version
   // before our first launch or activity record reaches it.
-  FireStatus(GF_CUPTI_ACTIVE);
+  FireActiveWithClock();
   s.on = true;
   Control(NowNs());  // an agent already listening sees the first launch
   Trace(BatchProbeOn() ? "active, agent attached" : "active, no agent yet");
@@ -359,7 +373,8 @@ void KernelTimeFlush() {
   // may attach at any time, also while another one already holds the
   // semaphores, and nothing in the process tells the two apart (a
   // semaphore counts probe sites, not tracers). One probe hit a period.
-  FireStatus(GF_CUPTI_ACTIVE);
+  // With it, where CUPTI's clock is now, for the records this flush brings.
+  FireActiveWithClock();
   if (s.activity_registered) {
     Trace("flush");
     s.api.ActivityFlushAll(0);

@@ -45,9 +45,15 @@ inline void FireName(unsigned int id, const char* name) {
   if (gpuflame_kernel_name_semaphore) DTRACE_PROBE2(gpuflame, kernel_name, id, name);
 }
 inline bool StatusProbeOn() { return gpuflame_status_semaphore != 0; }
-// What the library did (enum gf_cupti_status), with the ABI it speaks.
-inline void FireStatus(unsigned int status) {
-  if (StatusProbeOn()) DTRACE_PROBE2(gpuflame, status, status, static_cast<unsigned int>(GF_ABI_VERSION));
+// What the library did (enum gf_cupti_status), with the ABI it speaks, and
+// where CUPTI's clock is: |cupti_ns| read between two CLOCK_MONOTONIC reads
+// (0, 0, 0: not read). The agent's timeline puts GPU records on its own
+// clock through these pairs (gf_status_clock in bpf/gpuflame_abi.h).
+inline void FireStatus(unsigned int status, unsigned long cupti_ns = 0, unsigned long mono_before_ns = 0,
+                       unsigned long mono_after_ns = 0) {
+  if (StatusProbeOn())
+    DTRACE_PROBE5(gpuflame, status, status, static_cast<unsigned int>(GF_ABI_VERSION), cupti_ns, mono_before_ns,
+                  mono_after_ns);
 }
 
 // What the library has cost its process so far (GF_EV_LIB_COST).

@@ -106,6 +106,8 @@ class AllocationTracker {
   PeakSummary Peak(pid_t pid, uint8_t domain, PeakScope scope) const {
     return peaks_.Summary(static_cast<uint32_t>(pid), domain, scope);
   }
+  // |pid|'s in use in |domain| now (what the timeline's counters plot).
+  int64_t InUse(pid_t pid, uint8_t domain) const { return peaks_.InUse(static_cast<uint32_t>(pid), domain); }
   // A window starts (the agent): its peak starts from the live set now.
   void StartPeakWindow() { peaks_.StartWindow(); }
   // Exited processes after their last report: their peaks go.

@@ -43,18 +43,23 @@ void KernelJoiner::OnName(pid_t pid, uint32_t name_id, std::string_view mangled)
   for (const Unnamed& u : held.mapped()) OnRecord(pid, u.record, u.now_ns, /*may_wait=*/false);
 }
 
-std::string KernelJoiner::LeafName(pid_t pid, const gf_kernel_record& r) {
+std::string ActivityLeafName(const gf_kernel_record& r, const std::string* kernel_name) {
   switch (r.kind) {
-    case GF_GPU_KERNEL: {
-      auto it = names_.find(Key{pid, r.name_id});
-      if (it != names_.end()) return it->second;
-      stats_.unknown_names++;
-      return absl::StrCat("[kernel ", r.name_id, "]");
-    }
+    case GF_GPU_KERNEL: return kernel_name ? *kernel_name : absl::StrCat("[kernel ", r.name_id, "]");
     case GF_GPU_MEMCPY: return absl::StrCat("[memcpy ", CopyKind(r.copy_kind), "]");
     case GF_GPU_MEMSET: return "[memset]";
     default: return "[gpu activity]";
   }
+}
+
+std::string KernelJoiner::LeafName(pid_t pid, const gf_kernel_record& r) {
+  const std::string* name = nullptr;
+  if (r.kind == GF_GPU_KERNEL) {
+    auto it = names_.find(Key{pid, r.name_id});
+    if (it != names_.end()) name = &it->second;
+    else stats_.unknown_names++;
+  }
+  return ActivityLeafName(r, name);
 }
 
 StackId KernelJoiner::KernelStack(pid_t pid, StackId launch, const gf_kernel_record& r) {

@@ -50,6 +50,11 @@ struct JoinStats {
 // from inside the workload, and unbounded ones would overflow the sums.
 inline constexpr int64_t kMaxKernelNs = 86'400'000'000'000;
 
+// A GPU activity record's name as the flame graphs' leaf shows it: the
+// kernel's demangled |kernel_name| (null: not announced, "[kernel N]"),
+// "[memcpy HtoD]" (CUpti_ActivityMemcpyKind as Nsight names it), "[memset]".
+std::string ActivityLeafName(const gf_kernel_record& r, const std::string* kernel_name);
+
 class KernelJoiner {
  public:
   KernelJoiner(StackTable& stacks, FrameTable& frames, TimeTracker& time)

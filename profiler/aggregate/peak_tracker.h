@@ -42,6 +42,11 @@ class PeakTracker {
   // |stack|'s objects and bytes at its scope's peak, given its in use now.
   std::pair<int64_t, int64_t> AtPeak(StackId stack, int64_t objects, int64_t bytes, PeakScope scope) const;
   PeakSummary Summary(uint32_t pid, uint8_t domain, PeakScope scope) const;
+  // |pid|'s in use in |domain| now: the sum of its stacks'.
+  int64_t InUse(uint32_t pid, uint8_t domain) const {
+    auto it = scopes_.find(KeyOf(pid, domain));
+    return it == scopes_.end() ? 0 : it->second.inuse;
+  }
   // A new window starts: its peak is the live set now.
   void StartWindow();
   // Retired stacks (their ids go to new stacks) and processes.

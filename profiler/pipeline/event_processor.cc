@@ -297,6 +297,7 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       batch_.resize(ev.size);
       if (!batch_.empty()) std::memcpy(batch_.data(), payload.data(), payload.size());
       joiner_.OnRecords(pid, batch_, ev.ts_ns);
+      if (timeline_) timeline_->OnGpuRecords(pid, batch_);
       return;
     }
     case GF_EV_TENSOR_BATCH:
@@ -309,8 +310,9 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
         stats_.malformed++;
         return;
       }
-      joiner_.OnName(pid, static_cast<uint32_t>(ev.arg0),
-                     std::string_view(reinterpret_cast<const char*>(payload.data()), end - payload.begin()));
+      const std::string_view name(reinterpret_cast<const char*>(payload.data()), end - payload.begin());
+      joiner_.OnName(pid, static_cast<uint32_t>(ev.arg0), name);
+      if (timeline_) timeline_->OnKernelName(pid, static_cast<uint32_t>(ev.arg0), name);
       return;
     }
     case GF_EV_CUPTI_STATUS: {
@@ -328,9 +330,22 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
         foreign_abi_.erase(ev.pid);
       }
       if (registry_) registry_->OnCuptiStatus(pid, static_cast<uint32_t>(ev.arg0), abi);
+      // Its clocks read together (addr: CUPTI's; size, arg2: CLOCK_MONOTONIC
+      // before and after), from a library that sends them.
+      if (timeline_ && ev.addr) timeline_->OnClock(pid, ev.addr, ev.size, ev.arg2);
       return;
     }
   }
+}
+
+void EventProcessor::TimelineMemory(const gf_event& ev, uint8_t domain, StackId stack, int64_t before) {
+  if (!timeline_) return;
+  const auto pid = static_cast<pid_t>(ev.pid);
+  const int64_t after = tracker_.InUse(pid, domain);
+  if (after == before && ev.kind == GF_EV_FREE) return;
+  // An allocation's own size; a free's, what it released (its allocation's).
+  timeline_->OnMemory(pid, ev.tid, ev.ts_ns, domain, ev.api, ev.addr,
+                      ev.kind == GF_EV_FREE ? after - before : static_cast<int64_t>(ev.size), stack, after);
 }
 
 void EventProcessor::OnLibCost(const gf_event& ev) {
@@ -458,17 +473,22 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
       }
       const StackId stack = InProcessStack(ev, id);
       oom_.BeforeTensorEvent(pid, ev.ts_ns);
+      const int64_t before = InUseIfTimeline(ev, GF_DOMAIN_TORCH);
       tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
+      TimelineMemory(ev, GF_DOMAIN_TORCH, stack, before);
       UpdateTotals(ev);
       return;
     }
-    case GF_EV_FREE:
+    case GF_EV_FREE: {
       if (!inprocess_since_.contains(ev.pid)) return;
       stats_.inprocess_events++;
       oom_.BeforeTensorEvent(pid, ev.ts_ns);
+      const int64_t before = InUseIfTimeline(ev, GF_DOMAIN_TORCH);
       tracker_.OnFree(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.ts_ns);
+      TimelineMemory(ev, GF_DOMAIN_TORCH, StackTable::kNone, before);
       UpdateTotals(ev);
       return;
+    }
     case GF_EV_OOM_REPORT: {
       // PyTorch gave up: after every tensor event it made before, in this
       // same stream, so the tensor level is as it was.
@@ -583,6 +603,7 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
   inprocess_since_.erase(upid);
   absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == upid; });
   kernel_stacks_.ForgetProcess(upid);
+  if (timeline_) timeline_->OnProcessExit(pid);
   if (registry_) registry_->OnExit(pid);
 }
 
@@ -739,6 +760,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       StackId stack = RecordStack(ev, body, mixed);
       stats_.cpu_samples++;
       cpu_.Add(stack, thread_names_ ? ThreadLabel(ev) : 0, 1, cpu_period_ns_);
+      if (timeline_) timeline_->OnCpuSample(pid, ev.tid, ev.ts_ns, stack);
       break;
     }
     case GF_EV_KERNEL_LAUNCH: {
@@ -749,6 +771,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       StackId stack = RecordStack(ev, body, mixed);
       if (!(ev.flags & GF_EVF_BACKWARD_CALLER)) stack = AutogradLaunchStack(ev, stack);
       joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
+      if (timeline_)
+        timeline_->OnLaunch(pid, ev.tid, ev.ts_ns, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1), stack);
       break;
     }
     case GF_EV_ALLOC: {
@@ -756,14 +780,20 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       StackId stack = AllocationStack(ev, body, mixed);
       if (ev.domain == GF_DOMAIN_GPU) oom_.OnDeviceAlloc(pid, ev.tid, ev.ts_ns);
       else oom_.BeforeTensorEvent(pid, ev.ts_ns);
+      const int64_t before = InUseIfTimeline(ev, ev.domain);
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, 0, ev.ts_ns);
+      TimelineMemory(ev, ev.domain, stack, before);
       if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);
       break;
     }
     case GF_EV_FREE:
       if (SupersededByInProcess(ev)) break;
       if (ev.domain == GF_DOMAIN_TORCH) oom_.BeforeTensorEvent(pid, ev.ts_ns);
-      tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns);
+      {
+        const int64_t before = InUseIfTimeline(ev, ev.domain);
+        tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns);
+        TimelineMemory(ev, ev.domain, StackTable::kNone, before);
+      }
       if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);
       break;
     case GF_EV_ALLOC_FAILED:

@@ -25,6 +25,7 @@
 #include "profiler/resolve/stack_resolver.h"
 #include "profiler/resolve/stack_table.h"
 #include "profiler/aggregate/time_tracker.h"
+#include "profiler/timeline/timeline.h"
 
 namespace gpuflame::profiler {
 
@@ -151,6 +152,9 @@ class EventProcessor {
   // are not interned: their events go to one kOverBudgetFrame stack per
   // process and domain, so memory stops growing and nothing is lost.
   void SetFrozen(bool frozen) { frozen_ = frozen; }
+  // record --timeline: every sample, allocation, free, launch and GPU record
+  // also goes to |timeline| (null: off, one pointer test per event).
+  void SetTimeline(timeline::Timeline* timeline) { timeline_ = timeline; }
   TimeTracker& cpu() { return cpu_; }
   const TimeTracker& cpu() const { return cpu_; }
   TimeTracker& kernels() { return kernels_; }
@@ -283,6 +287,12 @@ class EventProcessor {
   uint32_t ThreadLabel(const gf_event& ev);
   void OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload);
   void OnLibCost(const gf_event& ev);
+  // To the timeline, if on: an allocation or free that moved |pid|'s in
+  // use at |domain| from |before| (a free that moved nothing is left out).
+  void TimelineMemory(const gf_event& ev, uint8_t domain, StackId stack, int64_t before);
+  int64_t InUseIfTimeline(const gf_event& ev, uint8_t domain) const {
+    return timeline_ ? tracker_.InUse(static_cast<pid_t>(ev.pid), domain) : 0;
+  }
   // Before attach, both levels: adds to each process in |in_use| the in-use
   // bytes of its stacks in |domain| (its before-attach marker's included).
   void AddInUse(uint8_t domain, absl::flat_hash_map<uint32_t, int64_t>& in_use) const;
@@ -307,6 +317,7 @@ class EventProcessor {
   int64_t cpu_period_ns_ = 1'000'000'000 / 97;
   bool thread_names_ = false;
   bool frozen_ = false;
+  timeline::Timeline* timeline_ = nullptr;
   absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
   std::vector<gf_kernel_record> batch_;  // reused for every activity batch
   absl::flat_hash_set<uint32_t> foreign_abi_;  // pids whose library speaks another ABI

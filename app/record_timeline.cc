@@ -1,0 +1,85 @@
+#include "app/record_timeline.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/human_units.h"
+#include "exporters/pprof/gzip.h"
+
+namespace gpuflame::profiler {
+
+RecordTimeline::RecordTimeline(const TimelineRequest& request, EventProcessor& events) : events_(events) {
+  if (!request.on) return;
+  timeline::TimelineOptions o;
+  o.max_events = request.max_events;
+  o.sample_period_ns = static_cast<uint64_t>(events.cpu_period_ns());
+  o.marks = request.marks;
+  max_bytes_ = request.max_mb << 20;
+  timeline_ = std::make_unique<timeline::Timeline>(events.stacks(), events.frames(), std::move(o));
+  events.SetTimeline(timeline_.get());
+}
+
+RecordTimeline::~RecordTimeline() {
+  if (timeline_) events_.SetTimeline(nullptr);
+}
+
+absl::Status RecordTimeline::Finish(const absl::flat_hash_map<pid_t, std::string>& comm, const std::string& title) {
+  if (!timeline_) return absl::OkStatus();
+  timeline_->Finish();
+  exporters::ChromeTraceOptions o;
+  o.max_bytes = max_bytes_;
+  o.title = title;
+  for (const auto& [pid, name] : comm) o.process_names[static_cast<uint32_t>(pid)] = name;
+  const std::string json = exporters::ChromeTraceJson(*timeline_, o, &stats_);
+  auto gz = exporters::Gzip(json);
+  if (!gz.ok()) return absl::Status(gz.status().code(), absl::StrCat("timeline: ", gz.status().message()));
+  gz_ = std::move(*gz);
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, std::string>> RecordTimeline::Files() const {
+  if (!timeline_) return {};
+  return {{kTimelineFile, gz_}};
+}
+
+uint64_t RecordTimeline::Dropped() const {
+  uint64_t n = stats_.dropped_for_bytes_total() + stats_.gpu_uncalibrated;
+  for (uint64_t d : timeline_->stats().dropped) n += d;
+  return n;
+}
+
+std::string RecordTimeline::SummaryJson() const {
+  if (!timeline_) return "null";
+  const timeline::TimelineStats t = timeline_->stats();
+  auto per_type = [](const auto& counts) {
+    std::string o = "{";
+    for (size_t i = 0; i < counts.size(); i++)
+      absl::StrAppend(&o, i ? ", " : "", "\"", timeline::EventTypeName(static_cast<timeline::EventType>(i)),
+                      "\": ", counts[i]);
+    return o + "}";
+  };
+  return absl::StrCat("{\"file\": \"", kTimelineFile, "\", \"trace_events\": ", stats_.events,
+                      ", \"json_bytes\": ", stats_.json_bytes, ", \"gzip_bytes\": ", gz_.size(),
+                      ", \"kept\": ", per_type(t.kept), ", \"dropped_over_max_events\": ", per_type(t.dropped),
+                      ", \"dropped_over_max_bytes\": ", per_type(stats_.dropped_for_bytes),
+                      ", \"gpu_records_without_clock\": ", stats_.gpu_uncalibrated, ", \"flows\": ", stats_.flows,
+                      ", \"gpu_records_without_sampled_launch\": ", stats_.gpu_without_launch,
+                      ", \"max_events\": ", timeline_->options().max_events, ", \"max_bytes\": ", max_bytes_, "}");
+}
+
+std::optional<std::string> RecordTimeline::Warning() const {
+  if (!timeline_) return std::nullopt;
+  const uint64_t dropped = Dropped();
+  if (!dropped) return std::nullopt;
+  return absl::StrCat(
+      "the timeline left out ", dropped, " events (", timeline_->options().max_events, " events and ",
+      base::HumanBytes(static_cast<int64_t>(max_bytes_)),
+      " at most: --timeline-max-events, --timeline-max-mb; GPU records of processes that sent no clock: ",
+      stats_.gpu_uncalibrated, "); the trace's metadata and summary.json count them by type");
+}
+
+std::string RecordTimeline::Line(const std::string& dir) const {
+  return absl::StrCat("timeline: ", stats_.events, " events in ", dir, "/", kTimelineFile,
+                      " (open it in ui.perfetto.dev or chrome://tracing)");
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,448 @@
+#include "exporters/trace/chrome_trace.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/json_string.h"
+#include "profiler/aggregate/kernel_joiner.h"
+#include "profiler/forensics/stack_names.h"
+#include "profiler/probes/probe_table.h"
+
+namespace gpuflame::exporters {
+namespace {
+
+using profiler::StackId;
+using profiler::timeline::Event;
+using profiler::timeline::EventType;
+using profiler::timeline::Timeline;
+
+// Thread IDs for tracks that are not threads (GPU streams, phases): above
+// any Linux thread ID (PID_MAX_LIMIT is 2^22).
+constexpr uint32_t kFirstTrackTid = 1u << 30;
+// Room kept for the metadata after the last event.
+constexpr uint64_t kTrailerBytes = 64 << 10;
+
+// Nanoseconds as the format's microseconds, exactly: "12345.678".
+void AppendMicros(std::string& out, uint64_t ns) {
+  char frac[8];
+  std::snprintf(frac, sizeof(frac), ".%03u", static_cast<unsigned>(ns % 1000));
+  absl::StrAppend(&out, ns / 1000, frac);
+}
+
+const char* LevelName(uint8_t domain) { return domain == GF_DOMAIN_TORCH ? "tensor" : "device"; }
+
+// An event placed on the host's time axis (GPU records converted).
+struct Placed {
+  uint64_t ts = 0, end = 0;
+  size_t index = 0;
+  uint64_t flow = 0;  // its arrow's ID (0: none)
+  bool flow_in = false, flow_out = false;
+};
+
+// What one written event is of a placed one. Spans are written as B/E
+// pairs, not X: a reader adds ts + dur in floating point, and a child that
+// ends with its parent may then end after it (speedscope says so and drops
+// the end); a B and an E written from the same nanoseconds are the same
+// number to every reader. Instants, launches and empty spans are whole.
+enum class Edge : uint8_t { kEnd = 0, kWhole = 1, kBegin = 2 };
+struct Point {
+  uint64_t at = 0;
+  uint32_t placed = 0;
+  Edge edge = Edge::kWhole;
+};
+
+class Writer {
+ public:
+  Writer(const Timeline& t, const ChromeTraceOptions& o, ChromeTraceStats& s) : t_(t), o_(o), s_(s) {}
+
+  std::string Run() {
+    Place();
+    Flows();
+    Points();
+    AssignTracks();
+    out_ = "{\"traceEvents\":[\n";
+    WriteTrackNames();
+    WriteEvents();
+    WriteTrailer();
+    s_.json_bytes = out_.size();
+    return std::move(out_);
+  }
+
+ private:
+  void Place() {
+    const std::vector<Event>& events = t_.events();
+    placed_.reserve(events.size());
+    for (size_t i = 0; i < events.size(); i++) {
+      const Event& e = events[i];
+      Placed p{e.ts_ns, e.end_ns, i};
+      if (e.type == EventType::kGpu) {
+        // Both ends through the clock (monotonic, so work in order on a
+        // stream stays in order and never overlaps; a duration may read a
+        // nanosecond off CUPTI's, the offset's rounding).
+        std::optional<uint64_t> ts = t_.clock().ToMonotonic(static_cast<pid_t>(e.pid), e.ts_ns);
+        std::optional<uint64_t> end = t_.clock().ToMonotonic(static_cast<pid_t>(e.pid), e.end_ns);
+        if (!ts || !end) {
+          s_.gpu_uncalibrated++;
+          continue;
+        }
+        p.ts = *ts;
+        p.end = std::max(*end, *ts);
+      }
+      placed_.push_back(p);
+    }
+    base_ = placed_.empty() ? 0 : UINT64_MAX;
+    for (const Placed& p : placed_) base_ = std::min(base_, p.ts);
+  }
+
+  static bool IsSpan(const Event& e) {
+    return e.type == EventType::kStackSpan || e.type == EventType::kMarkSpan || e.type == EventType::kGpu;
+  }
+
+  // In time order; at one instant, ends before wholes before begins, the
+  // deepest end first and the shallowest begin first, so spans nest.
+  void Points() {
+    points_.reserve(placed_.size() * 2);
+    for (size_t i = 0; i < placed_.size(); i++) {
+      const Placed& p = placed_[i];
+      const Event& e = t_.events()[p.index];
+      if (IsSpan(e) && p.end > p.ts) {
+        points_.push_back({p.ts, static_cast<uint32_t>(i), Edge::kBegin});
+        // A sampled span ends a nanosecond before the sample that no longer
+        // shows it, where the next span begins: no reader has to order an
+        // end and a begin at one instant (speedscope takes the begin first
+        // when both have the same name, and the nesting breaks).
+        const bool sampled = e.type != EventType::kGpu && p.end > p.ts + 1;
+        points_.push_back({sampled ? p.end - 1 : p.end, static_cast<uint32_t>(i), Edge::kEnd});
+      } else {
+        points_.push_back({p.ts, static_cast<uint32_t>(i), Edge::kWhole});
+      }
+    }
+    auto key = [&](const Point& x) {
+      const int depth = t_.events()[placed_[x.placed].index].depth;
+      return std::tuple{x.at, x.edge, x.edge == Edge::kEnd ? -depth : depth, x.placed};
+    };
+    std::sort(points_.begin(), points_.end(), [&](const Point& a, const Point& b) { return key(a) < key(b); });
+  }
+
+  static uint64_t CorrelationKey(const Event& e) { return uint64_t{e.pid} << 32 | e.correlation; }
+
+  // Each sampled launch to its GPU work: one arrow per launch, through the
+  // records with its correlation ID in time order (a graph's kernels).
+  void Flows() {
+    const std::vector<Event>& events = t_.events();
+    absl::flat_hash_map<uint64_t, size_t> launch;  // correlation key -> placed index
+    absl::flat_hash_map<uint64_t, std::vector<size_t>> work;
+    for (size_t i = 0; i < placed_.size(); i++) {
+      const Event& e = events[placed_[i].index];
+      if (e.type == EventType::kLaunch) launch.try_emplace(CorrelationKey(e), i);
+      else if (e.type == EventType::kGpu) work[CorrelationKey(e)].push_back(i);
+    }
+    uint64_t next = 1;
+    for (auto& [key, records] : work) {
+      auto l = launch.find(key);
+      if (l == launch.end()) {
+        s_.gpu_without_launch += records.size();
+        continue;
+      }
+      std::sort(records.begin(), records.end(), [&](size_t a, size_t b) { return placed_[a].ts < placed_[b].ts; });
+      const uint64_t id = next++;
+      Placed& from = placed_[l->second];
+      from.flow = id;
+      from.flow_out = true;
+      for (size_t k = 0; k < records.size(); k++) {
+        Placed& to = placed_[records[k]];
+        to.flow = id;
+        to.flow_in = true;
+        to.flow_out = k + 1 < records.size();
+      }
+      const Event& first = events[placed_[records.front()].index];
+      launch_names_[key] = GpuName(first);
+      s_.flows++;
+    }
+  }
+
+  std::string GpuName(const Event& e) const {
+    gf_kernel_record r{};
+    r.kind = e.kind;
+    r.copy_kind = e.copy_kind;
+    r.name_id = e.ref;
+    return profiler::ActivityLeafName(r, t_.KernelName(static_cast<pid_t>(e.pid), e.ref));
+  }
+
+  static uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return uint64_t{pid} << 32 | tid; }
+
+  // Made-up thread IDs for GPU streams and phase tracks, in order of first
+  // use, and the real threads each process has.
+  void AssignTracks() {
+    for (const Point& x : points_) {
+      const Event& e = t_.events()[placed_[x.placed].index];
+      pids_.insert(e.pid);
+      if (e.type == EventType::kGpu) {
+        auto [it, fresh] = gpu_tracks_.try_emplace(std::tuple{e.pid, e.tid, e.addr}, 0);
+        if (fresh) it->second = next_tid_++;
+      } else {
+        threads_.insert({e.pid, e.tid});
+        if (e.type == EventType::kMarkSpan) {
+          auto [it, fresh] = phase_tracks_.try_emplace(ThreadKey(e.pid, e.tid), 0);
+          if (fresh) it->second = next_tid_++;
+        }
+      }
+    }
+  }
+
+  void Metadata(const char* what, uint32_t pid, uint32_t tid, const std::string& args) {
+    absl::StrAppend(&out_, "{\"ph\":\"M\",\"name\":\"", what, "\",\"pid\":", pid, ",\"tid\":", tid, ",\"args\":", args,
+                    "},\n");
+    s_.events++;
+  }
+
+  void WriteTrackNames() {
+    for (uint32_t pid : pids_) {
+      auto name = o_.process_names.find(pid);
+      Metadata("process_name", pid, pid,
+               absl::StrCat("{\"name\":",
+                            base::JsonString(name != o_.process_names.end() ? name->second : absl::StrCat("pid ", pid)),
+                            "}"));
+    }
+    // A process's main thread first, then its threads by ID, each with its
+    // phase track just above it; GPU streams after them.
+    std::vector<std::pair<uint32_t, uint32_t>> order(threads_.begin(), threads_.end());
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return std::tuple{a.first, a.second != a.first, a.second} < std::tuple{b.first, b.second != b.first, b.second};
+    });
+    int64_t rank = 0;
+    for (const auto& [pid, tid] : order) {
+      std::string name = t_.ThreadName(static_cast<pid_t>(pid), tid);
+      if (name.empty()) name = absl::StrCat("thread ", tid);
+      if (auto phase = phase_tracks_.find(ThreadKey(pid, tid)); phase != phase_tracks_.end()) {
+        Metadata("thread_name", pid, phase->second,
+                 absl::StrCat("{\"name\":", base::JsonString("phases: " + name), "}"));
+        Metadata("thread_sort_index", pid, phase->second, absl::StrCat("{\"sort_index\":", 2 * rank, "}"));
+      }
+      Metadata("thread_name", pid, tid, absl::StrCat("{\"name\":", base::JsonString(name), "}"));
+      Metadata("thread_sort_index", pid, tid, absl::StrCat("{\"sort_index\":", 2 * rank + 1, "}"));
+      rank++;
+    }
+    std::vector<std::pair<std::tuple<uint32_t, uint32_t, uint64_t>, uint32_t>> gpu(gpu_tracks_.begin(),
+                                                                                   gpu_tracks_.end());
+    std::sort(gpu.begin(), gpu.end());
+    for (const auto& [key, tid] : gpu) {
+      const auto& [pid, device, stream] = key;
+      Metadata("thread_name", pid, tid, absl::StrCat("{\"name\":\"GPU ", device, " stream ", stream, "\"}"));
+      Metadata("thread_sort_index", pid, tid, absl::StrCat("{\"sort_index\":", 1'000'000 + rank++, "}"));
+    }
+  }
+
+  const std::string& Stack(StackId id) {
+    auto [it, fresh] = stacks_.try_emplace(id);
+    if (fresh)
+      it->second =
+          base::JsonString(id < t_.stacks().size() ? profiler::FoldedStack(t_.stacks().Get(id).frames, t_.frames())
+                                                   : std::string("[no stack]"));
+    return it->second;
+  }
+
+  // The event's common head: phase, category, name, pid, tid, ts.
+  void Head(std::string& out, const char* ph, const char* cat, const std::string& name_json, uint32_t pid, uint32_t tid,
+            uint64_t ts) {
+    absl::StrAppend(&out, "{\"ph\":\"", ph, "\",\"cat\":\"", cat, "\",\"name\":", name_json, ",\"pid\":", pid,
+                    ",\"tid\":", tid, ",\"ts\":");
+    AppendMicros(out, ts - base_);
+  }
+
+  void Flow(std::string& out, const Placed& p) {
+    if (!p.flow) return;
+    absl::StrAppend(&out, ",\"bind_id\":\"0x", absl::Hex(p.flow), "\"", p.flow_in ? ",\"flow_in\":true" : "",
+                    p.flow_out ? ",\"flow_out\":true" : "");
+  }
+
+  // A span's head: "B" or "E" of a pair, or "X" of no duration.
+  void SpanHead(std::string& out, Edge edge, const char* cat, const std::string& name_json, uint32_t pid, uint32_t tid,
+                uint64_t at) {
+    Head(out,
+         edge == Edge::kBegin ? "B"
+         : edge == Edge::kEnd ? "E"
+                              : "X",
+         cat, name_json, pid, tid, at);
+    if (edge == Edge::kWhole) out += ",\"dur\":0";
+  }
+
+  // One event's JSON (two for a memory event: the instant and its counter).
+  void Render(const Point& x, std::string& out) {
+    const Placed& p = placed_[x.placed];
+    const Event& e = t_.events()[p.index];
+    switch (e.type) {
+      case EventType::kStackSpan:
+      case EventType::kMarkSpan: {
+        const bool phase = e.type == EventType::kMarkSpan;
+        const uint32_t tid = phase ? phase_tracks_.at(ThreadKey(e.pid, e.tid)) : e.tid;
+        SpanHead(out, x.edge, phase ? "phase" : "cpu", base::JsonString(t_.frames().Get(e.ref).name), e.pid, tid, x.at);
+        out += "},\n";
+        return;
+      }
+      case EventType::kMemory: {
+        const bool alloc = e.bytes > 0;
+        std::string name = e.kind == GF_DOMAIN_TORCH ? (alloc ? "tensor alloc" : "tensor free")
+                                                     : std::string(profiler::ApiName(e.api));
+        if (name.empty()) name = alloc ? "alloc" : "free";
+        Head(out, "i", "memory", base::JsonString(name), e.pid, e.tid, p.ts);
+        absl::StrAppend(&out, ",\"s\":\"t\",\"args\":{\"bytes\":", e.bytes < 0 ? -e.bytes : e.bytes, ",\"level\":\"",
+                        LevelName(e.kind), "\",\"address\":\"0x", absl::Hex(e.addr), "\",\"in_use\":", e.in_use);
+        // A free's record carries no stack of its own here.
+        if (e.ref < t_.stacks().size()) absl::StrAppend(&out, ",\"stack\":", Stack(e.ref));
+        out += "}},\n";
+        // The process's in use at this level, after it.
+        absl::StrAppend(&out, "{\"ph\":\"C\",\"name\":\"GPU memory in use: ", LevelName(e.kind),
+                        " level\",\"pid\":", e.pid, ",\"ts\":");
+        AppendMicros(out, p.ts - base_);
+        absl::StrAppend(&out, ",\"args\":{\"bytes\":", e.in_use, "}},\n");
+        return;
+      }
+      case EventType::kLaunch: {
+        auto named = launch_names_.find(CorrelationKey(e));
+        Head(out, "X", "launch",
+             base::JsonString(named != launch_names_.end() ? absl::StrCat("launch: ", named->second) : "launch"), e.pid,
+             e.tid, p.ts);
+        out += ",\"dur\":0";
+        Flow(out, p);
+        absl::StrAppend(&out, ",\"args\":{\"correlation\":", e.correlation, ",\"stack\":", Stack(e.ref), "}},\n");
+        return;
+      }
+      case EventType::kGpu: {
+        SpanHead(out, x.edge, "gpu", base::JsonString(GpuName(e)), e.pid,
+                 gpu_tracks_.at(std::tuple{e.pid, e.tid, e.addr}), x.at);
+        // The end repeats the begin's args: readers match a pair by name and args.
+        if (x.edge != Edge::kEnd) Flow(out, p);
+        absl::StrAppend(&out, ",\"args\":{\"correlation\":", e.correlation, ",\"device\":", e.tid,
+                        ",\"stream\":", e.addr);
+        if (e.graph) absl::StrAppend(&out, ",\"graph\":", e.graph);
+        out += "}},\n";
+        return;
+      }
+    }
+  }
+
+  void Count(const Point& x) {
+    const Event& e = t_.events()[placed_[x.placed].index];
+    s_.events += e.type == EventType::kMemory ? 2 : 1;
+  }
+
+  void WriteEvents() {
+    std::string piece;
+    const uint64_t budget = o_.max_bytes > kTrailerBytes ? o_.max_bytes - kTrailerBytes : 0;
+    std::vector<bool> begun(placed_.size(), false);
+    size_t i = 0;
+    for (; i < points_.size(); i++) {
+      piece.clear();
+      Render(points_[i], piece);
+      if (out_.size() + piece.size() > budget) break;
+      out_ += piece;
+      Count(points_[i]);
+      if (points_[i].edge == Edge::kBegin) begun[points_[i].placed] = true;
+      last_ts_ = points_[i].at;
+    }
+    // Past the budget: the latest events go, counted, but the spans already
+    // begun still end (in the room kept for the trailer), or readers would
+    // stretch them to the end of the trace.
+    for (; i < points_.size(); i++) {
+      const Point& x = points_[i];
+      if (x.edge == Edge::kEnd && begun[x.placed]) {
+        piece.clear();
+        Render(x, piece);
+        if (out_.size() + piece.size() <= o_.max_bytes - std::min<uint64_t>(o_.max_bytes, kTrailerBytes / 2)) {
+          out_ += piece;
+          Count(x);
+          last_ts_ = x.at;
+          continue;
+        }
+      }
+      // One count per event left out: at its begin, or whole.
+      if (x.edge != Edge::kEnd) s_.dropped_for_bytes[static_cast<size_t>(t_.events()[placed_[x.placed].index].type)]++;
+    }
+  }
+
+  void WriteTrailer() {
+    const profiler::timeline::TimelineStats ts = t_.stats();
+    uint64_t dropped = s_.dropped_for_bytes_total() + s_.gpu_uncalibrated;
+    for (uint64_t d : ts.dropped) dropped += d;
+    if (dropped && !pids_.empty()) {
+      // Said where the user looks, on the timeline itself.
+      const uint32_t pid = *pids_.begin();
+      Head(
+          out_, "i", "gpuflame",
+          base::JsonString(absl::StrCat("gpuflame: ", dropped, " events are not in this trace (limits; see metadata)")),
+          pid, pid, last_ts_);
+      out_ += ",\"s\":\"g\"},\n";
+      s_.events++;
+    }
+    if (out_.ends_with(",\n")) out_.erase(out_.size() - 2, 1);  // JSON has no trailing comma
+    out_ += "],\n\"displayTimeUnit\":\"ns\",\n\"metadata\":{";
+    absl::StrAppend(
+        &out_, "\"generator\":\"gpuflame\",\"title\":", base::JsonString(o_.title),
+        ",\"clock\":\"CLOCK_MONOTONIC\",\"ts_zero_ns\":", base_,
+        ",\"sample_period_ns\":", t_.options().sample_period_ns, ",\"precision\":",
+        base::JsonString("cpu and phase spans: each edge within one sampling period; calls of one function with "
+                         "no sample between them read as one span; allocations, frees and launches: exact instants"),
+        ",\"limits\":{\"max_events\":", t_.options().max_events, ",\"max_bytes\":", o_.max_bytes, "}");
+    auto per_type = [&](const auto& counts) {
+      std::string o = "{";
+      for (size_t i = 0; i < counts.size(); i++)
+        absl::StrAppend(&o, i ? "," : "", "\"", profiler::timeline::EventTypeName(static_cast<EventType>(i)),
+                        "\":", counts[i]);
+      return o + "}";
+    };
+    absl::StrAppend(&out_, ",\"kept\":", per_type(ts.kept), ",\"dropped\":{\"over_max_events\":", per_type(ts.dropped),
+                    ",\"over_max_bytes\":", per_type(s_.dropped_for_bytes),
+                    ",\"gpu_records_without_clock\":", s_.gpu_uncalibrated, "}");
+    absl::StrAppend(&out_, ",\"flows\":", s_.flows, ",\"gpu_records_without_sampled_launch\":", s_.gpu_without_launch,
+                    ",\"gpu_records_duty_cycled\":", ts.gpu_weighted_records,
+                    ",\"samples_reordered\":", ts.samples_reordered, ",\"samples_truncated\":", ts.samples_truncated);
+    out_ += ",\"marks\":[";
+    for (size_t i = 0; i < t_.options().marks.size(); i++)
+      absl::StrAppend(&out_, i ? "," : "", base::JsonString(t_.options().marks[i]));
+    out_ += "],\"gpu_clock\":[";
+    bool first = true;
+    for (uint32_t pid : pids_) {
+      const profiler::timeline::ClockAlignment a = t_.clock().Alignment(static_cast<pid_t>(pid));
+      if (!a.snapshots && !a.rejected) continue;
+      absl::StrAppend(&out_, first ? "" : ",", "{\"pid\":", pid, ",\"snapshots\":", a.snapshots,
+                      ",\"max_uncertainty_ns\":", a.max_uncertainty_ns, ",\"max_step_ns\":", a.max_step_ns,
+                      ",\"rejected\":", a.rejected, "}");
+      first = false;
+    }
+    out_ += "]}}\n";
+  }
+
+  const Timeline& t_;
+  const ChromeTraceOptions& o_;
+  ChromeTraceStats& s_;
+  std::vector<Placed> placed_;
+  std::vector<Point> points_;
+  uint64_t base_ = 0;
+  uint64_t last_ts_ = 0;
+  std::string out_;
+  std::set<uint32_t> pids_;
+  std::set<std::pair<uint32_t, uint32_t>> threads_;
+  absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint64_t>, uint32_t> gpu_tracks_;
+  absl::flat_hash_map<uint64_t, uint32_t> phase_tracks_;
+  absl::flat_hash_map<uint64_t, std::string> launch_names_;
+  absl::flat_hash_map<StackId, std::string> stacks_;
+  uint32_t next_tid_ = kFirstTrackTid;
+};
+
+}  // namespace
+
+std::string ChromeTraceJson(const profiler::timeline::Timeline& timeline, const ChromeTraceOptions& options,
+                            ChromeTraceStats* stats) {
+  *stats = ChromeTraceStats{};
+  return Writer(timeline, options, *stats).Run();
+}
+
+}  // namespace gpuflame::exporters

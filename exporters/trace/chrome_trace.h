@@ -1,0 +1,63 @@
+// The timeline (profiler/timeline) as a Chrome Trace Event JSON document:
+// what ui.perfetto.dev, chrome://tracing and speedscope open (gzipped by
+// the caller: all three read .json.gz).
+//
+// Why this format and not Perfetto's protobuf: three viewers open it, one
+// of them (speedscope, from npm) runs in a browser in our tests as a reader
+// we did not write, and it needs no schema carried along. What it costs:
+// GPU streams and phase tracks are threads of their process with made-up
+// thread IDs (above any real one, named "GPU 0 stream 7", "phases: python");
+// flows bind to slices (flow v2, bind_id on X events), so a launch is an
+// X slice of no duration; counters carry no unit (the series is "bytes").
+//
+// Layout, per process (pid): its threads (the merged CPU stacks, the
+// launches as zero-length slices, allocations and frees as instants with
+// their bytes and stack), a phase track per thread with --mark, one track
+// per GPU stream (kernels, copies, memsets with their correlation IDs), and
+// two counters (in use at the device level, through CUDA's allocation
+// calls, and at the tensor level, PyTorch's caching allocator). Flow arrows
+// go from each sampled launch to the GPU work with its correlation ID
+// (a graph's kernels in a chain). Times are microseconds from the earliest
+// event, three decimals (nanoseconds); the metadata says which instant on
+// CLOCK_MONOTONIC that is, how the GPU's clock was aligned, and what the
+// limits dropped.
+#ifndef GPUFLAME_EXPORTERS_TRACE_CHROME_TRACE_H_
+#define GPUFLAME_EXPORTERS_TRACE_CHROME_TRACE_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "profiler/timeline/timeline.h"
+
+namespace gpuflame::exporters {
+
+struct ChromeTraceOptions {
+  // The JSON's size: events past it (the latest) are left out, counted.
+  uint64_t max_bytes = uint64_t{256} << 20;
+  std::string title;
+  absl::flat_hash_map<uint32_t, std::string> process_names;  // pid -> name
+};
+
+struct ChromeTraceStats {
+  uint64_t events = 0;  // trace events written, metadata events included
+  std::array<uint64_t, profiler::timeline::kEventTypes> dropped_for_bytes{};
+  uint64_t gpu_uncalibrated = 0;    // GPU records of a process that sent no clock snapshot: left out
+  uint64_t flows = 0;               // launches with an arrow to their GPU work
+  uint64_t gpu_without_launch = 0;  // GPU records whose launch was not sampled: no arrow
+  uint64_t json_bytes = 0;
+  uint64_t dropped_for_bytes_total() const {
+    uint64_t n = 0;
+    for (uint64_t d : dropped_for_bytes) n += d;
+    return n;
+  }
+};
+
+// The document. |stats| (required) says what went in and what did not.
+std::string ChromeTraceJson(const profiler::timeline::Timeline& timeline, const ChromeTraceOptions& options,
+                            ChromeTraceStats* stats);
+
+}  // namespace gpuflame::exporters
+
+#endif  // GPUFLAME_EXPORTERS_TRACE_CHROME_TRACE_H_

@@ -1,0 +1,51 @@
+#include "profiler/timeline/stack_spans.h"
+
+#include <algorithm>
+
+namespace gpuflame::profiler::timeline {
+
+void StackSpans::Close(uint64_t thread, Thread& t, size_t keep, uint64_t end_ns) {
+  while (t.open.size() > keep) {
+    const Open& o = t.open.back();
+    emit_({thread, o.start_ns, std::max(end_ns, o.start_ns), o.frame.frame, static_cast<uint16_t>(t.open.size() - 1)});
+    t.open.pop_back();
+  }
+}
+
+void StackSpans::OnSample(uint64_t thread, uint64_t ts_ns, std::span<const SampledFrame> frames) {
+  if (frames.size() > kMaxDepth) {
+    truncated_++;
+    frames = frames.first(kMaxDepth);
+  }
+  auto [it, fresh] = threads_.try_emplace(thread);
+  Thread& t = it->second;
+  if (!fresh) {
+    if (ts_ns < t.last_ns) {
+      // Records of one thread can cross in the ring (CPUs reserve in
+      // parallel): such a sample is taken at the thread's last time.
+      reordered_++;
+      ts_ns = t.last_ns;
+    }
+    if (ts_ns - t.last_ns > kGapPeriods * period_ns_) Close(thread, t, 0, t.last_ns + period_ns_);
+  }
+  size_t common = 0;
+  while (common < t.open.size() && common < frames.size() && t.open[common].frame.identity == frames[common].identity)
+    common++;
+  Close(thread, t, common, ts_ns);
+  for (size_t i = common; i < frames.size(); i++) t.open.push_back({frames[i], ts_ns});
+  t.last_ns = ts_ns;
+}
+
+void StackSpans::EndThread(uint64_t thread) {
+  auto it = threads_.find(thread);
+  if (it == threads_.end()) return;
+  Close(thread, it->second, 0, it->second.last_ns + period_ns_);
+  threads_.erase(it);
+}
+
+void StackSpans::EndAll() {
+  for (auto& [thread, t] : threads_) Close(thread, t, 0, t.last_ns + period_ns_);
+  threads_.clear();
+}
+
+}  // namespace gpuflame::profiler::timeline

@@ -1,0 +1,87 @@
+// Sampled stacks over time to spans, per thread, as sampling profilers'
+// flame charts draw them: consecutive samples of one thread that share a
+// prefix of frames keep those frames' spans open; a frame not in the next
+// sample ends where that sample is. Frames are compared by identity (a
+// function, not a line: a Python frame moving from line to line in one call
+// stays one span), given by the caller as small integers.
+//
+// What sampling can and cannot say: a span starts at the first sample that
+// shows its frame and ends at the first that does not, so each edge is late
+// by up to one sampling period; two calls of the same function with no
+// sample outside them in between read as one span. A thread with no sample
+// for more than kGapPeriods periods was off CPU (a cpu-clock sampler only
+// sees threads that run): its open spans end one period after its last
+// sample, rather than stretching over the time it slept.
+// Not thread-safe: event loop only (the timeline's collector calls it).
+#ifndef GPUFLAME_PROFILER_TIMELINE_STACK_SPANS_H_
+#define GPUFLAME_PROFILER_TIMELINE_STACK_SPANS_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace gpuflame::profiler::timeline {
+
+// One frame of a sample: |identity| decides merging, |frame| names the span.
+struct SampledFrame {
+  uint32_t identity = 0;
+  uint32_t frame = 0;
+  bool operator==(const SampledFrame&) const = default;
+};
+
+// A closed span: [start_ns, end_ns) at |depth| (0: the root) on |thread|.
+struct StackSpan {
+  uint64_t thread = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t frame = 0;
+  uint16_t depth = 0;
+};
+
+class StackSpans {
+ public:
+  static constexpr uint64_t kGapPeriods = 4;
+  // Deeper frames than this are cut (and counted): spans nest by depth.
+  static constexpr size_t kMaxDepth = 512;
+
+  // |emit| gets each span as it closes (innermost first at one instant).
+  StackSpans(uint64_t period_ns, std::function<void(const StackSpan&)> emit)
+      : period_ns_(period_ns ? period_ns : 1), emit_(std::move(emit)) {}
+
+  // |thread| (any key: pid << 32 | tid) was seen in |frames| (root first) at
+  // |ts_ns|. An empty |frames| closes what was open, as a gap would.
+  void OnSample(uint64_t thread, uint64_t ts_ns, std::span<const SampledFrame> frames);
+  // Closes |thread|'s spans one period after its last sample (it exited).
+  void EndThread(uint64_t thread);
+  // Closes every thread's spans (the recording ends).
+  void EndAll();
+
+  uint64_t reordered() const { return reordered_; }  // samples older than their thread's last: taken at it
+  uint64_t truncated() const { return truncated_; }  // samples deeper than kMaxDepth
+  size_t open_threads() const { return threads_.size(); }
+
+ private:
+  struct Open {
+    SampledFrame frame;
+    uint64_t start_ns;
+  };
+  struct Thread {
+    std::vector<Open> open;  // root first
+    uint64_t last_ns = 0;
+  };
+  // Ends |t|'s frames from |keep| on at |end_ns|, innermost first.
+  void Close(uint64_t thread, Thread& t, size_t keep, uint64_t end_ns);
+
+  uint64_t period_ns_;
+  std::function<void(const StackSpan&)> emit_;
+  absl::flat_hash_map<uint64_t, Thread> threads_;
+  uint64_t reordered_ = 0;
+  uint64_t truncated_ = 0;
+};
+
+}  // namespace gpuflame::profiler::timeline
+
+#endif  // GPUFLAME_PROFILER_TIMELINE_STACK_SPANS_H_

@@ -1,0 +1,187 @@
+#include "profiler/timeline/timeline.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "symbolizer/demangle.h"
+
+namespace gpuflame::profiler::timeline {
+namespace {
+
+// Names kept per recording (threads, kernels): beyond, an event still goes
+// in, with a name made from its ID.
+constexpr size_t kMaxNames = 1 << 16;
+
+}  // namespace
+
+const char* EventTypeName(EventType type) {
+  switch (type) {
+    case EventType::kStackSpan: return "cpu_stack";
+    case EventType::kMarkSpan: return "phase";
+    case EventType::kMemory: return "memory";
+    case EventType::kLaunch: return "launch";
+    case EventType::kGpu: return "gpu";
+  }
+  return "?";
+}
+
+Timeline::Timeline(const StackTable& stacks, const FrameTable& frames, TimelineOptions options)
+    : stacks_(stacks),
+      frames_(frames),
+      options_(std::move(options)),
+      stack_spans_(options_.sample_period_ns,
+                   [this](const StackSpan& s) {
+                     Add({.ts_ns = s.start_ns,
+                          .end_ns = s.end_ns,
+                          .pid = static_cast<uint32_t>(s.thread >> 32),
+                          .tid = static_cast<uint32_t>(s.thread),
+                          .ref = s.frame,
+                          .depth = s.depth,
+                          .type = EventType::kStackSpan});
+                   }),
+      mark_spans_(options_.sample_period_ns, [this](const StackSpan& s) {
+        Add({.ts_ns = s.start_ns,
+             .end_ns = s.end_ns,
+             .pid = static_cast<uint32_t>(s.thread >> 32),
+             .tid = static_cast<uint32_t>(s.thread),
+             .ref = s.frame,
+             .depth = s.depth,
+             .type = EventType::kMarkSpan});
+      }) {}
+
+void Timeline::Add(const Event& e) {
+  const auto t = static_cast<size_t>(e.type);
+  if (events_.size() >= options_.max_events) {
+    stats_.dropped[t]++;
+    return;
+  }
+  stats_.kept[t]++;
+  events_.push_back(e);
+}
+
+uint32_t Timeline::Identity(FrameId frame) {
+  if (frame >= identity_of_.size()) identity_of_.resize(frame + 1, 0);
+  if (identity_of_[frame] != 0) return identity_of_[frame] - 1;
+  // A function, not a line: Python frames of one function at two lines are
+  // two frames in the table and one span on the timeline.
+  const symbolizer::Frame& f = frames_.Get(frame);
+  std::string key = absl::StrCat(static_cast<int>(f.kind), "\x1f", f.name, "\x1f", f.file);
+  const uint32_t id = identities_.try_emplace(std::move(key), static_cast<uint32_t>(identities_.size())).first->second;
+  identity_of_[frame] = id + 1;
+  return id;
+}
+
+const Timeline::Sampled& Timeline::SampledStack(StackId stack) {
+  auto [it, fresh] = sampled_.try_emplace(stack);
+  if (!fresh) return it->second;
+  Sampled& s = it->second;
+  if (stack >= stacks_.size()) return s;
+  for (FrameId f : stacks_.Get(stack).frames) {
+    const SampledFrame sf{Identity(f), f};
+    s.all.push_back(sf);
+    const std::string& name = frames_.Get(f).name;
+    if (std::find(options_.marks.begin(), options_.marks.end(), name) != options_.marks.end()) s.marked.push_back(sf);
+  }
+  return s;
+}
+
+void Timeline::SeeThread(pid_t pid, uint32_t tid) {
+  const uint64_t key = ThreadKey(pid, tid);
+  if (thread_names_.size() >= kMaxNames || thread_names_.contains(key)) return;
+  // Once per thread: its name as the kernel keeps it (15 bytes, ours to read).
+  std::string name;
+  if (std::ifstream f(absl::StrCat("/proc/", pid, "/task/", tid, "/comm")); f) std::getline(f, name);
+  thread_names_.emplace(key, std::move(name));
+}
+
+void Timeline::OnCpuSample(pid_t pid, uint32_t tid, uint64_t ts_ns, StackId stack) {
+  SeeThread(pid, tid);
+  const Sampled& s = SampledStack(stack);
+  const uint64_t key = ThreadKey(pid, tid);
+  stack_spans_.OnSample(key, ts_ns, s.all);
+  if (!options_.marks.empty()) mark_spans_.OnSample(key, ts_ns, s.marked);
+}
+
+void Timeline::OnMemory(pid_t pid, uint32_t tid, uint64_t ts_ns, uint8_t domain, uint16_t api, uint64_t addr,
+                        int64_t bytes, StackId stack, int64_t in_use) {
+  SeeThread(pid, tid);
+  Add({.ts_ns = ts_ns,
+       .end_ns = ts_ns,
+       .bytes = bytes,
+       .in_use = in_use,
+       .addr = addr,
+       .pid = static_cast<uint32_t>(pid),
+       .tid = tid,
+       .ref = stack,
+       .api = api,
+       .type = EventType::kMemory,
+       .kind = domain});
+}
+
+void Timeline::OnLaunch(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t correlation, uint32_t cbid, StackId stack) {
+  SeeThread(pid, tid);
+  Add({.ts_ns = ts_ns,
+       .end_ns = ts_ns,
+       .pid = static_cast<uint32_t>(pid),
+       .tid = tid,
+       .ref = stack,
+       .correlation = correlation,
+       .api = static_cast<uint16_t>(cbid),
+       .type = EventType::kLaunch});
+}
+
+void Timeline::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records) {
+  for (const gf_kernel_record& r : records) {
+    if (r.weight > 1) stats_.gpu_weighted_records++;
+    Add({.ts_ns = r.start_ns,
+         .end_ns = std::max(r.end_ns, r.start_ns),
+         .addr = r.stream,
+         .pid = static_cast<uint32_t>(pid),
+         .tid = r.device,
+         .ref = r.name_id,
+         .correlation = r.correlation,
+         .graph = r.graph_id,
+         .type = EventType::kGpu,
+         .kind = r.kind,
+         .copy_kind = r.copy_kind});
+  }
+}
+
+void Timeline::OnKernelName(pid_t pid, uint32_t name_id, std::string_view mangled) {
+  const uint64_t key = uint64_t{static_cast<uint32_t>(pid)} << 32 | name_id;
+  if (kernel_names_.size() >= kMaxNames && !kernel_names_.contains(key)) return;
+  kernel_names_[key] = symbolizer::Demangle(mangled);  // as KernelJoiner names the flame graphs' leaves
+}
+
+const std::string* Timeline::KernelName(pid_t pid, uint32_t name_id) const {
+  auto it = kernel_names_.find(uint64_t{static_cast<uint32_t>(pid)} << 32 | name_id);
+  return it == kernel_names_.end() ? nullptr : &it->second;
+}
+
+std::string Timeline::ThreadName(pid_t pid, uint32_t tid) const {
+  auto it = thread_names_.find(ThreadKey(pid, tid));
+  return it == thread_names_.end() ? std::string() : it->second;
+}
+
+void Timeline::OnProcessExit(pid_t pid) {
+  for (const auto& [key, name] : thread_names_) {
+    if (key >> 32 != static_cast<uint32_t>(pid)) continue;
+    stack_spans_.EndThread(key);
+    mark_spans_.EndThread(key);
+  }
+}
+
+void Timeline::Finish() {
+  stack_spans_.EndAll();
+  mark_spans_.EndAll();
+}
+
+TimelineStats Timeline::stats() const {
+  TimelineStats s = stats_;
+  s.samples_reordered = stack_spans_.reordered();
+  s.samples_truncated = stack_spans_.truncated();
+  return s;
+}
+
+}  // namespace gpuflame::profiler::timeline

@@ -1,0 +1,326 @@
+// The timeline's collector (profiler/timeline) and its Chrome trace writer
+// (exporters/trace): spans merged from samples, the GPU clock's alignment,
+// flows, counters, limits, and a schema check of every event written.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exporters/trace/chrome_trace.h"
+#include "profiler/timeline/gpu_clock.h"
+#include "profiler/timeline/stack_spans.h"
+#include "profiler/timeline/timeline.h"
+#include "tests/support/trace_schema.h"
+
+namespace gpuflame::profiler::timeline {
+namespace {
+
+using nlohmann::json;
+
+std::vector<StackSpan> Merge(const std::vector<std::pair<uint64_t, std::vector<uint32_t>>>& samples, uint64_t period) {
+  std::vector<StackSpan> out;
+  StackSpans spans(period, [&](const StackSpan& s) { out.push_back(s); });
+  for (const auto& [ts, ids] : samples) {
+    std::vector<SampledFrame> frames;
+    for (uint32_t id : ids) frames.push_back({id, id * 10});  // frame = identity * 10: which one names the span
+    spans.OnSample(1, ts, frames);
+  }
+  spans.EndAll();
+  return out;
+}
+
+std::string Describe(const std::vector<StackSpan>& spans) {
+  std::string s;
+  for (const StackSpan& x : spans)
+    s += std::to_string(x.frame) + "@" + std::to_string(x.depth) + "[" + std::to_string(x.start_ns) + "," +
+         std::to_string(x.end_ns) + ") ";
+  return s;
+}
+
+TEST(StackSpansTest, SamplesSharingFramesMergeIntoNestedSpans) {
+  // a>b>c, a>b>d, a>e, then the recording ends one period after the last.
+  auto spans = Merge({{0, {1, 2, 3}}, {10, {1, 2, 4}}, {20, {1, 5}}}, 10);
+  EXPECT_EQ(Describe(spans), "30@2[0,10) 40@2[10,20) 20@1[0,20) 50@1[20,30) 10@0[0,30) ");
+}
+
+TEST(StackSpansTest, AFrameOfOneFunctionAtAnotherLineStaysOneSpan) {
+  std::vector<StackSpan> out;
+  StackSpans spans(10, [&](const StackSpan& s) { out.push_back(s); });
+  const SampledFrame line3{7, 70}, line4{7, 71};  // one function, two lines
+  spans.OnSample(1, 0, std::vector<SampledFrame>{line3});
+  spans.OnSample(1, 10, std::vector<SampledFrame>{line4});
+  spans.EndAll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].frame, 70u);  // named by the first sample's frame
+  EXPECT_EQ(out[0].end_ns, 20u);
+}
+
+TEST(StackSpansTest, AThreadOffCpuEndsItsSpansOnePeriodAfterItsLastSample) {
+  // 4 periods without a sample is a gap: the thread slept.
+  auto spans = Merge({{0, {1}}, {10, {1}}, {100, {1}}}, 10);
+  EXPECT_EQ(Describe(spans), "10@0[0,20) 10@0[100,110) ");
+  // A tick or two missed is not.
+  EXPECT_EQ(Describe(Merge({{0, {1}}, {30, {1}}}, 10)), "10@0[0,40) ");
+}
+
+TEST(StackSpansTest, ThreadsAreApartAndLateSamplesAreCounted) {
+  std::vector<StackSpan> out;
+  StackSpans spans(10, [&](const StackSpan& s) { out.push_back(s); });
+  const std::vector<SampledFrame> a{{1, 1}}, b{{2, 2}};
+  spans.OnSample(1, 20, a);
+  spans.OnSample(2, 0, b);   // another thread: its own time
+  spans.OnSample(1, 15, b);  // older than thread 1's last: taken at it
+  EXPECT_EQ(spans.reordered(), 1u);
+  spans.EndThread(2);
+  spans.EndAll();
+  EXPECT_EQ(Describe(out), "1@0[20,20) 2@0[0,10) 2@0[20,30) ");
+}
+
+TEST(GpuClockTest, ConvertsThroughTheSnapshotsAroundIt) {
+  GpuClock clock;
+  EXPECT_FALSE(clock.ToMonotonic(5, 123).has_value());  // no snapshot: no conversion
+  // CUPTI's clock 1e9 ahead; between the snapshots it gains 1000 ns.
+  clock.OnSnapshot(5, 1'000'001'000, 900, 1100);              // offset 1e9 (read at 1000 +- 100)
+  clock.OnSnapshot(5, 1'000'011'000 + 1000, 10'900, 11'100);  // offset 1e9 + 1000
+  EXPECT_EQ(*clock.ToMonotonic(5, 1'000'001'000), 1000u);
+  EXPECT_EQ(*clock.ToMonotonic(5, 1'000'006'500), 6000u);    // halfway: half the gain
+  EXPECT_EQ(*clock.ToMonotonic(5, 1'000'000'000), 0u);       // before the first: its offset
+  EXPECT_EQ(*clock.ToMonotonic(5, 1'000'022'000), 21'000u);  // after the last: its offset
+  const ClockAlignment a = clock.Alignment(5);
+  EXPECT_EQ(a.snapshots, 2u);
+  EXPECT_EQ(a.max_uncertainty_ns, 100u);
+  EXPECT_EQ(a.max_step_ns, 1000u);
+  // The workload's numbers: a bracket backwards or over 1 ms, time going back.
+  clock.OnSnapshot(5, 2'000'000'000, 20'000, 10'000);
+  clock.OnSnapshot(5, 2'000'000'000, 20'000, 20'000 + GpuClock::kMaxBracketNs + 1);
+  clock.OnSnapshot(5, 1'000'000'000, 30'000, 30'010);
+  EXPECT_EQ(clock.Alignment(5).rejected, 3u);
+  EXPECT_EQ(clock.Alignment(5).snapshots, 2u);
+}
+
+// A pipeline's tables with a few Python stacks in them.
+struct Tables {
+  StackTable stacks;
+  FrameTable frames;
+  StackId Stack(pid_t pid, const std::vector<std::pair<std::string, int>>& names, uint8_t domain = GF_DOMAIN_CPU) {
+    StackInfo info;
+    info.pid = pid;
+    info.domain = domain;
+    std::string key = std::to_string(pid) + ":";
+    for (const auto& [name, line] : names) {
+      symbolizer::Frame f;
+      f.kind = symbolizer::FrameKind::kPython;
+      f.name = name;
+      f.file = "train.py";
+      f.line = line;
+      info.frames.push_back(frames.Intern(f));
+      key += name + "@" + std::to_string(line) + ";";
+    }
+    return stacks.Insert(key, std::move(info));
+  }
+};
+
+json Parse(const std::string& text) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(doc.is_discarded()) << text;
+  return doc;
+}
+
+std::vector<json> Events(const json& doc, const std::string& ph, const std::string& cat = "") {
+  std::vector<json> out;
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == ph && (cat.empty() || e.value("cat", "") == cat)) out.push_back(e);
+  return out;
+}
+
+gf_kernel_record Kernel(uint64_t start, uint64_t end, uint32_t correlation, uint32_t name_id) {
+  gf_kernel_record r{};
+  r.start_ns = start;
+  r.end_ns = end;
+  r.correlation = correlation;
+  r.name_id = name_id;
+  r.device = 1;
+  r.stream = 7;
+  r.kind = GF_GPU_KERNEL;
+  r.weight = 1;
+  return r;
+}
+
+TEST(ChromeTraceTest, AStepOnOneThreadWithItsMemoryLaunchesAndKernels) {
+  Tables t;
+  constexpr pid_t kPid = 4242;
+  constexpr uint32_t kTid = 4243;
+  // Trainer > step at two lines: one span.
+  const StackId step1 = t.Stack(kPid, {{"<module>", 1}, {"Trainer > step", 10}});
+  const StackId step2 = t.Stack(kPid, {{"<module>", 1}, {"Trainer > step", 11}, {"matmul", 3}});
+  const StackId load = t.Stack(kPid, {{"<module>", 1}, {"DataLoader > __next__", 5}});
+  TimelineOptions o;
+  o.sample_period_ns = 10'000;
+  o.marks = {"Trainer > step", "DataLoader > __next__"};
+  Timeline tl(t.stacks, t.frames, o);
+  const uint64_t T = 1'000'000'000;  // CLOCK_MONOTONIC of the first sample
+  tl.OnCpuSample(kPid, kTid, T, load);
+  tl.OnCpuSample(kPid, kTid, T + 10'000, step1);
+  tl.OnCpuSample(kPid, kTid, T + 20'000, step2);
+  tl.OnCpuSample(kPid, kTid, T + 30'000, step1);
+  tl.OnMemory(kPid, kTid, T + 12'000, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0xa000, 4096, step1, 4096);
+  tl.OnMemory(kPid, kTid, T + 33'000, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0xa000, -4096, StackTable::kNone, 0);
+  tl.OnLaunch(kPid, kTid, T + 21'000, 77, 211, step2);
+  // CUPTI's clock is 5 s ahead of the monotonic one; the kernel runs 2 us
+  // after its launch, for 3 us; a kernel of an unsampled launch follows.
+  constexpr uint64_t kAhead = 5'000'000'000;
+  tl.OnClock(kPid, T + kAhead, T - 50, T + 50);
+  tl.OnKernelName(kPid, 3, "_Z6matmulv");
+  const gf_kernel_record k[] = {Kernel(T + kAhead + 23'000, T + kAhead + 26'000, 77, 3),
+                                Kernel(T + kAhead + 26'000, T + kAhead + 27'000, 78, 3)};
+  tl.OnGpuRecords(kPid, k);
+  tl.Finish();
+
+  exporters::ChromeTraceOptions co;
+  co.process_names[kPid] = "train.py";
+  exporters::ChromeTraceStats stats;
+  const json doc = Parse(exporters::ChromeTraceJson(tl, co, &stats));
+  CheckTraceSchema(doc);
+  EXPECT_EQ(doc["metadata"]["ts_zero_ns"], T);
+
+  // The stack: <module> over all, one Trainer > step span (two lines, one call).
+  std::map<std::string, std::pair<double, double>> cpu;  // name -> ts, dur (the last such span)
+  int steps = 0;
+  for (const TraceSpan& e : TraceSpans(doc, "cpu")) {
+    EXPECT_EQ(e.tid, kTid);
+    cpu[e.name] = {e.ts, e.dur};
+    steps += e.name == "Trainer > step";
+  }
+  EXPECT_EQ(steps, 1);
+  // Each ends a nanosecond before the sample that no longer shows it
+  // (chrome_trace.cc says why), or one period after the last sample.
+  auto expect_span = [&](const std::string& name, double ts, double dur) {
+    EXPECT_EQ(cpu[name].first, ts) << name;
+    EXPECT_NEAR(cpu[name].second, dur, 1e-9) << name;
+  };
+  expect_span("<module>", 0, 39.999);
+  expect_span("DataLoader > __next__", 0, 9.999);
+  expect_span("Trainer > step", 10, 29.999);
+  expect_span("matmul", 20, 9.999);
+
+  // Phases: only the marked frames, on a track of their own.
+  std::vector<TraceSpan> phases = TraceSpans(doc, "phase");
+  ASSERT_EQ(phases.size(), 2u);
+  EXPECT_EQ(phases[0].name, "DataLoader > __next__");
+  EXPECT_EQ(phases[1].name, "Trainer > step");
+  EXPECT_EQ(phases[1].ts, 10.0);
+  EXPECT_NEAR(phases[1].dur, 29.999, 1e-9);
+  EXPECT_NE(phases[0].tid, kTid);
+  std::map<uint64_t, std::string> thread_names;
+  for (const json& e : Events(doc, "M"))
+    if (e["name"] == "thread_name") thread_names[e["tid"]] = e["args"]["name"];
+  EXPECT_EQ(thread_names[phases[0].tid], "phases: thread 4243");
+  EXPECT_EQ(thread_names[kTid], "thread 4243");
+
+  // Memory: instants with bytes and stack, and the counter after each.
+  std::vector<json> mem = Events(doc, "i", "memory");
+  ASSERT_EQ(mem.size(), 2u);
+  EXPECT_EQ(mem[0]["name"], "tensor alloc");
+  EXPECT_EQ(mem[0]["ts"], 12.0);
+  EXPECT_EQ(mem[0]["args"]["bytes"], 4096);
+  EXPECT_EQ(mem[0]["args"]["level"], "tensor");
+  EXPECT_EQ(mem[0]["args"]["address"], "0xa000");
+  EXPECT_EQ(mem[0]["args"]["stack"], "<module>;Trainer > step");
+  EXPECT_EQ(mem[1]["name"], "tensor free");
+  EXPECT_EQ(mem[1]["args"]["bytes"], 4096);
+  EXPECT_FALSE(mem[1]["args"].contains("stack"));
+  std::vector<json> counters = Events(doc, "C");
+  ASSERT_EQ(counters.size(), 2u);
+  EXPECT_EQ(counters[0]["name"], "GPU memory in use: tensor level");
+  EXPECT_EQ(counters[0]["args"]["bytes"], 4096);
+  EXPECT_EQ(counters[1]["args"]["bytes"], 0);
+
+  // The launch, named by its kernel, with an arrow to it; the kernel on the
+  // host's axis (CUPTI's clock converted), on its device's stream.
+  std::vector<json> launches = Events(doc, "X", "launch");
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0]["name"], "launch: matmul()");
+  EXPECT_EQ(launches[0]["ts"], 21.0);
+  EXPECT_EQ(launches[0]["dur"], 0);
+  EXPECT_EQ(launches[0]["args"]["stack"], "<module>;Trainer > step;matmul");
+  EXPECT_EQ(launches[0]["flow_out"], true);
+  std::vector<TraceSpan> gpu = TraceSpans(doc, "gpu");
+  ASSERT_EQ(gpu.size(), 2u);
+  EXPECT_EQ(gpu[0].name, "matmul()");
+  EXPECT_EQ(gpu[0].ts, 23.0);
+  EXPECT_EQ(gpu[0].dur, 3.0);
+  EXPECT_EQ(gpu[0].begin["args"]["device"], 1);
+  EXPECT_EQ(gpu[0].begin["bind_id"], launches[0]["bind_id"]);
+  EXPECT_EQ(gpu[0].begin["flow_in"], true);
+  EXPECT_FALSE(gpu[1].begin.contains("bind_id"));  // its launch was not sampled
+  EXPECT_EQ(thread_names[gpu[0].tid], "GPU 1 stream 7");
+  EXPECT_EQ(stats.flows, 1u);
+  EXPECT_EQ(stats.gpu_without_launch, 1u);
+  EXPECT_EQ(doc["metadata"]["gpu_clock"][0]["max_uncertainty_ns"], 50);
+  std::string process;
+  for (const json& e : Events(doc, "M"))
+    if (e["name"] == "process_name") process = e["args"]["name"];
+  EXPECT_EQ(process, "train.py");
+}
+
+TEST(ChromeTraceTest, AGraphsKernelsChainOnOneArrowAndUncalibratedRecordsAreCounted) {
+  Tables t;
+  const StackId s = t.Stack(1, {{"run", 1}});
+  Timeline tl(t.stacks, t.frames, {});
+  tl.OnLaunch(1, 1, 1000, 9, 0, s);
+  tl.OnClock(1, 1000, 999, 1001);
+  const gf_kernel_record k[] = {Kernel(3000, 4000, 9, 1), Kernel(2000, 3000, 9, 1)};
+  tl.OnGpuRecords(1, k);
+  tl.OnGpuRecords(2, k);  // a process that sent no clock
+  tl.Finish();
+  exporters::ChromeTraceStats stats;
+  const json doc = Parse(exporters::ChromeTraceJson(tl, {}, &stats));
+  CheckTraceSchema(doc);
+  std::vector<TraceSpan> gpu = TraceSpans(doc, "gpu");
+  ASSERT_EQ(gpu.size(), 2u);
+  EXPECT_EQ(gpu[0].name, "[kernel 1]");  // never announced
+  EXPECT_EQ(gpu[0].ts, 1.0);             // 2000 on both clocks here; the trace starts at 1000
+  EXPECT_TRUE(gpu[0].begin["flow_in"] == true && gpu[0].begin["flow_out"] == true);    // the first: a step
+  EXPECT_TRUE(gpu[1].begin["flow_in"] == true && !gpu[1].begin.contains("flow_out"));  // the last: the end
+  EXPECT_EQ(gpu[0].begin["bind_id"], gpu[1].begin["bind_id"]);
+  EXPECT_EQ(stats.gpu_uncalibrated, 2u);
+  EXPECT_EQ(doc["metadata"]["dropped"]["gpu_records_without_clock"], 2);
+  // Said on the timeline itself.
+  bool said = false;
+  for (const json& e : Events(doc, "i", "gpuflame")) said |= e["s"] == "g";
+  EXPECT_TRUE(said);
+}
+
+TEST(ChromeTraceTest, LimitsDropTheLatestEventsAndCountThem) {
+  Tables t;
+  const StackId s = t.Stack(1, {{"alloc_loop", 1}});
+  TimelineOptions o;
+  o.max_events = 50;
+  Timeline tl(t.stacks, t.frames, o);
+  for (int i = 0; i < 80; i++) tl.OnMemory(1, 1, 1000 + i, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x1000 + i, 1, s, i + 1);
+  tl.Finish();
+  EXPECT_EQ(tl.stats().kept[static_cast<size_t>(EventType::kMemory)], 50u);
+  EXPECT_EQ(tl.stats().dropped[static_cast<size_t>(EventType::kMemory)], 30u);
+  exporters::ChromeTraceOptions co;
+  co.max_bytes = (64 << 10) + 2000;  // room for a few events past the reserve for the metadata
+  exporters::ChromeTraceStats stats;
+  const std::string text = exporters::ChromeTraceJson(tl, co, &stats);
+  const json doc = Parse(text);
+  CheckTraceSchema(doc);
+  const uint64_t written = Events(doc, "i", "memory").size();
+  EXPECT_GT(written, 0u);
+  EXPECT_LT(written, 50u);
+  EXPECT_EQ(written + stats.dropped_for_bytes[static_cast<size_t>(EventType::kMemory)], 50u);
+  EXPECT_EQ(doc["metadata"]["dropped"]["over_max_events"]["memory"], 30);
+  EXPECT_EQ(doc["metadata"]["dropped"]["over_max_bytes"]["memory"], 50 - written);
+  EXPECT_LE(text.size(), co.max_bytes);
+  // The earliest are kept: the instants are the first ones, in order.
+  EXPECT_EQ(Events(doc, "i", "memory").back()["args"]["in_use"], written);
+  EXPECT_EQ(Events(doc, "i", "memory").front()["name"], "cudaMalloc");
+}
+
+}  // namespace
+}  // namespace gpuflame::profiler::timeline
