@@ -80,7 +80,7 @@ std::string FindCuptiLibrary() {
 }
 
 absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std::string& injection,
-                                bool kernel_time) {
+                                bool kernel_time, bool every_launch) {
   std::optional<base::Pipe> gate = base::Pipe::Open();  // close-on-exec: the command never sees it
   if (!gate) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   std::optional<base::Pipe> exec_error = base::Pipe::Open();
@@ -104,6 +104,9 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std:
     if (!injection.empty()) setenv("CUDA_INJECTION64_PATH", injection.c_str(), /*overwrite=*/0);
     // Loaded for in-process tensor events only: it leaves CUPTI alone.
     if (!injection.empty() && !kernel_time) setenv("GPUFLAME_KERNEL_TIME", "0", /*overwrite=*/1);
+    // --timeline: every launch's stack, so that every kernel and copy has
+    // its arrow (the library otherwise samples them: cupti/launch_sampler.h).
+    if (every_launch) setenv("GPUFLAME_LAUNCH_STACKS_PER_S", "0", /*overwrite=*/0);
     execvp(args[0], args.data());
     const int err = errno;
     (void)!write(exec_error->write_end.get(), &err, sizeof(err));
@@ -368,7 +371,7 @@ int RunRecord(const RecordOptions& opt) {
   Child child;
   if (!opt.command.empty()) {
     std::string injection = profiling.NeedsInjection() ? library : "";
-    auto c = SpawnHeld(opt.command, injection, profiling.kernel_time);
+    auto c = SpawnHeld(opt.command, injection, profiling.kernel_time, opt.timeline.on);
     if (!c.ok()) return Fail(c.status());
     child = std::move(*c);
     ForwardStopSignalsTo(child.pid);

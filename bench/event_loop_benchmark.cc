@@ -61,6 +61,29 @@ void BM_EventLoop_AllocFree(benchmark::State& state) {
 }
 BENCHMARK(BM_EventLoop_AllocFree)->Args({16, 20})->Args({1000, 20})->Args({1000, 64})->Args({16, 128});
 
+// The same with record --timeline on: each allocation and free also goes to
+// the timeline's collector (an event and the process's in use). 2^20 pairs
+// at most, so that every timed event is kept, none only counted as dropped.
+void BM_EventLoop_AllocFreeTimeline(benchmark::State& state) {
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer native(elves);
+  profiler::StackResolver resolver(nullptr, native, {});
+  profiler::EventProcessor events(nullptr, resolver);
+  profiler::timeline::TimelineOptions o;
+  o.max_events = 1 << 22;
+  profiler::timeline::Timeline timeline(events.stacks(), events.frames(), o);
+  events.SetTimeline(&timeline);
+  std::vector<std::vector<uint8_t>> allocs, frees;
+  for (int i = 0; i < 1024; i++) {
+    allocs.push_back(Alloc(0x7f1500000000ull + static_cast<uint64_t>(i) * 4096, i % 16, 20));
+    frees.push_back(Free(0x7f1500000000ull + static_cast<uint64_t>(i) * 4096));
+  }
+  TimeAllocFree(state, events, allocs, frees);
+  state.counters["dropped"] = static_cast<double>(
+      timeline.stats().dropped[static_cast<size_t>(profiler::timeline::EventType::kMemory)]);
+}
+BENCHMARK(BM_EventLoop_AllocFreeTimeline)->Iterations(1 << 20);
+
 // The same with the blocks inside device segments (cudaMalloc records of
 // the same process), |segments| of 2 MiB in all: each tensor event finds
 // its segment and moves its stack's unused_space (segment_slack.h).

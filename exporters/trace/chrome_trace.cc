@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <deque>
 #include <cstdio>
 #include <optional>
 #include <set>
@@ -77,7 +78,7 @@ class Writer {
 
  private:
   void Place() {
-    const std::vector<Event>& events = t_.events();
+    const std::deque<Event>& events = t_.events();
     placed_.reserve(events.size());
     for (size_t i = 0; i < events.size(); i++) {
       const Event& e = events[i];
@@ -136,7 +137,7 @@ class Writer {
   // Each sampled launch to its GPU work: one arrow per launch, through the
   // records with its correlation ID in time order (a graph's kernels).
   void Flows() {
-    const std::vector<Event>& events = t_.events();
+    const std::deque<Event>& events = t_.events();
     absl::flat_hash_map<uint64_t, size_t> launch;  // correlation key -> placed index
     absl::flat_hash_map<uint64_t, std::vector<size_t>> work;
     for (size_t i = 0; i < placed_.size(); i++) {

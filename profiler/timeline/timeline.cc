@@ -88,6 +88,8 @@ const Timeline::Sampled& Timeline::SampledStack(StackId stack) {
 
 void Timeline::SeeThread(pid_t pid, uint32_t tid) {
   const uint64_t key = ThreadKey(pid, tid);
+  if (key == last_thread_) return;
+  last_thread_ = key;
   if (thread_names_.size() >= kMaxNames || thread_names_.contains(key)) return;
   // Once per thread: its name as the kernel keeps it (15 bytes, ours to read).
   std::string name;

@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <deque>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -106,7 +107,7 @@ class Timeline {
   // Ends every open span: call once, when the recording ends.
   void Finish();
 
-  const std::vector<Event>& events() const { return events_; }
+  const std::deque<Event>& events() const { return events_; }
   const StackTable& stacks() const { return stacks_; }
   const FrameTable& frames() const { return frames_; }
   const GpuClock& clock() const { return clock_; }
@@ -132,7 +133,9 @@ class Timeline {
   const StackTable& stacks_;
   const FrameTable& frames_;
   TimelineOptions options_;
-  std::vector<Event> events_;
+  // A deque: growing it copies nothing (a million events are 70 MB).
+  std::deque<Event> events_;
+  uint64_t last_thread_ = 0;  // SeeThread's last key: events come in runs from one thread
   TimelineStats stats_;
   GpuClock clock_;
   StackSpans stack_spans_;

@@ -10,6 +10,6 @@ if [ ! -d "$here/node_modules/speedscope" ]; then
   exit 1
 fi
 rm -rf "$out/timeline"
-GPUFLAME_SIM_LIB_DIR=$sim PYTHONPATH=$sim GPUFLAME_LAUNCH_STACKS_PER_S=0 "$bin" record -q \
+GPUFLAME_SIM_LIB_DIR=$sim PYTHONPATH=$sim "$bin" record -q \
   --mark 'Trainer > step' --mark 'DataLoader > __next__' -o "$out/timeline" -- "$py" "$workloads/timeline.py"
 node "$here/timeline_browser_test.mjs" "$out/timeline/timeline.json.gz" "$out/speedscope-timeline.png"

@@ -56,8 +56,9 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
   GPUFLAME_REQUIRE_PYTHON("3.12");
   GPUFLAME_REQUIRE_KERNEL_TIME();
   const std::string out = TempDir("timeline");
-  // Every launch's stack taken (no token bucket), so every record has its arrow.
-  RunResult r = Sh(SimEnv() + " GPUFLAME_LAUNCH_STACKS_PER_S=0 " + GPUFLAME_BIN +
+  // With --timeline, record has its command's library take every launch's
+  // stack (GPUFLAME_LAUNCH_STACKS_PER_S=0): every record has its arrow.
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN +
                    " record -q --mark 'Trainer > step' --mark 'DataLoader > __next__' -o " + out + " -- " +
                    PyenvPython("3.12") + " " + Workload("timeline.py"));
   ASSERT_EQ(r.status, 0) << r.output;
