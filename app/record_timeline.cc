@@ -50,17 +50,11 @@ uint64_t RecordTimeline::Dropped() const {
 std::string RecordTimeline::SummaryJson() const {
   if (!timeline_) return "null";
   const timeline::TimelineStats t = timeline_->stats();
-  auto per_type = [](const auto& counts) {
-    std::string o = "{";
-    for (size_t i = 0; i < counts.size(); i++)
-      absl::StrAppend(&o, i ? ", " : "", "\"", timeline::EventTypeName(static_cast<timeline::EventType>(i)),
-                      "\": ", counts[i]);
-    return o + "}";
-  };
   return absl::StrCat("{\"file\": \"", kTimelineFile, "\", \"trace_events\": ", stats_.events,
                       ", \"json_bytes\": ", stats_.json_bytes, ", \"gzip_bytes\": ", gz_.size(),
-                      ", \"kept\": ", per_type(t.kept), ", \"dropped_over_max_events\": ", per_type(t.dropped),
-                      ", \"dropped_over_max_bytes\": ", per_type(stats_.dropped_for_bytes),
+                      ", \"kept\": ", timeline::EventCountsJson(t.kept),
+                      ", \"dropped_over_max_events\": ", timeline::EventCountsJson(t.dropped),
+                      ", \"dropped_over_max_bytes\": ", timeline::EventCountsJson(stats_.dropped_for_bytes),
                       ", \"gpu_records_without_clock\": ", stats_.gpu_uncalibrated, ", \"flows\": ", stats_.flows,
                       ", \"gpu_records_without_sampled_launch\": ", stats_.gpu_without_launch,
                       ", \"max_events\": ", timeline_->options().max_events, ", \"max_bytes\": ", max_bytes_, "}");

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cinttypes>
-#include <deque>
 #include <cstdio>
+#include <deque>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -267,11 +267,7 @@ class Writer {
   // A span's head: "B" or "E" of a pair, or "X" of no duration.
   void SpanHead(std::string& out, Edge edge, const char* cat, const std::string& name_json, uint32_t pid, uint32_t tid,
                 uint64_t at) {
-    Head(out,
-         edge == Edge::kBegin ? "B"
-         : edge == Edge::kEnd ? "E"
-                              : "X",
-         cat, name_json, pid, tid, at);
+    Head(out, edge == Edge::kBegin ? "B" : edge == Edge::kEnd ? "E" : "X", cat, name_json, pid, tid, at);
     if (edge == Edge::kWhole) out += ",\"dur\":0";
   }
 
@@ -392,15 +388,9 @@ class Writer {
         base::JsonString("cpu and phase spans: each edge within one sampling period; calls of one function with "
                          "no sample between them read as one span; allocations, frees and launches: exact instants"),
         ",\"limits\":{\"max_events\":", t_.options().max_events, ",\"max_bytes\":", o_.max_bytes, "}");
-    auto per_type = [&](const auto& counts) {
-      std::string o = "{";
-      for (size_t i = 0; i < counts.size(); i++)
-        absl::StrAppend(&o, i ? "," : "", "\"", profiler::timeline::EventTypeName(static_cast<EventType>(i)),
-                        "\":", counts[i]);
-      return o + "}";
-    };
-    absl::StrAppend(&out_, ",\"kept\":", per_type(ts.kept), ",\"dropped\":{\"over_max_events\":", per_type(ts.dropped),
-                    ",\"over_max_bytes\":", per_type(s_.dropped_for_bytes),
+    absl::StrAppend(&out_, ",\"kept\":", profiler::timeline::EventCountsJson(ts.kept),
+                    ",\"dropped\":{\"over_max_events\":", profiler::timeline::EventCountsJson(ts.dropped),
+                    ",\"over_max_bytes\":", profiler::timeline::EventCountsJson(s_.dropped_for_bytes),
                     ",\"gpu_records_without_clock\":", s_.gpu_uncalibrated, "}");
     absl::StrAppend(&out_, ",\"flows\":", s_.flows, ",\"gpu_records_without_sampled_launch\":", s_.gpu_without_launch,
                     ",\"gpu_records_duty_cycled\":", ts.gpu_weighted_records,

@@ -26,29 +26,31 @@ const char* EventTypeName(EventType type) {
   return "?";
 }
 
+std::string EventCountsJson(const std::array<uint64_t, kEventTypes>& counts) {
+  std::string out = "{";
+  for (size_t i = 0; i < counts.size(); i++)
+    absl::StrAppend(&out, i ? ", " : "", "\"", EventTypeName(static_cast<EventType>(i)), "\": ", counts[i]);
+  return out + "}";
+}
+
 Timeline::Timeline(const StackTable& stacks, const FrameTable& frames, TimelineOptions options)
     : stacks_(stacks),
       frames_(frames),
       options_(std::move(options)),
-      stack_spans_(options_.sample_period_ns,
-                   [this](const StackSpan& s) {
-                     Add({.ts_ns = s.start_ns,
-                          .end_ns = s.end_ns,
-                          .pid = static_cast<uint32_t>(s.thread >> 32),
-                          .tid = static_cast<uint32_t>(s.thread),
-                          .ref = s.frame,
-                          .depth = s.depth,
-                          .type = EventType::kStackSpan});
-                   }),
-      mark_spans_(options_.sample_period_ns, [this](const StackSpan& s) {
-        Add({.ts_ns = s.start_ns,
-             .end_ns = s.end_ns,
-             .pid = static_cast<uint32_t>(s.thread >> 32),
-             .tid = static_cast<uint32_t>(s.thread),
-             .ref = s.frame,
-             .depth = s.depth,
-             .type = EventType::kMarkSpan});
-      }) {}
+      stack_spans_(options_.sample_period_ns, SpanSink(EventType::kStackSpan)),
+      mark_spans_(options_.sample_period_ns, SpanSink(EventType::kMarkSpan)) {}
+
+std::function<void(const StackSpan&)> Timeline::SpanSink(EventType type) {
+  return [this, type](const StackSpan& s) {
+    Add({.ts_ns = s.start_ns,
+         .end_ns = s.end_ns,
+         .pid = static_cast<uint32_t>(s.thread >> 32),
+         .tid = static_cast<uint32_t>(s.thread),
+         .ref = s.frame,
+         .depth = s.depth,
+         .type = type});
+  };
+}
 
 void Timeline::Add(const Event& e) {
   const auto t = static_cast<size_t>(e.type);

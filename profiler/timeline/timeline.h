@@ -28,8 +28,9 @@
 #include <sys/types.h>
 
 #include <array>
-#include <deque>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,6 +54,8 @@ enum class EventType : uint8_t {
 inline constexpr size_t kEventTypes = 5;
 // "cpu_stack", "phase", "memory", "launch", "gpu": summary.json's keys.
 const char* EventTypeName(EventType type);
+// {"cpu_stack": N, ...}: counts by type, for the trace's metadata and summary.json.
+std::string EventCountsJson(const std::array<uint64_t, kEventTypes>& counts);
 
 struct Event {
   uint64_t ts_ns = 0;   // CLOCK_MONOTONIC; kGpu: CUPTI's clock
@@ -127,6 +130,8 @@ class Timeline {
   const Sampled& SampledStack(StackId stack);
   uint32_t Identity(FrameId frame);
   void Add(const Event& e);
+  // Closed spans of a merger, as events of |type|.
+  std::function<void(const StackSpan&)> SpanSink(EventType type);
   void SeeThread(pid_t pid, uint32_t tid);
   static uint64_t ThreadKey(pid_t pid, uint32_t tid) { return uint64_t{static_cast<uint32_t>(pid)} << 32 | tid; }
 
