@@ -394,7 +394,8 @@ class Writer {
                     ",\"gpu_records_without_clock\":", s_.gpu_uncalibrated, "}");
     absl::StrAppend(&out_, ",\"flows\":", s_.flows, ",\"gpu_records_without_sampled_launch\":", s_.gpu_without_launch,
                     ",\"gpu_records_duty_cycled\":", ts.gpu_weighted_records,
-                    ",\"samples_reordered\":", ts.samples_reordered, ",\"samples_truncated\":", ts.samples_truncated);
+                    ",\"samples_reordered\":", ts.samples_reordered, ",\"samples_truncated\":", ts.samples_truncated,
+                    ",\"samples_of_threads_over_cap\":", ts.samples_over_threads);
     out_ += ",\"marks\":[";
     for (size_t i = 0; i < t_.options().marks.size(); i++)
       absl::StrAppend(&out_, i ? "," : "", base::JsonString(t_.options().marks[i]));

@@ -17,6 +17,18 @@ void StackSpans::OnSample(uint64_t thread, uint64_t ts_ns, std::span<const Sampl
     truncated_++;
     frames = frames.first(kMaxDepth);
   }
+  if (threads_.size() >= kMaxThreads && !threads_.contains(thread)) {
+    absl::erase_if(threads_, [&](auto& kv) {
+      Thread& t = kv.second;
+      if (ts_ns <= t.last_ns || ts_ns - t.last_ns <= kGapPeriods * period_ns_) return false;
+      Close(kv.first, t, 0, t.last_ns + period_ns_);
+      return true;
+    });
+    if (threads_.size() >= kMaxThreads) {
+      over_threads_++;
+      return;
+    }
+  }
   auto [it, fresh] = threads_.try_emplace(thread);
   Thread& t = it->second;
   if (!fresh) {

@@ -46,6 +46,10 @@ class StackSpans {
   static constexpr uint64_t kGapPeriods = 4;
   // Deeper frames than this are cut (and counted): spans nest by depth.
   static constexpr size_t kMaxDepth = 512;
+  // Threads with state kept at once. At the cap, threads idle for a gap are
+  // ended (their spans would end so at their next sample anyway); samples of
+  // a new thread while all are active are left out, counted.
+  static constexpr size_t kMaxThreads = 1 << 16;
 
   // |emit| gets each span as it closes (innermost first at one instant).
   StackSpans(uint64_t period_ns, std::function<void(const StackSpan&)> emit)
@@ -59,8 +63,9 @@ class StackSpans {
   // Closes every thread's spans (the recording ends).
   void EndAll();
 
-  uint64_t reordered() const { return reordered_; }  // samples older than their thread's last: taken at it
-  uint64_t truncated() const { return truncated_; }  // samples deeper than kMaxDepth
+  uint64_t reordered() const { return reordered_; }        // samples older than their thread's last: taken at it
+  uint64_t truncated() const { return truncated_; }        // samples deeper than kMaxDepth
+  uint64_t over_threads() const { return over_threads_; }  // samples of new threads past kMaxThreads
   size_t open_threads() const { return threads_.size(); }
 
  private:
@@ -80,6 +85,7 @@ class StackSpans {
   absl::flat_hash_map<uint64_t, Thread> threads_;
   uint64_t reordered_ = 0;
   uint64_t truncated_ = 0;
+  uint64_t over_threads_ = 0;
 };
 
 }  // namespace gpuflame::profiler::timeline

@@ -185,6 +185,7 @@ TimelineStats Timeline::stats() const {
   TimelineStats s = stats_;
   s.samples_reordered = stack_spans_.reordered();
   s.samples_truncated = stack_spans_.truncated();
+  s.samples_over_threads = stack_spans_.over_threads();
   return s;
 }
 

@@ -88,6 +88,7 @@ struct TimelineStats {
   std::array<uint64_t, kEventTypes> dropped{};  // over max_events
   uint64_t samples_reordered = 0;               // a thread's sample older than its last (stack_spans.h)
   uint64_t samples_truncated = 0;               // deeper than StackSpans::kMaxDepth
+  uint64_t samples_over_threads = 0;            // of new threads while StackSpans::kMaxThreads were active
   uint64_t gpu_weighted_records = 0;            // duty-cycled activity: stands for records not seen
 };
 

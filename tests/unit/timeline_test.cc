@@ -79,6 +79,20 @@ TEST(StackSpansTest, ThreadsAreApartAndLateSamplesAreCounted) {
   EXPECT_EQ(Describe(out), "1@0[20,20) 2@0[0,10) 2@0[20,30) ");
 }
 
+TEST(StackSpansTest, ThreadsAreBoundedIdleOnesEndedFirst) {
+  size_t spans_out = 0;
+  StackSpans spans(10, [&](const StackSpan&) { spans_out++; });
+  const std::vector<SampledFrame> f{{1, 1}};
+  for (uint64_t t = 0; t < StackSpans::kMaxThreads; t++) spans.OnSample(t, 0, f);
+  spans.OnSample(StackSpans::kMaxThreads, 5, f);  // all still active: left out, counted
+  EXPECT_EQ(spans.over_threads(), 1u);
+  EXPECT_EQ(spans_out, 0u);
+  spans.OnSample(StackSpans::kMaxThreads, 1000, f);  // all idle for a gap: ended, room made
+  EXPECT_EQ(spans.over_threads(), 1u);
+  EXPECT_EQ(spans_out, StackSpans::kMaxThreads);
+  EXPECT_EQ(spans.open_threads(), 1u);
+}
+
 TEST(GpuClockTest, ConvertsThroughTheSnapshotsAroundIt) {
   GpuClock clock;
   EXPECT_FALSE(clock.ToMonotonic(5, 123).has_value());  // no snapshot: no conversion
