@@ -73,6 +73,26 @@ TEST(CliHelpTest, RecordTakesLogSettings) {
             "log format wants text, logfmt or json, not 'xml' (see gpuflame record --help)");
 }
 
+TEST(CliHelpTest, RecordTakesTimelineSettings) {
+  auto off = ParseCommandLine({"record", "-o", "x", "--", "ls"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(std::get<RecordOptions>(*off).timeline.on);
+  // A mark or a limit asks for the timeline too.
+  auto c = ParseCommandLine({"record", "-o", "x", "--mark", "Trainer > step", "--mark", "DataLoader > __next__",
+                             "--timeline-max-events", "500", "--timeline-max-mb", "8", "--", "ls"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const TimelineRequest& t = std::get<RecordOptions>(*c).timeline;
+  EXPECT_TRUE(t.on);
+  EXPECT_EQ(t.marks, (std::vector<std::string>{"Trainer > step", "DataLoader > __next__"}));
+  EXPECT_EQ(t.max_events, 500u);
+  EXPECT_EQ(t.max_mb, 8u);
+  EXPECT_EQ(Message({"record", "-o", "x", "--timeline-max-mb", "-1"}),
+            "--timeline-max-mb wants a positive number, not '-1' (see gpuflame record --help)");
+  EXPECT_EQ(Message({"record", "-o", "x", "--mark", ""}), "--mark wants a frame name, not '' (see gpuflame record --help)");
+  EXPECT_EQ(Message({"record", "-o", "x", "--mark"}),
+            "--mark needs a frame name ('Trainer > step') (see gpuflame record --help)");
+}
+
 // Every flag the agent's parser takes is in its help, and so is every
 // profile type it pushes.
 TEST(AgentHelpTest, ListsEveryFlagAndProfileType) {
