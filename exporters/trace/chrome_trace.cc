@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -70,6 +71,7 @@ class Writer {
     AssignTracks();
     out_ = "{\"traceEvents\":[\n";
     WriteTrackNames();
+    WriteGpuBusy();
     WriteEvents();
     WriteTrailer();
     s_.json_bytes = out_.size();
@@ -202,6 +204,54 @@ class Writer {
     absl::StrAppend(&out_, "{\"ph\":\"M\",\"name\":\"", what, "\",\"pid\":", pid, ",\"tid\":", tid, ",\"args\":", args,
                     "},\n");
     s_.events++;
+  }
+
+  // Each device's busy fraction: the share of each bin in which at least one
+  // kernel of the recorded processes ran (NVML's "utilization.gpu" counts
+  // every process's), on a process of its own (pid 0, "GPUs"), a value where
+  // it changes. Bins of 1 ms, wider where the trace is long: at most
+  // kMaxBusyBins per device.
+  static constexpr uint64_t kMaxBusyBins = 10'000;
+  void WriteGpuBusy() {
+    std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> kernels;  // device -> intervals
+    for (const Placed& p : placed_) {
+      const Event& e = t_.events()[p.index];
+      if (e.type == EventType::kGpu && e.kind == GF_GPU_KERNEL && p.end > p.ts) kernels[e.tid].push_back({p.ts, p.end});
+    }
+    if (kernels.empty()) return;
+    Metadata("process_name", 0, 0, "{\"name\":\"GPUs (busy: kernels of the recorded processes)\"}");
+    for (auto& [device, spans] : kernels) {
+      std::sort(spans.begin(), spans.end());
+      const uint64_t from = spans.front().first;
+      uint64_t to = 0;
+      for (const auto& sp : spans) to = std::max(to, sp.second);
+      const uint64_t width = std::max<uint64_t>(1'000'000, (to - from + kMaxBusyBins - 1) / kMaxBusyBins);
+      std::vector<uint64_t> busy((to - from + width - 1) / width, 0);  // ns busy per bin
+      uint64_t covered = from;  // the union so far ends here: overlapping kernels count once
+      for (const auto& [start, end] : spans) {
+        for (uint64_t t = std::max(start, covered); t < end;) {
+          const uint64_t bin = (t - from) / width;
+          const uint64_t bin_end = std::min(end, from + (bin + 1) * width);
+          busy[bin] += bin_end - t;
+          t = bin_end;
+        }
+        covered = std::max(covered, end);
+      }
+      const std::string name = absl::StrCat("{\"ph\":\"C\",\"name\":\"GPU ", device, " busy\",\"pid\":0,\"ts\":");
+      double last = -1;
+      for (size_t b = 0; b <= busy.size(); b++) {
+        // The last bin may be partial: its share of its own length. After it, idle.
+        const uint64_t bin_start = from + b * width;
+        const uint64_t length = b < busy.size() ? std::min(width, to - bin_start) : 0;
+        const double fraction = length ? static_cast<double>(busy[b]) / static_cast<double>(length) : 0.0;
+        if (fraction == last) continue;
+        last = fraction;
+        out_ += name;
+        AppendMicros(out_, bin_start - base_);
+        absl::StrAppend(&out_, ",\"args\":{\"fraction\":", absl::StrFormat("%.4f", fraction), "}},\n");
+        s_.events++;
+      }
+    }
   }
 
   void WriteTrackNames() {

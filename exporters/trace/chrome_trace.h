@@ -15,7 +15,8 @@
 // their bytes and stack), a phase track per thread with --mark, one track
 // per GPU stream (kernels, copies, memsets with their correlation IDs), and
 // two counters (in use at the device level, through CUDA's allocation
-// calls, and at the tensor level, PyTorch's caching allocator). Flow arrows
+// calls, and at the tensor level, PyTorch's caching allocator); and each
+// GPU's busy fraction from its kernels, under a process of its own (pid 0). Flow arrows
 // go from each sampled launch to the GPU work with its correlation ID
 // (a graph's kernels in a chain). Times are microseconds from the earliest
 // event, three decimals (nanoseconds); the metadata says which instant on

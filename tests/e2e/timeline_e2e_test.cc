@@ -58,9 +58,9 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
   const std::string out = TempDir("timeline");
   // With --timeline, record has its command's library take every launch's
   // stack (GPUFLAME_LAUNCH_STACKS_PER_S=0): every record has its arrow.
-  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN +
-                   " record -q --mark 'Trainer > step' --mark 'DataLoader > __next__' -o " + out + " -- " +
-                   PyenvPython("3.12") + " " + Workload("timeline.py"));
+  RunResult r =
+      Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q --mark 'Trainer > step' --mark 'DataLoader > __next__' -o " + out +
+         " -- " + PyenvPython("3.12") + " " + Workload("timeline.py"));
   ASSERT_EQ(r.status, 0) << r.output;
   auto text = exporters::Gunzip(ReadFile(out + "/timeline.json.gz"));
   ASSERT_TRUE(text.ok()) << text.status();
@@ -79,7 +79,8 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
   for (const TraceSpan& g : gpu) {
     if (g.name == kGemm) {
       gemms++;
-      EXPECT_NEAR(g.dur, 300.0, 0.0015) << g.begin;  // microseconds as the fixture's GPU ran it (+-1 ns: the clock's rounding)
+      EXPECT_NEAR(g.dur, 300.0, 0.0015)
+          << g.begin;  // microseconds as the fixture's GPU ran it (+-1 ns: the clock's rounding)
       EXPECT_EQ(threads[g.tid], "GPU 0 stream 7");
     } else if (g.name == "[memcpy HtoD]") {
       copies++;
@@ -119,6 +120,15 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
     EXPECT_GE(after, 0) << l << g;
     EXPECT_LT(after, 1e6) << l << g;  // within a second of its launch, on the same axis
   }
+
+  // The device's busy fraction from its kernels: busy at times, idle at the end.
+  std::vector<double> busy;
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == "C" && e["name"] == "GPU 0 busy") busy.push_back(e["args"]["fraction"]);
+  ASSERT_FALSE(busy.empty());
+  EXPECT_GT(*std::max_element(busy.begin(), busy.end()), 0.0);
+  EXPECT_LE(*std::max_element(busy.begin(), busy.end()), 1.0);
+  EXPECT_EQ(busy.back(), 0.0);
 
   // Memory, exactly: the weights at the device level, one 4 MiB tensor per
   // step, allocated in Trainer > step, and each process counter after it.

@@ -246,7 +246,9 @@ TEST(ChromeTraceTest, AStepOnOneThreadWithItsMemoryLaunchesAndKernels) {
   EXPECT_EQ(mem[1]["name"], "tensor free");
   EXPECT_EQ(mem[1]["args"]["bytes"], 4096);
   EXPECT_FALSE(mem[1]["args"].contains("stack"));
-  std::vector<json> counters = Events(doc, "C");
+  std::vector<json> counters;
+  for (const json& e : Events(doc, "C"))
+    if (e["name"].get<std::string>().starts_with("GPU memory in use")) counters.push_back(e);
   ASSERT_EQ(counters.size(), 2u);
   EXPECT_EQ(counters[0]["name"], "GPU memory in use: tensor level");
   EXPECT_EQ(counters[0]["args"]["bytes"], 4096);
@@ -274,10 +276,11 @@ TEST(ChromeTraceTest, AStepOnOneThreadWithItsMemoryLaunchesAndKernels) {
   EXPECT_EQ(stats.flows, 1u);
   EXPECT_EQ(stats.gpu_without_launch, 1u);
   EXPECT_EQ(doc["metadata"]["gpu_clock"][0]["max_uncertainty_ns"], 50);
-  std::string process;
+  std::map<uint64_t, std::string> processes;
   for (const json& e : Events(doc, "M"))
-    if (e["name"] == "process_name") process = e["args"]["name"];
-  EXPECT_EQ(process, "train.py");
+    if (e["name"] == "process_name") processes[e["pid"]] = e["args"]["name"];
+  EXPECT_EQ(processes[kPid], "train.py");
+  EXPECT_EQ(processes[0], "GPUs (busy: kernels of the recorded processes)");
 }
 
 TEST(ChromeTraceTest, AGraphsKernelsChainOnOneArrowAndUncalibratedRecordsAreCounted) {
@@ -306,6 +309,29 @@ TEST(ChromeTraceTest, AGraphsKernelsChainOnOneArrowAndUncalibratedRecordsAreCoun
   bool said = false;
   for (const json& e : Events(doc, "i", "gpuflame")) said |= e["s"] == "g";
   EXPECT_TRUE(said);
+}
+
+TEST(ChromeTraceTest, EachGpusBusyFractionPerMillisecondFromItsKernels) {
+  Tables t;
+  Timeline tl(t.stacks, t.frames, {});
+  tl.OnClock(1, 1000, 999, 1001);  // CUPTI's clock is the monotonic one here
+  constexpr uint64_t kMs = 1'000'000, T = 1000;
+  gf_kernel_record k[] = {Kernel(T, T + 5 * kMs, 1, 1), Kernel(T + 3 * kMs, T + 6 * kMs, 2, 1),  // overlap: once
+                          Kernel(T + 10 * kMs, T + 11 * kMs + kMs / 2, 3, 1)};
+  for (gf_kernel_record& r : k) r.device = 2;
+  tl.OnGpuRecords(1, k);
+  tl.Finish();
+  exporters::ChromeTraceStats stats;
+  const json doc = Parse(exporters::ChromeTraceJson(tl, {}, &stats));
+  CheckTraceSchema(doc);
+  std::vector<std::pair<double, double>> busy;  // ts (us), fraction
+  for (const json& e : Events(doc, "C")) {
+    EXPECT_EQ(e["name"], "GPU 2 busy");
+    EXPECT_EQ(e["pid"], 0);
+    busy.push_back({e["ts"], e["args"]["fraction"]});
+  }
+  // Busy from 0 to 6 ms, idle to 10, busy to 11.5 (the last bin: 0.5 ms of 0.5), then nothing.
+  EXPECT_EQ(busy, (std::vector<std::pair<double, double>>{{0, 1}, {6000, 0}, {10000, 1}, {12000, 0}}));
 }
 
 TEST(ChromeTraceTest, LimitsDropTheLatestEventsAndCountThem) {
