@@ -174,13 +174,17 @@ void NativeUnwinder::Invalidate(pid_t pid) {
   stale_checked_ns_.erase(pid);
 }
 
-bool NativeUnwinder::Stale(Process& p, uint64_t pc) {
+bool NativeUnwinder::Stale(Process& p, uint64_t pc, bool leaf) {
   if (pc < kMinCodeAddress || p.Find(pc)) return false;
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
   uint64_t& last = stale_checked_ns_[p.ctx.pid];
-  if (last && now - last < kStaleCheckNs) return false;
+  // Not for a leaf: a probe fired there, in a library file, so a module
+  // list without it is older than the library's mapping, whatever another
+  // unwind checked in the last 50 ms. Rate-limited, the first call of a
+  // process (its unwind right after another) lost its whole stack.
+  if (!leaf && last && now - last < kStaleCheckNs) return false;
   last = now;
   const inspect::Mapping* m = symbols_.FindMapping(p.ctx.pid, pc);
   return m && m->executable && m->inode != 0;
@@ -324,7 +328,7 @@ std::vector<uint64_t> NativeUnwinder::Unwind(pid_t pid, const gf_user_regs& regs
     // Stopped in a library mapped since the modules were listed (dlopen()
     // of a file no probe watches, e.g. a C++ extension through ctypes):
     // list them again and unwind once more.
-    if (attempt > 0 || pcs.empty() || !Stale(*p, pcs.back())) break;
+    if (attempt > 0 || pcs.empty() || !Stale(*p, pcs.back(), /*leaf=*/pcs.size() == 1)) break;
     stats_.relisted++;
     processes_.erase(pid);
     p = Get(pid);

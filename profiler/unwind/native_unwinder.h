@@ -65,8 +65,9 @@ class NativeUnwinder {
   struct Scratch;
   Process* Get(pid_t pid);
   // Whether an unwind that stopped at |pc| should be redone: |pc| lies in
-  // a file mapping that |p|'s module list, older than it, lacks.
-  bool Stale(Process& p, uint64_t pc);
+  // a file mapping that |p|'s module list, older than it, lacks. |leaf|:
+  // |pc| is where the probe fired, checked whatever the rate limit.
+  bool Stale(Process& p, uint64_t pc, bool leaf);
   Dwfl* DwflFor(Process& p);
   bool FastUnwind(Process& p, size_t max_frames, std::vector<uint64_t>& pcs);
   void DwflUnwind(Process& p, size_t max_frames, std::vector<uint64_t>& pcs);
