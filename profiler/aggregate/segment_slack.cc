@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/saturating.h"
+
 namespace gpuflame::profiler {
 namespace {
 
@@ -110,7 +112,7 @@ uint32_t SegmentSlack::Insert(Process& p, uint64_t base, uint64_t size, StackId 
   const uint32_t id = next_id_++;
   if (next_id_ == 0) next_id_ = 1;  // 0 stays "none"
   p.segments.emplace(base, Segment{end, 0, stack, id, mapped});
-  p.reserved += static_cast<int64_t>(size);
+  base::SaturatingAdd(p.reserved, static_cast<int64_t>(size));
   p.count++;
   change = {stack, 1, static_cast<int64_t>(size)};
   return id;
@@ -164,7 +166,7 @@ uint32_t SegmentSlack::AddBlock(uint32_t pid, uint64_t addr, uint64_t bytes, std
   auto it = Holding(p, addr);
   if (it == p.segments.end()) {
     p.unknown_blocks++;
-    p.unknown_bytes += static_cast<int64_t>(bytes);
+    base::SaturatingAdd(p.unknown_bytes, static_cast<int64_t>(bytes));  // the workload's sizes: absurd ones saturate
     return 0;
   }
   const uint32_t id = it->second.id;
