@@ -26,8 +26,8 @@ namespace gpuflame::profiler {
 class KernelStackIds {
  public:
   // Keeps |frames| (whole gf_py_frames) under |id| for |pid|. The same ID
-  // again (two CPUs sent one new stack at once, or BPF's LRU forgot it)
-  // keeps the first copy: both are the same frames.
+  // again (each CPU sends a stack's frames the first time it sees it, and
+  // again once its cache let the ID go) keeps the first copy: the same frames.
   void Remember(uint32_t pid, const gf_stack_id& id, std::span<const uint8_t> frames);
 
   // The frames sent under |id| by |pid|; valid until the next Remember or Forget.
