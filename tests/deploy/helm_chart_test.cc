@@ -140,8 +140,9 @@ TEST(HelmChartTest, DefaultDaemonSetHasLeastPrivilegeOnGpuNodes) {
 }
 
 TEST(HelmChartTest, RenderedAgentConfigurationIsAcceptedByTheAgent) {
-  auto m = Render("--set pyroscope.tenantID=team-a --set 'profiling.namespaces={ml,serving}' --set profiling.cpuHz=49"
-                  " --set 'profiling.seriesLabels={pid}' --set 'profiling.serviceNameFrom={kubernetes,script}'");
+  auto m = Render(
+      "--set pyroscope.tenantID=team-a --set 'profiling.namespaces={ml,serving}' --set profiling.cpuHz=49"
+      " --set 'profiling.seriesLabels={pid}' --set 'profiling.serviceNameFrom={kubernetes,script}'");
   std::string yaml = m.at("ConfigMap/gf-gpuflame")["data"]["agent.yaml"].as<std::string>();
   std::string path = testing::TempDir() + "/agent.yaml";
   std::ofstream(path) << yaml;
@@ -215,8 +216,9 @@ TEST(HelmChartTest, NamesAndNamespaceCanBeOverridden) {
   m = Render("--set fullnameOverride=gpu-profiler");
   EXPECT_TRUE(m.count("DaemonSet/gpu-profiler"));
   EXPECT_TRUE(m.count("ConfigMap/gpu-profiler"));
-  EXPECT_EQ(m["DaemonSet/gpu-profiler"]["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"].as<std::string>(),
-            "gpu-profiler");
+  EXPECT_EQ(
+      m["DaemonSet/gpu-profiler"]["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"].as<std::string>(),
+      "gpu-profiler");
 }
 
 TEST(HelmChartTest, ImageFromRegistryRepositoryTagOrDigest) {
@@ -353,7 +355,8 @@ TEST(HelmChartTest, ReadmeDocumentsEveryValue) {
   std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& n, const std::string& at) {
     if (n.IsMap() && n.size() > 0 && at != "nodeSelector" && at != "resources" && at != "updateStrategy" &&
         at != "dashboard.labels") {
-      for (const auto& kv : n) walk(kv.second, at.empty() ? kv.first.as<std::string>() : at + "." + kv.first.as<std::string>());
+      for (const auto& kv : n)
+        walk(kv.second, at.empty() ? kv.first.as<std::string>() : at + "." + kv.first.as<std::string>());
       return;
     }
     if (readme.str().find("`" + at + "`") == std::string::npos) missing.push_back(at);
@@ -377,9 +380,9 @@ TEST(HelmChartTest, NotesTellTheUserWhatToDoNext) {
   ShResult r = Sh(Helm() + " install gf " + kChart + " --namespace monitoring --dry-run=client");
   ASSERT_EQ(r.status, 0) << r.out;
   std::string notes = r.out.substr(r.out.find("NOTES:"));
-  for (const char* needle : {"kubectl -n monitoring get pods", "port-forward ds/gf-gpuflame 9400",
-                             "Grafana Pyroscope", "gf-gpuflame-dashboard",
-                             "CUDA_INJECTION64_PATH", "/opt/gpuflame/lib/libgpuflame_cupti.so"})
+  for (const char* needle :
+       {"kubectl -n monitoring get pods", "port-forward ds/gf-gpuflame 9400", "Grafana Pyroscope",
+        "gf-gpuflame-dashboard", "CUDA_INJECTION64_PATH", "/opt/gpuflame/lib/libgpuflame_cupti.so"})
     EXPECT_NE(notes.find(needle), std::string::npos) << needle << "\n" << notes;
   r = Sh(Helm() + " install gf " + kChart + " --dry-run=client --set cuptiLibrary.enabled=false");
   EXPECT_EQ(r.out.substr(r.out.find("NOTES:")).find("CUDA_INJECTION64_PATH"), std::string::npos);
@@ -419,14 +422,19 @@ TEST(AgentImageTest, DockerfileInstallsEveryLibraryTheBinaryNeeds) {
   for (std::string line; std::getline(lines, line);) {
     size_t colon = line.find(':'), slash = line.rfind('/');
     if (colon == std::string::npos || slash == std::string::npos) continue;
-    owner.emplace(line.substr(slash + 1), line.substr(0, colon));
+    // A library of another architecture's multilib (libc6-i386's
+    // /lib32/libm.so.6, say) is not what the binary loads: the x86-64
+    // one's owner wins.
+    const std::string lib = line.substr(slash + 1), package = line.substr(0, colon);
+    if (line.find("/x86_64-linux-gnu/") != std::string::npos) owner[lib] = package;
+    else owner.emplace(lib, package);
   }
   int checked = 0;
   for (const std::string& lib : libs) {
     checked++;
     ASSERT_TRUE(owner.count(lib)) << "no Debian package owns " << lib;
-    EXPECT_TRUE(provided.count(owner[lib])) << lib << " comes from " << owner[lib]
-                                            << ", which the Dockerfile does not install";
+    EXPECT_TRUE(provided.count(owner[lib]))
+        << lib << " comes from " << owner[lib] << ", which the Dockerfile does not install";
   }
   EXPECT_GT(checked, 5);
 }
@@ -451,9 +459,12 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
   // from the same constants the agent names its profiles with.
   const std::string gpu = profiler::kGpuMemoryProfile, torch = profiler::kTorchMemoryProfile;
   const std::set<std::string> want_flame = {
-      gpu + ":inuse_space:bytes:space:bytes", gpu + ":alloc_space:bytes:space:bytes",
-      torch + ":inuse_space:bytes:space:bytes", gpu + ":peak_space:bytes:space:bytes",
-      torch + ":peak_space:bytes:space:bytes", std::string(profiler::kCpuProfile) + ":cpu:nanoseconds:cpu:nanoseconds",
+      gpu + ":inuse_space:bytes:space:bytes",
+      gpu + ":alloc_space:bytes:space:bytes",
+      torch + ":inuse_space:bytes:space:bytes",
+      gpu + ":peak_space:bytes:space:bytes",
+      torch + ":peak_space:bytes:space:bytes",
+      std::string(profiler::kCpuProfile) + ":cpu:nanoseconds:cpu:nanoseconds",
       std::string(profiler::kGpuKernelProfile) + ":time:nanoseconds:time:nanoseconds",
       std::string(profiler::kOomProfile) + ":gpu_inuse_space:bytes:space:bytes"};
   std::set<std::string> flame;
@@ -508,9 +519,9 @@ TEST(DashboardTest, InUsePanelsLinkToTheDiffViewOfTheirProfile) {
       EXPECT_NE(url.find(part), std::string::npos) << part << " in " << url;
     linked.insert(type);
   }
-  EXPECT_EQ(linked, (std::set<std::string>{std::string(profiler::kGpuMemoryProfile) + ":inuse_space:bytes:space:bytes",
-                                           std::string(profiler::kTorchMemoryProfile) +
-                                               ":inuse_space:bytes:space:bytes"}));
+  EXPECT_EQ(linked,
+            (std::set<std::string>{std::string(profiler::kGpuMemoryProfile) + ":inuse_space:bytes:space:bytes",
+                                   std::string(profiler::kTorchMemoryProfile) + ":inuse_space:bytes:space:bytes"}));
 }
 
 // ---- what the in-use panels show, modelled: the agent's windows, Grafana's
@@ -546,11 +557,10 @@ int64_t DurationMs(const std::string& s) {
 // rangeutil.roundInterval, up to the hour (its table, in ms).
 int64_t RoundInterval(int64_t ms) {
   const std::pair<int64_t, int64_t> table[] = {
-      {15, 10},          {35, 20},           {75, 50},          {150, 100},        {350, 200},
-      {750, 500},        {1500, 1000},       {3500, 2000},      {7500, 5000},      {12500, 10000},
-      {17500, 15000},    {25000, 20000},     {45000, 30000},    {90000, 60000},    {210000, 120000},
-      {450000, 300000},  {750000, 600000},   {1050000, 900000}, {1500000, 1200000}, {2700000, 1800000},
-      {5400000, 3600000}};
+      {15, 10},           {35, 20},           {75, 50},          {150, 100},       {350, 200},       {750, 500},
+      {1500, 1000},       {3500, 2000},       {7500, 5000},      {12500, 10000},   {17500, 15000},   {25000, 20000},
+      {45000, 30000},     {90000, 60000},     {210000, 120000},  {450000, 300000}, {750000, 600000}, {1050000, 900000},
+      {1500000, 1200000}, {2700000, 1800000}, {5400000, 3600000}};
   for (const auto& [below, rounded] : table)
     if (ms < below) return rounded;
   return 7200000;
