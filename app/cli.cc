@@ -63,6 +63,10 @@ Options:
       --mark FRAME        spans of this frame, as the flame graph names it
                           ('Trainer > step'), are phases on the timeline
                           (repeatable; implies --timeline)
+      --interval MS       why the GPU idles: busy and idle per window of MS
+                          milliseconds, 50 to 1000 (default 100)
+      --idle-gap-ms MS    a GPU idle this long or longer is an idle gap
+                          (default 5; 1 to 1000)
 )",
                       ProfilingFlags::Help(26),
                       R"(  -q, --quiet             no progress line, summary or warnings on the terminal
@@ -246,6 +250,16 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       if (v->empty()) return Bad("record", "--mark wants a frame name, not ''");
       o.timeline.marks.push_back(*v);
       o.timeline.on = true;
+    } else if (a == "--interval" || a == "--idle-gap-ms") {
+      auto v = value("a number of milliseconds");
+      if (!v.ok()) return v.status();
+      const bool interval = a == "--interval";
+      const uint64_t lo = interval ? 50 : 1, hi = 1000;
+      uint64_t n = 0;
+      auto r = std::from_chars(v->data(), v->data() + v->size(), n);
+      if (r.ec != std::errc() || r.ptr != v->data() + v->size() || n < lo || n > hi)
+        return Bad("record", absl::StrCat(a, " wants ", lo, " to ", hi, " milliseconds, not '", *v, "'"));
+      (interval ? o.utilization.interval_ms : o.utilization.idle_gap_ms) = n;
     } else if (a == "-q" || a == "--quiet") {
       o.quiet = true;
     } else if (a == "--no-progress") {

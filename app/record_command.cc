@@ -16,24 +16,25 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "app/record_oom.h"
+#include "app/record_output.h"
+#include "app/record_timeline.h"
+#include "app/record_utilization.h"
 #include "base/json_string.h"
 #include "base/scoped_fd.h"
 #include "exporters/files/html_writer.h"
 #include "inspect/bounded_read.h"
 #include "logging/log.h"
-#include "profiler/pipeline/event_processor.h"
-#include "profiler/probes/preflight.h"
-#include "profiler/process/guardian.h"
-#include "profiler/process/run_control.h"
-#include "profiler/pipeline/session.h"
-#include "profiler/process/process_registry.h"
 #include "profiler/aggregate/profile_builder.h"
-#include "app/record_oom.h"
 #include "profiler/forensics/growth.h"
 #include "profiler/forensics/growth_report.h"
 #include "profiler/forensics/stack_names.h"
-#include "app/record_output.h"
-#include "app/record_timeline.h"
+#include "profiler/pipeline/event_processor.h"
+#include "profiler/pipeline/session.h"
+#include "profiler/probes/preflight.h"
+#include "profiler/process/guardian.h"
+#include "profiler/process/process_registry.h"
+#include "profiler/process/run_control.h"
 #include "profiler/resolve/stack_resolver.h"
 
 namespace gpuflame::profiler {
@@ -72,15 +73,16 @@ std::string FindCuptiLibrary() {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  for (const char* rel : {"libgpuflame_cupti.so", "cupti/libgpuflame_cupti.so", "../lib/gpuflame/libgpuflame_cupti.so"}) {
+  for (const char* rel :
+       {"libgpuflame_cupti.so", "cupti/libgpuflame_cupti.so", "../lib/gpuflame/libgpuflame_cupti.so"}) {
     std::filesystem::path p = self.parent_path() / rel;
     if (std::filesystem::is_regular_file(p, ec)) return std::filesystem::canonical(p, ec).string();
   }
   return "";
 }
 
-absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std::string& injection,
-                                bool kernel_time, bool every_launch) {
+absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std::string& injection, bool kernel_time,
+                                bool every_launch) {
   std::optional<base::Pipe> gate = base::Pipe::Open();  // close-on-exec: the command never sees it
   if (!gate) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   std::optional<base::Pipe> exec_error = base::Pipe::Open();
@@ -126,9 +128,9 @@ class Progress {
     for (StackId id = 0; id < counters.size() && id < ev.stacks().size(); id++) {
       (ev.stacks().Get(id).domain == GF_DOMAIN_TORCH ? torch : gpu) += counters[id].inuse_bytes;
     }
-    std::fprintf(stderr, "\r\033[K[gpuflame] %6.1fs  %llu events  GPU in use %s  tensors %s  %zu process%s",
-                 elapsed, static_cast<unsigned long long>(ev.stats().records),
-                 HumanBytes(gpu).c_str(), HumanBytes(torch).c_str(), procs, procs == 1 ? "" : "es");
+    std::fprintf(stderr, "\r\033[K[gpuflame] %6.1fs  %llu events  GPU in use %s  tensors %s  %zu process%s", elapsed,
+                 static_cast<unsigned long long>(ev.stats().records), HumanBytes(gpu).c_str(),
+                 HumanBytes(torch).c_str(), procs, procs == 1 ? "" : "es");
     drawn_ = true;
   }
   void Finish() {
@@ -147,45 +149,58 @@ class Progress {
 
 std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const std::array<uint64_t, GF_STAT_MAX>& bpf, const RingReaderStats& reader,
-                        const StackResolver& res,
-                        const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
+                        const StackResolver& res, const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
                         const Guardrails& guard, const std::string& self_cost, TensorEvents tensor_events,
                         const std::string& oom, const std::string& growth, const std::string& timeline,
-                        double seconds, const std::vector<std::string>& warnings) {
-  const char* bpf_names[GF_STAT_MAX] = {
-      "events", "ringbuf_full_drops", "return_without_entry", "out_param_unreadable",
-      "failed_cuda_calls", "python_walks", "python_no_thread_state", "python_read_failed",
-      "python_truncated", "driver_calls_inside_runtime_calls", "gated_stops", "cpu_samples",
-      "kernel_launches_sampled", "gpu_activity_records", "gpu_activity_batches_unreadable",
-      "shed_native_stacks", "shed_cpu_samples", "shed_tensor_events", "tensor_batches",
-      "tensor_batches_unreadable", "backward_calls", "backward_calls_untracked", "backward_caller_stacks_lent",
-      "native_stacks_skipped_ring_pressure", "gates_not_applied_held_map_full", "stacks_sent_as_ids",
-      "stacks_sent_with_ids"};
+                        const std::string& utilization, double seconds, const std::vector<std::string>& warnings) {
+  const char* bpf_names[GF_STAT_MAX] = {"events",
+                                        "ringbuf_full_drops",
+                                        "return_without_entry",
+                                        "out_param_unreadable",
+                                        "failed_cuda_calls",
+                                        "python_walks",
+                                        "python_no_thread_state",
+                                        "python_read_failed",
+                                        "python_truncated",
+                                        "driver_calls_inside_runtime_calls",
+                                        "gated_stops",
+                                        "cpu_samples",
+                                        "kernel_launches_sampled",
+                                        "gpu_activity_records",
+                                        "gpu_activity_batches_unreadable",
+                                        "shed_native_stacks",
+                                        "shed_cpu_samples",
+                                        "shed_tensor_events",
+                                        "tensor_batches",
+                                        "tensor_batches_unreadable",
+                                        "backward_calls",
+                                        "backward_calls_untracked",
+                                        "backward_caller_stacks_lent",
+                                        "native_stacks_skipped_ring_pressure",
+                                        "gates_not_applied_held_map_full",
+                                        "stacks_sent_as_ids",
+                                        "stacks_sent_with_ids"};
   static_assert(GF_STAT_MAX == 27, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
-  for (int i = 0; i < GF_STAT_MAX; i++)
-    absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
+  for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it
   // waited on a full hand-off queue, records it dropped (larger than the queue).
-  absl::StrAppend(&out, "},\n  \"reader\": {\"records\": ", reader.records, ", \"queue_full_waits\": ",
-                  reader.full_waits, ", \"dropped\": ", reader.dropped);
+  absl::StrAppend(&out, "},\n  \"reader\": {\"records\": ", reader.records,
+                  ", \"queue_full_waits\": ", reader.full_waits, ", \"dropped\": ", reader.dropped);
   const TrackerStats& t = ev.tracker().stats();
-  absl::StrAppend(&out, "},\n  \"events\": {\"records\": ", ev.stats().records,
-                  ", \"malformed\": ", ev.stats().malformed, ", \"allocs\": ", t.allocs,
-                  ", \"frees\": ", t.frees, ", \"unmatched_frees\": ", t.unmatched_frees,
-                  ", \"sampled_allocs\": ", t.sampled_allocs,
-                  ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees,
-                  // Lost in the ring but kept by BPF without a stack, applied to the live set.
-                  ", \"lost_allocs_kept\": ", t.lost_allocs, ", \"lost_frees_kept\": ", t.lost_frees,
-                  ", \"exits_inferred\": ", ev.stats().exits_inferred,
-                  // Python stacks sent as IDs (gpuflame_abi.h, struct gf_stack_id), and those
-                  // naming frames not kept (charged to [stack not received]).
-                  ", \"stack_id_records\": ", ev.stats().stack_id_records,
-                  ", \"stack_id_unknown\": ", ev.stats().stack_id_unknown,
-                  ", \"live_allocations\": ",
-                  ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
-                  ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,
-                  "},\n");
+  absl::StrAppend(
+      &out, "},\n  \"events\": {\"records\": ", ev.stats().records, ", \"malformed\": ", ev.stats().malformed,
+      ", \"allocs\": ", t.allocs, ", \"frees\": ", t.frees, ", \"unmatched_frees\": ", t.unmatched_frees,
+      ", \"sampled_allocs\": ", t.sampled_allocs, ", \"replaced_live\": ", t.replaced_live,
+      ", \"shutdown_frees\": ", t.shutdown_frees,
+      // Lost in the ring but kept by BPF without a stack, applied to the live set.
+      ", \"lost_allocs_kept\": ", t.lost_allocs, ", \"lost_frees_kept\": ", t.lost_frees,
+      ", \"exits_inferred\": ", ev.stats().exits_inferred,
+      // Python stacks sent as IDs (gpuflame_abi.h, struct gf_stack_id), and those
+      // naming frames not kept (charged to [stack not received]).
+      ", \"stack_id_records\": ", ev.stats().stack_id_records, ", \"stack_id_unknown\": ", ev.stats().stack_id_unknown,
+      ", \"live_allocations\": ", ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
+      ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples, "},\n");
   // Where tensor events came from; those of libgpuflame_cupti.so's in-process hook.
   absl::StrAppend(&out, "  \"tensor_events\": \"", TensorEventsName(tensor_events), "\",\n");
   absl::StrAppend(&out, "  \"inprocess\": {\"events\": ", ev.stats().inprocess_events,
@@ -208,21 +223,22 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   // Processes held until probes were attached: record's own command at each
   // mapping, or, machine-wide, the first mapper of each new library file.
   const ProcessRegistry::GateStats gates = reg.gate_stats();
-  absl::StrAppend(&out, "  \"gates\": {\"held\": ", gates.count, ", \"p50_ms\": ",
-                  absl::StrFormat("%.3f", static_cast<double>(gates.p50_ns) / 1e6), ", \"p99_ms\": ",
-                  absl::StrFormat("%.3f", static_cast<double>(gates.p99_ns) / 1e6), ", \"max_ms\": ",
-                  absl::StrFormat("%.3f", static_cast<double>(gates.max_ns) / 1e6), ", \"slowest_file\": ",
-                  base::JsonString(gates.slowest_file), "},\n");
+  absl::StrAppend(&out, "  \"gates\": {\"held\": ", gates.count,
+                  ", \"p50_ms\": ", absl::StrFormat("%.3f", static_cast<double>(gates.p50_ns) / 1e6),
+                  ", \"p99_ms\": ", absl::StrFormat("%.3f", static_cast<double>(gates.p99_ns) / 1e6),
+                  ", \"max_ms\": ", absl::StrFormat("%.3f", static_cast<double>(gates.max_ns) / 1e6),
+                  ", \"slowest_file\": ", base::JsonString(gates.slowest_file), "},\n");
   // gpuflame's own budget: the limits, the last reading, what is shed now,
   // and how many events went to the over-budget stack.
   const GuardrailLimits& lim = guard.limits();
-  absl::StrAppend(&out, "  \"guardrails\": {\"max_cpu_cores\": ", lim.max_cpu_cores, ", \"max_overhead\": ",
-                  lim.max_overhead, ", \"overhead\": ", absl::StrFormat("%.4f", guard.last_usage().overhead),
-                  ", \"max_rss_bytes\": ",
-                  lim.max_rss_bytes, ", \"cpu_cores\": ", absl::StrFormat("%.3f", guard.last_usage().cpu_cores),
-                  ", \"rss_bytes\": ", guard.last_usage().rss_bytes, ", \"shedding\": ",
-                  base::JsonString(DescribeShed(guard.actions())), ", \"changes\": ", guard.changes().size(),
-                  ", \"over_budget_events\": ", ev.stats().over_budget_events, "},\n");
+  absl::StrAppend(
+      &out, "  \"guardrails\": {\"max_cpu_cores\": ", lim.max_cpu_cores, ", \"max_overhead\": ", lim.max_overhead,
+      ", \"overhead\": ", absl::StrFormat("%.4f", guard.last_usage().overhead),
+      ", \"max_rss_bytes\": ", lim.max_rss_bytes,
+      ", \"cpu_cores\": ", absl::StrFormat("%.3f", guard.last_usage().cpu_cores),
+      ", \"rss_bytes\": ", guard.last_usage().rss_bytes,
+      ", \"shedding\": ", base::JsonString(DescribeShed(guard.actions())), ", \"changes\": ", guard.changes().size(),
+      ", \"over_budget_events\": ", ev.stats().over_budget_events, "},\n");
   // gpuflame's own cost: its BPF programs' run time in the profiled processes, its CPU time.
   absl::StrAppend(&out, "  \"self_cost\": ", self_cost, ",\n");
   const JoinStats& j = ev.joiner().stats();
@@ -232,36 +248,35 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"expired_launch_stacks\": ", j.expired_launches,
                   ", \"implausible_durations_clamped\": ", j.implausible_durations,
                   ", \"weighted_records\": ", j.weighted_records, ", \"estimated_records\": ", j.estimated_records,
-                  ", \"activity\": \"", reg.options().kernel_time_exact ? "exact" : "sampled",
-                  "\"},\n");
-  absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ",
-                  ev.frames().size(), ", \"python_frames_unresolved\": ",
-                  res.stats().python_unresolved, ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
+                  ", \"activity\": \"", reg.options().kernel_time_exact ? "exact" : "sampled", "\"},\n");
+  absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ", ev.frames().size(),
+                  ", \"python_frames_unresolved\": ", res.stats().python_unresolved,
+                  ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
                   ", \"cpu_python_frames_unresolved\": ", res.stats().cpu_python_unresolved,
                   ", \"python_frames_reused_before_read\": ", res.stats().python_reused,
-                  ", \"native_frames_unresolved\": ", native.unresolved(), ", \"inlined_frames\": ",
-                  native.inlined_frames(), ", \"unwinds\": ", unwind.unwinds, ", \"unwinds_from_cached_cfi\": ",
-                  unwind.fast, ", \"unwinds_by_libdwfl\": ", unwind.fallback,
+                  ", \"native_frames_unresolved\": ", native.unresolved(),
+                  ", \"inlined_frames\": ", native.inlined_frames(), ", \"unwinds\": ", unwind.unwinds,
+                  ", \"unwinds_from_cached_cfi\": ", unwind.fast, ", \"unwinds_by_libdwfl\": ", unwind.fallback,
                   ", \"unwinds_redone_after_new_mappings\": ", unwind.relisted, "},\n");
   // Reads of the targets' memory that could have waited on a file (bounded_read.h).
   const inspect::BoundedReadStats reads = inspect::ReadStats();
-  absl::StrAppend(&out, "  \"target_reads\": {\"through_worker\": ", reads.worker_reads, ", \"overran\": ", reads.overran,
-                  ", \"refused\": ", reads.refused, ", \"stuck_workers\": ", reads.stuck_workers,
-                  "},\n  \"processes\": [");
+  absl::StrAppend(&out, "  \"target_reads\": {\"through_worker\": ", reads.worker_reads,
+                  ", \"overran\": ", reads.overran, ", \"refused\": ", reads.refused,
+                  ", \"stuck_workers\": ", reads.stuck_workers, "},\n  \"processes\": [");
   bool first = true;
   for (const auto& [pid, info] : reg.processes()) {
-    absl::StrAppend(&out, first ? "\n" : ",\n", "    {\"pid\": ", pid, ", \"process\": ",
-                    base::JsonString(info->comm), ", \"python\": ",
-                    info->python ? base::JsonString(absl::StrCat(info->python->version.major, ".",
-                                                                      info->python->version.minor))
-                                 : "null",
-                    ", \"cuda\": ", info->has_cuda ? "true" : "false", ", \"torch\": ",
-                    info->has_torch ? "true" : "false");
+    absl::StrAppend(
+        &out, first ? "\n" : ",\n", "    {\"pid\": ", pid, ", \"process\": ", base::JsonString(info->comm),
+        ", \"python\": ",
+        info->python ? base::JsonString(absl::StrCat(info->python->version.major, ".", info->python->version.minor))
+                     : "null",
+        ", \"cuda\": ", info->has_cuda ? "true" : "false", ", \"torch\": ", info->has_torch ? "true" : "false");
     if (info->has_torch && info->tensor_inprocess)
       absl::StrAppend(&out, ", \"tensor_events\": \"", *info->tensor_inprocess ? "inprocess" : "probes", "\"");
     if (info->tensor_hook)
-      absl::StrAppend(&out, ", \"tensor_hook\": ", info->tensor_hook, ", \"tensor_hook_python\": ",
-                      info->tensor_hook_python, ", \"tensor_sample_bytes\": ", info->tensor_sample_bytes);
+      absl::StrAppend(&out, ", \"tensor_hook\": ", info->tensor_hook,
+                      ", \"tensor_hook_python\": ", info->tensor_hook_python,
+                      ", \"tensor_sample_bytes\": ", info->tensor_sample_bytes);
     if (info->autograd_hook) {
       static constexpr const char* kStates[] = {"", "live", "not found", "other signature", "patch failed"};
       absl::StrAppend(&out, ", \"autograd_hook\": \"",
@@ -270,14 +285,15 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
     // The high-water marks of in use, whose live sets are the peak_* sample types.
     const PeakSummary gpu_peak = ev.tracker().Peak(pid, GF_DOMAIN_GPU, PeakScope::kAllTime);
     const PeakSummary torch_peak = ev.tracker().Peak(pid, GF_DOMAIN_TORCH, PeakScope::kAllTime);
-    absl::StrAppend(&out, ", \"peak_bytes\": {\"gpu_memory\": ", gpu_peak.bytes, ", \"torch_memory\": ",
-                    torch_peak.bytes, "}");
+    absl::StrAppend(&out, ", \"peak_bytes\": {\"gpu_memory\": ", gpu_peak.bytes,
+                    ", \"torch_memory\": ", torch_peak.bytes, "}");
     // The caching allocator's slack by address arithmetic (segment_slack.h):
     // device segments, the tensor bytes in them, and tensors in none.
     const SlackTotals slack = ev.tracker().Slack(pid);
-    absl::StrAppend(&out, ", \"slack\": {\"segments\": ", slack.segments, ", \"reserved_bytes\": ",
-                    slack.reserved_bytes, ", \"tensor_bytes\": ", slack.tensor_bytes, ", \"unused_bytes\": ",
-                    slack.unused_bytes, ", \"blocks_in_no_known_segment\": ", slack.unknown_blocks,
+    absl::StrAppend(&out, ", \"slack\": {\"segments\": ", slack.segments,
+                    ", \"reserved_bytes\": ", slack.reserved_bytes, ", \"tensor_bytes\": ", slack.tensor_bytes,
+                    ", \"unused_bytes\": ", slack.unused_bytes,
+                    ", \"blocks_in_no_known_segment\": ", slack.unknown_blocks,
                     ", \"bytes_in_no_known_segment\": ", slack.unknown_bytes, "}");
     if (auto it = ev.allocator_totals().find(static_cast<uint32_t>(pid));
         it != ev.allocator_totals().end() && it->second.known)
@@ -299,9 +315,10 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   // Stacks whose in use grew in most intervals of the run (profiler/forensics/growth.h).
   absl::StrAppend(&out, "  \"growth\": ", growth, ",\n");
   // record --timeline: its file, what went in, what the limits left out (null: off).
-  absl::StrAppend(&out, "  \"timeline\": ", timeline, ",\n  \"warnings\": [");
-  for (size_t i = 0; i < warnings.size(); i++)
-    absl::StrAppend(&out, i ? ", " : "", base::JsonString(warnings[i]));
+  absl::StrAppend(&out, "  \"timeline\": ", timeline, ",\n");
+  // Why the GPU idled, per process's GPU (null: no kernel time).
+  absl::StrAppend(&out, "  \"utilization\": ", utilization, ",\n  \"warnings\": [");
+  for (size_t i = 0; i < warnings.size(); i++) absl::StrAppend(&out, i ? ", " : "", base::JsonString(warnings[i]));
   out += "]\n}\n";
   return out;
 }
@@ -313,8 +330,9 @@ std::vector<exporters::GrowthRow> GrowthRows(const GrowthTracker& growth, const 
   const uint64_t start = growth.boundary_times().empty() ? 0 : growth.boundary_times().front();
   for (const GrowingStack& g : growing)
     rows.push_back({g.pid, GrowthLevelName(g.domain), FoldedStack(source.stacks.Get(g.stack).frames, source.frames),
-                    ShortStack(source.stacks.Get(g.stack).frames, source.frames), g.growth_bytes, static_cast<int64_t>(g.intervals_grown), static_cast<int64_t>(g.intervals),
-                    g.first_inuse, g.last_inuse, static_cast<double>(g.since_ns - start) / 1e9});
+                    ShortStack(source.stacks.Get(g.stack).frames, source.frames), g.growth_bytes,
+                    static_cast<int64_t>(g.intervals_grown), static_cast<int64_t>(g.intervals), g.first_inuse,
+                    g.last_inuse, static_cast<double>(g.since_ns - start) / 1e9});
   return rows;
 }
 
@@ -336,12 +354,10 @@ int RunRecord(const RecordOptions& opt) {
   // Most fundamental first: without privileges nothing else matters. The
   // command is always held at its gates; machine-wide, new processes unless
   // --no-gate.
-  const bool holds = !opt.command.empty() ||
-                     (opt.pids.empty() && opt.profiling.gate_new_libraries);
+  const bool holds = !opt.command.empty() || (opt.pids.empty() && opt.profiling.gate_new_libraries);
   if (auto s = CheckPrivileges(holds); !s.ok()) return Fail(s);
   for (pid_t pid : opt.pids)
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-      return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));
+    if (kill(pid, 0) != 0 && errno == ESRCH) return Fail(absl::NotFoundError(absl::StrCat("no such process: ", pid)));
   std::error_code exists_ec;
   const bool dir_existed = std::filesystem::exists(opt.output_dir, exists_ec);
   if (auto s = PrepareOutputDir(opt.output_dir); !s.ok()) return Fail(s);
@@ -361,6 +377,7 @@ int RunRecord(const RecordOptions& opt) {
   Session& session = **started;
   // Attached before the first record, so the trace starts with the run.
   RecordTimeline timeline(opt.timeline, session.events());
+  RecordUtilization utilization(profiling.kernel_time, opt.utilization, session.events());
   for (pid_t pid : opt.pids)
     if (auto s = session.AddTarget(pid); !s.ok()) return Fail(s);
 
@@ -481,13 +498,14 @@ int RunRecord(const RecordOptions& opt) {
   for (auto [profile, domain] : {std::pair{&gpu, uint8_t{GF_DOMAIN_GPU}}, std::pair{&torch, uint8_t{GF_DOMAIN_TORCH}}})
     for (const auto& [pid, info] : registry.processes())
       if (const PeakSummary peak = events.tracker().Peak(pid, domain, PeakScope::kAllTime); peak.bytes > 0)
-        profile->comments.push_back(
-            absl::StrCat("gpuflame: pid ", pid, ": ", DescribePeak(peak, PeakScope::kAllTime)));
+        profile->comments.push_back(absl::StrCat("gpuflame: pid ", pid, ": ", DescribePeak(peak, PeakScope::kAllTime)));
   session.events().joiner().Flush(NowNs(CLOCK_MONOTONIC), /*everything=*/true);  // pooled unsampled kernels
-  profiler::Profile cpu = BuildTimeProfile(events.stack_source(), events.cpu(), events.cpu_period_ns(), events.cpu().totals(), TimeKind::kCpu, comm,
-                                            std::nullopt, start_wall, duration);
-  profiler::Profile kernels = BuildTimeProfile(events.stack_source(), events.kernels(), events.cpu_period_ns(), events.kernels().totals(),
-                                                TimeKind::kGpuKernel, comm, std::nullopt, start_wall, duration);
+  profiler::Profile cpu =
+      BuildTimeProfile(events.stack_source(), events.cpu(), events.cpu_period_ns(), events.cpu().totals(),
+                       TimeKind::kCpu, comm, std::nullopt, start_wall, duration);
+  profiler::Profile kernels =
+      BuildTimeProfile(events.stack_source(), events.kernels(), events.cpu_period_ns(), events.kernels().totals(),
+                       TimeKind::kGpuKernel, comm, std::nullopt, start_wall, duration);
   bool any_cupti = false;
   // The library also serves tensor events: kernel time only when asked for.
   for (const auto& [pid, info] : registry.processes()) any_cupti |= info->has_cupti && opt.profiling.kernel_time;
@@ -498,6 +516,9 @@ int RunRecord(const RecordOptions& opt) {
   if (any_torch) profiles.push_back(&torch);
   if (opt.profiling.cpu_hz > 0) profiles.push_back(&cpu);
   if (any_cupti || !kernels.samples.empty()) profiles.push_back(&kernels);
+  utilization.Finish();
+  const std::optional<profiler::Profile> idle = utilization.IdleProfile(comm, start_wall, duration);
+  if (idle) profiles.push_back(&*idle);
   const std::vector<profiler::Profile> oom_profiles = oom.Profiles(session);
   for (const profiler::Profile& p : oom_profiles) profiles.push_back(&p);
   if (opt.profiling.kernel_time) registry.CheckKernelTime();
@@ -518,15 +539,16 @@ int RunRecord(const RecordOptions& opt) {
     const profiler::TrackerStats& t = session.events().tracker().stats();
     // BPF keeps each lost allocation and free in an LRU map; what it evicted
     // before we read it is only counted, and in use is off by it.
-    const uint64_t unkept = (allocs > t.lost_allocs ? allocs - t.lost_allocs : 0) +
-                            (frees > t.lost_frees ? frees - t.lost_frees : 0);
+    const uint64_t unkept =
+        (allocs > t.lost_allocs ? allocs - t.lost_allocs : 0) + (frees > t.lost_frees ? frees - t.lost_frees : 0);
     warnings.push_back(absl::StrFormat(
         "%d records were lost because the ring buffer was full (a larger --ring-buffer-kb holds more): "
         "%d allocations (%s), %d frees, %d CPU samples are under \"%s\" in the profiles; %s",
         bpf_stats[GF_STAT_RINGBUF_FULL], allocs, HumanBytes(static_cast<int64_t>(bytes)), frees, samples,
         profiler::kLostFrame,
-        unkept ? absl::StrCat(unkept, " of the lost allocations and frees could not be kept: in-use bytes are not exact")
-               : "in-use bytes are exact (BPF kept every lost allocation and free)"));
+        unkept
+            ? absl::StrCat(unkept, " of the lost allocations and frees could not be kept: in-use bytes are not exact")
+            : "in-use bytes are exact (BPF kept every lost allocation and free)"));
   }
   if (bpf_stats[GF_STAT_PRESSURE_NATIVE_STACKS])
     warnings.push_back(absl::StrCat(bpf_stats[GF_STAT_PRESSURE_NATIVE_STACKS],
@@ -534,8 +556,8 @@ int RunRecord(const RecordOptions& opt) {
                                     "ring buffer was over half full"));
   const RingReaderStats reader_stats = session.ReaderStats();
   if (reader_stats.dropped)
-    warnings.push_back(absl::StrCat(reader_stats.dropped,
-                                    " events were dropped by the ring-buffer reader (larger than its queue)"));
+    warnings.push_back(
+        absl::StrCat(reader_stats.dropped, " events were dropped by the ring-buffer reader (larger than its queue)"));
   if (registry.processes().empty())
     warnings.push_back("no process with a CUDA library was seen: the profiles are empty");
   else {
@@ -566,11 +588,11 @@ int RunRecord(const RecordOptions& opt) {
   // Every record is in and every frame named: the trace can be written.
   if (auto s = timeline.Finish(comm, title); !s.ok()) return Fail(s);
   if (std::optional<std::string> w = timeline.Warning()) warnings.push_back(std::move(*w));
-  std::string summary = SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(),
-                                    session.unwinder().stats(), session.native_symbols(), session.guardrails(),
-                                    SelfCostJson(self_cost), profiling.tensor_events, oom.Json(session),
-                                    GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(),
-                                    static_cast<double>(duration) / 1e9, warnings);
+  std::string summary =
+      SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
+                  session.native_symbols(), session.guardrails(), SelfCostJson(self_cost), profiling.tensor_events,
+                  oom.Json(session), GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(),
+                  utilization.SummaryJson(comm), static_cast<double>(duration) / 1e9, warnings);
   auto written = WriteRecordOutput(opt.output_dir, profiles, title, summary, oom.Lines(session),
                                    GrowthRows(growth, growing, events.stack_source()), timeline.Files());
   if (!written.ok()) return Fail(written.status());
@@ -583,10 +605,9 @@ int RunRecord(const RecordOptions& opt) {
       kernel_ns += c.nanos;
       kernels_run += c.count;
     }
-    std::string kernel_part =
-        kernels_run ? absl::StrFormat(", %.1f ms of GPU work in %d kernels/copies",
-                                      static_cast<double>(kernel_ns) / 1e6, kernels_run)
-                    : "";
+    std::string kernel_part = kernels_run ? absl::StrFormat(", %.1f ms of GPU work in %d kernels/copies",
+                                                            static_cast<double>(kernel_ns) / 1e6, kernels_run)
+                                          : "";
     std::fprintf(stderr, "gpuflame: %llu allocations, %llu frees, %llu CPU samples%s in %.1fs; wrote %s/\n",
                  static_cast<unsigned long long>(t.allocs), static_cast<unsigned long long>(t.frees),
                  static_cast<unsigned long long>(events.stats().cpu_samples), kernel_part.c_str(),
@@ -594,6 +615,8 @@ int RunRecord(const RecordOptions& opt) {
     std::fprintf(stderr, "%s\n", SelfCostLine(self_cost).c_str());
     std::fprintf(stderr, "gpuflame: open %s/flamegraph.html in a browser\n", opt.output_dir.c_str());
     if (opt.timeline.on) std::fprintf(stderr, "gpuflame: %s\n", timeline.Line(opt.output_dir).c_str());
+    for (const std::string& line : utilization.Lines(comm))
+      std::fprintf(stderr, "%s%s\n", line.starts_with("  ") ? "" : "gpuflame: ", line.c_str());
     for (size_t i = 0; i < growth_lines.size(); i++)  // a heading, then its indented lines
       std::fprintf(stderr, "%s%s\n", i ? "" : "gpuflame: ", growth_lines[i].c_str());
   }

@@ -19,8 +19,14 @@ namespace gpuflame::profiler {
 struct TimelineRequest {
   bool on = false;
   uint64_t max_events = 1'000'000;
-  uint64_t max_mb = 256;  // the JSON, before gzip
+  uint64_t max_mb = 256;           // the JSON, before gzip
   std::vector<std::string> marks;  // frame names whose spans are phases
+};
+
+// Why the GPU idles (profiler/utilization): on wherever kernel time is.
+struct UtilizationRequest {
+  uint64_t interval_ms = 100;  // windows of the busy/idle strip and the per-window figures
+  uint64_t idle_gap_ms = 5;    // a gap this long or longer is idle time
 };
 
 struct RecordOptions {
@@ -28,11 +34,12 @@ struct RecordOptions {
   std::optional<double> duration_s;
   std::vector<pid_t> pids;
   std::vector<std::string> command;  // after `--`
-  ProfilingOptions profiling;  // shared with the agent; kernel_time: inject the CUPTI library
-  bool progress = true;  // only drawn on a terminal
-  bool quiet = false;    // also: only errors are logged
-  logging::Options log;  // record's diagnostics (text by default)
+  ProfilingOptions profiling;        // shared with the agent; kernel_time: inject the CUPTI library
+  bool progress = true;              // only drawn on a terminal
+  bool quiet = false;                // also: only errors are logged
+  logging::Options log;              // record's diagnostics (text by default)
   TimelineRequest timeline;
+  UtilizationRequest utilization;
 };
 
 // Returns the process exit status: the command's own when one was run.

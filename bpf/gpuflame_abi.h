@@ -56,8 +56,12 @@
  *     switches sampling off. With it, additively: the hello sites
  *     (GF_HELLO_SITES); the inner record GF_EV_OOM_REPORT (a v3 agent from
  *     before it counts it as malformed and reads on; no record changed).
+ * v4: gf_kernel_record.bytes (what a copy or memset moved) and the record
+ *     kind GF_GPU_SYNC (a CPU thread waiting in a CUDA synchronise call,
+ *     from CUPTI's SYNCHRONIZATION activity): a v3 agent would charge a
+ *     sync record's wait to the GPU as work, and misread every record.
  */
-#define GF_ABI_VERSION 3
+#define GF_ABI_VERSION 4
 
 #ifdef __cplusplus
 #include <cstdint>
@@ -497,7 +501,22 @@ enum gf_gpu_activity_kind {
   GF_GPU_KERNEL = 1,
   GF_GPU_MEMCPY = 2,
   GF_GPU_MEMSET = 3,
+  /* Not GPU work: a CPU thread of the process waited in a CUDA synchronise
+   * call (start_ns..end_ns on CUPTI's clock, as the others); copy_kind =
+   * enum gf_sync_kind, stream = the stream waited for (stream syncs), device
+   * = GF_DEVICE_UNKNOWN (CUPTI's record names a context, not a device). */
+  GF_GPU_SYNC = 4,
 };
+
+/* Which synchronise call a GF_GPU_SYNC record is (CUPTI's
+ * CUpti_ActivitySynchronizationType values; stream-wait-event, a GPU-side
+ * wait, is not sent: no CPU thread waits in it). */
+enum gf_sync_kind {
+  GF_SYNC_EVENT = 1,   /* cudaEventSynchronize */
+  GF_SYNC_STREAM = 3,  /* cudaStreamSynchronize */
+  GF_SYNC_CONTEXT = 4, /* cudaDeviceSynchronize, cuCtxSynchronize */
+};
+#define GF_DEVICE_UNKNOWN 0xffffffffu
 
 struct gf_kernel_record {
   gf_u64 start_ns;    /* GPU timestamps, CUPTI's clock */
@@ -512,8 +531,9 @@ struct gf_kernel_record {
   gf_u16 weight;      /* how many records this one stands for: N when activity
                        * was on one period in N (duty-cycled, see
                        * gpuflame:kernel_time_exact below); 0 or 1: itself */
+  gf_u64 bytes;       /* memcpy, memset: bytes moved or set; else 0 */
 };
-GF_STATIC_ASSERT(sizeof(struct gf_kernel_record) == 40, "gf_kernel_record ABI");
+GF_STATIC_ASSERT(sizeof(struct gf_kernel_record) == 48, "gf_kernel_record ABI");
 
 #define GF_KERNEL_BATCH_MAX 64   /* records per gpuflame:kernel_batch hit */
 #define GF_KERNEL_NAME_MAX 1024  /* bytes of a kernel name, NUL included */

@@ -38,7 +38,7 @@ size_t ActivityConverter::names() const {
 }
 
 ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecordFn next, ActivitySink& sink,
-                                       const ActivityWindows* windows) {
+                                        const ActivityWindows* windows) {
   std::lock_guard<std::mutex> lock(mu_);
   ConvertStats st;
   gf_kernel_record batch[GF_KERNEL_BATCH_MAX];
@@ -67,22 +67,44 @@ ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecor
         CopyCommon(*m, out);
         out.kind = GF_GPU_MEMCPY;
         out.copy_kind = m->copyKind;
+        out.bytes = m->bytes;
         st.memcpys++;
         break;
       }
-      case CUPTI_ACTIVITY_KIND_MEMSET:
-        CopyCommon(*reinterpret_cast<const CUpti_ActivityMemset4*>(rec), out);
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+        CopyCommon(*m, out);
         out.kind = GF_GPU_MEMSET;
+        out.bytes = m->bytes;
         st.memsets++;
         break;
+      }
+      case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+        // A CPU thread waiting in a synchronise call. Stream-wait-event is
+        // the GPU waiting, not the CPU: left out.
+        const auto* y = reinterpret_cast<const CUpti_ActivitySynchronization2*>(rec);
+        if (y->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE &&
+            y->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE &&
+            y->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE) {
+          st.other++;
+          continue;
+        }
+        out.start_ns = y->start;
+        out.end_ns = y->end;
+        out.correlation = y->correlationId;
+        out.device = GF_DEVICE_UNKNOWN;
+        out.stream = y->streamId;
+        out.kind = GF_GPU_SYNC;
+        out.copy_kind = static_cast<uint8_t>(y->type);
+        st.syncs++;
+        break;
+      }
       case CUPTI_ACTIVITY_KIND_OVERHEAD: {
         const auto* o = reinterpret_cast<const CUpti_ActivityOverhead3*>(rec);
         if (o->end > o->start) st.overhead_ns += o->end - o->start;
         continue;
       }
-      default:
-        st.other++;
-        continue;
+      default: st.other++; continue;
     }
     out.weight = windows ? windows->WeightAt(out.start_ns) : 1;
     batch[n++] = out;

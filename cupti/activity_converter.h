@@ -30,7 +30,8 @@ struct ConvertStats {
   uint64_t kernels = 0;
   uint64_t memcpys = 0;
   uint64_t memsets = 0;
-  uint64_t other = 0;   // kinds we do not chart
+  uint64_t syncs = 0;  // CPU waits in synchronise calls (GF_GPU_SYNC)
+  uint64_t other = 0;  // kinds we do not chart
   uint64_t batches = 0;
   uint64_t overhead_ns = 0;  // CUPTI's own cost, from its OVERHEAD records
 };

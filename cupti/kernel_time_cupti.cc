@@ -146,8 +146,12 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   std::free(buffer);
 }
 
+// SYNCHRONIZATION: the time CPU threads wait in synchronise calls, for the
+// question "what did the GPU wait for" (profiler/utilization/). One record
+// per call, made by CUPTI in the call itself, not per kernel.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_OVERHEAD};
+                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                         CUPTI_ACTIVITY_KIND_OVERHEAD};
 
 // Activity on (each record then worth |weight|) or off. Flusher thread.
 void SetActivity(bool on, uint16_t weight) {

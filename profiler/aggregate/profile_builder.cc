@@ -11,8 +11,16 @@ namespace gpuflame::profiler {
 SampleMaker::SampleMaker(StackSource source, const absl::flat_hash_map<pid_t, std::string>& comm, Profile& p)
     : source_(source), comm_(comm), p_(p), remap_(source.frames.size(), -1) {}
 
-Sample SampleMaker::Make(const StackInfo& stack) {
+Sample SampleMaker::Labelled(pid_t pid) const {
   Sample s;
+  s.labels.push_back({"pid", "", pid});
+  if (auto it = comm_.find(pid); it != comm_.end() && !it->second.empty())
+    s.labels.push_back({"process", it->second, 0});
+  return s;
+}
+
+Sample SampleMaker::Make(const StackInfo& stack) {
+  Sample s = Labelled(stack.pid);
   for (FrameId f : stack.frames) {
     if (remap_[f] < 0) {
       remap_[f] = static_cast<int64_t>(p_.frames.size());
@@ -20,20 +28,15 @@ Sample SampleMaker::Make(const StackInfo& stack) {
     }
     s.frames.push_back(static_cast<uint32_t>(remap_[f]));
   }
-  s.labels.push_back({"pid", "", stack.pid});
-  if (auto it = comm_.find(stack.pid); it != comm_.end() && !it->second.empty())
-    s.labels.push_back({"process", it->second, 0});
   return s;
 }
 
-Profile BuildMemoryProfile(StackSource source,
-                                      const std::vector<StackCounters>& counters, uint8_t domain,
-                                      const absl::flat_hash_map<pid_t, std::string>& comm,
-                                      std::optional<pid_t> pid, int64_t time_nanos,
-                                      int64_t duration_nanos) {
+Profile BuildMemoryProfile(StackSource source, const std::vector<StackCounters>& counters, uint8_t domain,
+                           const absl::flat_hash_map<pid_t, std::string>& comm, std::optional<pid_t> pid,
+                           int64_t time_nanos, int64_t duration_nanos) {
   Profile p;
   p.name = domain == GF_DOMAIN_TORCH ? kTorchMemoryProfile : kGpuMemoryProfile;
-  p.sample_types = {{"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"},
+  p.sample_types = {{"alloc_objects", "count"}, {"alloc_space", "bytes"},  {"inuse_objects", "count"},
                     {"inuse_space", "bytes"},   {"peak_objects", "count"}, {"peak_space", "bytes"}};
   // Device level: the caching allocator's slack by the stack that made each
   // segment (segment_slack.h).
@@ -67,7 +70,8 @@ Profile BuildMemoryProfile(StackSource source,
     p.comments.push_back(absl::StrFormat(
         "gpuflame: tensor allocations sampled by bytes in the process: %.1f%% of the bytes allocated observed; "
         "values are unbiased estimates (alloc_samples: allocations seen)",
-        estimated_bytes > 0 ? 100.0 * static_cast<double>(observed_bytes) / static_cast<double>(estimated_bytes) : 0.0));
+        estimated_bytes > 0 ? 100.0 * static_cast<double>(observed_bytes) / static_cast<double>(estimated_bytes)
+                            : 0.0));
   }
   SampleMaker make(source, comm, p);
   for (StackId id = 0; id < source.stacks.size() && id < counters.size(); id++) {
@@ -83,16 +87,16 @@ Profile BuildMemoryProfile(StackSource source,
 }
 
 std::string DescribePeak(const PeakSummary& peak, PeakScope scope) {
-  return absl::StrFormat("peak_objects/peak_space are the live set when this process's in use was highest %s: %.1f MiB%s",
-                         scope == PeakScope::kWindow ? "in this window" : "while recorded",
-                         static_cast<double>(peak.bytes) / (1 << 20),
-                         peak.all_time_in_window ? " (its highest since gpuflame attached)" : "");
+  return absl::StrFormat(
+      "peak_objects/peak_space are the live set when this process's in use was highest %s: %.1f MiB%s",
+      scope == PeakScope::kWindow ? "in this window" : "while recorded", static_cast<double>(peak.bytes) / (1 << 20),
+      peak.all_time_in_window ? " (its highest since gpuflame attached)" : "");
 }
 
 Profile BuildTimeProfile(StackSource source, const TimeTracker& tracker, int64_t period_ns,
-                                    const absl::flat_hash_map<TimeKey, TimeCounters>& counters, TimeKind kind,
-                                    const absl::flat_hash_map<pid_t, std::string>& comm,
-                                    std::optional<pid_t> pid, int64_t time_nanos, int64_t duration_nanos) {
+                         const absl::flat_hash_map<TimeKey, TimeCounters>& counters, TimeKind kind,
+                         const absl::flat_hash_map<pid_t, std::string>& comm, std::optional<pid_t> pid,
+                         int64_t time_nanos, int64_t duration_nanos) {
   Profile p;
   p.time_nanos = time_nanos;
   p.duration_nanos = duration_nanos;

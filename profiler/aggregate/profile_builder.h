@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "profiler/aggregate/profile.h"
 #include "profiler/aggregate/allocation_tracker.h"
+#include "profiler/aggregate/profile.h"
 #include "profiler/aggregate/time_tracker.h"
 #include "profiler/resolve/stack_table.h"
 
@@ -30,6 +30,9 @@ class SampleMaker {
  public:
   SampleMaker(StackSource source, const absl::flat_hash_map<pid_t, std::string>& comm, Profile& p);
   Sample Make(const StackInfo& stack);
+  // A sample of no frames yet, labelled with |pid|'s process (for a marker
+  // stack the caller adds).
+  Sample Labelled(pid_t pid) const;
 
  private:
   StackSource source_;
@@ -41,11 +44,9 @@ class SampleMaker {
 // One memory profile from per-stack |counters| (the tracker's, or a window's),
 // for one process when |pid| is given. |comm| names processes for the
 // `process` label (pid -> name).
-Profile BuildMemoryProfile(StackSource source,
-                                      const std::vector<StackCounters>& counters, uint8_t domain,
-                                      const absl::flat_hash_map<pid_t, std::string>& comm,
-                                      std::optional<pid_t> pid, int64_t time_nanos,
-                                      int64_t duration_nanos);
+Profile BuildMemoryProfile(StackSource source, const std::vector<StackCounters>& counters, uint8_t domain,
+                           const absl::flat_hash_map<pid_t, std::string>& comm, std::optional<pid_t> pid,
+                           int64_t time_nanos, int64_t duration_nanos);
 
 // What a memory profile says about its peak_* sample types (one process's).
 std::string DescribePeak(const PeakSummary& peak, PeakScope scope);
@@ -56,9 +57,9 @@ enum class TimeKind { kCpu, kGpuKernel };
 // launches/count) from a TimeTracker's totals or window.
 // |period_ns| is the CPU sampling period (ignored for kernel time).
 Profile BuildTimeProfile(StackSource source, const TimeTracker& tracker, int64_t period_ns,
-                                    const absl::flat_hash_map<TimeKey, TimeCounters>& counters, TimeKind kind,
-                                    const absl::flat_hash_map<pid_t, std::string>& comm,
-                                    std::optional<pid_t> pid, int64_t time_nanos, int64_t duration_nanos);
+                         const absl::flat_hash_map<TimeKey, TimeCounters>& counters, TimeKind kind,
+                         const absl::flat_hash_map<pid_t, std::string>& comm, std::optional<pid_t> pid,
+                         int64_t time_nanos, int64_t duration_nanos);
 
 inline constexpr const char* kGpuMemoryProfile = "gpu_memory";
 inline constexpr const char* kTorchMemoryProfile = "torch_memory";

@@ -61,13 +61,19 @@ absl::StatusOr<uint32_t> Nvml::DeviceCount() {
   return count;
 }
 
-absl::StatusOr<NvmlMemory> Nvml::MemoryInfo(uint32_t index) {
-  if (!api_.memory_info) return absl::UnimplementedError(absl::StrCat(name_, " has no nvmlDeviceGetMemoryInfo"));
+absl::StatusOr<NvmlDevice> Nvml::Device(uint32_t index) const {
   NvmlDevice device = nullptr;
   if (int r = api_.device_by_index(index, &device); r != kNvmlSuccess)
     return absl::UnavailableError(absl::StrCat("GPU ", index, ": nvmlDeviceGetHandleByIndex_v2: ", Error(r)));
+  return device;
+}
+
+absl::StatusOr<NvmlMemory> Nvml::MemoryInfo(uint32_t index) {
+  if (!api_.memory_info) return absl::UnimplementedError(absl::StrCat(name_, " has no nvmlDeviceGetMemoryInfo"));
+  auto device = Device(index);
+  if (!device.ok()) return device.status();
   NvmlMemory memory{};
-  if (int r = api_.memory_info(device, &memory); r != kNvmlSuccess)
+  if (int r = api_.memory_info(*device, &memory); r != kNvmlSuccess)
     return absl::UnavailableError(absl::StrCat("GPU ", index, ": nvmlDeviceGetMemoryInfo: ", Error(r)));
   return memory;
 }
@@ -88,9 +94,9 @@ absl::StatusOr<DeviceProcesses> Nvml::ComputeProcesses() {
 }
 
 absl::Status Nvml::ReadDevice(uint32_t index, std::vector<NvmlProcessInfo>& buffer, DeviceProcesses& out) const {
-  NvmlDevice device = nullptr;
-  if (int r = api_.device_by_index(index, &device); r != kNvmlSuccess)
-    return absl::UnavailableError(absl::StrCat("GPU ", index, ": nvmlDeviceGetHandleByIndex_v2: ", Error(r)));
+  auto handle = Device(index);
+  if (!handle.ok()) return handle.status();
+  const NvmlDevice device = *handle;
   if (buffer.size() < 64) buffer.resize(64);
   for (int attempt = 0; attempt < kMaxAttempts; attempt++) {
     unsigned int n = static_cast<unsigned int>(buffer.size());

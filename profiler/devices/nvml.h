@@ -60,7 +60,7 @@ struct NvmlApi {
   int (*device_by_index)(unsigned int index, NvmlDevice* device) = nullptr;  // nvmlDeviceGetHandleByIndex_v2
   int (*compute_processes)(NvmlDevice, unsigned int* count, NvmlProcessInfo* infos) = nullptr;
   // ^ nvmlDeviceGetComputeRunningProcesses_v3
-  const char* (*error_string)(int result) = nullptr;  // nvmlErrorString; optional
+  const char* (*error_string)(int result) = nullptr;             // nvmlErrorString; optional
   int (*memory_info)(NvmlDevice, NvmlMemory* memory) = nullptr;  // nvmlDeviceGetMemoryInfo; optional
 };
 
@@ -115,12 +115,18 @@ class Nvml {
   absl::StatusOr<NvmlMemory> MemoryInfo(uint32_t index);
   // The library's name or path, for messages.
   const std::string& name() const { return name_; }
+  // GPU |index|'s handle (nvmlDeviceGetHandleByIndex_v2).
+  absl::StatusOr<NvmlDevice> Device(uint32_t index) const;
+  // Another entry point of the library, for readers of further figures
+  // (gpu_reader.h): null where it lacks it, or over a function table.
+  void* Symbol(const char* symbol) const { return library_.valid() ? library_.Symbol(symbol) : nullptr; }
+  // NVML's words for |result|, with its number.
+  std::string Error(int result) const;
 
  private:
   Nvml(SharedLibrary library, const NvmlApi& api, std::string name)
       : library_(std::move(library)), api_(api), name_(std::move(name)) {}
   static absl::StatusOr<std::unique_ptr<Nvml>> Start(SharedLibrary library, const NvmlApi& api, std::string name);
-  std::string Error(int result) const;
   // One GPU's processes into |out|, through |buffer| (reused between GPUs):
   // grown to what NVML asks for when it answers INSUFFICIENT_SIZE, within
   // kMaxProcessesPerDevice, at most kMaxAttempts calls.

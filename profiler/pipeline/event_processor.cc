@@ -70,8 +70,7 @@ StackId EventProcessor::InternStack(const gf_event& ev, std::span<const uint8_t>
   StackInfo info;
   info.pid = static_cast<pid_t>(ev.pid);
   info.domain = ev.domain;
-  for (const symbolizer::Frame& f : resolver_.Resolve(ev, py, native))
-    info.frames.push_back(frames_.Intern(f));
+  for (const symbolizer::Frame& f : resolver_.Resolve(ev, py, native)) info.frames.push_back(frames_.Intern(f));
   return stacks_.Insert(key_, std::move(info));
 }
 
@@ -296,13 +295,16 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       // Copied out: ring-buffer records are not aligned for in-place reads.
       batch_.resize(ev.size);
       if (!batch_.empty()) std::memcpy(batch_.data(), payload.data(), payload.size());
-      joiner_.OnRecords(pid, batch_, ev.ts_ns);
-      if (timeline_) timeline_->OnGpuRecords(pid, batch_);
+      if (utilization_) utilization_->OnGpuRecords(pid, batch_);
+      // Synchronise waits are the CPU's, not GPU work: the utilization's alone.
+      const auto work_end = std::stable_partition(batch_.begin(), batch_.end(),
+                                                  [](const gf_kernel_record& r) { return r.kind != GF_GPU_SYNC; });
+      const std::span<const gf_kernel_record> work(batch_.data(), static_cast<size_t>(work_end - batch_.begin()));
+      joiner_.OnRecords(pid, work, ev.ts_ns);
+      if (timeline_) timeline_->OnGpuRecords(pid, work);
       return;
     }
-    case GF_EV_TENSOR_BATCH:
-      OnTensorBatch(ev, payload);
-      return;
+    case GF_EV_TENSOR_BATCH: OnTensorBatch(ev, payload); return;
     case GF_EV_KERNEL_NAME: {
       // NUL-terminated within the payload.
       auto end = std::find(payload.begin(), payload.end(), uint8_t{0});
@@ -333,6 +335,7 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       // Its clocks read together (addr: CUPTI's; size, arg2: CLOCK_MONOTONIC
       // before and after), from a library that sends them.
       if (timeline_ && ev.addr) timeline_->OnClock(pid, ev.addr, ev.size, ev.arg2);
+      if (utilization_ && ev.addr) utilization_->OnClock(pid, ev.addr, ev.size, ev.arg2);
       return;
     }
   }
@@ -413,7 +416,7 @@ void EventProcessor::OnTensorBatch(const gf_event& outer, std::span<const uint8_
     gf_event ev;
     std::memcpy(&ev, payload.data() + at, sizeof(ev));
     const size_t refs = ev.kind == GF_EV_ALLOC && (ev.flags & GF_EVF_SAMPLED) ? 2 : 1;
-    size_t body = ev.kind == GF_EV_PY_STACK ? ev.py_count * sizeof(gf_py_frame)
+    size_t body = ev.kind == GF_EV_PY_STACK     ? ev.py_count * sizeof(gf_py_frame)
                   : ev.flags & GF_EVF_STACK_REF ? refs * sizeof(uint64_t)
                                                 : 0;
     size_t bytes = (sizeof(ev) + body + 7) & ~size_t{7};
@@ -446,8 +449,9 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
       return;
     case GF_EV_TENSOR_HOOK:
       if (ev.arg0 == GF_TENSOR_HOOK_LIVE && ev.arg2 == GF_ABI_VERSION) inprocess_since_.emplace(ev.pid, ev.ts_ns);
-      if (registry_) registry_->OnTensorHook(pid, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1),
-                                             static_cast<uint32_t>(ev.arg2), ev.size);
+      if (registry_)
+        registry_->OnTensorHook(pid, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1),
+                                static_cast<uint32_t>(ev.arg2), ev.size);
       return;
     case GF_EV_PY_STACK: {
       if (!inprocess_since_.contains(ev.pid)) return;
@@ -498,8 +502,7 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
       OnTorchOomReport(ev, InProcessStack(ev, id));
       return;
     }
-    default:
-      stats_.malformed++;
+    default: stats_.malformed++;
   }
 }
 
@@ -582,8 +585,7 @@ void EventProcessor::OnLostEvents(std::vector<std::pair<gf_lost_key, gf_lost_eve
     if (key.kind == GF_EV_ALLOC)
       tracker_.OnLostAlloc(pid, key.domain, key.handle, key.addr, lost.size, LostStack(key.pid, key.domain),
                            lost.ts_ns);
-    else if (key.kind == GF_EV_FREE)
-      tracker_.OnLostFree(pid, key.domain, key.handle, key.addr, lost.ts_ns);
+    else if (key.kind == GF_EV_FREE) tracker_.OnLostFree(pid, key.domain, key.handle, key.addr, lost.ts_ns);
   }
 }
 
@@ -761,6 +763,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       stats_.cpu_samples++;
       cpu_.Add(stack, thread_names_ ? ThreadLabel(ev) : 0, 1, cpu_period_ns_);
       if (timeline_) timeline_->OnCpuSample(pid, ev.tid, ev.ts_ns, stack);
+      if (utilization_) utilization_->OnCpuSample(pid, ev.ts_ns, stack);
       break;
     }
     case GF_EV_KERNEL_LAUNCH: {
@@ -772,7 +775,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (!(ev.flags & GF_EVF_BACKWARD_CALLER)) stack = AutogradLaunchStack(ev, stack);
       joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
       if (timeline_)
-        timeline_->OnLaunch(pid, ev.tid, ev.ts_ns, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1), stack);
+        timeline_->OnLaunch(pid, ev.tid, ev.ts_ns, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1),
+                            stack);
       break;
     }
     case GF_EV_ALLOC: {
@@ -821,8 +825,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
     case GF_EV_EXEC:
       if (unwinder_) unwinder_->Invalidate(pid);
       kernel_stacks_.ForgetProcess(ev.pid);  // the new image's stacks have IDs of their own
-      foreign_abi_.erase(ev.pid);  // the new image says its own, if it loads the library
-      inprocess_since_.erase(ev.pid);  // and its hook goes live again, or not
+      foreign_abi_.erase(ev.pid);            // the new image says its own, if it loads the library
+      inprocess_since_.erase(ev.pid);        // and its hook goes live again, or not
       absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == ev.pid; });
       if (registry_) registry_->OnExec(pid, gated);
       break;
@@ -830,11 +834,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       tracker_.FreezeProcess(pid, ev.ts_ns);
       if (registry_) registry_->OnFinalize(pid, gated);
       break;
-    case GF_EV_EXIT:
-      ProcessExited(pid, ev.ts_ns);
-      break;
-    default:
-      stats_.malformed++;
+    case GF_EV_EXIT: ProcessExited(pid, ev.ts_ns); break;
+    default: stats_.malformed++;
   }
 }
 

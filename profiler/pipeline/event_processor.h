@@ -18,14 +18,15 @@
 #include "profiler/aggregate/allocation_tracker.h"
 #include "profiler/aggregate/kernel_joiner.h"
 #include "profiler/aggregate/profile_builder.h"
+#include "profiler/aggregate/time_tracker.h"
 #include "profiler/forensics/oom_episodes.h"
 #include "profiler/pipeline/stack_ids.h"
-#include "profiler/unwind/native_unwinder.h"
 #include "profiler/process/process_registry.h"
 #include "profiler/resolve/stack_resolver.h"
 #include "profiler/resolve/stack_table.h"
-#include "profiler/aggregate/time_tracker.h"
 #include "profiler/timeline/timeline.h"
+#include "profiler/unwind/native_unwinder.h"
+#include "profiler/utilization/utilization.h"
 
 namespace gpuflame::profiler {
 
@@ -51,14 +52,14 @@ struct AllocatorTotals {
 struct ProcessorStats {
   uint64_t records = 0;
   uint64_t malformed = 0;
-  uint64_t mapped_bytes = 0;   // cuMemMap minus cuMemUnmap
+  uint64_t mapped_bytes = 0;  // cuMemMap minus cuMemUnmap
   uint64_t map_calls = 0;
   uint64_t cpu_samples = 0;
-  uint64_t foreign_abi_records = 0;  // kernel records ignored: the library speaks another ABI
-  uint64_t over_budget_events = 0;   // events on new stacks while stacks were frozen (guardrails)
-  uint64_t inprocess_events = 0;     // tensor events from libgpuflame_cupti.so's in-process hook
-  uint64_t inprocess_stacks = 0;     // Python stacks it sent (each once per flush period)
-  uint64_t inprocess_unknown_stacks = 0;  // events naming a stack not received (charged to kStackUnknownFrame)
+  uint64_t foreign_abi_records = 0;           // kernel records ignored: the library speaks another ABI
+  uint64_t over_budget_events = 0;            // events on new stacks while stacks were frozen (guardrails)
+  uint64_t inprocess_events = 0;              // tensor events from libgpuflame_cupti.so's in-process hook
+  uint64_t inprocess_stacks = 0;              // Python stacks it sent (each once per flush period)
+  uint64_t inprocess_unknown_stacks = 0;      // events naming a stack not received (charged to kStackUnknownFrame)
   uint64_t bpf_tensor_events_superseded = 0;  // probe events of a process whose in-process hook is live
   // Work of autograd's engine threads (no Python frames) during a backward() call:
   uint64_t autograd_events = 0;            // tensor allocations charged to the caller's stack
@@ -67,7 +68,7 @@ struct ProcessorStats {
   uint64_t autograd_launches_ambiguous = 0;
   uint64_t autograd_unknown_origins = 0;  // naming a caller stack not received (tensor: kStackUnknownFrame)
   // The same found by BPF (GF_EVF_BACKWARD_CALLER: the probes' path, CPU samples), per record kind:
-  uint64_t lent_allocations = 0;            // allocations (tensor or device) and device calls' entry stacks
+  uint64_t lent_allocations = 0;  // allocations (tensor or device) and device calls' entry stacks
   uint64_t lent_allocations_ambiguous = 0;
   uint64_t lent_launches = 0;
   uint64_t lent_launches_ambiguous = 0;
@@ -77,13 +78,13 @@ struct ProcessorStats {
   // Python stacks BPF interned (struct gf_stack_id):
   uint64_t stack_id_records = 0;  // records that named a stack sent before by its ID
   uint64_t stack_id_unknown = 0;  // ... one whose frames were not kept (charged to kStackUnknownFrame)
-  uint64_t exits_inferred = 0;  // processes found gone without their exit record (OnProcessGone)
+  uint64_t exits_inferred = 0;    // processes found gone without their exit record (OnProcessGone)
 };
 
 // Records of one process the ring buffer had no room for (OnLosses), by kind.
 struct ProcessLoss {
   uint64_t records = 0;
-  uint64_t allocs = 0;       // under kLostFrame in its memory profiles, bytes exact
+  uint64_t allocs = 0;  // under kLostFrame in its memory profiles, bytes exact
   uint64_t alloc_bytes = 0;
   uint64_t frees = 0;        // applied to what they freed where BPF could keep them
   uint64_t cpu_samples = 0;  // under kLostFrame in its CPU profile
@@ -155,6 +156,9 @@ class EventProcessor {
   // record --timeline: every sample, allocation, free, launch and GPU record
   // also goes to |timeline| (null: off, one pointer test per event).
   void SetTimeline(timeline::Timeline* timeline) { timeline_ = timeline; }
+  // record: GPU activity, synchronise waits, CPU samples and clock pairs
+  // also go to |utilization| (why the GPU idles; null: off).
+  void SetUtilization(utilization::Utilization* utilization) { utilization_ = utilization; }
   TimeTracker& cpu() { return cpu_; }
   const TimeTracker& cpu() const { return cpu_; }
   TimeTracker& kernels() { return kernels_; }
@@ -190,14 +194,14 @@ class EventProcessor {
   StackSource stack_source() const { return {stacks_, frames_}; }
   FrameTable& frames() { return frames_; }
   const ProcessorStats& stats() const { return stats_; }
-  const absl::flat_hash_map<uint32_t, AllocatorTotals>& allocator_totals() const {
-    return totals_;
-  }
+  const absl::flat_hash_map<uint32_t, AllocatorTotals>& allocator_totals() const { return totals_; }
   // Count of records by enum gf_event_kind, for the summary.
   uint64_t kind_count(uint8_t kind) const { return kind < kKinds ? by_kind_[kind] : 0; }
   // The process's libgpuflame_cupti.so said it speaks another GF_ABI_VERSION:
   // its kernel records (launches, activity, names) are ignored.
-  bool ForeignAbi(pid_t pid) const { return !foreign_abi_.empty() && foreign_abi_.contains(static_cast<uint32_t>(pid)); }
+  bool ForeignAbi(pid_t pid) const {
+    return !foreign_abi_.empty() && foreign_abi_.contains(static_cast<uint32_t>(pid));
+  }
   const LibraryCost& library_cost() const { return library_cost_; }
 
   // What the ring buffer had no room for (bpf/gpuflame_abi.h, struct
@@ -318,9 +322,10 @@ class EventProcessor {
   bool thread_names_ = false;
   bool frozen_ = false;
   timeline::Timeline* timeline_ = nullptr;
+  utilization::Utilization* utilization_ = nullptr;
   absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
-  std::vector<gf_kernel_record> batch_;  // reused for every activity batch
-  absl::flat_hash_set<uint32_t> foreign_abi_;  // pids whose library speaks another ABI
+  std::vector<gf_kernel_record> batch_;                    // reused for every activity batch
+  absl::flat_hash_set<uint32_t> foreign_abi_;              // pids whose library speaks another ABI
   LibraryCost library_cost_;
   absl::flat_hash_map<uint64_t, gf_loss> losses_seen_;  // pid << 16 | domain << 8 | kind -> last total
   absl::flat_hash_map<uint32_t, ProcessLoss> losses_;

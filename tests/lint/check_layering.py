@@ -25,6 +25,7 @@ LAYERS = [
     "profiler/aggregate",
     "profiler/forensics",
     "profiler/timeline",
+    "profiler/utilization",
     "profiler/pipeline",
     "exporters/proto",
     "exporters/pprof",

@@ -1,0 +1,125 @@
+#include "profiler/utilization/utilization.h"
+
+#include <algorithm>
+
+namespace gpuflame::profiler::utilization {
+
+void Utilization::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records) {
+  BusyLane* lane = nullptr;
+  uint32_t lane_device = 0;
+  for (const gf_kernel_record& r : records) {
+    if (r.kind == GF_GPU_SYNC) {
+      SyncStats& s = syncs_[pid];
+      const uint64_t ns = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
+      s.calls++;
+      s.ns += ns;
+      (r.copy_kind == GF_SYNC_STREAM ? s.stream_ns : r.copy_kind == GF_SYNC_EVENT ? s.event_ns : s.context_ns) += ns;
+      std::vector<Gap>& spans = sync_spans_[pid];
+      if (spans.size() < o_.max_syncs) spans.push_back({r.start_ns, r.start_ns + ns});
+      else s.not_kept++;
+      continue;
+    }
+    // A batch is mostly one device's: the lane is looked up again only when it changes.
+    if (!lane || r.device != lane_device) {
+      auto key = std::pair{pid, r.device};
+      auto it = lanes_.find(key);
+      if (it == lanes_.end()) {
+        if (lanes_.size() >= o_.max_lanes) {
+          lanes_dropped_++;
+          lane = nullptr;
+          continue;
+        }
+        it = lanes_.emplace(key, BusyLane(o_.lane)).first;
+      }
+      lane = &it->second;
+      lane_device = r.device;
+    }
+    lane->Add(r);
+  }
+  for (auto& [key, l] : lanes_)
+    if (key.first == pid) l.Settle(false);
+}
+
+void Utilization::OnCpuSample(pid_t pid, uint64_t ts_ns, StackId stack) {
+  if (samples_.size() >= o_.max_samples) {
+    samples_dropped_++;
+    return;
+  }
+  samples_.push_back({ts_ns, pid, stack});
+}
+
+void Utilization::Finish() {
+  for (auto& [key, lane] : lanes_) lane.Settle(true);
+  // Each process's waits as their union: time in which some thread of it
+  // waited (threads may wait at once), disjoint and in order for the join.
+  for (auto& [pid, spans] : sync_spans_) {
+    std::sort(spans.begin(), spans.end(), [](const Gap& a, const Gap& b) { return a.start_ns < b.start_ns; });
+    size_t out = 0;
+    for (const Gap& g : spans) {
+      if (out && g.start_ns <= spans[out - 1].end_ns) spans[out - 1].end_ns = std::max(spans[out - 1].end_ns, g.end_ns);
+      else spans[out++] = g;
+    }
+    spans.resize(out);
+  }
+  std::sort(samples_.begin(), samples_.end(),
+            [](const CpuSample& a, const CpuSample& b) { return a.pid != b.pid ? a.pid < b.pid : a.ts_ns < b.ts_ns; });
+}
+
+namespace {
+
+// Time of [start, end) covered by |spans| (disjoint, in order).
+uint64_t Covered(const std::vector<Gap>& spans, uint64_t start, uint64_t end) {
+  auto it = std::lower_bound(spans.begin(), spans.end(), start, [](const Gap& g, uint64_t t) { return g.end_ns <= t; });
+  uint64_t covered = 0;
+  for (; it != spans.end() && it->start_ns < end; ++it) {
+    const uint64_t a = std::max(start, it->start_ns), b = std::min(end, it->end_ns);
+    if (b > a) covered += b - a;
+  }
+  return std::min(covered, end - start);
+}
+
+}  // namespace
+
+IdleJoin Utilization::JoinIdle(const std::map<std::pair<pid_t, uint32_t>, uint64_t>& steady_start) const {
+  IdleJoin join;
+  join.samples_dropped = samples_dropped_;
+  for (const auto& [key, lane] : lanes_) {
+    const auto [pid, device] = key;
+    auto steady = steady_start.find(key);
+    const uint64_t steady_ns = steady == steady_start.end() ? 0 : steady->second;
+    auto first =
+        std::lower_bound(samples_.begin(), samples_.end(), pid, [](const CpuSample& s, pid_t p) { return s.pid < p; });
+    auto last = std::upper_bound(first, samples_.end(), pid, [](pid_t p, const CpuSample& s) { return p < s.pid; });
+    auto syncs = sync_spans_.find(pid);
+    for (const Gap& g : lane.gaps()) {
+      join.gaps++;
+      const uint64_t len = g.end_ns - g.start_ns;
+      const bool start_up = g.end_ns <= steady_ns;
+      if (syncs != sync_spans_.end() && !start_up)
+        join.sync_in_gaps_ns[key] += Covered(syncs->second, g.start_ns, g.end_ns);
+      const std::optional<uint64_t> a = clock_.ToMonotonic(pid, g.start_ns);
+      const std::optional<uint64_t> b = clock_.ToMonotonic(pid, g.end_ns);
+      if (!a || !b || *b < *a) {
+        join.gaps_unaligned++;
+        join.unaligned_ns += len;
+        continue;
+      }
+      auto lo = std::lower_bound(first, last, *a, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
+      auto hi = std::lower_bound(lo, last, *b, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
+      const auto n = static_cast<uint64_t>(hi - lo);
+      if (n == 0) {
+        join.gaps_without_sample++;
+        join.ns[{pid, device, StackTable::kNone, start_up}] += len;
+        continue;
+      }
+      // Evenly, the remainder to the first samples: the shares add up to
+      // the gap exactly.
+      const uint64_t share = len / n, extra = len % n;
+      uint64_t i = 0;
+      for (auto s = lo; s != hi; ++s, ++i) join.ns[{pid, device, s->stack, start_up}] += share + (i < extra ? 1 : 0);
+    }
+  }
+  return join;
+}
+
+}  // namespace gpuflame::profiler::utilization

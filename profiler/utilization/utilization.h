@@ -1,0 +1,120 @@
+// Why the GPU idles: each process's GPUs, busy and idle over time (one
+// BusyLane per process and CUDA device ordinal), the time its threads waited
+// in synchronise calls, and what its threads were doing on the CPU while a
+// GPU idled (the idle-time flame graph, idle_profile.h).
+//
+// Fed by the event loop with what it decodes already: CUPTI's activity
+// batches (GPU work and GF_GPU_SYNC waits), the CPU samples, the library's
+// clock pairs. CPU samples are kept (16 bytes each, bounded) until Finish
+// joins them with the idle gaps, which are on CUPTI's clock and final only
+// once the lanes have settled.
+//
+// A lane is a GPU as one process sees it: CUDA's ordinal in that process.
+// Two processes' ordinal 0 may be two GPUs (CUDA_VISIBLE_DEVICES), so lanes
+// are never summed across processes here.
+// Not thread-safe: event loop only (EventProcessor calls it), then the
+// caller of Finish.
+#ifndef GPUFLAME_PROFILER_UTILIZATION_UTILIZATION_H_
+#define GPUFLAME_PROFILER_UTILIZATION_UTILIZATION_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "bpf/gpuflame_abi.h"
+#include "profiler/resolve/stack_table.h"
+#include "profiler/timeline/gpu_clock.h"
+#include "profiler/utilization/busy_lane.h"
+
+namespace gpuflame::profiler::utilization {
+
+struct UtilizationOptions {
+  LaneOptions lane;
+  size_t max_lanes = 256;
+  size_t max_samples = 1 << 21;  // CPU samples kept for the join (32 MiB)
+  size_t max_syncs = 1 << 18;    // synchronise waits kept per process for the join
+};
+
+struct SyncStats {
+  uint64_t calls = 0;
+  uint64_t ns = 0;
+  uint64_t stream_ns = 0;   // cudaStreamSynchronize
+  uint64_t context_ns = 0;  // cudaDeviceSynchronize, cuCtxSynchronize
+  uint64_t event_ns = 0;    // cudaEventSynchronize
+  uint64_t not_kept = 0;    // past max_syncs: in the sums, not in the gap join
+};
+
+// Where a GPU's idle time went: a CPU stack of the lane's process, or
+// kNone for a gap in which no thread of it was sampled on the CPU.
+struct IdleCharge {
+  pid_t pid = 0;
+  uint32_t device = 0;
+  StackId stack = StackTable::kNone;
+  bool start_up = false;  // the gap lies before the lane's steady state (report.h)
+  bool operator==(const IdleCharge&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const IdleCharge& c) {
+    return H::combine(std::move(h), c.pid, c.device, c.stack, c.start_up);
+  }
+};
+
+struct IdleJoin {
+  absl::flat_hash_map<IdleCharge, uint64_t> ns;  // idle time by where it went
+  uint64_t gaps = 0;
+  uint64_t gaps_without_sample = 0;
+  uint64_t gaps_unaligned = 0;  // no clock pair of the process: not joined
+  uint64_t unaligned_ns = 0;
+  uint64_t samples_dropped = 0;  // past max_samples: not joined
+  // Per lane: idle time of its steady state during which a thread of the
+  // process was in a synchronise call.
+  std::map<std::pair<pid_t, uint32_t>, uint64_t> sync_in_gaps_ns;
+};
+
+class Utilization {
+ public:
+  explicit Utilization(UtilizationOptions options) : o_(std::move(options)) {}
+
+  void OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records);
+  void OnCpuSample(pid_t pid, uint64_t ts_ns, StackId stack);
+  void OnClock(pid_t pid, uint64_t cupti_ns, uint64_t mono_before_ns, uint64_t mono_after_ns) {
+    clock_.OnSnapshot(pid, cupti_ns, mono_before_ns, mono_after_ns);
+  }
+  // The recording ended: every record applied.
+  void Finish();
+  // After Finish: each gap's time shared among the CPU samples of its
+  // process taken during it (evenly: the flame graph's total is the idle
+  // time itself), gaps before |steady_start| (CUPTI's clock, per lane)
+  // marked as start-up.
+  IdleJoin JoinIdle(const std::map<std::pair<pid_t, uint32_t>, uint64_t>& steady_start) const;
+
+  const std::map<std::pair<pid_t, uint32_t>, BusyLane>& lanes() const { return lanes_; }
+  const absl::flat_hash_map<pid_t, SyncStats>& syncs() const { return syncs_; }
+  uint64_t lanes_dropped() const { return lanes_dropped_; }
+  uint64_t samples() const { return samples_.size(); }
+  const UtilizationOptions& options() const { return o_; }
+  const timeline::GpuClock& clock() const { return clock_; }
+
+ private:
+  struct CpuSample {
+    uint64_t ts_ns;
+    pid_t pid;
+    StackId stack;
+  };
+  UtilizationOptions o_;
+  std::map<std::pair<pid_t, uint32_t>, BusyLane> lanes_;  // (pid, device), ordered for stable output
+  uint64_t lanes_dropped_ = 0;                            // records of lanes past max_lanes
+  absl::flat_hash_map<pid_t, SyncStats> syncs_;
+  absl::flat_hash_map<pid_t, std::vector<Gap>> sync_spans_;  // CUPTI's clock
+  std::vector<CpuSample> samples_;
+  uint64_t samples_dropped_ = 0;
+  timeline::GpuClock clock_;
+};
+
+}  // namespace gpuflame::profiler::utilization
+
+#endif  // GPUFLAME_PROFILER_UTILIZATION_UTILIZATION_H_

@@ -1,0 +1,209 @@
+// Why the GPU idles, end to end: `gpuflame record` of tests/workloads/idle.py
+// on the simulated CUDA runtime and CUPTI (test fixture: no GPU; its kernels
+// run as long as the workload asks). Real USDT probes, real CPU samples and
+// real Python stacks; the figures, the verdict and gpu_idle must follow from
+// what the workload did.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "e2e/e2e_support.h"
+
+namespace gpuflame::e2e {
+namespace {
+
+struct Recorded {
+  RunResult run;
+  nlohmann::json gpu;  // summary.json's utilization.gpus[0]
+  nlohmann::json utilization;
+  std::string out;
+};
+
+Recorded RecordIdle(const std::string& mode, const std::string& seconds, const std::string& env = "",
+                    const std::string& flags = "") {
+  Recorded r;
+  r.out = TempDir("idle_" + mode);
+  r.run = Sh(SimEnv() + " " + SimNvmlEnv() + " " + env + " " + GPUFLAME_BIN + " record --no-progress " + flags +
+             " -o " + r.out + " -- " + PyenvPython("3.12") + " " + Workload("idle.py") + " " + mode + " " + seconds);
+  auto json = nlohmann::json::parse(ReadFile(r.out + "/summary.json"), nullptr, false);
+  if (json.is_discarded() || !json["utilization"].is_object()) return r;
+  r.utilization = json["utilization"];
+  if (r.utilization["gpus"].size() == 1) r.gpu = r.utilization["gpus"][0];
+  return r;
+}
+
+constexpr double kUs = 1e-6;
+
+TEST(IdleTest, AStarvedGpuIsASupplyProblemUnderItsDataLoader) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  Recorded r = RecordIdle("starved", "2");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
+  const std::string dump = r.gpu.dump();
+  EXPECT_EQ(r.gpu["verdict"], "supply") << dump;
+  const auto& steady = r.gpu["steady"];
+  // 20 ms on the CPU for 5 ms of GPU work a step: about 80% idle in gaps.
+  EXPECT_GT(steady["idle_gaps"]["ratio"].get<double>(), 0.6) << dump;
+  EXPECT_LT(steady["busy_ratio"].get<double>(), 0.3) << dump;
+  // Each step: ten 500 us kernels and one stream synchronise.
+  const int64_t kernels = steady["kernels"]["count"], syncs = r.gpu["sync"]["calls"];
+  EXPECT_GT(syncs, 10) << dump;
+  EXPECT_EQ(kernels, 10 * syncs) << dump;
+  EXPECT_NEAR(steady["kernels"]["p50_us"].get<double>(), 500, 500.0 / 32) << dump;
+  EXPECT_NEAR(steady["kernels"]["seconds"].get<double>(), static_cast<double>(kernels) * 500 * kUs, 1e-5) << dump;
+  EXPECT_GT(r.gpu["sync"]["stream_s"].get<double>(), 0) << dump;
+  // The synchronise waits are the CPU's: no GPU time in gpu_kernel.
+  pprof::Profile k;
+  ASSERT_TRUE(LoadPprof(r.out + "/gpu_kernel.pb.gz", &k));
+  EXPECT_EQ(Total(k, "time"), kernels * 500'000) << r.run.output;
+  // gpu_idle: the idle time itself, most of it under the data loader.
+  pprof::Profile idle;
+  ASSERT_TRUE(LoadPprof(r.out + "/gpu_idle.pb.gz", &idle)) << r.run.output;
+  const int64_t total = Total(idle, "idle");
+  EXPECT_NEAR(static_cast<double>(total) / 1e9, r.gpu["whole"]["idle_gaps"]["seconds"].get<double>(), 1e-5) << dump;
+  int64_t under_loader = 0;
+  for (const auto& [stack, ns] : Stacks(idle, "idle", /*drop_trampolines=*/true, /*drop_native=*/true))
+    if (stack.find("DataLoader > __next__") != std::string::npos) under_loader += ns;
+  EXPECT_GT(static_cast<double>(under_loader), 0.6 * static_cast<double>(total))
+      << Dump(Stacks(idle, "idle", true, true));
+  EXPECT_EQ(r.gpu["idle_time_under"][0]["frame"], "DataLoader > __next__") << dump;
+  // What the terminal says, and an independent reader of the profile.
+  EXPECT_NE(r.run.output.find("): supply. busy"), std::string::npos) << r.run.output;
+  EXPECT_NE(r.run.output.find("idle time under: "), std::string::npos) << r.run.output;
+  RunResult top = Sh("go tool pprof -top -sample_index=idle " + r.out + "/gpu_idle.pb.gz");
+  ASSERT_EQ(top.status, 0) << top.output;
+  EXPECT_NE(top.output.find("DataLoader > __next__"), std::string::npos) << top.output;
+  // Every window of the strip is there, busy and idle shares in [0, 1].
+  const auto& w = r.gpu["windows"];
+  EXPECT_EQ(w["ms"], 100);
+  EXPECT_GE(w["busy"].size(), 19u) << dump;
+  for (size_t i = 0; i < w["busy"].size(); i++) {
+    const double b = w["busy"][i], g = w["idle_gap"][i];
+    EXPECT_LE(b + g, 1.0 + 1e-3) << i;
+  }
+  EXPECT_EQ(r.gpu["records"]["late"], 0) << dump;
+}
+
+TEST(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  Recorded r = RecordIdle("busy", "2", "", "--interval 50 --idle-gap-ms 10");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  const auto& u = r.utilization;
+  ASSERT_EQ(u["gpus"].size(), 1u) << r.run.output << u.dump();
+  const auto& g = r.gpu;
+  EXPECT_EQ(u["interval_ms"], 50);
+  EXPECT_EQ(u["idle_gap_ms"], 10);
+  EXPECT_EQ(g["windows"]["ms"], 50);
+  EXPECT_EQ(g["verdict"], "busy") << g.dump();
+  EXPECT_GT(g["steady"]["busy_ratio"].get<double>(), 0.8) << g.dump();
+  EXPECT_LT(g["steady"]["idle_gaps"]["ratio"].get<double>(), 0.1) << g.dump();
+  EXPECT_EQ(g["steady"]["kernels"]["count"].get<int64_t>(), 40 * g["sync"]["calls"].get<int64_t>()) << g.dump();
+  EXPECT_EQ(g["start_up"], nullptr) << g.dump();
+  // Step 3 was judged from the simulated NVML's GPM figures (DRAM 10%).
+  EXPECT_NE(g["reason"].get<std::string>().find("not memory bound"), std::string::npos) << g.dump();
+  // The driver's figures, from the simulated NVML (its utilisation is the
+  // rate of the simulated kernels' time: near the lane's busy share).
+  ASSERT_EQ(u["devices"].size(), 1u) << u.dump();
+  const auto& d = u["devices"][0];
+  EXPECT_EQ(d["uuid"], "GPU-5eed0000-0000-4000-8000-000000000000") << d.dump();
+  EXPECT_EQ(d["gpm"], true);
+  EXPECT_GE(d["readings"].get<int>(), 20) << "2 s at 50 ms: " << d.dump();
+  EXPECT_GT(d["utilization_gpu_pct"]["max"].get<double>(), 50) << d.dump();
+  EXPECT_EQ(d["gpm_dram_bandwidth_pct"]["mean"], 10) << d.dump();
+  EXPECT_EQ(d["power_w"]["mean"], 100) << d.dump();
+  ASSERT_EQ(d["process_sm_utilization"].size(), 1u) << d.dump();
+  EXPECT_GT(d["process_sm_utilization"][0]["sm_pct_max"].get<double>(), 50) << d.dump();
+  EXPECT_EQ(g["nvml"]["index"], 0) << g.dump();
+  EXPECT_TRUE(u["devices_missing"].empty()) << u.dump();
+  EXPECT_NE(r.run.output.find("NVML GPU 0 (gpuflame simulated GPU), over the recording: a kernel running"),
+            std::string::npos)
+      << r.run.output;
+}
+
+TEST(IdleTest, TinyKernelsLaunchedOneByOneAreLaunchBound) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  Recorded r = RecordIdle("tiny", "2");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
+  const std::string dump = r.gpu.dump();
+  EXPECT_EQ(r.gpu["verdict"], "launch_bound") << dump;
+  const auto& k = r.gpu["steady"]["kernels"];
+  EXPECT_EQ(k["under_10us_ratio"], 1.0) << dump;
+  EXPECT_NEAR(k["p50_us"].get<double>(), 2, 2.0 / 32) << dump;
+  EXPECT_EQ(k["count"].get<int64_t>(), 200 * r.gpu["sync"]["calls"].get<int64_t>()) << dump;
+  EXPECT_LT(r.gpu["steady"]["idle_gaps"]["ratio"].get<double>(), 0.3) << dump;
+  EXPECT_NE(r.run.output.find("): launch_bound. busy"), std::string::npos) << r.run.output;
+}
+
+TEST(IdleTest, HighDramBandwidthFromNvmlGpmMakesABusyGpuMemoryBound) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  Recorded r = RecordIdle("busy", "1.5", "GF_SIM_NVML_DRAM_PCT=75 GF_SIM_NVML_NO_POWER=1");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
+  EXPECT_EQ(r.gpu["verdict"], "memory_bound") << r.gpu.dump();
+  EXPECT_NE(r.gpu["reason"].get<std::string>().find("75%"), std::string::npos) << r.gpu.dump();
+  EXPECT_EQ(r.gpu["nvml"]["steady"]["gpm_dram_bandwidth_pct"]["mean"], 75) << r.gpu.dump();
+  // A figure the board does not give is said missing, not zero.
+  EXPECT_EQ(r.utilization["devices_missing"]["GPU 0 power"], "Not Supported (3)") << r.utilization.dump();
+  EXPECT_FALSE(r.utilization["devices"][0].contains("power_w")) << r.utilization.dump();
+}
+
+TEST(IdleTest, WithoutGpmStepThreeIsSaidNotJudgedAndWithoutKernelTimeNvmlStillReports) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  Recorded r = RecordIdle("busy", "1", "GF_SIM_NVML_NO_GPM=1");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
+  EXPECT_EQ(r.gpu["verdict"], "busy") << r.gpu.dump();
+  EXPECT_NE(r.gpu["reason"].get<std::string>().find("not judged"), std::string::npos) << r.gpu.dump();
+  EXPECT_NE(r.utilization["devices_missing"]["GPU 0 GPM"].get<std::string>().find("Hopper"), std::string::npos)
+      << r.utilization.dump();
+  // No injection library: no lanes, the driver's figures still.
+  Recorded n = RecordIdle("busy", "1", "", "--no-kernel-time");
+  ASSERT_EQ(n.run.status, 0) << n.run.output;
+  ASSERT_TRUE(n.utilization.is_object()) << n.run.output;
+  EXPECT_TRUE(n.utilization["gpus"].empty()) << n.utilization.dump();
+  ASSERT_EQ(n.utilization["devices"].size(), 1u) << n.utilization.dump();
+  EXPECT_GT(n.utilization["devices"][0]["utilization_gpu_pct"]["max"].get<double>(), 50) << n.utilization.dump();
+}
+
+TEST(IdleTest, StartUpIsSetApartAndTheVerdictJudgesTheSteadyState) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  Recorded r = RecordIdle("warmup", "1.5");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.gpu.is_object()) << r.run.output;
+  const std::string dump = r.gpu.dump();
+  // 64 MiB of weights copied, 1.5 s with nothing for the GPU, then the loop.
+  ASSERT_TRUE(r.gpu["start_up"].is_object()) << dump;
+  EXPECT_GE(r.gpu["start_up"]["seconds"].get<double>(), 1.4) << dump;
+  EXPECT_EQ(r.gpu["start_up"]["pauses"], 1) << dump;
+  EXPECT_EQ(r.gpu["verdict"], "busy") << dump;
+  EXPECT_LT(r.gpu["steady"]["idle_gaps"]["ratio"].get<double>(), 0.1) << dump;
+  EXPECT_GT(r.gpu["whole"]["idle_gaps"]["ratio"].get<double>(), 0.3) << dump;  // the whole run was half idle
+  EXPECT_EQ(r.gpu["whole"]["copies"]["h2d"]["bytes"], 64 << 20) << dump;
+  EXPECT_EQ(r.gpu["whole"]["copies"]["h2d"]["count"], 8) << dump;
+  EXPECT_TRUE(r.gpu["steady"]["copies"].empty()) << dump;
+  EXPECT_NE(r.run.output.find("start-up: the first "), std::string::npos) << r.run.output;
+  // The start-up's idle time is labelled so in gpu_idle, under compile_model.
+  pprof::Profile idle;
+  ASSERT_TRUE(LoadPprof(r.out + "/gpu_idle.pb.gz", &idle)) << r.run.output;
+  RunResult tag = Sh("go tool pprof -top -sample_index=idle -tagfocus=phase=start-up " + r.out + "/gpu_idle.pb.gz");
+  ASSERT_EQ(tag.status, 0) << tag.output;
+  EXPECT_NE(tag.output.find("compile_model"), std::string::npos) << tag.output;
+}
+
+}  // namespace
+}  // namespace gpuflame::e2e

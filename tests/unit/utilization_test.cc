@@ -1,0 +1,312 @@
+// Why the GPU idles (profiler/utilization): the busy union of a device's
+// work, idle gaps and pauses, windows, the start-up rule, the three-step
+// verdict, and the join of idle gaps with CPU samples (gpu_idle).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+#include "profiler/utilization/busy_lane.h"
+#include "profiler/utilization/duration_histogram.h"
+#include "profiler/utilization/idle_profile.h"
+#include "profiler/utilization/report.h"
+#include "profiler/utilization/utilization.h"
+
+namespace gpuflame::profiler::utilization {
+namespace {
+
+constexpr uint64_t kUs = 1000, kMs = 1000 * kUs, kS = 1000 * kMs;
+constexpr uint64_t T0 = 1'000 * kS;  // CUPTI's clock: any origin
+
+gf_kernel_record Kernel(uint64_t start, uint64_t ns, uint32_t device = 0) {
+  gf_kernel_record r{};
+  r.start_ns = start;
+  r.end_ns = start + ns;
+  r.kind = GF_GPU_KERNEL;
+  r.device = device;
+  r.weight = 1;
+  return r;
+}
+
+gf_kernel_record Copy(uint64_t start, uint64_t ns, uint64_t bytes, uint8_t cupti_kind) {
+  gf_kernel_record r = Kernel(start, ns);
+  r.kind = GF_GPU_MEMCPY;
+  r.copy_kind = cupti_kind;
+  r.bytes = bytes;
+  return r;
+}
+
+gf_kernel_record Sync(uint64_t start, uint64_t ns, uint8_t kind = GF_SYNC_STREAM) {
+  gf_kernel_record r = Kernel(start, ns, GF_DEVICE_UNKNOWN);
+  r.kind = GF_GPU_SYNC;
+  r.copy_kind = kind;
+  return r;
+}
+
+TEST(DurationHistogramTest, QuantilesWithinABucketAndExactCountSumMax) {
+  DurationHistogram h;
+  for (uint64_t i = 1; i <= 1000; i++) h.Add(i * kUs);  // 1 us .. 1 ms
+  EXPECT_EQ(h.count(), 1000u);
+  EXPECT_EQ(h.sum_ns(), 500500 * kUs);
+  EXPECT_EQ(h.max_ns(), 1000 * kUs);
+  for (double q : {0.5, 0.95, 0.99}) {
+    const double want = q * 1000 * kUs, got = static_cast<double>(h.Quantile(q));
+    EXPECT_NEAR(got, want, want / 32 + kUs) << q;
+  }
+  EXPECT_EQ(h.Quantile(1.0), 1000 * kUs);  // never past the largest value
+  DurationHistogram empty;
+  EXPECT_EQ(empty.Quantile(0.5), 0u);
+  // Bucket bounds tile the line.
+  for (int i = 0; i + 1 < DurationHistogram::kBuckets; i++) {
+    ASSERT_LT(DurationHistogram::Lower(i), DurationHistogram::Lower(i + 1)) << i;
+    ASSERT_EQ(DurationHistogram::Index(DurationHistogram::Lower(i)), i) << i;
+  }
+  EXPECT_EQ(DurationHistogram::Index(UINT64_MAX), DurationHistogram::kBuckets - 1);
+}
+
+TEST(BusyLaneTest, OverlappingWorkOnStreamsCountsOnceAndGapsSplitByTheThreshold) {
+  LaneOptions o;
+  BusyLane lane(o);
+  // Two streams overlapping: [0, 10) and [5, 12) ms are 12 ms busy; a 3 ms
+  // gap (under 5 ms), then [15, 20); a 30 ms idle gap; then [50, 60).
+  for (auto r : {Kernel(T0 + 5 * kMs, 7 * kMs), Kernel(T0, 10 * kMs), Kernel(T0 + 50 * kMs, 10 * kMs),
+                 Kernel(T0 + 15 * kMs, 5 * kMs)})
+    lane.Add(r);
+  lane.Settle(true);
+  const PartStats w = lane.Whole();
+  EXPECT_EQ(w.busy_ns, 27 * kMs);
+  EXPECT_EQ(w.span_ns(), 60 * kMs);
+  EXPECT_EQ(w.gaps, 1u);
+  EXPECT_EQ(w.gap_ns, 30 * kMs);
+  EXPECT_EQ(w.short_gap_ns, 3 * kMs);
+  EXPECT_EQ(w.busy_ns + w.gap_ns + w.short_gap_ns, w.span_ns());
+  EXPECT_EQ(w.kernels, 4u);
+  ASSERT_EQ(lane.gaps().size(), 1u);
+  EXPECT_EQ(lane.gaps()[0].start_ns, T0 + 20 * kMs);
+  EXPECT_EQ(lane.gaps()[0].end_ns, T0 + 50 * kMs);
+  EXPECT_EQ(lane.counts().late_records, 0u);
+}
+
+TEST(BusyLaneTest, RecordsWaitForLaterOnesAndOneTooLateIsCountedNotMerged) {
+  LaneOptions o;
+  o.reorder_ns = 100 * kMs;
+  BusyLane lane(o);
+  lane.Add(Kernel(T0, kMs));
+  lane.Add(Kernel(T0 + 50 * kMs, kMs));
+  lane.Settle(false);  // nothing is 100 ms behind the newest start yet
+  EXPECT_TRUE(lane.parts().empty());
+  lane.Add(Kernel(T0 + 20 * kMs, kMs));  // out of order, within the horizon: merged in its place
+  lane.Add(Kernel(T0 + 300 * kMs, kMs));
+  lane.Settle(false);
+  lane.Add(Kernel(T0 + 10 * kMs, kMs));  // its place is gone
+  lane.Settle(true);
+  EXPECT_EQ(lane.counts().late_records, 1u);
+  EXPECT_EQ(lane.counts().late_ns, kMs);
+  const PartStats w = lane.Whole();
+  EXPECT_EQ(w.busy_ns, 4 * kMs);  // the late one left out
+  EXPECT_EQ(w.kernels, 5u);       // but still a kernel that ran
+  EXPECT_EQ(lane.gaps().size(), 3u);
+}
+
+TEST(BusyLaneTest, CopiesByDirectionWithBytesAndWindowsSplitWork) {
+  LaneOptions o;
+  o.window_ns = 10 * kMs;
+  BusyLane lane(o);
+  lane.Add(Copy(T0, 4 * kMs, 64 << 20, 1));
+  lane.Add(Copy(T0 + 4 * kMs, kMs, 1 << 20, 2));
+  lane.Add(Kernel(T0 + 8 * kMs, 4 * kMs));  // across the first window's end
+  lane.Settle(true);
+  const PartStats w = lane.Whole();
+  EXPECT_EQ(w.copies[kHtoD].count, 1u);
+  EXPECT_EQ(w.copies[kHtoD].bytes, uint64_t{64} << 20);
+  EXPECT_EQ(w.copies[kHtoD].ns, 4 * kMs);
+  EXPECT_EQ(w.copies[kDtoH].bytes, uint64_t{1} << 20);
+  EXPECT_EQ(w.kernels, 1u);
+  ASSERT_EQ(lane.windows().size(), 2u);
+  EXPECT_EQ(lane.windows()[0].busy_ns, 5 * kMs + 2 * kMs);
+  EXPECT_EQ(lane.windows()[1].busy_ns, 2 * kMs);
+  EXPECT_EQ(lane.windows()[0].kernels, 1u);
+}
+
+TEST(BusyLaneTest, FullWindowsCoarsenTwoIntoOneAndKeepTheirSums) {
+  LaneOptions o;
+  o.window_ns = kMs;
+  o.max_windows = 8;
+  BusyLane lane(o);
+  for (uint64_t i = 0; i < 40; i++) lane.Add(Kernel(T0 + i * kMs, kMs / 2));
+  lane.Settle(true);
+  EXPECT_LE(lane.windows().size(), 8u);
+  EXPECT_EQ(lane.window_ns(), 8 * kMs);
+  uint64_t busy = 0, kernels = 0;
+  for (const Window& w : lane.windows()) {
+    busy += w.busy_ns;
+    kernels += w.kernels;
+  }
+  EXPECT_EQ(busy, 40 * kMs / 2);
+  EXPECT_EQ(kernels, 40u);
+  EXPECT_EQ(busy, lane.Whole().busy_ns);
+}
+
+// A busy loop of 500 us kernels every |period| from |start| for |n| kernels.
+void Loop(BusyLane& lane, uint64_t start, uint64_t period, int n, uint64_t ns = 500 * kUs) {
+  for (int i = 0; i < n; i++) lane.Add(Kernel(start + static_cast<uint64_t>(i) * period, ns));
+}
+
+TEST(ReportTest, AStartUpBeforeAPauseIsSetApartAndTheLoopIsJudgedAlone) {
+  BusyLane lane{LaneOptions{}};
+  // Weights copied, then 3 s compiling with nothing for the GPU, then 2 s of
+  // back-to-back kernels.
+  lane.Add(Copy(T0, 10 * kMs, 256 << 20, 1));
+  Loop(lane, T0 + 3 * kS, 500 * kUs, 4000);
+  lane.Settle(true);
+  LaneReport r = SteadyState(1, 0, lane);
+  Judge(r, 0);
+  EXPECT_EQ(r.pauses, 1u);
+  EXPECT_EQ(r.start_up_pauses, 1u);
+  EXPECT_EQ(r.start_up_ns, 3 * kS);
+  EXPECT_EQ(r.steady.span_ns(), 2 * kS);
+  EXPECT_EQ(r.steady.busy_ns, 2 * kS);
+  EXPECT_EQ(r.steady.gap_ns, 0u);
+  EXPECT_EQ(r.verdict, Verdict::kBusy) << r.reason;
+  // The whole run still says what happened.
+  EXPECT_GT(Ratio(r.whole.gap_ns, r.whole.span_ns()), 0.5);
+}
+
+TEST(ReportTest, PausesThatRecurWithTheWorkStayInTheSteadyState) {
+  BusyLane lane{LaneOptions{}};
+  // 1 s of work, a 2 s stall, 1 s of work, a 2 s stall, 1 s of work.
+  for (int k = 0; k < 3; k++) Loop(lane, T0 + static_cast<uint64_t>(k) * 3 * kS, 500 * kUs, 2000);
+  lane.Settle(true);
+  LaneReport r = SteadyState(1, 0, lane);
+  Judge(r, 0);
+  EXPECT_EQ(r.start_up_ns, 0u);
+  EXPECT_EQ(r.steady.gap_ns, 4 * kS);
+  EXPECT_EQ(r.verdict, Verdict::kSupply) << r.reason;
+}
+
+TEST(ReportTest, TheThreeSteps) {
+  struct Case {
+    const char* what;
+    uint64_t period, ns;
+    Verdict want;
+  };
+  for (const Case& c : {Case{"starved: 20 ms gaps after 5 ms of work", 25 * kMs, 5 * kMs, Verdict::kSupply},
+                        Case{"launch-bound: 4 us kernels 2 us apart", 6 * kUs, 4 * kUs, Verdict::kLaunchBound},
+                        Case{"busy: back to back", 500 * kUs, 500 * kUs, Verdict::kBusy}}) {
+    BusyLane lane{LaneOptions{}};
+    Loop(lane, T0, c.period, static_cast<int>(kS / c.period), c.ns);
+    lane.Settle(true);
+    LaneReport r = SteadyState(1, 0, lane);
+    Judge(r, 0);
+    EXPECT_EQ(r.verdict, c.want) << c.what << ": " << r.reason;
+  }
+  // A few slow kernels among many: P95 over ten times P50.
+  BusyLane lane{LaneOptions{}};
+  uint64_t t = T0;
+  for (int i = 0; i < 2000; i++) {
+    const uint64_t ns = i % 10 == 0 ? 5 * kMs : 100 * kUs;
+    lane.Add(Kernel(t, ns));
+    t += ns;
+  }
+  lane.Settle(true);
+  LaneReport r = SteadyState(1, 0, lane);
+  Judge(r, 0);
+  EXPECT_EQ(r.verdict, Verdict::kSlowKernels) << r.reason;
+  // Duty-cycled activity, or too short a run: not judged, and said why.
+  BusyLane weighted{LaneOptions{}};
+  gf_kernel_record k = Kernel(T0, kS);
+  k.weight = 10;
+  weighted.Add(k);
+  weighted.Settle(true);
+  LaneReport w = SteadyState(1, 0, weighted);
+  Judge(w, 0);
+  EXPECT_EQ(w.verdict, Verdict::kNotJudged);
+  EXPECT_NE(w.reason.find("duty-cycled"), std::string::npos);
+  BusyLane brief{LaneOptions{}};
+  brief.Add(Kernel(T0, 10 * kMs));
+  brief.Settle(true);
+  LaneReport b = SteadyState(1, 0, brief);
+  Judge(b, 0);
+  EXPECT_EQ(b.verdict, Verdict::kNotJudged);
+}
+
+TEST(UtilizationTest, IdleTimeIsSharedAmongTheSamplesInEachGapAndSumsToIt) {
+  Utilization u{UtilizationOptions{}};
+  constexpr pid_t kPid = 7;
+  // CUPTI's clock is the monotonic one here, exactly.
+  u.OnClock(kPid, T0, T0, T0);
+  u.OnClock(kPid, T0 + 10 * kS, T0 + 10 * kS, T0 + 10 * kS);
+  std::vector<gf_kernel_record> work = {Kernel(T0, 10 * kMs), Kernel(T0 + 40 * kMs, 10 * kMs),
+                                        Kernel(T0 + 80 * kMs, 10 * kMs), Sync(T0 + 50 * kMs, 10 * kMs)};
+  u.OnGpuRecords(kPid, work);
+  // Gap 1 [10, 40) ms: three samples, of stacks 1, 1 and 2. Gap 2 [50, 80):
+  // none. A sample outside any gap and one of another process count nowhere.
+  u.OnCpuSample(kPid, T0 + 12 * kMs, 1);
+  u.OnCpuSample(kPid, T0 + 22 * kMs, 2);
+  u.OnCpuSample(kPid, T0 + 32 * kMs, 1);
+  u.OnCpuSample(kPid, T0 + 45 * kMs, 3);
+  u.OnCpuSample(kPid + 1, T0 + 60 * kMs, 4);
+  u.Finish();
+  ASSERT_EQ(u.lanes().size(), 1u);  // the sync record is no lane's work
+  EXPECT_EQ(u.syncs().at(kPid).calls, 1u);
+  EXPECT_EQ(u.syncs().at(kPid).stream_ns, 10 * kMs);
+  IdleJoin j = u.JoinIdle({});
+  EXPECT_EQ(j.gaps, 2u);
+  EXPECT_EQ(j.gaps_without_sample, 1u);
+  EXPECT_EQ((j.ns[{kPid, 0, 1, false}]), 20 * kMs);
+  EXPECT_EQ((j.ns[{kPid, 0, 2, false}]), 10 * kMs);
+  EXPECT_EQ((j.ns[{kPid, 0, StackTable::kNone, false}]), 30 * kMs);
+  uint64_t total = 0;
+  for (const auto& [charge, ns] : j.ns) total += ns;
+  EXPECT_EQ(total, 60 * kMs);                           // the idle time itself
+  EXPECT_EQ((j.sync_in_gaps_ns[{kPid, 0}]), 10 * kMs);  // [50, 60) of gap 2
+  // Gaps before the steady state are marked start-up.
+  IdleJoin s = u.JoinIdle({{{kPid, 0}, T0 + 50 * kMs}});
+  EXPECT_EQ((s.ns[{kPid, 0, 1, true}]), 20 * kMs);
+  EXPECT_EQ((s.ns[{kPid, 0, StackTable::kNone, false}]), 30 * kMs);
+}
+
+TEST(UtilizationTest, AProcessWithoutClockPairsIsCountedNotJoined) {
+  Utilization u{UtilizationOptions{}};
+  std::vector<gf_kernel_record> work = {Kernel(T0, kMs), Kernel(T0 + 20 * kMs, kMs)};
+  u.OnGpuRecords(3, work);
+  u.OnCpuSample(3, T0 + 10 * kMs, 1);
+  u.Finish();
+  IdleJoin j = u.JoinIdle({});
+  EXPECT_EQ(j.gaps_unaligned, 1u);
+  EXPECT_EQ(j.unaligned_ns, 19 * kMs);
+  EXPECT_TRUE(j.ns.empty());
+}
+
+TEST(UtilizationTest, LanesArePerProcessAndDeviceAndBounded) {
+  UtilizationOptions o;
+  o.max_lanes = 2;
+  Utilization u(o);
+  std::vector<gf_kernel_record> a = {Kernel(T0, kMs, 0), Kernel(T0, kMs, 1), Kernel(T0, kMs, 2)};
+  u.OnGpuRecords(1, a);
+  u.Finish();
+  EXPECT_EQ(u.lanes().size(), 2u);
+  EXPECT_EQ(u.lanes_dropped(), 1u);
+}
+
+TEST(IdleProfileTest, MarkerForGapsWithoutSamplesAndLabelsForGpuAndPhase) {
+  StackTable stacks;
+  FrameTable frames;
+  IdleJoin j;
+  j.ns[{5, 1, StackTable::kNone, true}] = 7 * kMs;
+  Profile p = BuildIdleProfile({stacks, frames}, j, {{5, "python3"}}, 0, 0);
+  EXPECT_EQ(p.name, "gpu_idle");
+  ASSERT_EQ(p.samples.size(), 1u);
+  EXPECT_EQ(p.samples[0].values, std::vector<int64_t>{static_cast<int64_t>(7 * kMs)});
+  ASSERT_EQ(p.samples[0].frames.size(), 1u);
+  EXPECT_EQ(p.frames[p.samples[0].frames[0]].name, kNoThreadOnCpuFrame);
+  std::map<std::string, std::string> labels;
+  for (const Label& l : p.samples[0].labels) labels[l.key] = l.str.empty() ? std::to_string(l.num) : l.str;
+  EXPECT_EQ(labels["pid"], "5");
+  EXPECT_EQ(labels["process"], "python3");
+  EXPECT_EQ(labels["gpu"], "1");
+  EXPECT_EQ(labels["phase"], "start-up");
+}
+
+}  // namespace
+}  // namespace gpuflame::profiler::utilization
