@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/delivery.h"
+#include "agent/gpu_metrics.h"
 #include "agent/labels.h"
 #include "agent/metrics_server.h"
 #include "agent/oom_push.h"
@@ -32,6 +33,7 @@
 #include "agent/window_export.h"
 #include "agent/window_snapshot.h"
 #include "logging/log.h"
+#include "profiler/devices/gpu_reader.h"
 #include "profiler/pipeline/session.h"
 #include "profiler/process/guardian.h"
 #include "profiler/process/run_control.h"
@@ -87,6 +89,16 @@ int RunAgent(const AgentConfig& cfg) {
   Session& session = **started;
   auto delivery = Delivery::Start(cfg);
   if (!delivery.ok()) return Fail(delivery.status());
+  // The driver's figures of every GPU (NVML), for /metrics: a reading a
+  // second on a thread of its own, the last minute kept.
+  std::unique_ptr<utilization::GpuSampler> gpus;
+  if (cfg.metrics_port != 0) {
+    if (auto reader = GpuReader::Open(); reader.ok())
+      gpus = std::make_unique<utilization::GpuSampler>(
+          std::move(*reader), utilization::GpuSamplerOptions{.interval = std::chrono::milliseconds(1000),
+                                                             .retention = std::chrono::seconds(60)});
+    else logging::Info("GPU figures not read", {{"why", std::string(reader.status().message())}});
+  }
   MetricsServer metrics;
   if (cfg.metrics_port != 0)
     if (auto s = metrics.Start(cfg.metrics_address, cfg.metrics_port, StallCheck(session)); !s.ok()) return Fail(s);
@@ -126,8 +138,21 @@ int RunAgent(const AgentConfig& cfg) {
       window_start_wall = NowNs(CLOCK_REALTIME);
     }
     if (cfg.metrics_port != 0 && now - last_metrics > 1'000'000'000) {
-      metrics.Publish(
-          SelfMetrics(CollectAgentStats(session, snapshot_seconds, exporter.stats(), (*delivery)->queue().Stats())));
+      std::vector<Metric> published =
+          SelfMetrics(CollectAgentStats(session, snapshot_seconds, exporter.stats(), (*delivery)->queue().Stats()));
+      if (gpus) {
+        // The last 10 s of readings: a scrape every 15 s or so sees each second once or twice.
+        const auto& processes = session.registry().processes();
+        PodOf pod_of = [&processes](pid_t pid) -> const PodInfo* {
+          auto it = processes.find(pid);
+          return it == processes.end() || it->second->exited ? nullptr : &it->second->pod;
+        };
+        std::vector<Metric> g =
+            GpuMetrics(gpus->Recent(static_cast<uint64_t>(std::max<int64_t>(0, now - 10'000'000'000))), gpus->Missing(),
+                       cfg.node, pod_of, static_cast<double>(gpus->cpu_ns()) / 1e9, gpus->reads());
+        published.insert(published.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
+      }
+      metrics.Publish(std::move(published));
       last_metrics = now;
     }
   }

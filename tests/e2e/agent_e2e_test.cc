@@ -44,14 +44,12 @@ class AgentProcess {
  public:
   // |env|: NAME=value settings for the agent alone.
   AgentProcess(int pyroscope_port, int metrics_port, const std::string& log, const std::string& spool,
-               const char* protocol = "connect", std::vector<std::string> extra = {},
-               std::vector<std::string> env = {})
+               const char* protocol = "connect", std::vector<std::string> extra = {}, std::vector<std::string> env = {})
       : log_(log) {
     std::vector<std::string> args = {GPUFLAME_BIN, "agent", "--pyroscope-url",
                                      "http://127.0.0.1:" + std::to_string(pyroscope_port), "--window", "1",
-                                     "--metrics-port", std::to_string(metrics_port), "--metrics-address",
-                                     "127.0.0.1", "--node", "test-node", "--spool-dir", spool,
-                                     "--protocol", protocol,
+                                     "--metrics-port", std::to_string(metrics_port), "--metrics-address", "127.0.0.1",
+                                     "--node", "test-node", "--spool-dir", spool, "--protocol", protocol,
                                      // The tests tell processes apart by their pid, which is a series
                                      // label only on request (SeriesAreBoundedByDefault: without it).
                                      "--series-labels", "pid"};
@@ -132,8 +130,8 @@ pid_t RunWorkload(const std::string& dir, int metrics_port) {
   AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
   EXPECT_GE(Metric(metrics_port, "gpuflame_library_files_attached"), 4);
   std::string pidfile = dir + "/workload.pid";
-  RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " +
-                   std::string(GPUFLAME_WORKLOADS) + "/features.py'");
+  RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + std::string(GPUFLAME_WORKLOADS) +
+                   "/features.py'");
   EXPECT_EQ(r.status, 0) << r.output;
   return std::stoi(ReadFile(pidfile));
 }
@@ -170,8 +168,8 @@ Totals Sum(const std::vector<ReceivedSeries>& series, pid_t pid) {
     auto it = s.labels.find("pid");
     if (it == s.labels.end() || it->second != std::to_string(pid)) continue;
     // Over the legacy /ingest API the profile name travels as a label.
-    const std::string& profile = s.labels.count("gpuflame_profile") ? s.labels.at("gpuflame_profile")
-                                                                     : s.labels.at("__name__");
+    const std::string& profile =
+        s.labels.count("gpuflame_profile") ? s.labels.at("gpuflame_profile") : s.labels.at("__name__");
     if (profile != "torch_memory" && profile != "gpu_memory") continue;  // CPU time is checked apart
     bool torch = profile == "torch_memory";
     int64_t& alloc = torch ? t.torch_alloc : t.gpu_alloc;
@@ -281,8 +279,8 @@ TEST(AgentTest, SeriesAreBoundedAndNamedAfterTheServiceByDefault) {
   RunWorkload(dir, metrics_port);  // features.py, plainly
   ServiceCgroup unit("gpuflame-e2e-train.service");
   ASSERT_FALSE(unit.dir().empty()) << "no cgroup hierarchy to make a service in";
-  RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + unit.dir() + "/cgroup.procs && exec " + PyenvPython("3.12") +
-                   " " + Workload("features.py") + "'");
+  RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + unit.dir() + "/cgroup.procs && exec " + PyenvPython("3.12") + " " +
+                   Workload("features.py") + "'");
   ASSERT_EQ(r.status, 0) << r.output;
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two windows close
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
@@ -360,8 +358,8 @@ TEST(AgentTest, ANewProcessOnANeverSeenRuntimeIsSeenFromItsFirstAllocation) {
   AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
   std::string pidfile = dir + "/workload.pid";
-  RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + PyenvPython("3.12") + " " +
-                   Workload("features.py") + "'");
+  RunResult r =
+      Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + PyenvPython("3.12") + " " + Workload("features.py") + "'");
   ASSERT_EQ(r.status, 0) << r.output;
   pid_t pid = std::stoi(ReadFile(pidfile));
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
@@ -597,10 +595,9 @@ TEST(AgentTest, WhatAProcessHeldBeforeTheAgentStartedIsSaid) {
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   int metrics_port = FreePort();
-  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {},
-                     {SimNvmlEnv()});
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {}, {SimNvmlEnv()});
   const bool ready = agent.WaitReady();
-  Sh("touch " + go);  // it allocates 10 MiB more, seen
+  Sh("touch " + go);                                                        // it allocates 10 MiB more, seen
   if (ready) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two windows close
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   kill(pid, SIGKILL);
@@ -767,8 +764,8 @@ TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
   EXPECT_NE(log.find(" dropped_queue_full=0 rejected=0 given_up=0 given_up_profiles=0 lost_writing_spool=0\n"),
             std::string::npos)
       << log;
-  EXPECT_FALSE(std::filesystem::exists(dir + "/spool") &&
-               !std::filesystem::is_empty(dir + "/spool")) << "the spool was replayed and emptied";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/spool") && !std::filesystem::is_empty(dir + "/spool"))
+      << "the spool was replayed and emptied";
 }
 
 // features.py's exact totals, as the receiver got them.
@@ -896,12 +893,17 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
     Sh(SimEnv() + " " + py + " -c 'import sim_torch'");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  std::string inner = "mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && "
-                      "mount --bind " + dir + "/sa /run/secrets/kubernetes.io/serviceaccount && "
-                      "mount --bind " + dir + "/hostname /etc/hostname && "
-                      // (kubelet's target is /dev/termination-log; any file shows the source path)
-                      "mount --bind " + kubelet_dir + "/5f2c1a7e /etc/hosts && exec " + py + " " +
-                      std::string(GPUFLAME_WORKLOADS) + "/basic_model.py";
+  std::string inner =
+      "mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && "
+      "mount --bind " +
+      dir +
+      "/sa /run/secrets/kubernetes.io/serviceaccount && "
+      "mount --bind " +
+      dir +
+      "/hostname /etc/hostname && "
+      // (kubelet's target is /dev/termination-log; any file shows the source path)
+      "mount --bind " +
+      kubelet_dir + "/5f2c1a7e /etc/hosts && exec " + py + " " + std::string(GPUFLAME_WORKLOADS) + "/basic_model.py";
   RunResult r = Sh(SimEnv() + " sh -c 'echo $$ > " + cgroup + "/cgroup.procs && echo $$ > " + dir +
                    "/pid && exec unshare --mount --propagation private sh -c \"" + inner + "\"'");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -941,15 +943,15 @@ void PushesAnOomCaptureAtOnce(bool inprocess) {
   int metrics_port = FreePort();
   const std::string device = "GF_SIM_GPU_MEMORY_BYTES=" + std::to_string(43 * MiB);
   std::string nvml = SimNvmlEnv();
-  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
-                     {"--window", "600"}, {nvml, device});
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {"--window", "600"},
+                     {nvml, device});
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
   std::string py = PyenvPython("3.12");
   const std::string env = SimEnv() + (inprocess ? std::string(" CUDA_INJECTION64_PATH=") + GPUFLAME_CUPTI_LIB : "");
   AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 4);  // the fixture's files first
   std::string pidfile = dir + "/workload.pid";
-  RunResult r = Sh(env + " " + device + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " +
-                   Workload("oom.py") + " rescue'");
+  RunResult r =
+      Sh(env + " " + device + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("oom.py") + " rescue'");
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string pid = ReadFile(pidfile).substr(0, ReadFile(pidfile).find('\n'));
   std::vector<ReceivedSeries> oom;
@@ -1028,6 +1030,52 @@ TEST(AgentTest, TheStopLineCountsEveryProcessItPushed) {
   const std::string log = agent.Log();
   EXPECT_NE(log.find(" processes=" + std::to_string(pushed.size()) + " "), std::string::npos) << log;
   EXPECT_NE(log.find("level=info msg=\"agent stopped: "), std::string::npos) << log;
+}
+
+// Every GPU's figures from the driver on /metrics (the simulated NVML, a
+// fixture: its utilisation is the rate of the simulated kernels' time),
+// with the per-process SM utilisation of a followed process under its pid.
+TEST(AgentTest, ExportsEachGpusDriverFiguresAndAFollowedProcessesSmUtilization) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  std::string dir = TempDir("agent_gpus");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {},
+                     {SimNvmlEnv(), "GF_SIM_NVML_DRAM_PCT=35", "GF_SIM_NVML_NO_POWER=1"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
+  const std::string pidfile = dir + "/busy.pid";
+  std::thread workload(
+      [&] { Sh(SimEnv() + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("idle.py") + " busy 6'"); });
+  const std::string gpu = R"(gpu="0",uuid="GPU-5eed0000-0000-4000-8000-000000000000",node="test-node")";
+  std::string body, process_series;
+  double utilization = -1, process = -1;
+  for (int i = 0; i < 100 && (utilization < 0.5 || process < 0.5); i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::string pid = ReadFile(pidfile);
+    if (pid.empty()) continue;
+    process_series =
+        "gpuflame_gpu_process_sm_utilization_ratio{" + gpu + ",pid=\"" + pid.substr(0, pid.find('\n')) + "\"}";
+    utilization = Metric(metrics_port, "gpuflame_gpu_utilization_ratio{" + gpu + "}");
+    process = Metric(metrics_port, process_series);
+  }
+  httplib::Client c("127.0.0.1", metrics_port);
+  if (auto res = c.Get("/metrics")) body = res->body;
+  workload.join();
+  EXPECT_GT(utilization, 0.5) << body;
+  EXPECT_GT(process, 0.5) << process_series << "\n" << body;
+  EXPECT_DOUBLE_EQ(Metric(metrics_port, "gpuflame_gpu_dram_bandwidth_ratio{" + gpu + "}"), 0.35) << body;
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_gpu_sm_clock_hertz{" + gpu + "}"), 1980e6) << body;
+  // A figure the board does not give: absent, and said why.
+  EXPECT_EQ(body.find("gpuflame_gpu_power_watts"), std::string::npos) << body;
+  EXPECT_NE(body.find(R"x(gpuflame_gpu_figure_missing{figure="GPU 0 power",reason="Not Supported (3)"} 1)x"),
+            std::string::npos)
+      << body;
+  EXPECT_GT(Metric(metrics_port, "gpuflame_gpu_readings_total"), 1) << body;
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
 }
 
 TEST(AgentTest, RejectsBadConfigurationWithOneLine) {

@@ -1,28 +1,29 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
-#include <unistd.h>
 #include <thread>
 
 #include <httplib.h>
 
-#include "tests/support/temp_dir.h"
+#include "agent/agent_config.h"
+#include "agent/gpu_metrics.h"
+#include "agent/kubelet_pods.h"
+#include "agent/labels.h"
+#include "agent/metrics_server.h"
 #include "exporters/pprof/pprof_writer.h"
 #include "exporters/pprof/profile_limits.h"
 #include "exporters/pyroscope/push_queue.h"
 #include "exporters/pyroscope/pyroscope_client.h"
 #include "exporters/pyroscope/spool.h"
-#include "agent/agent_config.h"
-#include "profiler/process/k8s_metadata.h"
-#include "agent/kubelet_pods.h"
-#include "agent/labels.h"
-#include "agent/metrics_server.h"
 #include "profiler/aggregate/window.h"
+#include "profiler/process/k8s_metadata.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpuflame {
 namespace {
@@ -55,22 +56,35 @@ TEST(AgentConfigTest, FlagsOverEnvironmentOverFile) {
 
 TEST(AgentConfigTest, OneClearMessagePerMistake) {
   EXPECT_NE(Message(LoadAgentConfig({}, {})).find("no Pyroscope URL"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "pyroscope:4040"}, {})).find("must start with http://"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--window", "0"}, {})).find("between 1 and 3600"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--window", "soon"}, {})).find("wants a number"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--metrics-port", "70000"}, {})).find("0-65535"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--frobnicate", "1"}, {})).find("unknown option"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--bearer-token-file", "/nonexistent"}, {})).find("cannot read the bearer token file /nonexistent"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--basic-auth-user", "u"}, {})).find("both a user and a password"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--native-stacks", "some"}, {})).find("off, gpu or all"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "pyroscope:4040"}, {})).find("must start with http://"),
+            std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--window", "0"}, {})).find("between 1 and 3600"),
+            std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--window", "soon"}, {})).find("wants a number"),
+            std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--metrics-port", "70000"}, {})).find("0-65535"),
+            std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--frobnicate", "1"}, {})).find("unknown option"),
+            std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--bearer-token-file", "/nonexistent"}, {}))
+                .find("cannot read the bearer token file /nonexistent"),
+            std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--basic-auth-user", "u"}, {}))
+                .find("both a user and a password"),
+            std::string::npos);
+  EXPECT_NE(
+      Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--native-stacks", "some"}, {})).find("off, gpu or all"),
+      std::string::npos);
   std::string bad = testing::ProcessTempDir() + "/bad.yaml";
   std::ofstream(bad) << "pyroscope_url: http://p\nwindwo: 5\n";
-  EXPECT_NE(Message(LoadAgentConfig({"--config", bad}, {})).find("bad.yaml:2: unknown setting 'windwo'"), std::string::npos)
+  EXPECT_NE(Message(LoadAgentConfig({"--config", bad}, {})).find("bad.yaml:2: unknown setting 'windwo'"),
+            std::string::npos)
       << Message(LoadAgentConfig({"--config", bad}, {}));
   std::string broken = testing::ProcessTempDir() + "/broken.yaml";
   std::ofstream(broken) << "pyroscope_url: [unclosed\n";
   EXPECT_NE(Message(LoadAgentConfig({"--config", broken}, {})).find("broken.yaml"), std::string::npos);
-  EXPECT_NE(Message(LoadAgentConfig({"--config", "/nonexistent.yaml"}, {})).find("cannot read config file"), std::string::npos);
+  EXPECT_NE(Message(LoadAgentConfig({"--config", "/nonexistent.yaml"}, {})).find("cannot read config file"),
+            std::string::npos);
 }
 
 TEST(AgentConfigTest, CredentialsAreNeverPrinted) {
@@ -88,7 +102,10 @@ TEST(K8sMetadataTest, ContainerAndPodFromEveryCgroupShape) {
   const std::string id(64, 'a');
   const std::string id2 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
   // cgroup v2, systemd driver, containerd
-  std::string v2 = "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b3c4d_1111_2222_3333_444455556666.slice/cri-containerd-" + id2 + ".scope\n";
+  std::string v2 =
+      "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b3c4d_1111_2222_3333_444455556666.slice/"
+      "cri-containerd-" +
+      id2 + ".scope\n";
   EXPECT_EQ(profiler::ContainerIdFromCgroup(v2), id2);
   EXPECT_EQ(profiler::PodUidFromCgroup(v2), "1a2b3c4d-1111-2222-3333-444455556666");
   // cgroup v1, cgroupfs driver
@@ -149,8 +166,11 @@ TEST(K8sMetadataTest, ContainerNameFromKubeletBindMounts) {
   const std::string uid = "1a2b3c4d-1111-2222-3333-444455556666";
   std::string mountinfo =
       "1290 1272 0:26 / / rw,relatime - overlay overlay rw\n"
-      "1301 1290 253:1 /var/lib/kubelet/pods/" + uid + "/etc-hosts /etc/hosts rw - ext4 /dev/vda1 rw\n"
-      "1302 1290 253:1 /var/lib/kubelet/pods/" + uid + "/containers/vllm-server/5f2c1a7e /dev/termination-log rw - ext4 /dev/vda1 rw\n";
+      "1301 1290 253:1 /var/lib/kubelet/pods/" +
+      uid +
+      "/etc-hosts /etc/hosts rw - ext4 /dev/vda1 rw\n"
+      "1302 1290 253:1 /var/lib/kubelet/pods/" +
+      uid + "/containers/vllm-server/5f2c1a7e /dev/termination-log rw - ext4 /dev/vda1 rw\n";
   EXPECT_EQ(profiler::ContainerNameFromMountinfo(mountinfo, uid), "vllm-server");
   EXPECT_FALSE(profiler::ContainerNameFromMountinfo(mountinfo, "ffffffff-1111-2222-3333-444455556666").has_value());
   EXPECT_FALSE(profiler::ContainerNameFromMountinfo("garbage\n\n", uid).has_value());
@@ -161,7 +181,8 @@ TEST(K8sMetadataTest, ReadsHostnameAndNamespaceThroughProcRoot) {
   std::string base = proc + "/77";
   std::filesystem::create_directories(base + "/root/etc");
   std::filesystem::create_directories(base + "/root/var/run/secrets/kubernetes.io/serviceaccount");
-  std::ofstream(base + "/cgroup") << "0::/kubepods/pod1a2b3c4d-1111-2222-3333-444455556666/" << std::string(64, 'b') << "\n";
+  std::ofstream(base + "/cgroup") << "0::/kubepods/pod1a2b3c4d-1111-2222-3333-444455556666/" << std::string(64, 'b')
+                                  << "\n";
   std::ofstream(base + "/root/etc/hostname") << "vllm-0\n";
   std::ofstream(base + "/root/var/run/secrets/kubernetes.io/serviceaccount/namespace") << "serving";
   profiler::PodInfo info = profiler::ReadPodInfo(77, proc);
@@ -179,7 +200,8 @@ TEST(K8sMetadataTest, ContainerSymlinksCannotReachNodeFiles) {
   std::string base = proc + "/79";
   std::filesystem::remove_all(proc);
   std::filesystem::create_directories(base + "/root/etc");
-  std::ofstream(base + "/cgroup") << "0::/kubepods/pod1a2b3c4d-1111-2222-3333-444455556666/" << std::string(64, 'c') << "\n";
+  std::ofstream(base + "/cgroup") << "0::/kubepods/pod1a2b3c4d-1111-2222-3333-444455556666/" << std::string(64, 'c')
+                                  << "\n";
   std::string secret = testing::ProcessTempDir() + "/node-secret";
   std::ofstream(secret) << "node-only-data";
   std::filesystem::create_symlink(secret, base + "/root/etc/hostname");
@@ -249,15 +271,15 @@ TEST(WindowTest, AllocatedDuringTheWindowInUseAtItsEnd) {
 }
 
 TEST(IngestNameTest, ServiceAndLabelsInTheLegacyNameSyntax) {
-  EXPECT_EQ(exporters::IngestName({{"__name__", "gpu_memory"}, {"service_name", "ml/train"},
-                                   {"pod", "a,b{c}=d"}}),
+  EXPECT_EQ(exporters::IngestName({{"__name__", "gpu_memory"}, {"service_name", "ml/train"}, {"pod", "a,b{c}=d"}}),
             "ml/train{gpuflame_profile=gpu_memory,pod=a_b_c__d}");
   EXPECT_EQ(exporters::IngestName({}), "unknown_service{}");
 }
 
 TEST(MetricsTest, PrometheusTextFormat) {
   std::string t = profiler::PrometheusText({{"gpuflame_events_total", "Events.", "counter", 42}});
-  EXPECT_EQ(t, "# HELP gpuflame_events_total Events.\n# TYPE gpuflame_events_total counter\ngpuflame_events_total 42\n");
+  EXPECT_EQ(t,
+            "# HELP gpuflame_events_total Events.\n# TYPE gpuflame_events_total counter\ngpuflame_events_total 42\n");
 }
 
 exporters::PushQueueOptions FastRetries(size_t max_requests, std::string spool_dir = "") {
@@ -269,14 +291,10 @@ exporters::PushQueueOptions FastRetries(size_t max_requests, std::string spool_d
   return o;
 }
 
-std::vector<exporters::Series> Request(const std::string& payload) {
-  return {{{{"__name__", "gpu_memory"}}, payload}};
-}
+std::vector<exporters::Series> Request(const std::string& payload) { return {{{{"__name__", "gpu_memory"}}, payload}}; }
 
 // The payload of a serialized one-series request, for checking order.
-std::string Payload(const std::string& body) {
-  return body.substr(body.size() - 8);
-}
+std::string Payload(const std::string& body) { return body.substr(body.size() - 8); }
 
 TEST(PushQueueTest, RetriesWhatCanBeRetriedAndCountsTheRest) {
   std::atomic<int> calls{0};
@@ -448,6 +466,48 @@ TEST(MetricsServerTest, HealthzFailsWhileAThreadIsStalled) {
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 503);
   EXPECT_EQ(bad->body, "event loop stalled for 31 s\n");
+}
+
+TEST(GpuMetricsTest, GaugesPerGpuAndPerFollowedProcessBoundedAndMissingFiguresSaid) {
+  using profiler::utilization::GpuNow;
+  GpuNow g;
+  g.id.index = 1;
+  g.id.uuid = "GPU-1";
+  g.stats.util_gpu.Add(40);
+  g.stats.util_gpu.Add(60);
+  g.stats.gpm_dram.Add(12.5);
+  g.stats.sm_clock_mhz.Add(1980);
+  for (uint32_t pid = 1; pid <= 300; pid++) g.stats.process_sm[pid].Add(50);
+  g.stats.process_sm[9999].Add(99);  // not followed: no series
+  profiler::PodInfo pod;
+  pod.pod_uid = "uid";
+  pod.pod = "trainer-0";
+  pod.namespace_name = "ml";
+  pod.container = "main";
+  profiler::PodOf pod_of = [&](pid_t pid) -> const profiler::PodInfo* { return pid == 9999 ? nullptr : &pod; };
+  std::vector<profiler::Metric> m =
+      profiler::GpuMetrics({g}, {{"GPU 1 power", "Not Supported (3)"}}, "n1", pod_of, 0.25, 7);
+  const std::string text = profiler::PrometheusText(m);
+  EXPECT_NE(text.find("gpuflame_gpu_utilization_ratio{gpu=\"1\",uuid=\"GPU-1\",node=\"n1\"} 0.5\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpuflame_gpu_dram_bandwidth_ratio{gpu=\"1\",uuid=\"GPU-1\",node=\"n1\"} 0.125\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpuflame_gpu_sm_clock_hertz{gpu=\"1\",uuid=\"GPU-1\",node=\"n1\"} 1980000000\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("gpuflame_gpu_power_watts"), std::string::npos) << "a missing figure is not a zero";
+  EXPECT_NE(text.find("gpuflame_gpu_figure_missing{figure=\"GPU 1 power\",reason=\"Not Supported (3)\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(",pid=\"7\",namespace=\"ml\",pod=\"trainer-0\",container=\"main\"} 0.5\n"), std::string::npos)
+      << text;
+  size_t series = 0;
+  for (const profiler::Metric& x : m) series += x.name == "gpuflame_gpu_process_sm_utilization_ratio";
+  EXPECT_EQ(series, profiler::kMaxProcessSeries);
+  EXPECT_NE(text.find("gpuflame_gpu_process_series_not_exported 44\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("pid=\"9999\""), std::string::npos);
+  EXPECT_NE(text.find("gpuflame_gpu_readings_cpu_seconds_total 0.25\n"), std::string::npos) << text;
 }
 
 }  // namespace
