@@ -1,7 +1,9 @@
 // Kernel-time join throughput on the event loop: sampled launch records
 // (20-frame Python stacks, 50 call sites) and activity batches of 64
 // records, through EventProcessor::OnRecord as the ring buffer delivers them.
-// Reports kernels/s, and the join's memory after one simulated minute at
+// Reports kernels/s, with and without record's utilisation collector
+// (profiler/utilization: busy lanes, gaps, histograms) fed the same batches,
+// and the join's memory after one simulated minute at
 // 100 000 kernels/s (every launch sampled: the worst case).
 #include <benchmark/benchmark.h>
 
@@ -9,9 +11,10 @@
 #include <vector>
 
 #include "profiler/pipeline/event_processor.h"
-#include "tests/support/records.h"
+#include "profiler/utilization/utilization.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
+#include "tests/support/records.h"
 
 namespace {
 
@@ -46,9 +49,12 @@ struct Loop {
   profiler::EventProcessor events{nullptr, resolver};
 };
 
-// One iteration: 64 launches (every one sampled) and their batch.
+// One iteration: 64 launches (every one sampled) and their batch; with the
+// utilisation collector when state.range(0) is 1.
 void BM_KernelJoin(benchmark::State& state) {
   Loop loop;
+  profiler::utilization::Utilization utilization{profiler::utilization::UtilizationOptions{}};
+  if (state.range(0)) loop.events.SetUtilization(&utilization);
   uint32_t corr = 1;
   uint64_t ts = 1'000'000'000;
   std::vector<std::vector<uint8_t>> launches;
@@ -66,7 +72,7 @@ void BM_KernelJoin(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * GF_KERNEL_BATCH_MAX);
 }
-BENCHMARK(BM_KernelJoin);
+BENCHMARK(BM_KernelJoin)->ArgName("utilization")->Arg(0)->Arg(1);
 
 // A minute at 100 000 kernels/s, flushed once a second as the agent does.
 void BM_KernelJoinMemoryAfterAMinute(benchmark::State& state) {
