@@ -588,13 +588,15 @@ int RunRecord(const RecordOptions& opt) {
   // Every record is in and every frame named: the trace can be written.
   if (auto s = timeline.Finish(comm, title); !s.ok()) return Fail(s);
   if (std::optional<std::string> w = timeline.Warning()) warnings.push_back(std::move(*w));
+  const std::string utilization_json = utilization.SummaryJson(comm);
   std::string summary =
       SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
                   session.native_symbols(), session.guardrails(), SelfCostJson(self_cost), profiling.tensor_events,
                   oom.Json(session), GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(),
-                  utilization.SummaryJson(comm), static_cast<double>(duration) / 1e9, warnings);
-  auto written = WriteRecordOutput(opt.output_dir, profiles, title, summary, oom.Lines(session),
-                                   GrowthRows(growth, growing, events.stack_source()), timeline.Files());
+                  utilization_json, static_cast<double>(duration) / 1e9, warnings);
+  auto written =
+      WriteRecordOutput(opt.output_dir, profiles, title, summary, oom.Lines(session),
+                        GrowthRows(growth, growing, events.stack_source()), timeline.Files(), utilization_json);
   if (!written.ok()) return Fail(written.status());
 
   if (!opt.quiet) {

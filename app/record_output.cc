@@ -35,12 +35,12 @@ std::string SelfCostJson(const SelfCost& cost) {
   }
   absl::StrAppend(&out, cost.programs.empty() ? "}" : "\n  }");
   const LibraryCost& l = cost.library;
-  absl::StrAppend(&out, ",\n  \"library\": {\"processes\": ", l.processes, ", \"ns_total\": ", l.ns(),
-                  ", \"tensor_events\": ", l.hook_calls, ", \"tensor_hook_ns\": ", l.hook_ns,
-                  ", \"tensor_hook_ns_per_event\": ",
-                  absl::StrFormat("%.1f", l.hook_calls ? static_cast<double>(l.hook_ns) / static_cast<double>(l.hook_calls) : 0.0),
-                  ", \"cupti_callback_ns\": ", l.callback_ns, ", \"library_threads_ns\": ", l.thread_ns,
-                  ", \"cupti_overhead_records_ns\": ", l.cupti_overhead_ns, "}}");
+  absl::StrAppend(
+      &out, ",\n  \"library\": {\"processes\": ", l.processes, ", \"ns_total\": ", l.ns(),
+      ", \"tensor_events\": ", l.hook_calls, ", \"tensor_hook_ns\": ", l.hook_ns, ", \"tensor_hook_ns_per_event\": ",
+      absl::StrFormat("%.1f", l.hook_calls ? static_cast<double>(l.hook_ns) / static_cast<double>(l.hook_calls) : 0.0),
+      ", \"cupti_callback_ns\": ", l.callback_ns, ", \"library_threads_ns\": ", l.thread_ns,
+      ", \"cupti_overhead_records_ns\": ", l.cupti_overhead_ns, "}}");
   return out;
 }
 
@@ -54,9 +54,10 @@ std::string SelfCostLine(const SelfCost& cost) {
   const LibraryCost& l = cost.library;
   if (l.processes)
     absl::StrAppend(&bpf, ", ", base::HumanSeconds(static_cast<double>(l.ns())), " in the workloads' library",
-                    l.hook_calls ? absl::StrFormat(" (%.2f µs per tensor event)", static_cast<double>(l.hook_ns) /
-                                                                                      static_cast<double>(l.hook_calls) / 1e3)
-                                 : std::string());
+                    l.hook_calls
+                        ? absl::StrFormat(" (%.2f µs per tensor event)",
+                                          static_cast<double>(l.hook_ns) / static_cast<double>(l.hook_calls) / 1e3)
+                        : std::string());
   if (cost.cpu_seconds >= 0) absl::StrAppend(&bpf, absl::StrFormat(", %.2f s CPU in gpuflame", cost.cpu_seconds));
   return absl::StrCat("gpuflame cost: ", bpf);
 }
@@ -64,9 +65,7 @@ std::string SelfCostLine(const SelfCost& cost) {
 absl::Status PrepareOutputDir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create output directory ", dir, ": ", ec.message()));
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create output directory ", dir, ": ", ec.message()));
   if (access(dir.c_str(), W_OK) != 0)
     return absl::PermissionDeniedError(absl::StrCat("cannot write to output directory ", dir));
   return absl::OkStatus();
@@ -109,9 +108,10 @@ std::vector<std::string> RemoveStaleOutputs(const std::string& dir) {
 }
 
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
-    const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
-    const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes,
-    const std::vector<exporters::GrowthRow>& growth, const std::vector<std::pair<std::string, std::string>>& files) {
+    const std::string& dir, const std::vector<const profiler::Profile*>& profiles, const std::string& title,
+    const std::string& summary_json, const std::vector<std::string>& notes,
+    const std::vector<exporters::GrowthRow>& growth, const std::vector<std::pair<std::string, std::string>>& files,
+    const std::string& utilization_json) {
   if (auto s = PrepareOutputDir(dir); !s.ok()) return s;
   // An earlier run's files that this one does not write again (a profile
   // type it had, a sample type's folded stacks) would read as this run's.
@@ -134,11 +134,12 @@ absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
     if (auto s = put(p->name + ".pb.gz", *gz); !s.ok()) return s;
     for (size_t t = 0; t < p->sample_types.size(); t++) {
       std::string folded = exporters::FoldedStacks(*p, static_cast<int>(t));
-      if (auto s = put(absl::StrCat(p->name, ".", p->sample_types[t].type, ".folded"), folded); !s.ok())
-        return s;
+      if (auto s = put(absl::StrCat(p->name, ".", p->sample_types[t].type, ".folded"), folded); !s.ok()) return s;
     }
   }
-  if (auto s = put("flamegraph.html", exporters::FlameGraphHtml(profiles, title, notes, growth)); !s.ok()) return s;
+  if (auto s = put("flamegraph.html", exporters::FlameGraphHtml(profiles, title, notes, growth, utilization_json));
+      !s.ok())
+    return s;
   for (const auto& [name, bytes] : files)
     if (auto s = put(name, bytes); !s.ok()) return s;
   if (auto s = put("summary.json", summary_json); !s.ok()) return s;

@@ -31,11 +31,12 @@ std::vector<std::string> RemoveStaleOutputs(const std::string& dir);
 // lists them in the manifest. Returns the paths written. |notes| head the HTML page (out-of-memory
 // captures' summaries), then |growth|'s table (the stacks that kept growing).
 // |files|: more files, by name, already encoded (the timeline's trace).
+// |utilization_json|: summary.json's "utilization", for the page's GPU section.
 absl::StatusOr<std::vector<std::string>> WriteRecordOutput(
-    const std::string& dir, const std::vector<const profiler::Profile*>& profiles,
-    const std::string& title, const std::string& summary_json, const std::vector<std::string>& notes = {},
+    const std::string& dir, const std::vector<const profiler::Profile*>& profiles, const std::string& title,
+    const std::string& summary_json, const std::vector<std::string>& notes = {},
     const std::vector<exporters::GrowthRow>& growth = {},
-    const std::vector<std::pair<std::string, std::string>>& files = {});
+    const std::vector<std::pair<std::string, std::string>>& files = {}, const std::string& utilization_json = "null");
 
 // "1.50 GiB" (record_command.cc says it unqualified).
 using base::HumanBytes;

@@ -90,6 +90,23 @@ nlohmann::json StatsJson(const utilization::DeviceStats& s, const absl::flat_has
   return j;
 }
 
+// |j| as text for summary.json and the HTML page's data block: invalid
+// UTF-8 (a process's name is any bytes it set) becomes U+FFFD, and '<', '>'
+// and '&' are \u escapes, as base::JsonString writes them, so no
+// "</script>" appears (in JSON text those occur only inside strings).
+std::string Dump(const nlohmann::json& j) {
+  const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '<') out += "\\u003c";
+    else if (c == '>') out += "\\u003e";
+    else if (c == '&') out += "\\u0026";
+    else out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 RecordUtilization::RecordUtilization(bool lanes, const UtilizationRequest& request, EventProcessor& events)
@@ -213,7 +230,7 @@ std::string RecordUtilization::SummaryJson(const absl::flat_hash_map<pid_t, std:
   j["devices"] = devices;
   if (!utilization_) {
     j["gpus"] = nlohmann::json::array();
-    return j.dump();
+    return Dump(j);
   }
   const utilization::UtilizationOptions& o = utilization_->options();
   j["interval_ms"] = o.lane.window_ns / 1'000'000;
@@ -294,7 +311,7 @@ std::string RecordUtilization::SummaryJson(const absl::flat_hash_map<pid_t, std:
                     {"cpu_samples_kept", utilization_->samples()},
                     {"cpu_samples_dropped", join_.samples_dropped}};
   j["lanes_dropped_records"] = utilization_->lanes_dropped();
-  return j.dump();
+  return Dump(j);
 }
 
 std::vector<std::string> RecordUtilization::NvmlLines(const absl::flat_hash_map<pid_t, std::string>& comm) const {

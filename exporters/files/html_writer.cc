@@ -48,15 +48,16 @@ void AppendNode(std::string& out, uint32_t function, const CallNode& n) {
 }  // namespace
 
 std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title,
-                           const std::vector<std::string>& notes, const std::vector<GrowthRow>& growth) {
+                           const std::vector<std::string>& notes, const std::vector<GrowthRow>& growth,
+                           const std::string& utilization_json) {
   // One frame table for all profiles, by function identity: [name, kind, file].
   std::map<FunctionId, uint32_t> function_index;
   std::string frames_json;
   const InternFunction intern = [&](const FunctionId& f) {
     auto [it, inserted] = function_index.try_emplace(f, static_cast<uint32_t>(function_index.size()));
     if (inserted)
-      absl::StrAppend(&frames_json, frames_json.empty() ? "" : ",", "[", base::JsonString(f.name), ",\"", f.kind,
-                      "\",", base::JsonString(f.file), "]");
+      absl::StrAppend(&frames_json, frames_json.empty() ? "" : ",", "[", base::JsonString(f.name), ",\"", f.kind, "\",",
+                      base::JsonString(f.file), "]");
     return it->second;
   };
   const uint32_t root_function = intern({"total", "marker", ""});
@@ -79,8 +80,8 @@ std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles
     absl::StrAppend(&profiles_json, profiles_json.empty() ? "" : ",", "{\"name\":", base::JsonString(p->name),
                     ",\"default_type\":", base::JsonString(p->default_sample_type), ",\"samples\":", p->samples.size(),
                     ",\"processes\":", processes, ",\"period_type\":", base::JsonString(p->period_type.type),
-                    ",\"period\":", p->period, ",\"duration_ns\":", p->duration_nanos, ",\"comments\":[",
-                    comments_json, "],\"types\":[", types_json, "]}");
+                    ",\"period\":", p->period, ",\"duration_ns\":", p->duration_nanos, ",\"comments\":[", comments_json,
+                    "],\"types\":[", types_json, "]}");
   }
   std::string notes_json;
   for (const std::string& n : notes) absl::StrAppend(&notes_json, notes_json.empty() ? "" : ",", base::JsonString(n));
@@ -88,12 +89,12 @@ std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles
   for (const GrowthRow& g : growth)
     absl::StrAppend(&growth_json, growth_json.empty() ? "" : ",", "{\"pid\":", g.pid,
                     ",\"profile\":", base::JsonString(g.profile), ",\"stack\":", base::JsonString(g.stack),
-                    ",\"short\":", base::JsonString(g.short_stack),
-                    ",\"growth\":", g.growth_bytes, ",\"grown\":", g.intervals_grown, ",\"intervals\":", g.intervals,
-                    ",\"first\":", g.first_bytes, ",\"last\":", g.last_bytes, ",\"since\":",
-                    absl::StrFormat("%.3f", g.since_seconds), "}");
+                    ",\"short\":", base::JsonString(g.short_stack), ",\"growth\":", g.growth_bytes,
+                    ",\"grown\":", g.intervals_grown, ",\"intervals\":", g.intervals, ",\"first\":", g.first_bytes,
+                    ",\"last\":", g.last_bytes, ",\"since\":", absl::StrFormat("%.3f", g.since_seconds), "}");
   return FlameGraphPage(absl::StrCat("{\"frames\":[", frames_json, "],\"profiles\":[", profiles_json, "],\"notes\":[",
-                                     notes_json, "],\"growth\":[", growth_json, "]}"),
+                                     notes_json, "],\"growth\":[", growth_json,
+                                     "],\"utilization\":", utilization_json.empty() ? "null" : utilization_json, "}"),
                         title);
 }
 

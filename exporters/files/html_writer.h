@@ -16,8 +16,8 @@ namespace gpuflame::exporters {
 // the page's growth table.
 struct GrowthRow {
   int64_t pid = 0;
-  std::string profile;  // the level's profile: gpu_memory, torch_memory
-  std::string stack;    // folded, as in the .folded files
+  std::string profile;      // the level's profile: gpu_memory, torch_memory
+  std::string stack;        // folded, as in the .folded files
   std::string short_stack;  // its innermost Python frames, for the eye
   int64_t growth_bytes = 0;
   int64_t intervals_grown = 0;
@@ -28,9 +28,13 @@ struct GrowthRow {
 };
 
 // |notes| head the page, one paragraph each (out-of-memory summaries);
-// |growth| fills the table of growing stacks under them (none: no table).
+// |growth| fills the table of growing stacks under them (none: no table);
+// |utilization_json|, summary.json's "utilization" value (JSON text, safe
+// inside <script>: record_utilization.cc writes it so), each GPU's verdict,
+// strip and kernel histogram above the flame graph ("null": none).
 std::string FlameGraphHtml(const std::vector<const profiler::Profile*>& profiles, const std::string& title,
-                           const std::vector<std::string>& notes = {}, const std::vector<GrowthRow>& growth = {});
+                           const std::vector<std::string>& notes = {}, const std::vector<GrowthRow>& growth = {},
+                           const std::string& utilization_json = "null");
 
 // The page itself around |data_json|, the data block flamegraph.html reads
 // ({"frames": [...], "profiles": [...]}, and "diff" for a diff flame

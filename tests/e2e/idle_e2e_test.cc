@@ -4,6 +4,7 @@
 // real Python stacks; the figures, the verdict and gpu_idle must follow from
 // what the workload did.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -203,6 +204,39 @@ TEST(IdleTest, StartUpIsSetApartAndTheVerdictJudgesTheSteadyState) {
   RunResult tag = Sh("go tool pprof -top -sample_index=idle -tagfocus=phase=start-up " + r.out + "/gpu_idle.pb.gz");
   ASSERT_EQ(tag.status, 0) << tag.output;
   EXPECT_NE(tag.output.find("compile_model"), std::string::npos) << tag.output;
+}
+
+// A process is hostile input: one whose name is invalid UTF-8 with
+// "<!--<script>" in it (which would turn the page's data block into
+// script-data-escaped text, its end tag no longer an end) still gives a summary.json that parses and an HTML page
+// whose data block does (its name with U+FFFD, nothing cut short).
+TEST(IdleTest, AHostileProcessNameCannotBreakTheSummaryOrThePage) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  const std::string dir = TempDir("idle_hostile");
+  // The kernel names a process after the file it executed: a link so named.
+  const std::string link = dir + "/\xff<!--<script>";
+  ASSERT_EQ(symlink(PyenvPython("3.12").c_str(), link.c_str()), 0);
+  const std::string out = dir + "/out";
+  RunResult run = Sh(SimEnv() + " " + SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -o " + out + " -- '" +
+                     link + "' " + Workload("idle.py") + " tiny 1");
+  ASSERT_EQ(run.status, 0) << run.output;
+  auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded()) << ReadFile(out + "/summary.json");
+  ASSERT_EQ(summary["utilization"]["gpus"].size(), 1u) << summary["utilization"].dump();
+  EXPECT_EQ(summary["utilization"]["gpus"][0]["process"], "\xef\xbf\xbd<!--<script>");
+  const std::string html = ReadFile(out + "/flamegraph.html");
+  const std::string open = "<script id=\"gpuflame-data\" type=\"application/json\">";
+  const size_t begin = html.find(open);
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = html.find("</script>", begin);
+  const std::string block = html.substr(begin + open.size(), end - begin - open.size());
+  EXPECT_EQ(block.find('<'), std::string::npos)
+      << "a '<' in the data block: the browser may not end it where JSON does";
+  auto data = nlohmann::json::parse(block, nullptr, false);
+  ASSERT_FALSE(data.is_discarded()) << "the data block was cut short";
+  EXPECT_EQ(data["utilization"]["gpus"][0]["process"], "\xef\xbf\xbd<!--<script>");
 }
 
 }  // namespace
