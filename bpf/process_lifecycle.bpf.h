@@ -124,7 +124,7 @@ int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32;
   __u32 tflags = target_flags(tgid);
-  if (filter_targets && !(tflags & GF_TARGET_TRACE))
+  if (tgid == self_tgid || (filter_targets && !(tflags & GF_TARGET_TRACE)))
     return 0;
   struct file *file = fd_file((int)r.r8);
   if (!file)

@@ -30,6 +30,11 @@ const volatile bool intern_stacks = true;
  * has mapped before (not in covered_files) until user space has attached. */
 const volatile bool gate_new_files = false;
 
+/* gpuflame's own process: never watched nor gated. It loads the driver's
+ * NVML, which maps libcuda.so.1: machine-wide, the gate for new library
+ * files stopped gpuflame itself there, with nobody left to resume it. */
+const volatile __u32 self_tgid = 0;
+
 /* Benchmarks only: return after this enum gf_bench_stage of the allocation
  * path (gpuflame_abi.h); 0 everywhere else, pruned at load. */
 const volatile __u32 bench_stop_at = 0;

@@ -8,6 +8,8 @@
 
 /* Take this process's events? Without filtering (machine-wide), every one. */
 static __always_inline bool wanted(__u32 tgid) {
+  if (tgid == self_tgid)
+    return false;
   if (!filter_targets)
     return true;
   __u32 *flags = bpf_map_lookup_elem(&targets, &tgid);

@@ -67,6 +67,8 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   skel->rodata->ring_bytes = options.ring_bytes;
   skel->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
   skel->rodata->gate_new_files = options.gate_new_files;
+  // Our pid is the kernel's tgid: gpuflame runs in the host's pid namespace (hostPID).
+  skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
   skel->rodata->bench_stop_at = options.bench_stop_at;
   skel->rodata->intern_stacks = options.intern_stacks;
   if (int err = bpf_map__set_max_entries(skel->maps.events,
