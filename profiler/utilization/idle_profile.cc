@@ -36,22 +36,30 @@ Profile BuildIdleProfile(StackSource source, const IdleJoin& join, const absl::f
     return std::tie(x.pid, x.device, x.start_up, x.stack) < std::tie(y.pid, y.device, y.start_up, y.stack);
   });
   SampleMaker make(source, comm, p);
-  int64_t marker = -1;
+  // A marker frame, made once: |index| caches where it is.
+  auto marker = [&p](int64_t& index, const char* name) {
+    if (index < 0) {
+      index = static_cast<int64_t>(p.frames.size());
+      symbolizer::Frame f;
+      f.kind = symbolizer::FrameKind::kMarker;
+      f.name = name;
+      p.frames.push_back(f);
+    }
+    return static_cast<uint32_t>(index);
+  };
+  int64_t no_thread = -1, start_up = -1;
   for (const auto& [charge, ns] : sorted) {
     Sample s;
     if (charge.stack != StackTable::kNone && charge.stack < source.stacks.size()) {
       s = make.Make(source.stacks.Get(charge.stack));
     } else {
       s = make.Labelled(charge.pid);
-      if (marker < 0) {
-        marker = static_cast<int64_t>(p.frames.size());
-        symbolizer::Frame f;
-        f.kind = symbolizer::FrameKind::kMarker;
-        f.name = kNoThreadOnCpuFrame;
-        p.frames.push_back(f);
-      }
-      s.frames.push_back(static_cast<uint32_t>(marker));
+      s.frames.push_back(marker(no_thread, kNoThreadOnCpuFrame));
     }
+    // The start-up's idle time under a root of its own: the steady state's
+    // stacks, which the verdict is about, are not buried under model
+    // loading and compiling.
+    if (charge.start_up) s.frames.insert(s.frames.begin(), marker(start_up, kStartUpFrame));
     s.values = {static_cast<int64_t>(ns)};
     s.labels.push_back({"gpu", "", static_cast<int64_t>(charge.device)});
     s.labels.push_back({"phase", charge.start_up ? "start-up" : "steady", 0});

@@ -204,6 +204,19 @@ TEST(IdleTest, StartUpIsSetApartAndTheVerdictJudgesTheSteadyState) {
   RunResult tag = Sh("go tool pprof -top -sample_index=idle -tagfocus=phase=start-up " + r.out + "/gpu_idle.pb.gz");
   ASSERT_EQ(tag.status, 0) << tag.output;
   EXPECT_NE(tag.output.find("compile_model"), std::string::npos) << tag.output;
+  // And under a root of its own, so the steady state's stacks stand apart.
+  int64_t compiling = 0;
+  for (const auto& [stack, ns] : Stacks(idle, "idle", /*drop_trampolines=*/true, /*drop_native=*/true)) {
+    const bool under_start_up = stack.rfind("[start-up: before the steady state]", 0) == 0;
+    if (stack.find("compile_model") != std::string::npos) {
+      EXPECT_TRUE(under_start_up) << stack;
+      compiling += ns;
+    }
+    if (stack.find("Trainer > step") != std::string::npos) {
+      EXPECT_FALSE(under_start_up) << stack;
+    }
+  }
+  EXPECT_GT(compiling, 1'000'000'000) << "1.5 s compiling with an idle GPU";
 }
 
 // A process is hostile input: one whose name is invalid UTF-8 with

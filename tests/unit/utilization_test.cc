@@ -294,14 +294,21 @@ TEST(IdleProfileTest, MarkerForGapsWithoutSamplesAndLabelsForGpuAndPhase) {
   FrameTable frames;
   IdleJoin j;
   j.ns[{5, 1, StackTable::kNone, true}] = 7 * kMs;
+  j.ns[{5, 1, StackTable::kNone, false}] = 3 * kMs;
   Profile p = BuildIdleProfile({stacks, frames}, j, {{5, "python3"}}, 0, 0);
   EXPECT_EQ(p.name, "gpu_idle");
-  ASSERT_EQ(p.samples.size(), 1u);
-  EXPECT_EQ(p.samples[0].values, std::vector<int64_t>{static_cast<int64_t>(7 * kMs)});
-  ASSERT_EQ(p.samples[0].frames.size(), 1u);
-  EXPECT_EQ(p.frames[p.samples[0].frames[0]].name, kNoThreadOnCpuFrame);
+  ASSERT_EQ(p.samples.size(), 2u);
+  // Sorted steady first; the start-up's gap under a root of its own.
+  const Sample &steady = p.samples[0], &start_up = p.samples[1];
+  EXPECT_EQ(steady.values, std::vector<int64_t>{static_cast<int64_t>(3 * kMs)});
+  ASSERT_EQ(steady.frames.size(), 1u);
+  EXPECT_EQ(p.frames[steady.frames[0]].name, kNoThreadOnCpuFrame);
+  EXPECT_EQ(start_up.values, std::vector<int64_t>{static_cast<int64_t>(7 * kMs)});
+  ASSERT_EQ(start_up.frames.size(), 2u);
+  EXPECT_EQ(p.frames[start_up.frames[0]].name, kStartUpFrame);
+  EXPECT_EQ(start_up.frames[1], steady.frames[0]) << "one marker frame, shared";
   std::map<std::string, std::string> labels;
-  for (const Label& l : p.samples[0].labels) labels[l.key] = l.str.empty() ? std::to_string(l.num) : l.str;
+  for (const Label& l : start_up.labels) labels[l.key] = l.str.empty() ? std::to_string(l.num) : l.str;
   EXPECT_EQ(labels["pid"], "5");
   EXPECT_EQ(labels["process"], "python3");
   EXPECT_EQ(labels["gpu"], "1");
