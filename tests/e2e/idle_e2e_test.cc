@@ -37,10 +37,17 @@ Recorded RecordIdle(const std::string& mode, const std::string& seconds, const s
 
 constexpr double kUs = 1e-6;
 
-TEST(IdleTest, AStarvedGpuIsASupplyProblemUnderItsDataLoader) {
-  GPUFLAME_REQUIRE_ROOT();
-  GPUFLAME_REQUIRE_PYTHON("3.12");
-  GPUFLAME_REQUIRE_KERNEL_TIME();
+// Every case records with real eBPF, pyenv's 3.12 and kernel time.
+class IdleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GPUFLAME_REQUIRE_ROOT();
+    GPUFLAME_REQUIRE_PYTHON("3.12");
+    GPUFLAME_REQUIRE_KERNEL_TIME();
+  }
+};
+
+TEST_F(IdleTest, AStarvedGpuIsASupplyProblemUnderItsDataLoader) {
   Recorded r = RecordIdle("starved", "2");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
@@ -89,10 +96,7 @@ TEST(IdleTest, AStarvedGpuIsASupplyProblemUnderItsDataLoader) {
   EXPECT_EQ(r.gpu["records"]["late"], 0) << dump;
 }
 
-TEST(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
-  GPUFLAME_REQUIRE_ROOT();
-  GPUFLAME_REQUIRE_PYTHON("3.12");
-  GPUFLAME_REQUIRE_KERNEL_TIME();
+TEST_F(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
   Recorded r = RecordIdle("busy", "2", "", "--interval 50 --idle-gap-ms 10");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   const auto& u = r.utilization;
@@ -127,10 +131,7 @@ TEST(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
       << r.run.output;
 }
 
-TEST(IdleTest, TinyKernelsLaunchedOneByOneAreLaunchBound) {
-  GPUFLAME_REQUIRE_ROOT();
-  GPUFLAME_REQUIRE_PYTHON("3.12");
-  GPUFLAME_REQUIRE_KERNEL_TIME();
+TEST_F(IdleTest, TinyKernelsLaunchedOneByOneAreLaunchBound) {
   Recorded r = RecordIdle("tiny", "2");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
@@ -144,10 +145,7 @@ TEST(IdleTest, TinyKernelsLaunchedOneByOneAreLaunchBound) {
   EXPECT_NE(r.run.output.find("): launch_bound. busy"), std::string::npos) << r.run.output;
 }
 
-TEST(IdleTest, HighDramBandwidthFromNvmlGpmMakesABusyGpuMemoryBound) {
-  GPUFLAME_REQUIRE_ROOT();
-  GPUFLAME_REQUIRE_PYTHON("3.12");
-  GPUFLAME_REQUIRE_KERNEL_TIME();
+TEST_F(IdleTest, HighDramBandwidthFromNvmlGpmMakesABusyGpuMemoryBound) {
   Recorded r = RecordIdle("busy", "1.5", "GF_SIM_NVML_DRAM_PCT=75 GF_SIM_NVML_NO_POWER=1");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
@@ -159,10 +157,7 @@ TEST(IdleTest, HighDramBandwidthFromNvmlGpmMakesABusyGpuMemoryBound) {
   EXPECT_FALSE(r.utilization["devices"][0].contains("power_w")) << r.utilization.dump();
 }
 
-TEST(IdleTest, WithoutGpmStepThreeIsSaidNotJudgedAndWithoutKernelTimeNvmlStillReports) {
-  GPUFLAME_REQUIRE_ROOT();
-  GPUFLAME_REQUIRE_PYTHON("3.12");
-  GPUFLAME_REQUIRE_KERNEL_TIME();
+TEST_F(IdleTest, WithoutGpmStepThreeIsSaidNotJudgedAndWithoutKernelTimeNvmlStillReports) {
   Recorded r = RecordIdle("busy", "1", "GF_SIM_NVML_NO_GPM=1");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
@@ -179,10 +174,7 @@ TEST(IdleTest, WithoutGpmStepThreeIsSaidNotJudgedAndWithoutKernelTimeNvmlStillRe
   EXPECT_GT(n.utilization["devices"][0]["utilization_gpu_pct"]["max"].get<double>(), 50) << n.utilization.dump();
 }
 
-TEST(IdleTest, StartUpIsSetApartAndTheVerdictJudgesTheSteadyState) {
-  GPUFLAME_REQUIRE_ROOT();
-  GPUFLAME_REQUIRE_PYTHON("3.12");
-  GPUFLAME_REQUIRE_KERNEL_TIME();
+TEST_F(IdleTest, StartUpIsSetApartAndTheVerdictJudgesTheSteadyState) {
   Recorded r = RecordIdle("warmup", "1.5");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.gpu.is_object()) << r.run.output;
@@ -223,10 +215,7 @@ TEST(IdleTest, StartUpIsSetApartAndTheVerdictJudgesTheSteadyState) {
 // "<!--<script>" in it (which would turn the page's data block into
 // script-data-escaped text, its end tag no longer an end) still gives a summary.json that parses and an HTML page
 // whose data block does (its name with U+FFFD, nothing cut short).
-TEST(IdleTest, AHostileProcessNameCannotBreakTheSummaryOrThePage) {
-  GPUFLAME_REQUIRE_ROOT();
-  GPUFLAME_REQUIRE_PYTHON("3.12");
-  GPUFLAME_REQUIRE_KERNEL_TIME();
+TEST_F(IdleTest, AHostileProcessNameCannotBreakTheSummaryOrThePage) {
   const std::string dir = TempDir("idle_hostile");
   // The kernel names a process after the file it executed: a link so named.
   const std::string link = dir + "/\xff<!--<script>";
