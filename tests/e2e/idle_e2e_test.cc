@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -239,6 +240,34 @@ TEST_F(IdleTest, AHostileProcessNameCannotBreakTheSummaryOrThePage) {
   auto data = nlohmann::json::parse(block, nullptr, false);
   ASSERT_FALSE(data.is_discarded()) << "the data block was cut short";
   EXPECT_EQ(data["utilization"]["gpus"][0]["process"], "\xef\xbf\xbd<!--<script>");
+}
+
+// On a running job, as users of the seed's tool run it: `record --pid PID
+// --interval 100 --duration N` on a starved loop started with the library
+// (CUDA_INJECTION64_PATH) and without gpuflame. Its verdict, windows and
+// gpu_idle come from the seconds gpuflame was there.
+TEST_F(IdleTest, ARunningJobIsJudgedByPid) {
+  const std::string dir = TempDir("idle_pid");
+  const std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy: see KernelTimeTest
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  RunResult r =
+      Sh("cd " + dir + " && (" + SimEnv() + " GPUFLAME_STARTUP_S=0 CUDA_INJECTION64_PATH=" + lib +
+         " sh -c 'echo $$ > pid; exec " + PyenvPython("3.12") + " " + Workload("idle.py") +
+         " starved 6' & ) && for i in $(seq 200); do [ -s pid ] && break; sleep 0.05; done; sleep 1; " + SimNvmlEnv() +
+         " " + GPUFLAME_BIN + " record --no-progress --pid $(cat pid) --interval 100 " +
+         "--duration 3 -o out; status=$?; while kill -0 $(cat pid) 2>/dev/null; do sleep 0.1; done; " + "exit $status");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto json = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"), nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << r.output;
+  const auto& u = json["utilization"];
+  ASSERT_EQ(u["gpus"].size(), 1u) << r.output << u.dump();
+  const auto& g = u["gpus"][0];
+  EXPECT_EQ(g["verdict"], "supply") << g.dump();
+  EXPECT_EQ(g["pid"].get<int>(), std::stoi(ReadFile(dir + "/pid"))) << g.dump();
+  EXPECT_GE(g["windows"]["busy"].size(), 20u) << "about 3 s of 100 ms windows: " << g.dump();
+  EXPECT_LE(g["windows"]["busy"].size(), 40u) << g.dump();
+  EXPECT_EQ(g["idle_time_under"][0]["frame"], "DataLoader > __next__") << g.dump();
+  ASSERT_EQ(u["devices"].size(), 1u) << u.dump();
 }
 
 }  // namespace
