@@ -58,6 +58,12 @@ class DeviceFigures {
   // The driver listed |pid| as a compute process on NVML GPU |index|.
   void OnComputeProcess(uint32_t index, uint32_t pid);
 
+  // GPU |index|'s readings, oldest first, each at its CLOCK_MONOTONIC time.
+  template <typename F>  // F(uint64_t mono_ns, const GpuReading&)
+  void ForEachReading(uint32_t index, F&& f) const {
+    if (auto it = readings_.find(index); it != readings_.end())
+      for (const Reading& r : it->second) f(r.mono_ns, r.reading);
+  }
   // GPU |index|'s figures over readings taken at or after |from_mono_ns|.
   DeviceStats Over(uint32_t index, uint64_t from_mono_ns = 0) const;
   // The NVML GPU a process's lane is on, where the driver's lists make it

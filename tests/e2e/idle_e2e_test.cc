@@ -123,6 +123,14 @@ TEST_F(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
   EXPECT_GT(d["utilization_gpu_pct"]["max"].get<double>(), 50) << d.dump();
   EXPECT_EQ(d["gpm_dram_bandwidth_pct"]["mean"], 10) << d.dump();
   EXPECT_EQ(d["power_w"]["mean"], 100) << d.dump();
+  // Each reading's figures, one per window: GPM's every other (200 ms apart at least 110 ms).
+  const auto& series = d["series"];
+  EXPECT_EQ(series["stride"], 1);
+  EXPECT_EQ(series["t_s"].size(), d["readings"].get<size_t>()) << series.dump();
+  EXPECT_EQ(series["utilization_gpu_pct"].size(), series["t_s"].size());
+  size_t gpm = 0;
+  for (const auto& v : series["gpm_dram_bandwidth_pct"]) gpm += !v.is_null();
+  EXPECT_GE(gpm, 5u) << series.dump();
   ASSERT_EQ(d["process_sm_utilization"].size(), 1u) << d.dump();
   EXPECT_GT(d["process_sm_utilization"][0]["sm_pct_max"].get<double>(), 50) << d.dump();
   EXPECT_EQ(g["nvml"]["index"], 0) << g.dump();
