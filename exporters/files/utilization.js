@@ -57,6 +57,27 @@
     return svg;
   }
 
+  // The driver's readings of the lane's GPU (summary.json devices[].series):
+  // classic utilisation and, where the GPU has GPM, SMs active and DRAM
+  // bandwidth, as lines over its own time axis (the readings', from the
+  // first; not aligned with the strip above, which is CUPTI's).
+  function driverLines(series) {
+    const n = series.t_s.length, W = 600, H = 36;
+    const end = Math.max(series.t_s[n - 1], 1e-9);
+    const svg = svgEl("svg", { class: "driver", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img",
+                               "aria-label": `the driver's readings: ${n}` });
+    for (const [key, cls, what] of [["utilization_gpu_pct", "util", "a kernel running"],
+                                    ["gpm_sm_active_pct", "sm", "SMs active (GPM)"],
+                                    ["gpm_dram_bandwidth_pct", "dram", "DRAM bandwidth (GPM)"]]) {
+      const pts = [];
+      series[key].forEach((v, i) => {
+        if (v !== null) pts.push(`${((series.t_s[i] / end) * W).toFixed(1)},${(H - (H * v) / 100).toFixed(1)}`);
+      });
+      if (pts.length > 1) svg.appendChild(svgEl("polyline", { class: cls, points: pts.join(" ") }, what));
+    }
+    return svg;
+  }
+
   function showIdleProfile() {
     const p = profiles().findIndex((x) => x.name === "gpu_idle");
     if (p < 0) return;
@@ -85,6 +106,17 @@
         (g.start_up ? `; the first ${g.start_up.seconds.toFixed(2)} s set apart as start-up` : "");
     box.appendChild(nums);
     if (g.windows && g.windows.busy.length) box.appendChild(utilizationStrip(g.windows));
+    const device = g.nvml && g.nvml.index !== undefined &&
+        (DATA.utilization.devices || []).find((d) => d.index === g.nvml.index);
+    if (device && device.series && device.series.t_s.length > 1) {
+      const cap = document.createElement("p");
+      cap.className = "hint";
+      cap.textContent = `NVML GPU ${device.index} (${device.name || "?"}), ${device.series.t_s.length} readings over ` +
+          `${device.series.t_s.at(-1).toFixed(1)} s: a kernel running (grey), SMs active (green) and DRAM ` +
+          "bandwidth (blue) where GPM has them";
+      box.appendChild(cap);
+      box.appendChild(driverLines(device.series));
+    }
     if (g.kernel_histogram_ns && g.kernel_histogram_ns.length) box.appendChild(kernelHistogram(g.kernel_histogram_ns));
     if (profiles().some((x) => x.name === "gpu_idle")) {
       const b = document.createElement("button");

@@ -37,6 +37,8 @@ try {
       stripWidth: strip.getBoundingClientRect().width,
       bars: [...hist.querySelectorAll("rect.bar")].map((r) => r.querySelector("title").textContent),
       ticks: [...hist.querySelectorAll("text.tick")].map((t) => t.textContent),
+      driver: [...box.querySelectorAll("svg.driver polyline")].map((l) => ({
+        cls: l.getAttribute("class"), points: l.getAttribute("points").split(" ").length })),
     };
   });
   if (!seen.heading.startsWith(`GPU 0 of pid ${lane.pid} (`)) fail(`heading "${seen.heading}"`);
@@ -57,6 +59,15 @@ try {
   if (drawn !== lane.whole.kernels.count) fail(`the histogram holds ${drawn} kernels, the run ran ${lane.whole.kernels.count}`);
   if (!seen.bars.some((t) => t.startsWith("4") || t.startsWith("5"))) fail(`no bar near 500 µs: ${seen.bars}`);
   if (!seen.ticks.length) fail("the histogram's axis has no labels");
+
+  // The driver's readings of its GPU (the simulated NVML: GPM on), as lines.
+  const device = summary.devices.find((d) => d.index === lane.nvml.index);
+  if (!device) fail(`the lane's NVML GPU ${JSON.stringify(lane.nvml)} is not among the devices`);
+  const util = seen.driver.find((l) => l.cls === "util"), dram = seen.driver.find((l) => l.cls === "dram");
+  if (!util || util.points !== device.series.utilization_gpu_pct.filter((v) => v !== null).length)
+    fail(`the utilisation line ${JSON.stringify(util)} has not one point per reading (${device.readings})`);
+  if (!dram || dram.points !== device.series.gpm_dram_bandwidth_pct.filter((v) => v !== null).length)
+    fail(`the DRAM line ${JSON.stringify(dram)} has not one point per GPM reading`);
 
   // The button: the idle-time flame graph, with the data loader in it.
   await tab.click("#gpus button");
