@@ -36,8 +36,9 @@ void Utilization::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> reco
     }
     lane->Add(r);
   }
-  for (auto& [key, l] : lanes_)
-    if (key.first == pid) l.Settle(false);
+  // This process's lanes only: they are adjacent in the (pid, device) order.
+  for (auto it = lanes_.lower_bound({pid, 0}); it != lanes_.end() && it->first.first == pid; ++it)
+    it->second.Settle(false);
 }
 
 void Utilization::OnCpuSample(pid_t pid, uint64_t ts_ns, StackId stack) {
