@@ -67,6 +67,10 @@ Options:
                           milliseconds, 50 to 1000 (default 100)
       --idle-gap-ms MS    a GPU idle this long or longer is an idle gap
                           (default 5; 1 to 1000)
+      --sync-waits        also how long threads wait in CUDA synchronise
+                          calls (CUPTI's synchronisation records: off by
+                          default, they cost a launch-bound step more than
+                          the kernels' own records)
 )",
                       ProfilingFlags::Help(26),
                       R"(  -q, --quiet             no progress line, summary or warnings on the terminal
@@ -260,6 +264,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       if (r.ec != std::errc() || r.ptr != v->data() + v->size() || n < lo || n > hi)
         return Bad("record", absl::StrCat(a, " wants ", lo, " to ", hi, " milliseconds, not '", *v, "'"));
       (interval ? o.utilization.interval_ms : o.utilization.idle_gap_ms) = n;
+    } else if (a == "--sync-waits") {
+      o.utilization.sync_waits = true;
     } else if (a == "-q" || a == "--quiet") {
       o.quiet = true;
     } else if (a == "--no-progress") {

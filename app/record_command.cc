@@ -82,7 +82,7 @@ std::string FindCuptiLibrary() {
 }
 
 absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std::string& injection, bool kernel_time,
-                                bool every_launch) {
+                                bool every_launch, bool sync_waits) {
   std::optional<base::Pipe> gate = base::Pipe::Open();  // close-on-exec: the command never sees it
   if (!gate) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   std::optional<base::Pipe> exec_error = base::Pipe::Open();
@@ -109,6 +109,9 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std:
     // --timeline: every launch's stack, so that every kernel and copy has
     // its arrow (the library otherwise samples them: cupti/launch_sampler.h).
     if (every_launch) setenv("GPUFLAME_LAUNCH_STACKS_PER_S", "0", /*overwrite=*/0);
+    // --sync-waits: the default kinds (cupti/activity_tuning.h) and CUPTI's
+    // synchronisation records. A user's own list wins.
+    if (sync_waits) setenv("GPUFLAME_CUPTI_KINDS", "kernel,memcpy,memset,sync", /*overwrite=*/0);
     execvp(args[0], args.data());
     const int err = errno;
     (void)!write(exec_error->write_end.get(), &err, sizeof(err));
@@ -388,7 +391,7 @@ int RunRecord(const RecordOptions& opt) {
   Child child;
   if (!opt.command.empty()) {
     std::string injection = profiling.NeedsInjection() ? library : "";
-    auto c = SpawnHeld(opt.command, injection, profiling.kernel_time, opt.timeline.on);
+    auto c = SpawnHeld(opt.command, injection, profiling.kernel_time, opt.timeline.on, opt.utilization.sync_waits);
     if (!c.ok()) return Fail(c.status());
     child = std::move(*c);
     ForwardStopSignalsTo(child.pid);

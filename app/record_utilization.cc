@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -111,6 +113,8 @@ std::string Dump(const nlohmann::json& j) {
 
 RecordUtilization::RecordUtilization(bool lanes, const UtilizationRequest& request, EventProcessor& events)
     : events_(events) {
+  const char* kinds = std::getenv("GPUFLAME_CUPTI_KINDS");
+  sync_asked_ = request.sync_waits || (kinds && std::string_view(kinds).find("sync") != std::string_view::npos);
   if (auto reader = GpuReader::Open(); reader.ok())
     sampler_ = std::make_unique<utilization::GpuSampler>(
         std::move(*reader), utilization::GpuSamplerOptions{.interval = std::chrono::milliseconds(request.interval_ms)});
@@ -121,6 +125,12 @@ RecordUtilization::RecordUtilization(bool lanes, const UtilizationRequest& reque
   o.lane.gap_ns = request.idle_gap_ms * 1'000'000;
   utilization_ = std::make_unique<utilization::Utilization>(o);
   events.SetUtilization(utilization_.get());
+}
+
+bool RecordUtilization::SyncRecorded() const {
+  // A process found running (--pid) may have had them on by its own
+  // environment: what arrived says so.
+  return sync_asked_ || (utilization_ && !utilization_->syncs().empty());
 }
 
 RecordUtilization::~RecordUtilization() {
@@ -149,7 +159,9 @@ void RecordUtilization::Finish() {
       g.steady = sampler_->figures().Over(*g.index, from.value_or(0));
     }
     auto it = join_.sync_in_gaps_ns.find({r.pid, r.device});
-    utilization::Judge(r, it == join_.sync_in_gaps_ns.end() ? 0 : it->second, g.index ? &g.steady : nullptr, g.why);
+    std::optional<uint64_t> sync;
+    if (SyncRecorded()) sync = it == join_.sync_in_gaps_ns.end() ? 0 : it->second;
+    utilization::Judge(r, sync, g.index ? &g.steady : nullptr, g.why);
   }
 }
 
@@ -193,7 +205,10 @@ std::string RecordUtilization::SummaryJson(const absl::flat_hash_map<pid_t, std:
   j["sources"] = {
       {"busy, gaps, kernels, copies",
        utilization_ ? "CUPTI activity (exact in record)" : "not read: kernel time is off (--no-kernel-time)"},
-      {"sync", utilization_ ? "CUPTI SYNCHRONIZATION activity" : "not read: kernel time is off"},
+      {"sync", !utilization_  ? "not read: kernel time is off"
+               : SyncRecorded() ? "CUPTI SYNCHRONIZATION activity"
+                                : "not recorded: CUPTI's synchronisation records are off by default for their cost "
+                                  "(record --sync-waits)"},
       {"idle_time_stacks", utilization_ ? "CPU samples joined with the idle gaps" : "not read: kernel time is off"},
       {"devices", sampler_ ? absl::StrCat("NVML (", sampler_->reader().library(),
                                           "): classic utilisation rates, GPM metrics where the GPU has them, "
@@ -275,7 +290,8 @@ std::string RecordUtilization::SummaryJson(const absl::flat_hash_map<pid_t, std:
                                                    {"busy_s", Round(Seconds(r.start_up_busy_ns), 6)},
                                                    {"pauses", r.start_up_pauses}}
                                   : nlohmann::json(nullptr);
-    l["idle_gaps_in_sync_s"] = Round(Seconds(r.sync_in_gaps_ns), 6);
+    l["idle_gaps_in_sync_s"] =
+        r.sync_in_gaps_ns ? nlohmann::json(Round(Seconds(*r.sync_in_gaps_ns), 6)) : nlohmann::json(nullptr);
     const LaneGpu g = ri < lane_gpus_.size() ? lane_gpus_[ri] : LaneGpu{};
     l["nvml"] = g.index ? nlohmann::json{{"index", *g.index}, {"steady", StatsJson(g.steady, comm)}}
                         : nlohmann::json{{"not_joined", g.why}};

@@ -62,6 +62,11 @@ class RecordUtilization {
   std::unique_ptr<utilization::Utilization> utilization_;
   std::unique_ptr<utilization::GpuSampler> sampler_;
   std::string no_nvml_;  // why NVML is not read, when it is not
+  // CUPTI's synchronisation records were asked for (--sync-waits, or the
+  // user's own GPUFLAME_CUPTI_KINDS): without them, and with none arrived,
+  // synchronise waits are "not recorded", never 0.
+  bool sync_asked_ = false;
+  bool SyncRecorded() const;
   std::vector<utilization::LaneReport> reports_;
   std::vector<LaneGpu> lane_gpus_;  // parallel to reports_
   utilization::IdleJoin join_;

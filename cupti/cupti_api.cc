@@ -47,6 +47,8 @@ std::string CuptiApi::Load() {
       !get(ActivityGetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords") ||
       !get(GetResultString, "cuptiGetResultString"))
     return "libcupti lacks an entry point gpuflame needs";
+  get(ActivitySetAttribute, "cuptiActivitySetAttribute");
+  get(ActivityFlushPeriod, "cuptiActivityFlushPeriod");
   return "";
 }
 

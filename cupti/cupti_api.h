@@ -22,6 +22,9 @@ struct CuptiApi {
   decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) ActivityGetNumDroppedRecords = nullptr;
   decltype(&cuptiGetResultString) GetResultString = nullptr;
+  // Optional (the tuning knobs, activity_tuning.h): absent, left at CUPTI's defaults.
+  decltype(&cuptiActivitySetAttribute) ActivitySetAttribute = nullptr;
+  decltype(&cuptiActivityFlushPeriod) ActivityFlushPeriod = nullptr;
 
   // Finds CUPTI: an already loaded libcupti.so.13 (PyTorch's), the loader's
   // search path, then $GPUFLAME_CUPTI_PATH. Empty string on success, else why not.

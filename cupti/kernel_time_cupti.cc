@@ -42,6 +42,7 @@
 #include <string>
 
 #include "cupti/activity_converter.h"
+#include "cupti/activity_tuning.h"
 #include "cupti/activity_windows.h"
 #include "cupti/cupti_api.h"
 #include "cupti/duty_cycle.h"
@@ -54,10 +55,9 @@
 namespace gpuflame::cupti {
 namespace {
 
-constexpr size_t kBufferBytes = 1 << 20;
-
 struct State {
   CuptiApi api;
+  ActivityTuning tuning;  // set once, before activity is first enabled
   CUpti_SubscriberHandle subscriber = nullptr;
   ActivityConverter converter;
   ActivityWindows windows;
@@ -121,8 +121,12 @@ class ProbeSink : public ActivitySink {
 };
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
-  *size = *buffer ? kBufferBytes : 0;
+  const ActivityTuning& t = S().tuning;
+  // Zeroed by us when CUPTI was told not to zero them itself (on the
+  // launching thread, its documentation says).
+  *buffer = static_cast<uint8_t*>(t.zeroed_buffers ? std::calloc(1, t.buffer_bytes)
+                                                   : std::aligned_alloc(8, t.buffer_bytes));
+  *size = *buffer ? t.buffer_bytes : 0;
   *max_records = 0;
 }
 
@@ -146,12 +150,26 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   std::free(buffer);
 }
 
-// SYNCHRONIZATION: the time CPU threads wait in synchronise calls, for the
-// question "what did the GPU wait for" (profiler/utilization/). One record
-// per call, made by CUPTI in the call itself, not per kernel.
-constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                                         CUPTI_ACTIVITY_KIND_OVERHEAD};
+// CUPTI's buffering attributes, where the environment sets them
+// (activity_tuning.h). Before the buffer callbacks are registered: CUPTI
+// reads the per-thread choice there. At start-up, inside cuInit, before
+// any context: the device buffer's size applies to contexts made after it.
+void ApplyTuning() {
+  State& s = S();
+  const ActivityTuning& t = s.tuning;
+  if (!t.error.empty()) Say(t.error.c_str());
+  auto set = [&](CUpti_ActivityAttribute attr, auto value) {
+    size_t size = sizeof(value);
+    if (!s.api.ActivitySetAttribute || s.api.ActivitySetAttribute(attr, &size, &value) != CUPTI_SUCCESS)
+      Say(("CUPTI did not take activity attribute " + std::to_string(attr)).c_str());
+  };
+  if (t.device_buffer_bytes) set(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, t.device_buffer_bytes);
+  if (t.pinned >= 0) set(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, static_cast<uint8_t>(t.pinned));
+  if (t.per_thread >= 0) set(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, static_cast<uint8_t>(t.per_thread));
+  if (t.zeroed_buffers) set(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, static_cast<uint8_t>(1));
+  if (t.flush_period_ms && s.api.ActivityFlushPeriod) s.api.ActivityFlushPeriod(t.flush_period_ms);
+  Trace(("activity: " + t.Describe()).c_str());
+}
 
 // Activity on (each record then worth |weight|) or off. Flusher thread.
 void SetActivity(bool on, uint16_t weight) {
@@ -168,9 +186,9 @@ void SetActivity(bool on, uint16_t weight) {
     if (s.api.GetTimestamp(&now) == CUPTI_SUCCESS) s.windows.Open(now, weight);
     s.activity_weight = weight;
     if (!s.activity_on)
-      for (CUpti_ActivityKind k : kKinds) s.api.ActivityEnable(k);
+      for (CUpti_ActivityKind k : s.tuning.Kinds()) s.api.ActivityEnable(k);
   } else {
-    for (CUpti_ActivityKind k : kKinds) s.api.ActivityDisable(k);
+    for (CUpti_ActivityKind k : s.tuning.Kinds()) s.api.ActivityDisable(k);
   }
   s.activity_on = on;
 }
@@ -331,6 +349,7 @@ bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
     return false;  // the workload runs on, without kernel time
   }
   s.launch_rate = EnvNumber("GPUFLAME_LAUNCH_STACKS_PER_S", 1000);
+  s.tuning = TuningFromEnv([](const char* name) -> const char* { return std::getenv(name); });
   // Diagnostics, to measure what each part costs a workload:
   // GPUFLAME_LAUNCH_CALLBACKS=0 (no launch stacks: every kernel is charged
   // to [launch stack not sampled]) and GPUFLAME_ACTIVITY=0 (no kernel time).
@@ -357,6 +376,7 @@ bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
     Say((std::string("kernel time off for this process: cuptiSubscribe: ") + (msg ? msg : "error")).c_str());
     return false;
   }
+  ApplyTuning();
   // Said before tracing starts, so that the agent knows our ABI version
   // before our first launch or activity record reaches it.
   FireActiveWithClock();

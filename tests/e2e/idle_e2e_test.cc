@@ -49,11 +49,13 @@ class IdleTest : public ::testing::Test {
 };
 
 TEST_F(IdleTest, AStarvedGpuIsASupplyProblemUnderItsDataLoader) {
-  Recorded r = RecordIdle("starved", "2");
+  Recorded r = RecordIdle("starved", "2", "", "--sync-waits");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
   const std::string dump = r.gpu.dump();
   EXPECT_EQ(r.gpu["verdict"], "supply") << dump;
+  EXPECT_EQ(r.utilization["sources"]["sync"], "CUPTI SYNCHRONIZATION activity") << r.utilization.dump();
+  EXPECT_TRUE(r.gpu["idle_gaps_in_sync_s"].is_number()) << dump;
   const auto& steady = r.gpu["steady"];
   // 20 ms on the CPU for 5 ms of GPU work a step: about 80% idle in gaps.
   EXPECT_GT(steady["idle_gaps"]["ratio"].get<double>(), 0.6) << dump;
@@ -98,7 +100,7 @@ TEST_F(IdleTest, AStarvedGpuIsASupplyProblemUnderItsDataLoader) {
 }
 
 TEST_F(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
-  Recorded r = RecordIdle("busy", "2", "", "--interval 50 --idle-gap-ms 10");
+  Recorded r = RecordIdle("busy", "2", "", "--interval 50 --idle-gap-ms 10 --sync-waits");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   const auto& u = r.utilization;
   ASSERT_EQ(u["gpus"].size(), 1u) << r.run.output << u.dump();
@@ -141,7 +143,7 @@ TEST_F(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
 }
 
 TEST_F(IdleTest, TinyKernelsLaunchedOneByOneAreLaunchBound) {
-  Recorded r = RecordIdle("tiny", "2");
+  Recorded r = RecordIdle("tiny", "2", "", "--sync-waits");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
   const std::string dump = r.gpu.dump();
@@ -161,6 +163,12 @@ TEST_F(IdleTest, HighDramBandwidthFromNvmlGpmMakesABusyGpuMemoryBound) {
   EXPECT_EQ(r.gpu["verdict"], "memory_bound") << r.gpu.dump();
   EXPECT_NE(r.gpu["reason"].get<std::string>().find("75%"), std::string::npos) << r.gpu.dump();
   EXPECT_EQ(r.gpu["nvml"]["steady"]["gpm_dram_bandwidth_pct"]["mean"], 75) << r.gpu.dump();
+  // Without --sync-waits the library leaves CUPTI's synchronisation
+  // records off (their cost): the waits are said not recorded, not 0.
+  EXPECT_FALSE(r.gpu.contains("sync")) << r.gpu.dump();
+  EXPECT_TRUE(r.gpu["idle_gaps_in_sync_s"].is_null()) << r.gpu.dump();
+  EXPECT_EQ(r.utilization["sources"]["sync"].get<std::string>().rfind("not recorded: ", 0), 0u)
+      << r.utilization.dump();
   // A figure the board does not give is said missing, not zero.
   EXPECT_EQ(r.utilization["devices_missing"]["GPU 0 power"], "Not Supported (3)") << r.utilization.dump();
   EXPECT_FALSE(r.utilization["devices"][0].contains("power_w")) << r.utilization.dump();

@@ -16,6 +16,7 @@ Modes (--modes, comma-separated):
   record-inprocess-full  record --tensor-events inprocess
   history-python         PyTorch's _record_memory_history(stacks="python")
   history-all            the same with stacks="all"
+  torch-profiler         torch.profiler with CUDA activity (what CUPTI costs under Kineto)
   NAME=FLAGS             gpuflame record with FLAGS (no commas), to try a new flag
 
 Standard library only: it runs where the workload runs, and here with --fake.
@@ -57,6 +58,7 @@ KNOWN_MODES = {
     "record-inprocess-full": Mode("record-inprocess-full", ["--tensor-events", "inprocess"]),
     "history-python": Mode("history-python", None, "history-python"),
     "history-all": Mode("history-all", None, "history-all"),
+    "torch-profiler": Mode("torch-profiler", None, "torch-profiler"),
 }
 
 

@@ -10,6 +10,10 @@ autocast, AdamW), each step timed after a warm-up. Prints one JSON line.
                    a realistic compute-bound step of 100 ms or more
   --recorder history-python|history-all
                    PyTorch's own allocator recorder, for comparison
+  --recorder torch-profiler
+                   torch.profiler with CUDA activity (Kineto's CUPTI
+                   tracing) over the warm-up and the timed steps: what
+                   CUPTI itself costs a launch, whoever drives it
   --fake           sleep --fake-ms per step instead, without importing
                    torch, to test the driver where there is no GPU
 """
@@ -63,7 +67,7 @@ def parse_args():
     p.add_argument("--warmup", type=int, help="untimed steps first (default: per model)")
     p.add_argument("--batch", type=int, help="sequences per step (default: per model)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--recorder", choices=["none", "history-python", "history-all"], default="none")
+    p.add_argument("--recorder", choices=["none", "history-python", "history-all", "torch-profiler"], default="none")
     p.add_argument("--fake", action="store_true", help="CPU sleep loop, no torch")
     p.add_argument("--fake-ms", type=float, default=2.0, help="step time of --fake")
     args = p.parse_args()
@@ -233,7 +237,12 @@ def main(args):
               "(--fake tests the driver without a GPU)", file=sys.stderr)
         sys.exit(2)
     trainer = Trainer(SHAPES[args.model], args.batch, args.seed)
-    if args.recorder != "none":
+    profiler = None
+    if args.recorder == "torch-profiler":
+        # Entered before the warm-up, so that Kineto's own start-up is not timed.
+        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+        profiler.__enter__()
+    elif args.recorder != "none":
         torch.cuda.memory._record_memory_history(enabled="all", context="alloc",
                                                  stacks=args.recorder.removeprefix("history-"),
                                                  max_entries=100000)
@@ -242,13 +251,19 @@ def main(args):
     before = torch.cuda.memory_stats()
     step_ms = timed_steps(trainer, args.steps)
     after = torch.cuda.memory_stats()
+    kernels = None
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
+        # Proof that it traced: the kernels it saw (warm-up and timed steps).
+        kernels = sum(e.count for e in profiler.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA)
 
     def per_step(key):
         return round((after.get(key, 0) - before.get(key, 0)) / args.steps, 2)
 
     report(args, step_ms, params=sum(p.numel() for p in trainer.model.parameters()),
            torch=torch.__version__, allocs_per_step=per_step("allocation.all.allocated"),
-           alloc_retries_per_step=per_step("num_alloc_retries"))
+           alloc_retries_per_step=per_step("num_alloc_retries"),
+           **({"profiler_gpu_events": kernels} if kernels is not None else {}))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cupti/activity_converter.h"
+#include "cupti/activity_tuning.h"
 #include "cupti/activity_windows.h"
 #include "cupti/duty_cycle.h"
 #include "cupti/launch_sampler.h"
@@ -412,6 +413,67 @@ TEST_F(KernelJoinerTest, LaunchesExpireAndProcessesAreForgotten) {
   joiner.Flush(2, /*everything=*/true);
   EXPECT_EQ(Totals()["[launch stack not sampled];[kernel 77]"].nanos, 10);
   EXPECT_EQ(joiner.stats().unknown_names, 1u);
+}
+
+// The knobs tests/gpu/run_kernel_breakdown.sh turns: each read as written,
+// anything malformed leaves the shipped default and is said.
+std::map<std::string, std::string> tuning_env;
+const char* TuningEnv(const char* name) {
+  auto it = tuning_env.find(name);
+  return it == tuning_env.end() ? nullptr : it->second.c_str();
+}
+
+TEST(ActivityTuningTest, DefaultsAreTheGpusWorkWithCuptisOwnAttributes) {
+  tuning_env = {};
+  const cupti::ActivityTuning t = cupti::TuningFromEnv(TuningEnv);
+  EXPECT_EQ(t.Kinds(), (std::vector<CUpti_ActivityKind>{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                                       CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET}));
+  EXPECT_EQ(t.buffer_bytes, 1u << 20);
+  EXPECT_EQ(t.pinned, -1);
+  EXPECT_EQ(t.per_thread, -1);
+  EXPECT_EQ(t.device_buffer_bytes, 0u);
+  EXPECT_EQ(t.Describe(), "defaults");
+  EXPECT_TRUE(t.error.empty());
+}
+
+TEST(ActivityTuningTest, EachKnobIsReadAndDescribed) {
+  tuning_env = {{"GPUFLAME_CUPTI_KINDS", "kernel,sync"},     {"GPUFLAME_CUPTI_BUFFER_KB", "8192"},
+                {"GPUFLAME_CUPTI_DEVICE_BUFFER_MB", "32"},   {"GPUFLAME_CUPTI_PINNED", "1"},
+                {"GPUFLAME_CUPTI_PER_THREAD", "0"},          {"GPUFLAME_CUPTI_ZEROED", "1"},
+                {"GPUFLAME_CUPTI_FLUSH_PERIOD_MS", "250"}};
+  const cupti::ActivityTuning t = cupti::TuningFromEnv(TuningEnv);
+  EXPECT_EQ(t.Kinds(), (std::vector<CUpti_ActivityKind>{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                                       CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}));
+  EXPECT_EQ(t.buffer_bytes, 8192u << 10);
+  EXPECT_EQ(t.device_buffer_bytes, 32u << 20);
+  EXPECT_EQ(t.pinned, 1);
+  EXPECT_EQ(t.per_thread, 0);
+  EXPECT_TRUE(t.zeroed_buffers);
+  EXPECT_EQ(t.flush_period_ms, 250u);
+  EXPECT_EQ(t.Describe(),
+            "kinds kernel+sync, buffers 8192 KiB, zeroed buffers, device buffer 32 MiB, pinned on, "
+            "per-thread buffers off, CUPTI flush period 250 ms");
+  EXPECT_TRUE(t.error.empty());
+}
+
+TEST(ActivityTuningTest, MalformedValuesKeepTheDefaultsAndSaySo) {
+  tuning_env = {{"GPUFLAME_CUPTI_KINDS", "kernel,bogus"}, {"GPUFLAME_CUPTI_BUFFER_KB", "-5"},
+                {"GPUFLAME_CUPTI_PINNED", "2"}};
+  cupti::ActivityTuning t = cupti::TuningFromEnv(TuningEnv);
+  EXPECT_EQ(t.kinds, cupti::kDefaultActivityKinds);
+  EXPECT_EQ(t.buffer_bytes, 1u << 20);
+  EXPECT_EQ(t.pinned, -1);
+  EXPECT_NE(t.error.find("bogus"), std::string::npos);
+  tuning_env = {{"GPUFLAME_CUPTI_BUFFER_KB", "12abc"}};
+  t = cupti::TuningFromEnv(TuningEnv);
+  EXPECT_EQ(t.buffer_bytes, 1u << 20);
+  EXPECT_NE(t.error.find("GPUFLAME_CUPTI_BUFFER_KB=12abc"), std::string::npos);
+  tuning_env = {{"GPUFLAME_CUPTI_KINDS", ","}};  // no kind at all: activity records nothing
+  EXPECT_TRUE(cupti::TuningFromEnv(TuningEnv).Kinds().empty());
+  tuning_env = {{"GPUFLAME_CUPTI_KINDS", "kernel,memcpy,memset,sync,overhead"}};
+  t = cupti::TuningFromEnv(TuningEnv);
+  EXPECT_EQ(t.kinds, cupti::kAllActivityKinds);
+  EXPECT_EQ(t.Describe(), "kinds kernel+memcpy+memset+sync+overhead");
 }
 
 }  // namespace
