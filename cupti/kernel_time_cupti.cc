@@ -6,7 +6,9 @@
 //    so the agent's BPF program takes that thread's stack there;
 //  - kernel, memcpy and memset activity (GPU start/end, device, stream,
 //    correlation ID), flushed every GPUFLAME_FLUSH_MS (default 1000) and at
-//    exit, at gpuflame:kernel_batch, with kernel names once each.
+//    exit, at gpuflame:kernel_batch, with kernel names once each. CUPTI's
+//    synchronisation and overhead records only where asked for by name
+//    (activity_tuning.h: they cost a launch-bound step more than they tell).
 // Both cost the workload on every launch (CUPTI's callback dispatch, and its
 // timestamp instrumentation), so both are duty-cycled (duty_cycle.h), on the
 // flusher's 100 ms ticks:
