@@ -9,8 +9,11 @@
 # "steady" modes set GPUFLAME_STARTUP_S=0: the timed steps of the launch
 # model end within 5 s of cuInit, where every launch is traced whole (the
 # start-up rule), and a continuous profiler's cost is the steady state's.
+# MODEL=kernels (train_bench.py: 500 single-kernel ops a step, no
+# allocation) gives each mode's cost per kernel launch: its added step time
+# over 500, with far less spread between processes than a training step's.
 # Environment: ROUNDS (3), TIME_BUDGET (520), MODES (the list below), and
-# run_step_overhead.sh's (WORKLOAD_CPUS, GPUFLAME_CPUS, STEPS).
+# run_step_overhead.sh's (MODEL, WORKLOAD_CPUS, GPUFLAME_CPUS, STEPS).
 here=$(cd "$(dirname "$0")" && pwd)
 S=GPUFLAME_STARTUP_S=0
 default_modes="plain,record,no-kernel=--no-kernel-time,steady=$S"

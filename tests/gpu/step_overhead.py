@@ -66,7 +66,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gpuflame", help="the gpuflame binary (needed by the record modes)")
     p.add_argument("--python", default=sys.executable, help="interpreter with torch (default: this one)")
-    p.add_argument("--model", choices=["launch", "large"], default="launch")
+    p.add_argument("--model", choices=["launch", "large", "kernels"], default="launch")
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--steps", type=int, help="timed steps per run (default: the workload's, per model)")
     p.add_argument("--warmup", type=int, help="untimed steps per run (default: the workload's)")

@@ -8,6 +8,11 @@ autocast, AdamW), each step timed after a warm-up. Prints one JSON line.
                    events): where a per-event cost shows most
   --model large    ~1.1B parameters (d_model 2048, 20 layers, seq 1024):
                    a realistic compute-bound step of 100 ms or more
+  --model kernels  no model: a step is 500 in-place adds on 4096 floats,
+                   one kernel each and no allocation, so a mode's added
+                   step time over 500 is what it costs one kernel launch
+                   (issue 11's per-kernel target), with Python's few
+                   microseconds per op and no allocator in between
   --recorder history-python|history-all
                    PyTorch's own allocator recorder, for comparison
   --recorder torch-profiler
@@ -38,7 +43,7 @@ class GPTConfig:
 
 @dataclasses.dataclass
 class Shape:
-    model: GPTConfig
+    model: GPTConfig | None
     batch: int
     steps: int
     warmup: int
@@ -57,6 +62,8 @@ SHAPES = {
     # with room to spare, in ~50 GB.
     "large": Shape(GPTConfig(vocab=32768, seq=1024, d_model=2048, n_head=16, n_layer=20, dropout=0.0),
                    batch=12, steps=30, warmup=5),
+    # batch: launches per step (KernelLoop); the model is not used.
+    "kernels": Shape(None, batch=500, steps=400, warmup=20),
 }
 
 
@@ -216,6 +223,19 @@ class Trainer:
         return loss
 
 
+class KernelLoop:
+    """--model kernels: one launch per op, nothing allocated after the first."""
+
+    def __init__(self, launches):
+        self.launches = launches
+        self.x = torch.zeros(4096, device="cuda")
+        self.model = nn.Linear(1, 1)  # for the report's parameter count only
+
+    def step(self):
+        for _ in range(self.launches):
+            self.x.add_(1.0)
+
+
 def timed_steps(trainer, steps):
     # One synchronize per step: each time is one step's CPU and GPU work,
     # with no queue carried into the next.
@@ -236,7 +256,10 @@ def main(args):
         print("train_bench.py: CUDA is not available; this benchmark has no CPU fallback "
               "(--fake tests the driver without a GPU)", file=sys.stderr)
         sys.exit(2)
-    trainer = Trainer(SHAPES[args.model], args.batch, args.seed)
+    if args.model == "kernels":
+        trainer = KernelLoop(args.batch)
+    else:
+        trainer = Trainer(SHAPES[args.model], args.batch, args.seed)
     profiler = None
     if args.recorder == "torch-profiler":
         # Entered before the warm-up, so that Kineto's own start-up is not timed.
