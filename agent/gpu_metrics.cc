@@ -71,7 +71,7 @@ std::vector<Metric> GpuMetrics(const std::vector<utilization::GpuNow>& gpus,
   out.emplace_back("gpuflame_gpu_process_series_not_exported", "Per-process GPU series left out past the cap of 256.",
                    "gauge", double(not_exported));
   for (const auto& [figure, why] : missing)
-    out.emplace_back("gpuflame_gpu_figure_missing", "A figure the driver did not give, with its reason (NVML).",
+    out.emplace_back("gpuflame_gpu_figure_missing", "A figure the driver does not give, or whose last reading failed, with its reason (NVML).",
                      "gauge", 1.0, Metric::Labels{{"figure", figure}, {"reason", why}});
   out.emplace_back("gpuflame_gpu_readings_total", "NVML readings taken.", "counter", double(readings));
   out.emplace_back("gpuflame_gpu_readings_cpu_seconds_total", "CPU time gpuflame spent reading NVML.", "counter",

@@ -251,6 +251,13 @@ std::string RecordUtilization::SummaryJson(const absl::flat_hash_map<pid_t, std:
     nlohmann::json missing = nlohmann::json::object();
     for (const auto& [figure, why] : sampler_->reader().missing()) missing[figure] = why;
     j["devices_missing"] = missing;
+    // Figures the driver has whose readings failed now and then (each is
+    // missing from those readings' windows, and from devices_missing only
+    // once read again).
+    nlohmann::json failed = nlohmann::json::object();
+    for (const auto& [figure, f] : sampler_->reader().failed())
+      failed[figure] = {{"readings", f.readings}, {"last", f.last}};
+    j["devices_failed_readings"] = failed;
     j["devices_readings_dropped"] = f.readings_dropped();
     // What reading the driver cost gpuflame (its sampler thread's CPU time).
     j["devices_cost"] = {

@@ -94,9 +94,25 @@ absl::StatusOr<DeviceProcesses> GpuReader::ComputeProcesses() {
 }
 
 bool GpuReader::Missing(uint32_t index, const char* figure, int result) {
+  const bool permanent = result == kNotSupported || result == kFunctionNotFound;
+  NoteMissing(absl::StrCat("GPU ", index, " ", figure), nvml_->Error(result), permanent);
+  return permanent;
+}
+
+void GpuReader::NoteMissing(const std::string& key, const std::string& why, bool permanent) {
+  missing_[key] = why;
+  if (permanent) return;
+  Failures& f = failed_[key];
+  f.readings++;
+  f.last = why;
+}
+
+void GpuReader::Read(uint32_t index, const char* figure) {
+  // Only a figure that failed transiently can be missing and read: a
+  // permanent one is never asked again.
+  if (failed_.empty()) return;
   const std::string key = absl::StrCat("GPU ", index, " ", figure);
-  if (!missing_.contains(key)) missing_[key] = nvml_->Error(result);
-  return result == kNotSupported || result == kFunctionNotFound;
+  if (failed_.contains(key)) missing_.erase(key);
 }
 
 void GpuReader::Setup() {
@@ -154,6 +170,7 @@ std::vector<GpuReading> GpuReader::Read(uint64_t now_ns, bool processes) {
       if (int e = api_.utilization(d.handle, &u); e == kNvmlSuccess) {
         r.util_gpu = u.gpu;
         r.util_memory = u.memory;
+        Read(i, "utilization");
       } else {
         d.no_util = Missing(i, "utilization", e);
       }
@@ -163,26 +180,39 @@ std::vector<GpuReading> GpuReader::Read(uint64_t now_ns, bool processes) {
       if (auto m = nvml_->MemoryInfo(i); m.ok()) {
         r.memory_used = m->used;
         r.memory_total = m->total;
+        Read(i, "memory");
       } else {
-        missing_.try_emplace(absl::StrCat("GPU ", i, " memory"), m.status().message());
         d.no_memory = absl::IsUnimplemented(m.status());
+        NoteMissing(absl::StrCat("GPU ", i, " memory"), std::string(m.status().message()), d.no_memory);
       }
     }
     unsigned int v = 0;
     if (!d.no_power) {
       CostTimer timer(*this, "power");
-      if (int e = api_.power(d.handle, &v); e == kNvmlSuccess) r.power_mw = v;
-      else d.no_power = Missing(i, "power", e);
+      if (int e = api_.power(d.handle, &v); e == kNvmlSuccess) {
+        r.power_mw = v;
+        Read(i, "power");
+      } else {
+        d.no_power = Missing(i, "power", e);
+      }
     }
     if (!d.no_temperature) {
       CostTimer timer(*this, "temperature");
-      if (int e = api_.temperature(d.handle, kTemperatureGpu, &v); e == kNvmlSuccess) r.temperature_c = v;
-      else d.no_temperature = Missing(i, "temperature", e);
+      if (int e = api_.temperature(d.handle, kTemperatureGpu, &v); e == kNvmlSuccess) {
+        r.temperature_c = v;
+        Read(i, "temperature");
+      } else {
+        d.no_temperature = Missing(i, "temperature", e);
+      }
     }
     if (!d.no_clocks) {
       CostTimer timer(*this, "clocks");
-      if (int e = api_.clock(d.handle, kClockSm, &v); e == kNvmlSuccess) r.sm_clock_mhz = v;
-      else d.no_clocks = Missing(i, "clocks", e);
+      if (int e = api_.clock(d.handle, kClockSm, &v); e == kNvmlSuccess) {
+        r.sm_clock_mhz = v;
+        Read(i, "clocks");
+      } else {
+        d.no_clocks = Missing(i, "clocks", e);
+      }
       if (!d.no_clocks && api_.clock(d.handle, kClockMem, &v) == kNvmlSuccess) r.memory_clock_mhz = v;
     }
     if (gpus_[i].gpm) {
@@ -204,6 +234,7 @@ void GpuReader::ReadGpm(uint32_t index, Device& d, uint64_t now_ns, GpuReading& 
     Missing(index, "GPM sample", e);
     return;
   }
+  Read(index, "GPM sample");
   const int previous = d.current;
   d.current = next;
   d.sampled_ns = now_ns;
@@ -224,6 +255,8 @@ void GpuReader::ReadGpm(uint32_t index, Device& d, uint64_t now_ns, GpuReading& 
       Missing(index, absl::StrCat("GPM metric ", ids[k]).c_str(), get.metrics[k].result);
       return;  // the four together or none: a partial set would be read as zeros
     }
+  Read(index, "GPM metrics");
+  for (unsigned int k = 0; k < kGpmMetricsAsked; k++) Read(index, absl::StrCat("GPM metric ", ids[k]).c_str());
   // NVML gives percentages; a counter wrap or a driver bug is kept in range.
   auto pct = [&](unsigned int k) { return std::clamp(get.metrics[k].value, 0.0, 100.0); };
   out.gpm = GpmFigures{pct(0), pct(1), pct(2), pct(3)};
@@ -232,7 +265,10 @@ void GpuReader::ReadGpm(uint32_t index, Device& d, uint64_t now_ns, GpuReading& 
 void GpuReader::ReadProcesses(uint32_t index, Device& d, GpuReading& out) {
   unsigned int count = 0;
   int e = api_.process_utilization(d.handle, nullptr, &count, d.last_seen_us);
-  if (e == kNotFound) return;  // nothing sampled since the last reading
+  if (e == kNotFound) {  // nothing sampled since the last reading: an answer all the same
+    Read(index, "per-process utilization");
+    return;
+  }
   if (e != kNvmlSuccess && e != kNvmlErrorInsufficientSize) {
     d.no_processes = Missing(index, "per-process utilization", e);
     return;
@@ -246,6 +282,7 @@ void GpuReader::ReadProcesses(uint32_t index, Device& d, GpuReading& out) {
     if (e != kNvmlErrorInsufficientSize) d.no_processes = Missing(index, "per-process utilization", e);
     return;
   }
+  Read(index, "per-process utilization");
   std::map<uint32_t, ProcessUtilization> by_pid;
   for (unsigned int k = 0; k < std::min<size_t>(count, buffer_.size()); k++) {
     const NvmlProcessUtilization& s = buffer_[k];

@@ -146,8 +146,18 @@ class GpuReader {
   // Which processes have a compute context on which GPU (Nvml's).
   absl::StatusOr<DeviceProcesses> ComputeProcesses();
   const std::vector<GpuIdentity>& gpus() const { return gpus_; }
-  // "GPU 0 power: Not Supported (3)": each figure that is missing, once.
+  // "GPU 0 power: Not Supported (3)": each figure missing as of its last
+  // attempt, with NVML's words: for good (the driver does not have it),
+  // or a reading that failed and has not succeeded since. A figure read
+  // again after a failure is no longer missing; failed() keeps its count.
   const std::map<std::string, std::string>& missing() const { return missing_; }
+  // Each figure whose reading failed at least once though the driver has
+  // it (a transient error): how many readings failed, and the last reason.
+  struct Failures {
+    uint64_t readings = 0;
+    std::string last;
+  };
+  const std::map<std::string, Failures>& failed() const { return failed_; }
   const std::string& library() const { return nvml_->name(); }
   // What each kind of driver call cost this thread, by figure: calls and
   // CPU time (CLOCK_THREAD_CPUTIME_ID) and wall time in them.
@@ -172,6 +182,10 @@ class GpuReader {
   // Notes |figure| of GPU |index| missing with NVML's |result|; true when
   // it will stay so (the driver does not have it), so it is not asked again.
   bool Missing(uint32_t index, const char* figure, int result);
+  // The same with a reason already in words; |permanent| as Missing's result.
+  void NoteMissing(const std::string& key, const std::string& why, bool permanent);
+  // |figure| of GPU |index| was read: missing no more (its failures stay counted).
+  void Read(uint32_t index, const char* figure);
   void ReadGpm(uint32_t index, Device& d, uint64_t now_ns, GpuReading& out);
   void ReadProcesses(uint32_t index, Device& d, GpuReading& out);
 
@@ -181,6 +195,7 @@ class GpuReader {
   std::vector<GpuIdentity> gpus_;
   std::vector<NvmlProcessUtilization> buffer_;
   std::map<std::string, std::string> missing_;
+  std::map<std::string, Failures> failed_;
   std::map<std::string, CallCost> costs_;
   friend class CostTimer;
 };

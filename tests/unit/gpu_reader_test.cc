@@ -158,6 +158,23 @@ TEST_F(GpuReaderTest, ReadsEachFigureAndSaysWhichAreMissing) {
   EXPECT_EQ(freed, 2);
 }
 
+TEST_F(GpuReaderTest, AFigureThatFailsOnceIsMissingOnlyUntilItIsReadAgain) {
+  auto reader = Open();
+  gpu.power_result = 999;  // a transient error: asked again next time
+  EXPECT_FALSE(reader->Read(0)[0].power_mw);
+  EXPECT_EQ(reader->missing().at("GPU 0 power"), "Unknown Error (999)");
+  EXPECT_FALSE(reader->Read(100 * kMs)[0].power_mw);
+  gpu.power_result = 0;
+  std::vector<GpuReading> r = reader->Read(200 * kMs);
+  EXPECT_EQ(r[0].power_mw, 350'000u);
+  EXPECT_EQ(reader->missing().count("GPU 0 power"), 0u) << "read again: no longer missing";
+  // Both GPUs failed twice; the count stays for the summary.
+  ASSERT_EQ(reader->failed().count("GPU 0 power"), 1u);
+  EXPECT_EQ(reader->failed().at("GPU 0 power").readings, 2u);
+  EXPECT_EQ(reader->failed().at("GPU 0 power").last, "Unknown Error (999)");
+  EXPECT_EQ(reader->failed().count("GPU 1 GPM"), 0u) << "a figure the GPU does not have is not a failure";
+}
+
 TEST_F(GpuReaderTest, AFailingMetricGivesNoGpmFiguresRatherThanZeros) {
   gpu.metric_failing = static_cast<int>(kGpmDramBwUtil);
   gpu.dram = 1e9;  // out of range, were it read
