@@ -105,7 +105,12 @@ std::string NcclHangLine(const NcclHang& h, StackSource source, const ProcessSta
   } else {
     absl::StrAppend(&out, h.absent.size() == 1 ? ": it has" : ": they have", " not entered the matching ",
                     MatchingCall(h));
-    if (h.grouped.empty() && h.sequence) absl::StrAppend(&out, " (the ", Ordinal(h.sequence), ")");
+    if (h.grouped.empty() && h.sequence) {
+      if (IsNcclCollective(h.api)) absl::StrAppend(&out, " (collective #", h.sequence, " on the communicator)");
+      else if (h.rank >= 0)
+        absl::StrAppend(&out, " (the ", Ordinal(h.sequence), h.api == GF_API_NCCL_SEND ? " from rank " : " to rank ",
+                        h.rank, ")");
+    }
   }
   return out;
 }
