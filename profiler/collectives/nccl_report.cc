@@ -56,7 +56,7 @@ std::string Ordinal(uint64_t n) {
 
 std::string MatchingCall(const NcclHang& h) {
   if (GF_API_IS_NCCL_INIT(h.api)) return "ncclCommInitRank";
-  if (!h.grouped.empty()) return "matching calls";
+  if (!h.grouped.empty()) return "calls";
   return std::string(NcclMatchingCall(h.api));
 }
 

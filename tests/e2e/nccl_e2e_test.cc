@@ -219,5 +219,50 @@ TEST(NcclTest, StuckBroadcastNamesTheRankBehind) {
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
 }
 
+// Send and receive both ways in a group (Comm > exchange_grouped): NCCL runs
+// them at ncclGroupEnd, where rank 0 waits for the stopped rank 1; the hang
+// is that ncclGroupEnd, carrying its group's calls and their bytes.
+TEST(NcclTest, StuckGroupEndCarriesItsGroupsCalls) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("group");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.nccl.is_object()) << ReadFile(r.out + "/summary.json");
+  // 1 unique ID, 2 x (init, 3 x (all-reduce, broadcast, group start, send, recv, group end), destroy).
+  EXPECT_EQ(r.nccl["calls"], 41);
+  EXPECT_EQ(r.summary["bpf"]["nccl_calls"], 41);
+  std::map<std::string, std::pair<int64_t, int64_t>> ops;
+  for (const auto& o : r.nccl["by_operation"]) ops[o["operation"]] = {o["calls"], o["bytes"]};
+  EXPECT_EQ(ops["ncclSend"], (std::pair<int64_t, int64_t>{6, 24 * MiB}));
+  EXPECT_EQ(ops["ncclRecv"], (std::pair<int64_t, int64_t>{6, 24 * MiB}));
+  EXPECT_EQ(ops["ncclGroupStart"], (std::pair<int64_t, int64_t>{6, 0}));
+  EXPECT_EQ(ops["ncclGroupEnd"], (std::pair<int64_t, int64_t>{6, 0}));
+  ASSERT_EQ(r.nccl["hangs"].size(), 1u) << r.nccl.dump(2);
+  const nlohmann::json& h = r.nccl["hangs"][0];
+  EXPECT_EQ(h["pid"], r.rank_pid[0]);
+  EXPECT_EQ(h["operation"], "ncclGroupEnd");
+  EXPECT_EQ(h["grouped"], nlohmann::json::parse(R"(["ncclSend", "ncclRecv"])"));
+  EXPECT_EQ(h["rank"], 0);
+  EXPECT_EQ(h["nranks"], 2);
+  EXPECT_EQ(h["bytes"], 8 * MiB);
+  EXPECT_EQ(h["communicator_id"], IdHash(r.id_hex));
+  // Rank 1 had entered 2 of each: its sends to rank 0 and receives from it.
+  EXPECT_EQ(h["waiting_for"], nlohmann::json::parse("[{\"rank\": 1, \"pid\": " + std::to_string(r.rank_pid[1]) +
+                                                    ", \"matching_calls_entered\": 2}]"));
+  const std::string stack = h["stack"].is_string() ? h["stack"].get<std::string>() : "";
+  EXPECT_TRUE(stack.ends_with(kStepFrames + "Comm > exchange;Comm > exchange_grouped;ncclGroupEnd")) << stack;
+  EXPECT_EQ(h["outcome"], "returned");
+  EXPECT_GE(h["lasted_seconds"].get<double>(), kStopSeconds - 0.5);
+  const std::string live =
+      "NCCL hang #1: pid " + std::to_string(r.rank_pid[0]) +
+      " rank 0 of 2 stuck for 1\\.[0-9] s in ncclGroupEnd of ncclSend, ncclRecv \\(8\\.00 MiB\\) "
+      "on communicator 0x[0-9a-f]+ \\(id " +
+      IdHash(r.id_hex).substr(0, 16) +
+      "\\), called from … › run_rank › Trainer > step › Comm > exchange › Comm > exchange_grouped; waiting "
+      "for rank 1 \\(pid " +
+      std::to_string(r.rank_pid[1]) + ", stopped\\): it has not entered the matching calls\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
+}
+
 }  // namespace
 }  // namespace gpuflame::e2e

@@ -18,6 +18,10 @@ rank 0 ncclSend 4 MiB of float32 to rank 1, rank 1 ncclRecv them from rank 0.
 
   send        before its last ncclRecv, rank 1 is stopped: rank 0 sits in
               ncclSend (Trainer > step > Comm > exchange > send) for STOP_S
+  group       the exchange both ways in a group (Comm > exchange_grouped:
+              ncclGroupStart, ncclSend and ncclRecv of 4 MiB to and from the
+              other rank, ncclGroupEnd); before its last group rank 1 is
+              stopped: rank 0 sits in ncclGroupEnd for STOP_S
   broadcast   before its last broadcast, rank 1 is stopped: rank 0 sits in
               ncclBroadcast (Comm > broadcast) for STOP_S
   none        no stop
@@ -98,14 +102,25 @@ class Comm:
         check("ncclBroadcast", nccl.ncclBroadcast(self.weights, self.weights, 256 * 1024 // 4, FLOAT32, 0,
                                                   self.comm, self.stream))
 
-    def send(self):
-        check("ncclSend", nccl.ncclSend(self.payload, MiB, FLOAT32, 1, self.comm, self.stream))
+    def send(self, peer=1):
+        check("ncclSend", nccl.ncclSend(self.payload, MiB, FLOAT32, peer, self.comm, self.stream))
 
-    def recv(self):
-        check("ncclRecv", nccl.ncclRecv(self.payload, MiB, FLOAT32, 0, self.comm, self.stream))
+    def recv(self, peer=0):
+        check("ncclRecv", nccl.ncclRecv(self.payload, MiB, FLOAT32, peer, self.comm, self.stream))
+
+    def exchange_grouped(self, last):
+        if last and self.rank == 1:
+            wait_for_launcher()
+        peer = 1 - self.rank
+        check("ncclGroupStart", nccl.ncclGroupStart())
+        self.send(peer)
+        self.recv(peer)
+        check("ncclGroupEnd", nccl.ncclGroupEnd())
 
     def exchange(self, last, mode):
-        if self.rank == 0:
+        if mode == "group":
+            self.exchange_grouped(last)
+        elif self.rank == 0:
             self.send()
         else:
             if last and mode == "send":
@@ -138,7 +153,8 @@ class Trainer:
 
 def run_rank(rank, idhex, mode):
     uid = UniqueId()
-    uid.internal = bytes.fromhex(idhex)
+    # All 128 bytes: assigning to a c_char array stops at its first NUL.
+    ctypes.memmove(ctypes.byref(uid), bytes.fromhex(idhex), ctypes.sizeof(uid))
     comm = Comm(rank, uid)
     trainer = Trainer(comm, mode)
     for i in range(STEPS):
@@ -150,7 +166,7 @@ def run_rank(rank, idhex, mode):
 def launch(mode, stop_s):
     uid = UniqueId()
     check("ncclGetUniqueId", nccl.ncclGetUniqueId(ctypes.byref(uid)))
-    idhex = bytes(uid.internal).hex()
+    idhex = bytes(uid).hex()  # the struct's bytes: .internal would stop at the first NUL
     print(f"unique id {idhex}", flush=True)
     ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "rank", str(r), idhex, mode],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for r in (0, 1)]
