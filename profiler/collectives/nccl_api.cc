@@ -49,6 +49,11 @@ std::string NcclTypeName(uint32_t datatype) {
   return datatype < kTypes.size() ? std::string(kTypes[datatype].name) : absl::StrCat("type ", datatype);
 }
 
+std::string NcclOpName(uint32_t op) {
+  static constexpr std::array<const char*, 5> kOps = {"sum", "prod", "max", "min", "avg"};  // ncclRedOp_t 0..4
+  return op < kOps.size() ? std::string(kOps[op]) : absl::StrCat("op ", op);
+}
+
 std::string NcclResultName(uint32_t result) {
   return result < kResults.size() ? std::string(kResults[result]) : absl::StrCat("ncclResult ", result);
 }

@@ -25,6 +25,8 @@ bool IsNcclPointToPoint(uint16_t api);
 std::optional<uint64_t> NcclTypeSize(uint32_t datatype);
 // "float32", "bfloat16", ... or "type N".
 std::string NcclTypeName(uint32_t datatype);
+// "sum", "prod", "max", "min", "avg", or "op N" (NCCL's dynamic PreMulSum ops).
+std::string NcclOpName(uint32_t op);
 // "ncclSuccess", ... or "ncclResult N".
 std::string NcclResultName(uint32_t result);
 

@@ -217,19 +217,21 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
     const NcclHang& h = t.hangs()[i];
     const std::vector<FrameId>* f = FramesOf(h.stack, source);
     auto name = comm.find(h.pid);
-    absl::StrAppend(&out, i ? ",\n    " : "\n    ", "{\"number\": ", h.number, ", \"pid\": ", h.pid,
-                    ", \"tid\": ", h.tid, ", \"process\": ", base::JsonString(name == comm.end() ? "" : name->second),
-                    ", \"operation\": \"", Api(h.api), "\", \"rank\": ", h.rank >= 0 ? absl::StrCat(h.rank) : "null",
-                    ", \"nranks\": ", h.nranks ? absl::StrCat(h.nranks) : "null",
-                    ", \"peer\": ", IsNcclPointToPoint(h.api) && h.peer >= 0 ? absl::StrCat(h.peer) : "null",
-                    ", \"root\": ", h.api == GF_API_NCCL_BROADCAST && h.peer >= 0 ? absl::StrCat(h.peer) : "null",
-                    ", \"bytes\": ", h.bytes, ", \"count\": ", h.count, ", \"datatype\": ",
-                    h.grouped.empty() && (IsNcclCollective(h.api) || IsNcclPointToPoint(h.api))
-                        ? base::JsonString(NcclTypeName(h.datatype))
-                        : "null",
-                    ", \"communicator\": \"", absl::StrFormat("0x%x", h.comm), "\", \"communicator_id\": ",
-                    h.comm_id ? absl::StrCat("\"", NcclCommIdHex(*h.comm_id), "\"") : "null",
-                    ", \"sequence\": ", h.sequence, ", \"grouped\": [");
+    absl::StrAppend(
+        &out, i ? ",\n    " : "\n    ", "{\"number\": ", h.number, ", \"pid\": ", h.pid, ", \"tid\": ", h.tid,
+        ", \"process\": ", base::JsonString(name == comm.end() ? "" : name->second), ", \"operation\": \"", Api(h.api),
+        "\", \"rank\": ", h.rank >= 0 ? absl::StrCat(h.rank) : "null",
+        ", \"nranks\": ", h.nranks ? absl::StrCat(h.nranks) : "null",
+        ", \"peer\": ", IsNcclPointToPoint(h.api) && h.peer >= 0 ? absl::StrCat(h.peer) : "null",
+        ", \"root\": ", h.api == GF_API_NCCL_BROADCAST && h.peer >= 0 ? absl::StrCat(h.peer) : "null",
+        ", \"bytes\": ", h.bytes, ", \"count\": ", h.count, ", \"datatype\": ",
+        h.grouped.empty() && (IsNcclCollective(h.api) || IsNcclPointToPoint(h.api))
+            ? base::JsonString(NcclTypeName(h.datatype))
+            : "null",
+        ", \"reduction\": ", h.op != GF_NCCL_NO_OP ? base::JsonString(NcclOpName(h.op)) : "null", ", \"stream\": \"",
+        absl::StrFormat("0x%x", h.stream), "\"", ", \"communicator\": \"", absl::StrFormat("0x%x", h.comm),
+        "\", \"communicator_id\": ", h.comm_id ? absl::StrCat("\"", NcclCommIdHex(*h.comm_id), "\"") : "null",
+        ", \"sequence\": ", h.sequence, ", \"grouped\": [");
     for (size_t j = 0; j < h.grouped.size(); j++) absl::StrAppend(&out, j ? ", " : "", "\"", Api(h.grouped[j]), "\"");
     absl::StrAppend(&out, "], \"stack\": ", f ? base::JsonString(FoldedStack(*f, source.frames)) : "null",
                     ", \"started_seconds\": ", since(h.start_ns), ", \"found_seconds\": ", since(h.found_ns),

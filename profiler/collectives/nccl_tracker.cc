@@ -209,6 +209,8 @@ void NcclTracker::Tick(uint64_t now_ns) {
     h.peer = c.peer;
     h.count = c.count;
     h.datatype = c.datatype;
+    h.op = c.op;
+    h.stream = c.stream;
     h.sequence = f.sequence;
     h.start_ns = c.ts_ns;
     h.found_ns = now_ns;
@@ -291,6 +293,16 @@ void NcclTracker::ForgetStacks(const std::vector<StackId>& stacks) {
   for (StackId id : stacks) totals_.erase(id);
   for (NcclHang& h : hangs_)
     if (std::find(stacks.begin(), stacks.end(), h.stack) != stacks.end()) h.stack = StackTable::kNone;
+}
+
+void NcclTracker::ForgetProcesses(std::span<const pid_t> pids) {
+  const absl::flat_hash_set<pid_t> gone(pids.begin(), pids.end());
+  for (auto it = comms_.begin(); it != comms_.end();) {
+    absl::erase_if(it->second.ranks, [&](const auto& kv) { return gone.contains(kv.second.pid); });
+    if (it->second.ranks.empty()) comms_.erase(it++);
+    else ++it;
+  }
+  absl::erase_if(comm_ids_, [&](const auto& kv) { return gone.contains(kv.first.first); });
 }
 
 std::pair<int, int> NcclTracker::RankOf(pid_t pid, uint64_t comm) const {

@@ -31,6 +31,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +88,8 @@ struct NcclHang {
   uint64_t bytes = 0;
   uint64_t count = 0;
   uint32_t datatype = 0;
+  uint32_t op = 0;        // reduction op (GF_NCCL_NO_OP: none)
+  uint64_t stream = 0;    // the CUDA stream it was issued on
   uint64_t sequence = 0;  // its ordinal among the matching calls (1: the first)
   uint64_t start_ns = 0;  // entry, CLOCK_MONOTONIC
   uint64_t found_ns = 0;  // when it was found stuck
@@ -160,6 +163,10 @@ class NcclTracker {
   void Finish(uint64_t now_ns);
   // Stacks about to be reused for others: their totals go.
   void ForgetStacks(const std::vector<StackId>& stacks);
+  // Processes retired for good (the agent, between windows): their ranks go,
+  // and communicators left without a rank, so that a long-running agent's
+  // table holds the jobs running now, not every job it ever saw.
+  void ForgetProcesses(std::span<const pid_t> pids);
 
   // Hangs found since the last call (still stuck), and hangs that ended
   // since the last call, each said once.

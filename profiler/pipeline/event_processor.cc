@@ -706,6 +706,7 @@ std::vector<StackId> EventProcessor::RetireProcesses(std::span<const pid_t> pids
   cpu_.Forget(stacks);
   kernels_.Forget(stacks);
   nccl_.ForgetStacks(stacks);
+  nccl_.ForgetProcesses(pids);
   stacks_.Retire(stacks);
   for (pid_t pid : pids) {
     const auto upid = static_cast<uint32_t>(pid);

@@ -173,6 +173,9 @@ TEST(NcclTest, StuckSendIsSaidWhileStuckAndWhenOver) {
   if (!h.is_object()) return;
   EXPECT_EQ(h["peer"], 1);
   EXPECT_EQ(h["count"], MiB);
+  // ncclSend's 6th argument (r9): rank 0's stream, a fixed handle of the workload.
+  EXPECT_EQ(h["stream"], "0x5000");
+  EXPECT_EQ(h["reduction"], nullptr);
   // On the terminal while stuck, every field; then its end.
   const std::string comm = h["communicator"];
   const std::string live = "gpuflame: warning: NCCL hang #1: pid " + std::to_string(r.rank_pid[0]) +
@@ -208,6 +211,8 @@ TEST(NcclTest, StuckBroadcastNamesTheRankBehind) {
   if (!h.is_object()) return;
   EXPECT_EQ(h["root"], 0);
   EXPECT_EQ(h["peer"], nullptr);
+  // ncclBroadcast's 7th argument, on the stack above the return address.
+  EXPECT_EQ(h["stream"], "0x5000");
   const std::string live =
       "NCCL hang #1: pid " + std::to_string(r.rank_pid[0]) +
       " rank 0 of 2 stuck for 1\\.[0-9] s in ncclBroadcast from root 0 \\(256\\.00 KiB, float32 "

@@ -63,6 +63,8 @@ TEST(NcclApiTest, TypesAndNames) {
   EXPECT_EQ(NcclTypeName(kFloat32), "float32");
   EXPECT_EQ(NcclTypeName(99), "type 99");
   EXPECT_EQ(NcclResultName(0), "ncclSuccess");
+  EXPECT_EQ(NcclOpName(4), "avg");
+  EXPECT_EQ(NcclOpName(5), "op 5");
   EXPECT_EQ(NcclResultName(42), "ncclResult 42");
   EXPECT_EQ(NcclMatchingCall(GF_API_NCCL_SEND), "ncclRecv");
   EXPECT_EQ(NcclMatchingCall(GF_API_NCCL_ALL_REDUCE), "ncclAllReduce");
@@ -78,6 +80,19 @@ TEST(NcclTrackerTest, JoinsRanksByUniqueId) {
   EXPECT_EQ(c.ranks.at(1).comm, 0xbu);
   EXPECT_EQ(t.RankOf(20, 0xb), (std::pair<int, int>{1, 2}));
   EXPECT_EQ(t.RankOf(20, 0xa), (std::pair<int, int>{-1, 0}));
+}
+
+TEST(NcclTrackerTest, RetiredProcessesLeaveTheTable) {
+  NcclTracker t;
+  TwoRanks(t);
+  const pid_t first[] = {10};
+  t.ForgetProcesses(first);
+  ASSERT_EQ(t.communicators().size(), 1u);
+  EXPECT_FALSE(t.communicators().begin()->second.ranks.contains(0));
+  EXPECT_EQ(t.RankOf(10, 0xa).first, -1);
+  const pid_t second[] = {20};
+  t.ForgetProcesses(second);
+  EXPECT_TRUE(t.communicators().empty());
 }
 
 TEST(NcclTrackerTest, TimeAndBytesPerStackAndOperation) {
