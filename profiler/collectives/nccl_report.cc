@@ -93,7 +93,8 @@ std::string NcclHangLine(const NcclHang& h, StackSource source, const ProcessSta
     const NcclAbsentRank& a = h.absent[i];
     absl::StrAppend(&out, i ? "," : "", " rank ", a.rank);
     if (a.pid == 0) {
-      out += " (no process this gpuflame follows: another node, or not started)";
+      // Which process will be that rank is known only from its init call.
+      out += " (no process followed here has joined as that rank: another node, not started, or not in its init yet)";
       continue;
     }
     std::string st = state ? state(a.pid) : "";

@@ -224,6 +224,35 @@ TEST(NcclTest, StuckBroadcastNamesTheRankBehind) {
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
 }
 
+// A rank that has not joined: rank 0 waits in ncclCommInitRank for rank 1,
+// stopped before its init, so no process is known to be rank 1 yet.
+TEST(NcclTest, StuckInitNamesTheRankNotJoined) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("init");
+  ExpectEveryCall(r);
+  ASSERT_EQ(r.nccl["hangs"].size(), 1u) << r.nccl.dump(2);
+  const nlohmann::json& h = r.nccl["hangs"][0];
+  EXPECT_EQ(h["pid"], r.rank_pid[0]);
+  EXPECT_EQ(h["operation"], "ncclCommInitRank");
+  EXPECT_EQ(h["rank"], 0);
+  EXPECT_EQ(h["nranks"], 2);
+  EXPECT_EQ(h["communicator_id"], IdHash(r.id_hex));
+  EXPECT_EQ(h["waiting_for"], nlohmann::json::parse(R"([{"rank": 1, "pid": null, "matching_calls_entered": 0}])"));
+  const std::string stack = h["stack"].is_string() ? h["stack"].get<std::string>() : "";
+  // Python calls __init__ through C: an interpreter trampoline between them.
+  EXPECT_TRUE(stack.ends_with("run_rank;<interpreter trampoline>;Comm > __init__;ncclCommInitRank")) << stack;
+  EXPECT_EQ(h["outcome"], "returned");
+  EXPECT_GE(h["lasted_seconds"].get<double>(), kStopSeconds - 0.5);
+  const std::string live = "NCCL hang #1: pid " + std::to_string(r.rank_pid[0]) +
+                           " rank 0 of 2 stuck for 1\\.[0-9] s in ncclCommInitRank \\(id " +
+                           IdHash(r.id_hex).substr(0, 16) +
+                           "\\), called from .* › run_rank › Comm > __init__; waiting for rank 1 \\(no process "
+                           "followed here has joined as that rank: another node, not started, or not in its init "
+                           "yet\\): it has not entered ncclCommInitRank\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
+}
+
 // Send and receive both ways in a group (Comm > exchange_grouped): NCCL runs
 // them at ncclGroupEnd, where rank 0 waits for the stopped rank 1; the hang
 // is that ncclGroupEnd, carrying its group's calls and their bytes.

@@ -24,6 +24,9 @@ rank 0 ncclSend 4 MiB of float32 to rank 1, rank 1 ncclRecv them from rank 0.
               stopped: rank 0 sits in ncclGroupEnd for STOP_S
   broadcast   before its last broadcast, rank 1 is stopped: rank 0 sits in
               ncclBroadcast (Comm > broadcast) for STOP_S
+  init        before its ncclCommInitRank, rank 1 is stopped: rank 0 sits
+              in ncclCommInitRank (Comm > __init__) for STOP_S, as a job
+              whose peer never started
   none        no stop
 """
 import ctypes
@@ -84,8 +87,10 @@ def device_buffer(nbytes):
 
 
 class Comm:
-    def __init__(self, rank, uid):
+    def __init__(self, rank, uid, mode):
         self.rank = rank
+        if mode == "init" and rank == 1:
+            wait_for_launcher()
         self.comm = ctypes.c_void_p()
         # A stream of our own, as a ProcessGroupNCCL's: a fixed fake handle.
         self.stream = ctypes.c_void_p(0x5000 + rank)
@@ -155,7 +160,7 @@ def run_rank(rank, idhex, mode):
     uid = UniqueId()
     # All 128 bytes: assigning to a c_char array stops at its first NUL.
     ctypes.memmove(ctypes.byref(uid), bytes.fromhex(idhex), ctypes.sizeof(uid))
-    comm = Comm(rank, uid)
+    comm = Comm(rank, uid, mode)
     trainer = Trainer(comm, mode)
     for i in range(STEPS):
         trainer.step(i == STEPS - 1)
