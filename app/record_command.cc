@@ -608,8 +608,11 @@ int RunRecord(const RecordOptions& opt) {
                   oom.Json(session), GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(),
                   utilization_json, nccl.Json(session, comm, static_cast<uint64_t>(start)),
                   static_cast<double>(duration) / 1e9, warnings);
+  // The page's notes: each out-of-memory capture, then each NCCL hang.
+  std::vector<std::string> notes = oom.Lines(session);
+  for (std::string& line : nccl.HangLines(session)) notes.push_back(std::move(line));
   auto written =
-      WriteRecordOutput(opt.output_dir, profiles, title, summary, oom.Lines(session),
+      WriteRecordOutput(opt.output_dir, profiles, title, summary, notes,
                         GrowthRows(growth, growing, events.stack_source()), timeline.Files(), utilization_json);
   if (!written.ok()) return Fail(written.status());
 

@@ -74,4 +74,11 @@ std::string RecordNccl::Json(const Session& session, const absl::flat_hash_map<p
 
 std::vector<std::string> RecordNccl::Lines(const Session& session) const { return NcclLines(session.events().nccl()); }
 
+std::vector<std::string> RecordNccl::HangLines(const Session& session) const {
+  std::vector<std::string> out;
+  for (const std::string& line : NcclLines(session.events().nccl()))
+    if (line.starts_with("  NCCL hang")) out.push_back(line.substr(2));
+  return out;
+}
+
 }  // namespace gpuflame::profiler

@@ -190,6 +190,11 @@ TEST(NcclTest, StuckSendIsSaidWhileStuckAndWhenOver) {
   const std::string over = "gpuflame: NCCL hang #1 over: ncclSend to peer 1 of pid " + std::to_string(r.rank_pid[0]) +
                            " \\(rank 0 of 2\\) lasted [0-9.]+ s, returned ncclSuccess\n";
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(over))) << r.run.output;
+  // And at the head of the HTML page.
+  EXPECT_NE(ReadFile(r.out + "/flamegraph.html")
+                .find("NCCL hang #1 over: ncclSend to peer 1 of pid " + std::to_string(r.rank_pid[0]) +
+                      " (rank 0 of 2) lasted "),
+            std::string::npos);
   // Said live: before rank 1 went on (its recv returned after the stop).
   EXPECT_LT(r.run.output.find("NCCL hang #1:"), r.run.output.find("rank 1 done")) << r.run.output;
   // The profile has the send's time, the stop included.
