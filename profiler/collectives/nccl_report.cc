@@ -169,7 +169,8 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
       absl::StrFormat("{\"profile\": %s, \"hang_threshold_seconds\": %.3f",
                       s.calls ? absl::StrCat("\"", kNcclProfile, ".pb.gz\"") : "null", Seconds(t.hang_threshold_ns()));
   absl::StrAppend(&out, ", \"calls\": ", s.calls, ", \"returns\": ", s.returns,
-                  ", \"returns_without_call\": ", s.returns_without_call, ", \"failed_calls\": ", s.failed_calls,
+                  ", \"returns_without_call\": ", s.returns_without_call,
+                  ", \"calls_without_return\": ", s.calls_without_return, ", \"failed_calls\": ", s.failed_calls,
                   ", \"unfinished_calls\": ", s.unfinished,
                   ", \"calls_on_unknown_communicators\": ", s.unknown_communicator_calls,
                   ", \"unknown_datatypes\": ", s.unknown_datatypes,

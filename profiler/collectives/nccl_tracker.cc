@@ -58,6 +58,13 @@ uint64_t NcclTracker::Enter(const NcclCall& call, std::optional<NcclCommId>* id)
       }
       it = comms_.emplace(key, NcclCommunicator{key, static_cast<int>(nranks), {}}).first;
     }
+    if (!it->second.ranks.contains(call.peer)) {
+      if (tracked_ranks_ >= kMaxTrackedRanks) {
+        stats_.dropped_ranks++;
+        return 0;
+      }
+      tracked_ranks_++;
+    }
     NcclRank& r = it->second.ranks[call.peer];
     r = NcclRank{};
     r.rank = call.peer;
@@ -108,7 +115,8 @@ void NcclTracker::OnCall(const NcclCall& call) {
   // A thread has one NCCL call at a time (BPF folds nested ones into the
   // outermost): one already here lost its return.
   if (it != in_flight_.end()) {
-    stats_.returns_without_call++;
+    stats_.calls_without_return++;
+    Charge(it->second.call, call.ts_ns, CallBytesQuiet(it->second.call));  // it ended by then
     if (it->second.hang != SIZE_MAX) Close(it->second, call.ts_ns, NcclHang::Outcome::kReturned, 0);
     it->second = std::move(f);
   } else {
@@ -298,7 +306,7 @@ void NcclTracker::ForgetStacks(const std::vector<StackId>& stacks) {
 void NcclTracker::ForgetProcesses(std::span<const pid_t> pids) {
   const absl::flat_hash_set<pid_t> gone(pids.begin(), pids.end());
   for (auto it = comms_.begin(); it != comms_.end();) {
-    absl::erase_if(it->second.ranks, [&](const auto& kv) { return gone.contains(kv.second.pid); });
+    tracked_ranks_ -= absl::erase_if(it->second.ranks, [&](const auto& kv) { return gone.contains(kv.second.pid); });
     if (it->second.ranks.empty()) comms_.erase(it++);
     else ++it;
   }

@@ -128,6 +128,7 @@ struct NcclStats {
   uint64_t calls = 0;
   uint64_t returns = 0;
   uint64_t returns_without_call = 0;        // the entry was not seen (attached mid-call, lost)
+  uint64_t calls_without_return = 0;        // the thread's next call came first: its return was lost
   uint64_t failed_calls = 0;                // returned something other than ncclSuccess
   uint64_t unknown_communicator_calls = 0;  // on a communicator whose init was not seen
   uint64_t unknown_datatypes = 0;           // bytes not counted
@@ -142,7 +143,8 @@ struct NcclStats {
 class NcclTracker {
  public:
   static constexpr size_t kMaxCommunicators = 4096;
-  static constexpr int kMaxRanks = 65536;
+  static constexpr int kMaxRanks = 65536;            // of one communicator
+  static constexpr size_t kMaxTrackedRanks = 65536;  // of all communicators together
   static constexpr size_t kMaxGroupCalls = 64;
   static constexpr size_t kMaxInFlight = 65536;
   static constexpr size_t kMaxHangs = 1024;
@@ -206,6 +208,7 @@ class NcclTracker {
 
   uint64_t threshold_ns_;
   absl::flat_hash_map<NcclCommId, NcclCommunicator> comms_;
+  size_t tracked_ranks_ = 0;                                              // the ranks of every communicator in comms_
   absl::flat_hash_map<std::pair<pid_t, uint64_t>, NcclCommId> comm_ids_;  // (pid, ncclComm_t)
   absl::flat_hash_map<ThreadKey, InFlight> in_flight_;
   absl::flat_hash_map<ThreadKey, Group> groups_;

@@ -116,6 +116,11 @@ TEST(NcclTrackerTest, TimeAndBytesPerStackAndOperation) {
   // A return without its call (attached mid-call).
   t.OnReturn(20, 20, 4 * kS, 0, 0);
   EXPECT_EQ(t.stats().returns_without_call, 1u);
+  // A call whose return was lost: charged up to the thread's next call.
+  t.OnCall(P2p(10, 5 * kS, GF_API_NCCL_ALL_REDUCE, 0xa, -1, 256));
+  t.OnCall(P2p(10, 6 * kS, GF_API_NCCL_ALL_REDUCE, 0xa, -1, 256));
+  EXPECT_EQ(t.stats().calls_without_return, 1u);
+  EXPECT_EQ(t.totals().at(ar.stack).nanos, 500u + 1 + kS);
 }
 
 TEST(NcclTrackerTest, StuckSendWaitsForThePeersRecv) {
