@@ -39,7 +39,8 @@ std::string RecordUsageText() {
   or SIGINT/SIGTERM (passed on to COMMAND, whose exit ends the recording).
   Writes DIR/gpu_memory.pb.gz, DIR/torch_memory.pb.gz (when PyTorch's
   allocator was used), DIR/process_cpu.pb.gz (CPU time), DIR/gpu_kernel.pb.gz
-  (kernel time), DIR/gpu_oom.pb.gz (out-of-memory captures), folded stacks,
+  (kernel time), DIR/gpu_oom.pb.gz (out-of-memory captures), DIR/nccl.pb.gz
+  (time in NCCL calls, when there were any), folded stacks,
   DIR/summary.json, DIR/flamegraph.html and, with --timeline,
   DIR/timeline.json.gz. Files an earlier record wrote in
   DIR are removed first (only those: DIR/.gpuflame-outputs lists them); when
@@ -71,6 +72,10 @@ Options:
                           calls (CUPTI's synchronisation records: off by
                           default, they cost a launch-bound step more than
                           the kernels' own records)
+      --nccl-hang-s S     an NCCL call outstanding S seconds is a hang, said
+                          at once (rank, peer, bytes, stack, the ranks that
+                          have not entered the matching call) and when over
+                          (default 10; 0.1 to 86400)
 )",
                       ProfilingFlags::Help(26),
                       R"(  -q, --quiet             no progress line, summary or warnings on the terminal
@@ -266,6 +271,14 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       (interval ? o.utilization.interval_ms : o.utilization.idle_gap_ms) = n;
     } else if (a == "--sync-waits") {
       o.utilization.sync_waits = true;
+    } else if (a == "--nccl-hang-s") {
+      auto v = value("a number of seconds");
+      if (!v.ok()) return v.status();
+      double d = 0;
+      auto r = std::from_chars(v->data(), v->data() + v->size(), d);
+      if (r.ec != std::errc() || r.ptr != v->data() + v->size() || !(d >= 0.1 && d <= 86400))
+        return Bad("record", absl::StrCat("--nccl-hang-s wants 0.1 to 86400 seconds, not '", *v, "'"));
+      o.nccl_hang_s = d;
     } else if (a == "-q" || a == "--quiet") {
       o.quiet = true;
     } else if (a == "--no-progress") {

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "app/record_nccl.h"
 #include "app/record_oom.h"
 #include "app/record_output.h"
 #include "app/record_timeline.h"
@@ -155,7 +156,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const StackResolver& res, const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
                         const Guardrails& guard, const std::string& self_cost, TensorEvents tensor_events,
                         const std::string& oom, const std::string& growth, const std::string& timeline,
-                        const std::string& utilization, double seconds, const std::vector<std::string>& warnings) {
+                        const std::string& utilization, const std::string& nccl, double seconds,
+                        const std::vector<std::string>& warnings) {
   const char* bpf_names[GF_STAT_MAX] = {"events",
                                         "ringbuf_full_drops",
                                         "return_without_entry",
@@ -182,8 +184,11 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "native_stacks_skipped_ring_pressure",
                                         "gates_not_applied_held_map_full",
                                         "stacks_sent_as_ids",
-                                        "stacks_sent_with_ids"};
-  static_assert(GF_STAT_MAX == 27, "name every BPF counter");
+                                        "stacks_sent_with_ids",
+                                        "nccl_calls",
+                                        "nccl_nested_calls",
+                                        "nccl_unique_ids_unreadable"};
+  static_assert(GF_STAT_MAX == 30, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it
@@ -320,7 +325,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   // record --timeline: its file, what went in, what the limits left out (null: off).
   absl::StrAppend(&out, "  \"timeline\": ", timeline, ",\n");
   // Why the GPU idled, per process's GPU (null: no kernel time).
-  absl::StrAppend(&out, "  \"utilization\": ", utilization, ",\n  \"warnings\": [");
+  absl::StrAppend(&out, "  \"utilization\": ", utilization, ",\n");
+  // Every NCCL call: totals per operation, communicators, hangs (profiler/collectives/).
+  absl::StrAppend(&out, "  \"nccl\": ", nccl, ",\n  \"warnings\": [");
   for (size_t i = 0; i < warnings.size(); i++) absl::StrAppend(&out, i ? ", " : "", base::JsonString(warnings[i]));
   out += "]\n}\n";
   return out;
@@ -381,6 +388,8 @@ int RunRecord(const RecordOptions& opt) {
   // Attached before the first record, so the trace starts with the run.
   RecordTimeline timeline(opt.timeline, session.events());
   RecordUtilization utilization(profiling.kernel_time, opt.utilization, session.events());
+  RecordNccl nccl(opt.quiet, opt.nccl_hang_s);
+  nccl.Start(session);
   for (pid_t pid : opt.pids)
     if (auto s = session.AddTarget(pid); !s.ok()) return Fail(s);
 
@@ -440,6 +449,7 @@ int RunRecord(const RecordOptions& opt) {
     }
     oom.Collect(session);  // each out-of-memory capture said as it ends
     int64_t now = NowNs(CLOCK_MONOTONIC);
+    nccl.Tick(session, static_cast<uint64_t>(now));  // each NCCL hang said while stuck, and when over
     growth.Tick(static_cast<uint64_t>(now), session.events().tracker().counters(), session.events().stacks());
     double elapsed = static_cast<double>(now - start) / 1e9;
     if (now - last_draw > 200'000'000) {
@@ -473,6 +483,7 @@ int RunRecord(const RecordOptions& opt) {
   }
   session.OpenGatesAndDrain();
   oom.Finish(session);
+  nccl.Finish(session, static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)));
   // The last boundary: in use as the recording ends (every record handled),
   // before record --pid's reading of what was held from before is charged.
   growth.TakeBoundary(static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)), session.events().tracker().counters(),
@@ -524,6 +535,8 @@ int RunRecord(const RecordOptions& opt) {
   if (idle) profiles.push_back(&*idle);
   const std::vector<profiler::Profile> oom_profiles = oom.Profiles(session);
   for (const profiler::Profile& p : oom_profiles) profiles.push_back(&p);
+  const std::optional<profiler::Profile> nccl_profile = nccl.BuildProfile(session, comm, start_wall, duration);
+  if (nccl_profile) profiles.push_back(&*nccl_profile);
   if (opt.profiling.kernel_time) registry.CheckKernelTime();
 
   const size_t said_live = warnings.size();  // already on the terminal
@@ -596,9 +609,13 @@ int RunRecord(const RecordOptions& opt) {
       SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
                   session.native_symbols(), session.guardrails(), SelfCostJson(self_cost), profiling.tensor_events,
                   oom.Json(session), GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(),
-                  utilization_json, static_cast<double>(duration) / 1e9, warnings);
+                  utilization_json, nccl.Json(session, comm, static_cast<uint64_t>(start)),
+                  static_cast<double>(duration) / 1e9, warnings);
+  // The page's notes: each out-of-memory capture, then each NCCL hang.
+  std::vector<std::string> notes = oom.Lines(session);
+  for (std::string& line : nccl.HangLines(session)) notes.push_back(std::move(line));
   auto written =
-      WriteRecordOutput(opt.output_dir, profiles, title, summary, oom.Lines(session),
+      WriteRecordOutput(opt.output_dir, profiles, title, summary, notes,
                         GrowthRows(growth, growing, events.stack_source()), timeline.Files(), utilization_json);
   if (!written.ok()) return Fail(written.status());
 
@@ -622,6 +639,9 @@ int RunRecord(const RecordOptions& opt) {
     if (opt.timeline.on) std::fprintf(stderr, "gpuflame: %s\n", timeline.Line(opt.output_dir).c_str());
     for (const std::string& line : utilization.Lines(comm))
       std::fprintf(stderr, "%s%s\n", line.starts_with("  ") ? "" : "gpuflame: ", line.c_str());
+    const std::vector<std::string> nccl_lines = nccl.Lines(session);
+    for (size_t i = 0; i < nccl_lines.size(); i++)  // a heading, then its indented lines
+      std::fprintf(stderr, "%s%s\n", i ? "" : "gpuflame: ", nccl_lines[i].c_str());
     for (size_t i = 0; i < growth_lines.size(); i++)  // a heading, then its indented lines
       std::fprintf(stderr, "%s%s\n", i ? "" : "gpuflame: ", growth_lines[i].c_str());
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/record_nccl.h"
 #include "logging/log.h"
 #include "profiler/pipeline/profiling_options.h"
 
@@ -45,6 +46,7 @@ struct RecordOptions {
   logging::Options log;              // record's diagnostics (text by default)
   TimelineRequest timeline;
   UtilizationRequest utilization;
+  double nccl_hang_s = kDefaultNcclHangSeconds;  // an NCCL call outstanding this long is a hang
 };
 
 // Returns the process exit status: the command's own when one was run.

@@ -135,6 +135,22 @@ enum gf_event_kind {
                              * (after freeing its cache); domain torch, with the calling
                              * thread's stack. A uprobe (the probes' path) or, in-process, an
                              * inner record of a tensor batch with GF_EVF_STACK_REF. */
+  /* NCCL calls (bpf/nccl_calls.bpf.h, profiler/collectives/), domain NCCL,
+   * api = the call (GF_API_NCCL_*). Additive: no record above changed. */
+  GF_EV_NCCL_CALL = 22,     /* an NCCL API entered, with the calling thread's stack as an
+                             * allocation's. addr = its communicator (ncclComm_t; 0 where the
+                             * call takes none), size = count in elements (collectives,
+                             * send/recv; init: nranks), arg0 = datatype | reduction op << 32
+                             * (GF_NCCL_NO_OP in either half where there is none), arg1 =
+                             * peer (send/recv), root (broadcast) or rank (init) as a signed
+                             * 32-bit value (GF_NCCL_NO_PEER: none), arg2 = the CUDA stream.
+                             * Init calls, whose communicator exists only at return: addr /
+                             * arg2 = the hash (hi / lo, GF_NCCL_ID_HASH below) of the
+                             * ncclUniqueId passed, the key that joins the ranks of one
+                             * communicator (0 / 0: unreadable, GF_STAT_NCCL_ID_UNREADABLE) */
+  GF_EV_NCCL_DONE = 23,     /* that call returned, on the same thread (header only): arg0 =
+                             * ncclResult_t; init calls: addr = the communicator it wrote
+                             * (0: failed or unreadable) */
 };
 
 /* cudaErrorMemoryAllocation (runtime) and CUDA_ERROR_OUT_OF_MEMORY (driver):
@@ -158,6 +174,7 @@ enum gf_domain {
   GF_DOMAIN_TORCH = 2, /* tensor level: PyTorch caching-allocator blocks */
   GF_DOMAIN_CPU = 3,   /* CPU-time samples */
   GF_DOMAIN_LAUNCH = 4, /* kernel-launch stacks (the kernel name is added in user space) */
+  GF_DOMAIN_NCCL = 5,   /* NCCL call stacks (GF_EV_NCCL_CALL) */
 };
 
 /*
@@ -188,8 +205,36 @@ enum gf_api {
   GF_API_TORCH_MALLOC = 32, /* USDT pytorch:malloc */
   GF_API_TORCH_FREE,        /* USDT pytorch:free */
   GF_API_TORCH_REPORT,      /* uprobe c10::reportMemoryUsageToProfiler */
+  /* NCCL (libnccl.so*, src/nccl.h.in of NCCL 2.30.7; the same in 2.28.9) */
+  GF_API_NCCL_ALL_REDUCE = 40, /* (sendbuff, recvbuff, count, datatype, op, comm, stream) */
+  GF_API_NCCL_BROADCAST,       /* (sendbuff, recvbuff, count, datatype, int root, comm, stream) */
+  GF_API_NCCL_ALL_GATHER,      /* (sendbuff, recvbuff, sendcount, datatype, comm, stream) */
+  GF_API_NCCL_REDUCE_SCATTER,  /* (sendbuff, recvbuff, recvcount, datatype, op, comm, stream) */
+  GF_API_NCCL_SEND,            /* (sendbuff, count, datatype, int peer, comm, stream) */
+  GF_API_NCCL_RECV,            /* (recvbuff, count, datatype, int peer, comm, stream) */
+  GF_API_NCCL_GROUP_START,     /* () */
+  GF_API_NCCL_GROUP_END,       /* () */
+  GF_API_NCCL_COMM_INIT_RANK,  /* (ncclComm_t* comm, int nranks, ncclUniqueId commId (128 bytes, by value), int rank) */
+  GF_API_NCCL_COMM_INIT_RANK_CONFIG, /* (..., int rank, ncclConfig_t* config) */
+  GF_API_NCCL_COMM_DESTROY,    /* (comm) */
+  GF_API_NCCL_COMM_ABORT,      /* (comm) */
+  GF_API_NCCL_GET_UNIQUE_ID,   /* (ncclUniqueId* out) */
   GF_API_MAX = 64,
 };
+
+#define GF_API_IS_NCCL(a) ((a) >= GF_API_NCCL_ALL_REDUCE && (a) <= GF_API_NCCL_GET_UNIQUE_ID)
+#define GF_API_IS_NCCL_INIT(a) ((a) == GF_API_NCCL_COMM_INIT_RANK || (a) == GF_API_NCCL_COMM_INIT_RANK_CONFIG)
+/* GF_EV_NCCL_CALL arg0's op half where the call takes no reduction op, and arg1 where it names no peer. */
+#define GF_NCCL_NO_OP 0xffffffffu
+#define GF_NCCL_NO_PEER (-1)
+/* ncclUniqueId is 128 opaque bytes (NCCL_UNIQUE_ID_BYTES). GF_NCCL_ID_HASH:
+ * FNV-1a over its 16 little-endian words, lo from the FNV offset basis, hi
+ * from that basis xor GF_NCCL_ID_HASH_HI_SEED; user space tests compute the
+ * same from the bytes the workload printed. */
+#define GF_NCCL_UNIQUE_ID_BYTES 128
+#define GF_NCCL_FNV_BASIS 0xcbf29ce484222325ull
+#define GF_NCCL_FNV_PRIME 0x100000001b3ull
+#define GF_NCCL_ID_HASH_HI_SEED 0x9e3779b97f4a7c15ull
 
 #define GF_API_IS_RUNTIME(a) ((a) >= GF_API_CUDA_MALLOC && (a) < GF_API_CU_MEM_ALLOC)
 #define GF_API_IS_DRIVER(a) ((a) >= GF_API_CU_MEM_ALLOC && (a) < GF_API_TORCH_MALLOC)
@@ -489,6 +534,9 @@ enum gf_stat {
   GF_STAT_GATE_UNHELD,        /* gates not applied: no room in `held` to record the stop (struct gf_held) */
   GF_STAT_STACK_IDS,          /* records that sent a known Python stack as its ID (struct gf_stack_id) */
   GF_STAT_STACK_NEW,          /* records that sent a Python stack's frames with its ID */
+  GF_STAT_NCCL_CALLS,         /* NCCL API entries recorded (bpf/nccl_calls.bpf.h) */
+  GF_STAT_NCCL_NESTED,        /* NCCL API entries inside another on the same thread: not recorded */
+  GF_STAT_NCCL_ID_UNREADABLE, /* init calls whose ncclUniqueId could not be read (ranks not joined) */
   GF_STAT_MAX,
 };
 

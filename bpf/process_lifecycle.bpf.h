@@ -103,7 +103,7 @@ static __always_inline struct file *fd_file(int fd) {
 /*
  * Every executable file mapping (how ld.so maps a library's text) whose file
  * name says CUDA, PyTorch (libc10*, and libtorch_cpu.so for backward()
- * callers) or libpython. The raw sys_exit tracepoint is the
+ * callers), NCCL (libnccl.so*: its calls are probed) or libpython. The raw sys_exit tracepoint is the
  * hook because this kernel class offers neither kprobes without tracefs nor
  * fentry; the syscall-number test keeps every other syscall to a few
  * instructions. At exit the mapping exists, so a gated process stopped here
@@ -135,7 +135,7 @@ int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
     return 0;
   if (!has_prefix(name, "libcuda", 7) && !has_prefix(name, "libc10", 6) &&
       !has_prefix(name, "libpython3", 10) && !has_prefix(name, "libgpuflame_cup", 15) &&
-      !has_prefix(name, "libtorch_cpu.so", 15))
+      !has_prefix(name, "libtorch_cpu.so", 15) && !has_prefix(name, "libnccl.so", 10))
     return 0;
   struct gf_event ev;
   fill_header(&ev, GF_EV_LIB_MAPPED, GF_DOMAIN_NONE, 0, (__u64)ret, 0);

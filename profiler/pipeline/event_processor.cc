@@ -596,7 +596,8 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
   if (collect_losses_) collect_losses_();
   if (unwinder_) unwinder_->Invalidate(pid);
   absl::erase_if(entry_stacks_, [&](const auto& kv) { return stacks_.Get(kv.second).pid == pid; });
-  oom_.OnProcessExit(pid, ts_ns);  // its live set as it was, before it goes
+  oom_.OnProcessExit(pid, ts_ns);   // its live set as it was, before it goes
+  nccl_.OnProcessExit(pid, ts_ns);  // its calls in flight end with it
   tracker_.OnProcessExit(pid);
   absl::erase_if(thread_labels_, [&](const auto& kv) { return kv.first >> 32 == upid; });
   joiner_.Flush(ts_ns, /*everything=*/true);  // its pooled kernels are charged before its names go
@@ -704,6 +705,8 @@ std::vector<StackId> EventProcessor::RetireProcesses(std::span<const pid_t> pids
   tracker_.ForgetPeaks(pids);
   cpu_.Forget(stacks);
   kernels_.Forget(stacks);
+  nccl_.ForgetStacks(stacks);
+  nccl_.ForgetProcesses(pids);
   stacks_.Retire(stacks);
   for (pid_t pid : pids) {
     const auto upid = static_cast<uint32_t>(pid);
@@ -835,6 +838,29 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (registry_) registry_->OnFinalize(pid, gated);
       break;
     case GF_EV_EXIT: ProcessExited(pid, ev.ts_ns); break;
+    case GF_EV_NCCL_CALL: {
+      // Every field is the target's to choose: the tracker bounds what it keeps.
+      NcclCall call;
+      call.pid = pid;
+      call.tid = ev.tid;
+      call.ts_ns = ev.ts_ns;
+      call.api = ev.api;
+      call.count = ev.size;
+      call.datatype = static_cast<uint32_t>(ev.arg0);
+      call.op = static_cast<uint32_t>(ev.arg0 >> 32);
+      call.peer = static_cast<int32_t>(static_cast<uint32_t>(ev.arg1));
+      if (GF_API_IS_NCCL_INIT(ev.api)) {
+        call.id_lo = ev.arg2;
+        call.id_hi = ev.addr;
+      } else {
+        call.comm = ev.addr;
+        call.stream = ev.arg2;
+      }
+      call.stack = RecordStack(ev, body, mixed);
+      nccl_.OnCall(call);
+      break;
+    }
+    case GF_EV_NCCL_DONE: nccl_.OnReturn(pid, ev.tid, ev.ts_ns, ev.addr, static_cast<uint32_t>(ev.arg0)); break;
     default: stats_.malformed++;
   }
 }

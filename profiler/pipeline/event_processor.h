@@ -19,6 +19,7 @@
 #include "profiler/aggregate/kernel_joiner.h"
 #include "profiler/aggregate/profile_builder.h"
 #include "profiler/aggregate/time_tracker.h"
+#include "profiler/collectives/nccl_tracker.h"
 #include "profiler/forensics/oom_episodes.h"
 #include "profiler/pipeline/stack_ids.h"
 #include "profiler/process/process_registry.h"
@@ -172,6 +173,9 @@ class EventProcessor {
   // Out-of-memory episodes (GF_EV_ALLOC_FAILED, GF_EV_OOM_REPORT): their
   // captures are taken from here (OomEpisodes::Take); Tick from the loop.
   OomEpisodes& oom() { return oom_; }
+  // Every NCCL call and the hangs among them (profiler/collectives/); Tick from the loop.
+  NcclTracker& nccl() { return nccl_; }
+  const NcclTracker& nccl() const { return nccl_; }
   const OomEpisodes& oom() const { return oom_; }
   // What the registry says of |pid| for an out-of-memory capture (its name,
   // pod, whether it makes tensor events); the device's memory is not read here.
@@ -310,6 +314,7 @@ class EventProcessor {
   ProcessorStats stats_;
   absl::flat_hash_map<uint32_t, AllocatorTotals> totals_;
   OomEpisodes oom_{stacks_, tracker_};
+  NcclTracker nccl_;
   static constexpr uint8_t kKinds = 32;
   uint64_t by_kind_[kKinds] = {};
   std::string key_;  // reused buffer for raw-stack keys

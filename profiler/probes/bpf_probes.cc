@@ -49,6 +49,8 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kTensorExact: return s->progs.tensor_exact;
     case ProbeProgram::kEngineExecute: return s->progs.engine_execute;
     case ProbeProgram::kTorchOom: return s->progs.torch_oom;
+    case ProbeProgram::kNcclEnter: return s->progs.nccl_enter;
+    case ProbeProgram::kNcclExit: return s->progs.nccl_exit;
   }
   return nullptr;
 }

@@ -30,6 +30,22 @@ constexpr std::array kSpecs = {
     UprobeSpec{K::kCudaDriver, "cuMemUnmap", GF_API_CU_MEM_UNMAP, P::kMapEnter, false, P::kMapEnter},
     // PyTorch without USDT notes.
     UprobeSpec{K::kTorchCore, kTorchReportSymbol, GF_API_TORCH_REPORT, P::kTorchReport, false, P::kTorchReport},
+    // NCCL: entry sends the call with its stack (a call that never returns is
+    // a hang, reported while stuck), return closes it.
+    UprobeSpec{K::kNccl, "ncclAllReduce", GF_API_NCCL_ALL_REDUCE, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclBroadcast", GF_API_NCCL_BROADCAST, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclAllGather", GF_API_NCCL_ALL_GATHER, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclReduceScatter", GF_API_NCCL_REDUCE_SCATTER, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclSend", GF_API_NCCL_SEND, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclRecv", GF_API_NCCL_RECV, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclGroupStart", GF_API_NCCL_GROUP_START, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclGroupEnd", GF_API_NCCL_GROUP_END, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclCommInitRank", GF_API_NCCL_COMM_INIT_RANK, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclCommInitRankConfig", GF_API_NCCL_COMM_INIT_RANK_CONFIG, P::kNcclEnter, true,
+               P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclCommDestroy", GF_API_NCCL_COMM_DESTROY, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclCommAbort", GF_API_NCCL_COMM_ABORT, P::kNcclEnter, true, P::kNcclExit},
+    UprobeSpec{K::kNccl, "ncclGetUniqueId", GF_API_NCCL_GET_UNIQUE_ID, P::kNcclEnter, true, P::kNcclExit},
     // Interpreter shutdown barrier.
     UprobeSpec{K::kPython, "Py_FinalizeEx", GF_API_NONE, P::kPyFinalize, false, P::kPyFinalize},
 };
@@ -58,6 +74,19 @@ std::string_view ApiName(uint16_t api) {
     case GF_API_TORCH_MALLOC:
     case GF_API_TORCH_REPORT: return "c10::cuda::CUDACachingAllocator::malloc";
     case GF_API_TORCH_FREE: return "c10::cuda::CUDACachingAllocator::free";
+    case GF_API_NCCL_ALL_REDUCE: return "ncclAllReduce";
+    case GF_API_NCCL_BROADCAST: return "ncclBroadcast";
+    case GF_API_NCCL_ALL_GATHER: return "ncclAllGather";
+    case GF_API_NCCL_REDUCE_SCATTER: return "ncclReduceScatter";
+    case GF_API_NCCL_SEND: return "ncclSend";
+    case GF_API_NCCL_RECV: return "ncclRecv";
+    case GF_API_NCCL_GROUP_START: return "ncclGroupStart";
+    case GF_API_NCCL_GROUP_END: return "ncclGroupEnd";
+    case GF_API_NCCL_COMM_INIT_RANK: return "ncclCommInitRank";
+    case GF_API_NCCL_COMM_INIT_RANK_CONFIG: return "ncclCommInitRankConfig";
+    case GF_API_NCCL_COMM_DESTROY: return "ncclCommDestroy";
+    case GF_API_NCCL_COMM_ABORT: return "ncclCommAbort";
+    case GF_API_NCCL_GET_UNIQUE_ID: return "ncclGetUniqueId";
     default: return "[unknown api]";
   }
 }

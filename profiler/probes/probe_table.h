@@ -8,6 +8,9 @@
 // alloc and free, and c10::reportOutOfMemoryToProfiler, called only before
 // an OutOfMemoryError (both attached by process_registry.cc, beside each
 // other). The libraries live under site-packages, not a fixed path.
+// NCCL: every API of nccl.h below is exported by libnccl.so.2 (2.28.9 in the
+// torch 2.11 wheel's nvidia-nccl-cu13; nccl* weak, pnccl* the same code, so
+// one name per address is probed).
 #ifndef GPUFLAME_PROFILER_PROBES_PROBE_TABLE_H_
 #define GPUFLAME_PROFILER_PROBES_PROBE_TABLE_H_
 
@@ -27,6 +30,7 @@ enum class LibraryKind : uint8_t {
   kPython,       // libpython3.X.so or a statically linked python executable
   kCupti,        // libgpuflame_cupti.so: USDT gpuflame:* (kernel launches and activity)
   kTorchAutograd,  // libtorch_cpu.so: torch::autograd::Engine::execute (whom engine threads work for)
+  kNccl,           // libnccl.so*: every NCCL API call (profiler/collectives/)
 };
 
 enum class ProbeProgram : uint8_t {
@@ -49,6 +53,8 @@ enum class ProbeProgram : uint8_t {
   kHello,         // a hello site of the library (GF_HELLO_SITES): its semaphore, never hit
   kEngineExecute, // torch::autograd::Engine::execute's entry: a backward() caller
   kTorchOom,      // c10::reportOutOfMemoryToProfiler: PyTorch is about to raise OutOfMemoryError
+  kNcclEnter,     // an NCCL API's entry: the call, with its stack
+  kNcclExit,      // its return
 };
 
 struct UprobeSpec {

@@ -41,6 +41,7 @@ std::optional<LibraryKind> Classify(std::string_view base) {
     return LibraryKind::kTorchCuda;
   if (base == "libc10.so" || std::string_view(base).starts_with("libc10.so.")) return LibraryKind::kTorchCore;
   if (std::string_view(base).starts_with("libgpuflame_cupti.so")) return LibraryKind::kCupti;
+  if (std::string_view(base).starts_with("libnccl.so")) return LibraryKind::kNccl;
   if (base == GF_TORCH_AUTOGRAD_LIBRARY || std::string_view(base).starts_with(GF_TORCH_AUTOGRAD_LIBRARY "."))
     return LibraryKind::kTorchAutograd;
   return std::nullopt;
@@ -384,7 +385,9 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     attached++;
   }
   if (attached == 0) {
-    Warn(absl::StrCat("pid ", pid, ": ", m.path, " exports none of the CUDA allocation functions"));
+    Warn(absl::StrCat("pid ", pid, ": ", m.path,
+                      kind == LibraryKind::kNccl ? " exports none of the NCCL functions"
+                                                 : " exports none of the CUDA allocation functions"));
     return;
   }
   attached_.emplace(key, kind);

@@ -28,10 +28,10 @@ FORMATS = {
     "gf_event": "<BBHIIIQQQQQQHHHH",
     "gf_py_frame": "<QQIHBB",
     "gf_user_regs": "<QQQ",
-    "gf_kernel_record": "<QQIIIIIBBH",
+    "gf_kernel_record": "<QQIIIIIBBHQ",
 }
 CONTROL = 0xFFFF
-TOGGLE_FROZEN, FLUSH_JOINER, RETIRE_EXITED, OOM_TICK = 0, 1, 2, 3
+TOGGLE_FROZEN, FLUSH_JOINER, RETIRE_EXITED, OOM_TICK, NCCL_TICK = 0, 1, 2, 3, 4
 
 
 def read_abi(path):
@@ -41,7 +41,7 @@ def read_abi(path):
     consts = {}
 
     def value(expr):
-        expr = re.sub(r"(\d+)[uUlL]+\b", r"\1", expr.strip())
+        expr = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", expr.strip())
         return eval(expr, {"__builtins__": {}}, dict(consts))  # the header's own arithmetic
 
     for m in re.finditer(r"#define\s+(GF_\w+)\s+([0-9][0-9xXa-fA-FuUlL]*)\s*$", text, re.M):
@@ -92,7 +92,7 @@ def stack_record(kind, domain, api, py=0, stack=0, native=(), **kw):
 
 def kernel_record(start, end, corr, name_id, kind=None, graph_id=0):
     return struct.pack(FORMATS["gf_kernel_record"], start, end, corr, name_id, 0, 7, graph_id,
-                       A.GF_GPU_KERNEL if kind is None else kind, 0, 0)
+                       A.GF_GPU_KERNEL if kind is None else kind, 0, 0, 0)
 
 
 def inner(ev, payload=b""):
@@ -317,6 +317,50 @@ def seeds():
                         tid=78, ts=1_000_050, size=4 << 20), struct.pack("<Q", 2)),
         ]),
         OOM_TICK)
+    # NCCL (bpf/nccl_calls.bpf.h): two ranks join one communicator by its
+    # unique ID's hash, all-reduce, then rank 0's send waits past the hang
+    # threshold for rank 1's recv; a group of send/recv whose end is stuck
+    # when its process exits; a call on a communicator never initialised,
+    # with a datatype NCCL lacks and a count that overflows in bytes; a
+    # return without its call; an init whose rank is past its size.
+    nccl = A.GF_DOMAIN_NCCL
+    no_op = A.GF_NCCL_NO_OP
+    f32 = 7
+    def call(api, pid, ts, comm=0, count=0, dtype=no_op, op=no_op, peer=-1, stream=0, py=2, stack=30):
+        return stack_record(A.GF_EV_NCCL_CALL, nccl, api, py=py, stack=stack, pid=pid, ts=ts, addr=comm, size=count,
+                            arg0=(dtype & 0xFFFFFFFF) | (op << 32), arg1=peer & 0xFFFFFFFFFFFFFFFF, arg2=stream)
+    def done(api, pid, ts, comm=0, result=0):
+        return event(A.GF_EV_NCCL_DONE, nccl, api, pid=pid, ts=ts, addr=comm, arg0=result)
+    init = A.GF_API_NCCL_COMM_INIT_RANK
+    s["nccl"] = frame(
+        call(A.GF_API_NCCL_GET_UNIQUE_ID, 4241, 900_000, stack=31),
+        done(A.GF_API_NCCL_GET_UNIQUE_ID, 4241, 900_010),
+        call(init, 4242, 1_000_000, comm=0x2222, count=2, peer=0, stream=0x1111, stack=32),
+        call(init, 4243, 1_000_000, comm=0x2222, count=2, peer=1, stream=0x1111, stack=32),
+        done(init, 4242, 1_000_100, comm=0xA0),
+        done(init, 4243, 1_000_100, comm=0xB0),
+        call(A.GF_API_NCCL_ALL_REDUCE, 4242, 1_001_000, comm=0xA0, count=256, dtype=f32, op=0, stream=0x5000),
+        call(A.GF_API_NCCL_ALL_REDUCE, 4243, 1_001_000, comm=0xB0, count=256, dtype=f32, op=0, stream=0x5001),
+        done(A.GF_API_NCCL_ALL_REDUCE, 4242, 1_001_500),
+        done(A.GF_API_NCCL_ALL_REDUCE, 4243, 1_001_500),
+        call(A.GF_API_NCCL_SEND, 4242, 1_002_000, comm=0xA0, count=1 << 20, dtype=f32, peer=1, stack=33),
+        NCCL_TICK,
+        call(A.GF_API_NCCL_RECV, 4243, 3_000_000_000, comm=0xB0, count=1 << 20, dtype=f32, peer=0, stack=34),
+        done(A.GF_API_NCCL_SEND, 4242, 3_000_000_100),
+        done(A.GF_API_NCCL_RECV, 4243, 3_000_000_100),
+        call(A.GF_API_NCCL_GROUP_START, 4243, 3_000_001_000),
+        done(A.GF_API_NCCL_GROUP_START, 4243, 3_000_001_000),
+        call(A.GF_API_NCCL_SEND, 4243, 3_000_001_000, comm=0xB0, count=8, dtype=f32, peer=0),
+        done(A.GF_API_NCCL_SEND, 4243, 3_000_001_000),
+        call(A.GF_API_NCCL_RECV, 4243, 3_000_001_000, comm=0xB0, count=8, dtype=f32, peer=0),
+        done(A.GF_API_NCCL_RECV, 4243, 3_000_001_000),
+        call(A.GF_API_NCCL_GROUP_END, 4243, 3_000_001_000),
+        NCCL_TICK,
+        event(A.GF_EV_EXIT, pid=4243, ts=6_000_000_000),
+        call(A.GF_API_NCCL_SEND, 4244, 6_000_000_000, comm=0xDEAD, count=(1 << 64) - 1, dtype=99, peer=7),
+        done(A.GF_API_NCCL_COMM_DESTROY, 4245, 6_000_000_001),
+        call(init, 4246, 6_000_000_002, comm=0x3333, count=2, peer=5),
+        NCCL_TICK)
     # Everything small above in one run (mutations splice from here).
     s["all"] = b"".join(v for k, v in sorted(s.items()) if k not in ("call_stack_user_stack", "kernel_batch_full"))
     return s

@@ -16,7 +16,7 @@
 //           | u16 0xffff + u8 op: what the agent does between records
 //             (kControl below: guardrails freeze new stacks, a window
 //             flushes the kernel joiner, exited processes are retired, time
-//             passes for out-of-memory episodes)
+//             passes for out-of-memory episodes or for NCCL calls in flight)
 //
 // Each record is copied into a heap block of exactly its size, so that a read
 // past its end is a heap overflow to AddressSanitizer rather than a quiet read
@@ -48,6 +48,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/aggregate/profile_builder.h"
+#include "profiler/collectives/nccl_report.h"
 #include "profiler/forensics/oom_report.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/resolve/stack_resolver.h"
@@ -59,7 +60,13 @@ namespace {
 using gpuflame::profiler::BuildMemoryProfile;
 using gpuflame::profiler::BuildTimeProfile;
 using gpuflame::profiler::BuildOomProfile;
+using gpuflame::profiler::BuildNcclProfile;
 using gpuflame::profiler::EventProcessor;
+using gpuflame::profiler::NcclHang;
+using gpuflame::profiler::NcclHangEndLine;
+using gpuflame::profiler::NcclHangLine;
+using gpuflame::profiler::NcclJson;
+using gpuflame::profiler::NcclLines;
 using gpuflame::profiler::OomCapture;
 using gpuflame::profiler::OomEpisodes;
 using gpuflame::profiler::OomJson;
@@ -76,7 +83,8 @@ enum ControlOp : uint8_t {
   kFlushJoiner = 1,   // a window closes: unsampled kernels are charged (KernelJoiner::Flush)
   kRetireExited = 2,  // the agent retires processes whose GF_EV_EXIT it saw (agent/retirement.cc)
   kOomTick = 3,       // time passes: out-of-memory episodes past their settle time end (OomEpisodes::Tick)
-  kControlOps = 4,
+  kNcclTick = 4,      // time passes: NCCL calls outstanding past the threshold are hangs (NcclTracker::Tick)
+  kControlOps = 5,
 };
 
 void BuildProfiles(const EventProcessor& events) {
@@ -118,6 +126,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           exited.clear();
           break;
         case kOomTick: events.oom().Tick(last_ts + OomEpisodes::kSettleNs); break;
+        case kNcclTick: {
+          events.nccl().Tick(last_ts + events.nccl().hang_threshold_ns());
+          for (const NcclHang& h : events.nccl().TakeFound())
+            NcclHangLine(h, events.stack_source(), nullptr, last_ts + events.nccl().hang_threshold_ns());
+          for (const NcclHang& h : events.nccl().TakeEnded()) NcclHangEndLine(h);
+          break;
+        }
       }
       continue;
     }
@@ -142,5 +157,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     BuildOomProfile(c, events.stack_source());
     OomJson(c, events.frames(), "gpu_oom.pb.gz");
   }
+  // What the NCCL tracker says, as `record` writes it.
+  events.nccl().Finish(last_ts);
+  BuildNcclProfile(events.nccl(), events.stack_source(), {}, 0, 0);
+  NcclJson(events.nccl(), events.stack_source(), {}, 0);
+  NcclLines(events.nccl());
   return 0;
 }

@@ -26,6 +26,7 @@ LAYERS = [
     "profiler/forensics",
     "profiler/timeline",
     "profiler/utilization",
+    "profiler/collectives",
     "profiler/pipeline",
     "exporters/proto",
     "exporters/pprof",

@@ -11,6 +11,7 @@
 
 #include "agent/agent_config.h"
 #include "app/cli.h"
+#include "app/record_nccl.h"
 #include "app/record_output.h"
 
 namespace gpuflame::profiler {
@@ -91,6 +92,18 @@ TEST(CliHelpTest, RecordTakesTimelineSettings) {
   EXPECT_EQ(Message({"record", "-o", "x", "--mark", ""}), "--mark wants a frame name, not '' (see gpuflame record --help)");
   EXPECT_EQ(Message({"record", "-o", "x", "--mark"}),
             "--mark needs a frame name ('Trainer > step') (see gpuflame record --help)");
+}
+
+TEST(CliHelpTest, RecordTakesTheNcclHangThreshold) {
+  auto d = ParseCommandLine({"record", "-o", "x", "--", "ls"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(std::get<RecordOptions>(*d).nccl_hang_s, kDefaultNcclHangSeconds);
+  auto c = ParseCommandLine({"record", "-o", "x", "--nccl-hang-s", "1.5", "--", "ls"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(std::get<RecordOptions>(*c).nccl_hang_s, 1.5);
+  EXPECT_EQ(Message({"record", "-o", "x", "--nccl-hang-s", "0"}),
+            "--nccl-hang-s wants 0.1 to 86400 seconds, not '0' (see gpuflame record --help)");
+  EXPECT_NE(Help({"record", "--help"}).find("--nccl-hang-s S"), std::string::npos);
 }
 
 // Every flag the agent's parser takes is in its help, and so is every

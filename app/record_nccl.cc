@@ -1,0 +1,84 @@
+#include "app/record_nccl.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "base/scoped_fd.h"
+#include "logging/log.h"
+#include "profiler/collectives/nccl_report.h"
+
+namespace gpuflame::profiler {
+
+std::string ProcessStateName(pid_t pid) {
+  base::ScopedFd fd(open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return "gone";
+  char buf[512];
+  const ssize_t n = read(fd.get(), buf, sizeof(buf));
+  if (n <= 0) return "";
+  // "pid (comm) S ...": the command may hold ')' itself, so the last one.
+  const std::string_view stat(buf, static_cast<size_t>(n));
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= stat.size()) return "";
+  switch (stat[close + 2]) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "in uninterruptible wait";
+    case 'T': return "stopped";
+    case 't': return "stopped by a tracer";
+    case 'Z': return "exited";
+    default: return "";
+  }
+}
+
+void RecordNccl::Start(Session& session) const {
+  session.events().nccl().SetHangThreshold(static_cast<uint64_t>(hang_seconds_ * 1e9));
+}
+
+void RecordNccl::Say(Session& session, uint64_t now_ns) {
+  NcclTracker& t = session.events().nccl();
+  const std::vector<NcclHang> found = t.TakeFound();
+  const std::vector<NcclHang> ended = t.TakeEnded();
+  if (quiet_ || (found.empty() && ended.empty())) return;
+  if (isatty(STDERR_FILENO)) std::fputs("\r\033[K", stderr);  // over the progress line
+  for (const NcclHang& h : found)
+    logging::Warning(NcclHangLine(h, session.events().stack_source(), ProcessStateName, now_ns));
+  for (const NcclHang& h : ended) logging::Info(NcclHangEndLine(h));
+}
+
+void RecordNccl::Tick(Session& session, uint64_t now_ns) {
+  session.events().nccl().Tick(now_ns);
+  Say(session, now_ns);
+}
+
+void RecordNccl::Finish(Session& session, uint64_t now_ns) {
+  NcclTracker& t = session.events().nccl();
+  t.Tick(now_ns);
+  Say(session, now_ns);
+  t.Finish(now_ns);
+}
+
+std::optional<Profile> RecordNccl::BuildProfile(const Session& session,
+                                                const absl::flat_hash_map<pid_t, std::string>& comm, int64_t time_nanos,
+                                                int64_t duration_nanos) const {
+  return BuildNcclProfile(session.events().nccl(), session.events().stack_source(), comm, time_nanos, duration_nanos);
+}
+
+std::string RecordNccl::Json(const Session& session, const absl::flat_hash_map<pid_t, std::string>& comm,
+                             uint64_t start_ns) const {
+  return NcclJson(session.events().nccl(), session.events().stack_source(), comm, start_ns);
+}
+
+std::vector<std::string> RecordNccl::Lines(const Session& session) const { return NcclLines(session.events().nccl()); }
+
+std::vector<std::string> RecordNccl::HangLines(const Session& session) const {
+  std::vector<std::string> out;
+  for (const std::string& line : NcclLines(session.events().nccl()))
+    if (line.starts_with("  NCCL hang")) out.push_back(line.substr(2));
+  return out;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,39 @@
+// What NCCL's API means, for the tracker and its reports: which calls are
+// collectives, which point-to-point, how many bytes an element of each
+// ncclDataType_t is, and names of reduction ops and results. Facts from
+// NCCL's src/nccl.h.in and src/include/collectives.h (ncclTypeSize) at
+// 2.30.7; the same values in 2.28.9, the version PyTorch 2.11's wheels use.
+// Pure functions: any thread.
+#ifndef GPUFLAME_PROFILER_COLLECTIVES_NCCL_API_H_
+#define GPUFLAME_PROFILER_COLLECTIVES_NCCL_API_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpuflame::profiler {
+
+// All-reduce, broadcast, all-gather, reduce-scatter: every rank of the
+// communicator takes part, in the same order.
+bool IsNcclCollective(uint16_t api);
+// ncclSend / ncclRecv: a pair of ranks.
+bool IsNcclPointToPoint(uint16_t api);
+
+// Bytes of one element of an ncclDataType_t value; none for a value this
+// NCCL does not define (the profiled process may pass anything).
+std::optional<uint64_t> NcclTypeSize(uint32_t datatype);
+// "float32", "bfloat16", ... or "type N".
+std::string NcclTypeName(uint32_t datatype);
+// "sum", "prod", "max", "min", "avg", or "op N" (NCCL's dynamic PreMulSum ops).
+std::string NcclOpName(uint32_t op);
+// "ncclSuccess", ... or "ncclResult N".
+std::string NcclResultName(uint32_t result);
+
+// The peer's call that matches |api| on this rank: ncclSend's is ncclRecv,
+// a collective's is itself.
+std::string_view NcclMatchingCall(uint16_t api);
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_COLLECTIVES_NCCL_API_H_

@@ -1,0 +1,282 @@
+#include "profiler/collectives/nccl_report.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/human_units.h"
+#include "base/json_string.h"
+#include "bpf/gpuflame_abi.h"
+#include "profiler/collectives/nccl_api.h"
+#include "profiler/forensics/stack_names.h"
+#include "profiler/probes/probe_table.h"
+
+namespace gpuflame::profiler {
+using base::HumanBytes;
+
+namespace {
+
+// absl's StrCat takes its own string_view, not std::string_view.
+std::string Api(uint16_t api) { return std::string(ApiName(api)); }
+
+double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+const std::vector<FrameId>* FramesOf(StackId id, StackSource source) {
+  if (id == StackTable::kNone || id >= source.stacks.size()) return nullptr;
+  const std::vector<FrameId>& f = source.stacks.Get(id).frames;
+  return f.empty() ? nullptr : &f;
+}
+
+// "ncclSend to peer 1", "ncclBroadcast from root 0", "ncclGroupEnd of ncclSend, ncclRecv".
+std::string Operation(const NcclHang& h) {
+  std::string out(Api(h.api));
+  if (IsNcclPointToPoint(h.api) && h.peer >= 0)
+    absl::StrAppend(&out, h.api == GF_API_NCCL_SEND ? " to peer " : " from peer ", h.peer);
+  if (h.api == GF_API_NCCL_BROADCAST && h.peer >= 0) absl::StrAppend(&out, " from root ", h.peer);
+  if (!h.grouped.empty()) {
+    out += " of";
+    for (size_t i = 0; i < h.grouped.size() && i < 8; i++) absl::StrAppend(&out, i ? ", " : " ", Api(h.grouped[i]));
+    if (h.grouped.size() > 8) absl::StrAppend(&out, ", ... (", h.grouped.size(), " calls)");
+  }
+  return out;
+}
+
+std::string RankPart(const NcclHang& h) {
+  return h.rank >= 0 ? absl::StrCat("rank ", h.rank, " of ", h.nranks) : std::string("rank unknown");
+}
+
+std::string Ordinal(uint64_t n) {
+  const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th"
+                       : n % 10 == 1                    ? "st"
+                       : n % 10 == 2                    ? "nd"
+                       : n % 10 == 3                    ? "rd"
+                                                        : "th";
+  return absl::StrCat(n, suffix);
+}
+
+std::string MatchingCall(const NcclHang& h) {
+  if (GF_API_IS_NCCL_INIT(h.api)) return "ncclCommInitRank";
+  if (!h.grouped.empty()) return "calls";
+  return std::string(NcclMatchingCall(h.api));
+}
+
+const char* OutcomeName(NcclHang::Outcome o) {
+  switch (o) {
+    case NcclHang::Outcome::kReturned: return "returned";
+    case NcclHang::Outcome::kProcessEnded: return "process ended";
+    default: return "still stuck when recording ended";
+  }
+}
+
+}  // namespace
+
+std::string NcclCommIdHex(const NcclCommId& id) { return absl::StrFormat("%016x%016x", id.hi, id.lo); }
+
+std::string NcclHangLine(const NcclHang& h, StackSource source, const ProcessStateFn& state, uint64_t now_ns) {
+  std::string out = absl::StrFormat("NCCL hang #%d: pid %d %s stuck for %.1f s in %s", h.number, h.pid, RankPart(h),
+                                    Seconds(now_ns > h.start_ns ? now_ns - h.start_ns : 0), Operation(h));
+  if (h.bytes)
+    absl::StrAppend(&out, " (", HumanBytes(static_cast<int64_t>(std::min<uint64_t>(h.bytes, INT64_MAX))),
+                    h.grouped.empty() ? absl::StrCat(", ", NcclTypeName(h.datatype), " x ", h.count) : "", ")");
+  if (h.comm) absl::StrAppend(&out, absl::StrFormat(" on communicator 0x%x", h.comm));
+  if (h.comm_id) absl::StrAppend(&out, " (id ", NcclCommIdHex(*h.comm_id).substr(0, 16), ")");
+  if (const std::vector<FrameId>* f = FramesOf(h.stack, source))
+    absl::StrAppend(&out, ", called from ", ShortStack(*f, source.frames, 4));
+  if (h.absent.empty()) {
+    absl::StrAppend(&out, h.comm_id || GF_API_IS_NCCL_INIT(h.api)
+                              ? "; every other rank seen has entered the matching call"
+                              : "; its communicator's init was not seen: the ranks it waits for are not known");
+    return out;
+  }
+  out += "; waiting for";
+  for (size_t i = 0; i < h.absent.size() && i < 8; i++) {
+    const NcclAbsentRank& a = h.absent[i];
+    absl::StrAppend(&out, i ? "," : "", " rank ", a.rank);
+    if (a.pid == 0) {
+      // Which process will be that rank is known only from its init call.
+      out += " (no process followed here has joined as that rank: another node, not started, or not in its init yet)";
+      continue;
+    }
+    std::string st = state ? state(a.pid) : "";
+    absl::StrAppend(&out, " (pid ", a.pid, st.empty() ? "" : ", ", st, ")");
+  }
+  if (h.absent.size() > 8) absl::StrAppend(&out, " and ", h.absent.size() - 8, " more");
+  if (GF_API_IS_NCCL_INIT(h.api)) {
+    absl::StrAppend(&out, h.absent.size() == 1 ? ": it has" : ": they have", " not entered ", MatchingCall(h));
+  } else {
+    absl::StrAppend(&out, h.absent.size() == 1 ? ": it has" : ": they have", " not entered the matching ",
+                    MatchingCall(h));
+    if (h.grouped.empty() && h.sequence) {
+      if (IsNcclCollective(h.api)) absl::StrAppend(&out, " (collective #", h.sequence, " on the communicator)");
+      else if (h.rank >= 0)
+        absl::StrAppend(&out, " (the ", Ordinal(h.sequence), h.api == GF_API_NCCL_SEND ? " from rank " : " to rank ",
+                        h.rank, ")");
+    }
+  }
+  return out;
+}
+
+std::string NcclHangEndLine(const NcclHang& h) {
+  const double lasted = Seconds(h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0);
+  if (h.outcome == NcclHang::Outcome::kProcessEnded)
+    return absl::StrFormat("NCCL hang #%d over: %s of pid %d (%s) ended with its process after %.1f s", h.number,
+                           Operation(h), h.pid, RankPart(h), lasted);
+  return absl::StrFormat("NCCL hang #%d over: %s of pid %d (%s) lasted %.1f s, returned %s", h.number, Operation(h),
+                         h.pid, RankPart(h), lasted, NcclResultName(h.result));
+}
+
+std::optional<Profile> BuildNcclProfile(const NcclTracker& t, StackSource source,
+                                        const absl::flat_hash_map<pid_t, std::string>& comm, int64_t time_nanos,
+                                        int64_t duration_nanos) {
+  if (t.stats().calls == 0) return std::nullopt;
+  Profile p;
+  p.name = kNcclProfile;
+  // In Grafana: nccl:time:nanoseconds:time:nanoseconds, the CPU threads'
+  // time inside NCCL calls by stack; calls and bytes beside it.
+  p.sample_types = {{"calls", "count"}, {"time", "nanoseconds"}, {"bytes", "bytes"}};
+  p.default_sample_type = "time";
+  p.period_type = {"time", "nanoseconds"};
+  p.period = 1;  // every call: no sampling
+  p.time_nanos = time_nanos;
+  p.duration_nanos = duration_nanos;
+  SampleMaker make(source, comm, p);
+  std::vector<std::pair<StackId, NcclStackTotals>> rows(t.totals().begin(), t.totals().end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [id, totals] : rows) {
+    if (id == StackTable::kNone || id >= source.stacks.size() || source.stacks.Get(id).frames.empty()) continue;
+    Sample s = make.Make(source.stacks.Get(id));
+    s.values = {static_cast<int64_t>(totals.calls), static_cast<int64_t>(std::min<uint64_t>(totals.nanos, INT64_MAX)),
+                static_cast<int64_t>(std::min<uint64_t>(totals.bytes, INT64_MAX))};
+    p.samples.push_back(std::move(s));
+  }
+  p.comments.push_back(
+      "gpuflame: time is each NCCL call's, from entry to return on the calling CPU thread; NCCL's collectives return "
+      "once enqueued on their stream, so on a GPU this is enqueue and blocking time, not transfer time");
+  p.comments.push_back(
+      "gpuflame: bytes are the count each call names times its datatype's size (all-gather: each "
+      "rank's part; reduce-scatter: each rank's result)");
+  if (t.stats().unfinished)
+    p.comments.push_back(absl::StrCat("gpuflame: ", t.stats().unfinished,
+                                      " calls were still in flight when recording ended: charged up to its end"));
+  return p;
+}
+
+std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_hash_map<pid_t, std::string>& comm,
+                     uint64_t start_ns) {
+  const NcclStats& s = t.stats();
+  auto since = [&](uint64_t ns) { return absl::StrFormat("%.3f", Seconds(ns > start_ns ? ns - start_ns : 0)); };
+  std::string out =
+      absl::StrFormat("{\"profile\": %s, \"hang_threshold_seconds\": %.3f",
+                      s.calls ? absl::StrCat("\"", kNcclProfile, ".pb.gz\"") : "null", Seconds(t.hang_threshold_ns()));
+  absl::StrAppend(&out, ", \"calls\": ", s.calls, ", \"returns\": ", s.returns,
+                  ", \"returns_without_call\": ", s.returns_without_call,
+                  ", \"calls_without_return\": ", s.calls_without_return, ", \"failed_calls\": ", s.failed_calls,
+                  ", \"unfinished_calls\": ", s.unfinished,
+                  ", \"calls_on_unknown_communicators\": ", s.unknown_communicator_calls,
+                  ", \"unknown_datatypes\": ", s.unknown_datatypes,
+                  ", \"dropped\": {\"communicators\": ", s.dropped_communicators, ", \"ranks\": ", s.dropped_ranks,
+                  ", \"group_calls\": ", s.dropped_group_calls, ", \"in_flight\": ", s.dropped_in_flight,
+                  ", \"hangs\": ", s.hangs - std::min<uint64_t>(s.hangs, t.hangs().size()), "}");
+  out += ", \"by_operation\": [";
+  bool first = true;
+  for (size_t i = 0; i < NcclTracker::kApis; i++) {
+    const NcclStackTotals& o = t.by_api()[i];
+    if (!o.calls) continue;
+    absl::StrAppend(&out, first ? "" : ", ", "{\"operation\": \"",
+                    Api(static_cast<uint16_t>(GF_API_NCCL_ALL_REDUCE + i)), "\", \"calls\": ", o.calls,
+                    ", \"seconds\": ", absl::StrFormat("%.6f", Seconds(o.nanos)), ", \"bytes\": ", o.bytes, "}");
+    first = false;
+  }
+  out += "], \"communicators\": [";
+  std::vector<const NcclCommunicator*> comms;
+  for (const auto& [id, c] : t.communicators()) comms.push_back(&c);
+  std::sort(comms.begin(), comms.end(), [](const NcclCommunicator* a, const NcclCommunicator* b) {
+    return std::pair{a->id.hi, a->id.lo} < std::pair{b->id.hi, b->id.lo};
+  });
+  for (size_t i = 0; i < comms.size(); i++) {
+    const NcclCommunicator& c = *comms[i];
+    absl::StrAppend(&out, i ? ", " : "", "{\"id\": \"", NcclCommIdHex(c.id), "\", \"nranks\": ", c.nranks,
+                    ", \"ranks\": [");
+    std::vector<const NcclRank*> ranks;
+    for (const auto& [r, state] : c.ranks) ranks.push_back(&state);
+    std::sort(ranks.begin(), ranks.end(), [](const NcclRank* a, const NcclRank* b) { return a->rank < b->rank; });
+    for (size_t j = 0; j < ranks.size(); j++) {
+      const NcclRank& r = *ranks[j];
+      uint64_t sends = 0, recvs = 0;
+      for (const auto& [peer, n] : r.sends_to) sends += n;
+      for (const auto& [peer, n] : r.recvs_from) recvs += n;
+      auto name = comm.find(r.pid);
+      absl::StrAppend(&out, j ? ", " : "", "{\"rank\": ", r.rank, ", \"pid\": ", r.pid,
+                      ", \"process\": ", base::JsonString(name == comm.end() ? "" : name->second),
+                      ", \"communicator\": \"", absl::StrFormat("0x%x", r.comm),
+                      "\", \"initialized\": ", r.ready ? "true" : "false", ", \"collectives\": ", r.collectives,
+                      ", \"sends\": ", sends, ", \"recvs\": ", recvs, "}");
+    }
+    out += "]}";
+  }
+  out += "], \"hangs\": [";
+  for (size_t i = 0; i < t.hangs().size(); i++) {
+    const NcclHang& h = t.hangs()[i];
+    const std::vector<FrameId>* f = FramesOf(h.stack, source);
+    auto name = comm.find(h.pid);
+    absl::StrAppend(
+        &out, i ? ",\n    " : "\n    ", "{\"number\": ", h.number, ", \"pid\": ", h.pid, ", \"tid\": ", h.tid,
+        ", \"process\": ", base::JsonString(name == comm.end() ? "" : name->second), ", \"operation\": \"", Api(h.api),
+        "\", \"rank\": ", h.rank >= 0 ? absl::StrCat(h.rank) : "null",
+        ", \"nranks\": ", h.nranks ? absl::StrCat(h.nranks) : "null",
+        ", \"peer\": ", IsNcclPointToPoint(h.api) && h.peer >= 0 ? absl::StrCat(h.peer) : "null",
+        ", \"root\": ", h.api == GF_API_NCCL_BROADCAST && h.peer >= 0 ? absl::StrCat(h.peer) : "null",
+        ", \"bytes\": ", h.bytes, ", \"count\": ", h.count, ", \"datatype\": ",
+        h.grouped.empty() && (IsNcclCollective(h.api) || IsNcclPointToPoint(h.api))
+            ? base::JsonString(NcclTypeName(h.datatype))
+            : "null",
+        ", \"reduction\": ", h.op != GF_NCCL_NO_OP ? base::JsonString(NcclOpName(h.op)) : "null", ", \"stream\": \"",
+        absl::StrFormat("0x%x", h.stream), "\"", ", \"communicator\": \"", absl::StrFormat("0x%x", h.comm),
+        "\", \"communicator_id\": ", h.comm_id ? absl::StrCat("\"", NcclCommIdHex(*h.comm_id), "\"") : "null",
+        ", \"sequence\": ", h.sequence, ", \"grouped\": [");
+    for (size_t j = 0; j < h.grouped.size(); j++) absl::StrAppend(&out, j ? ", " : "", "\"", Api(h.grouped[j]), "\"");
+    absl::StrAppend(&out, "], \"stack\": ", f ? base::JsonString(FoldedStack(*f, source.frames)) : "null",
+                    ", \"started_seconds\": ", since(h.start_ns), ", \"found_seconds\": ", since(h.found_ns),
+                    ", \"waiting_for\": [");
+    for (size_t j = 0; j < h.absent.size(); j++) {
+      const NcclAbsentRank& a = h.absent[j];
+      absl::StrAppend(&out, j ? ", " : "", "{\"rank\": ", a.rank, ", \"pid\": ", a.pid ? absl::StrCat(a.pid) : "null",
+                      ", \"matching_calls_entered\": ", a.entered, "}");
+    }
+    absl::StrAppend(
+        &out, "], \"outcome\": \"", OutcomeName(h.outcome), "\", \"lasted_seconds\": ",
+        h.end_ns ? absl::StrFormat("%.3f", Seconds(h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0)) : "null",
+        ", \"result\": ",
+        h.outcome == NcclHang::Outcome::kReturned ? base::JsonString(NcclResultName(h.result)) : "null", "}");
+  }
+  absl::StrAppend(&out, t.hangs().empty() ? "]}" : "\n  ]}");
+  return out;
+}
+
+std::vector<std::string> NcclLines(const NcclTracker& t) {
+  std::vector<std::string> out;
+  if (t.stats().calls == 0) return out;
+  std::string line = absl::StrCat("NCCL: ", t.stats().calls, " calls");
+  for (size_t i = 0; i < NcclTracker::kApis; i++) {
+    const NcclStackTotals& o = t.by_api()[i];
+    if (!o.calls || !(IsNcclCollective(static_cast<uint16_t>(GF_API_NCCL_ALL_REDUCE + i)) ||
+                      IsNcclPointToPoint(static_cast<uint16_t>(GF_API_NCCL_ALL_REDUCE + i))))
+      continue;
+    absl::StrAppend(&out.emplace_back(), "  ", Api(static_cast<uint16_t>(GF_API_NCCL_ALL_REDUCE + i)), ": ", o.calls,
+                    " calls, ", absl::StrFormat("%.3f s", Seconds(o.nanos)), ", ",
+                    HumanBytes(static_cast<int64_t>(std::min<uint64_t>(o.bytes, INT64_MAX))));
+  }
+  absl::StrAppend(&line, t.hangs().empty() ? ", no hang" : absl::StrCat(", ", t.stats().hangs, " hang(s)"),
+                  absl::StrFormat(" (threshold %.1f s)", Seconds(t.hang_threshold_ns())));
+  out.insert(out.begin(), line);
+  for (const NcclHang& h : t.hangs()) {
+    std::string l = NcclHangEndLine(h);
+    if (h.outcome == NcclHang::Outcome::kStuck)
+      l = absl::StrFormat("NCCL hang #%d: %s of pid %d (%s) still stuck after %.1f s when recording ended", h.number,
+                          Operation(h), h.pid, RankPart(h), Seconds(h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0));
+    out.push_back("  " + l);
+  }
+  return out;
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,224 @@
+// Every NCCL call of the followed processes (GF_EV_NCCL_CALL / _DONE,
+// bpf/nccl_calls.bpf.h), accounted three ways:
+//  - time, calls and bytes per stack (the `nccl` profile: nccl_report.h);
+//  - communicators: ncclCommInitRank tells each process's communicator its
+//    rank, size and the hash of its ncclUniqueId, which joins the ranks of
+//    one communicator across the processes this gpuflame follows;
+//  - hangs: a call outstanding longer than the threshold is a hang, taken
+//    while it is still stuck (Take), with the ranks of its communicator
+//    that have not entered the matching call, and closed when it returns
+//    (its duration) or its process ends.
+// Matching is by order, as NCCL's own: the n-th collective of a rank on a
+// communicator matches every other rank's n-th; a rank's n-th ncclSend to a
+// peer matches that peer's n-th ncclRecv from it. Calls inside
+// ncclGroupStart/End count when entered (NCCL starts them at the group's
+// end, where a grouped hang blocks: that ncclGroupEnd carries them).
+//
+// Entry-to-return time is what the CPU thread spent in the call. NCCL's
+// collectives return once enqueued on the stream, so on a GPU a stuck
+// collective often shows as a stuck stream, not a stuck call; calls that do
+// block on the CPU (communicator init, a blocking group end, a
+// non-blocking communicator polled) are seen here.
+//
+// Everything is bounded: communicators, ranks and in-flight calls per
+// process, calls of a group; what did not fit is counted (stats()).
+// Worker thread only (EventProcessor), as the rest of the pipeline's state.
+#ifndef GPUFLAME_PROFILER_COLLECTIVES_NCCL_TRACKER_H_
+#define GPUFLAME_PROFILER_COLLECTIVES_NCCL_TRACKER_H_
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "profiler/resolve/stack_table.h"
+
+namespace gpuflame::profiler {
+
+// One GF_EV_NCCL_CALL, decoded.
+struct NcclCall {
+  pid_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t ts_ns = 0;
+  uint16_t api = 0;
+  uint64_t comm = 0;      // ncclComm_t (0: none; init: not known yet)
+  uint64_t count = 0;     // elements; init: nranks
+  uint32_t datatype = 0;  // GF_NCCL_NO_OP: none
+  uint32_t op = 0;        // reduction op; GF_NCCL_NO_OP: none
+  int32_t peer = -1;      // send/recv: peer; broadcast: root; init: rank
+  uint64_t stream = 0;
+  uint64_t id_lo = 0, id_hi = 0;  // init: the ncclUniqueId's hash
+  StackId stack = StackTable::kNone;
+};
+
+// A communicator as a rank's calls name it: the hash of its unique ID.
+struct NcclCommId {
+  uint64_t lo = 0, hi = 0;
+  bool operator==(const NcclCommId&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const NcclCommId& id) {
+    return H::combine(std::move(h), id.lo, id.hi);
+  }
+};
+
+// A rank of a communicator that has not entered the call another waits in.
+struct NcclAbsentRank {
+  int rank = -1;
+  pid_t pid = 0;         // 0: no process this gpuflame follows has that rank (another node, or not started)
+  uint64_t entered = 0;  // matching calls it has entered so far
+};
+
+// A call stuck past the threshold: what it is, who it waits for.
+struct NcclHang {
+  uint64_t number = 0;  // 1, 2, ... in the order found
+  pid_t pid = 0;
+  uint32_t tid = 0;
+  uint16_t api = 0;
+  uint64_t comm = 0;
+  std::optional<NcclCommId> comm_id;  // none: its communicator's init was not seen
+  int rank = -1, nranks = 0;          // -1 / 0: not known
+  int32_t peer = -1;                  // send/recv peer, broadcast root
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  uint32_t datatype = 0;
+  uint32_t op = 0;        // reduction op (GF_NCCL_NO_OP: none)
+  uint64_t stream = 0;    // the CUDA stream it was issued on
+  uint64_t sequence = 0;  // its ordinal among the matching calls (1: the first)
+  uint64_t start_ns = 0;  // entry, CLOCK_MONOTONIC
+  uint64_t found_ns = 0;  // when it was found stuck
+  StackId stack = StackTable::kNone;
+  std::vector<uint16_t> grouped;  // ncclGroupEnd: the calls of its group (api), in order
+  std::vector<NcclAbsentRank> absent;
+  // How it ended: returned (with the call's result), or its process ended.
+  enum class Outcome { kStuck, kReturned, kProcessEnded } outcome = Outcome::kStuck;
+  uint64_t end_ns = 0;
+  uint32_t result = 0;
+};
+
+// Per stack: what the profile shows.
+struct NcclStackTotals {
+  uint64_t calls = 0;
+  uint64_t nanos = 0;
+  uint64_t bytes = 0;
+};
+
+struct NcclRank {
+  int rank = -1;
+  pid_t pid = 0;
+  uint64_t comm = 0;         // its ncclComm_t (0 until its init returned)
+  bool ready = false;        // its init returned successfully
+  uint64_t collectives = 0;  // entered so far
+  absl::flat_hash_map<int, uint64_t> sends_to, recvs_from;
+};
+
+struct NcclCommunicator {
+  NcclCommId id;
+  int nranks = 0;
+  absl::flat_hash_map<int, NcclRank> ranks;
+};
+
+struct NcclStats {
+  uint64_t calls = 0;
+  uint64_t returns = 0;
+  uint64_t returns_without_call = 0;        // the entry was not seen (attached mid-call, lost)
+  uint64_t calls_without_return = 0;        // the thread's next call came first: its return was lost
+  uint64_t failed_calls = 0;                // returned something other than ncclSuccess
+  uint64_t unknown_communicator_calls = 0;  // on a communicator whose init was not seen
+  uint64_t unknown_datatypes = 0;           // bytes not counted
+  uint64_t dropped_communicators = 0;       // over kMaxCommunicators
+  uint64_t dropped_ranks = 0;               // implausible rank/nranks, or over the bound
+  uint64_t dropped_group_calls = 0;         // past kMaxGroupCalls in one group
+  uint64_t dropped_in_flight = 0;           // over kMaxInFlight
+  uint64_t hangs = 0;
+  uint64_t unfinished = 0;  // still in flight when recording ended
+};
+
+class NcclTracker {
+ public:
+  static constexpr size_t kMaxCommunicators = 4096;
+  static constexpr int kMaxRanks = 65536;            // of one communicator
+  static constexpr size_t kMaxTrackedRanks = 65536;  // of all communicators together
+  static constexpr size_t kMaxGroupCalls = 64;
+  static constexpr size_t kMaxInFlight = 65536;
+  static constexpr size_t kMaxHangs = 1024;
+
+  explicit NcclTracker(uint64_t hang_threshold_ns = 10'000'000'000ull) : threshold_ns_(hang_threshold_ns) {}
+  void SetHangThreshold(uint64_t ns) { threshold_ns_ = ns; }
+  uint64_t hang_threshold_ns() const { return threshold_ns_; }
+
+  void OnCall(const NcclCall& call);
+  // |comm|: what an init call wrote (0 otherwise); |result|: ncclResult_t.
+  void OnReturn(pid_t pid, uint32_t tid, uint64_t ts_ns, uint64_t comm, uint32_t result);
+  // Calls outstanding past the threshold at |now_ns| become hangs.
+  void Tick(uint64_t now_ns);
+  // The process is gone: its calls end with it; its communicators' ranks stay
+  // (their counts still say what it had entered).
+  void OnProcessExit(pid_t pid, uint64_t ts_ns);
+  // Recording ends: calls still in flight are charged up to |now_ns|.
+  void Finish(uint64_t now_ns);
+  // Stacks about to be reused for others: their totals go.
+  void ForgetStacks(const std::vector<StackId>& stacks);
+  // Processes retired for good (the agent, between windows): their ranks go,
+  // and communicators left without a rank, so that a long-running agent's
+  // table holds the jobs running now, not every job it ever saw.
+  void ForgetProcesses(std::span<const pid_t> pids);
+
+  // Hangs found since the last call (still stuck), and hangs that ended
+  // since the last call, each said once.
+  std::vector<NcclHang> TakeFound();
+  std::vector<NcclHang> TakeEnded();
+
+  const std::vector<NcclHang>& hangs() const { return hangs_; }
+  const absl::flat_hash_map<StackId, NcclStackTotals>& totals() const { return totals_; }
+  // The same per API (index: api - GF_API_NCCL_ALL_REDUCE), kept when stacks go.
+  static constexpr size_t kApis = 13;
+  const std::array<NcclStackTotals, kApis>& by_api() const { return by_api_; }
+  const absl::flat_hash_map<NcclCommId, NcclCommunicator>& communicators() const { return comms_; }
+  // The rank a process's communicator has (-1: not known).
+  std::pair<int, int> RankOf(pid_t pid, uint64_t comm) const;
+  const NcclStats& stats() const { return stats_; }
+
+ private:
+  struct InFlight {
+    NcclCall call;
+    std::optional<NcclCommId> comm_id;
+    uint64_t sequence = 0;
+    std::vector<std::pair<NcclCall, uint64_t>> grouped;  // ncclGroupEnd: its group's calls, with their ordinals
+    size_t hang = SIZE_MAX;                              // index into hangs_ once found stuck
+  };
+  struct Group {
+    int depth = 0;
+    std::vector<std::pair<NcclCall, uint64_t>> calls;
+  };
+  using ThreadKey = std::pair<pid_t, uint32_t>;
+
+  NcclCommunicator* CommunicatorOf(pid_t pid, uint64_t comm, NcclRank** rank);
+  // Counts |call| as entered by its rank; returns its ordinal.
+  uint64_t Enter(const NcclCall& call, std::optional<NcclCommId>* id);
+  void Absent(const NcclCall& call, uint64_t sequence, std::vector<NcclAbsentRank>& out) const;
+  void Close(InFlight& f, uint64_t end_ns, NcclHang::Outcome outcome, uint32_t result);
+  void Charge(const NcclCall& c, uint64_t end_ns, uint64_t bytes);
+
+  uint64_t threshold_ns_;
+  absl::flat_hash_map<NcclCommId, NcclCommunicator> comms_;
+  size_t tracked_ranks_ = 0;                                              // the ranks of every communicator in comms_
+  absl::flat_hash_map<std::pair<pid_t, uint64_t>, NcclCommId> comm_ids_;  // (pid, ncclComm_t)
+  absl::flat_hash_map<ThreadKey, InFlight> in_flight_;
+  absl::flat_hash_map<ThreadKey, Group> groups_;
+  absl::flat_hash_map<StackId, NcclStackTotals> totals_;
+  std::array<NcclStackTotals, kApis> by_api_{};
+  std::vector<NcclHang> hangs_;
+  std::vector<size_t> found_, ended_;  // indices into hangs_ not yet taken
+  NcclStats stats_;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_COLLECTIVES_NCCL_TRACKER_H_

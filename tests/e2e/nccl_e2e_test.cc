@@ -1,0 +1,307 @@
+// NCCL calls and hangs end to end (issue 17): `gpuflame record` with real
+// BPF probes on the simulated libnccl.so.2 (a test fixture: neither NCCL
+// nor a GPU; tests/fixtures/cuda_sim/README.md) and real CPython. Two ranks
+// (tests/workloads/nccl_ranks.py, separate processes) call it from class
+// methods; the launcher stops rank 1 with SIGSTOP for 3 s before one of its
+// calls, so rank 0 sits in the matching call: the hang is said on the
+// terminal while stuck (who, what, how many bytes, from which stack, and
+// which rank it waits for) and when over, and written in summary.json; the
+// nccl profile has every call by stack.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <regex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bpf/gpuflame_abi.h"
+#include "e2e/e2e_support.h"
+
+namespace gpuflame::e2e {
+namespace {
+
+constexpr int64_t MiB = 1 << 20;
+constexpr double kStopSeconds = 3.0;
+const std::string kStepFrames = "run_rank;Trainer > step;";
+
+struct Recorded {
+  RunResult run;
+  std::string out;
+  nlohmann::json summary;
+  nlohmann::json nccl;
+  pprof::Profile profile;  // nccl.pb.gz
+  std::string id_hex;      // the workload's ncclUniqueId, as it printed it
+  int rank_pid[2] = {0, 0};
+};
+
+// The communicator ID's hash as gpuflame computes it in BPF
+// (GF_NCCL_ID_HASH in bpf/gpuflame_abi.h), from the bytes the workload printed.
+std::string IdHash(const std::string& hex) {
+  if (hex.size() != 2 * GF_NCCL_UNIQUE_ID_BYTES) return "";
+  uint64_t lo = GF_NCCL_FNV_BASIS, hi = GF_NCCL_FNV_BASIS ^ GF_NCCL_ID_HASH_HI_SEED;
+  for (int w = 0; w < GF_NCCL_UNIQUE_ID_BYTES / 8; w++) {
+    uint64_t word = 0;
+    for (int b = 7; b >= 0; b--) word = (word << 8) | std::stoul(hex.substr(2 * (8 * w + b), 2), nullptr, 16);
+    lo = (lo ^ word) * GF_NCCL_FNV_PRIME;
+    hi = (hi ^ word) * GF_NCCL_FNV_PRIME;
+  }
+  char out[33];
+  std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(hi),
+                static_cast<unsigned long long>(lo));
+  return out;
+}
+
+Recorded RecordRanks(const std::string& mode) {
+  Recorded r;
+  r.out = TempDir("nccl-" + mode);
+  const std::string shared = TempDir("nccl-shared-" + mode);
+  r.run = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + shared + " GF_SIM_NCCL_TIMEOUT_S=60 " + GPUFLAME_BIN + " record -o " +
+             r.out + " --no-progress --nccl-hang-s 1 -- " + PyenvPython("3.12") + " " + Workload("nccl_ranks.py") +
+             " " + mode + " " + std::to_string(kStopSeconds) + " 2>&1");
+  std::smatch m;
+  if (std::regex_search(r.run.output, m, std::regex("unique id ([0-9a-f]+)"))) r.id_hex = m[1];
+  for (int rank : {0, 1})
+    if (std::regex_search(r.run.output, m, std::regex("rank " + std::to_string(rank) + " pid ([0-9]+)")))
+      r.rank_pid[rank] = std::stoi(m[1]);
+  r.summary = nlohmann::json::parse(ReadFile(r.out + "/summary.json"), nullptr, /*allow_exceptions=*/false);
+  if (r.summary.is_object()) r.nccl = r.summary["nccl"];
+  LoadPprof(r.out + "/nccl.pb.gz", &r.profile);
+  return r;
+}
+
+// What every run has: the calls by operation, to the call and the byte; the
+// communicator joined across both processes by its unique ID; every call's
+// stack in the nccl profile; the BPF side's counts.
+void ExpectEveryCall(const Recorded& r) {
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.nccl.is_object()) << ReadFile(r.out + "/summary.json");
+  ASSERT_NE(r.rank_pid[0], 0) << r.run.output;
+  ASSERT_NE(r.rank_pid[1], 0) << r.run.output;
+  EXPECT_EQ(r.nccl["profile"], "nccl.pb.gz");
+  EXPECT_EQ(r.nccl["hang_threshold_seconds"], 1.0);
+  EXPECT_EQ(r.nccl["calls"], 23);  // 1 unique ID, 2 x (init, 3 x 3 calls, destroy)
+  EXPECT_EQ(r.nccl["returns"], 23);
+  EXPECT_EQ(r.nccl["returns_without_call"], 0);
+  EXPECT_EQ(r.nccl["failed_calls"], 0);
+  EXPECT_EQ(r.nccl["calls_on_unknown_communicators"], 0);
+  EXPECT_EQ(r.summary["bpf"]["nccl_calls"], 23);
+  EXPECT_EQ(r.summary["bpf"]["nccl_nested_calls"], 0);
+  EXPECT_EQ(r.summary["bpf"]["nccl_unique_ids_unreadable"], 0);
+  std::map<std::string, std::pair<int64_t, int64_t>> ops;  // calls, bytes
+  for (const auto& o : r.nccl["by_operation"]) ops[o["operation"]] = {o["calls"], o["bytes"]};
+  EXPECT_EQ(ops, (std::map<std::string, std::pair<int64_t, int64_t>>{
+                     {"ncclAllReduce", {6, 6 * MiB}},         // 1 MiB of float32 per rank and step
+                     {"ncclBroadcast", {6, 6 * 256 * 1024}},  // 256 KiB
+                     {"ncclSend", {3, 12 * MiB}},             // 4 MiB, rank 0
+                     {"ncclRecv", {3, 12 * MiB}},             // rank 1
+                     {"ncclCommInitRank", {2, 0}},
+                     {"ncclCommDestroy", {2, 0}},
+                     {"ncclGetUniqueId", {1, 0}}}))
+      << r.nccl["by_operation"].dump(2);
+  ASSERT_EQ(r.nccl["communicators"].size(), 1u) << r.nccl.dump(2);
+  const nlohmann::json& c = r.nccl["communicators"][0];
+  EXPECT_EQ(c["id"], IdHash(r.id_hex)) << r.id_hex;
+  EXPECT_EQ(c["nranks"], 2);
+  ASSERT_EQ(c["ranks"].size(), 2u);
+  for (int rank : {0, 1}) {
+    const nlohmann::json& k = c["ranks"][rank];
+    EXPECT_EQ(k["rank"], rank);
+    EXPECT_EQ(k["pid"], r.rank_pid[rank]);
+    EXPECT_EQ(k["initialized"], true);
+    EXPECT_EQ(k["collectives"], 6);
+    EXPECT_EQ(k["sends"], rank == 0 ? 3 : 0);
+    EXPECT_EQ(k["recvs"], rank == 0 ? 0 : 3);
+  }
+  // The profile: each call under its Python stack, the API as the leaf.
+  auto calls = Stacks(r.profile, "calls", true, /*drop_native=*/true);
+  auto ending = [&](const std::string& tail) {
+    int64_t sum = 0;
+    for (const auto& [stack, n] : calls)
+      if (stack.size() >= tail.size() && stack.compare(stack.size() - tail.size(), tail.size(), tail) == 0) sum += n;
+    return sum;
+  };
+  EXPECT_EQ(ending(kStepFrames + "Comm > all_reduce;ncclAllReduce"), 6) << Dump(calls);
+  EXPECT_EQ(ending(kStepFrames + "Comm > broadcast;ncclBroadcast"), 6) << Dump(calls);
+  EXPECT_EQ(ending(kStepFrames + "Comm > exchange;Comm > send;ncclSend"), 3) << Dump(calls);
+  EXPECT_EQ(ending(kStepFrames + "Comm > exchange;Comm > recv;ncclRecv"), 3) << Dump(calls);
+  EXPECT_EQ(ending("Comm > __init__;ncclCommInitRank"), 2) << Dump(calls);
+  EXPECT_EQ(ending("launch;ncclGetUniqueId"), 1) << Dump(calls);
+  EXPECT_EQ(Total(r.profile, "bytes"), 6 * MiB + 6 * 256 * 1024 + 24 * MiB);
+}
+
+// The one hang: |operation| of rank 0, stuck for about kStopSeconds, waiting
+// for rank 1 (stopped) that had entered |entered| matching calls.
+const nlohmann::json& ExpectOneHang(const Recorded& r, const std::string& operation, int64_t bytes, int64_t sequence,
+                                    int64_t entered, const std::string& stack_tail) {
+  static const nlohmann::json kNone;
+  EXPECT_EQ(r.nccl["hangs"].size(), 1u) << r.nccl.dump(2);
+  if (r.nccl["hangs"].size() != 1) return kNone;
+  const nlohmann::json& h = r.nccl["hangs"][0];
+  EXPECT_EQ(h["number"], 1);
+  EXPECT_EQ(h["pid"], r.rank_pid[0]);
+  EXPECT_EQ(h["operation"], operation);
+  EXPECT_EQ(h["rank"], 0);
+  EXPECT_EQ(h["nranks"], 2);
+  EXPECT_EQ(h["bytes"], bytes);
+  EXPECT_EQ(h["datatype"], "float32");
+  EXPECT_EQ(h["communicator_id"], IdHash(r.id_hex));
+  EXPECT_EQ(h["sequence"], sequence);
+  EXPECT_EQ(h["waiting_for"], nlohmann::json::parse("[{\"rank\": 1, \"pid\": " + std::to_string(r.rank_pid[1]) +
+                                                    ", \"matching_calls_entered\": " + std::to_string(entered) + "}]"));
+  const std::string stack = h["stack"].is_string() ? h["stack"].get<std::string>() : "";
+  EXPECT_TRUE(stack.ends_with(stack_tail)) << stack;
+  EXPECT_EQ(h["outcome"], "returned");
+  EXPECT_EQ(h["result"], "ncclSuccess");
+  // Found 1 s after the call, over when rank 1 went on: about the stop.
+  const double found = h["found_seconds"].get<double>() - h["started_seconds"].get<double>();
+  EXPECT_GE(found, 1.0);
+  EXPECT_LT(found, 2.0);
+  EXPECT_GE(h["lasted_seconds"].get<double>(), kStopSeconds - 0.5);
+  EXPECT_LT(h["lasted_seconds"].get<double>(), kStopSeconds + 5);
+  return h;
+}
+
+TEST(NcclTest, StuckSendIsSaidWhileStuckAndWhenOver) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("send");
+  ExpectEveryCall(r);
+  const nlohmann::json& h =
+      ExpectOneHang(r, "ncclSend", 4 * MiB, 3, 2, kStepFrames + "Comm > exchange;Comm > send;ncclSend");
+  if (!h.is_object()) return;
+  EXPECT_EQ(h["peer"], 1);
+  EXPECT_EQ(h["count"], MiB);
+  // ncclSend's 6th argument (r9): rank 0's stream, a fixed handle of the workload.
+  EXPECT_EQ(h["stream"], "0x5000");
+  EXPECT_EQ(h["reduction"], nullptr);
+  // On the terminal while stuck, every field; then its end.
+  const std::string comm = h["communicator"];
+  const std::string live = "gpuflame: warning: NCCL hang #1: pid " + std::to_string(r.rank_pid[0]) +
+                           " rank 0 of 2 stuck for 1\\.[0-9] s in ncclSend to peer 1 \\(4\\.00 MiB, float32 x "
+                           "1048576\\) on communicator " +
+                           comm + " \\(id " + IdHash(r.id_hex).substr(0, 16) +
+                           "\\), called from … › run_rank › Trainer > step › Comm > exchange › Comm > send; "
+                           "waiting for rank 1 \\(pid " +
+                           std::to_string(r.rank_pid[1]) +
+                           ", stopped\\): it has not entered the matching ncclRecv \\(the 3rd from rank 0\\)\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
+  const std::string over = "gpuflame: NCCL hang #1 over: ncclSend to peer 1 of pid " + std::to_string(r.rank_pid[0]) +
+                           " \\(rank 0 of 2\\) lasted [0-9.]+ s, returned ncclSuccess\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(over))) << r.run.output;
+  // And at the head of the HTML page.
+  EXPECT_NE(ReadFile(r.out + "/flamegraph.html")
+                .find("NCCL hang #1 over: ncclSend to peer 1 of pid " + std::to_string(r.rank_pid[0]) +
+                      " (rank 0 of 2) lasted "),
+            std::string::npos);
+  // Said live: before rank 1 went on (its recv returned after the stop).
+  EXPECT_LT(r.run.output.find("NCCL hang #1:"), r.run.output.find("rank 1 done")) << r.run.output;
+  // The profile has the send's time, the stop included.
+  auto time = Stacks(r.profile, "time", true, true);
+  int64_t send_ns = 0;
+  for (const auto& [stack, ns] : time)
+    if (stack.ends_with("Comm > send;ncclSend")) send_ns += ns;
+  EXPECT_GE(send_ns, static_cast<int64_t>((kStopSeconds - 0.5) * 1e9)) << Dump(time);
+}
+
+TEST(NcclTest, StuckBroadcastNamesTheRankBehind) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("broadcast");
+  ExpectEveryCall(r);
+  // Rank 0's 6th collective (3 steps of all-reduce + broadcast); rank 1 had entered 5.
+  const nlohmann::json& h =
+      ExpectOneHang(r, "ncclBroadcast", 256 * 1024, 6, 5, kStepFrames + "Comm > broadcast;ncclBroadcast");
+  if (!h.is_object()) return;
+  EXPECT_EQ(h["root"], 0);
+  EXPECT_EQ(h["peer"], nullptr);
+  // ncclBroadcast's 7th argument, on the stack above the return address.
+  EXPECT_EQ(h["stream"], "0x5000");
+  const std::string live =
+      "NCCL hang #1: pid " + std::to_string(r.rank_pid[0]) +
+      " rank 0 of 2 stuck for 1\\.[0-9] s in ncclBroadcast from root 0 \\(256\\.00 KiB, float32 "
+      "x 65536\\).*, called from <module> › run_rank › Trainer > step › Comm > broadcast; waiting for "
+      "rank 1 \\(pid " +
+      std::to_string(r.rank_pid[1]) +
+      ", stopped\\): it has not entered the matching ncclBroadcast \\(collective #6 on the "
+      "communicator\\)\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
+}
+
+// A rank that has not joined: rank 0 waits in ncclCommInitRank for rank 1,
+// stopped before its init, so no process is known to be rank 1 yet.
+TEST(NcclTest, StuckInitNamesTheRankNotJoined) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("init");
+  ExpectEveryCall(r);
+  ASSERT_EQ(r.nccl["hangs"].size(), 1u) << r.nccl.dump(2);
+  const nlohmann::json& h = r.nccl["hangs"][0];
+  EXPECT_EQ(h["pid"], r.rank_pid[0]);
+  EXPECT_EQ(h["operation"], "ncclCommInitRank");
+  EXPECT_EQ(h["rank"], 0);
+  EXPECT_EQ(h["nranks"], 2);
+  EXPECT_EQ(h["communicator_id"], IdHash(r.id_hex));
+  EXPECT_EQ(h["waiting_for"], nlohmann::json::parse(R"([{"rank": 1, "pid": null, "matching_calls_entered": 0}])"));
+  const std::string stack = h["stack"].is_string() ? h["stack"].get<std::string>() : "";
+  // Python calls __init__ through C: an interpreter trampoline between them.
+  EXPECT_TRUE(stack.ends_with("run_rank;<interpreter trampoline>;Comm > __init__;ncclCommInitRank")) << stack;
+  EXPECT_EQ(h["outcome"], "returned");
+  EXPECT_GE(h["lasted_seconds"].get<double>(), kStopSeconds - 0.5);
+  const std::string live = "NCCL hang #1: pid " + std::to_string(r.rank_pid[0]) +
+                           " rank 0 of 2 stuck for 1\\.[0-9] s in ncclCommInitRank \\(id " +
+                           IdHash(r.id_hex).substr(0, 16) +
+                           "\\), called from .* › run_rank › Comm > __init__; waiting for rank 1 \\(no process "
+                           "followed here has joined as that rank: another node, not started, or not in its init "
+                           "yet\\): it has not entered ncclCommInitRank\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
+}
+
+// Send and receive both ways in a group (Comm > exchange_grouped): NCCL runs
+// them at ncclGroupEnd, where rank 0 waits for the stopped rank 1; the hang
+// is that ncclGroupEnd, carrying its group's calls and their bytes.
+TEST(NcclTest, StuckGroupEndCarriesItsGroupsCalls) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("group");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.nccl.is_object()) << ReadFile(r.out + "/summary.json");
+  // 1 unique ID, 2 x (init, 3 x (all-reduce, broadcast, group start, send, recv, group end), destroy).
+  EXPECT_EQ(r.nccl["calls"], 41);
+  EXPECT_EQ(r.summary["bpf"]["nccl_calls"], 41);
+  std::map<std::string, std::pair<int64_t, int64_t>> ops;
+  for (const auto& o : r.nccl["by_operation"]) ops[o["operation"]] = {o["calls"], o["bytes"]};
+  EXPECT_EQ(ops["ncclSend"], (std::pair<int64_t, int64_t>{6, 24 * MiB}));
+  EXPECT_EQ(ops["ncclRecv"], (std::pair<int64_t, int64_t>{6, 24 * MiB}));
+  EXPECT_EQ(ops["ncclGroupStart"], (std::pair<int64_t, int64_t>{6, 0}));
+  EXPECT_EQ(ops["ncclGroupEnd"], (std::pair<int64_t, int64_t>{6, 0}));
+  ASSERT_EQ(r.nccl["hangs"].size(), 1u) << r.nccl.dump(2);
+  const nlohmann::json& h = r.nccl["hangs"][0];
+  EXPECT_EQ(h["pid"], r.rank_pid[0]);
+  EXPECT_EQ(h["operation"], "ncclGroupEnd");
+  EXPECT_EQ(h["grouped"], nlohmann::json::parse(R"(["ncclSend", "ncclRecv"])"));
+  EXPECT_EQ(h["rank"], 0);
+  EXPECT_EQ(h["nranks"], 2);
+  EXPECT_EQ(h["bytes"], 8 * MiB);
+  EXPECT_EQ(h["communicator_id"], IdHash(r.id_hex));
+  // Rank 1 had entered 2 of each: its sends to rank 0 and receives from it.
+  EXPECT_EQ(h["waiting_for"], nlohmann::json::parse("[{\"rank\": 1, \"pid\": " + std::to_string(r.rank_pid[1]) +
+                                                    ", \"matching_calls_entered\": 2}]"));
+  const std::string stack = h["stack"].is_string() ? h["stack"].get<std::string>() : "";
+  EXPECT_TRUE(stack.ends_with(kStepFrames + "Comm > exchange;Comm > exchange_grouped;ncclGroupEnd")) << stack;
+  EXPECT_EQ(h["outcome"], "returned");
+  EXPECT_GE(h["lasted_seconds"].get<double>(), kStopSeconds - 0.5);
+  const std::string live =
+      "NCCL hang #1: pid " + std::to_string(r.rank_pid[0]) +
+      " rank 0 of 2 stuck for 1\\.[0-9] s in ncclGroupEnd of ncclSend, ncclRecv \\(8\\.00 MiB\\) "
+      "on communicator 0x[0-9a-f]+ \\(id " +
+      IdHash(r.id_hex).substr(0, 16) +
+      "\\), called from … › run_rank › Trainer > step › Comm > exchange › Comm > exchange_grouped; waiting "
+      "for rank 1 \\(pid " +
+      std::to_string(r.rank_pid[1]) + ", stopped\\): it has not entered the matching calls\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
+}
+
+}  // namespace
+}  // namespace gpuflame::e2e
