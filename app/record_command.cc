@@ -382,6 +382,8 @@ int RunRecord(const RecordOptions& opt) {
   const std::string library = opt.command.empty() ? "" : FindCuptiLibrary();
   ProfilingOptions profiling = opt.profiling;
   profiling.tensor_events = ResolveTensorEvents(opt);
+  // Synchronise waits go to the utilization, which needs kernel time.
+  profiling.sync_waits = profiling.kernel_time;
   Session::Options sopt;
   sopt.system_wide = system_wide;
   sopt.profiling = profiling;
