@@ -68,10 +68,12 @@ Options:
                           milliseconds, 50 to 1000 (default 100)
       --idle-gap-ms MS    a GPU idle this long or longer is an idle gap
                           (default 5; 1 to 1000)
-      --sync-waits        also how long threads wait in CUDA synchronise
-                          calls (CUPTI's synchronisation records: off by
-                          default, they cost a launch-bound step more than
-                          the kernels' own records)
+      --sync-waits        also CUPTI's synchronisation records (off by
+                          default: they cost a launch-bound step more than
+                          the kernels' own records). Synchronise waits are
+                          recorded without it, with their stacks, by uprobes
+                          on the CUDA synchronise calls; CUPTI's records only
+                          count for a process the probes never reported
       --nccl-hang-s S     an NCCL call outstanding S seconds is a hang, said
                           at once (rank, peer, bytes, stack, the ranks that
                           have not entered the matching call) and when over

@@ -187,8 +187,10 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "stacks_sent_with_ids",
                                         "nccl_calls",
                                         "nccl_nested_calls",
-                                        "nccl_unique_ids_unreadable"};
-  static_assert(GF_STAT_MAX == 30, "name every BPF counter");
+                                        "nccl_unique_ids_unreadable",
+                                        "cuda_sync_calls",
+                                        "cuda_sync_nested_calls"};
+  static_assert(GF_STAT_MAX == 32, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it
@@ -208,7 +210,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
       // naming frames not kept (charged to [stack not received]).
       ", \"stack_id_records\": ", ev.stats().stack_id_records, ", \"stack_id_unknown\": ", ev.stats().stack_id_unknown,
       ", \"live_allocations\": ", ev.tracker().live_count(), ", \"cu_mem_map_calls\": ", ev.stats().map_calls,
-      ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples, "},\n");
+      ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,
+      ", \"sync_calls\": ", ev.stats().sync_calls, ", \"sync_calls_unused\": ", ev.stats().sync_calls_unused, "},\n");
   // Where tensor events came from; those of libgpuflame_cupti.so's in-process hook.
   absl::StrAppend(&out, "  \"tensor_events\": \"", TensorEventsName(tensor_events), "\",\n");
   absl::StrAppend(&out, "  \"inprocess\": {\"events\": ", ev.stats().inprocess_events,
@@ -379,6 +382,8 @@ int RunRecord(const RecordOptions& opt) {
   const std::string library = opt.command.empty() ? "" : FindCuptiLibrary();
   ProfilingOptions profiling = opt.profiling;
   profiling.tensor_events = ResolveTensorEvents(opt);
+  // Synchronise waits go to the utilization, which needs kernel time.
+  profiling.sync_waits = profiling.kernel_time;
   Session::Options sopt;
   sopt.system_wide = system_wide;
   sopt.profiling = profiling;

@@ -28,10 +28,11 @@ struct TimelineRequest {
 struct UtilizationRequest {
   uint64_t interval_ms = 100;  // windows of the busy/idle strip and the per-window figures
   uint64_t idle_gap_ms = 5;    // a gap this long or longer is idle time
-  // CUPTI's SYNCHRONIZATION records for record's own command (--sync-waits):
-  // how long threads waited in synchronise calls. Off by default: on the
-  // H200 they added more to a launch-bound step than the kernels' own
-  // records (README, "Measured").
+  // CUPTI's SYNCHRONIZATION records for record's own command (--sync-waits).
+  // Off by default: on the H200 they added more to a launch-bound step than
+  // the kernels' own records (README, "Measured"). The waits are recorded
+  // anyway by the probes on the synchronise calls (bpf/cuda_sync.bpf.h),
+  // which are preferred where both report (utilization.h, SyncStats).
   bool sync_waits = false;
 };
 

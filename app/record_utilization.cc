@@ -128,9 +128,9 @@ RecordUtilization::RecordUtilization(bool lanes, const UtilizationRequest& reque
 }
 
 bool RecordUtilization::SyncRecorded() const {
-  // A process found running (--pid) may have had them on by its own
-  // environment: what arrived says so.
-  return sync_asked_ || (utilization_ && !utilization_->syncs().empty());
+  // The probes on the synchronise calls are attached with the allocation
+  // probes, in every process record follows: none arrived is 0 waits.
+  return utilization_ != nullptr;
 }
 
 RecordUtilization::~RecordUtilization() {
@@ -199,16 +199,41 @@ std::vector<std::pair<std::string, double>> RecordUtilization::TopIdle(pid_t pid
   return top;
 }
 
+std::vector<std::pair<std::string, double>> RecordUtilization::TopSyncStacks(pid_t pid, size_t n) const {
+  absl::flat_hash_map<std::string, uint64_t> by_stack;
+  uint64_t total = 0;
+  const StackSource source = events_.stack_source();
+  for (const auto& [key, ns] : utilization_->sync_stacks()) {
+    if (key.first != pid) continue;
+    total += ns;
+    std::string name;
+    if (key.second != StackTable::kNone && key.second < source.stacks.size()) {
+      const StackInfo& stack = source.stacks.Get(key.second);
+      for (auto f = stack.frames.begin(); f != stack.frames.end(); ++f)
+        if (source.frames.Get(*f).kind == symbolizer::FrameKind::kPython)
+          absl::StrAppend(&name, name.empty() ? "" : ";", source.frames.Get(*f).name);
+    }
+    by_stack[name.empty() ? std::string("[no Python frame]") : name] += ns;
+  }
+  std::vector<std::pair<std::string, double>> top;
+  for (const auto& [name, ns] : by_stack) top.emplace_back(name, Ratio(ns, total));
+  std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (top.size() > n) top.resize(n);
+  return top;
+}
+
 std::string RecordUtilization::SummaryJson(const absl::flat_hash_map<pid_t, std::string>& comm) const {
   if (!utilization_ && !sampler_) return "null";
   nlohmann::json j;
   j["sources"] = {
       {"busy, gaps, kernels, copies",
        utilization_ ? "CUPTI activity (exact in record)" : "not read: kernel time is off (--no-kernel-time)"},
-      {"sync", !utilization_  ? "not read: kernel time is off"
-               : SyncRecorded() ? "CUPTI SYNCHRONIZATION activity"
-                                : "not recorded: CUPTI's synchronisation records are off by default for their cost "
-                                  "(record --sync-waits)"},
+      {"sync", !utilization_ ? "not read: kernel time is off"
+               : sync_asked_ ? "uprobes on the CUDA synchronise calls; CUPTI SYNCHRONIZATION activity too, counted "
+                               "only for a process the probes never reported (never twice)"
+                             : "uprobes on the CUDA synchronise calls"},
       {"idle_time_stacks", utilization_ ? "CPU samples joined with the idle gaps" : "not read: kernel time is off"},
       {"devices", sampler_ ? absl::StrCat("NVML (", sampler_->reader().library(),
                                           "): classic utilisation rates, GPM metrics where the GPU has them, "
@@ -308,7 +333,15 @@ std::string RecordUtilization::SummaryJson(const absl::flat_hash_map<pid_t, std:
                    {"stream_s", Round(Seconds(s->second.stream_ns), 6)},
                    {"context_s", Round(Seconds(s->second.context_ns), 6)},
                    {"event_s", Round(Seconds(s->second.event_ns), 6)},
-                   {"not_joined", s->second.not_kept}};
+                   {"not_joined", s->second.not_kept + s->second.not_aligned},
+                   {"source", s->second.from_probes ? "uprobes" : "CUPTI"},
+                   {"cupti_ignored", s->second.cupti_ignored},
+                   {"under", [&] {
+                      nlohmann::json under = nlohmann::json::array();
+                      for (const auto& [stack, share] : TopSyncStacks(r.pid, 5))
+                        under.push_back({{"stack", stack}, {"share", Round(share, 4)}});
+                      return under;
+                    }()}};
     nlohmann::json top = nlohmann::json::array();
     for (const auto& [name, share] : TopIdle(r.pid, r.device, 5))
       top.push_back({{"frame", name}, {"share", Round(share, 4)}});

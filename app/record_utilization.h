@@ -49,6 +49,10 @@ class RecordUtilization {
   // The innermost Python frame's name of each idle charge's stack, with its
   // share of |pid|'s steady idle time on |device|: the top |n|.
   std::vector<std::pair<std::string, double>> TopIdle(pid_t pid, uint32_t device, size_t n) const;
+  // The |n| stacks |pid| waited longest under in synchronise calls (the
+  // probes'), each as its Python frames from the outermost, ';'-joined,
+  // with its share of the process's waits.
+  std::vector<std::pair<std::string, double>> TopSyncStacks(pid_t pid, size_t n) const;
 
   // What NVML said of a lane's GPU over its steady state.
   struct LaneGpu {
@@ -63,8 +67,7 @@ class RecordUtilization {
   std::unique_ptr<utilization::GpuSampler> sampler_;
   std::string no_nvml_;  // why NVML is not read, when it is not
   // CUPTI's synchronisation records were asked for (--sync-waits, or the
-  // user's own GPUFLAME_CUPTI_KINDS): without them, and with none arrived,
-  // synchronise waits are "not recorded", never 0.
+  // user's own GPUFLAME_CUPTI_KINDS): they come besides the probes' waits.
   bool sync_asked_ = false;
   bool SyncRecorded() const;
   std::vector<utilization::LaneReport> reports_;

@@ -20,6 +20,7 @@
  *   process_lifecycle.bpf.h  exec, library mmaps, fork, exit, Py_FinalizeEx,
  *                            and the SIGSTOP gates
  *   nccl_calls.bpf.h         every NCCL API call, entry (with its stack) and return
+ *   cuda_sync.bpf.h          CUDA synchronise calls: each wait, with its stack, at return
  * and the helpers they share in lib/: config (load-time knobs), maps (shared
  * with user space), stats, targets (filtering), emit (ring-buffer output),
  * stacks (stack capture), backward_callers (who a Python-less thread works
@@ -51,3 +52,4 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "process_lifecycle.bpf.h"
 #include "autograd_origin.bpf.h"
 #include "nccl_calls.bpf.h"
+#include "cuda_sync.bpf.h"

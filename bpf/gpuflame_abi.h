@@ -151,6 +151,14 @@ enum gf_event_kind {
   GF_EV_NCCL_DONE = 23,     /* that call returned, on the same thread (header only): arg0 =
                              * ncclResult_t; init calls: addr = the communicator it wrote
                              * (0: failed or unreadable) */
+  /* CUDA synchronise calls (bpf/cuda_sync.bpf.h, profiler/utilization/),
+   * domain SYNC, api = the call (GF_API_IS_CUDA_SYNC). Additive. */
+  GF_EV_CUDA_SYNC = 24,     /* a CPU thread returned from a synchronise call (the outermost,
+                             * when a runtime call nests the driver's), sent at return with
+                             * the calling thread's stack as an allocation's: ts_ns = when it
+                             * returned, arg0 = when it was entered (both CLOCK_MONOTONIC),
+                             * addr = the stream or event waited for (0: the whole device or
+                             * context), arg1 = the cudaError_t / CUresult returned */
 };
 
 /* cudaErrorMemoryAllocation (runtime) and CUDA_ERROR_OUT_OF_MEMORY (driver):
@@ -175,6 +183,7 @@ enum gf_domain {
   GF_DOMAIN_CPU = 3,   /* CPU-time samples */
   GF_DOMAIN_LAUNCH = 4, /* kernel-launch stacks (the kernel name is added in user space) */
   GF_DOMAIN_NCCL = 5,   /* NCCL call stacks (GF_EV_NCCL_CALL) */
+  GF_DOMAIN_SYNC = 6,   /* CUDA synchronise waits (GF_EV_CUDA_SYNC) */
 };
 
 /*
@@ -219,10 +228,20 @@ enum gf_api {
   GF_API_NCCL_COMM_DESTROY,    /* (comm) */
   GF_API_NCCL_COMM_ABORT,      /* (comm) */
   GF_API_NCCL_GET_UNIQUE_ID,   /* (ncclUniqueId* out) */
+  /* CUDA synchronise calls (cuda_runtime_api.h, cuda.h of CUDA 13.0; the
+   * per-thread-stream _ptsz names and cuCtxSynchronize_v2 share an ID).
+   * cudaStreamWaitEvent is no CPU wait: not probed. */
+  GF_API_CUDA_STREAM_SYNC = 56, /* cudaStreamSynchronize(stream) */
+  GF_API_CUDA_DEVICE_SYNC,      /* cudaDeviceSynchronize() */
+  GF_API_CUDA_EVENT_SYNC,       /* cudaEventSynchronize(event) */
+  GF_API_CU_STREAM_SYNC,        /* cuStreamSynchronize(hStream) */
+  GF_API_CU_CTX_SYNC,           /* cuCtxSynchronize(), cuCtxSynchronize_v2(ctx): no stream */
+  GF_API_CU_EVENT_SYNC,         /* cuEventSynchronize(hEvent) */
   GF_API_MAX = 64,
 };
 
 #define GF_API_IS_NCCL(a) ((a) >= GF_API_NCCL_ALL_REDUCE && (a) <= GF_API_NCCL_GET_UNIQUE_ID)
+#define GF_API_IS_CUDA_SYNC(a) ((a) >= GF_API_CUDA_STREAM_SYNC && (a) <= GF_API_CU_EVENT_SYNC)
 #define GF_API_IS_NCCL_INIT(a) ((a) == GF_API_NCCL_COMM_INIT_RANK || (a) == GF_API_NCCL_COMM_INIT_RANK_CONFIG)
 /* GF_EV_NCCL_CALL arg0's op half where the call takes no reduction op, and arg1 where it names no peer. */
 #define GF_NCCL_NO_OP 0xffffffffu
@@ -537,6 +556,8 @@ enum gf_stat {
   GF_STAT_NCCL_CALLS,         /* NCCL API entries recorded (bpf/nccl_calls.bpf.h) */
   GF_STAT_NCCL_NESTED,        /* NCCL API entries inside another on the same thread: not recorded */
   GF_STAT_NCCL_ID_UNREADABLE, /* init calls whose ncclUniqueId could not be read (ranks not joined) */
+  GF_STAT_CUDA_SYNCS,         /* CUDA synchronise calls recorded at return (bpf/cuda_sync.bpf.h) */
+  GF_STAT_CUDA_SYNC_NESTED,   /* synchronise entries inside another on the same thread: not recorded */
   GF_STAT_MAX,
 };
 

@@ -861,6 +861,20 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       break;
     }
     case GF_EV_NCCL_DONE: nccl_.OnReturn(pid, ev.tid, ev.ts_ns, ev.addr, static_cast<uint32_t>(ev.arg0)); break;
+    case GF_EV_CUDA_SYNC:
+      // The target's numbers: an API that is not a synchronise call, or an
+      // end before the start, is no wait.
+      if (!GF_API_IS_CUDA_SYNC(ev.api) || ev.arg0 > ev.ts_ns) {
+        stats_.malformed++;
+        break;
+      }
+      stats_.sync_calls++;
+      if (!utilization_) {
+        stats_.sync_calls_unused++;  // kernel time off: no lanes to join them with
+        break;
+      }
+      utilization_->OnSyncCall(pid, ev.api, ev.arg0, ev.ts_ns, RecordStack(ev, body, mixed));
+      break;
     default: stats_.malformed++;
   }
 }

@@ -76,6 +76,8 @@ struct ProcessorStats {
   uint64_t lent_cpu_samples = 0;
   uint64_t lent_cpu_samples_ambiguous = 0;
   uint64_t lost_records = 0;  // the ring buffer had no room: charged to kLostFrame (OnLosses)
+  uint64_t sync_calls = 0;         // synchronise calls from the probes (GF_EV_CUDA_SYNC)
+  uint64_t sync_calls_unused = 0;  // ... with no utilization to take them (kernel time off)
   // Python stacks BPF interned (struct gf_stack_id):
   uint64_t stack_id_records = 0;  // records that named a stack sent before by its ID
   uint64_t stack_id_unknown = 0;  // ... one whose frames were not kept (charged to kStackUnknownFrame)

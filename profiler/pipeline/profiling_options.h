@@ -41,6 +41,11 @@ struct ProfilingOptions {
   // scaled to unbiased estimates (record: exact; agent: sampled).
   // bpf/gpuflame_abi.h, gpuflame:tensor_exact.
   bool tensor_exact = true;
+  // The probes on the CUDA synchronise calls (bpf/cuda_sync.bpf.h): two
+  // probe hits and a record with a stack per call, taken only where
+  // profiler/utilization joins them with the idle gaps (record with kernel
+  // time). Off: the agent has no utilization to take them.
+  bool sync_waits = false;
   TensorEvents tensor_events = TensorEvents::kAuto;
   // Machine-wide (the agent, `record` without a command): the first process
   // to map a CUDA, PyTorch or libpython file not yet covered waits until its

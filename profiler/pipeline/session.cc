@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   ropt.tensor_events = options.profiling.tensor_events;
   ropt.kernel_time_exact = options.profiling.kernel_time_exact;
   ropt.tensor_exact = options.profiling.tensor_exact;
+  ropt.sync_waits = options.profiling.sync_waits;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(

@@ -51,6 +51,8 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kTorchOom: return s->progs.torch_oom;
     case ProbeProgram::kNcclEnter: return s->progs.nccl_enter;
     case ProbeProgram::kNcclExit: return s->progs.nccl_exit;
+    case ProbeProgram::kCudaSyncEnter: return s->progs.cuda_sync_enter;
+    case ProbeProgram::kCudaSyncExit: return s->progs.cuda_sync_exit;
   }
   return nullptr;
 }

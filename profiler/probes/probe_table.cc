@@ -28,6 +28,26 @@ constexpr std::array kSpecs = {
     // A map is said once it succeeded; out of memory as an allocation's.
     UprobeSpec{K::kCudaDriver, "cuMemMap", GF_API_CU_MEM_MAP, P::kMapEnter, true, P::kMapExit},
     UprobeSpec{K::kCudaDriver, "cuMemUnmap", GF_API_CU_MEM_UNMAP, P::kMapEnter, false, P::kMapEnter},
+    // Synchronise calls: how long a CPU thread waited for the GPU, and from
+    // where (bpf/cuda_sync.bpf.h). The _ptsz names are the per-thread
+    // default stream's builds of the same calls; cudaStreamWaitEvent makes
+    // the GPU wait, not a CPU thread: not probed.
+    UprobeSpec{K::kCudaRuntime, "cudaStreamSynchronize", GF_API_CUDA_STREAM_SYNC, P::kCudaSyncEnter, true,
+               P::kCudaSyncExit},
+    UprobeSpec{K::kCudaRuntime, "cudaStreamSynchronize_ptsz", GF_API_CUDA_STREAM_SYNC, P::kCudaSyncEnter, true,
+               P::kCudaSyncExit},
+    UprobeSpec{K::kCudaRuntime, "cudaDeviceSynchronize", GF_API_CUDA_DEVICE_SYNC, P::kCudaSyncEnter, true,
+               P::kCudaSyncExit},
+    UprobeSpec{K::kCudaRuntime, "cudaEventSynchronize", GF_API_CUDA_EVENT_SYNC, P::kCudaSyncEnter, true,
+               P::kCudaSyncExit},
+    UprobeSpec{K::kCudaDriver, "cuStreamSynchronize", GF_API_CU_STREAM_SYNC, P::kCudaSyncEnter, true,
+               P::kCudaSyncExit},
+    UprobeSpec{K::kCudaDriver, "cuStreamSynchronize_ptsz", GF_API_CU_STREAM_SYNC, P::kCudaSyncEnter, true,
+               P::kCudaSyncExit},
+    UprobeSpec{K::kCudaDriver, "cuCtxSynchronize", GF_API_CU_CTX_SYNC, P::kCudaSyncEnter, true, P::kCudaSyncExit},
+    UprobeSpec{K::kCudaDriver, "cuCtxSynchronize_v2", GF_API_CU_CTX_SYNC, P::kCudaSyncEnter, true, P::kCudaSyncExit},
+    UprobeSpec{K::kCudaDriver, "cuEventSynchronize", GF_API_CU_EVENT_SYNC, P::kCudaSyncEnter, true,
+               P::kCudaSyncExit},
     // PyTorch without USDT notes.
     UprobeSpec{K::kTorchCore, kTorchReportSymbol, GF_API_TORCH_REPORT, P::kTorchReport, false, P::kTorchReport},
     // NCCL: entry sends the call with its stack (a call that never returns is
@@ -87,6 +107,12 @@ std::string_view ApiName(uint16_t api) {
     case GF_API_NCCL_COMM_DESTROY: return "ncclCommDestroy";
     case GF_API_NCCL_COMM_ABORT: return "ncclCommAbort";
     case GF_API_NCCL_GET_UNIQUE_ID: return "ncclGetUniqueId";
+    case GF_API_CUDA_STREAM_SYNC: return "cudaStreamSynchronize";
+    case GF_API_CUDA_DEVICE_SYNC: return "cudaDeviceSynchronize";
+    case GF_API_CUDA_EVENT_SYNC: return "cudaEventSynchronize";
+    case GF_API_CU_STREAM_SYNC: return "cuStreamSynchronize";
+    case GF_API_CU_CTX_SYNC: return "cuCtxSynchronize";
+    case GF_API_CU_EVENT_SYNC: return "cuEventSynchronize";
     default: return "[unknown api]";
   }
 }

@@ -55,6 +55,8 @@ enum class ProbeProgram : uint8_t {
   kTorchOom,      // c10::reportOutOfMemoryToProfiler: PyTorch is about to raise OutOfMemoryError
   kNcclEnter,     // an NCCL API's entry: the call, with its stack
   kNcclExit,      // its return
+  kCudaSyncEnter, // a CUDA synchronise call's entry: remembered per thread
+  kCudaSyncExit,  // its return: the wait, with its stack
 };
 
 struct UprobeSpec {

@@ -372,6 +372,7 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   int attached = 0;
   for (const UprobeSpec& spec : UprobeSpecs()) {
     if (spec.library != kind) continue;
+    if (spec.entry == ProbeProgram::kCudaSyncEnter && !options_.sync_waits) continue;
     if (!elf->Exports(spec.symbol)) continue;  // older CUDA: not every API exists
     auto vaddr = elf->FindSymbol(spec.symbol);
     auto offset = vaddr ? elf->VaddrToOffset(*vaddr) : std::nullopt;

@@ -76,6 +76,8 @@ class ProcessRegistry {
     bool kernel_time_exact = true;
     // Every tensor allocation from the injection library (gpuflame:tensor_exact), not a sample by bytes.
     bool tensor_exact = true;
+    // Attach the synchronise-call probes (ProfilingOptions::sync_waits).
+    bool sync_waits = false;
   };
   // |native| (optional) is given each process's maps as they are read.
   ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,

@@ -45,6 +45,31 @@ std::optional<uint64_t> GpuClock::ToMonotonic(pid_t pid, uint64_t cupti_ns) cons
   return cupti_ns - static_cast<uint64_t>(offset);
 }
 
+std::optional<uint64_t> GpuClock::ToCupti(pid_t pid, uint64_t mono_ns) const {
+  auto it = processes_.find(pid);
+  if (it == processes_.end() || it->second.snapshots.empty()) return std::nullopt;
+  const std::vector<Snapshot>& s = it->second.snapshots;
+  // Each snapshot's monotonic time (the bracket's middle). They ascend as
+  // the library read them; a hostile process's disorder only misplaces the
+  // search (upper_bound stays within the vector), as in ToMonotonic.
+  auto mono = [](const Snapshot& snap) { return snap.cupti_ns - static_cast<uint64_t>(snap.offset_ns); };
+  auto after =
+      std::upper_bound(s.begin(), s.end(), mono_ns, [&](uint64_t t, const Snapshot& snap) { return t < mono(snap); });
+  int64_t offset;
+  if (after == s.begin()) {
+    offset = s.front().offset_ns;
+  } else if (after == s.end()) {
+    offset = s.back().offset_ns;
+  } else {
+    const Snapshot& a = *(after - 1);
+    const Snapshot& b = *after;
+    const uint64_t ma = mono(a), mb = mono(b);
+    const double f = mb > ma ? static_cast<double>(mono_ns - ma) / static_cast<double>(mb - ma) : 0.0;
+    offset = a.offset_ns + static_cast<int64_t>(f * static_cast<double>(b.offset_ns - a.offset_ns));
+  }
+  return mono_ns + static_cast<uint64_t>(offset);
+}
+
 ClockAlignment GpuClock::Alignment(pid_t pid) const {
   auto it = processes_.find(pid);
   return it == processes_.end() ? ClockAlignment{} : it->second.alignment;

@@ -48,6 +48,9 @@ class GpuClock {
   void OnSnapshot(pid_t pid, uint64_t cupti_ns, uint64_t mono_before_ns, uint64_t mono_after_ns);
   // |cupti_ns| of |pid| on CLOCK_MONOTONIC; nullopt without any snapshot of it.
   std::optional<uint64_t> ToMonotonic(pid_t pid, uint64_t cupti_ns) const;
+  // The inverse: |mono_ns| (a probe's time) of |pid| on CUPTI's clock,
+  // through the same snapshots; nullopt without any snapshot of it.
+  std::optional<uint64_t> ToCupti(pid_t pid, uint64_t mono_ns) const;
   ClockAlignment Alignment(pid_t pid) const;
 
  private:

@@ -60,8 +60,8 @@ struct LaneReport {
   LaneCounts counts;
   uint64_t gap_threshold_ns = 0;
   // Idle time of the steady state while a thread waited in a synchronise
-  // call; none where those waits were not recorded (CUPTI's SYNCHRONIZATION
-  // records are off by default for their cost: record --sync-waits).
+  // call (the probes' waits, or CUPTI's records where no probe reported);
+  // none where those waits were not recorded.
   std::optional<uint64_t> sync_in_gaps_ns;
   Verdict verdict = Verdict::kNotJudged;
   std::string reason;  // one sentence with the numbers behind the verdict

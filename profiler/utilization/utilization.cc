@@ -1,19 +1,39 @@
 #include "profiler/utilization/utilization.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace gpuflame::profiler::utilization {
+
+namespace {
+
+// The sums a wait of |ns| adds, by which call it was (enum gf_sync_kind).
+void AddWait(SyncStats& s, uint8_t kind, uint64_t ns) {
+  s.calls++;
+  s.ns += ns;
+  (kind == GF_SYNC_STREAM ? s.stream_ns : kind == GF_SYNC_EVENT ? s.event_ns : s.context_ns) += ns;
+}
+
+uint8_t SyncKindOf(uint16_t api) {
+  switch (api) {
+    case GF_API_CUDA_STREAM_SYNC:
+    case GF_API_CU_STREAM_SYNC: return GF_SYNC_STREAM;
+    case GF_API_CUDA_EVENT_SYNC:
+    case GF_API_CU_EVENT_SYNC: return GF_SYNC_EVENT;
+    default: return GF_SYNC_CONTEXT;
+  }
+}
+
+}  // namespace
 
 void Utilization::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records) {
   BusyLane* lane = nullptr;
   uint32_t lane_device = 0;
   for (const gf_kernel_record& r : records) {
     if (r.kind == GF_GPU_SYNC) {
-      SyncStats& s = syncs_[pid];
+      SyncStats& s = cupti_syncs_[pid];
       const uint64_t ns = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
-      s.calls++;
-      s.ns += ns;
-      (r.copy_kind == GF_SYNC_STREAM ? s.stream_ns : r.copy_kind == GF_SYNC_EVENT ? s.event_ns : s.context_ns) += ns;
+      AddWait(s, r.copy_kind, ns);
       std::vector<Gap>& spans = sync_spans_[pid];
       if (spans.size() < o_.max_syncs) spans.push_back({r.start_ns, r.start_ns + ns});
       else s.not_kept++;
@@ -49,8 +69,51 @@ void Utilization::OnCpuSample(pid_t pid, uint64_t ts_ns, StackId stack) {
   samples_.push_back({ts_ns, pid, stack});
 }
 
+void Utilization::OnSyncCall(pid_t pid, uint16_t api, uint64_t start_ns, uint64_t end_ns, StackId stack) {
+  const uint64_t ns = end_ns > start_ns ? end_ns - start_ns : 0;
+  SyncStats& s = probe_syncs_[pid];
+  s.from_probes = true;
+  AddWait(s, SyncKindOf(api), ns);
+  std::vector<Gap>& spans = probe_spans_[pid];
+  if (spans.size() < o_.max_syncs) spans.push_back({start_ns, start_ns + ns});
+  else s.not_kept++;
+  const auto key = std::pair{pid, stack};
+  if (auto it = sync_stacks_.find(key); it != sync_stacks_.end()) it->second += ns;
+  else if (sync_stacks_.size() < o_.max_sync_stacks) sync_stacks_.emplace(key, ns);
+  else sync_stacks_dropped_++;
+}
+
+void Utilization::ResolveSyncs() {
+  // One source per process, never both: with CUPTI's SYNCHRONIZATION
+  // records on (record --sync-waits, or the process's own
+  // GPUFLAME_CUPTI_KINDS) and the probes attached, each wait arrives twice.
+  // The probes are preferred: they carry the caller's stack and cost less;
+  // CUPTI's records of that process are counted as ignored. A process the
+  // probes never reported (its libcudart not probed) keeps CUPTI's.
+  syncs_ = cupti_syncs_;
+  for (auto& [pid, probe] : probe_syncs_) {
+    SyncStats s = probe;
+    if (auto c = cupti_syncs_.find(pid); c != cupti_syncs_.end()) s.cupti_ignored = c->second.calls;
+    // The gap join is on CUPTI's clock: through the process's clock pairs,
+    // all arrived by now. Without any, the waits stay in the sums only.
+    std::vector<Gap> spans;
+    for (const Gap& g : probe_spans_[pid]) {
+      const std::optional<uint64_t> a = clock_.ToCupti(pid, g.start_ns);
+      const std::optional<uint64_t> b = clock_.ToCupti(pid, g.end_ns);
+      if (!a || !b || *b < *a) {
+        s.not_aligned++;
+        continue;
+      }
+      spans.push_back({*a, *b});
+    }
+    sync_spans_[pid] = std::move(spans);
+    syncs_[pid] = s;
+  }
+}
+
 void Utilization::Finish() {
   for (auto& [key, lane] : lanes_) lane.Settle(true);
+  ResolveSyncs();
   // Each process's waits as their union: time in which some thread of it
   // waited (threads may wait at once), disjoint and in order for the join.
   for (auto& [pid, spans] : sync_spans_) {

@@ -4,7 +4,8 @@
 // GPU idled (the idle-time flame graph, idle_profile.h).
 //
 // Fed by the event loop with what it decodes already: CUPTI's activity
-// batches (GPU work and GF_GPU_SYNC waits), the CPU samples, the library's
+// batches (GPU work and GF_GPU_SYNC waits), the probes' synchronise calls
+// (GF_EV_CUDA_SYNC, with their stacks), the CPU samples, the library's
 // clock pairs. CPU samples are kept (16 bytes each, bounded) until Finish
 // joins them with the idle gaps, which are on CUPTI's clock and final only
 // once the lanes have settled.
@@ -38,6 +39,7 @@ struct UtilizationOptions {
   size_t max_lanes = 256;
   size_t max_samples = 1 << 21;  // CPU samples kept for the join (32 MiB)
   size_t max_syncs = 1 << 18;    // synchronise waits kept per process for the join
+  size_t max_sync_stacks = 1 << 16;  // (process, stack) pairs whose wait is summed
 };
 
 struct SyncStats {
@@ -47,6 +49,14 @@ struct SyncStats {
   uint64_t context_ns = 0;  // cudaDeviceSynchronize, cuCtxSynchronize
   uint64_t event_ns = 0;    // cudaEventSynchronize
   uint64_t not_kept = 0;    // past max_syncs: in the sums, not in the gap join
+  // From the probes: waits of a process without any clock pair when
+  // recording ended (CUPTI's clock unknown): in the sums, not in the join.
+  uint64_t not_aligned = 0;
+  // The waits came from the probes (GF_EV_CUDA_SYNC); false: CUPTI's records.
+  bool from_probes = false;
+  // CUPTI's GF_GPU_SYNC records of a process the probes also reported:
+  // the same waits, not counted again.
+  uint64_t cupti_ignored = 0;
 };
 
 // Where a GPU's idle time went: a CPU stack of the lane's process, or
@@ -81,6 +91,11 @@ class Utilization {
 
   void OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records);
   void OnCpuSample(pid_t pid, uint64_t ts_ns, StackId stack);
+  // A synchronise call from the probes: |api| one of GF_API_IS_CUDA_SYNC,
+  // entered and returned at |start_ns|..|end_ns| on CLOCK_MONOTONIC,
+  // called from |stack|. Converted to CUPTI's clock in Finish, when every
+  // clock pair of the process has arrived.
+  void OnSyncCall(pid_t pid, uint16_t api, uint64_t start_ns, uint64_t end_ns, StackId stack);
   void OnClock(pid_t pid, uint64_t cupti_ns, uint64_t mono_before_ns, uint64_t mono_after_ns) {
     clock_.OnSnapshot(pid, cupti_ns, mono_before_ns, mono_after_ns);
   }
@@ -93,7 +108,12 @@ class Utilization {
   IdleJoin JoinIdle(const std::map<std::pair<pid_t, uint32_t>, uint64_t>& steady_start) const;
 
   const std::map<std::pair<pid_t, uint32_t>, BusyLane>& lanes() const { return lanes_; }
+  // After Finish: each process's waits, from the probes where they
+  // reported any (then CUPTI's records of it are ignored), else CUPTI's.
   const absl::flat_hash_map<pid_t, SyncStats>& syncs() const { return syncs_; }
+  // Wait time by the stack that called the synchronise call (probes only).
+  const absl::flat_hash_map<std::pair<pid_t, StackId>, uint64_t>& sync_stacks() const { return sync_stacks_; }
+  uint64_t sync_stacks_dropped() const { return sync_stacks_dropped_; }
   uint64_t lanes_dropped() const { return lanes_dropped_; }
   uint64_t samples() const { return samples_.size(); }
   const UtilizationOptions& options() const { return o_; }
@@ -108,8 +128,14 @@ class Utilization {
   UtilizationOptions o_;
   std::map<std::pair<pid_t, uint32_t>, BusyLane> lanes_;  // (pid, device), ordered for stable output
   uint64_t lanes_dropped_ = 0;                            // records of lanes past max_lanes
-  absl::flat_hash_map<pid_t, SyncStats> syncs_;
+  void ResolveSyncs();
+  absl::flat_hash_map<pid_t, SyncStats> syncs_;              // final: Finish
+  absl::flat_hash_map<pid_t, SyncStats> cupti_syncs_;        // from GF_GPU_SYNC records
   absl::flat_hash_map<pid_t, std::vector<Gap>> sync_spans_;  // CUPTI's clock
+  absl::flat_hash_map<pid_t, SyncStats> probe_syncs_;        // from GF_EV_CUDA_SYNC
+  absl::flat_hash_map<pid_t, std::vector<Gap>> probe_spans_;  // CLOCK_MONOTONIC until Finish
+  absl::flat_hash_map<std::pair<pid_t, StackId>, uint64_t> sync_stacks_;
+  uint64_t sync_stacks_dropped_ = 0;  // waits past max_sync_stacks: in the sums, not by stack
   std::vector<CpuSample> samples_;
   uint64_t samples_dropped_ = 0;
   timeline::GpuClock clock_;

@@ -49,12 +49,23 @@ class IdleTest : public ::testing::Test {
 };
 
 TEST_F(IdleTest, AStarvedGpuIsASupplyProblemUnderItsDataLoader) {
-  Recorded r = RecordIdle("starved", "2", "", "--sync-waits");
+  // Without --sync-waits: the waits come from the probes on the
+  // synchronise calls, with their callers' stacks.
+  Recorded r = RecordIdle("starved", "2");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
   const std::string dump = r.gpu.dump();
   EXPECT_EQ(r.gpu["verdict"], "supply") << dump;
-  EXPECT_EQ(r.utilization["sources"]["sync"], "CUPTI SYNCHRONIZATION activity") << r.utilization.dump();
+  EXPECT_EQ(r.utilization["sources"]["sync"], "uprobes on the CUDA synchronise calls") << r.utilization.dump();
+  EXPECT_EQ(r.gpu["sync"]["source"], "uprobes") << dump;
+  EXPECT_EQ(r.gpu["sync"]["cupti_ignored"], 0) << dump;
+  EXPECT_EQ(r.gpu["sync"]["not_joined"], 0) << dump;
+  // Every wait was called from Trainer.step (sim_torch.synchronize's
+  // cudaStreamSynchronize; the driver's call inside it is not counted again).
+  ASSERT_FALSE(r.gpu["sync"]["under"].empty()) << dump;
+  EXPECT_NE(r.gpu["sync"]["under"][0]["stack"].get<std::string>().find("Trainer > step"), std::string::npos) << dump;
+  EXPECT_EQ(r.gpu["sync"]["under"][0]["share"], 1.0) << dump;
+  EXPECT_TRUE(r.gpu["idle_gaps_in_sync_s"].is_number()) << dump;
   EXPECT_TRUE(r.gpu["idle_gaps_in_sync_s"].is_number()) << dump;
   const auto& steady = r.gpu["steady"];
   // 20 ms on the CPU for 5 ms of GPU work a step: about 80% idle in gaps.
@@ -100,7 +111,7 @@ TEST_F(IdleTest, AStarvedGpuIsASupplyProblemUnderItsDataLoader) {
 }
 
 TEST_F(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
-  Recorded r = RecordIdle("busy", "2", "", "--interval 50 --idle-gap-ms 10 --sync-waits");
+  Recorded r = RecordIdle("busy", "2", "", "--interval 50 --idle-gap-ms 10");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   const auto& u = r.utilization;
   ASSERT_EQ(u["gpus"].size(), 1u) << r.run.output << u.dump();
@@ -143,7 +154,7 @@ TEST_F(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
 }
 
 TEST_F(IdleTest, TinyKernelsLaunchedOneByOneAreLaunchBound) {
-  Recorded r = RecordIdle("tiny", "2", "", "--sync-waits");
+  Recorded r = RecordIdle("tiny", "2");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
   const std::string dump = r.gpu.dump();
@@ -156,6 +167,23 @@ TEST_F(IdleTest, TinyKernelsLaunchedOneByOneAreLaunchBound) {
   EXPECT_NE(r.run.output.find("): launch_bound. busy"), std::string::npos) << r.run.output;
 }
 
+// --sync-waits adds CUPTI's SYNCHRONIZATION records of the same waits the
+// probes see: each is counted once (the probes'), CUPTI's said ignored.
+TEST_F(IdleTest, CuptisSyncRecordsAndTheProbesDoNotCountAWaitTwice) {
+  Recorded r = RecordIdle("starved", "1.5", "", "--sync-waits");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.gpu.is_object()) << r.run.output << r.utilization.dump();
+  const std::string dump = r.gpu.dump();
+  EXPECT_EQ(r.utilization["sources"]["sync"].get<std::string>().rfind("uprobes on the CUDA synchronise calls; CUPTI", 0),
+            0u)
+      << r.utilization.dump();
+  EXPECT_EQ(r.gpu["sync"]["source"], "uprobes") << dump;
+  const int64_t kernels = r.gpu["steady"]["kernels"]["count"], syncs = r.gpu["sync"]["calls"];
+  EXPECT_GT(syncs, 5) << dump;
+  EXPECT_EQ(kernels, 10 * syncs) << dump;  // one wait a step, not two
+  EXPECT_EQ(r.gpu["sync"]["cupti_ignored"].get<int64_t>(), syncs) << dump;
+}
+
 TEST_F(IdleTest, HighDramBandwidthFromNvmlGpmMakesABusyGpuMemoryBound) {
   Recorded r = RecordIdle("busy", "1.5", "GF_SIM_NVML_DRAM_PCT=75 GF_SIM_NVML_NO_POWER=1");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
@@ -164,11 +192,9 @@ TEST_F(IdleTest, HighDramBandwidthFromNvmlGpmMakesABusyGpuMemoryBound) {
   EXPECT_NE(r.gpu["reason"].get<std::string>().find("75%"), std::string::npos) << r.gpu.dump();
   EXPECT_EQ(r.gpu["nvml"]["steady"]["gpm_dram_bandwidth_pct"]["mean"], 75) << r.gpu.dump();
   // Without --sync-waits the library leaves CUPTI's synchronisation
-  // records off (their cost): the waits are said not recorded, not 0.
-  EXPECT_FALSE(r.gpu.contains("sync")) << r.gpu.dump();
-  EXPECT_TRUE(r.gpu["idle_gaps_in_sync_s"].is_null()) << r.gpu.dump();
-  EXPECT_EQ(r.utilization["sources"]["sync"].get<std::string>().rfind("not recorded: ", 0), 0u)
-      << r.utilization.dump();
+  // records off (their cost): the waits are the probes'.
+  EXPECT_EQ(r.gpu["sync"]["source"], "uprobes") << r.gpu.dump();
+  EXPECT_TRUE(r.gpu["idle_gaps_in_sync_s"].is_number()) << r.gpu.dump();
   // A figure the board does not give is said missing, not zero.
   EXPECT_EQ(r.utilization["devices_missing"]["GPU 0 power"], "Not Supported (3)") << r.utilization.dump();
   EXPECT_FALSE(r.utilization["devices"][0].contains("power_w")) << r.utilization.dump();

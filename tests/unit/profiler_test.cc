@@ -16,6 +16,7 @@
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/pipeline/stack_ids.h"
 #include "profiler/probes/probe_table.h"
+#include "profiler/utilization/utilization.h"
 #include "profiler/process/python_discovery.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
@@ -458,6 +459,42 @@ TEST_F(EventProcessorTest, RingLossesAreChargedToTheLostFrameOnceEach) {
     } else {
       EXPECT_EQ(events_.cpu().totals().at(TimeKey{id, 0}).nanos, 5 * 10'000'000);
     }
+  }
+}
+
+// A synchronise call from the probes (bpf/cuda_sync.bpf.h): entered at
+// arg0, returned at ts_ns, with its stack; the wait goes to utilization.
+TEST_F(EventProcessorTest, ProbeSyncCallsAreDecodedIntoWaitsWithTheirStack) {
+  utilization::Utilization u{utilization::UtilizationOptions{}};
+  auto sync = [&](uint16_t api, uint64_t start, uint64_t end) {
+    gf_event ev = testing::Header(GF_EV_CUDA_SYNC, GF_DOMAIN_SYNC, api, 4242);
+    ev.ts_ns = end;
+    ev.arg0 = start;
+    std::vector<uint64_t> native = {0x10, 0x20};
+    ev.native_count = 2;
+    return testing::MakeRecord(ev, native.data(), 16);
+  };
+  events_.OnRecord(sync(GF_API_CUDA_STREAM_SYNC, 1000, 5000));  // no utilization: counted, unused
+  EXPECT_EQ(events_.stats().sync_calls_unused, 1u);
+  events_.SetUtilization(&u);
+  events_.OnRecord(sync(GF_API_CUDA_STREAM_SYNC, 1000, 5000));
+  events_.OnRecord(sync(GF_API_CU_CTX_SYNC, 6000, 7000));
+  events_.OnRecord(sync(GF_API_CUDA_MALLOC, 6000, 7000));  // not a synchronise call
+  events_.OnRecord(sync(GF_API_CU_EVENT_SYNC, 9000, 8000));  // ends before it starts
+  events_.SetUtilization(nullptr);
+  EXPECT_EQ(events_.stats().malformed, 2u);
+  EXPECT_EQ(events_.stats().sync_calls, 3u);
+  u.Finish();
+  const utilization::SyncStats& s = u.syncs().at(4242);
+  EXPECT_EQ(s.calls, 2u);
+  EXPECT_EQ(s.stream_ns, 4000u);
+  EXPECT_EQ(s.context_ns, 1000u);
+  EXPECT_EQ(s.not_aligned, 2u);  // no clock pair of the process
+  ASSERT_EQ(u.sync_stacks().size(), 2u);
+  for (const auto& [key, ns] : u.sync_stacks()) {
+    const StackInfo& stack = events_.stacks().Get(key.second);
+    const std::string leaf = events_.frames().Get(stack.frames.back()).name;
+    EXPECT_EQ(leaf, ns == 4000u ? "cudaStreamSynchronize" : "cuCtxSynchronize");
   }
 }
 

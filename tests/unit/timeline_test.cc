@@ -103,6 +103,13 @@ TEST(GpuClockTest, ConvertsThroughTheSnapshotsAroundIt) {
   EXPECT_EQ(*clock.ToMonotonic(5, 1'000'006'500), 6000u);    // halfway: half the gain
   EXPECT_EQ(*clock.ToMonotonic(5, 1'000'000'000), 0u);       // before the first: its offset
   EXPECT_EQ(*clock.ToMonotonic(5, 1'000'022'000), 21'000u);  // after the last: its offset
+  // The inverse, for the probes' times (profiler/utilization's sync waits).
+  EXPECT_FALSE(clock.ToCupti(6, 123).has_value());
+  EXPECT_EQ(*clock.ToCupti(5, 1000), 1'000'001'000u);
+  EXPECT_EQ(*clock.ToCupti(5, 6000), 1'000'006'500u);
+  EXPECT_EQ(*clock.ToCupti(5, 0), 1'000'000'000u);
+  EXPECT_EQ(*clock.ToCupti(5, 21'000), 1'000'022'000u);
+  for (uint64_t m : {1000u, 3333u, 6000u, 10'999u}) EXPECT_EQ(*clock.ToMonotonic(5, *clock.ToCupti(5, m)), m);
   const ClockAlignment a = clock.Alignment(5);
   EXPECT_EQ(a.snapshots, 2u);
   EXPECT_EQ(a.max_uncertainty_ns, 100u);

@@ -285,6 +285,92 @@ TEST(UtilizationTest, AProcessWithoutClockPairsIsCountedNotJoined) {
   EXPECT_TRUE(j.ns.empty());
 }
 
+// The probes' waits (GF_EV_CUDA_SYNC) are on CLOCK_MONOTONIC; the gaps on
+// CUPTI's. Here CUPTI's clock runs 5 s ahead of the monotonic one.
+TEST(UtilizationTest, ProbeWaitsAreConvertedToCuptisClockAndJoinedWithTheGaps) {
+  Utilization u{UtilizationOptions{}};
+  constexpr pid_t kPid = 7;
+  constexpr uint64_t kAhead = 5 * kS, M0 = T0 - kAhead;  // M0: T0 on the monotonic clock
+  u.OnClock(kPid, T0, M0, M0);
+  u.OnClock(kPid, T0 + 10 * kS, M0 + 10 * kS, M0 + 10 * kS);
+  std::vector<gf_kernel_record> work = {Kernel(T0, 10 * kMs), Kernel(T0 + 40 * kMs, 10 * kMs)};
+  u.OnGpuRecords(kPid, work);
+  // A stream wait [20, 30) ms and a device wait [35, 45) ms: 15 ms of the
+  // gap [10, 40) in all (the second half outside it), from two stacks.
+  u.OnSyncCall(kPid, GF_API_CUDA_STREAM_SYNC, M0 + 20 * kMs, M0 + 30 * kMs, 11);
+  u.OnSyncCall(kPid, GF_API_CU_CTX_SYNC, M0 + 35 * kMs, M0 + 45 * kMs, 12);
+  u.OnSyncCall(kPid, GF_API_CUDA_EVENT_SYNC, M0 + 60 * kMs, M0 + 61 * kMs, 11);
+  u.Finish();
+  const SyncStats& s = u.syncs().at(kPid);
+  EXPECT_TRUE(s.from_probes);
+  EXPECT_EQ(s.calls, 3u);
+  EXPECT_EQ(s.ns, 21 * kMs);
+  EXPECT_EQ(s.stream_ns, 10 * kMs);
+  EXPECT_EQ(s.context_ns, 10 * kMs);
+  EXPECT_EQ(s.event_ns, 1 * kMs);
+  EXPECT_EQ(s.not_aligned, 0u);
+  EXPECT_EQ((u.sync_stacks().at({kPid, 11})), 11 * kMs);
+  EXPECT_EQ((u.sync_stacks().at({kPid, 12})), 10 * kMs);
+  IdleJoin j = u.JoinIdle({});
+  EXPECT_EQ((j.sync_in_gaps_ns[{kPid, 0}]), 15 * kMs);
+}
+
+TEST(UtilizationTest, ProbeWaitsOfAProcessWithoutClockPairsAreSummedAndCountedNotJoined) {
+  Utilization u{UtilizationOptions{}};
+  std::vector<gf_kernel_record> work = {Kernel(T0, kMs), Kernel(T0 + 20 * kMs, kMs)};
+  u.OnGpuRecords(3, work);
+  u.OnSyncCall(3, GF_API_CUDA_STREAM_SYNC, 5 * kMs, 15 * kMs, 1);
+  u.Finish();
+  EXPECT_EQ(u.syncs().at(3).calls, 1u);
+  EXPECT_EQ(u.syncs().at(3).ns, 10 * kMs);
+  EXPECT_EQ(u.syncs().at(3).not_aligned, 1u);
+  IdleJoin j = u.JoinIdle({});
+  EXPECT_EQ((j.sync_in_gaps_ns[{3, 0}]), 0u);
+}
+
+// CUPTI's SYNCHRONIZATION records (record --sync-waits) and the probes say
+// the same waits: the probes are counted, CUPTI's ignored and said so; a
+// process only CUPTI reported keeps CUPTI's.
+TEST(UtilizationTest, CuptisSyncRecordsAndTheProbesTogetherCountEachWaitOnce) {
+  Utilization u{UtilizationOptions{}};
+  u.OnClock(7, T0, T0, T0);
+  u.OnClock(8, T0, T0, T0);
+  std::vector<gf_kernel_record> work = {Kernel(T0, 10 * kMs), Kernel(T0 + 40 * kMs, 10 * kMs),
+                                        Sync(T0 + 20 * kMs, 10 * kMs)};
+  u.OnGpuRecords(7, work);
+  u.OnGpuRecords(8, work);
+  // Process 7: the probes' record of the same wait, before or after CUPTI's.
+  u.OnSyncCall(7, GF_API_CUDA_STREAM_SYNC, T0 + 20 * kMs, T0 + 30 * kMs, 1);
+  std::vector<gf_kernel_record> late = {Sync(T0 + 20 * kMs, 10 * kMs)};
+  u.OnGpuRecords(7, late);
+  u.Finish();
+  const SyncStats& p = u.syncs().at(7);
+  EXPECT_TRUE(p.from_probes);
+  EXPECT_EQ(p.calls, 1u);
+  EXPECT_EQ(p.ns, 10 * kMs);
+  EXPECT_EQ(p.cupti_ignored, 2u);
+  const SyncStats& c = u.syncs().at(8);
+  EXPECT_FALSE(c.from_probes);
+  EXPECT_EQ(c.calls, 1u);
+  EXPECT_EQ(c.ns, 10 * kMs);
+  IdleJoin j = u.JoinIdle({});
+  EXPECT_EQ((j.sync_in_gaps_ns[{7, 0}]), 10 * kMs);
+  EXPECT_EQ((j.sync_in_gaps_ns[{8, 0}]), 10 * kMs);
+}
+
+TEST(UtilizationTest, SyncStacksAreBounded) {
+  UtilizationOptions o;
+  o.max_sync_stacks = 1;
+  Utilization u(o);
+  u.OnSyncCall(1, GF_API_CUDA_DEVICE_SYNC, kMs, 2 * kMs, 1);
+  u.OnSyncCall(1, GF_API_CUDA_DEVICE_SYNC, 3 * kMs, 4 * kMs, 2);
+  u.OnSyncCall(1, GF_API_CUDA_DEVICE_SYNC, 5 * kMs, 6 * kMs, 1);
+  u.Finish();
+  EXPECT_EQ(u.syncs().at(1).calls, 3u);  // every wait in the sums
+  EXPECT_EQ((u.sync_stacks().at({1, 1})), 2 * kMs);
+  EXPECT_EQ(u.sync_stacks_dropped(), 1u);
+}
+
 TEST(UtilizationTest, LanesArePerProcessAndDeviceAndBounded) {
   UtilizationOptions o;
   o.max_lanes = 2;
