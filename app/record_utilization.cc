@@ -127,12 +127,6 @@ RecordUtilization::RecordUtilization(bool lanes, const UtilizationRequest& reque
   events.SetUtilization(utilization_.get());
 }
 
-bool RecordUtilization::SyncRecorded() const {
-  // The probes on the synchronise calls are attached with the allocation
-  // probes, in every process record follows: none arrived is 0 waits.
-  return utilization_ != nullptr;
-}
-
 RecordUtilization::~RecordUtilization() {
   if (utilization_) events_.SetUtilization(nullptr);
 }
@@ -159,9 +153,7 @@ void RecordUtilization::Finish() {
       g.steady = sampler_->figures().Over(*g.index, from.value_or(0));
     }
     auto it = join_.sync_in_gaps_ns.find({r.pid, r.device});
-    std::optional<uint64_t> sync;
-    if (SyncRecorded()) sync = it == join_.sync_in_gaps_ns.end() ? 0 : it->second;
-    utilization::Judge(r, sync, g.index ? &g.steady : nullptr, g.why);
+    utilization::Judge(r, it == join_.sync_in_gaps_ns.end() ? 0 : it->second, g.index ? &g.steady : nullptr, g.why);
   }
 }
 
@@ -322,8 +314,7 @@ std::string RecordUtilization::SummaryJson(const absl::flat_hash_map<pid_t, std:
                                                    {"busy_s", Round(Seconds(r.start_up_busy_ns), 6)},
                                                    {"pauses", r.start_up_pauses}}
                                   : nlohmann::json(nullptr);
-    l["idle_gaps_in_sync_s"] =
-        r.sync_in_gaps_ns ? nlohmann::json(Round(Seconds(*r.sync_in_gaps_ns), 6)) : nlohmann::json(nullptr);
+    l["idle_gaps_in_sync_s"] = Round(Seconds(r.sync_in_gaps_ns), 6);
     const LaneGpu g = ri < lane_gpus_.size() ? lane_gpus_[ri] : LaneGpu{};
     l["nvml"] = g.index ? nlohmann::json{{"index", *g.index}, {"steady", StatsJson(g.steady, comm)}}
                         : nlohmann::json{{"not_joined", g.why}};

@@ -69,7 +69,6 @@ class RecordUtilization {
   // CUPTI's synchronisation records were asked for (--sync-waits, or the
   // user's own GPUFLAME_CUPTI_KINDS): they come besides the probes' waits.
   bool sync_asked_ = false;
-  bool SyncRecorded() const;
   std::vector<utilization::LaneReport> reports_;
   std::vector<LaneGpu> lane_gpus_;  // parallel to reports_
   utilization::IdleJoin join_;

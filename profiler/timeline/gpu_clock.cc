@@ -24,50 +24,40 @@ void GpuClock::OnSnapshot(pid_t pid, uint64_t cupti_ns, uint64_t mono_before_ns,
   p.snapshots.push_back({cupti_ns, offset});
 }
 
+template <typename On>
+std::optional<int64_t> GpuClock::OffsetAt(const std::vector<Snapshot>& s, uint64_t t, On on) {
+  if (s.empty()) return std::nullopt;
+  // Snapshots ascend as the library read them; a hostile process's disorder
+  // only misplaces the search (upper_bound stays within the vector), and
+  // two snapshots at one instant give the earlier one's offset.
+  auto after = std::upper_bound(s.begin(), s.end(), t, [&](uint64_t v, const Snapshot& snap) { return v < on(snap); });
+  if (after == s.begin()) return s.front().offset_ns;
+  if (after == s.end()) return s.back().offset_ns;
+  const Snapshot& a = *(after - 1);
+  const Snapshot& b = *after;
+  const uint64_t ta = on(a), tb = on(b);
+  const double f = tb > ta ? static_cast<double>(t - ta) / static_cast<double>(tb - ta) : 0.0;
+  return a.offset_ns + static_cast<int64_t>(f * static_cast<double>(b.offset_ns - a.offset_ns));
+}
+
 std::optional<uint64_t> GpuClock::ToMonotonic(pid_t pid, uint64_t cupti_ns) const {
   auto it = processes_.find(pid);
-  if (it == processes_.end() || it->second.snapshots.empty()) return std::nullopt;
-  const std::vector<Snapshot>& s = it->second.snapshots;
-  auto after = std::upper_bound(s.begin(), s.end(), cupti_ns,
-                                [](uint64_t t, const Snapshot& snap) { return t < snap.cupti_ns; });
-  int64_t offset;
-  if (after == s.begin()) {
-    offset = s.front().offset_ns;
-  } else if (after == s.end()) {
-    offset = s.back().offset_ns;
-  } else {
-    // Between two snapshots: the offset moves linearly from one to the other.
-    const Snapshot& a = *(after - 1);
-    const Snapshot& b = *after;
-    const double f = static_cast<double>(cupti_ns - a.cupti_ns) / static_cast<double>(b.cupti_ns - a.cupti_ns);
-    offset = a.offset_ns + static_cast<int64_t>(f * static_cast<double>(b.offset_ns - a.offset_ns));
-  }
-  return cupti_ns - static_cast<uint64_t>(offset);
+  if (it == processes_.end()) return std::nullopt;
+  const std::optional<int64_t> offset =
+      OffsetAt(it->second.snapshots, cupti_ns, [](const Snapshot& snap) { return snap.cupti_ns; });
+  if (!offset) return std::nullopt;
+  return cupti_ns - static_cast<uint64_t>(*offset);
 }
 
 std::optional<uint64_t> GpuClock::ToCupti(pid_t pid, uint64_t mono_ns) const {
   auto it = processes_.find(pid);
-  if (it == processes_.end() || it->second.snapshots.empty()) return std::nullopt;
-  const std::vector<Snapshot>& s = it->second.snapshots;
-  // Each snapshot's monotonic time (the bracket's middle). They ascend as
-  // the library read them; a hostile process's disorder only misplaces the
-  // search (upper_bound stays within the vector), as in ToMonotonic.
-  auto mono = [](const Snapshot& snap) { return snap.cupti_ns - static_cast<uint64_t>(snap.offset_ns); };
-  auto after =
-      std::upper_bound(s.begin(), s.end(), mono_ns, [&](uint64_t t, const Snapshot& snap) { return t < mono(snap); });
-  int64_t offset;
-  if (after == s.begin()) {
-    offset = s.front().offset_ns;
-  } else if (after == s.end()) {
-    offset = s.back().offset_ns;
-  } else {
-    const Snapshot& a = *(after - 1);
-    const Snapshot& b = *after;
-    const uint64_t ma = mono(a), mb = mono(b);
-    const double f = mb > ma ? static_cast<double>(mono_ns - ma) / static_cast<double>(mb - ma) : 0.0;
-    offset = a.offset_ns + static_cast<int64_t>(f * static_cast<double>(b.offset_ns - a.offset_ns));
-  }
-  return mono_ns + static_cast<uint64_t>(offset);
+  if (it == processes_.end()) return std::nullopt;
+  // Each snapshot's monotonic time (the bracket's middle).
+  const std::optional<int64_t> offset = OffsetAt(it->second.snapshots, mono_ns, [](const Snapshot& snap) {
+    return snap.cupti_ns - static_cast<uint64_t>(snap.offset_ns);
+  });
+  if (!offset) return std::nullopt;
+  return mono_ns + static_cast<uint64_t>(*offset);
 }
 
 ClockAlignment GpuClock::Alignment(pid_t pid) const {

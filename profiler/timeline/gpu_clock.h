@@ -62,6 +62,11 @@ class GpuClock {
     std::vector<Snapshot> snapshots;  // ascending cupti_ns
     ClockAlignment alignment;
   };
+  // The offset (cupti - monotonic) at |t|, a time on the clock |on| reads a
+  // snapshot's time from: the nearest snapshot's outside them, moving
+  // linearly from one to the next between them. Empty |s|: none.
+  template <typename On>
+  static std::optional<int64_t> OffsetAt(const std::vector<Snapshot>& s, uint64_t t, On on);
   absl::flat_hash_map<pid_t, Process> processes_;
 };
 

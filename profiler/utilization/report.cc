@@ -20,7 +20,7 @@ double Ratio(uint64_t part, uint64_t whole) {
   return whole ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
-void Judge(LaneReport& r, std::optional<uint64_t> sync_in_gaps_ns, const DeviceStats* gpu, const std::string& no_gpu) {
+void Judge(LaneReport& r, uint64_t sync_in_gaps_ns, const DeviceStats* gpu, const std::string& no_gpu) {
   r.sync_in_gaps_ns = sync_in_gaps_ns;
   const PartStats& s = r.steady;
   if (r.counts.weighted_records) {
@@ -36,14 +36,11 @@ void Judge(LaneReport& r, std::optional<uint64_t> sync_in_gaps_ns, const DeviceS
   const uint64_t p50 = s.kernel_durations.Quantile(0.50), p95 = s.kernel_durations.Quantile(0.95);
   if (gap >= kSupplyGapRatio) {
     r.verdict = Verdict::kSupply;
-    const std::string sync =
-        r.sync_in_gaps_ns ? absl::StrFormat("%.1f%% of the idle time a thread waited in a synchronise call",
-                                            100 * Ratio(*r.sync_in_gaps_ns, s.gap_ns))
-                          : std::string("synchronise waits not recorded (record --sync-waits)");
     r.reason = absl::StrFormat(
         "idle gaps of %.0f ms or more are %.1f%% of the time (30%% or more): the GPU waits for its supply (data "
-        "loading, host work, synchronisation); %s; gpu_idle shows what the CPU did in the gaps",
-        static_cast<double>(r.gap_threshold_ns) / 1e6, 100 * gap, sync);
+        "loading, host work, synchronisation); %.1f%% of the idle time a thread waited in a synchronise call; "
+        "gpu_idle shows what the CPU did in the gaps",
+        static_cast<double>(r.gap_threshold_ns) / 1e6, 100 * gap, 100 * Ratio(r.sync_in_gaps_ns, s.gap_ns));
   } else if (s.kernels && (busy < kLaunchBoundBusy || tiny >= kTinyKernelShare)) {
     r.verdict = Verdict::kLaunchBound;
     r.reason = absl::StrFormat(

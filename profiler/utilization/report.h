@@ -27,7 +27,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,10 +58,7 @@ struct LaneReport {
   size_t pauses = 0;
   LaneCounts counts;
   uint64_t gap_threshold_ns = 0;
-  // Idle time of the steady state while a thread waited in a synchronise
-  // call (the probes' waits, or CUPTI's records where no probe reported);
-  // none where those waits were not recorded.
-  std::optional<uint64_t> sync_in_gaps_ns;
+  uint64_t sync_in_gaps_ns = 0;  // idle time of the steady state while a thread waited in a synchronise call
   Verdict verdict = Verdict::kNotJudged;
   std::string reason;  // one sentence with the numbers behind the verdict
 };
@@ -73,10 +69,10 @@ double Ratio(uint64_t part, uint64_t whole);
 // whole and steady; no verdict yet.
 LaneReport SteadyState(pid_t pid, uint32_t device, const BusyLane& lane);
 // The verdict, given the steady state's idle time spent in synchronise
-// calls (IdleJoin::sync_in_gaps_ns; none: not recorded) and what NVML said
-// of the lane's GPU over the steady state (null where the lane's GPU is not
-// known, |no_gpu| says why).
-void Judge(LaneReport& r, std::optional<uint64_t> sync_in_gaps_ns, const DeviceStats* gpu = nullptr,
+// calls (IdleJoin::sync_in_gaps_ns) and what NVML said of the lane's GPU
+// over the steady state (null where the lane's GPU is not known, |no_gpu|
+// says why).
+void Judge(LaneReport& r, uint64_t sync_in_gaps_ns, const DeviceStats* gpu = nullptr,
            const std::string& no_gpu = "NVML was not read");
 
 }  // namespace gpuflame::profiler::utilization
