@@ -35,10 +35,19 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   return s;
 }
 
+namespace {
+
+// Where a program runs (ProgramRunStats::machine_wide): the label that
+// tells the node's cost from the profiled processes'.
+const char* ProgramScope(const ProgramRunStats& p) { return p.machine_wide ? "node" : "profiled"; }
+
+}  // namespace
+
 std::vector<Metric> SelfMetrics(const AgentStats& s) {
   std::vector<Metric> out = {
       {"gpuflame_events_total", "Allocator events seen by the BPF programs.", "counter", double(s.bpf[GF_STAT_EVENTS])},
       {"gpuflame_ringbuf_dropped_total", "Events lost because the ring buffer was full.", "counter", double(s.bpf[GF_STAT_RINGBUF_FULL])},
+      {"gpuflame_calls_ended_with_thread_total", "Probed CUDA and NCCL calls whose thread ended inside them (killed mid-call): no return, no record.", "counter", double(s.bpf[GF_STAT_CALLS_ENDED_WITH_THREAD])},
       {"gpuflame_records_total", "Ring-buffer records handled in user space.", "counter", double(s.events.records)},
       {"gpuflame_records_malformed_total", "Ring-buffer records that failed validation.", "counter", double(s.events.malformed)},
       {"gpuflame_processes_attached", "Processes being profiled.", "gauge", double(s.processes_attached)},
@@ -98,7 +107,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_profile_encode_failures_total", "Profiles that could not be serialised (not pushed).", "counter", double(s.exported.encode_failures)},
       // gpuflame's own budget (--max-cpu, --max-memory-mb) and what it sheds to keep it.
       {"gpuflame_self_cpu_cores", "gpuflame's own CPU use, in cores, over the last 10 s.", "gauge", s.self_usage.cpu_cores},
-      {"gpuflame_overhead_ratio", "gpuflame's BPF time in the profiled processes per unit of their CPU time, over the last 10 s (-1: unknown).", "gauge", s.self_usage.overhead},
+      {"gpuflame_overhead_ratio", "gpuflame's BPF time in the profiled processes per unit of their CPU time, over the last 10 s (-1: unknown); the machine-wide lifecycle programs are not in it.", "gauge", s.self_usage.overhead},
       {"gpuflame_self_resident_bytes", "gpuflame's own resident memory.", "gauge", double(s.self_usage.rss_bytes)},
       {"gpuflame_shedding", "Work shed to stay in budget, as bits: 1 native stacks, 2 CPU samples, 4 tensor events, 8 new stacks.", "gauge", double(s.shedding)},
       {"gpuflame_shed_native_stacks_total", "Events whose native stack was not taken (over budget).", "counter", double(s.bpf[GF_STAT_SHED_NATIVE_STACKS])},
@@ -139,14 +148,15 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
                    "Runs of each gpuflame BPF program (kernel run-time stats, counted while they are on).",
                    "counter",
                    double(p.run_cnt),
-                   {{"program", p.name}}});
+                   {{"program", p.name}, {"scope", ProgramScope(p)}}});
   for (const ProgramRunStats& p : s.bpf_programs)
     out.push_back({"gpuflame_bpf_program_run_seconds_total",
                    "Time each gpuflame BPF program ran, charged by the kernel to the process it ran in; the uprobe "
-                   "trap itself is not included.",
+                   "trap itself is not included. scope=\"node\": on kernel tracepoints, in every process of the node "
+                   "(not counted in gpuflame_overhead_ratio).",
                    "counter",
                    double(p.run_time_ns) / 1e9,
-                   {{"program", p.name}}});
+                   {{"program", p.name}, {"scope", ProgramScope(p)}}});
   return out;
 }
 

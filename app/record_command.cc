@@ -189,8 +189,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "nccl_nested_calls",
                                         "nccl_unique_ids_unreadable",
                                         "cuda_sync_calls",
-                                        "cuda_sync_nested_calls"};
-  static_assert(GF_STAT_MAX == 32, "name every BPF counter");
+                                        "cuda_sync_nested_calls",
+                                        "calls_ended_with_their_thread"};
+  static_assert(GF_STAT_MAX == 33, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it

@@ -21,17 +21,34 @@
 
 namespace gpuflame::profiler {
 
+namespace {
+
+// The machine-wide programs' share of |costs| (ProgramRunStats::machine_wide).
+ProgramCost MachineWideCost(std::span<const ProgramCost> costs) {
+  ProgramCost sum{"machine-wide"};
+  for (const ProgramCost& c : costs)
+    if (c.machine_wide) {
+      sum.hits += c.hits;
+      sum.ns_total += c.ns_total;
+    }
+  return sum;
+}
+
+}  // namespace
+
 std::string SelfCostJson(const SelfCost& cost) {
   const ProgramCost total = TotalCost(cost.programs);
   std::string out = absl::StrCat(
       "{\"bpf_stats\": ", base::JsonString(cost.bpf_stats), ", \"bpf_hits\": ", total.hits,
       ", \"bpf_ns_total\": ", total.ns_total, ", \"bpf_ns_per_hit\": ", absl::StrFormat("%.1f", total.ns_per_hit()),
+      ", \"bpf_ns_machine_wide\": ", MachineWideCost(cost.programs).ns_total,
       ", \"gpuflame_cpu_seconds\": ", cost.cpu_seconds < 0 ? "null" : absl::StrFormat("%.3f", cost.cpu_seconds),
       ", \"programs\": {");
   for (size_t i = 0; i < cost.programs.size(); i++) {
     const ProgramCost& p = cost.programs[i];
     absl::StrAppend(&out, i ? ",\n" : "\n", "    ", base::JsonString(p.name), ": {\"hits\": ", p.hits,
-                    ", \"ns_total\": ", p.ns_total, ", \"ns_per_hit\": ", absl::StrFormat("%.1f", p.ns_per_hit()), "}");
+                    ", \"ns_total\": ", p.ns_total, ", \"ns_per_hit\": ", absl::StrFormat("%.1f", p.ns_per_hit()),
+                    ", \"machine_wide\": ", p.machine_wide ? "true" : "false", "}");
   }
   absl::StrAppend(&out, cost.programs.empty() ? "}" : "\n  }");
   const LibraryCost& l = cost.library;
@@ -51,6 +68,9 @@ std::string SelfCostLine(const SelfCost& cost) {
                                            : absl::StrFormat("%s in BPF programs (%.2f µs per hit, %s hits)",
                                                              base::HumanSeconds(static_cast<double>(total.ns_total)),
                                                              total.ns_per_hit() / 1e3, base::HumanCount(total.hits));
+  if (const ProgramCost node = MachineWideCost(cost.programs); node.ns_total && cost.bpf_stats == "on")
+    absl::StrAppend(&bpf, ", of which ", base::HumanSeconds(static_cast<double>(node.ns_total)),
+                    " machine-wide (process lifecycle on every process of the node)");
   const LibraryCost& l = cost.library;
   if (l.processes)
     absl::StrAppend(&bpf, ", ", base::HumanSeconds(static_cast<double>(l.ns())), " in the workloads' library",

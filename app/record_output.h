@@ -53,7 +53,8 @@ struct SelfCost {
 std::string SelfCostJson(const SelfCost& cost);
 // The terminal's line: "gpuflame cost: 1.23 s in BPF programs (0.84 µs per
 // hit, 1.46 M hits), 52.1 ms in the workloads' library (0.21 µs per tensor
-// event), 0.41 s CPU in gpuflame".
+// event), 0.41 s CPU in gpuflame"; the machine-wide programs' part, where
+// they ran, is said after the BPF figure.
 std::string SelfCostLine(const SelfCost& cost);
 
 }  // namespace gpuflame::profiler

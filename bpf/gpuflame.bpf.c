@@ -49,7 +49,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "cpu_sampler.bpf.h"
 #include "gpu_activity.bpf.h"
 #include "tensor_batch.bpf.h"
-#include "process_lifecycle.bpf.h"
 #include "autograd_origin.bpf.h"
 #include "nccl_calls.bpf.h"
 #include "cuda_sync.bpf.h"
+#include "process_lifecycle.bpf.h" /* its exit hook clears the per-thread maps above */

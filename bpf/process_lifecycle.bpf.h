@@ -6,6 +6,8 @@
  * target (GF_TARGET_GATE) is also stopped with SIGSTOP at that point, and
  * user space sends SIGCONT once attached (GF_EVF_GATED). Every stop is
  * written down in `held` (struct gf_held) first, for gpuflame's guardian.
+ * Each thread's exit also clears the per-thread maps of calls in flight
+ * (cuda_alloc, cuda_sync, nccl_calls), which is why this file comes last.
  */
 #ifndef GPUFLAME_BPF_PROCESS_LIFECYCLE_BPF_H_
 #define GPUFLAME_BPF_PROCESS_LIFECYCLE_BPF_H_
@@ -16,6 +18,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "cuda_alloc.bpf.h"
+#include "cuda_sync.bpf.h"
 #include "gpuflame_abi.h"
 #include "lib/backward_callers.bpf.h"
 #include "lib/config.bpf.h"
@@ -23,6 +27,7 @@
 #include "lib/maps.bpf.h"
 #include "lib/stats.bpf.h"
 #include "lib/targets.bpf.h"
+#include "nccl_calls.bpf.h"
 
 #define GF_SIGCONT 18
 #define GF_SIGSTOP 19
@@ -187,10 +192,30 @@ int BPF_PROG(watch_fork, struct task_struct *parent, struct task_struct *child) 
   return 0;
 }
 
+/* A thread that ends inside a probed call never passes its uretprobe: killed
+ * with its process while it waited in a synchronise or a collective (a hung
+ * job's watchdog, an OOM kill), or ended by pthread_exit in a callback. Its
+ * in-flight entry would outlive it, and a later thread given the same ID
+ * would be taken for a call nested in it, its own calls never recorded. So
+ * each exiting thread's entries go here, counted. Four hash deletes per
+ * thread exit on the machine, whoever it is (the targets map may already
+ * have forgotten an exiting process): thread exits are rare next to the
+ * probed calls, and each costs far more than these. */
+static __always_inline void forget_calls_in_flight(__u64 id) {
+  __u64 ended = 0;
+  ended += bpf_map_delete_elem(&runtime_calls, &id) == 0;
+  ended += bpf_map_delete_elem(&driver_calls, &id) == 0;
+  ended += bpf_map_delete_elem(&sync_calls, &id) == 0;
+  ended += bpf_map_delete_elem(&nccl_calls, &id) == 0;
+  if (ended)
+    bump_by(GF_STAT_CALLS_ENDED_WITH_THREAD, ended);
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(watch_exit, struct task_struct *p) {
   __u32 pid = BPF_CORE_READ(p, pid);
   __u32 tgid = BPF_CORE_READ(p, tgid);
+  forget_calls_in_flight((__u64)tgid << 32 | pid);
   if (pid != tgid)
     return 0;
   bpf_map_delete_elem(&backward_calls, &tgid);

@@ -15,7 +15,11 @@
 // The CPU ladder also runs on gpuflame's cost inside the profiled processes:
 // the time its BPF programs ran (the kernel's run-time stats), as a share of
 // the CPU time those processes used, over the same window (max_overhead).
-// That is time the workload lost: the share a user sees in step time.
+// That is time the workload lost: the share a user sees in step time. The
+// lifecycle programs on kernel tracepoints run in every process of the node
+// and are left out (ProgramRunStats::machine_wide): shedding a workload's
+// profiles would not make them cheaper, and a busy node's syscalls would
+// otherwise push an idle workload's share over budget.
 //
 // CPU is averaged over the last 10 s, so a burst (symbol tables loaded for
 // a new library, a flood of new stacks to unwind) is not a trend; a CPU step

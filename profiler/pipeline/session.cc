@@ -141,10 +141,11 @@ void Session::CheckGuardrails() {
   next_guardrail_check_ns_ = now + 1'000'000'000;
   const uint32_t before = guardrails_.actions();
   // gpuflame's time in the profiled processes, read only when budgeted: a
-  // syscall per program and a /proc read per process, once a second.
+  // syscall per program and a /proc read per process, once a second. The
+  // machine-wide lifecycle programs are the node's cost, not theirs.
   uint64_t bpf_ns = 0, workload_ns = 0;
   if (guardrails_.limits().max_overhead > 0 && program_stats_.available()) {
-    for (const ProgramRunStats& p : BpfProgramStats()) bpf_ns += p.run_time_ns;
+    bpf_ns = InProcessRunTimeNs(BpfProgramStats());
     // And the injection library's own time in them (its hook, callbacks
     // and threads), as it reports it.
     bpf_ns += events_->library_cost().ns();

@@ -43,7 +43,8 @@ std::vector<ProgramRunStats> ProgramStats::Read(const bpf_object* object) const 
     bpf_prog_info info{};
     __u32 len = sizeof(info);
     if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) continue;
-    out.push_back({bpf_program__name(prog), info.run_cnt, info.run_time_ns});
+    out.push_back({bpf_program__name(prog), info.run_cnt, info.run_time_ns,
+                   bpf_program__type(prog) == BPF_PROG_TYPE_TRACING});
   }
   return out;
 }
@@ -55,7 +56,7 @@ std::vector<ProgramCost> ProgramCostBetween(std::span<const ProgramRunStats> bef
   std::vector<ProgramCost> out;
   out.reserve(after.size());
   for (const ProgramRunStats& a : after) {
-    ProgramCost c{a.name, a.run_cnt, a.run_time_ns};
+    ProgramCost c{a.name, a.run_cnt, a.run_time_ns, a.machine_wide};
     if (auto it = earlier.find(a.name); it != earlier.end()) {
       const ProgramRunStats& b = *it->second;
       if (a.run_cnt >= b.run_cnt && a.run_time_ns >= b.run_time_ns) {
@@ -75,6 +76,13 @@ ProgramCost TotalCost(std::span<const ProgramCost> costs) {
     total.ns_total += c.ns_total;
   }
   return total;
+}
+
+uint64_t InProcessRunTimeNs(std::span<const ProgramRunStats> programs) {
+  uint64_t ns = 0;
+  for (const ProgramRunStats& p : programs)
+    if (!p.machine_wide) ns += p.run_time_ns;
+  return ns;
 }
 
 }  // namespace gpuflame::profiler

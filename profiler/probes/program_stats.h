@@ -39,10 +39,20 @@ namespace gpuflame::profiler {
 
 // The counters of one program, as the kernel reports them: cumulative since
 // the program was loaded, counted only while stats were on.
+//
+// machine_wide: a program on a kernel tracepoint (tp_btf: every syscall's
+// exit, every fork, exit and signal of the host), which runs in every process
+// and returns at its first test for all but the few it watches. Its time is
+// the node's, not the profiled processes': a budget on their share must not
+// count it, or a busy node's syscalls shed the profiles of an idle workload.
+// The others (uprobes, USDT, the per-CPU sampler) do their work in profiled
+// processes; their early returns elsewhere are a few tens of ns and are
+// counted with them, erring on the side of gpuflame's cost.
 struct ProgramRunStats {
   std::string name;  // the program's function name in bpf/ (bpf_program__name)
   uint64_t run_cnt = 0;
   uint64_t run_time_ns = 0;
+  bool machine_wide = false;
 };
 
 // One program's cost over an interval: the difference of two reads.
@@ -50,6 +60,7 @@ struct ProgramCost {
   std::string name;
   uint64_t hits = 0;
   uint64_t ns_total = 0;
+  bool machine_wide = false;  // as ProgramRunStats::machine_wide
   double ns_per_hit() const { return hits ? static_cast<double>(ns_total) / static_cast<double>(hits) : 0; }
 };
 
@@ -61,6 +72,9 @@ std::vector<ProgramCost> ProgramCostBetween(std::span<const ProgramRunStats> bef
                                             std::span<const ProgramRunStats> after);
 // The sum over programs (name "total").
 ProgramCost TotalCost(std::span<const ProgramCost> costs);
+// The run time of the programs that work in the profiled processes (not
+// machine_wide): what a budget on gpuflame's share of their CPU counts.
+uint64_t InProcessRunTimeNs(std::span<const ProgramRunStats> programs);
 
 class ProgramStats {
  public:

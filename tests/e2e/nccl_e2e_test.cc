@@ -303,5 +303,29 @@ TEST(NcclTest, StuckGroupEndCarriesItsGroupsCalls) {
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
 }
 
+// The hung job is killed, as its controller or NCCL's watchdog would: rank
+// 0 dies inside its ncclSend. The hang ends with its process, said on the
+// terminal and in summary.json; the call that never returned is counted
+// where the BPF side forgot it at the thread's exit (so that a later thread
+// given the same ID is not taken for one nested in a call that never ends).
+TEST(NcclTest, KilledRankEndsItsHangWithItsProcess) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("kill");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.nccl.is_object()) << ReadFile(r.out + "/summary.json");
+  ASSERT_EQ(r.nccl["hangs"].size(), 1u) << r.nccl.dump(2);
+  const nlohmann::json& h = r.nccl["hangs"][0];
+  EXPECT_EQ(h["pid"], r.rank_pid[0]);
+  EXPECT_EQ(h["operation"], "ncclSend");
+  EXPECT_EQ(h["peer"], 1);
+  EXPECT_EQ(h["outcome"], "process ended");
+  EXPECT_GE(h["lasted_seconds"].get<double>(), kStopSeconds - 0.5);
+  EXPECT_EQ(r.summary["bpf"]["calls_ended_with_their_thread"], 1) << r.summary["bpf"].dump();
+  const std::string over = "NCCL hang #1 over: ncclSend to peer 1 of pid " + std::to_string(r.rank_pid[0]) +
+                           " \\(rank 0 of 2\\) ended with its process after [0-9]+\\.[0-9] s\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(over))) << over << "\n" << r.run.output;
+}
+
 }  // namespace
 }  // namespace gpuflame::e2e

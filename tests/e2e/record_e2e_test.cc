@@ -1028,6 +1028,17 @@ TEST(RecordTest, SummarySaysWhatItsBpfProgramsCost) {
     EXPECT_GT(programs[name]["ns_total"].get<uint64_t>(), 0u) << name << ": " << cost.dump(2);
     EXPECT_GT(programs[name]["ns_per_hit"].get<double>(), 0) << name << ": " << cost.dump(2);
   }
+  // The lifecycle programs on kernel tracepoints run in every process of the
+  // node: said apart, and left out of the overhead budget; the probes are not.
+  uint64_t machine_wide_ns = 0;
+  for (const auto& [name, p] : programs.items())
+    if (p["machine_wide"].get<bool>()) machine_wide_ns += p["ns_total"].get<uint64_t>();
+  EXPECT_EQ(programs["watch_mmap"]["machine_wide"], true) << cost.dump(2);
+  EXPECT_EQ(programs["watch_exit"]["machine_wide"], true) << cost.dump(2);
+  EXPECT_EQ(programs["alloc_enter"]["machine_wide"], false) << cost.dump(2);
+  EXPECT_EQ(programs["torch_report"]["machine_wide"], false) << cost.dump(2);
+  EXPECT_EQ(cost["bpf_ns_machine_wide"].get<uint64_t>(), machine_wide_ns) << cost.dump(2);
+  EXPECT_GT(machine_wide_ns, 0u) << "every syscall's exit passes watch_mmap: " << cost.dump(2);
   // Every tensor allocation and free in the profile took one run of the program.
   pprof::Profile torch;
   ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));

@@ -48,6 +48,23 @@ TEST(ProgramStatsTest, CountersThatWentBackwardsCountFromZero) {
   EXPECT_DOUBLE_EQ(idle.ns_per_hit(), 0) << "no division by zero";
 }
 
+// The budget counts the programs that work in the profiled processes: the
+// lifecycle programs on kernel tracepoints run in every process of the node
+// (every syscall's exit), and a busy node must not shed an idle workload.
+TEST(ProgramStatsTest, TheBudgetLeavesTheMachineWidePrograms) {
+  const std::vector<ProgramRunStats> programs = {{"alloc_enter", 10, 5'000},
+                                                 {"watch_mmap", 1'000'000, 40'000'000, /*machine_wide=*/true},
+                                                 {"cpu_sample", 4, 2'000},
+                                                 {"watch_exit", 30, 900, /*machine_wide=*/true}};
+  EXPECT_EQ(InProcessRunTimeNs(programs), 7'000u);
+  EXPECT_EQ(InProcessRunTimeNs({}), 0u);
+  // The difference of two reads keeps the scope.
+  std::vector<ProgramCost> c = ProgramCostBetween({}, programs);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_FALSE(c[0].machine_wide);
+  EXPECT_TRUE(c[1].machine_wide);
+}
+
 TEST(ProgramStatsTest, AnOwnerThatWasNeverEnabledSaysSoAndReadsNothing) {
   ProgramStats off;
   EXPECT_FALSE(off.available());
@@ -84,7 +101,22 @@ TEST(SelfCostTest, SummaryJsonHasEveryProgramAndTheTotals) {
   EXPECT_EQ(j["programs"]["torch_malloc"]["ns_total"], 630'000'000u);
   EXPECT_NEAR(j["programs"]["alloc_enter"]["ns_per_hit"].get<double>(), 600, 0.01);
   EXPECT_EQ(j["programs"]["watch_exit"]["ns_per_hit"], 0.0);
+  EXPECT_EQ(j["programs"]["watch_exit"]["machine_wide"], false);
+  EXPECT_EQ(j["bpf_ns_machine_wide"], 0u);
   EXPECT_EQ(j["library"]["processes"], 0u) << "no library reported";
+}
+
+TEST(SelfCostTest, TheMachineWideProgramsAreSaidApart) {
+  SelfCost c = Cost();
+  c.programs.push_back({"watch_mmap", 2'000'000, 70'000'000, /*machine_wide=*/true});
+  nlohmann::json j = nlohmann::json::parse(SelfCostJson(c), nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << SelfCostJson(c);
+  EXPECT_EQ(j["bpf_ns_total"], 1'300'000'000u) << "the total has every program";
+  EXPECT_EQ(j["bpf_ns_machine_wide"], 70'000'000u);
+  EXPECT_EQ(j["programs"]["watch_mmap"]["machine_wide"], true);
+  EXPECT_EQ(SelfCostLine(c),
+            "gpuflame cost: 1.30 s in BPF programs (0.38 µs per hit, 3.46 M hits), of which 70.0 ms machine-wide "
+            "(process lifecycle on every process of the node), 0.41 s CPU in gpuflame");
 }
 
 TEST(SelfCostTest, TheLibrarysOwnTimeIsItsHookCallbacksAndThreads) {
@@ -133,12 +165,25 @@ TEST(MetricsTest, EachBpfProgramHasARunCounterAndARunTimeCounter) {
   AgentStats s;
   s.bpf_stats_on = true;
   s.self_cpu_seconds = 2.5;
-  s.bpf_programs = {{"alloc_enter", 10, 2'000'000'000}, {"torch_malloc", 5, 500'000'000}};
+  s.bpf_programs = {{"alloc_enter", 10, 2'000'000'000},
+                    {"torch_malloc", 5, 500'000'000},
+                    {"watch_mmap", 9000, 250'000'000, /*machine_wide=*/true}};
   std::string t = PrometheusText(SelfMetrics(s));
-  EXPECT_NE(t.find("\ngpuflame_bpf_program_runs_total{program=\"alloc_enter\"} 10\n"), std::string::npos) << t;
-  EXPECT_NE(t.find("\ngpuflame_bpf_program_runs_total{program=\"torch_malloc\"} 5\n"), std::string::npos) << t;
-  EXPECT_NE(t.find("\ngpuflame_bpf_program_run_seconds_total{program=\"alloc_enter\"} 2\n"), std::string::npos) << t;
-  EXPECT_NE(t.find("\ngpuflame_bpf_program_run_seconds_total{program=\"torch_malloc\"} 0.5\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("\ngpuflame_bpf_program_runs_total{program=\"alloc_enter\",scope=\"profiled\"} 10\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("\ngpuflame_bpf_program_runs_total{program=\"torch_malloc\",scope=\"profiled\"} 5\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("\ngpuflame_bpf_program_run_seconds_total{program=\"alloc_enter\",scope=\"profiled\"} 2\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("\ngpuflame_bpf_program_run_seconds_total{program=\"torch_malloc\",scope=\"profiled\"} 0.5\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("\ngpuflame_bpf_program_run_seconds_total{program=\"watch_mmap\",scope=\"node\"} 0.25\n"),
+            std::string::npos)
+      << t;
   EXPECT_NE(t.find("\ngpuflame_bpf_stats_enabled 1\n"), std::string::npos) << t;
   EXPECT_NE(t.find("\ngpuflame_self_cpu_seconds_total 2.5\n"), std::string::npos) << t;
   // One HELP per family, however many programs.

@@ -27,6 +27,9 @@ rank 0 ncclSend 4 MiB of float32 to rank 1, rank 1 ncclRecv them from rank 0.
   init        before its ncclCommInitRank, rank 1 is stopped: rank 0 sits
               in ncclCommInitRank (Comm > __init__) for STOP_S, as a job
               whose peer never started
+  kill        as send, and then, as a hung job's controller (or NCCL's
+              watchdog) would, the launcher kills both ranks with SIGKILL:
+              rank 0 dies inside its ncclSend
   none        no stop
 """
 import ctypes
@@ -128,7 +131,7 @@ class Comm:
         elif self.rank == 0:
             self.send()
         else:
-            if last and mode == "send":
+            if last and mode in ("send", "kill"):
                 wait_for_launcher()
             self.recv()
 
@@ -186,12 +189,16 @@ def launch(mode, stop_s):
         ranks[1].stdin.flush()
         print(f"stopped rank 1 for {stop_s} s", flush=True)
         time.sleep(stop_s)
+        if mode == "kill":
+            for p in ranks:
+                p.kill()
         os.kill(ranks[1].pid, signal.SIGCONT)
     status = 0
     for p in ranks:
         out, _ = p.communicate(timeout=120)
         sys.stdout.write(out)
-        status |= p.returncode
+        killed = mode == "kill" and p.returncode == -signal.SIGKILL
+        status |= 0 if killed else p.returncode
     return status
 
 
