@@ -383,8 +383,9 @@ int RunRecord(const RecordOptions& opt) {
   const std::string library = opt.command.empty() ? "" : FindCuptiLibrary();
   ProfilingOptions profiling = opt.profiling;
   profiling.tensor_events = ResolveTensorEvents(opt);
-  // Synchronise waits go to the utilization, which needs kernel time.
-  profiling.sync_waits = profiling.kernel_time;
+  // Synchronise waits go to the utilization, which needs kernel time, and
+  // to the timeline as spans of their own.
+  profiling.sync_waits = profiling.kernel_time || opt.timeline.on;
   Session::Options sopt;
   sopt.system_wide = system_wide;
   sopt.profiling = profiling;

@@ -1,5 +1,7 @@
 #include "app/record_timeline.h"
 
+#include <time.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/human_units.h"
@@ -24,7 +26,10 @@ RecordTimeline::~RecordTimeline() {
 
 absl::Status RecordTimeline::Finish(const absl::flat_hash_map<pid_t, std::string>& comm, const std::string& title) {
   if (!timeline_) return absl::OkStatus();
-  timeline_->Finish();
+  // Calls still in flight end now (the probes' clock: CLOCK_MONOTONIC).
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  timeline_->Finish(static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec));
   exporters::ChromeTraceOptions o;
   o.max_bytes = max_bytes_;
   o.title = title;

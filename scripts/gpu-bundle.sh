@@ -12,6 +12,8 @@ ldd "$build/gpuflame" "$build/bench/gpuflame_overhead" | awk '/=> \// {print $3}
     *) cp -L -n "$lib" "$root/.carry/lib/" ;;
   esac
 done
+# The crash reporter for runs on the device (tests/gpu/segv_backtrace.c).
+cc -O1 -g -shared -fPIC -o "$root/.carry/libsegv_backtrace.so" "$root/tests/gpu/segv_backtrace.c"
 # Debug info stays on this machine: the transfer to the GPU host is bounded.
 strip --strip-debug "$root/.carry/gpuflame" "$root/.carry/gpuflame_overhead" "$root/.carry/libgpuflame_cupti.so" \
   "$root/.carry/lib/"* 2>/dev/null || true

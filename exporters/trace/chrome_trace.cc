@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "base/json_string.h"
 #include "profiler/aggregate/kernel_joiner.h"
+#include "profiler/collectives/nccl_api.h"
 #include "profiler/forensics/stack_names.h"
 #include "profiler/probes/probe_table.h"
 
@@ -105,7 +106,8 @@ class Writer {
   }
 
   static bool IsSpan(const Event& e) {
-    return e.type == EventType::kStackSpan || e.type == EventType::kMarkSpan || e.type == EventType::kGpu;
+    return e.type == EventType::kStackSpan || e.type == EventType::kMarkSpan || e.type == EventType::kGpu ||
+           e.type == EventType::kCall;
   }
 
   // In time order; at one instant, ends before wholes before begins, the
@@ -121,7 +123,8 @@ class Writer {
         // shows it, where the next span begins: no reader has to order an
         // end and a begin at one instant (speedscope takes the begin first
         // when both have the same name, and the nesting breaks).
-        const bool sampled = e.type != EventType::kGpu && p.end > p.ts + 1;
+        const bool sampled =
+            (e.type == EventType::kStackSpan || e.type == EventType::kMarkSpan) && p.end > p.ts + 1;
         points_.push_back({sampled ? p.end - 1 : p.end, static_cast<uint32_t>(i), Edge::kEnd});
       } else {
         points_.push_back({p.ts, static_cast<uint32_t>(i), Edge::kWhole});
@@ -192,8 +195,13 @@ class Writer {
         if (fresh) it->second = next_tid_++;
       } else {
         threads_.insert({e.pid, e.tid});
-        if (e.type == EventType::kMarkSpan) {
-          auto [it, fresh] = phase_tracks_.try_emplace(ThreadKey(e.pid, e.tid), 0);
+        // Phases and calls on tracks of their own beside the thread's:
+        // their exact spans do not nest with the sampled ones.
+        auto* tracks = e.type == EventType::kMarkSpan ? &phase_tracks_
+                       : e.type == EventType::kCall   ? &call_tracks_
+                                                      : nullptr;
+        if (tracks) {
+          auto [it, fresh] = tracks->try_emplace(ThreadKey(e.pid, e.tid), 0);
           if (fresh) it->second = next_tid_++;
         }
       }
@@ -263,7 +271,7 @@ class Writer {
                             "}"));
     }
     // A process's main thread first, then its threads by ID, each with its
-    // phase track just above it; GPU streams after them.
+    // phase track just above it and its calls just below; GPU streams after them.
     std::vector<std::pair<uint32_t, uint32_t>> order(threads_.begin(), threads_.end());
     std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
       return std::tuple{a.first, a.second != a.first, a.second} < std::tuple{b.first, b.second != b.first, b.second};
@@ -275,10 +283,15 @@ class Writer {
       if (auto phase = phase_tracks_.find(ThreadKey(pid, tid)); phase != phase_tracks_.end()) {
         Metadata("thread_name", pid, phase->second,
                  absl::StrCat("{\"name\":", base::JsonString("phases: " + name), "}"));
-        Metadata("thread_sort_index", pid, phase->second, absl::StrCat("{\"sort_index\":", 2 * rank, "}"));
+        Metadata("thread_sort_index", pid, phase->second, absl::StrCat("{\"sort_index\":", 3 * rank, "}"));
       }
       Metadata("thread_name", pid, tid, absl::StrCat("{\"name\":", base::JsonString(name), "}"));
-      Metadata("thread_sort_index", pid, tid, absl::StrCat("{\"sort_index\":", 2 * rank + 1, "}"));
+      Metadata("thread_sort_index", pid, tid, absl::StrCat("{\"sort_index\":", 3 * rank + 1, "}"));
+      if (auto calls = call_tracks_.find(ThreadKey(pid, tid)); calls != call_tracks_.end()) {
+        Metadata("thread_name", pid, calls->second,
+                 absl::StrCat("{\"name\":", base::JsonString("CUDA/NCCL calls: " + name), "}"));
+        Metadata("thread_sort_index", pid, calls->second, absl::StrCat("{\"sort_index\":", 3 * rank + 2, "}"));
+      }
       rank++;
     }
     std::vector<std::pair<std::tuple<uint32_t, uint32_t, uint64_t>, uint32_t>> gpu(gpu_tracks_.begin(),
@@ -360,6 +373,33 @@ class Writer {
         out += ",\"dur\":0";
         Flow(out, p);
         absl::StrAppend(&out, ",\"args\":{\"correlation\":", e.correlation, ",\"stack\":", Stack(e.ref), "}},\n");
+        return;
+      }
+      case EventType::kCall: {
+        const bool nccl = e.kind == GF_DOMAIN_NCCL;
+        SpanHead(out, x.edge, nccl ? "nccl" : "cuda", base::JsonString(std::string(profiler::ApiName(e.api))), e.pid,
+                 call_tracks_.at(ThreadKey(e.pid, e.tid)), x.at);
+        // The end repeats the begin's args: readers match a pair by name and args.
+        out += ",\"args\":{";
+        if (nccl) {
+          absl::StrAppend(&out, "\"communicator\":\"0x", absl::Hex(e.addr), "\"");
+          if (e.bytes) absl::StrAppend(&out, ",\"bytes\":", e.bytes, ",\"datatype\":",
+                                       base::JsonString(profiler::NcclTypeName(e.copy_kind)));
+          if (e.peer >= 0)
+            absl::StrAppend(&out, e.api == GF_API_NCCL_BROADCAST ? ",\"root\":" : ",\"peer\":", e.peer);
+          if (!(e.flags & profiler::timeline::kCallUnfinished))
+            absl::StrAppend(&out, ",\"result\":", base::JsonString(profiler::NcclResultName(e.correlation)));
+        } else {
+          // What it waited for: a stream (0: the default one), an event, or
+          // the whole device.
+          const bool event = e.api == GF_API_CUDA_EVENT_SYNC || e.api == GF_API_CU_EVENT_SYNC;
+          const bool device = e.api == GF_API_CUDA_DEVICE_SYNC || e.api == GF_API_CU_CTX_SYNC;
+          if (!device) absl::StrAppend(&out, event ? "\"event\":\"0x" : "\"stream\":\"0x", absl::Hex(e.addr), "\",");
+          absl::StrAppend(&out, "\"result\":", e.correlation);
+        }
+        if (e.flags & profiler::timeline::kCallUnfinished)
+          out += ",\"unfinished\":\"no return: ended with its process or the recording\"";
+        absl::StrAppend(&out, ",\"stack\":", Stack(e.ref), "}},\n");
         return;
       }
       case EventType::kGpu: {
@@ -474,6 +514,7 @@ class Writer {
   std::set<std::pair<uint32_t, uint32_t>> threads_;
   absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint64_t>, uint32_t> gpu_tracks_;
   absl::flat_hash_map<uint64_t, uint32_t> phase_tracks_;
+  absl::flat_hash_map<uint64_t, uint32_t> call_tracks_;  // ThreadKey -> its calls' track
   absl::flat_hash_map<uint64_t, std::string> launch_names_;
   absl::flat_hash_map<StackId, std::string> stacks_;
   uint32_t next_tid_ = kFirstTrackTid;

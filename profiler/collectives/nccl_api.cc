@@ -45,6 +45,13 @@ std::optional<uint64_t> NcclTypeSize(uint32_t datatype) {
   return kTypes[datatype].bytes;
 }
 
+std::optional<uint64_t> NcclCallBytes(uint16_t api, uint64_t count, uint32_t datatype) {
+  if (!IsNcclCollective(api) && !IsNcclPointToPoint(api)) return 0;
+  std::optional<uint64_t> size = NcclTypeSize(datatype);
+  if (!size) return std::nullopt;
+  return count > UINT64_MAX / *size ? UINT64_MAX : count * *size;
+}
+
 std::string NcclTypeName(uint32_t datatype) {
   return datatype < kTypes.size() ? std::string(kTypes[datatype].name) : absl::StrCat("type ", datatype);
 }

@@ -23,6 +23,11 @@ bool IsNcclPointToPoint(uint16_t api);
 // Bytes of one element of an ncclDataType_t value; none for a value this
 // NCCL does not define (the profiled process may pass anything).
 std::optional<uint64_t> NcclTypeSize(uint32_t datatype);
+// Bytes a call names: its count of elements of its type (all-gather: each
+// rank's contribution; reduce-scatter: each rank's result); 0 for a call
+// that moves no data (init, group start/end); none for an unknown type. A
+// hostile count saturates at UINT64_MAX instead of wrapping.
+std::optional<uint64_t> NcclCallBytes(uint16_t api, uint64_t count, uint32_t datatype);
 // "float32", "bfloat16", ... or "type N".
 std::string NcclTypeName(uint32_t datatype);
 // "sum", "prod", "max", "min", "avg", or "op N" (NCCL's dynamic PreMulSum ops).

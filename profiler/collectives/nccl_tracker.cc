@@ -11,14 +11,9 @@ namespace {
 // Bytes a call names: its count of elements of its type (all-gather: each
 // rank's contribution; reduce-scatter: each rank's result), 0 where unknown.
 uint64_t CallBytes(const NcclCall& c, NcclStats& stats) {
-  if (!IsNcclCollective(c.api) && !IsNcclPointToPoint(c.api)) return 0;
-  std::optional<uint64_t> size = NcclTypeSize(c.datatype);
-  if (!size) {
-    stats.unknown_datatypes++;
-    return 0;
-  }
-  // A hostile count cannot overflow into a small number.
-  return c.count > UINT64_MAX / *size ? UINT64_MAX : c.count * *size;
+  std::optional<uint64_t> bytes = NcclCallBytes(c.api, c.count, c.datatype);
+  if (!bytes) stats.unknown_datatypes++;
+  return bytes.value_or(0);
 }
 
 uint64_t CallBytesQuiet(const NcclCall& c) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "profiler/collectives/nccl_api.h"
 #include "profiler/probes/probe_table.h"
 
 namespace gpuflame::profiler {
@@ -606,7 +607,7 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
   inprocess_since_.erase(upid);
   absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == upid; });
   kernel_stacks_.ForgetProcess(upid);
-  if (timeline_) timeline_->OnProcessExit(pid);
+  if (timeline_) timeline_->OnProcessExit(pid, ts_ns);
   if (registry_) registry_->OnExit(pid);
 }
 
@@ -858,9 +859,18 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       }
       call.stack = RecordStack(ev, body, mixed);
       nccl_.OnCall(call);
+      if (timeline_) {
+        const uint64_t bytes = NcclCallBytes(call.api, call.count, call.datatype).value_or(0);
+        timeline_->OnNcclCall(pid, call.tid, call.ts_ns, call.api, call.comm,
+                              static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX)), call.peer, call.datatype,
+                              call.stack);
+      }
       break;
     }
-    case GF_EV_NCCL_DONE: nccl_.OnReturn(pid, ev.tid, ev.ts_ns, ev.addr, static_cast<uint32_t>(ev.arg0)); break;
+    case GF_EV_NCCL_DONE:
+      nccl_.OnReturn(pid, ev.tid, ev.ts_ns, ev.addr, static_cast<uint32_t>(ev.arg0));
+      if (timeline_) timeline_->OnNcclReturn(pid, ev.tid, ev.ts_ns, static_cast<uint32_t>(ev.arg0));
+      break;
     case GF_EV_CUDA_SYNC:
       // The target's numbers: an API that is not a synchronise call, or an
       // end before the start, is no wait.
@@ -868,13 +878,17 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
         stats_.malformed++;
         break;
       }
+    {
       stats_.sync_calls++;
-      if (!utilization_) {
-        stats_.sync_calls_unused++;  // kernel time off: no lanes to join them with
+      if (!utilization_ && !timeline_) {
+        stats_.sync_calls_unused++;  // neither kernel time nor a timeline takes them
         break;
       }
-      utilization_->OnSyncCall(pid, ev.api, ev.arg0, ev.ts_ns, RecordStack(ev, body, mixed));
+      const StackId stack = RecordStack(ev, body, mixed);
+      if (utilization_) utilization_->OnSyncCall(pid, ev.api, ev.arg0, ev.ts_ns, stack);
+      if (timeline_) timeline_->OnSyncCall(pid, ev.tid, ev.arg0, ev.ts_ns, ev.api, ev.addr, stack, ev.arg1);
       break;
+    }
     default: stats_.malformed++;
   }
 }

@@ -22,6 +22,7 @@ const char* EventTypeName(EventType type) {
     case EventType::kMemory: return "memory";
     case EventType::kLaunch: return "launch";
     case EventType::kGpu: return "gpu";
+    case EventType::kCall: return "call";
   }
   return "?";
 }
@@ -52,14 +53,15 @@ std::function<void(const StackSpan&)> Timeline::SpanSink(EventType type) {
   };
 }
 
-void Timeline::Add(const Event& e) {
+bool Timeline::Add(const Event& e) {
   const auto t = static_cast<size_t>(e.type);
   if (events_.size() >= options_.max_events) {
     stats_.dropped[t]++;
-    return;
+    return false;
   }
   stats_.kept[t]++;
   events_.push_back(e);
+  return true;
 }
 
 uint32_t Timeline::Identity(FrameId frame) {
@@ -168,17 +170,84 @@ std::string Timeline::ThreadName(pid_t pid, uint32_t tid) const {
   return it == thread_names_.end() ? std::string() : it->second;
 }
 
-void Timeline::OnProcessExit(pid_t pid) {
+void Timeline::OnSyncCall(pid_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns, uint16_t api,
+                          uint64_t object, StackId stack, uint32_t result) {
+  SeeThread(pid, tid);
+  Add({.ts_ns = start_ns,
+       .end_ns = std::max(start_ns, end_ns),
+       .addr = object,
+       .pid = static_cast<uint32_t>(pid),
+       .tid = tid,
+       .ref = stack,
+       .correlation = result,
+       .depth = 1,
+       .api = api,
+       .type = EventType::kCall,
+       .kind = GF_DOMAIN_SYNC});
+}
+
+void Timeline::OnNcclCall(pid_t pid, uint32_t tid, uint64_t ts_ns, uint16_t api, uint64_t comm, int64_t bytes,
+                          int32_t peer, uint32_t datatype, StackId stack) {
+  SeeThread(pid, tid);
+  const uint64_t key = ThreadKey(pid, tid);
+  // An entry while one is open on the thread: its return was lost. The
+  // earlier call ends here, unfinished.
+  if (auto it = open_calls_.find(key); it != open_calls_.end()) {
+    EndUnfinished(it->second, ts_ns);
+    open_calls_.erase(it);
+  }
+  const bool kept = Add({.ts_ns = ts_ns,
+                         .end_ns = ts_ns,
+                         .bytes = bytes,
+                         .addr = comm,
+                         .pid = static_cast<uint32_t>(pid),
+                         .tid = tid,
+                         .ref = stack,
+                         .peer = peer,
+                         .api = api,
+                         .type = EventType::kCall,
+                         .kind = GF_DOMAIN_NCCL,
+                         .copy_kind = static_cast<uint8_t>(datatype <= UINT8_MAX ? datatype : UINT8_MAX),
+                         .flags = kCallUnfinished});
+  if (kept) open_calls_[key] = events_.size() - 1;
+}
+
+void Timeline::OnNcclReturn(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t result) {
+  auto it = open_calls_.find(ThreadKey(pid, tid));
+  if (it == open_calls_.end()) return;  // its entry was over max_events, or came before the recording
+  Event& e = events_[it->second];
+  e.end_ns = std::max(e.ts_ns, ts_ns);
+  e.correlation = result;
+  e.flags &= static_cast<uint8_t>(~kCallUnfinished);
+  open_calls_.erase(it);
+}
+
+void Timeline::EndUnfinished(size_t index, uint64_t ts_ns) {
+  Event& e = events_[index];
+  e.end_ns = std::max(e.ts_ns, ts_ns);
+}
+
+void Timeline::OnProcessExit(pid_t pid, uint64_t ts_ns) {
   for (const auto& [key, name] : thread_names_) {
     if (key >> 32 != static_cast<uint32_t>(pid)) continue;
     stack_spans_.EndThread(key);
     mark_spans_.EndThread(key);
   }
+  for (auto it = open_calls_.begin(); it != open_calls_.end();) {
+    if (it->first >> 32 == static_cast<uint32_t>(pid)) {
+      EndUnfinished(it->second, ts_ns);
+      open_calls_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
 }
 
-void Timeline::Finish() {
+void Timeline::Finish(uint64_t now_ns) {
   stack_spans_.EndAll();
   mark_spans_.EndAll();
+  for (const auto& [key, index] : open_calls_) EndUnfinished(index, now_ns);
+  open_calls_.clear();
 }
 
 TimelineStats Timeline::stats() const {

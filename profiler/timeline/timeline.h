@@ -9,7 +9,11 @@
 //    and its process's in use at that level after it (the counter tracks);
 //  - sampled kernel launches (their stack and CUPTI correlation ID);
 //  - GPU activity (kernels, copies, memsets) on CUPTI's clock, converted
-//    when written through the library's clock snapshots (gpu_clock.h).
+//    when written through the library's clock snapshots (gpu_clock.h);
+//  - CUDA synchronise calls and NCCL calls, exact spans from entry to
+//    return (the probes' records), with their stacks; a call still in
+//    flight when its process ends or the recording stops ends there, said
+//    unfinished.
 // Names are not copied: spans hold frame IDs and events stack IDs, named
 // when written, after the last symbol refresh, exactly as the flame graphs
 // name them. That holds while stack IDs are not reused, which only the
@@ -50,29 +54,36 @@ enum class EventType : uint8_t {
   kMemory,         // an allocation or a free
   kLaunch,         // a sampled kernel launch
   kGpu,            // a kernel, copy or memset on a device's stream
+  kCall,           // a CUDA synchronise or NCCL call, entry to return
 };
-inline constexpr size_t kEventTypes = 5;
-// "cpu_stack", "phase", "memory", "launch", "gpu": summary.json's keys.
+inline constexpr size_t kEventTypes = 6;
+// "cpu_stack", "phase", "memory", "launch", "gpu", "call": summary.json's keys.
 const char* EventTypeName(EventType type);
 // {"cpu_stack": N, ...}: counts by type, for the trace's metadata and summary.json.
 std::string EventCountsJson(const std::array<uint64_t, kEventTypes>& counts);
 
+// kCall's flags.
+inline constexpr uint8_t kCallUnfinished = 1;  // no return seen: ended with its process or the recording
+
 struct Event {
   uint64_t ts_ns = 0;   // CLOCK_MONOTONIC; kGpu: CUPTI's clock
-  uint64_t end_ns = 0;  // spans, kGpu (same clock as ts_ns)
-  int64_t bytes = 0;    // kMemory: + allocated, - freed (0: a free that matched nothing)
+  uint64_t end_ns = 0;  // spans, kGpu, kCall (same clock as ts_ns)
+  int64_t bytes = 0;    // kMemory: + allocated, - freed (0: a free that matched nothing); kCall NCCL: bytes
   int64_t in_use = 0;   // kMemory: its process's in use at its level after it
-  uint64_t addr = 0;    // kMemory: the address (or cuMemCreate handle); kGpu: the stream
+  uint64_t addr = 0;    // kMemory: the address (or cuMemCreate handle); kGpu: the stream;
+                        // kCall: the stream or event waited for, or the NCCL communicator
   uint32_t pid = 0;
   uint32_t tid = 0;          // kGpu: the device
-  uint32_t ref = 0;          // spans: FrameId; kMemory, kLaunch: StackId; kGpu: kernel name ID
-  uint32_t correlation = 0;  // kLaunch, kGpu: CUPTI's correlation ID
+  uint32_t ref = 0;          // spans: FrameId; kMemory, kLaunch, kCall: StackId; kGpu: kernel name ID
+  uint32_t correlation = 0;  // kLaunch, kGpu: CUPTI's correlation ID; kCall: the call's return value
   uint32_t graph = 0;        // kGpu: the CUDA graph it ran in (0: none)
-  uint16_t depth = 0;        // spans: 0 is the root
-  uint16_t api = 0;          // kMemory: enum gf_api; kLaunch: CUPTI's callback ID
+  int32_t peer = -1;         // kCall NCCL: the peer, root or rank it names (-1: none)
+  uint16_t depth = 0;        // spans: 0 is the root; kCall: NCCL 0, synchronise 1 (inside NCCL's)
+  uint16_t api = 0;          // kMemory, kCall: enum gf_api; kLaunch: CUPTI's callback ID
   EventType type = EventType::kStackSpan;
-  uint8_t kind = 0;       // kMemory: enum gf_domain; kGpu: enum gf_gpu_activity_kind
-  uint8_t copy_kind = 0;  // kGpu memcpy: CUpti_ActivityMemcpyKind
+  uint8_t kind = 0;       // kMemory, kCall: enum gf_domain; kGpu: enum gf_gpu_activity_kind
+  uint8_t copy_kind = 0;  // kGpu memcpy: CUpti_ActivityMemcpyKind; kCall NCCL: ncclDataType_t
+  uint8_t flags = 0;      // kCall: kCallUnfinished
 };
 
 struct TimelineOptions {
@@ -101,15 +112,24 @@ class Timeline {
                 StackId stack, int64_t in_use);
   void OnLaunch(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t correlation, uint32_t cbid, StackId stack);
   void OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records);
+  // A CUDA synchronise call, whose one record has its entry and its return.
+  void OnSyncCall(pid_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns, uint16_t api, uint64_t object,
+                  StackId stack, uint32_t result);
+  // An NCCL call's entry (|peer|: peer, root or rank; -1 none) and, on the
+  // same thread, its return (the probes record only the outermost call).
+  void OnNcclCall(pid_t pid, uint32_t tid, uint64_t ts_ns, uint16_t api, uint64_t comm, int64_t bytes, int32_t peer,
+                  uint32_t datatype, StackId stack);
+  void OnNcclReturn(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t result);
   void OnKernelName(pid_t pid, uint32_t name_id, std::string_view mangled);
   // The library's clock pair (gpu_clock.h); a library from before sends none.
   void OnClock(pid_t pid, uint64_t cupti_ns, uint64_t mono_before_ns, uint64_t mono_after_ns) {
     clock_.OnSnapshot(pid, cupti_ns, mono_before_ns, mono_after_ns);
   }
-  // Ends the spans of |pid|'s threads (it exited).
-  void OnProcessExit(pid_t pid);
-  // Ends every open span: call once, when the recording ends.
-  void Finish();
+  // Ends the spans of |pid|'s threads (it exited at |ts_ns|).
+  void OnProcessExit(pid_t pid, uint64_t ts_ns);
+  // Ends every open span: call once, when the recording ends (|now_ns|,
+  // CLOCK_MONOTONIC: where calls still in flight end).
+  void Finish(uint64_t now_ns);
 
   const std::deque<Event>& events() const { return events_; }
   const StackTable& stacks() const { return stacks_; }
@@ -130,7 +150,10 @@ class Timeline {
   };
   const Sampled& SampledStack(StackId stack);
   uint32_t Identity(FrameId frame);
-  void Add(const Event& e);
+  // False when over max_events (counted).
+  bool Add(const Event& e);
+  // Ends |it|'s call, unfinished, at |ts_ns|.
+  void EndUnfinished(size_t index, uint64_t ts_ns);
   // Closed spans of a merger, as events of |type|.
   std::function<void(const StackSpan&)> SpanSink(EventType type);
   void SeeThread(pid_t pid, uint32_t tid);
@@ -151,6 +174,9 @@ class Timeline {
   absl::flat_hash_map<std::string, uint32_t> identities_;    // kind, name, file
   absl::flat_hash_map<uint64_t, std::string> kernel_names_;  // pid << 32 | name ID
   absl::flat_hash_map<uint64_t, std::string> thread_names_;  // pid << 32 | tid
+  // NCCL calls in flight: thread key -> the event's index (stable: events_
+  // only grows).
+  absl::flat_hash_map<uint64_t, size_t> open_calls_;
 };
 
 }  // namespace gpuflame::profiler::timeline

@@ -18,6 +18,8 @@
 
 #include "bpf/gpuflame_abi.h"
 #include "e2e/e2e_support.h"
+#include "exporters/pprof/gzip.h"
+#include "tests/support/trace_schema.h"
 
 namespace gpuflame::e2e {
 namespace {
@@ -53,12 +55,12 @@ std::string IdHash(const std::string& hex) {
   return out;
 }
 
-Recorded RecordRanks(const std::string& mode) {
+Recorded RecordRanks(const std::string& mode, const std::string& flags = "") {
   Recorded r;
   r.out = TempDir("nccl-" + mode);
   const std::string shared = TempDir("nccl-shared-" + mode);
   r.run = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + shared + " GF_SIM_NCCL_TIMEOUT_S=60 " + GPUFLAME_BIN + " record -o " +
-             r.out + " --no-progress --nccl-hang-s 1 -- " + PyenvPython("3.12") + " " + Workload("nccl_ranks.py") +
+             r.out + " --no-progress --nccl-hang-s 1 " + flags + " -- " + PyenvPython("3.12") + " " + Workload("nccl_ranks.py") +
              " " + mode + " " + std::to_string(kStopSeconds) + " 2>&1");
   std::smatch m;
   if (std::regex_search(r.run.output, m, std::regex("unique id ([0-9a-f]+)"))) r.id_hex = m[1];
@@ -311,7 +313,7 @@ TEST(NcclTest, StuckGroupEndCarriesItsGroupsCalls) {
 TEST(NcclTest, KilledRankEndsItsHangWithItsProcess) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
-  const Recorded r = RecordRanks("kill");
+  const Recorded r = RecordRanks("kill", "--timeline");
   ASSERT_EQ(r.run.status, 0) << r.run.output;
   ASSERT_TRUE(r.nccl.is_object()) << ReadFile(r.out + "/summary.json");
   ASSERT_EQ(r.nccl["hangs"].size(), 1u) << r.nccl.dump(2);
@@ -325,6 +327,49 @@ TEST(NcclTest, KilledRankEndsItsHangWithItsProcess) {
   const std::string over = "NCCL hang #1 over: ncclSend to peer 1 of pid " + std::to_string(r.rank_pid[0]) +
                            " \\(rank 0 of 2\\) ended with its process after [0-9]+\\.[0-9] s\n";
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(over))) << over << "\n" << r.run.output;
+
+  // On the timeline: each rank's calls as exact spans on its thread's call
+  // track; rank 0's last send unfinished, ended with its process.
+  auto text = exporters::Gunzip(ReadFile(r.out + "/timeline.json.gz"));
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json doc = nlohmann::json::parse(*text, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded());
+  CheckTraceSchema(doc);
+  std::map<std::pair<uint64_t, std::string>, int> calls;  // (pid, name) -> spans
+  const TraceSpan* stuck = nullptr;
+  const std::vector<TraceSpan> spans = TraceSpans(doc, "nccl");
+  for (const TraceSpan& s : spans) {
+    calls[{s.pid, s.name}]++;
+    if (s.begin["args"].contains("unfinished")) {
+      EXPECT_EQ(stuck, nullptr) << "one call without a return: " << s.begin;
+      stuck = &s;
+    }
+  }
+  // Each rank: init, 3 all-reduces and broadcasts; rank 0 sends 3 times
+  // (the last never returns), rank 1 received twice before it was stopped.
+  const uint64_t pid0 = static_cast<uint64_t>(r.rank_pid[0]), pid1 = static_cast<uint64_t>(r.rank_pid[1]);
+  for (uint64_t pid : {pid0, pid1}) {
+    EXPECT_EQ((calls[{pid, "ncclCommInitRank"}]), 1) << pid;
+    EXPECT_EQ((calls[{pid, "ncclAllReduce"}]), 3) << pid;
+    EXPECT_EQ((calls[{pid, "ncclBroadcast"}]), 3) << pid;
+  }
+  EXPECT_EQ((calls[{pid0, "ncclSend"}]), 3);
+  EXPECT_EQ((calls[{pid1, "ncclRecv"}]), 2);
+  ASSERT_NE(stuck, nullptr);
+  EXPECT_EQ(stuck->pid, pid0);
+  EXPECT_EQ(stuck->name, "ncclSend");
+  EXPECT_EQ(stuck->begin["args"]["peer"], 1);
+  EXPECT_EQ(stuck->begin["args"]["bytes"], 4 * MiB);
+  EXPECT_EQ(stuck->begin["args"]["datatype"], "float32");
+  EXPECT_GE(stuck->dur, (kStopSeconds - 0.5) * 1e6);
+  EXPECT_TRUE(stuck->begin["args"]["stack"].get<std::string>().ends_with(kStepFrames +
+                                                                         "Comm > exchange;Comm > send;ncclSend"))
+      << stuck->begin;
+  for (const TraceSpan& s : spans) {
+    if (&s != stuck) {
+      EXPECT_EQ(s.begin["args"]["result"], "ncclSuccess") << s.begin;
+    }
+  }
 }
 
 }  // namespace

@@ -181,6 +181,23 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
         << l;
   }
 
+  // Each step's synchronise, an exact span from its entry to its return on
+  // the thread's call track, with its stack, inside its step, after its
+  // launches (it waits for their kernels).
+  std::vector<TraceSpan> syncs = TraceSpans(doc, "cuda");
+  ASSERT_EQ(syncs.size(), 3u);
+  for (size_t i = 0; i < syncs.size(); i++) {
+    const TraceSpan& s = syncs[i];
+    EXPECT_EQ(s.name, "cudaStreamSynchronize");
+    EXPECT_EQ(threads[s.tid].rfind("CUDA/NCCL calls: ", 0), 0u) << threads[s.tid];
+    EXPECT_NE(s.begin["args"]["stack"].get<std::string>().find("Trainer > step;synchronize"), std::string::npos)
+        << s.begin;
+    EXPECT_EQ(s.begin["args"]["result"], 0);
+    EXPECT_GE(s.dur, 0);
+    EXPECT_GE(s.ts, steps[i].first) << s.begin;
+    EXPECT_LE(s.ts + s.dur, steps[i].second) << s.begin;
+  }
+
   // The same frames as spans of the main thread's stacks, named as the
   // flame graphs name them, under <module>.
   bool step_on_stack = false;

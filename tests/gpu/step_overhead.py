@@ -134,6 +134,18 @@ def workload_command(args, mode):
     return cmd + (["--fake"] if args.fake else [])
 
 
+def crash_reporter_env(args):
+    """Every mode alike, plain included: a crash says where (native frames
+    from segv_backtrace.c where the bundle has it, Python's from
+    faulthandler) in the run's stderr_tail. Neither costs anything until a
+    fatal signal."""
+    env = {"PYTHONFAULTHANDLER": "1"}
+    lib = os.path.join(os.path.dirname(os.path.abspath(args.gpuflame or "")), "libsegv_backtrace.so")
+    if args.gpuflame and os.path.exists(lib):
+        env["LD_PRELOAD"] = lib
+    return env
+
+
 def run_mode(args, mode, deadline):
     """One process of one mode: its workload JSON, gpuflame's summary.json
     (record modes) and how it ended."""
@@ -150,7 +162,7 @@ def run_mode(args, mode, deadline):
     timeout = max(deadline - time.monotonic(), 0) + 60
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, **mode.env})
+                            env={**os.environ, **crash_reporter_env(args), **mode.env})
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
         rc = proc.returncode

@@ -198,7 +198,7 @@ TEST(ChromeTraceTest, AStepOnOneThreadWithItsMemoryLaunchesAndKernels) {
   const gf_kernel_record k[] = {Kernel(T + kAhead + 23'000, T + kAhead + 26'000, 77, 3),
                                 Kernel(T + kAhead + 26'000, T + kAhead + 27'000, 78, 3)};
   tl.OnGpuRecords(kPid, k);
-  tl.Finish();
+  tl.Finish(UINT64_MAX);
 
   exporters::ChromeTraceOptions co;
   co.process_names[kPid] = "train.py";
@@ -290,6 +290,92 @@ TEST(ChromeTraceTest, AStepOnOneThreadWithItsMemoryLaunchesAndKernels) {
   EXPECT_EQ(processes[0], "GPUs (busy: kernels of the recorded processes)");
 }
 
+// CUDA synchronise calls and NCCL calls: exact spans, entry to return, on a
+// track of their own beside their thread's (they do not nest with its
+// sampled spans), named by the API, with their stacks and arguments; a
+// synchronise inside an NCCL call nests in it; a call with no return ends
+// with its process, said unfinished; one still in flight when the recording
+// stops ends there.
+TEST(ChromeTraceTest, SynchroniseAndNcclCallsAreExactSpansOnTheirThreadsCallTrack) {
+  Tables t;
+  constexpr pid_t kRank0 = 100, kRank1 = 200;
+  const StackId reduce = t.Stack(kRank0, {{"Trainer > step", 1}, {"Comm > all_reduce", 2}});
+  const StackId sync = t.Stack(kRank0, {{"Trainer > step", 1}, {"Trainer > log", 3}});
+  const StackId send = t.Stack(kRank1, {{"Comm > send", 4}});
+  const StackId bcast = t.Stack(kRank1, {{"Comm > broadcast", 5}});
+  TimelineOptions o;
+  o.sample_period_ns = 10'000;
+  Timeline tl(t.stacks, t.frames, o);
+  const uint64_t T = 1'000'000'000;
+  tl.OnCpuSample(kRank0, kRank0, T, reduce);
+  // Rank 0: an all-reduce of 1 MiB of float32 (datatype 7), with a stream
+  // synchronise inside it, and later a device synchronise.
+  tl.OnNcclCall(kRank0, kRank0, T + 1'000, GF_API_NCCL_ALL_REDUCE, 0xc0, 1 << 20, -1, 7, reduce);
+  tl.OnSyncCall(kRank0, kRank0, T + 2'000, T + 5'000, GF_API_CUDA_STREAM_SYNC, 0x5000, reduce, 0);
+  tl.OnNcclReturn(kRank0, kRank0, T + 8'000, 0);
+  tl.OnSyncCall(kRank0, kRank0, T + 20'000, T + 26'000, GF_API_CUDA_DEVICE_SYNC, 0, sync, 0);
+  // Rank 1: a send to rank 0 that never returns (the process is killed),
+  // then a broadcast from root 0 in flight when the recording stops.
+  tl.OnNcclCall(kRank1, kRank1, T + 3'000, GF_API_NCCL_SEND, 0xd0, 4 << 20, 0, 7, send);
+  tl.OnProcessExit(kRank1, T + 30'000);
+  tl.OnNcclReturn(kRank1, kRank1, T + 31'000, 0);  // after its exit: ignored
+  tl.OnNcclCall(kRank1, kRank1 + 1, T + 32'000, GF_API_NCCL_BROADCAST, 0xd0, 256 << 10, 0, 7, bcast);
+  tl.Finish(T + 40'000);
+  EXPECT_EQ(tl.stats().kept[static_cast<size_t>(EventType::kCall)], 5u);
+
+  exporters::ChromeTraceStats stats;
+  const json doc = Parse(exporters::ChromeTraceJson(tl, {}, &stats));
+  CheckTraceSchema(doc);
+  std::map<uint64_t, std::string> thread_names;
+  for (const json& e : Events(doc, "M"))
+    if (e["name"] == "thread_name") thread_names[e["tid"]] = e["args"]["name"];
+
+  std::vector<TraceSpan> nccl = TraceSpans(doc, "nccl");
+  ASSERT_EQ(nccl.size(), 3u);
+  const TraceSpan& all_reduce = nccl[0];
+  EXPECT_EQ(all_reduce.name, "ncclAllReduce");
+  EXPECT_EQ(all_reduce.ts, 1.0);
+  EXPECT_EQ(all_reduce.dur, 7.0);
+  EXPECT_NE(all_reduce.tid, static_cast<uint64_t>(kRank0)) << "a track of its own";
+  EXPECT_EQ(thread_names[all_reduce.tid], "CUDA/NCCL calls: thread 100");
+  const json& a = all_reduce.begin["args"];
+  EXPECT_EQ(a["bytes"], 1 << 20);
+  EXPECT_EQ(a["datatype"], "float32");
+  EXPECT_EQ(a["communicator"], "0xc0");
+  EXPECT_EQ(a["result"], "ncclSuccess");
+  EXPECT_FALSE(a.contains("peer"));
+  EXPECT_FALSE(a.contains("unfinished"));
+  EXPECT_EQ(a["stack"], "Trainer > step;Comm > all_reduce");
+
+  const TraceSpan& killed = nccl[1];
+  EXPECT_EQ(killed.name, "ncclSend");
+  EXPECT_EQ(killed.ts, 3.0);
+  EXPECT_EQ(killed.dur, 27.0) << "ended with its process";
+  EXPECT_EQ(killed.begin["args"]["peer"], 0);
+  EXPECT_EQ(killed.begin["args"]["bytes"], 4 << 20);
+  EXPECT_TRUE(killed.begin["args"].contains("unfinished"));
+  EXPECT_FALSE(killed.begin["args"].contains("result"));
+
+  const TraceSpan& stopped = nccl[2];
+  EXPECT_EQ(stopped.name, "ncclBroadcast");
+  EXPECT_EQ(stopped.begin["args"]["root"], 0);
+  EXPECT_EQ(stopped.dur, 8.0) << "ended with the recording";
+  EXPECT_TRUE(stopped.begin["args"].contains("unfinished"));
+  EXPECT_NE(stopped.tid, killed.tid) << "another thread, another track";
+
+  std::vector<TraceSpan> cuda = TraceSpans(doc, "cuda");
+  ASSERT_EQ(cuda.size(), 2u);
+  EXPECT_EQ(cuda[0].name, "cudaStreamSynchronize");
+  EXPECT_EQ(cuda[0].tid, all_reduce.tid) << "inside the all-reduce, on its track";
+  EXPECT_EQ(cuda[0].ts, 2.0);
+  EXPECT_EQ(cuda[0].dur, 3.0);
+  EXPECT_EQ(cuda[0].begin["args"]["stream"], "0x5000");
+  EXPECT_EQ(cuda[1].name, "cudaDeviceSynchronize");
+  EXPECT_EQ(cuda[1].dur, 6.0);
+  EXPECT_FALSE(cuda[1].begin["args"].contains("stream")) << "the whole device";
+  EXPECT_EQ(cuda[1].begin["args"]["stack"], "Trainer > step;Trainer > log");
+}
+
 TEST(ChromeTraceTest, AGraphsKernelsChainOnOneArrowAndUncalibratedRecordsAreCounted) {
   Tables t;
   const StackId s = t.Stack(1, {{"run", 1}});
@@ -299,7 +385,7 @@ TEST(ChromeTraceTest, AGraphsKernelsChainOnOneArrowAndUncalibratedRecordsAreCoun
   const gf_kernel_record k[] = {Kernel(3000, 4000, 9, 1), Kernel(2000, 3000, 9, 1)};
   tl.OnGpuRecords(1, k);
   tl.OnGpuRecords(2, k);  // a process that sent no clock
-  tl.Finish();
+  tl.Finish(UINT64_MAX);
   exporters::ChromeTraceStats stats;
   const json doc = Parse(exporters::ChromeTraceJson(tl, {}, &stats));
   CheckTraceSchema(doc);
@@ -327,7 +413,7 @@ TEST(ChromeTraceTest, EachGpusBusyFractionPerMillisecondFromItsKernels) {
                           Kernel(T + 10 * kMs, T + 11 * kMs + kMs / 2, 3, 1)};
   for (gf_kernel_record& r : k) r.device = 2;
   tl.OnGpuRecords(1, k);
-  tl.Finish();
+  tl.Finish(UINT64_MAX);
   exporters::ChromeTraceStats stats;
   const json doc = Parse(exporters::ChromeTraceJson(tl, {}, &stats));
   CheckTraceSchema(doc);
@@ -348,7 +434,7 @@ TEST(ChromeTraceTest, LimitsDropTheLatestEventsAndCountThem) {
   o.max_events = 50;
   Timeline tl(t.stacks, t.frames, o);
   for (int i = 0; i < 80; i++) tl.OnMemory(1, 1, 1000 + i, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x1000 + i, 1, s, i + 1);
-  tl.Finish();
+  tl.Finish(UINT64_MAX);
   EXPECT_EQ(tl.stats().kept[static_cast<size_t>(EventType::kMemory)], 50u);
   EXPECT_EQ(tl.stats().dropped[static_cast<size_t>(EventType::kMemory)], 30u);
   exporters::ChromeTraceOptions co;

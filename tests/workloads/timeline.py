@@ -5,8 +5,9 @@ memory and GPU work, so the trace can be checked event by event:
   DataLoader > __next__   ~60 ms of CPU, then an 8 MiB host-to-device copy
                           (the simulated GPU: 8 us)
   Trainer > step          a 4 MiB tensor; ~60 ms of CPU; two gemm launches
-                          (300 us each on the simulated GPU); ~60 ms of CPU;
-                          the tensor freed
+                          (300 us each on the simulated GPU) and a
+                          synchronise (torch.cuda.synchronize()); ~60 ms of
+                          CPU; the tensor freed
   between steps           0.3 s asleep: off CPU, so the phases end
 """
 import time
@@ -36,6 +37,7 @@ class Trainer:
         spin(0.06)
         sim_torch.launch(GEMM, 300)
         sim_torch.launch(GEMM, 300)
+        sim_torch.synchronize()
         spin(0.06)
         del activations
 
