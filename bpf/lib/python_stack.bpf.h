@@ -51,9 +51,28 @@ struct gf_frame_buf {
   __u8 bytes[2 * GF_WINDOW + 136]; /* slack: the verifier bounds base and offset separately */
 };
 
+/*
+ * Per-CPU scratch (frame_buf here, the records of stacks.bpf.h) has one slot
+ * per kind of program that can be running on a CPU at the same time. The
+ * CPU sampler, a perf_event program run from the timer interrupt, can fire
+ * in the middle of a probe's program on the same CPU (the kernel runs it
+ * inside a uprobe program; seen on 6.18). With one slot, a tick that landed
+ * in cudaMalloc's entry probe rewrote the record that probe was building:
+ * its stack at entry went out as a second copy of the sample, and the
+ * allocation was left with a stack of its API alone. The sampler never
+ * interrupts itself, so two slots: the probes', the sampler's.
+ */
+#define GF_SLOT_PROBE 0
+#define GF_SLOT_SAMPLER 1
+#define GF_SLOTS 2
+
+static __always_inline __u32 gf_slot_of(__u8 kind) {
+  return kind == GF_EV_CPU_SAMPLE ? GF_SLOT_SAMPLER : GF_SLOT_PROBE;
+}
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
+  __uint(max_entries, GF_SLOTS);
   __type(key, __u32);
   __type(value, struct gf_frame_buf);
 } frame_buf SEC(".maps");
@@ -269,11 +288,10 @@ static __always_inline __u64 gf_thread_frames(const struct gf_py_proc *cfg, __u6
 
 /* Walks the Python stack of the thread whose PyThreadState is |tstate| (the
  * calling thread's, or one blocked in backward() that the calling thread
- * works for) into |frames|; returns the frame count. */
+ * works for) into |frames|, in frame_buf's |slot|; returns the frame count. */
 static __always_inline __u32 gf_walk_tstate(const struct gf_py_proc *cfg, __u64 tstate, struct gf_py_frame *frames,
-                                            __u32 *flags, __u32 fingerprint) {
-  __u32 zero = 0;
-  struct gf_frame_buf *buf = bpf_map_lookup_elem(&frame_buf, &zero);
+                                            __u32 *flags, __u32 fingerprint, __u32 slot) {
+  struct gf_frame_buf *buf = bpf_map_lookup_elem(&frame_buf, &slot);
   if (!buf)
     return 0;
   __u64 data = 0, end = 0;
@@ -308,11 +326,11 @@ static __always_inline __u32 gf_walk_tstate(const struct gf_py_proc *cfg, __u64 
 
 /* Walks the calling thread's Python stack into |frames|; returns the frame count. */
 static __always_inline __u32 gf_walk_python_fp(struct gf_py_proc *cfg, struct gf_py_frame *frames,
-                                               __u32 *flags, __u32 fingerprint) {
+                                               __u32 *flags, __u32 fingerprint, __u32 slot) {
   __u64 tstate = gf_thread_state(cfg, flags);
   if (!tstate || bench_stop(GF_STAGE_TSTATE))
     return 0;
-  return gf_walk_tstate(cfg, tstate, frames, flags, fingerprint);
+  return gf_walk_tstate(cfg, tstate, frames, flags, fingerprint, slot);
 }
 
 #endif /* GPUFLAME_BPF_LIB_PYTHON_STACK_BPF_H_ */

@@ -55,13 +55,13 @@ static __always_inline bool gf_sent_is(const struct gf_sent_way *w, const struct
 
 /*
  * The record (header |ev| filled, |n| > 0 Python frames after it at
- * |frames|, |len| bytes in all; the walker's hash of them in frame_buf)
- * goes out as an ID if this CPU sent its stack, else with its frames and
- * their ID. The record has room for 16 bytes past its largest length.
+ * |frames|, |len| bytes in all; the walker's hash of them in frame_buf's
+ * |slot|) goes out as an ID if this CPU sent its stack, else with its frames
+ * and their ID. The record has room for 16 bytes past its largest length.
  */
-static __always_inline void emit_interned(struct gf_event *ev, struct gf_py_frame *frames, __u32 n, __u64 len) {
-  __u32 zero = 0;
-  struct gf_frame_buf *buf = bpf_map_lookup_elem(&frame_buf, &zero);
+static __always_inline void emit_interned(struct gf_event *ev, struct gf_py_frame *frames, __u32 n, __u64 len,
+                                          __u32 slot) {
+  struct gf_frame_buf *buf = bpf_map_lookup_elem(&frame_buf, &slot);
   if (!buf || buf->n != n) {
     emit(ev, len, false); /* no hash of these frames: sent whole, unnamed */
     return;

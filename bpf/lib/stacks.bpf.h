@@ -7,6 +7,8 @@
  *    top of the user stack, for DWARF unwinding in user space (fixed layout,
  *    struct gf_record_native; see gpuflame_abi.h).
  * Both are built in a per-CPU scratch map: far beyond the 512-byte BPF stack.
+ * Each map has a slot per program that may be running on a CPU at once
+ * (GF_SLOTS, lib/python_stack.bpf.h): the one of the record's kind.
  */
 #ifndef GPUFLAME_BPF_LIB_STACKS_BPF_H_
 #define GPUFLAME_BPF_LIB_STACKS_BPF_H_
@@ -37,7 +39,7 @@ struct gf_record {
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
+  __uint(max_entries, GF_SLOTS);
   __type(key, __u32);
   __type(value, struct gf_record);
 } scratch SEC(".maps");
@@ -54,7 +56,7 @@ struct gf_record_native {
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
+  __uint(max_entries, GF_SLOTS);
   __type(key, __u32);
   __type(value, struct gf_record_native);
 } scratch_native SEC(".maps");
@@ -66,7 +68,7 @@ struct {
  * ambiguous, with their count. Returns the frame count. A launch whose
  * origin the injection library already gave (GF_EVF_AUTOGRAD) is left alone. */
 static __always_inline __u32 gf_lend_backward_caller(const struct gf_py_proc *py, struct gf_event *ev,
-                                                     struct gf_py_frame *frames, __u32 fingerprint) {
+                                                     struct gf_py_frame *frames, __u32 fingerprint, __u32 slot) {
   if (ev->flags & GF_EVF_AUTOGRAD)
     return 0;
   __u64 tstate = 0;
@@ -79,7 +81,7 @@ static __always_inline __u32 gf_lend_backward_caller(const struct gf_py_proc *py
     return 0;
   }
   __u32 pyflags = 0;
-  __u32 n = gf_walk_tstate(py, tstate, frames, &pyflags, fingerprint);
+  __u32 n = gf_walk_tstate(py, tstate, frames, &pyflags, fingerprint, slot);
   if (n == 0)
     return 0;
   ev->flags |= GF_EVF_BACKWARD_CALLER | (pyflags & GF_EVF_PY_TRUNCATED);
@@ -117,8 +119,8 @@ static __always_inline void emit_with_user_stack(struct gf_record_native *r, str
 static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kind, __u8 domain,
                                                    __u16 api, __u32 flags, __u64 addr, __u64 size,
                                                    __u64 arg0, __u64 arg1, __u64 arg2) {
-  __u32 zero = 0;
-  struct gf_record_native *r = bpf_map_lookup_elem(&scratch_native, &zero);
+  __u32 slot = gf_slot_of(kind);
+  struct gf_record_native *r = bpf_map_lookup_elem(&scratch_native, &slot);
   if (!r)
     return;
   fill_header(&r->ev, kind, domain, api, addr, size);
@@ -132,12 +134,12 @@ static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kin
     __u32 pyflags = 0;
     const __u32 fingerprint = kind == GF_EV_CPU_SAMPLE || kind == GF_EV_KERNEL_LAUNCH;
     bump(GF_STAT_PY_WALKS);
-    __u32 n = gf_walk_python_fp(py, r->py, &pyflags, fingerprint);
+    __u32 n = gf_walk_python_fp(py, r->py, &pyflags, fingerprint, slot);
     r->ev.flags |= pyflags;
     if (pyflags & GF_EVF_PY_TRUNCATED)
       bump(GF_STAT_PY_TRUNCATED);
     if (n == 0)
-      n = gf_lend_backward_caller(py, &r->ev, r->py, fingerprint);
+      n = gf_lend_backward_caller(py, &r->ev, r->py, fingerprint, slot);
     r->ev.py_count = n > GF_MAX_PY_FRAMES ? GF_MAX_PY_FRAMES : n;
   }
   emit_with_user_stack(r, ctx);
@@ -148,8 +150,8 @@ static __always_inline void submit_with_user_stack(struct pt_regs *ctx, __u8 kin
 static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain, __u16 api,
                                               __u32 flags, __u64 addr, __u64 size, __u64 arg0,
                                               __u64 arg1, __u64 arg2) {
-  __u32 zero = 0;
-  struct gf_record *r = bpf_map_lookup_elem(&scratch, &zero);
+  __u32 slot = gf_slot_of(kind);
+  struct gf_record *r = bpf_map_lookup_elem(&scratch, &slot);
   if (!r)
     return;
   fill_header(&r->ev, kind, domain, api, addr, size);
@@ -168,7 +170,7 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
     __u32 pyflags = 0;
     const __u32 fingerprint = kind == GF_EV_CPU_SAMPLE || kind == GF_EV_KERNEL_LAUNCH;
     bump(GF_STAT_PY_WALKS);
-    n = gf_walk_python_fp(py, r->py, &pyflags, fingerprint);
+    n = gf_walk_python_fp(py, r->py, &pyflags, fingerprint, slot);
     r->ev.flags |= pyflags;
     if (pyflags & GF_EVF_PY_NO_THREAD)
       bump(GF_STAT_PY_NO_THREAD);
@@ -179,13 +181,13 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
     if (bench_stop_at && bench_stop_at <= GF_STAGE_WALK)
       return; /* a benchmark's stage past the header: nothing emitted */
     if (n == 0)
-      n = gf_lend_backward_caller(py, &r->ev, r->py, fingerprint);
+      n = gf_lend_backward_caller(py, &r->ev, r->py, fingerprint, slot);
     if (n > GF_MAX_PY_FRAMES)
       n = GF_MAX_PY_FRAMES;
     r->ev.py_count = n;
     len += (__u64)n * sizeof(struct gf_py_frame);
     if (n != 0 && intern_stacks) {
-      emit_interned(&r->ev, r->py, n, len);
+      emit_interned(&r->ev, r->py, n, len, slot);
       return;
     }
     if (n == 0 && kind == GF_EV_ALLOC && want_user_stack(1)) {
@@ -196,7 +198,7 @@ static __always_inline void submit_stack_kind(void *ctx, __u8 kind, __u8 domain,
        * libraries built without frame pointers (PyTorch's) is garbage after
        * the first frame. Rare: such threads make few allocations. The
        * header as walked (no frames; an ambiguous count) goes with it. */
-      struct gf_record_native *nr = bpf_map_lookup_elem(&scratch_native, &zero);
+      struct gf_record_native *nr = bpf_map_lookup_elem(&scratch_native, &slot);
       if (nr) {
         __builtin_memcpy(&nr->ev, &r->ev, sizeof(r->ev));
         nr->ev.flags |= GF_EVF_USER_STACK;

@@ -920,6 +920,28 @@ TEST(RecordTest, CpuTimeLandsOnTheHotPythonFunction) {
   EXPECT_NE(ReadFile(out + "/flamegraph.html").find("process_cpu"), std::string::npos);
 }
 
+// A CPU sample is taken in the timer interrupt, which can land in the middle
+// of a probe's BPF program on the same CPU: at 10 kHz, in most runs, inside
+// some of cudaMalloc's entry probes. Each keeps its own per-CPU scratch
+// (bpf/lib/python_stack.bpf.h, GF_SLOTS), so no allocation loses its stack
+// at entry to the sample (a lone cudaMalloc frame) and no sample goes out
+// twice.
+TEST(RecordTest, CpuSamplesInsideAProbeLeaveItsStackAlone) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const std::string out = TempDir("sample-in-probe");
+  RunResult r = Record(out, PyenvPython("3.12"), "leak.py", "", "--tensor-events probes --cpu-hz 10000");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile gpu;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu)) << r.output;
+  auto g = Stacks(gpu, "alloc_objects", true, /*drop_native=*/true);
+  for (const auto& [stack, n] : g) EXPECT_TRUE(stack.starts_with("<module>;")) << Dump(g);
+  EXPECT_EQ(Total(gpu, "alloc_objects"), 25 + 1 + 1) << Dump(g);  // leak's, step's first, load's
+  const auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_GT(summary["bpf"]["cpu_samples"], 0);
+  EXPECT_LE(summary["events"]["cpu_samples"], summary["bpf"]["cpu_samples"]) << "a sample went out twice";
+}
+
 // gpuflame over its own memory budget (here 1 MiB, which it always is): it
 // sheds native stacks, then stops keeping new stacks; every byte is still
 // counted, the later ones under its over-budget frame, and the profiles and
