@@ -27,6 +27,7 @@
 #include "agent/gpu_metrics.h"
 #include "agent/labels.h"
 #include "agent/metrics_server.h"
+#include "agent/nccl_watch.h"
 #include "agent/oom_push.h"
 #include "agent/retirement.h"
 #include "agent/self_metrics.h"
@@ -103,6 +104,7 @@ int RunAgent(const AgentConfig& cfg) {
   if (cfg.metrics_port != 0)
     if (auto s = metrics.Start(cfg.metrics_address, cfg.metrics_port, StallCheck(session)); !s.ok()) return Fail(s);
   WindowSnapshotter snapshots(cfg);
+  NcclWatch nccl(session, cfg.nccl_hang_seconds);
   WindowExporter exporter(SeriesLabeler(cfg.service_name, cfg.node, cfg.kubelet, cfg.labels), (*delivery)->queue());
   InstallStopHandlers(/*sigint=*/true);
   logging::Info("agent pushing to Pyroscope", {{"url", base::RedactUrl(cfg.pyroscope.url)},
@@ -132,6 +134,7 @@ int RunAgent(const AgentConfig& cfg) {
       shed_said = shed.size();
     }
     int64_t now = NowNs(CLOCK_MONOTONIC);
+    nccl.Tick(session, static_cast<uint64_t>(now));  // each hang said while stuck, and when over
     if (now - window_start >= window_ns) {
       snapshot_seconds = CloseWindow(session, snapshots, exporter, window_start_wall, now - window_start);
       window_start = now;

@@ -64,6 +64,7 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   else if (key == "bearer_token_file") c.pyroscope.bearer_token_file = value;
   else if (key == "ca_file") c.pyroscope.ca_file = value;
   else if (key == "window") return num(ParseDouble(key, value), c.window_seconds);
+  else if (key == "nccl_hang_seconds") return num(ParseDouble(key, value), c.nccl_hang_seconds);
   else if (key == "metrics_port") return num(ParseInt(key, value), c.metrics_port);
   else if (key == "metrics_address") c.metrics_address = value;
   else if (key == "node") c.node = value;
@@ -153,6 +154,7 @@ std::optional<KeyShape> ShapeOf(const std::string& key) {
       {"bearer_token_file", {false, "a file path"}},
       {"ca_file", {false, "a file path"}},
       {"window", {false, "a number of seconds"}},
+      {"nccl_hang_seconds", {false, "a number of seconds"}},
       {"metrics_port", {false, "a port number"}},
       {"metrics_address", {false, "an address"}},
       {"node", {false, "a node name"}},
@@ -280,6 +282,8 @@ absl::Status Validate(const AgentConfig& c) {
     return Bad(absl::StrCat("protocol must be connect, grpc or ingest, not '", c.protocol, "'"));
   if (!(c.window_seconds >= 1 && c.window_seconds <= 3600))
     return Bad(absl::StrCat("window must be between 1 and 3600 seconds, not ", c.window_seconds));
+  if (!(c.nccl_hang_seconds > 0 && c.nccl_hang_seconds <= 86400))
+    return Bad(absl::StrCat("nccl_hang_seconds must be over 0 and at most 86400, not ", c.nccl_hang_seconds));
   if (c.metrics_port < 0 || c.metrics_port > 65535)
     return Bad(absl::StrCat("metrics_port must be 0-65535, not ", c.metrics_port));
   if (c.pyroscope.basic_user.empty() != c.pyroscope.basic_password.empty())
@@ -317,6 +321,9 @@ const std::vector<AgentFlag>& AgentFlags() {
   static const std::vector<AgentFlag> kFlags = {
       {"--pyroscope-url", "URL", "pyroscope_url", "Pyroscope's base URL (required)"},
       {"--window", "SECONDS", "window", "window length, default 15"},
+      {"--nccl-hang-s", "SECONDS", "nccl_hang_seconds",
+       "an NCCL call outstanding this long is a hang: logged with\nits stack and the ranks it waits for, and counted in\n"
+       "/metrics; default 10"},
       {"--protocol", "P", "protocol",
        "connect (HTTP/1.1, default), grpc, or ingest (the legacy\n/ingest API; connect falls back to it on "
        "its own when the\nserver has no push API)"},
@@ -416,6 +423,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
   static const std::pair<const char*, const char*> kEnv[] = {
       {"GPUFLAME_PYROSCOPE_URL", "pyroscope_url"},
       {"GPUFLAME_WINDOW", "window"},
+      {"GPUFLAME_NCCL_HANG_SECONDS", "nccl_hang_seconds"},
       {"GPUFLAME_TENANT", "tenant"},
       {"GPUFLAME_BASIC_AUTH_USER", "basic_auth_user"},
       {"GPUFLAME_BASIC_AUTH_PASSWORD", "basic_auth_password"},
@@ -503,6 +511,7 @@ std::string DescribeConfig(const AgentConfig& c) {
   auto list = [](const auto& v) { return v.empty() ? std::string("(all)") : absl::StrJoin(v, ","); };
   return absl::StrCat(
       "pyroscope_url: ", base::RedactUrl(c.pyroscope.url), " (", c.protocol, ")\nwindow: ", c.window_seconds,
+      "\nnccl_hang_seconds: ", c.nccl_hang_seconds,
       "\ntenant: ", c.pyroscope.tenant.empty() ? "(none)" : c.pyroscope.tenant, "\nauth: ",
       !c.pyroscope.basic_user.empty()          ? "basic"
       : !c.pyroscope.bearer_token_file.empty() ? "bearer token file"

@@ -13,6 +13,7 @@
 #include "agent/kubelet_pods.h"
 #include "agent/labels.h"
 #include "logging/log.h"
+#include "profiler/collectives/nccl_tracker.h"
 #include "profiler/pipeline/profiling_options.h"
 
 namespace gpuflame::profiler {
@@ -29,6 +30,8 @@ struct AgentConfig {
   exporters::PyroscopeEndpoint pyroscope;
   std::string protocol = "connect";  // connect (HTTP/1.1) | grpc (HTTP/2)
   double window_seconds = 15;
+  // An NCCL call outstanding this long is a hang: logged, counted in /metrics.
+  double nccl_hang_seconds = kDefaultNcclHangSeconds;
   int metrics_port = 9400;      // 0: no metrics endpoint
   std::string metrics_address = "0.0.0.0";
   std::string node;             // default: $NODE_NAME, else the host name

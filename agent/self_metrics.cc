@@ -32,6 +32,8 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.exported = exported;
   s.push = push;
   s.oom = ev.oom().stats();
+  s.nccl = ev.nccl().stats();
+  for (const NcclHang& h : ev.nccl().hangs()) s.nccl_stuck += h.outcome == NcclHang::Outcome::kStuck;
   return s;
 }
 
@@ -139,6 +141,14 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
                    "Out-of-memory episodes captured, by how they ended (each pushed at once as a gpu_oom profile where the agent's selectors take its process).", "counter",
                    double(n),
                    {{"outcome", outcome}}});
+  out.push_back({"gpuflame_nccl_calls_total", "NCCL API calls seen (the outermost of each thread's nested ones).",
+                 "counter", double(s.nccl.calls)});
+  out.push_back({"gpuflame_nccl_hangs_total",
+                 "NCCL calls found outstanding past nccl_hang_seconds (each logged with its stack and the ranks it "
+                 "waits for).",
+                 "counter", double(s.nccl.hangs)});
+  out.push_back({"gpuflame_nccl_calls_stuck", "NCCL calls stuck past nccl_hang_seconds now.", "gauge",
+                 double(s.nccl_stuck)});
   if (s.self_cpu_seconds >= 0)
     out.push_back({"gpuflame_self_cpu_seconds_total", "gpuflame's own CPU time, user and system, all its threads.",
                    "counter", s.self_cpu_seconds});

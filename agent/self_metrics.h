@@ -44,6 +44,8 @@ struct AgentStats {
   ExportStats exported;
   exporters::PushStats push;
   OomStats oom;  // out-of-memory episodes and their captures
+  NcclStats nccl;           // NCCL calls and hangs (profiler/collectives/)
+  uint64_t nccl_stuck = 0;  // hangs still stuck at the last check
 };
 
 // Event loop: reads the pipeline's counters (Session is not thread-safe).

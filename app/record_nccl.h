@@ -18,12 +18,6 @@
 
 namespace gpuflame::profiler {
 
-// What a user would expect before calling a call stuck: far longer than any
-// enqueue (microseconds) or a healthy step's wait, long enough for a slow
-// communicator init across a node (seconds), and well under the watchdogs
-// that end the job (PyTorch's ProcessGroupNCCL: 10 minutes by default).
-inline constexpr double kDefaultNcclHangSeconds = 10.0;
-
 class RecordNccl {
  public:
   RecordNccl(bool quiet, double hang_seconds) : quiet_(quiet), hang_seconds_(hang_seconds) {}
@@ -48,9 +42,6 @@ class RecordNccl {
   bool quiet_;
   double hang_seconds_;
 };
-
-// "stopped", "sleeping", ... from /proc/PID/stat; "gone" when it has no entry.
-std::string ProcessStateName(pid_t pid);
 
 }  // namespace gpuflame::profiler
 

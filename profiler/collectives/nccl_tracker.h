@@ -75,6 +75,12 @@ struct NcclAbsentRank {
   uint64_t entered = 0;  // matching calls it has entered so far
 };
 
+// What a user would expect before calling a call stuck: far longer than any
+// enqueue (microseconds) or a healthy step's wait, long enough for a slow
+// communicator init across a node (seconds), and well under the watchdogs
+// that end the job (PyTorch's ProcessGroupNCCL: 10 minutes by default).
+inline constexpr double kDefaultNcclHangSeconds = 10.0;
+
 // A call stuck past the threshold: what it is, who it waits for.
 struct NcclHang {
   uint64_t number = 0;  // 1, 2, ... in the order found

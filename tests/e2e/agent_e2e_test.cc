@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -1078,6 +1079,49 @@ TEST(AgentTest, ExportsEachGpusDriverFiguresAndAFollowedProcessesSmUtilization) 
             std::string::npos)
       << body;
   EXPECT_GT(Metric(metrics_port, "gpuflame_gpu_readings_total"), 1) << body;
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+}
+
+// An NCCL hang under the agent (issue 17): two ranks on the simulated
+// libnccl, rank 1 stopped for 3 s before its last receive, so rank 0 sits in
+// its ncclSend. The agent logs the hang while it is stuck, with the stack
+// that issued it and the rank it waits for, and again when it is over;
+// /metrics counts it, and nothing is left stuck.
+TEST(AgentTest, LogsAndCountsAnNcclHangWhileItIsStuck) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  std::string dir = TempDir("agent_nccl");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--nccl-hang-s", "1"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
+  // libnccl.so.2 is new to the agent: its first process waits at the gate
+  // until its probes are in.
+  RunResult r = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + TempDir("agent_nccl_shared") + " GF_SIM_NCCL_TIMEOUT_S=60 " + py +
+                   " " + Workload("nccl_ranks.py") + " send 3 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 0 pid ([0-9]+)"))) << r.output;
+  const std::string rank0 = m[1];
+  // Said over within a second of its end (the agent checks once a second).
+  for (int i = 0; i < 50 && agent.Log().find("NCCL hang #1 over") == std::string::npos; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string log = agent.Log();
+  const std::regex stuck("NCCL hang #1: pid " + rank0 +
+                         " rank 0 of 2 stuck for [0-9.]+ s in ncclSend to peer 1 \\(4\\.00 MiB, float32 x "
+                         "1048576\\).*Trainer > step › Comm > exchange › Comm > send; waiting for rank 1 \\(pid "
+                         "[0-9]+, stopped\\)");
+  EXPECT_TRUE(std::regex_search(log, stuck)) << log;
+  EXPECT_NE(log.find("NCCL hang #1 over: ncclSend to peer 1 of pid " + rank0 + " (rank 0 of 2) lasted "),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_nccl_hangs_total"), 1);
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_nccl_calls_stuck"), 0);
+  EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_calls_total"), 20);
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
 }
 

@@ -103,6 +103,25 @@ std::string Message(const absl::StatusOr<profiler::AgentConfig>& c) {
   return c.ok() ? "ok" : std::string(c.status().message());
 }
 
+// The NCCL hang threshold: from a flag, the environment or the file; a
+// threshold of nothing (or of days) is a start-up error, not a flood of
+// hangs (or none ever).
+TEST(AgentConfigTest, NcclHangThresholdComesFromAnySourceAndIsBounded) {
+  auto d = LoadAgentConfig({"--pyroscope-url", "http://p"}, {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->nccl_hang_seconds, profiler::kDefaultNcclHangSeconds);
+  auto flag = LoadAgentConfig({"--pyroscope-url", "http://p", "--nccl-hang-s", "2.5"}, {});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->nccl_hang_seconds, 2.5);
+  auto env = LoadAgentConfig({"--pyroscope-url", "http://p"}, {{"GPUFLAME_NCCL_HANG_SECONDS", "30"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->nccl_hang_seconds, 30);
+  EXPECT_EQ(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--nccl-hang-s", "0"}, {})),
+            "nccl_hang_seconds must be over 0 and at most 86400, not 0");
+  EXPECT_EQ(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--nccl-hang-s", "100000"}, {})),
+            "nccl_hang_seconds must be over 0 and at most 86400, not 100000");
+}
+
 // Credentials in the URL become basic auth at load time: nothing downstream
 // (clients, gRPC's own messages, the start line, --check-config) holds them.
 TEST(AgentSecretsTest, UrlCredentialsBecomeBasicAuthAndAreNeverPrinted) {

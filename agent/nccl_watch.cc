@@ -1,0 +1,42 @@
+#include "agent/nccl_watch.h"
+
+#include <string>
+#include <vector>
+
+#include "logging/log.h"
+#include "profiler/collectives/nccl_report.h"
+#include "profiler/process/process_state.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+// The fields a log reader filters a hang by: the process and, where it runs
+// in Kubernetes, its pod.
+std::vector<logging::Field> HangFields(Session& session, const NcclHang& h) {
+  std::vector<logging::Field> f = {{"pid", h.pid}, {"hang", h.number}};
+  if (h.rank >= 0) f.emplace_back("rank", h.rank);
+  if (const ProcessInfo* info = session.registry().Find(h.pid); info && info->pod.in_kubernetes()) {
+    f.emplace_back("namespace", info->pod.namespace_name);
+    f.emplace_back("pod", info->pod.pod);
+  }
+  return f;
+}
+
+}  // namespace
+
+NcclWatch::NcclWatch(Session& session, double hang_seconds) {
+  session.events().nccl().SetHangThreshold(static_cast<uint64_t>(hang_seconds * 1e9));
+}
+
+void NcclWatch::Tick(Session& session, uint64_t now_ns) {
+  if (now_ns < next_ns_) return;
+  next_ns_ = now_ns + 1'000'000'000;
+  NcclTracker& t = session.events().nccl();
+  t.Tick(now_ns);
+  for (const NcclHang& h : t.TakeFound())
+    logging::Warning(NcclHangLine(h, session.events().stack_source(), ProcessStateName, now_ns),
+                     HangFields(session, h));
+  for (const NcclHang& h : t.TakeEnded()) logging::Info(NcclHangEndLine(h), HangFields(session, h));
+}
+
+}  // namespace gpuflame::profiler

@@ -1,0 +1,28 @@
+// The agent's NCCL hangs (profiler/collectives/): once a second, calls
+// outstanding past nccl_hang_seconds become hangs, each logged once while
+// it is still stuck (operation, rank, bytes, the Python stack that issued
+// it, the ranks that have not entered the matching call, its pod) and again
+// when it is over; /metrics counts them (self_metrics.cc). Event loop only.
+#ifndef GPUFLAME_AGENT_NCCL_WATCH_H_
+#define GPUFLAME_AGENT_NCCL_WATCH_H_
+
+#include <cstdint>
+
+#include "profiler/pipeline/session.h"
+
+namespace gpuflame::profiler {
+
+class NcclWatch {
+ public:
+  // Sets the session's threshold (before its first record).
+  NcclWatch(Session& session, double hang_seconds);
+  // From the loop: at most once a second does anything.
+  void Tick(Session& session, uint64_t now_ns);
+
+ private:
+  uint64_t next_ns_ = 0;
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_AGENT_NCCL_WATCH_H_
