@@ -282,8 +282,9 @@ absl::Status Validate(const AgentConfig& c) {
     return Bad(absl::StrCat("protocol must be connect, grpc or ingest, not '", c.protocol, "'"));
   if (!(c.window_seconds >= 1 && c.window_seconds <= 3600))
     return Bad(absl::StrCat("window must be between 1 and 3600 seconds, not ", c.window_seconds));
-  if (!(c.nccl_hang_seconds > 0 && c.nccl_hang_seconds <= 86400))
-    return Bad(absl::StrCat("nccl_hang_seconds must be over 0 and at most 86400, not ", c.nccl_hang_seconds));
+  // As record's --nccl-hang-s: below 0.1 s every healthy collective would be a hang.
+  if (!(c.nccl_hang_seconds >= 0.1 && c.nccl_hang_seconds <= 86400))
+    return Bad(absl::StrCat("nccl_hang_seconds wants 0.1 to 86400 seconds, not ", c.nccl_hang_seconds));
   if (c.metrics_port < 0 || c.metrics_port > 65535)
     return Bad(absl::StrCat("metrics_port must be 0-65535, not ", c.metrics_port));
   if (c.pyroscope.basic_user.empty() != c.pyroscope.basic_password.empty())

@@ -190,7 +190,7 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "nccl_unique_ids_unreadable",
                                         "cuda_sync_calls",
                                         "cuda_sync_nested_calls",
-                                        "calls_ended_with_their_thread"};
+                                        "threads_ended_inside_calls"};
   static_assert(GF_STAT_MAX == 33, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);

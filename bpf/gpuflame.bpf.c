@@ -34,7 +34,8 @@
  * the skeleton see one object either way. The user-space names (programs,
  * maps, rodata) are those of profiler/probes/bpf_probes.cc and probe_table.cc.
  *
- * Hot-path rules: filter first, one per-CPU scratch record, raw addresses
+ * Hot-path rules: filter first, one per-CPU scratch record per slot (the
+ * sampler may fire inside a probe: lib/stacks.bpf.h, GF_SLOTS), raw addresses
  * only, frees carry no stack, every drop is counted in `stats`, and the BPF
  * stack stays well under its 512 bytes (records are built in scratch maps).
  */

@@ -558,7 +558,7 @@ enum gf_stat {
   GF_STAT_NCCL_ID_UNREADABLE, /* init calls whose ncclUniqueId could not be read (ranks not joined) */
   GF_STAT_CUDA_SYNCS,         /* CUDA synchronise calls recorded at return (bpf/cuda_sync.bpf.h) */
   GF_STAT_CUDA_SYNC_NESTED,   /* synchronise entries inside another on the same thread: not recorded */
-  GF_STAT_CALLS_ENDED_WITH_THREAD, /* probed calls whose thread ended inside them (no return; watch_exit) */
+  GF_STAT_CALLS_ENDED_WITH_THREAD, /* threads that ended inside a probed call (no return; watch_exit) */
   GF_STAT_MAX,
 };
 

@@ -207,8 +207,9 @@ static __always_inline void forget_calls_in_flight(__u64 id) {
   ended += bpf_map_delete_elem(&driver_calls, &id) == 0;
   ended += bpf_map_delete_elem(&sync_calls, &id) == 0;
   ended += bpf_map_delete_elem(&nccl_calls, &id) == 0;
+  /* Per thread: a killed cudaMalloc holds a runtime and a driver entry. */
   if (ended)
-    bump_by(GF_STAT_CALLS_ENDED_WITH_THREAD, ended);
+    bump(GF_STAT_CALLS_ENDED_WITH_THREAD);
 }
 
 SEC("tp_btf/sched_process_exit")

@@ -20,9 +20,11 @@
 
 /*
  * The stacks this CPU has sent, per CPU: a 2-way set-associative cache of
- * IDs, GF_SENT_SETS sets indexed by the ID's low bits. Per CPU because a
- * BPF program runs alone on its CPU (programs do not nest there), so no
- * lock, no atomic and no line shared with another CPU is needed; and an ID
+ * IDs, GF_SENT_SETS sets indexed by the ID's low bits. Per CPU, so no
+ * lock, no atomic and no line shared with another CPU is needed. The one
+ * program that can run inside another on a CPU, the sampler inside a probe,
+ * at worst sends frames again: an ID is marked only after its frames are in
+ * the ring, and a half-written way matches no other full ID. And an ID
  * this CPU has sent is behind its frames in the ring whatever CPU the
  * frames' record came from, since a CPU's records enter the ring in its
  * order. The first event of a stack on each CPU sends the frames (user space

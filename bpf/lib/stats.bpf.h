@@ -8,7 +8,8 @@
 static __always_inline void bump_by(__u32 stat, __u64 n) {
   __u64 *v = bpf_map_lookup_elem(&stats, &stat);
   if (v)
-    *v += n; /* per-CPU: no atomics needed */
+    *v += n; /* per-CPU; the sampler firing inside a probe between the load
+              * and the store may lose one of the two counts, never more */
 }
 
 static __always_inline void bump(__u32 stat) {

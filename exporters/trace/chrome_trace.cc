@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/json_string.h"
 #include "profiler/aggregate/kernel_joiner.h"
 #include "profiler/collectives/nccl_api.h"
@@ -105,9 +106,13 @@ class Writer {
     for (const Placed& p : placed_) base_ = std::min(base_, p.ts);
   }
 
+  // Calls are written whole (X, with their exact duration), not as B/E
+  // pairs: their stacks and arguments are written once, and a trace cut at
+  // its byte limit never leaves one begun and not ended. Their ends are
+  // probe timestamps, so a synchronise inside an NCCL call ends well before
+  // it: the floating-point sum that B/E avoids elsewhere cannot reorder them.
   static bool IsSpan(const Event& e) {
-    return e.type == EventType::kStackSpan || e.type == EventType::kMarkSpan || e.type == EventType::kGpu ||
-           e.type == EventType::kCall;
+    return e.type == EventType::kStackSpan || e.type == EventType::kMarkSpan || e.type == EventType::kGpu;
   }
 
   // In time order; at one instant, ends before wholes before begins, the
@@ -123,8 +128,7 @@ class Writer {
         // shows it, where the next span begins: no reader has to order an
         // end and a begin at one instant (speedscope takes the begin first
         // when both have the same name, and the nesting breaks).
-        const bool sampled =
-            (e.type == EventType::kStackSpan || e.type == EventType::kMarkSpan) && p.end > p.ts + 1;
+        const bool sampled = e.type != EventType::kGpu && p.end > p.ts + 1;
         points_.push_back({sampled ? p.end - 1 : p.end, static_cast<uint32_t>(i), Edge::kEnd});
       } else {
         points_.push_back({p.ts, static_cast<uint32_t>(i), Edge::kWhole});
@@ -377,29 +381,40 @@ class Writer {
       }
       case EventType::kCall: {
         const bool nccl = e.kind == GF_DOMAIN_NCCL;
-        SpanHead(out, x.edge, nccl ? "nccl" : "cuda", base::JsonString(std::string(profiler::ApiName(e.api))), e.pid,
-                 call_tracks_.at(ThreadKey(e.pid, e.tid)), x.at);
-        // The end repeats the begin's args: readers match a pair by name and args.
-        out += ",\"args\":{";
+        Head(out, "X", nccl ? "nccl" : "cuda", base::JsonString(std::string(profiler::ApiName(e.api))), e.pid,
+             call_tracks_.at(ThreadKey(e.pid, e.tid)), p.ts);
+        out += ",\"dur\":";
+        AppendMicros(out, p.end - p.ts);
+        const bool unfinished = e.flags & profiler::timeline::kCallUnfinished;
+        std::vector<std::string> args;
         if (nccl) {
-          absl::StrAppend(&out, "\"communicator\":\"0x", absl::Hex(e.addr), "\"");
-          if (e.bytes) absl::StrAppend(&out, ",\"bytes\":", e.bytes, ",\"datatype\":",
-                                       base::JsonString(profiler::NcclTypeName(e.copy_kind)));
+          // An init's communicator is not known until it returns; its peer
+          // field is the rank it joins as.
+          if (e.addr) args.push_back(absl::StrCat("\"communicator\":\"0x", absl::Hex(e.addr), "\""));
+          if (e.bytes)
+            args.push_back(absl::StrCat("\"bytes\":", e.bytes, ",\"datatype\":",
+                                        base::JsonString(profiler::NcclTypeName(e.copy_kind))));
           if (e.peer >= 0)
-            absl::StrAppend(&out, e.api == GF_API_NCCL_BROADCAST ? ",\"root\":" : ",\"peer\":", e.peer);
-          if (!(e.flags & profiler::timeline::kCallUnfinished))
-            absl::StrAppend(&out, ",\"result\":", base::JsonString(profiler::NcclResultName(e.correlation)));
+            args.push_back(absl::StrCat(GF_API_IS_NCCL_INIT(e.api)         ? "\"rank\":"
+                                        : e.api == GF_API_NCCL_BROADCAST ? "\"root\":"
+                                                                         : "\"peer\":",
+                                        e.peer));
+          if (!unfinished)
+            args.push_back(absl::StrCat("\"result\":", base::JsonString(profiler::NcclResultName(e.correlation))));
         } else {
           // What it waited for: a stream (0: the default one), an event, or
           // the whole device.
           const bool event = e.api == GF_API_CUDA_EVENT_SYNC || e.api == GF_API_CU_EVENT_SYNC;
           const bool device = e.api == GF_API_CUDA_DEVICE_SYNC || e.api == GF_API_CU_CTX_SYNC;
-          if (!device) absl::StrAppend(&out, event ? "\"event\":\"0x" : "\"stream\":\"0x", absl::Hex(e.addr), "\",");
-          absl::StrAppend(&out, "\"result\":", e.correlation);
+          if (!device) args.push_back(absl::StrCat(event ? "\"event\":\"0x" : "\"stream\":\"0x", absl::Hex(e.addr), "\""));
+          args.push_back(absl::StrCat("\"result\":", e.correlation));
         }
-        if (e.flags & profiler::timeline::kCallUnfinished)
-          out += ",\"unfinished\":\"no return: ended with its process or the recording\"";
-        absl::StrAppend(&out, ",\"stack\":", Stack(e.ref), "}},\n");
+        if (unfinished)
+          args.push_back(
+              "\"unfinished\":\"no return seen: ended at its process's exit, its thread's next call or the "
+              "recording's end\"");
+        args.push_back(absl::StrCat("\"stack\":", Stack(e.ref)));
+        absl::StrAppend(&out, ",\"args\":{", absl::StrJoin(args, ","), "}},\n");
         return;
       }
       case EventType::kGpu: {

@@ -323,7 +323,7 @@ TEST(NcclTest, KilledRankEndsItsHangWithItsProcess) {
   EXPECT_EQ(h["peer"], 1);
   EXPECT_EQ(h["outcome"], "process ended");
   EXPECT_GE(h["lasted_seconds"].get<double>(), kStopSeconds - 0.5);
-  EXPECT_EQ(r.summary["bpf"]["calls_ended_with_their_thread"], 1) << r.summary["bpf"].dump();
+  EXPECT_EQ(r.summary["bpf"]["threads_ended_inside_calls"], 1) << r.summary["bpf"].dump();
   const std::string over = "NCCL hang #1 over: ncclSend to peer 1 of pid " + std::to_string(r.rank_pid[0]) +
                            " \\(rank 0 of 2\\) ended with its process after [0-9]+\\.[0-9] s\n";
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(over))) << over << "\n" << r.run.output;

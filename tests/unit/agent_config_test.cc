@@ -117,9 +117,9 @@ TEST(AgentConfigTest, NcclHangThresholdComesFromAnySourceAndIsBounded) {
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ(env->nccl_hang_seconds, 30);
   EXPECT_EQ(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--nccl-hang-s", "0"}, {})),
-            "nccl_hang_seconds must be over 0 and at most 86400, not 0");
+            "nccl_hang_seconds wants 0.1 to 86400 seconds, not 0");
   EXPECT_EQ(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--nccl-hang-s", "100000"}, {})),
-            "nccl_hang_seconds must be over 0 and at most 86400, not 100000");
+            "nccl_hang_seconds wants 0.1 to 86400 seconds, not 100000");
 }
 
 // Credentials in the URL become basic auth at load time: nothing downstream
