@@ -21,21 +21,6 @@
 
 namespace gpuflame::profiler {
 
-namespace {
-
-// The machine-wide programs' share of |costs| (ProgramRunStats::machine_wide).
-ProgramCost MachineWideCost(std::span<const ProgramCost> costs) {
-  ProgramCost sum{"machine-wide"};
-  for (const ProgramCost& c : costs)
-    if (c.machine_wide) {
-      sum.hits += c.hits;
-      sum.ns_total += c.ns_total;
-    }
-  return sum;
-}
-
-}  // namespace
-
 std::string SelfCostJson(const SelfCost& cost) {
   const ProgramCost total = TotalCost(cost.programs);
   std::string out = absl::StrCat(

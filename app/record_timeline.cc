@@ -1,11 +1,10 @@
 #include "app/record_timeline.h"
 
-#include <time.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/human_units.h"
 #include "exporters/pprof/gzip.h"
+#include "profiler/process/run_control.h"
 
 namespace gpuflame::profiler {
 
@@ -27,9 +26,7 @@ RecordTimeline::~RecordTimeline() {
 absl::Status RecordTimeline::Finish(const absl::flat_hash_map<pid_t, std::string>& comm, const std::string& title) {
   if (!timeline_) return absl::OkStatus();
   // Calls still in flight end now (the probes' clock: CLOCK_MONOTONIC).
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  timeline_->Finish(static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec));
+  timeline_->Finish(static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)));
   exporters::ChromeTraceOptions o;
   o.max_bytes = max_bytes_;
   o.title = title;

@@ -14,7 +14,8 @@
 // launches as zero-length slices, allocations and frees as instants with
 // their bytes and stack), a phase track per thread with --mark, a call
 // track per thread with CUDA synchronise and NCCL calls (whole X slices:
-// their edges are exact), one track per GPU stream (kernels, copies, memsets with their correlation IDs), and
+// their edges are exact), one track per GPU stream (kernels, copies,
+// memsets with their correlation IDs), and
 // two counters (in use at the device level, through CUDA's allocation
 // calls, and at the tensor level, PyTorch's caching allocator); and each
 // GPU's busy fraction from its kernels, under a process of its own (pid 0). Flow arrows

@@ -69,14 +69,23 @@ std::vector<ProgramCost> ProgramCostBetween(std::span<const ProgramRunStats> bef
   return out;
 }
 
-ProgramCost TotalCost(std::span<const ProgramCost> costs) {
-  ProgramCost total{"total"};
-  for (const ProgramCost& c : costs) {
-    total.hits += c.hits;
-    total.ns_total += c.ns_total;
-  }
-  return total;
+namespace {
+
+ProgramCost Sum(std::span<const ProgramCost> costs, std::string name, bool machine_wide_only) {
+  ProgramCost sum{std::move(name)};
+  for (const ProgramCost& c : costs)
+    if (!machine_wide_only || c.machine_wide) {
+      sum.hits += c.hits;
+      sum.ns_total += c.ns_total;
+    }
+  return sum;
 }
+
+}  // namespace
+
+ProgramCost TotalCost(std::span<const ProgramCost> costs) { return Sum(costs, "total", false); }
+
+ProgramCost MachineWideCost(std::span<const ProgramCost> costs) { return Sum(costs, "machine-wide", true); }
 
 uint64_t InProcessRunTimeNs(std::span<const ProgramRunStats> programs) {
   uint64_t ns = 0;

@@ -70,8 +70,9 @@ struct ProgramCost {
 // zero. With an empty |before|: the cost since each program was loaded.
 std::vector<ProgramCost> ProgramCostBetween(std::span<const ProgramRunStats> before,
                                             std::span<const ProgramRunStats> after);
-// The sum over programs (name "total").
+// The sum over programs (name "total"), or over the machine-wide ones alone.
 ProgramCost TotalCost(std::span<const ProgramCost> costs);
+ProgramCost MachineWideCost(std::span<const ProgramCost> costs);
 // The run time of the programs that work in the profiled processes (not
 // machine_wide): what a budget on gpuflame's share of their CPU counts.
 uint64_t InProcessRunTimeNs(std::span<const ProgramRunStats> programs);
