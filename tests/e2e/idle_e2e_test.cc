@@ -239,18 +239,21 @@ TEST_F(IdleTest, StartUpIsSetApartAndTheVerdictJudgesTheSteadyState) {
   ASSERT_EQ(tag.status, 0) << tag.output;
   EXPECT_NE(tag.output.find("compile_model"), std::string::npos) << tag.output;
   // And under a root of its own, so the steady state's stacks stand apart.
-  int64_t compiling = 0;
+  int64_t compiling = 0, stepping_in_start_up = 0;
   for (const auto& [stack, ns] : Stacks(idle, "idle", /*drop_trampolines=*/true, /*drop_native=*/true)) {
     const bool under_start_up = stack.rfind("[start-up: before the steady state]", 0) == 0;
     if (stack.find("compile_model") != std::string::npos) {
       EXPECT_TRUE(under_start_up) << stack;
       compiling += ns;
     }
-    if (stack.find("Trainer > step") != std::string::npos) {
-      EXPECT_FALSE(under_start_up) << stack;
-    }
+    if (under_start_up && stack.find("Trainer > step") != std::string::npos) stepping_in_start_up += ns;
   }
   EXPECT_GT(compiling, 1'000'000'000) << "1.5 s compiling with an idle GPU";
+  // The start-up's last gap ends with the loop's first kernel, so the
+  // samples taken while the first step launched it are rightly its tail
+  // (CI's loaded CPUs made that launch take a few samples); the loop
+  // itself is not: at most a tenth of the compiling's time.
+  EXPECT_LT(stepping_in_start_up, compiling / 10) << "the steady loop's stacks buried under the start-up";
 }
 
 // A process is hostile input: one whose name is invalid UTF-8 with
