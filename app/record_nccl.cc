@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "logging/log.h"
 #include "profiler/collectives/nccl_report.h"
+#include "profiler/collectives/nccl_straggler_report.h"
 #include "profiler/process/process_state.h"
 
 namespace gpuflame::profiler {
@@ -50,12 +51,17 @@ std::string RecordNccl::Json(const Session& session, const absl::flat_hash_map<p
   return NcclJson(session.events().nccl(), session.events().stack_source(), comm, start_ns);
 }
 
-std::vector<std::string> RecordNccl::Lines(const Session& session) const { return NcclLines(session.events().nccl()); }
+std::vector<std::string> RecordNccl::Lines(const Session& session) const {
+  std::vector<std::string> out = NcclLines(session.events().nccl());
+  for (std::string& line : NcclStragglerLines(session.events().nccl().stragglers(), session.events().stack_source()))
+    out.push_back("  " + std::move(line));
+  return out;
+}
 
 std::vector<std::string> RecordNccl::HangLines(const Session& session) const {
   std::vector<std::string> out;
-  for (const std::string& line : NcclLines(session.events().nccl()))
-    if (line.starts_with("  NCCL hang")) out.push_back(line.substr(2));
+  for (const std::string& line : Lines(session))
+    if (line.starts_with("  NCCL hang") || line.starts_with("  NCCL straggler")) out.push_back(line.substr(2));
   return out;
 }
 

@@ -34,7 +34,8 @@ class RecordNccl {
   std::string Json(const Session& session, const absl::flat_hash_map<pid_t, std::string>& comm,
                    uint64_t start_ns) const;
   std::vector<std::string> Lines(const Session& session) const;
-  // One line per hang, as it ended (or was left at the end), for the HTML page.
+  // One line per hang, as it ended (or was left at the end), and per
+  // communicator's straggler, for the HTML page.
   std::vector<std::string> HangLines(const Session& session) const;
 
  private:

@@ -8,6 +8,7 @@
 #include "base/json_string.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/collectives/nccl_api.h"
+#include "profiler/collectives/nccl_straggler_report.h"
 #include "profiler/forensics/stack_names.h"
 #include "profiler/probes/probe_table.h"
 
@@ -249,7 +250,8 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
         ", \"result\": ",
         h.outcome == NcclHang::Outcome::kReturned ? base::JsonString(NcclResultName(h.result)) : "null", "}");
   }
-  absl::StrAppend(&out, t.hangs().empty() ? "]}" : "\n  ]}");
+  absl::StrAppend(&out, t.hangs().empty() ? "]" : "\n  ]",
+                  ", \"stragglers\": ", NcclStragglersJson(t.stragglers(), source, comm), "}");
   return out;
 }
 

@@ -65,6 +65,7 @@ uint64_t NcclTracker::Enter(const NcclCall& call, std::optional<NcclCommId>* id)
     r.rank = call.peer;
     r.pid = call.pid;
     *id = key;
+    stragglers_.OnRankProcess(call.pid);
     return 1;
   }
   if (!IsNcclCollective(call.api) && !IsNcclPointToPoint(call.api)) return 0;
@@ -75,7 +76,12 @@ uint64_t NcclTracker::Enter(const NcclCall& call, std::optional<NcclCommId>* id)
     return 0;
   }
   *id = comm->id;
-  if (IsNcclCollective(call.api)) return ++rank->collectives;
+  if (IsNcclCollective(call.api)) {
+    const uint64_t sequence = ++rank->collectives;
+    stragglers_.OnCollective(comm->id, comm->nranks, static_cast<int>(comm->ranks.size()), rank->rank, call.pid,
+                             sequence, call.ts_ns, call.stack);
+    return sequence;
+  }
   if (call.peer < 0 || call.peer >= comm->nranks) return 0;
   auto& counts = call.api == GF_API_NCCL_SEND ? rank->sends_to : rank->recvs_from;
   return ++counts[call.peer];
@@ -280,6 +286,7 @@ void NcclTracker::OnProcessExit(pid_t pid, uint64_t ts_ns) {
   }
   absl::erase_if(groups_, [&](const auto& kv) { return kv.first.first == pid; });
   absl::erase_if(comm_ids_, [&](const auto& kv) { return kv.first.first == pid; });
+  stragglers_.OnProcessExit(pid);
 }
 
 void NcclTracker::Finish(uint64_t now_ns) {
@@ -290,9 +297,11 @@ void NcclTracker::Finish(uint64_t now_ns) {
   }
   in_flight_.clear();
   groups_.clear();
+  stragglers_.Finish();
 }
 
 void NcclTracker::ForgetStacks(const std::vector<StackId>& stacks) {
+  stragglers_.ForgetStacks(stacks);
   for (StackId id : stacks) totals_.erase(id);
   for (NcclHang& h : hangs_)
     if (std::find(stacks.begin(), stacks.end(), h.stack) != stacks.end()) h.stack = StackTable::kNone;
@@ -300,11 +309,17 @@ void NcclTracker::ForgetStacks(const std::vector<StackId>& stacks) {
 
 void NcclTracker::ForgetProcesses(std::span<const pid_t> pids) {
   const absl::flat_hash_set<pid_t> gone(pids.begin(), pids.end());
+  absl::flat_hash_set<NcclCommId> ended;
   for (auto it = comms_.begin(); it != comms_.end();) {
     tracked_ranks_ -= absl::erase_if(it->second.ranks, [&](const auto& kv) { return gone.contains(kv.second.pid); });
-    if (it->second.ranks.empty()) comms_.erase(it++);
-    else ++it;
+    if (it->second.ranks.empty()) {
+      ended.insert(it->first);
+      comms_.erase(it++);
+    } else {
+      ++it;
+    }
   }
+  stragglers_.ForgetCommunicators(ended);
   absl::erase_if(comm_ids_, [&](const auto& kv) { return gone.contains(kv.first.first); });
 }
 

@@ -38,6 +38,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "profiler/collectives/nccl_comm_id.h"
+#include "profiler/collectives/nccl_stragglers.h"
 #include "profiler/resolve/stack_table.h"
 
 namespace gpuflame::profiler {
@@ -56,16 +58,6 @@ struct NcclCall {
   uint64_t stream = 0;
   uint64_t id_lo = 0, id_hi = 0;  // init: the ncclUniqueId's hash
   StackId stack = StackTable::kNone;
-};
-
-// A communicator as a rank's calls name it: the hash of its unique ID.
-struct NcclCommId {
-  uint64_t lo = 0, hi = 0;
-  bool operator==(const NcclCommId&) const = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const NcclCommId& id) {
-    return H::combine(std::move(h), id.lo, id.hi);
-  }
 };
 
 // A rank of a communicator that has not entered the call another waits in.
@@ -160,6 +152,11 @@ class NcclTracker {
   uint64_t hang_threshold_ns() const { return threshold_ns_; }
 
   void OnCall(const NcclCall& call);
+  // A CPU sample: kept for the stragglers' "what it was doing" where the
+  // process holds a rank.
+  void OnCpuSample(pid_t pid, uint64_t ts_ns, StackId stack) {
+    if (stragglers_.Wants(pid)) stragglers_.OnCpuSample(pid, ts_ns, stack);
+  }
   // |comm|: what an init call wrote (0 otherwise); |result|: ncclResult_t.
   void OnReturn(pid_t pid, uint32_t tid, uint64_t ts_ns, uint64_t comm, uint32_t result);
   // Calls outstanding past the threshold at |now_ns| become hangs.
@@ -190,6 +187,7 @@ class NcclTracker {
   // The rank a process's communicator has (-1: not known).
   std::pair<int, int> RankOf(pid_t pid, uint64_t comm) const;
   const NcclStats& stats() const { return stats_; }
+  const NcclStragglers& stragglers() const { return stragglers_; }
 
  private:
   struct InFlight {
@@ -223,6 +221,7 @@ class NcclTracker {
   std::vector<NcclHang> hangs_;
   std::vector<size_t> found_, ended_;  // indices into hangs_ not yet taken
   NcclStats stats_;
+  NcclStragglers stragglers_;
 };
 
 }  // namespace gpuflame::profiler

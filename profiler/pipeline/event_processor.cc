@@ -768,6 +768,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       cpu_.Add(stack, thread_names_ ? ThreadLabel(ev) : 0, 1, cpu_period_ns_);
       if (timeline_) timeline_->OnCpuSample(pid, ev.tid, ev.ts_ns, stack);
       if (utilization_) utilization_->OnCpuSample(pid, ev.ts_ns, stack);
+      nccl_.OnCpuSample(pid, ev.ts_ns, stack);  // one hash lookup: kept only for processes with a rank
       break;
     }
     case GF_EV_KERNEL_LAUNCH: {

@@ -372,5 +372,48 @@ TEST(NcclTest, KilledRankEndsItsHangWithItsProcess) {
   }
 }
 
+// A straggler: rank 1 spends 50 ms of CPU in its data loader before each
+// all-reduce, rank 0 none, so rank 0 waits for it every step. The report
+// names rank 1, how long the other waited, and what rank 1 ran meanwhile,
+// from its CPU samples; rank 0's wait is its own.
+TEST(NcclTest, AStragglerIsNamedWithWhatItRanWhileTheOthersWaited) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("straggler");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.nccl.is_object()) << ReadFile(r.out + "/summary.json");
+  const nlohmann::json& st = r.nccl["stragglers"];
+  ASSERT_EQ(st["communicators"].size(), 1u) << st.dump(2);
+  const nlohmann::json& c = st["communicators"][0];
+  EXPECT_EQ(c["id"], IdHash(r.id_hex));
+  EXPECT_EQ(c["ranks_seen"], 2);
+  EXPECT_EQ(c["collectives_judged"], 20) << c.dump(2);  // 10 steps: an all-reduce and a broadcast each
+  EXPECT_EQ(c["collectives_unjudged"], 0);
+  EXPECT_EQ(c["straggler"], 1) << c.dump(2);
+  ASSERT_EQ(c["ranks"].size(), 2u);
+  const nlohmann::json& late = c["ranks"][1];
+  EXPECT_EQ(late["pid"], r.rank_pid[1]);
+  EXPECT_GE(late["entered_last"].get<int>(), 10) << late.dump(2);  // every all-reduce, at least
+  // 10 x 50 ms of loader: what rank 0 waited, all of it for rank 1.
+  EXPECT_GE(late["others_waited_seconds"].get<double>(), 0.45) << late.dump(2);
+  EXPECT_GE(c["ranks"][0]["waited_seconds"].get<double>(), 0.45) << c.dump(2);
+  EXPECT_LT(c["ranks"][0]["others_waited_seconds"].get<double>(), late["others_waited_seconds"].get<double>() / 4);
+  double loading = 0;
+  for (const auto& m : late["meanwhile"])
+    if (m["stack"].get<std::string>().find("Trainer > step;<interpreter trampoline>;DataLoader > __next__") !=
+        std::string::npos)
+      loading += m["share"].get<double>();
+  EXPECT_GT(loading, 0.8) << late.dump(2);
+  ASSERT_FALSE(late["entered_late_from"].empty());
+  EXPECT_TRUE(late["entered_late_from"][0]["stack"].get<std::string>().ends_with(kStepFrames +
+                                                                                   "Comm > all_reduce;ncclAllReduce"))
+      << late.dump(2);
+  const std::string line = "NCCL straggler: rank 1 \\(pid " + std::to_string(r.rank_pid[1]) +
+                           "\\) of communicator " + IdHash(r.id_hex).substr(0, 16) +
+                           " entered last in [0-9]+ of 20 collectives; the others waited [0-9.]+ s for it; meanwhile it "
+                           "was on the CPU in .*DataLoader > __next__ \\([0-9]+%\\)\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(line))) << line << "\n" << r.run.output;
+}
+
 }  // namespace
 }  // namespace gpuflame::e2e

@@ -30,6 +30,10 @@ rank 0 ncclSend 4 MiB of float32 to rank 1, rank 1 ncclRecv them from rank 0.
   kill        as send, and then, as a hung job's controller (or NCCL's
               watchdog) would, the launcher kills both ranks with SIGKILL:
               rank 0 dies inside its ncclSend
+  straggler   no stop; STRAGGLER_STEPS steps, in each of which rank 1
+              first spends STRAGGLER_S of CPU in DataLoader > __next__
+              (rank 0's loader returns at once), so rank 0 waits for it in
+              every all-reduce: rank 1 is the straggler
   none        no stop
 """
 import ctypes
@@ -40,6 +44,8 @@ import sys
 import time
 
 STEPS = 3
+STRAGGLER_STEPS = 10
+STRAGGLER_S = 0.05
 FLOAT32 = 7  # ncclFloat32
 SUM = 0      # ncclSum
 MiB = 1 << 20
@@ -146,12 +152,28 @@ def wait_for_launcher():
     sys.stdin.readline()
 
 
+class DataLoader:
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __next__(self):
+        # CPU-bound preprocessing: on the CPU, where the samples see it.
+        end = time.perf_counter() + self.seconds
+        x = 0
+        while time.perf_counter() < end:
+            x += 1
+        return x
+
+
 class Trainer:
     def __init__(self, comm, mode):
         self.comm = comm
         self.mode = mode
+        slow = mode == "straggler" and comm.rank == 1
+        self.loader = DataLoader(STRAGGLER_S if slow else 0)
 
     def step(self, last):
+        next(self.loader)
         self.comm.all_reduce()
         if last and self.mode == "broadcast" and self.comm.rank == 1:
             wait_for_launcher()
@@ -165,8 +187,9 @@ def run_rank(rank, idhex, mode):
     ctypes.memmove(ctypes.byref(uid), bytes.fromhex(idhex), ctypes.sizeof(uid))
     comm = Comm(rank, uid, mode)
     trainer = Trainer(comm, mode)
-    for i in range(STEPS):
-        trainer.step(i == STEPS - 1)
+    steps = STRAGGLER_STEPS if mode == "straggler" else STEPS
+    for i in range(steps):
+        trainer.step(i == steps - 1)
     comm.close()
     print(f"rank {rank} done", flush=True)
 
@@ -180,7 +203,7 @@ def launch(mode, stop_s):
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for r in (0, 1)]
     for r, p in enumerate(ranks):
         print(f"rank {r} pid {p.pid}", flush=True)
-    if mode != "none":
+    if mode not in ("none", "straggler"):
         line = ranks[1].stdout.readline()
         if line.strip() != "ready":
             raise SystemExit(f"nccl_ranks.py: rank 1 said {line!r}")
