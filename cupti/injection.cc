@@ -127,7 +127,8 @@ void AtExit() {
   // A forked child has the parent's State but no flusher (threads are not
   // forked): nothing to stop, and the std::thread names a thread of the
   // parent's, which must be neither joined nor detached here.
-  if (s.flusher_pid != getpid()) {
+  // exit() on the flusher itself (from inside a tick) would wait for itself.
+  if (s.flusher_pid != getpid() || s.flusher.get_id() == std::this_thread::get_id()) {
     inprocess::FlushTensorEvents();
     return;
   }
