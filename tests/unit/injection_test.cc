@@ -178,6 +178,42 @@ TEST(InjectionChild, ExitWhileSwitching) {
   std::exit(0);
 }
 
+// backward() calls from several threads (the engine thread allocating and
+// launching for them) while other threads allocate and launch, with the
+// tensor hook and the Engine::execute hook live: the table of running
+// backward calls is read by every launch callback and tensor event while
+// it changes.
+TEST(InjectionChild, BackwardsWhileLaunching) {
+  CHILD_ONLY();
+  ASSERT_TRUE(dlopen(GPUFLAME_SIM_DIR "/libtorch_python.so", RTLD_NOW | RTLD_GLOBAL)) << dlerror();
+  auto backward = reinterpret_cast<int (*)(size_t, int, unsigned, int, int)>(dlsym(RTLD_DEFAULT, "gf_sim_backward"));
+  auto empty = reinterpret_cast<void* (*)(size_t, int)>(dlsym(RTLD_DEFAULT, "gf_sim_empty"));
+  auto free_tensor = reinterpret_cast<void (*)(void*, int)>(dlsym(RTLD_DEFAULT, "gf_sim_free"));
+  ASSERT_TRUE(backward && empty && free_tensor);
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  ASSERT_TRUE(RaiseSemaphore("gpuflame_tensor_batch_semaphore"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the flusher's ticks put the hooks in
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; t++)
+    threads.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) EXPECT_EQ(backward(4096, 4, 0, 0, 0), 0);
+    });
+  for (int t = 0; t < 4; t++)
+    threads.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        void* p = empty(1 << 20, 0);
+        sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+        free_tensor(p, 0);
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_GT(sim.delivered(), 0u);
+}
+
 // A child forked from a traced process, exiting: it has the library's
 // state but not its flusher thread, which must be neither waited for nor
 // joined (a join waits on a thread of the parent's, for ever).
@@ -188,13 +224,15 @@ TEST(InjectionChild, ForkedChildExits) {
   sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));  // the flusher's ticks: activity on
   const auto start = std::chrono::steady_clock::now();
+  // Its exit takes milliseconds; a join of the parent's flusher took 2 s
+  // (or aborted it): the bound leaves room for a loaded machine.
   const pid_t pid = fork();
   if (pid == 0) std::exit(0);
   int status = -1;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  EXPECT_LT(took, std::chrono::milliseconds(500)) << "the forked child's exit waited for a flusher it does not have";
+  EXPECT_LT(took, std::chrono::milliseconds(1500)) << "the forked child's exit waited for a flusher it does not have";
 }
 
 // ---- in the parent ----
@@ -206,6 +244,17 @@ const std::vector<std::string> kCallbacksOnly = {
 
 TEST(InjectionTest, ManyThreadsLaunchWhileTheDutyCycleSwitchesCallbacks) {
   auto [status, output] = RunChild("ManyThreadsLaunch", kCallbacksOnly);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+}
+
+TEST(InjectionTest, BackwardCallsFromSeveralThreadsWhileLaunchesAreSampled) {
+  std::vector<std::string> env = kCallbacksOnly;
+  // The simulated engine thread stays blocked, detached, through exit, and
+  // LeakSanitizer's thread suspension at exit crashed on it (ASan builds).
+  env.push_back("ASAN_OPTIONS=detect_leaks=0");
+  auto [status, output] = RunChild("BackwardsWhileLaunching", env);
   ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << output;
   EXPECT_EQ(WEXITSTATUS(status), 0) << output;
   EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
