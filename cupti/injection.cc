@@ -10,6 +10,8 @@
 // gpuflame:status also carries the GF_ABI_VERSION this library was built
 // with, at start and again every flush period while an agent listens: the
 // agent checks it, since the library cannot know the agent's (probes.h).
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -39,9 +41,11 @@ namespace {
 
 struct State {
   std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;
+  std::condition_variable cv;  // the flusher's ticks and its stop; AtExit waits on it for |stopped|
+  bool stop = false;           // under |mu|
+  bool stopped = false;        // under |mu|: the flusher has left its loop and calls nothing any more
   std::thread flusher;
+  pid_t flusher_pid = 0;  // the process the flusher runs in: a forked child has none
   int flush_ms = 1000;
   uint64_t start_ns = 0;
   uint64_t startup_ns = 5'000'000'000;
@@ -94,30 +98,57 @@ void FlushLoop() {
     ReportCost();
     lock.lock();
   }
+  s.stopped = true;
+  s.cv.notify_all();
+}
+
+// Stops the flusher and waits, at most |limit|, until it has left its loop:
+// true once it has. Its tick calls into CUPTI (callbacks switched, activity
+// flushed) and exit() goes on from our handler to CUDA's and CUPTI's own
+// teardown (their destructors run after it): a tick still running then
+// calls into freed state (seen as a SIGSEGV at exit). Bounded all the same:
+// the workload's exit must never hang on a flusher stuck in CUPTI.
+bool StopFlusher(State& s, std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.stop = true;
+  s.cv.notify_all();
+  return s.cv.wait_for(lock, limit, [&] { return s.stopped; });
 }
 
 // At exit, what completed since the last flush goes out, but the workload's
 // exit must never wait on us: CUDA may be half torn down by now (its own
 // exit handlers can run before ours), so the last flush runs on a helper
-// thread and is abandoned after a bounded wait.
+// thread and is abandoned after a bounded wait. First the flusher stops,
+// whatever the mode: nothing of ours may call CUPTI once this handler has
+// returned.
 void AtExit() {
   State& s = S();
   Trace("exit: stopping the flusher");
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.stop = true;
+  // A forked child has the parent's State but no flusher (threads are not
+  // forked): nothing to stop, and the std::thread names a thread of the
+  // parent's, which must be neither joined nor detached here.
+  // exit() on the flusher itself (from inside a tick) would wait for itself.
+  if (s.flusher_pid != getpid() || s.flusher.get_id() == std::this_thread::get_id()) {
+    inprocess::FlushTensorEvents();
+    return;
   }
-  s.cv.notify_all();
+  const bool stopped = StopFlusher(s, std::chrono::seconds(1));
   inprocess::FlushTensorEvents();
   ReportCost();  // the last word on what we cost, after the last events
+  if (!stopped) {
+    // Stuck in CUPTI: a final flush beside it would be a second caller.
+    Trace("exit: the flusher did not stop in 1 s, abandoned without a final flush");
+    s.flusher.detach();
+    return;
+  }
+  s.flusher.join();  // it has left its loop: this returns at once
+  // Read only now: the flusher's last tick may have registered activity.
   if (!KernelTimeNeedsFinalFlush()) {
-    if (s.flusher.joinable()) s.flusher.detach();
+    KernelTimeTraceCosts();
     return;
   }
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread last([done] {
-    State& st = S();
-    if (st.flusher.joinable()) st.flusher.join();
     Trace("exit: final flush");
     KernelTimeFinalFlush();
     done->store(true);
@@ -141,6 +172,7 @@ int Initialize() {
   inprocess::StartTensorEvents(static_cast<uint64_t>(EnvNumber("GPUFLAME_TENSOR_SAMPLE_BYTES", 4 << 20)),
                                s.start_ns + s.startup_ns);
   StartKernelTime(s.start_ns, s.startup_ns);
+  s.flusher_pid = getpid();
   s.flusher = std::thread(FlushLoop);
   std::atexit(AtExit);
   return 1;

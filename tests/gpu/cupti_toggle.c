@@ -1,0 +1,123 @@
+/* A CUPTI client with none of gpuflame in it, for the crash hunt: loaded by
+ * the CUDA driver through CUDA_INJECTION64_PATH, it subscribes to CUPTI and
+ * switches the same launch callbacks gpuflame's duty cycle switches
+ * (cupti/kernel_time_cupti.cc's IsLaunch) on and off from a thread of its
+ * own every TOGGLE_US microseconds (default 1000), while the workload
+ * launches. Its callback only counts. If the workload crashes under this
+ * alone, the crash is CUPTI's switching while launches run, not gpuflame's
+ * code. */
+#define _GNU_SOURCE
+#include <cupti.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static CUptiResult (*enable_cb)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
+static CUpti_SubscriberHandle sub;
+static unsigned long calls, exits_without_enter, toggles;
+static __thread int depth;
+
+static void CUPTIAPI on_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+  (void)u, (void)d, (void)id;
+  const CUpti_CallbackData *c = data;
+  __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+  if (c->callbackSite == CUPTI_API_ENTER) {
+    depth++;
+    (void)*(volatile uint32_t *)&c->correlationId;
+  } else if (depth > 0) {
+    depth--;
+  } else {
+    __atomic_add_fetch(&exits_without_enter, 1, __ATOMIC_RELAXED);
+  }
+}
+
+static const CUpti_CallbackId runtime_ids[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000};
+static const CUpti_CallbackId driver_ids[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+                                              CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+                                              CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
+
+static void set_all(uint32_t on) {
+  for (size_t i = 0; i < sizeof(runtime_ids) / sizeof(runtime_ids[0]); i++)
+    enable_cb(on, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids[i]);
+  for (size_t i = 0; i < sizeof(driver_ids) / sizeof(driver_ids[0]); i++)
+    enable_cb(on, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_ids[i]);
+  toggles++;
+}
+
+static void *toggler(void *arg) {
+  (void)arg;
+  const char *v = getenv("TOGGLE_US");
+  const useconds_t us = v ? (useconds_t)atoi(v) : 1000;
+  for (;;) {
+    set_all(1);
+    usleep(us);
+    set_all(0);
+    usleep(us);
+  }
+  return NULL;
+}
+
+static void report(void) {
+  fprintf(stderr, "cupti_toggle: %lu toggles, %lu callbacks, %lu exits without their enter\n", toggles, calls,
+          exits_without_enter);
+}
+
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *out) {
+  (void)size;
+  const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+  if (!slash || strncmp(slash + 1, "libcudart.so", 12) != 0) return 0;
+  snprintf(out, 4096, "%.*s/libcupti.so.13", (int)(slash - info->dlpi_name), info->dlpi_name);
+  return 1;
+}
+
+__attribute__((visibility("default"))) int InitializeInjection(void) {
+  void *lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) lib = dlopen("libcupti.so.13", RTLD_NOW);
+  if (!lib) {
+    char path[4096] = "";
+    dl_iterate_phdr(find_cudart, path);
+    if (*path) lib = dlopen(path, RTLD_NOW);
+  }
+  if (!lib && getenv("GPUFLAME_CUPTI_PATH")) lib = dlopen(getenv("GPUFLAME_CUPTI_PATH"), RTLD_NOW);
+  if (!lib) {
+    fprintf(stderr, "cupti_toggle: no libcupti\n");
+    return 1;
+  }
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *) = dlsym(lib, "cuptiSubscribe");
+  enable_cb = dlsym(lib, "cuptiEnableCallback");
+  if (!subscribe || !enable_cb || subscribe(&sub, on_cb, NULL) != CUPTI_SUCCESS) {
+    fprintf(stderr, "cupti_toggle: cuptiSubscribe failed\n");
+    return 1;
+  }
+  pthread_t t;
+  pthread_create(&t, NULL, toggler, NULL);
+  pthread_detach(t);
+  atexit(report);
+  fprintf(stderr, "cupti_toggle: switching launch callbacks every %s us\n",
+          getenv("TOGGLE_US") ? getenv("TOGGLE_US") : "1000");
+  return 1;
+}

@@ -1,0 +1,283 @@
+// libgpuflame_cupti.so as the CUDA driver loads it, on the simulated driver,
+// runtime and CUPTI (test fixture: no GPU, no BPF): the probes' semaphores
+// are raised here by hand, as the kernel raises them when an agent attaches,
+// so the library's flusher runs its duty cycles and switches CUPTI's launch
+// callbacks while threads launch. The library starts once per process, at
+// cuInit, from its environment: each case runs in a child process of its
+// own (this binary again, one InjectionChild test selected), and the parent
+// checks how it ended.
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <link.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr const char* kChildEnv = "GF_INJECTION_TEST_CHILD";
+
+struct Dim3 {
+  unsigned x, y, z;
+};
+
+// The simulated runtime's entry points, and the simulated CUPTI's counters.
+struct Sim {
+  int (*cu_init)(unsigned) = nullptr;
+  int (*launch)(const void*, Dim3, Dim3, void**, size_t, void*) = nullptr;
+  int (*enabling)() = nullptr;
+  size_t (*delivered)() = nullptr;
+};
+
+Sim LoadSim() {
+  Sim sim;
+  if (!dlopen(GPUFLAME_SIM_DIR "/libcudart.so.13", RTLD_NOW | RTLD_GLOBAL)) return sim;
+  sim.cu_init = reinterpret_cast<decltype(sim.cu_init)>(dlsym(RTLD_DEFAULT, "cuInit"));
+  sim.launch = reinterpret_cast<decltype(sim.launch)>(dlsym(RTLD_DEFAULT, "cudaLaunchKernel"));
+  sim.enabling = reinterpret_cast<decltype(sim.enabling)>(dlsym(RTLD_DEFAULT, "gf_sim_cupti_enabling"));
+  sim.delivered = reinterpret_cast<decltype(sim.delivered)>(dlsym(RTLD_DEFAULT, "gf_sim_cupti_delivered"));
+  return sim;
+}
+
+// Where the loader put |path|'s first byte, or 0.
+uintptr_t LoadBase(const std::string& path) {
+  char want[PATH_MAX];
+  if (!realpath(path.c_str(), want)) return 0;
+  std::pair<const char*, uintptr_t> arg{want, 0};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* p) {
+        auto* a = static_cast<std::pair<const char*, uintptr_t>*>(p);
+        char got[PATH_MAX];
+        if (!info->dlpi_name || !*info->dlpi_name || !realpath(info->dlpi_name, got) || std::strcmp(got, a->first) != 0)
+          return 0;
+        a->second = info->dlpi_addr;
+        return 1;
+      },
+      &arg);
+  return arg.second;
+}
+
+// A symbol's address in the library file (.symtab: the semaphores are not
+// exported), or 0.
+uint64_t SymbolValue(const std::string& path, const char* name) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream buf;
+  buf << f.rdbuf();
+  const std::string elf = buf.str();
+  if (elf.size() < sizeof(Elf64_Ehdr)) return 0;
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(elf.data());
+  if (eh->e_shoff + uint64_t{eh->e_shnum} * sizeof(Elf64_Shdr) > elf.size()) return 0;
+  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(elf.data() + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum; i++) {
+    if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
+    const Elf64_Shdr& strtab = sh[sh[i].sh_link];
+    const auto* syms = reinterpret_cast<const Elf64_Sym*>(elf.data() + sh[i].sh_offset);
+    for (size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); j++)
+      if (syms[j].st_name < strtab.sh_size && std::strcmp(elf.data() + strtab.sh_offset + syms[j].st_name, name) == 0)
+        return syms[j].st_value;
+  }
+  return 0;
+}
+
+// What the kernel does to a USDT semaphore when a tracer attaches.
+bool RaiseSemaphore(const char* name) {
+  const uintptr_t base = LoadBase(GPUFLAME_CUPTI_LIB);
+  const uint64_t at = SymbolValue(GPUFLAME_CUPTI_LIB, name);
+  if (!base || !at) return false;
+  __atomic_add_fetch(reinterpret_cast<unsigned short*>(base + at), 1, __ATOMIC_RELAXED);
+  return true;
+}
+
+// cuInit on the simulated driver loads the library (CUDA_INJECTION64_PATH),
+// then an agent "attaches": callbacks and activity follow the duty cycles.
+Sim StartTraced() {
+  Sim sim = LoadSim();
+  if (!sim.cu_init || !sim.launch || !sim.enabling || !sim.delivered) {
+    ADD_FAILURE() << "the simulated CUDA runtime or CUPTI is missing in " GPUFLAME_SIM_DIR;
+    return sim;
+  }
+  EXPECT_EQ(sim.cu_init(0), 0);
+  EXPECT_TRUE(RaiseSemaphore("gpuflame_launch_semaphore")) << GPUFLAME_CUPTI_LIB " has no .symtab?";
+  return sim;
+}
+
+// Runs this binary's InjectionChild.|name| with |env| added; the child's
+// wait status, and its output.
+std::pair<int, std::string> RunChild(const std::string& name, const std::vector<std::string>& env) {
+  char out_path[] = "/tmp/injection_test_XXXXXX";
+  const int out = mkstemp(out_path);
+  if (out < 0) return {-1, "mkstemp failed"};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out, STDOUT_FILENO);
+    dup2(out, STDERR_FILENO);
+    setenv(kChildEnv, "1", 1);
+    setenv("CUDA_INJECTION64_PATH", GPUFLAME_CUPTI_LIB, 1);
+    for (const std::string& kv : env) putenv(strdup(kv.c_str()));
+    const std::string filter = "--gtest_filter=InjectionChild." + name;
+    execl("/proc/self/exe", "injection_test_child", filter.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = -1;
+  waitpid(pid, &status, 0);
+  std::ifstream f(out_path);
+  std::stringstream text;
+  text << f.rdbuf();
+  unlink(out_path);
+  return {status, text.str()};
+}
+
+#define CHILD_ONLY() \
+  if (!std::getenv(kChildEnv)) GTEST_SKIP() << "runs in a child process of InjectionTest"
+
+// ---- in the child ----
+
+// Threads launching all the while, as a training loop's do, while the
+// flusher switches the launch callbacks on and off every tick.
+TEST(InjectionChild, ManyThreadsLaunch) {
+  CHILD_ONLY();
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; t++)
+    threads.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_GT(sim.delivered(), 0u) << "the launch callbacks never went on";
+}
+
+// exit() while the flusher is inside a switch of the callbacks: CUPTI is
+// torn down by the exit, so no call into it may follow the library's exit
+// handler.
+TEST(InjectionChild, ExitWhileSwitching) {
+  CHILD_ONLY();
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sim.enabling() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  ASSERT_GT(sim.enabling(), 0) << "the flusher never switched the callbacks";
+  std::exit(0);
+}
+
+// backward() calls from several threads (the engine thread allocating and
+// launching for them) while other threads allocate and launch, with the
+// tensor hook and the Engine::execute hook live: the table of running
+// backward calls is read by every launch callback and tensor event while
+// it changes.
+TEST(InjectionChild, BackwardsWhileLaunching) {
+  CHILD_ONLY();
+  ASSERT_TRUE(dlopen(GPUFLAME_SIM_DIR "/libtorch_python.so", RTLD_NOW | RTLD_GLOBAL)) << dlerror();
+  auto backward = reinterpret_cast<int (*)(size_t, int, unsigned, int, int)>(dlsym(RTLD_DEFAULT, "gf_sim_backward"));
+  auto empty = reinterpret_cast<void* (*)(size_t, int)>(dlsym(RTLD_DEFAULT, "gf_sim_empty"));
+  auto free_tensor = reinterpret_cast<void (*)(void*, int)>(dlsym(RTLD_DEFAULT, "gf_sim_free"));
+  ASSERT_TRUE(backward && empty && free_tensor);
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  ASSERT_TRUE(RaiseSemaphore("gpuflame_tensor_batch_semaphore"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the flusher's ticks put the hooks in
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; t++)
+    threads.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) EXPECT_EQ(backward(4096, 4, 0, 0, 0), 0);
+    });
+  for (int t = 0; t < 4; t++)
+    threads.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        void* p = empty(1 << 20, 0);
+        sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+        free_tensor(p, 0);
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_GT(sim.delivered(), 0u);
+}
+
+// A child forked from a traced process, exiting: it has the library's
+// state but not its flusher thread, which must be neither waited for nor
+// joined (a join waits on a thread of the parent's, for ever).
+TEST(InjectionChild, ForkedChildExits) {
+  CHILD_ONLY();
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // the flusher's ticks: activity on
+  const auto start = std::chrono::steady_clock::now();
+  // Its exit takes milliseconds; a join of the parent's flusher took 2 s
+  // (or aborted it): the bound leaves room for a loaded machine.
+  const pid_t pid = fork();
+  if (pid == 0) std::exit(0);
+  int status = -1;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_LT(took, std::chrono::milliseconds(1500)) << "the forked child's exit waited for a flusher it does not have";
+}
+
+// ---- in the parent ----
+
+const std::vector<std::string> kCallbacksOnly = {
+    // The mode the H200 crash was seen in: launch callbacks only, no
+    // start-up rule; the launch cycle at one tick in 2 switches every tick.
+    "GPUFLAME_ACTIVITY=0", "GPUFLAME_STARTUP_S=0", "GPUFLAME_LAUNCH_ONE_IN=2"};
+
+TEST(InjectionTest, ManyThreadsLaunchWhileTheDutyCycleSwitchesCallbacks) {
+  auto [status, output] = RunChild("ManyThreadsLaunch", kCallbacksOnly);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+}
+
+TEST(InjectionTest, BackwardCallsFromSeveralThreadsWhileLaunchesAreSampled) {
+  std::vector<std::string> env = kCallbacksOnly;
+  // The simulated engine thread stays blocked, detached, through exit, and
+  // LeakSanitizer's thread suspension at exit crashed on it (ASan builds).
+  env.push_back("ASAN_OPTIONS=detect_leaks=0");
+  auto [status, output] = RunChild("BackwardsWhileLaunching", env);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+}
+
+TEST(InjectionTest, NoCuptiCallAfterTheLibrarysExitHandler) {
+  std::vector<std::string> env = kCallbacksOnly;
+  // Each switch takes 24 x 3 ms, most of a tick; CUPTI's teardown at exit
+  // takes 300 ms: a flusher left running through exit calls into it.
+  env.push_back("GF_SIM_CUPTI_ENABLE_US=3000");
+  env.push_back("GF_SIM_CUPTI_TEARDOWN_MS=300");
+  auto [status, output] = RunChild("ExitWhileSwitching", env);
+  EXPECT_EQ(output.find("after CUPTI's teardown"), std::string::npos) << output;
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+}
+
+TEST(InjectionTest, AForkedChildExitsWithoutWaitingForTheParentsFlusher) {
+  // Activity always on: the exit's final flush is due.
+  auto [status, output] = RunChild("ForkedChildExits", {"GPUFLAME_STARTUP_S=0", "GPUFLAME_ACTIVITY_ONE_IN=1"});
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+}
+
+}  // namespace
