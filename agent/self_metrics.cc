@@ -33,7 +33,9 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.push = push;
   s.oom = ev.oom().stats();
   s.nccl = ev.nccl().stats();
-  for (const NcclHang& h : ev.nccl().hangs()) s.nccl_stuck += h.outcome == NcclHang::Outcome::kStuck;
+  // The agent's tracker holds only hangs not yet over (NcclWatch): a few.
+  for (const auto& [number, h] : ev.nccl().hangs())
+    s.nccl_stuck[h.side == NcclHang::Side::kGpu] += h.outcome == NcclHang::Outcome::kStuck;
   return s;
 }
 
@@ -143,12 +145,26 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
                    {{"outcome", outcome}}});
   out.push_back({"gpuflame_nccl_calls_total", "NCCL API calls seen (the outermost of each thread's nested ones).",
                  "counter", double(s.nccl.calls)});
-  out.push_back({"gpuflame_nccl_hangs_total",
-                 "NCCL calls found outstanding past nccl_hang_seconds (each logged with its stack and the ranks it "
-                 "waits for).",
-                 "counter", double(s.nccl.hangs)});
-  out.push_back({"gpuflame_nccl_calls_stuck", "NCCL calls stuck past nccl_hang_seconds now.", "gauge",
-                 double(s.nccl_stuck)});
+  // side="call": the thread is stuck in the NCCL call; side="gpu": in a
+  // synchronise call after its process's NCCL calls returned once enqueued
+  // (how a peer that never joins shows on a GPU).
+  for (const auto& [side, n] : {std::pair{"call", s.nccl.hangs - s.nccl.gpu_hangs}, {"gpu", s.nccl.gpu_hangs}})
+    out.push_back({"gpuflame_nccl_hangs_total",
+                   "NCCL hangs found: an NCCL call (side=call), or a synchronise call of a process that issued NCCL "
+                   "calls (side=gpu), outstanding past nccl_hang_seconds (each logged with its stack and the ranks "
+                   "it waits for).",
+                   "counter",
+                   double(n),
+                   {{"side", side}}});
+  for (const auto& [side, n] : {std::pair{"call", s.nccl_stuck[0]}, {"gpu", s.nccl_stuck[1]}})
+    out.push_back({"gpuflame_nccl_calls_stuck",
+                   "NCCL hangs stuck past nccl_hang_seconds now, by side (as gpuflame_nccl_hangs_total).",
+                   "gauge",
+                   double(n),
+                   {{"side", side}}});
+  out.push_back({"gpuflame_nccl_hangs_not_logged_total",
+                 "NCCL hangs found while 1024 were stuck at once: counted, not logged.", "counter",
+                 double(s.nccl.hangs_not_kept)});
   if (s.self_cpu_seconds >= 0)
     out.push_back({"gpuflame_self_cpu_seconds_total", "gpuflame's own CPU time, user and system, all its threads.",
                    "counter", s.self_cpu_seconds});
