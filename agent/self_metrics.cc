@@ -51,7 +51,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
   std::vector<Metric> out = {
       {"gpuflame_events_total", "Allocator events seen by the BPF programs.", "counter", double(s.bpf[GF_STAT_EVENTS])},
       {"gpuflame_ringbuf_dropped_total", "Events lost because the ring buffer was full.", "counter", double(s.bpf[GF_STAT_RINGBUF_FULL])},
-      {"gpuflame_threads_ended_inside_calls_total", "Threads that ended inside a probed CUDA or NCCL call (killed mid-call): no return, no record of it.", "counter", double(s.bpf[GF_STAT_CALLS_ENDED_WITH_THREAD])},
+      {"gpuflame_threads_ended_inside_calls_total", "Threads that ended inside a probed CUDA or NCCL call (killed mid-call, or pthread_exit): no return; where the process lives on, its NCCL or synchronise call ends there.", "counter", double(s.bpf[GF_STAT_CALLS_ENDED_WITH_THREAD])},
       {"gpuflame_records_total", "Ring-buffer records handled in user space.", "counter", double(s.events.records)},
       {"gpuflame_records_malformed_total", "Ring-buffer records that failed validation.", "counter", double(s.events.malformed)},
       {"gpuflame_processes_attached", "Processes being profiled.", "gauge", double(s.processes_attached)},
