@@ -13,7 +13,8 @@ namespace {
 // The fields a log reader filters a hang by: the process and, where it runs
 // in Kubernetes, its pod.
 std::vector<logging::Field> HangFields(Session& session, const NcclHang& h) {
-  std::vector<logging::Field> f = {{"pid", h.pid}, {"hang", h.number}};
+  std::vector<logging::Field> f = {
+      {"pid", h.pid}, {"hang", h.number}, {"side", h.side == NcclHang::Side::kGpu ? "gpu" : "call"}};
   if (h.rank >= 0) f.emplace_back("rank", h.rank);
   if (const ProcessInfo* info = session.registry().Find(h.pid); info && info->pod.in_kubernetes()) {
     f.emplace_back("namespace", info->pod.namespace_name);
@@ -25,7 +26,12 @@ std::vector<logging::Field> HangFields(Session& session, const NcclHang& h) {
 }  // namespace
 
 NcclWatch::NcclWatch(Session& session, double hang_seconds) {
-  session.events().nccl().SetHangThreshold(static_cast<uint64_t>(hang_seconds * 1e9));
+  NcclTracker& t = session.events().nccl();
+  t.SetHangThreshold(static_cast<uint64_t>(hang_seconds * 1e9));
+  // Each hang is said while stuck and when over; then it goes, so that
+  // the agent's bound (NcclTracker::kMaxHangs) is on hangs stuck at once,
+  // not on every hang of its lifetime.
+  t.ForgetEndedHangs();
 }
 
 void NcclWatch::Tick(Session& session, uint64_t now_ns) {

@@ -2,7 +2,9 @@
 // outstanding past nccl_hang_seconds become hangs, each logged once while
 // it is still stuck (operation, rank, bytes, the Python stack that issued
 // it, the ranks that have not entered the matching call, its pod) and again
-// when it is over; /metrics counts them (self_metrics.cc). Event loop only.
+// when it is over, then forgotten (the tracker holds only the hangs stuck
+// now); /metrics counts them (self_metrics.cc). Both sides: stuck in the
+// NCCL call, or (side=gpu) in a synchronise call after it. Event loop only.
 #ifndef GPUFLAME_AGENT_NCCL_WATCH_H_
 #define GPUFLAME_AGENT_NCCL_WATCH_H_
 

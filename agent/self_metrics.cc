@@ -33,7 +33,9 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.push = push;
   s.oom = ev.oom().stats();
   s.nccl = ev.nccl().stats();
-  for (const NcclHang& h : ev.nccl().hangs()) s.nccl_stuck += h.outcome == NcclHang::Outcome::kStuck;
+  // The agent's tracker holds only hangs not yet over (NcclWatch): a few.
+  for (const auto& [number, h] : ev.nccl().hangs())
+    s.nccl_stuck[h.side == NcclHang::Side::kGpu] += h.outcome == NcclHang::Outcome::kStuck;
   return s;
 }
 
@@ -49,7 +51,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
   std::vector<Metric> out = {
       {"gpuflame_events_total", "Allocator events seen by the BPF programs.", "counter", double(s.bpf[GF_STAT_EVENTS])},
       {"gpuflame_ringbuf_dropped_total", "Events lost because the ring buffer was full.", "counter", double(s.bpf[GF_STAT_RINGBUF_FULL])},
-      {"gpuflame_threads_ended_inside_calls_total", "Threads that ended inside a probed CUDA or NCCL call (killed mid-call): no return, no record of it.", "counter", double(s.bpf[GF_STAT_CALLS_ENDED_WITH_THREAD])},
+      {"gpuflame_threads_ended_inside_calls_total", "Threads that ended inside a probed CUDA or NCCL call (killed mid-call, or pthread_exit): no return; where the process lives on, its NCCL or synchronise call ends there.", "counter", double(s.bpf[GF_STAT_CALLS_ENDED_WITH_THREAD])},
       {"gpuflame_records_total", "Ring-buffer records handled in user space.", "counter", double(s.events.records)},
       {"gpuflame_records_malformed_total", "Ring-buffer records that failed validation.", "counter", double(s.events.malformed)},
       {"gpuflame_processes_attached", "Processes being profiled.", "gauge", double(s.processes_attached)},
@@ -143,12 +145,26 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
                    {{"outcome", outcome}}});
   out.push_back({"gpuflame_nccl_calls_total", "NCCL API calls seen (the outermost of each thread's nested ones).",
                  "counter", double(s.nccl.calls)});
-  out.push_back({"gpuflame_nccl_hangs_total",
-                 "NCCL calls found outstanding past nccl_hang_seconds (each logged with its stack and the ranks it "
-                 "waits for).",
-                 "counter", double(s.nccl.hangs)});
-  out.push_back({"gpuflame_nccl_calls_stuck", "NCCL calls stuck past nccl_hang_seconds now.", "gauge",
-                 double(s.nccl_stuck)});
+  // side="call": the thread is stuck in the NCCL call; side="gpu": in a
+  // synchronise call after its process's NCCL calls returned once enqueued
+  // (how a peer that never joins shows on a GPU).
+  for (const auto& [side, n] : {std::pair{"call", s.nccl.hangs - s.nccl.gpu_hangs}, {"gpu", s.nccl.gpu_hangs}})
+    out.push_back({"gpuflame_nccl_hangs_total",
+                   "NCCL hangs found: an NCCL call (side=call), or a synchronise call of a process that issued NCCL "
+                   "calls (side=gpu), outstanding past nccl_hang_seconds (each logged with its stack and the ranks "
+                   "it waits for).",
+                   "counter",
+                   double(n),
+                   {{"side", side}}});
+  for (const auto& [side, n] : {std::pair{"call", s.nccl_stuck[0]}, {"gpu", s.nccl_stuck[1]}})
+    out.push_back({"gpuflame_nccl_calls_stuck",
+                   "NCCL hangs stuck past nccl_hang_seconds now, by side (as gpuflame_nccl_hangs_total).",
+                   "gauge",
+                   double(n),
+                   {{"side", side}}});
+  out.push_back({"gpuflame_nccl_hangs_not_logged_total",
+                 "NCCL hangs found while 1024 were stuck at once: counted, not logged.", "counter",
+                 double(s.nccl.hangs_not_kept)});
   if (s.self_cpu_seconds >= 0)
     out.push_back({"gpuflame_self_cpu_seconds_total", "gpuflame's own CPU time, user and system, all its threads.",
                    "counter", s.self_cpu_seconds});

@@ -45,7 +45,7 @@ struct AgentStats {
   exporters::PushStats push;
   OomStats oom;  // out-of-memory episodes and their captures
   NcclStats nccl;           // NCCL calls and hangs (profiler/collectives/)
-  uint64_t nccl_stuck = 0;  // hangs still stuck at the last check
+  uint64_t nccl_stuck[2] = {0, 0};  // hangs still stuck at the last check, by NcclHang::Side
 };
 
 // Event loop: reads the pipeline's counters (Session is not thread-safe).

@@ -190,8 +190,10 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "nccl_unique_ids_unreadable",
                                         "cuda_sync_calls",
                                         "cuda_sync_nested_calls",
-                                        "threads_ended_inside_calls"};
-  static_assert(GF_STAT_MAX == 33, "name every BPF counter");
+                                        "threads_ended_inside_calls",
+                                        "cuda_sync_entries_sent",
+                                        "thread_ended_records"};
+  static_assert(GF_STAT_MAX == 35, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it

@@ -18,6 +18,20 @@
  *
  * The runtime's calls run the driver's inside: only the outermost is
  * recorded, the inner ones only deepen it (as bpf/nccl_calls.bpf.h does).
+ *
+ * In a process that has issued NCCL collectives or sends/receives
+ * (lib/nccl_procs.bpf.h), the entry is sent too, at once, with the stack
+ * (GF_EV_CUDA_SYNC_ENTER): on a GPU a collective returns as soon as it is
+ * enqueued, so a peer that never joins shows only as this wait never
+ * returning, and user space must know of it while it waits
+ * (profiler/collectives/, a GPU-side hang). Why a record at entry, not a
+ * scan of sync_calls from user space once a second, which would cost the
+ * call nothing: the map holds no stack, and the hang's report is worth
+ * little without the Python stack that waits; taking it later from user
+ * space means reading the target's memory while it runs. The entry record
+ * costs one more stack walk and record per synchronise call, and only in
+ * NCCL processes, which synchronise a few times a step; every other
+ * process pays one more hash lookup.
  */
 #ifndef GPUFLAME_BPF_CUDA_SYNC_BPF_H_
 #define GPUFLAME_BPF_CUDA_SYNC_BPF_H_
@@ -29,6 +43,7 @@
 
 #include "gpuflame_abi.h"
 #include "lib/emit.bpf.h"
+#include "lib/nccl_procs.bpf.h"
 #include "lib/stacks.bpf.h"
 #include "lib/stats.bpf.h"
 #include "lib/targets.bpf.h"
@@ -38,7 +53,8 @@ struct gf_sync_call {
   __u64 start_ns; /* CLOCK_MONOTONIC at entry */
   __u64 object;   /* the stream or event waited for; 0: device or context */
   __u32 api;
-  __u32 depth;
+  __u16 depth;
+  __u16 entry_sent; /* GF_EV_CUDA_SYNC_ENTER went out: its return must too */
 };
 
 struct {
@@ -67,6 +83,15 @@ int cuda_sync_enter(struct pt_regs *ctx) {
     call.object = PT_REGS_PARM1(ctx);
   /* No room: the return finds no entry and counts it (GF_STAT_CTX_MISSING). */
   bpf_map_update_elem(&sync_calls, &id, &call, BPF_ANY);
+  if (is_nccl_process(id >> 32)) {
+    /* Marked before the record goes: a return whose entry record was lost
+     * to a full ring is still sent, and user space ignores it. */
+    struct gf_sync_call *in = bpf_map_lookup_elem(&sync_calls, &id);
+    if (in)
+      in->entry_sent = 1;
+    bump(GF_STAT_CUDA_SYNC_ENTRIES);
+    submit_stack_kind(ctx, GF_EV_CUDA_SYNC_ENTER, GF_DOMAIN_SYNC, (__u16)api, 0, call.object, 0, 0, 0, 0);
+  }
   return 0;
 }
 
@@ -85,7 +110,10 @@ int cuda_sync_exit(struct pt_regs *ctx) {
   }
   __u64 start = call->start_ns, object = call->object;
   __u16 api = (__u16)call->api;
+  const bool wanted_return = sync_returns_all || call->entry_sent;
   bpf_map_delete_elem(&sync_calls, &id);
+  if (!wanted_return)
+    return 0; /* nobody takes it (the agent): only NCCL processes' close a wait */
   bump(GF_STAT_CUDA_SYNCS);
   submit_stack_kind(ctx, GF_EV_CUDA_SYNC, GF_DOMAIN_SYNC, api, 0, object, 0, start,
                     (__u32)PT_REGS_RC(ctx), 0);

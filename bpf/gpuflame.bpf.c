@@ -21,10 +21,12 @@
  *                            and the SIGSTOP gates
  *   nccl_calls.bpf.h         every NCCL API call, entry (with its stack) and return
  *   cuda_sync.bpf.h          CUDA synchronise calls: each wait, with its stack, at return
+ *                            (and at entry in NCCL processes: GPU-side hangs)
  * and the helpers they share in lib/: config (load-time knobs), maps (shared
  * with user space), stats, targets (filtering), emit (ring-buffer output),
  * stacks (stack capture), backward_callers (who a Python-less thread works
- * for), alloc_records (ALLOC/FREE), python_stack (the
+ * for), alloc_records (ALLOC/FREE), nccl_procs (processes that issued NCCL
+ * collectives), python_stack (the
  * CPython walker), vmlinux_min (the kernel types we read, CO-RE).
  *
  * Includes, not separately compiled objects linked with `bpftool gen object`:

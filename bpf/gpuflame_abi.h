@@ -159,7 +159,25 @@ enum gf_event_kind {
                              * returned, arg0 = when it was entered (both CLOCK_MONOTONIC),
                              * addr = the stream or event waited for (0: the whole device or
                              * context), arg1 = the cudaError_t / CUresult returned */
+  GF_EV_CUDA_SYNC_ENTER = 25, /* a CPU thread entered a synchronise call (the outermost) in a
+                             * process that has issued NCCL collectives or sends/receives
+                             * (bpf/cuda_sync.bpf.h), sent at entry with the thread's stack:
+                             * on a GPU a collective returns once enqueued, and a peer that
+                             * never joins shows as this wait never returning (a GPU-side
+                             * hang, profiler/collectives/). addr = the stream or event (0:
+                             * device or context). Its return is the thread's next
+                             * GF_EV_CUDA_SYNC. Additive. */
+  GF_EV_THREAD_ENDED = 26,  /* a thread ended inside a probed NCCL or synchronise call while
+                             * its process lives on (pthread_exit, a cancelled thread), from
+                             * watch_exit (header only; pid/tid: the thread): arg0 =
+                             * GF_ENDED_* bits, the calls it was in, which no return will
+                             * close. A process's exit (a kill, exit_group) sends none: its
+                             * GF_EV_EXIT ends them all. Additive. */
 };
+
+/* GF_EV_THREAD_ENDED arg0: the calls in flight when the thread ended. */
+#define GF_ENDED_NCCL_CALL 1u
+#define GF_ENDED_SYNC_CALL 2u
 
 /* cudaErrorMemoryAllocation (runtime) and CUDA_ERROR_OUT_OF_MEMORY (driver):
  * the same value (driver_types.h and cuda.h of CUDA 13.0). */
@@ -559,6 +577,8 @@ enum gf_stat {
   GF_STAT_CUDA_SYNCS,         /* CUDA synchronise calls recorded at return (bpf/cuda_sync.bpf.h) */
   GF_STAT_CUDA_SYNC_NESTED,   /* synchronise entries inside another on the same thread: not recorded */
   GF_STAT_CALLS_ENDED_WITH_THREAD, /* threads that ended inside a probed call (no return; watch_exit) */
+  GF_STAT_CUDA_SYNC_ENTRIES,  /* synchronise entries sent at once (GF_EV_CUDA_SYNC_ENTER: NCCL processes) */
+  GF_STAT_THREAD_ENDED_SENT,  /* GF_EV_THREAD_ENDED records sent (a thread ended in a call, its process lives on) */
   GF_STAT_MAX,
 };
 

@@ -24,6 +24,7 @@
 
 #include "gpuflame_abi.h"
 #include "lib/emit.bpf.h"
+#include "lib/nccl_procs.bpf.h"
 #include "lib/stacks.bpf.h"
 #include "lib/stats.bpf.h"
 #include "lib/targets.bpf.h"
@@ -131,6 +132,10 @@ int nccl_enter(struct pt_regs *ctx) {
     default: /* group start/end, unique ID: no arguments of interest */
       break;
   }
+  /* A collective or send/receive: this process's synchronise calls may
+   * now wait on a peer (lib/nccl_procs.bpf.h). */
+  if (api >= GF_API_NCCL_ALL_REDUCE && api <= GF_API_NCCL_RECV)
+    mark_nccl_process(id >> 32);
   bpf_map_update_elem(&nccl_calls, &id, &call, BPF_ANY);
   bump(GF_STAT_NCCL_CALLS);
   submit_stack_kind(ctx, GF_EV_NCCL_CALL, GF_DOMAIN_NCCL, (__u16)api, 0, comm, count,

@@ -7,7 +7,9 @@
  * user space sends SIGCONT once attached (GF_EVF_GATED). Every stop is
  * written down in `held` (struct gf_held) first, for gpuflame's guardian.
  * Each thread's exit also clears the per-thread maps of calls in flight
- * (cuda_alloc, cuda_sync, nccl_calls), which is why this file comes last.
+ * (cuda_alloc, cuda_sync, nccl_calls), and says which NCCL or synchronise
+ * call a thread ended in while its process lives on (GF_EV_THREAD_ENDED),
+ * which is why this file comes last.
  */
 #ifndef GPUFLAME_BPF_PROCESS_LIFECYCLE_BPF_H_
 #define GPUFLAME_BPF_PROCESS_LIFECYCLE_BPF_H_
@@ -201,24 +203,49 @@ int BPF_PROG(watch_fork, struct task_struct *parent, struct task_struct *child) 
  * thread exit on the machine, whoever it is (the targets map may already
  * have forgotten an exiting process): thread exits are rare next to the
  * probed calls, and each costs far more than these. */
-static __always_inline void forget_calls_in_flight(__u64 id) {
+/* Returns the GF_ENDED_* bits of the NCCL and synchronise calls it was in. */
+static __always_inline __u32 forget_calls_in_flight(__u64 id) {
   __u64 ended = 0;
+  __u32 open = 0;
   ended += bpf_map_delete_elem(&runtime_calls, &id) == 0;
   ended += bpf_map_delete_elem(&driver_calls, &id) == 0;
-  ended += bpf_map_delete_elem(&sync_calls, &id) == 0;
-  ended += bpf_map_delete_elem(&nccl_calls, &id) == 0;
+  if (bpf_map_delete_elem(&sync_calls, &id) == 0)
+    open |= GF_ENDED_SYNC_CALL;
+  if (bpf_map_delete_elem(&nccl_calls, &id) == 0)
+    open |= GF_ENDED_NCCL_CALL;
   /* Per thread: a killed cudaMalloc holds a runtime and a driver entry. */
-  if (ended)
+  if (ended || open)
     bump(GF_STAT_CALLS_ENDED_WITH_THREAD);
+  return open;
+}
+
+/* A thread that ended inside an NCCL or synchronise call while its process
+ * lives on: user space hears of the call's entry and would keep it open
+ * until the process ends (a hang that never ends, in the agent's gauge).
+ * Said on `events`, behind the thread's own records. When the whole
+ * process is exiting (a kill, exit_group: SIGNAL_GROUP_EXIT; or its last
+ * thread) its GF_EV_EXIT ends the calls, as "process ended". */
+static __always_inline void say_thread_ended(struct task_struct *p, __u32 tgid, __u32 open) {
+  if (!open || !wanted(tgid))
+    return;
+  struct signal_struct *sig = BPF_CORE_READ(p, signal);
+  if (!sig || (BPF_CORE_READ(sig, flags) & GF_SIGNAL_GROUP_EXIT) || BPF_CORE_READ(sig, live.counter) <= 0)
+    return;
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_THREAD_ENDED, GF_DOMAIN_NONE, 0, 0, 0);
+  ev.arg0 = open;
+  if (emit(&ev, sizeof(ev), true))
+    bump(GF_STAT_THREAD_ENDED_SENT);
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(watch_exit, struct task_struct *p) {
   __u32 pid = BPF_CORE_READ(p, pid);
   __u32 tgid = BPF_CORE_READ(p, tgid);
-  forget_calls_in_flight((__u64)tgid << 32 | pid);
+  say_thread_ended(p, tgid, forget_calls_in_flight((__u64)tgid << 32 | pid));
   if (pid != tgid)
     return 0;
+  bpf_map_delete_elem(&nccl_procs, &tgid);
   bpf_map_delete_elem(&backward_calls, &tgid);
   /* Before its pid can be reused: no entry outlives its process. */
   bpf_map_delete_elem(&held, &tgid);

@@ -26,6 +26,10 @@ const volatile __u32 native_stacks = 1;
 /* Send a Python stack the process sent before as its ID (lib/stack_ids.bpf.h).
  * Off only in benchmarks, to measure what it saves. */
 const volatile bool intern_stacks = true;
+/* Send every synchronise call's return (GF_EV_CUDA_SYNC): where kernel time
+ * or the timeline takes them. Off (the agent): only the calls whose entry
+ * was sent (NCCL processes: bpf/cuda_sync.bpf.h), which close them. */
+const volatile bool sync_returns_all = true;
 /* Machine-wide: stop a process that maps a watched library file no process
  * has mapped before (not in covered_files) until user space has attached. */
 const volatile bool gate_new_files = false;

@@ -74,8 +74,21 @@ struct files_struct {
   struct fdtable *fdt;
 } __attribute__((preserve_access_index));
 
+typedef struct {
+  int counter;
+} atomic_t;
+
+/* Shared by a process's threads. SIGNAL_GROUP_EXIT (include/linux/sched/signal.h):
+ * the whole process is exiting (exit_group, a fatal signal). */
+#define GF_SIGNAL_GROUP_EXIT 0x00000004
+struct signal_struct {
+  atomic_t live; /* threads not yet past do_exit's count (0: the last one is exiting) */
+  unsigned int flags;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
   struct files_struct *files;
+  struct signal_struct *signal;
   int pid;
   int tgid;
   struct task_struct *group_leader;

@@ -411,8 +411,8 @@ class Writer {
         }
         if (unfinished)
           args.push_back(
-              "\"unfinished\":\"no return seen: ended at its process's exit, its thread's next call or the "
-              "recording's end\"");
+              "\"unfinished\":\"no return seen: ended at its thread's or process's exit, its thread's next call "
+              "or the recording's end\"");
         args.push_back(absl::StrCat("\"stack\":", Stack(e.ref)));
         absl::StrAppend(&out, ",\"args\":{", absl::StrJoin(args, ","), "}},\n");
         return;

@@ -65,24 +65,110 @@ const char* OutcomeName(NcclHang::Outcome o) {
   switch (o) {
     case NcclHang::Outcome::kReturned: return "returned";
     case NcclHang::Outcome::kProcessEnded: return "process ended";
+    case NcclHang::Outcome::kThreadEnded: return "thread ended";
     default: return "still stuck when recording ended";
   }
+}
+
+bool Gpu(const NcclHang& h) { return h.side == NcclHang::Side::kGpu; }
+
+// The synchronise call's result: the runtime's cudaError_t or the driver's
+// CUresult (0: success in both).
+std::string SyncResultName(uint16_t api, uint32_t result) {
+  const bool runtime =
+      api == GF_API_CUDA_STREAM_SYNC || api == GF_API_CUDA_DEVICE_SYNC || api == GF_API_CUDA_EVENT_SYNC;
+  if (result == 0) return runtime ? "cudaSuccess" : "CUDA_SUCCESS";
+  return absl::StrCat(runtime ? "cudaError " : "CUresult ", result);
+}
+
+std::string ResultName(const NcclHang& h) {
+  return Gpu(h) ? SyncResultName(h.sync_api, h.result) : NcclResultName(h.result);
+}
+
+// "on stream 0x5000", "on event 0x...", "" (the whole device or context).
+std::string WaitedFor(const NcclHang& h) {
+  if (h.sync_api == GF_API_CUDA_DEVICE_SYNC || h.sync_api == GF_API_CU_CTX_SYNC) return "";
+  const bool event = h.sync_api == GF_API_CUDA_EVENT_SYNC || h.sync_api == GF_API_CU_EVENT_SYNC;
+  return absl::StrFormat(" on %s 0x%x", event ? "event" : "stream", h.sync_object);
+}
+
+// What is stuck, of whom: "ncclSend to peer 1 of pid 41 (rank 0 of 2)", or
+// "cudaStreamSynchronize (GPU side, after ncclSend to peer 1) of pid 41 (rank 0 of 2)".
+std::string Subject(const NcclHang& h) {
+  if (!Gpu(h)) return absl::StrCat(Operation(h), " of pid ", h.pid, " (", RankPart(h), ")");
+  return absl::StrCat(Api(h.sync_api), " (GPU side, after ", Operation(h), ") of pid ", h.pid, " (", RankPart(h), ")");
+}
+
+// "ncclSend to peer 1 (4.00 MiB, float32 x 1048576) on communicator 0x55d0 (id 1f2e...)".
+std::string CallPart(const NcclHang& h) {
+  std::string out = Operation(h);
+  if (h.bytes)
+    absl::StrAppend(&out, " (", HumanBytes(static_cast<int64_t>(std::min<uint64_t>(h.bytes, INT64_MAX))),
+                    h.grouped.empty() ? absl::StrCat(", ", NcclTypeName(h.datatype), " x ", h.count) : "", ")");
+  if (h.comm) absl::StrAppend(&out, absl::StrFormat(" on communicator 0x%x", h.comm));
+  if (h.comm_id) absl::StrAppend(&out, " (id ", NcclCommIdHex(*h.comm_id).substr(0, 16), ")");
+  return out;
 }
 
 }  // namespace
 
 std::string NcclCommIdHex(const NcclCommId& id) { return absl::StrFormat("%016x%016x", id.hi, id.lo); }
 
-std::string NcclHangLine(const NcclHang& h, StackSource source, const ProcessStateFn& state, uint64_t now_ns) {
-  std::string out = absl::StrFormat("NCCL hang #%d: pid %d %s stuck for %.1f s in %s", h.number, h.pid, RankPart(h),
-                                    Seconds(now_ns > h.start_ns ? now_ns - h.start_ns : 0), Operation(h));
-  if (h.bytes)
-    absl::StrAppend(&out, " (", HumanBytes(static_cast<int64_t>(std::min<uint64_t>(h.bytes, INT64_MAX))),
-                    h.grouped.empty() ? absl::StrCat(", ", NcclTypeName(h.datatype), " x ", h.count) : "", ")");
-  if (h.comm) absl::StrAppend(&out, absl::StrFormat(" on communicator 0x%x", h.comm));
-  if (h.comm_id) absl::StrAppend(&out, " (id ", NcclCommIdHex(*h.comm_id).substr(0, 16), ")");
+namespace {
+
+// The GPU side's head: the synchronise call that waits, then the NCCL call
+// blamed. "NCCL hang #2 (GPU side): pid 41 rank 0 of 2 stuck for 1.0 s in
+// cudaStreamSynchronize on stream 0x5000, called from ...; the first of its
+// NCCL calls on that stream a rank has not matched (they return once
+// enqueued): ncclSend to peer 1 (...), called from ..., 1.2 s before".
+std::string GpuHead(const NcclHang& h, StackSource source, uint64_t now_ns) {
+  std::string out =
+      absl::StrFormat("NCCL hang #%d (GPU side): pid %d %s stuck for %.1f s in %s%s", h.number, h.pid, RankPart(h),
+                      Seconds(now_ns > h.start_ns ? now_ns - h.start_ns : 0), Api(h.sync_api), WaitedFor(h));
+  if (h.tid != static_cast<uint32_t>(h.pid)) absl::StrAppend(&out, " (thread ", h.tid, ")");
+  if (const std::vector<FrameId>* f = FramesOf(h.sync_stack, source))
+    absl::StrAppend(&out, ", called from ", ShortStack(*f, source.frames, 4));
+  const bool on_stream = h.sync_api == GF_API_CUDA_STREAM_SYNC || h.sync_api == GF_API_CU_STREAM_SYNC;
+  const char* where = h.same_stream ? "on that stream"
+                      : on_stream   ? "on any stream (none on that one)"
+                                    : "on any stream";
+  if (h.absent.empty())
+    absl::StrAppend(&out, "; every rank seen has entered the matching call of each of its recent NCCL calls ", where,
+                    " (they return once enqueued), the last: ");
+  else
+    absl::StrAppend(&out, "; the first of its NCCL calls ", where,
+                    " (they return once enqueued) that a rank has not matched: ");
+  out += CallPart(h);
   if (const std::vector<FrameId>* f = FramesOf(h.stack, source))
     absl::StrAppend(&out, ", called from ", ShortStack(*f, source.frames, 4));
+  absl::StrAppend(
+      &out, absl::StrFormat(", %.1f s before the wait", Seconds(h.start_ns > h.call_ns ? h.start_ns - h.call_ns : 0)));
+  if (h.unmatched_calls > 1) absl::StrAppend(&out, " (", h.unmatched_calls, " of its recent calls not matched)");
+  return out;
+}
+
+}  // namespace
+
+std::string NcclHangLine(const NcclHang& h, StackSource source, const ProcessStateFn& state, uint64_t now_ns) {
+  std::string out;
+  if (Gpu(h)) {
+    out = GpuHead(h, source, now_ns);
+    if (h.absent.empty()) {
+      absl::StrAppend(&out, h.comm_id ? ": the wait may be the GPU's own work, not a peer"
+                                      : ": its communicator's init was not seen: the ranks it waits for are not known");
+      return out;
+    }
+  } else {
+    out = absl::StrFormat("NCCL hang #%d: pid %d %s stuck for %.1f s in %s", h.number, h.pid, RankPart(h),
+                          Seconds(now_ns > h.start_ns ? now_ns - h.start_ns : 0), Operation(h));
+    if (h.bytes)
+      absl::StrAppend(&out, " (", HumanBytes(static_cast<int64_t>(std::min<uint64_t>(h.bytes, INT64_MAX))),
+                      h.grouped.empty() ? absl::StrCat(", ", NcclTypeName(h.datatype), " x ", h.count) : "", ")");
+    if (h.comm) absl::StrAppend(&out, absl::StrFormat(" on communicator 0x%x", h.comm));
+    if (h.comm_id) absl::StrAppend(&out, " (id ", NcclCommIdHex(*h.comm_id).substr(0, 16), ")");
+    if (const std::vector<FrameId>* f = FramesOf(h.stack, source))
+      absl::StrAppend(&out, ", called from ", ShortStack(*f, source.frames, 4));
+  }
   if (h.absent.empty()) {
     absl::StrAppend(&out, h.comm_id || GF_API_IS_NCCL_INIT(h.api)
                               ? "; every other rank seen has entered the matching call"
@@ -120,10 +206,12 @@ std::string NcclHangLine(const NcclHang& h, StackSource source, const ProcessSta
 std::string NcclHangEndLine(const NcclHang& h) {
   const double lasted = Seconds(h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0);
   if (h.outcome == NcclHang::Outcome::kProcessEnded)
-    return absl::StrFormat("NCCL hang #%d over: %s of pid %d (%s) ended with its process after %.1f s", h.number,
-                           Operation(h), h.pid, RankPart(h), lasted);
-  return absl::StrFormat("NCCL hang #%d over: %s of pid %d (%s) lasted %.1f s, returned %s", h.number, Operation(h),
-                         h.pid, RankPart(h), lasted, NcclResultName(h.result));
+    return absl::StrFormat("NCCL hang #%d over: %s ended with its process after %.1f s", h.number, Subject(h), lasted);
+  if (h.outcome == NcclHang::Outcome::kThreadEnded)
+    return absl::StrFormat("NCCL hang #%d over: %s ended with its thread %d after %.1f s; the process lives on",
+                           h.number, Subject(h), h.tid, lasted);
+  return absl::StrFormat("NCCL hang #%d over: %s lasted %.1f s, returned %s", h.number, Subject(h), lasted,
+                         ResultName(h));
 }
 
 std::optional<Profile> BuildNcclProfile(const NcclTracker& t, StackSource source,
@@ -169,15 +257,17 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
   std::string out =
       absl::StrFormat("{\"profile\": %s, \"hang_threshold_seconds\": %.3f",
                       s.calls ? absl::StrCat("\"", kNcclProfile, ".pb.gz\"") : "null", Seconds(t.hang_threshold_ns()));
-  absl::StrAppend(&out, ", \"calls\": ", s.calls, ", \"returns\": ", s.returns,
-                  ", \"returns_without_call\": ", s.returns_without_call,
-                  ", \"calls_without_return\": ", s.calls_without_return, ", \"failed_calls\": ", s.failed_calls,
-                  ", \"unfinished_calls\": ", s.unfinished,
-                  ", \"calls_on_unknown_communicators\": ", s.unknown_communicator_calls,
-                  ", \"unknown_datatypes\": ", s.unknown_datatypes,
-                  ", \"dropped\": {\"communicators\": ", s.dropped_communicators, ", \"ranks\": ", s.dropped_ranks,
-                  ", \"group_calls\": ", s.dropped_group_calls, ", \"in_flight\": ", s.dropped_in_flight,
-                  ", \"hangs\": ", s.hangs - std::min<uint64_t>(s.hangs, t.hangs().size()), "}");
+  absl::StrAppend(
+      &out, ", \"calls\": ", s.calls, ", \"returns\": ", s.returns,
+      ", \"returns_without_call\": ", s.returns_without_call, ", \"calls_without_return\": ", s.calls_without_return,
+      ", \"failed_calls\": ", s.failed_calls, ", \"unfinished_calls\": ", s.unfinished,
+      ", \"calls_on_unknown_communicators\": ", s.unknown_communicator_calls,
+      ", \"unknown_datatypes\": ", s.unknown_datatypes, ", \"synchronise_calls_entered\": ", s.sync_entries,
+      ", \"calls_ended_with_thread\": ", s.ended_with_thread,
+      ", \"dropped\": {\"communicators\": ", s.dropped_communicators, ", \"ranks\": ", s.dropped_ranks,
+      ", \"group_calls\": ", s.dropped_group_calls, ", \"in_flight\": ", s.dropped_in_flight,
+      ", \"synchronise_calls\": ", s.dropped_syncs, ", \"processes_recent_calls\": ", s.dropped_recent_processes,
+      ", \"hangs\": ", s.hangs_not_kept, "}, \"gpu_hangs\": ", s.gpu_hangs);
   out += ", \"by_operation\": [";
   bool first = true;
   for (size_t i = 0; i < NcclTracker::kApis; i++) {
@@ -216,14 +306,16 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
     out += "]}";
   }
   out += "], \"hangs\": [";
-  for (size_t i = 0; i < t.hangs().size(); i++) {
-    const NcclHang& h = t.hangs()[i];
+  bool first_hang = true;
+  for (const auto& [number, h] : t.hangs()) {
     const std::vector<FrameId>* f = FramesOf(h.stack, source);
     auto name = comm.find(h.pid);
+    absl::StrAppend(&out, first_hang ? "\n    " : ",\n    ");
+    first_hang = false;
     absl::StrAppend(
-        &out, i ? ",\n    " : "\n    ", "{\"number\": ", h.number, ", \"pid\": ", h.pid, ", \"tid\": ", h.tid,
-        ", \"process\": ", base::JsonString(name == comm.end() ? "" : name->second), ", \"operation\": \"", Api(h.api),
-        "\", \"rank\": ", h.rank >= 0 ? absl::StrCat(h.rank) : "null",
+        &out, "{\"number\": ", h.number, ", \"side\": \"", Gpu(h) ? "gpu" : "call", "\", \"pid\": ", h.pid,
+        ", \"tid\": ", h.tid, ", \"process\": ", base::JsonString(name == comm.end() ? "" : name->second),
+        ", \"operation\": \"", Api(h.api), "\", \"rank\": ", h.rank >= 0 ? absl::StrCat(h.rank) : "null",
         ", \"nranks\": ", h.nranks ? absl::StrCat(h.nranks) : "null",
         ", \"peer\": ", IsNcclPointToPoint(h.api) && h.peer >= 0 ? absl::StrCat(h.peer) : "null",
         ", \"root\": ", h.api == GF_API_NCCL_BROADCAST && h.peer >= 0 ? absl::StrCat(h.peer) : "null",
@@ -237,8 +329,21 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
         ", \"sequence\": ", h.sequence, ", \"grouped\": [");
     for (size_t j = 0; j < h.grouped.size(); j++) absl::StrAppend(&out, j ? ", " : "", "\"", Api(h.grouped[j]), "\"");
     absl::StrAppend(&out, "], \"stack\": ", f ? base::JsonString(FoldedStack(*f, source.frames)) : "null",
-                    ", \"started_seconds\": ", since(h.start_ns), ", \"found_seconds\": ", since(h.found_ns),
-                    ", \"waiting_for\": [");
+                    ", \"started_seconds\": ", since(h.start_ns), ", \"found_seconds\": ", since(h.found_ns));
+    if (Gpu(h)) {
+      // The synchronise call that waits; the NCCL fields are the call blamed.
+      const std::vector<FrameId>* sf = FramesOf(h.sync_stack, source);
+      const std::string waited = WaitedFor(h);
+      absl::StrAppend(&out, ", \"sync\": {\"operation\": \"", Api(h.sync_api), "\", \"tid\": ", h.tid,
+                      ", \"waits_on\": ", waited.empty() ? "null" : base::JsonString(waited.substr(4)),
+                      ", \"stack\": ", sf ? base::JsonString(FoldedStack(*sf, source.frames)) : "null",
+                      "}, \"call_tid\": ", h.call_tid, ", \"call_started_seconds\": ", since(h.call_ns),
+                      ", \"same_stream\": ", h.same_stream ? "true" : "false",
+                      ", \"unmatched_calls\": ", h.unmatched_calls);
+    } else {
+      out += ", \"sync\": null";
+    }
+    out += ", \"waiting_for\": [";
     for (size_t j = 0; j < h.absent.size(); j++) {
       const NcclAbsentRank& a = h.absent[j];
       absl::StrAppend(&out, j ? ", " : "", "{\"rank\": ", a.rank, ", \"pid\": ", a.pid ? absl::StrCat(a.pid) : "null",
@@ -247,8 +352,7 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
     absl::StrAppend(
         &out, "], \"outcome\": \"", OutcomeName(h.outcome), "\", \"lasted_seconds\": ",
         h.end_ns ? absl::StrFormat("%.3f", Seconds(h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0)) : "null",
-        ", \"result\": ",
-        h.outcome == NcclHang::Outcome::kReturned ? base::JsonString(NcclResultName(h.result)) : "null", "}");
+        ", \"result\": ", h.outcome == NcclHang::Outcome::kReturned ? base::JsonString(ResultName(h)) : "null", "}");
   }
   absl::StrAppend(&out, t.hangs().empty() ? "]" : "\n  ]",
                   ", \"stragglers\": ", NcclStragglersJson(t.stragglers(), source, comm), "}");
@@ -268,16 +372,21 @@ std::vector<std::string> NcclLines(const NcclTracker& t) {
                     " calls, ", absl::StrFormat("%.3f s", Seconds(o.nanos)), ", ",
                     HumanBytes(static_cast<int64_t>(std::min<uint64_t>(o.bytes, INT64_MAX))));
   }
-  absl::StrAppend(&line, t.hangs().empty() ? ", no hang" : absl::StrCat(", ", t.stats().hangs, " hang(s)"),
+  const NcclStats& s = t.stats();
+  absl::StrAppend(&line, s.hangs == 0 ? ", no hang" : absl::StrCat(", ", s.hangs, " hang(s)"),
+                  s.gpu_hangs ? absl::StrCat(" (", s.gpu_hangs, " GPU side)") : "",
                   absl::StrFormat(" (threshold %.1f s)", Seconds(t.hang_threshold_ns())));
   out.insert(out.begin(), line);
-  for (const NcclHang& h : t.hangs()) {
+  for (const auto& [number, h] : t.hangs()) {
     std::string l = NcclHangEndLine(h);
     if (h.outcome == NcclHang::Outcome::kStuck)
-      l = absl::StrFormat("NCCL hang #%d: %s of pid %d (%s) still stuck after %.1f s when recording ended", h.number,
-                          Operation(h), h.pid, RankPart(h), Seconds(h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0));
+      l = absl::StrFormat("NCCL hang #%d: %s still stuck after %.1f s when recording ended", h.number, Subject(h),
+                          Seconds(h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0));
     out.push_back("  " + l);
   }
+  if (s.hangs_not_kept)
+    out.push_back(absl::StrCat("  ", s.hangs_not_kept, " more hang(s) found while ", NcclTracker::kMaxHangs,
+                               " were held: counted, not said"));
   return out;
 }
 

@@ -107,6 +107,7 @@ void NcclTracker::OnCall(const NcclCall& call) {
       if (g->second.calls.size() < kMaxGroupCalls) g->second.calls.emplace_back(call, f.sequence);
       else stats_.dropped_group_calls++;
     }
+    Remember(call, f.sequence);
   }
   auto it = in_flight_.find(key);
   if (it == in_flight_.end() && in_flight_.size() >= kMaxInFlight) {
@@ -118,7 +119,7 @@ void NcclTracker::OnCall(const NcclCall& call) {
   if (it != in_flight_.end()) {
     stats_.calls_without_return++;
     Charge(it->second.call, call.ts_ns, CallBytesQuiet(it->second.call));  // it ended by then
-    if (it->second.hang != SIZE_MAX) Close(it->second, call.ts_ns, NcclHang::Outcome::kReturned, 0);
+    Close(it->second.hang, call.ts_ns, NcclHang::Outcome::kReturned, 0);
     it->second = std::move(f);
   } else {
     in_flight_.emplace(key, std::move(f));
@@ -147,7 +148,7 @@ void NcclTracker::OnReturn(pid_t pid, uint32_t tid, uint64_t ts_ns, uint64_t com
   if ((c.api == GF_API_NCCL_COMM_DESTROY || c.api == GF_API_NCCL_COMM_ABORT) && result == 0)
     comm_ids_.erase(std::pair{pid, c.comm});  // the pointer may be handed out again
   Charge(c, ts_ns, CallBytes(c, stats_));
-  if (f.hang != SIZE_MAX) Close(f, ts_ns, NcclHang::Outcome::kReturned, result);
+  Close(f.hang, ts_ns, NcclHang::Outcome::kReturned, result);
   in_flight_.erase(it);
 }
 
@@ -198,18 +199,25 @@ void NcclTracker::Absent(const NcclCall& call, uint64_t sequence, std::vector<Nc
   }
 }
 
+uint64_t NcclTracker::NewHang(NcclHang::Side side) {
+  stats_.hangs++;
+  if (side == NcclHang::Side::kGpu) stats_.gpu_hangs++;
+  if (hangs_.size() >= kMaxHangs) {
+    stats_.hangs_not_kept++;
+    return kHangNotKept;
+  }
+  return ++last_hang_;
+}
+
 void NcclTracker::Tick(uint64_t now_ns) {
   for (auto& [key, f] : in_flight_) {
-    if (f.hang != SIZE_MAX || now_ns < f.call.ts_ns || now_ns - f.call.ts_ns < threshold_ns_) continue;
+    if (f.hang != kNoHang || now_ns < f.call.ts_ns || now_ns - f.call.ts_ns < threshold_ns_) continue;
     // Group bookkeeping calls return at once; a stuck one is still a hang.
-    stats_.hangs++;
-    if (hangs_.size() >= kMaxHangs) {
-      f.hang = SIZE_MAX - 1;  // counted, not kept
-      continue;
-    }
+    f.hang = NewHang(NcclHang::Side::kCall);
+    if (f.hang == kHangNotKept) continue;
     const NcclCall& c = f.call;
     NcclHang h;
-    h.number = hangs_.size() + 1;
+    h.number = f.hang;
     h.pid = c.pid;
     h.tid = c.tid;
     h.api = c.api;
@@ -245,10 +253,10 @@ void NcclTracker::Tick(uint64_t now_ns) {
     }
     std::sort(h.absent.begin(), h.absent.end(),
               [](const NcclAbsentRank& a, const NcclAbsentRank& b) { return a.rank < b.rank; });
-    f.hang = hangs_.size();
-    found_.push_back(hangs_.size());
-    hangs_.push_back(std::move(h));
+    found_.push_back(h.number);
+    hangs_.emplace(h.number, std::move(h));
   }
+  TickSyncs(now_ns);
 }
 
 void NcclTracker::Charge(const NcclCall& c, uint64_t end_ns, uint64_t bytes) {
@@ -264,13 +272,34 @@ void NcclTracker::Charge(const NcclCall& c, uint64_t end_ns, uint64_t bytes) {
   }
 }
 
-void NcclTracker::Close(InFlight& f, uint64_t end_ns, NcclHang::Outcome outcome, uint32_t result) {
-  if (f.hang >= hangs_.size()) return;  // counted, not kept
-  NcclHang& h = hangs_[f.hang];
+void NcclTracker::Close(uint64_t hang, uint64_t end_ns, NcclHang::Outcome outcome, uint32_t result) {
+  auto it = hangs_.find(hang);
+  if (it == hangs_.end()) return;  // none, or counted and not kept
+  NcclHang& h = it->second;
   h.outcome = outcome;
   h.end_ns = end_ns;
   h.result = result;
-  ended_.push_back(f.hang);
+  ended_.push_back(hang);
+}
+
+void NcclTracker::OnThreadEnded(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t which) {
+  const ThreadKey key{pid, tid};
+  if (which & GF_ENDED_NCCL_CALL) {
+    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
+      stats_.ended_with_thread++;
+      Charge(it->second.call, ts_ns, CallBytesQuiet(it->second.call));
+      Close(it->second.hang, ts_ns, NcclHang::Outcome::kThreadEnded, 0);
+      in_flight_.erase(it);
+    }
+    groups_.erase(key);
+  }
+  if (which & GF_ENDED_SYNC_CALL) {
+    if (auto it = syncs_.find(key); it != syncs_.end()) {
+      stats_.ended_with_thread++;
+      Close(it->second.hang, ts_ns, NcclHang::Outcome::kThreadEnded, 0);
+      syncs_.erase(it);
+    }
+  }
 }
 
 void NcclTracker::OnProcessExit(pid_t pid, uint64_t ts_ns) {
@@ -281,9 +310,10 @@ void NcclTracker::OnProcessExit(pid_t pid, uint64_t ts_ns) {
     }
     InFlight& f = it->second;
     Charge(f.call, ts_ns, CallBytesQuiet(f.call));
-    if (f.hang != SIZE_MAX) Close(f, ts_ns, NcclHang::Outcome::kProcessEnded, 0);
+    Close(f.hang, ts_ns, NcclHang::Outcome::kProcessEnded, 0);
     in_flight_.erase(it++);
   }
+  EndSyncs(pid, ts_ns);
   absl::erase_if(groups_, [&](const auto& kv) { return kv.first.first == pid; });
   absl::erase_if(comm_ids_, [&](const auto& kv) { return kv.first.first == pid; });
   stragglers_.OnProcessExit(pid);
@@ -293,18 +323,30 @@ void NcclTracker::Finish(uint64_t now_ns) {
   for (auto& [key, f] : in_flight_) {
     Charge(f.call, now_ns, CallBytesQuiet(f.call));
     stats_.unfinished++;
-    if (f.hang < hangs_.size()) hangs_[f.hang].end_ns = now_ns;  // still stuck: how long so far
+    if (auto h = hangs_.find(f.hang); h != hangs_.end()) h->second.end_ns = now_ns;  // still stuck: how long so far
   }
+  for (auto& [key, s] : syncs_)
+    if (auto h = hangs_.find(s.hang); h != hangs_.end()) h->second.end_ns = now_ns;
   in_flight_.clear();
+  syncs_.clear();
   groups_.clear();
   stragglers_.Finish();
 }
 
 void NcclTracker::ForgetStacks(const std::vector<StackId>& stacks) {
   stragglers_.ForgetStacks(stacks);
+  const absl::flat_hash_set<StackId> gone(stacks.begin(), stacks.end());
+  auto forget = [&](StackId& id) {
+    if (gone.contains(id)) id = StackTable::kNone;
+  };
   for (StackId id : stacks) totals_.erase(id);
-  for (NcclHang& h : hangs_)
-    if (std::find(stacks.begin(), stacks.end(), h.stack) != stacks.end()) h.stack = StackTable::kNone;
+  for (auto& [n, h] : hangs_) {
+    forget(h.stack);
+    forget(h.sync_stack);
+  }
+  for (auto& [pid, calls] : recent_)
+    for (Issued& i : calls) forget(i.call.stack);
+  for (auto& [key, s] : syncs_) forget(s.call.stack);
 }
 
 void NcclTracker::ForgetProcesses(std::span<const pid_t> pids) {
@@ -321,6 +363,7 @@ void NcclTracker::ForgetProcesses(std::span<const pid_t> pids) {
   }
   stragglers_.ForgetCommunicators(ended);
   absl::erase_if(comm_ids_, [&](const auto& kv) { return gone.contains(kv.first.first); });
+  absl::erase_if(recent_, [&](const auto& kv) { return gone.contains(kv.first); });
 }
 
 std::pair<int, int> NcclTracker::RankOf(pid_t pid, uint64_t comm) const {
@@ -335,14 +378,20 @@ std::pair<int, int> NcclTracker::RankOf(pid_t pid, uint64_t comm) const {
 
 std::vector<NcclHang> NcclTracker::TakeFound() {
   std::vector<NcclHang> out;
-  for (size_t i : found_) out.push_back(hangs_[i]);
+  for (uint64_t n : found_)
+    if (auto it = hangs_.find(n); it != hangs_.end()) out.push_back(it->second);
   found_.clear();
   return out;
 }
 
 std::vector<NcclHang> NcclTracker::TakeEnded() {
   std::vector<NcclHang> out;
-  for (size_t i : ended_) out.push_back(hangs_[i]);
+  for (uint64_t n : ended_) {
+    auto it = hangs_.find(n);
+    if (it == hangs_.end()) continue;
+    out.push_back(it->second);
+    if (forget_ended_) hangs_.erase(it);  // said over: nothing more to say of it
+  }
   ended_.clear();
   return out;
 }

@@ -16,9 +16,18 @@
 //
 // Entry-to-return time is what the CPU thread spent in the call. NCCL's
 // collectives return once enqueued on the stream, so on a GPU a stuck
-// collective often shows as a stuck stream, not a stuck call; calls that do
-// block on the CPU (communicator init, a blocking group end, a
-// non-blocking communicator polled) are seen here.
+// collective shows as a stuck stream, not a stuck call; calls that do block
+// on the CPU (communicator init, a blocking group end, a non-blocking
+// communicator polled) are seen here. The stuck stream is seen through the
+// synchronise calls of processes that issued NCCL calls (BPF sends their
+// entry: GF_EV_CUDA_SYNC_ENTER): one outstanding past the threshold is a
+// GPU-side hang (nccl_sync_waits.cc), blamed on the first of the process's
+// recent NCCL calls (on the stream waited for, where it issued any there)
+// whose matching call a rank has not entered.
+//
+// Hangs are kept by number. record keeps them all (up to kMaxHangs) for its
+// report; the agent, which runs for months, forgets each once its end has
+// been taken (ForgetEndedHangs), so kMaxHangs bounds the hangs stuck at once.
 //
 // Everything is bounded: communicators, ranks and in-flight calls per
 // process, calls of a group; what did not fit is counted (stats()).
@@ -30,12 +39,14 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "profiler/collectives/nccl_comm_id.h"
@@ -60,6 +71,17 @@ struct NcclCall {
   StackId stack = StackTable::kNone;
 };
 
+// A synchronise call entered in a process that has issued NCCL calls
+// (GF_EV_CUDA_SYNC_ENTER), decoded.
+struct NcclSyncCall {
+  pid_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t ts_ns = 0;
+  uint16_t api = 0;     // GF_API_IS_CUDA_SYNC
+  uint64_t object = 0;  // the stream or event waited for (0: device or context)
+  StackId stack = StackTable::kNone;
+};
+
 // A rank of a communicator that has not entered the call another waits in.
 struct NcclAbsentRank {
   int rank = -1;
@@ -76,6 +98,11 @@ inline constexpr double kDefaultNcclHangSeconds = 10.0;
 // A call stuck past the threshold: what it is, who it waits for.
 struct NcclHang {
   uint64_t number = 0;  // 1, 2, ... in the order found
+  // Where the thread is stuck: in the NCCL call (kCall), or (kGpu) in a
+  // synchronise call after the process's NCCL calls returned, enqueued: the
+  // GPU waits, and the thread with it. For kGpu, tid and start_ns are the
+  // synchronise call's, and the NCCL fields below describe the call blamed.
+  enum class Side { kCall, kGpu } side = Side::kCall;
   pid_t pid = 0;
   uint32_t tid = 0;
   uint16_t api = 0;
@@ -94,8 +121,20 @@ struct NcclHang {
   StackId stack = StackTable::kNone;
   std::vector<uint16_t> grouped;  // ncclGroupEnd: the calls of its group (api), in order
   std::vector<NcclAbsentRank> absent;
-  // How it ended: returned (with the call's result), or its process ended.
-  enum class Outcome { kStuck, kReturned, kProcessEnded } outcome = Outcome::kStuck;
+  // kGpu: the synchronise call, and the NCCL call blamed (the first of the
+  // process's recent ones, on the stream waited for where there are any,
+  // that a rank has not matched; else its last).
+  uint16_t sync_api = 0;
+  uint64_t sync_object = 0;  // stream or event (0: device or context)
+  StackId sync_stack = StackTable::kNone;
+  uint32_t call_tid = 0;
+  uint64_t call_ns = 0;          // the blamed call's entry
+  bool same_stream = false;      // it was issued on the stream waited for
+  uint32_t unmatched_calls = 0;  // of the recent calls considered, those a rank has not matched
+  // How it ended: returned (with the call's result: ncclResult_t, or for
+  // kGpu the synchronise call's cudaError_t / CUresult), its process ended,
+  // or its thread ended inside the call while the process lived on.
+  enum class Outcome { kStuck, kReturned, kProcessEnded, kThreadEnded } outcome = Outcome::kStuck;
   uint64_t end_ns = 0;
   uint32_t result = 0;
 };
@@ -134,8 +173,14 @@ struct NcclStats {
   uint64_t dropped_ranks = 0;               // implausible rank/nranks, or over the bound
   uint64_t dropped_group_calls = 0;         // past kMaxGroupCalls in one group
   uint64_t dropped_in_flight = 0;           // over kMaxInFlight
-  uint64_t hangs = 0;
-  uint64_t unfinished = 0;  // still in flight when recording ended
+  uint64_t hangs = 0;                       // found, both sides
+  uint64_t gpu_hangs = 0;                   // of which in a synchronise call (NcclHang::Side::kGpu)
+  uint64_t hangs_not_kept = 0;              // found while kMaxHangs were held: counted, not said
+  uint64_t unfinished = 0;                  // still in flight when recording ended
+  uint64_t sync_entries = 0;                // synchronise calls entered in NCCL processes
+  uint64_t dropped_syncs = 0;               // over kMaxInFlight
+  uint64_t dropped_recent_processes = 0;    // NCCL calls of processes over kMaxRecentProcesses not kept
+  uint64_t ended_with_thread = 0;           // NCCL and synchronise calls whose thread ended inside them
 };
 
 class NcclTracker {
@@ -145,7 +190,9 @@ class NcclTracker {
   static constexpr size_t kMaxTrackedRanks = 65536;  // of all communicators together
   static constexpr size_t kMaxGroupCalls = 64;
   static constexpr size_t kMaxInFlight = 65536;
-  static constexpr size_t kMaxHangs = 1024;
+  static constexpr size_t kMaxHangs = 1024;      // held at once
+  static constexpr size_t kMaxRecentCalls = 32;  // per process, for GPU-side hangs
+  static constexpr size_t kMaxRecentProcesses = 4096;
 
   explicit NcclTracker(uint64_t hang_threshold_ns = 10'000'000'000ull) : threshold_ns_(hang_threshold_ns) {}
   void SetHangThreshold(uint64_t ns) { threshold_ns_ = ns; }
@@ -164,6 +211,15 @@ class NcclTracker {
   // The process is gone: its calls end with it; its communicators' ranks stay
   // (their counts still say what it had entered).
   void OnProcessExit(pid_t pid, uint64_t ts_ns);
+  // A synchronise call entered, and its return (any synchronise call's:
+  // those without an entry here are not NCCL processes' and are ignored).
+  void OnSyncEnter(const NcclSyncCall& call);
+  void OnSyncReturn(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t result);
+  // The thread ended inside its calls while its process lives on
+  // (GF_EV_THREAD_ENDED; |which|: GF_ENDED_* bits): they end there.
+  void OnThreadEnded(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t which);
+  // From now on a hang is forgotten once TakeEnded has handed it out.
+  void ForgetEndedHangs() { forget_ended_ = true; }
   // Recording ends: calls still in flight are charged up to |now_ns|.
   void Finish(uint64_t now_ns);
   // Stacks about to be reused for others: their totals go.
@@ -178,7 +234,9 @@ class NcclTracker {
   std::vector<NcclHang> TakeFound();
   std::vector<NcclHang> TakeEnded();
 
-  const std::vector<NcclHang>& hangs() const { return hangs_; }
+  // By number: every hang found and kept (record), or those not yet over
+  // and taken (after ForgetEndedHangs).
+  const absl::btree_map<uint64_t, NcclHang>& hangs() const { return hangs_; }
   const absl::flat_hash_map<StackId, NcclStackTotals>& totals() const { return totals_; }
   // The same per API (index: api - GF_API_NCCL_ALL_REDUCE), kept when stacks go.
   static constexpr size_t kApis = 13;
@@ -190,12 +248,23 @@ class NcclTracker {
   const NcclStragglers& stragglers() const { return stragglers_; }
 
  private:
+  static constexpr uint64_t kNoHang = 0;
+  static constexpr uint64_t kHangNotKept = UINT64_MAX;  // counted, not kept
   struct InFlight {
     NcclCall call;
     std::optional<NcclCommId> comm_id;
     uint64_t sequence = 0;
     std::vector<std::pair<NcclCall, uint64_t>> grouped;  // ncclGroupEnd: its group's calls, with their ordinals
-    size_t hang = SIZE_MAX;                              // index into hangs_ once found stuck
+    uint64_t hang = kNoHang;                             // its hang's number once found stuck
+  };
+  struct SyncInFlight {
+    NcclSyncCall call;
+    uint64_t hang = kNoHang;
+  };
+  // A collective or send/receive a process issued, with its ordinal.
+  struct Issued {
+    NcclCall call;
+    uint64_t sequence = 0;
   };
   struct Group {
     int depth = 0;
@@ -207,8 +276,15 @@ class NcclTracker {
   // Counts |call| as entered by its rank; returns its ordinal.
   uint64_t Enter(const NcclCall& call, std::optional<NcclCommId>* id);
   void Absent(const NcclCall& call, uint64_t sequence, std::vector<NcclAbsentRank>& out) const;
-  void Close(InFlight& f, uint64_t end_ns, NcclHang::Outcome outcome, uint32_t result);
+  // A new hang's number, or kHangNotKept when kMaxHangs are held (counted).
+  uint64_t NewHang(NcclHang::Side side);
+  void Close(uint64_t hang, uint64_t end_ns, NcclHang::Outcome outcome, uint32_t result);
   void Charge(const NcclCall& c, uint64_t end_ns, uint64_t bytes);
+  // nccl_sync_waits.cc: GPU-side hangs.
+  void Remember(const NcclCall& call, uint64_t sequence);
+  void TickSyncs(uint64_t now_ns);
+  NcclHang GpuHang(const SyncInFlight& s, const std::deque<Issued>& recent) const;
+  void EndSyncs(pid_t pid, uint64_t ts_ns);
 
   uint64_t threshold_ns_;
   absl::flat_hash_map<NcclCommId, NcclCommunicator> comms_;
@@ -218,8 +294,12 @@ class NcclTracker {
   absl::flat_hash_map<ThreadKey, Group> groups_;
   absl::flat_hash_map<StackId, NcclStackTotals> totals_;
   std::array<NcclStackTotals, kApis> by_api_{};
-  std::vector<NcclHang> hangs_;
-  std::vector<size_t> found_, ended_;  // indices into hangs_ not yet taken
+  absl::flat_hash_map<ThreadKey, SyncInFlight> syncs_;
+  absl::flat_hash_map<pid_t, std::deque<Issued>> recent_;  // the last kMaxRecentCalls of each process
+  absl::btree_map<uint64_t, NcclHang> hangs_;
+  uint64_t last_hang_ = 0;
+  bool forget_ended_ = false;
+  std::vector<uint64_t> found_, ended_;  // numbers not yet taken
   NcclStats stats_;
   NcclStragglers stragglers_;
 };

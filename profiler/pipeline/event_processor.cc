@@ -872,6 +872,28 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       nccl_.OnReturn(pid, ev.tid, ev.ts_ns, ev.addr, static_cast<uint32_t>(ev.arg0));
       if (timeline_) timeline_->OnNcclReturn(pid, ev.tid, ev.ts_ns, static_cast<uint32_t>(ev.arg0));
       break;
+    case GF_EV_CUDA_SYNC_ENTER: {
+      // Only NCCL processes send it (bpf/cuda_sync.bpf.h): a wait that
+      // outlasts the hang threshold there may be a GPU-side NCCL hang.
+      if (!GF_API_IS_CUDA_SYNC(ev.api)) {
+        stats_.malformed++;
+        break;
+      }
+      NcclSyncCall call;
+      call.pid = pid;
+      call.tid = ev.tid;
+      call.ts_ns = ev.ts_ns;
+      call.api = ev.api;
+      call.object = ev.addr;
+      call.stack = RecordStack(ev, body, mixed);
+      nccl_.OnSyncEnter(call);
+      break;
+    }
+    case GF_EV_THREAD_ENDED:
+      // The thread ended inside these calls; its process lives on.
+      nccl_.OnThreadEnded(pid, ev.tid, ev.ts_ns, static_cast<uint32_t>(ev.arg0));
+      if (timeline_ && (ev.arg0 & GF_ENDED_NCCL_CALL)) timeline_->OnThreadEnded(pid, ev.tid, ev.ts_ns);
+      break;
     case GF_EV_CUDA_SYNC:
       // The target's numbers: an API that is not a synchronise call, or an
       // end before the start, is no wait.
@@ -881,6 +903,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       }
     {
       stats_.sync_calls++;
+      nccl_.OnSyncReturn(pid, ev.tid, ev.ts_ns, static_cast<uint32_t>(ev.arg1));  // a GPU-side hang ends
       if (!utilization_ && !timeline_) {
         stats_.sync_calls_unused++;  // neither kernel time nor a timeline takes them
         break;

@@ -46,6 +46,12 @@ struct ProfilingOptions {
   // profiler/utilization joins them with the idle gaps (record with kernel
   // time). Off: the agent has no utilization to take them.
   bool sync_waits = false;
+  // Attach those probes anyway, for NCCL's GPU-side hangs (a synchronise
+  // call stuck after NCCL calls that returned once enqueued:
+  // profiler/collectives/). Without sync_waits only processes that issued
+  // NCCL calls send records (two per synchronise call); every other
+  // process pays the two probe hits and a hash lookup per synchronise call.
+  bool nccl_gpu_hangs = true;
   TensorEvents tensor_events = TensorEvents::kAuto;
   // Machine-wide (the agent, `record` without a command): the first process
   // to map a CUDA, PyTorch or libpython file not yet covered waits until its

@@ -32,6 +32,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   bopt.ring_bytes = options.profiling.ring_buffer_kb << 10;
   bopt.native_stacks = static_cast<int>(options.profiling.native_stacks);
   bopt.gate_new_files = options.system_wide && options.profiling.gate_new_libraries;
+  // Every synchronise call's record where utilization or the timeline takes
+  // them; else only NCCL processes', for their GPU-side hangs.
+  bopt.sync_returns_all = options.profiling.sync_waits;
   bopt.share_held_map = ShareHeldMapWithGuardian;  // what the gates stop, for a guardian that outlives us
   auto probes = BpfProbes::Load(bopt);
   if (!probes.ok()) return ExplainBpfFailure(probes.status());
@@ -49,7 +52,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   ropt.tensor_events = options.profiling.tensor_events;
   ropt.kernel_time_exact = options.profiling.kernel_time_exact;
   ropt.tensor_exact = options.profiling.tensor_exact;
-  ropt.sync_waits = options.profiling.sync_waits;
+  ropt.sync_waits = options.profiling.sync_waits || options.profiling.nccl_gpu_hangs;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(

@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
   skel->rodata->bench_stop_at = options.bench_stop_at;
   skel->rodata->intern_stacks = options.intern_stacks;
+  skel->rodata->sync_returns_all = options.sync_returns_all;
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");

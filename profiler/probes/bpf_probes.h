@@ -54,6 +54,7 @@ class BpfProbes {
     bool gate_new_files = false;      // machine-wide: stop the first mapper of an uncovered library
     uint32_t bench_stop_at = 0;       // benchmarks only: enum gf_bench_stage (bench/overhead_harness.cc)
     bool intern_stacks = true;        // known Python stacks sent as IDs (off: benchmarks measuring it)
+    bool sync_returns_all = true;     // every synchronise call's GF_EV_CUDA_SYNC (off: NCCL processes' only)
     // Called with the descriptor of the map of held processes (`held`,
     // struct gf_held) after the object loads and before any gate can fire:
     // hands it to whoever resumes them if gpuflame is killed (its guardian,

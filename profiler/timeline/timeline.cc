@@ -222,6 +222,13 @@ void Timeline::OnNcclReturn(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t re
   open_calls_.erase(it);
 }
 
+void Timeline::OnThreadEnded(pid_t pid, uint32_t tid, uint64_t ts_ns) {
+  auto it = open_calls_.find(ThreadKey(pid, tid));
+  if (it == open_calls_.end()) return;
+  EndUnfinished(it->second, ts_ns);
+  open_calls_.erase(it);
+}
+
 void Timeline::EndUnfinished(size_t index, uint64_t ts_ns) {
   Event& e = events_[index];
   e.end_ns = std::max(e.ts_ns, ts_ns);

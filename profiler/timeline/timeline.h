@@ -12,8 +12,8 @@
 //    when written through the library's clock snapshots (gpu_clock.h);
 //  - CUDA synchronise calls and NCCL calls, exact spans from entry to
 //    return (the probes' records), with their stacks; a call still in
-//    flight when its process ends or the recording stops ends there, said
-//    unfinished.
+//    flight when its thread or process ends or the recording stops ends
+//    there, said unfinished.
 // Names are not copied: spans hold frame IDs and events stack IDs, named
 // when written, after the last symbol refresh, exactly as the flame graphs
 // name them. That holds while stack IDs are not reused, which only the
@@ -120,6 +120,9 @@ class Timeline {
   void OnNcclCall(pid_t pid, uint32_t tid, uint64_t ts_ns, uint16_t api, uint64_t comm, int64_t bytes, int32_t peer,
                   uint32_t datatype, StackId stack);
   void OnNcclReturn(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t result);
+  // The thread ended inside its NCCL call (its process lives on): the call
+  // ends there, unfinished.
+  void OnThreadEnded(pid_t pid, uint32_t tid, uint64_t ts_ns);
   void OnKernelName(pid_t pid, uint32_t name_id, std::string_view mangled);
   // The library's clock pair (gpu_clock.h); a library from before sends none.
   void OnClock(pid_t pid, uint64_t cupti_ns, uint64_t mono_before_ns, uint64_t mono_after_ns) {

@@ -1125,11 +1125,56 @@ TEST(AgentTest, LogsAndCountsAnNcclHangWhileItIsStuck) {
   double stuck_now = -1;
   for (int i = 0; i < 50 && stuck_now != 0; i++) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    stuck_now = Metric(metrics_port, "gpuflame_nccl_calls_stuck");
+    stuck_now = Metric(metrics_port, "gpuflame_nccl_calls_stuck{side=\"call\"}");
   }
   EXPECT_EQ(stuck_now, 0);
-  EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_hangs_total"), 1);
+  EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_hangs_total{side=\"call\"}"), 1);
   EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_calls_total"), 20);
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+}
+
+// The same on a (simulated) GPU: NCCL calls return once enqueued, and rank
+// 0 waits in cudaStreamSynchronize while rank 1 is stopped. The agent
+// attaches the synchronise probes for this alone and hears only NCCL
+// processes' synchronise calls; the hang is logged with side=gpu, counted
+// under side="gpu", and forgotten once over (nothing left stuck).
+TEST(AgentTest, LogsAndCountsAGpuSideNcclHang) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  std::string dir = TempDir("agent_nccl_gpu");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--nccl-hang-s", "1"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
+  RunResult r = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + TempDir("agent_nccl_gpu_shared") + " GF_SIM_NCCL_TIMEOUT_S=60 " +
+                   py + " " + Workload("nccl_ranks.py") + " gpu 3 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 0 pid ([0-9]+)"))) << r.output;
+  const std::string rank0 = m[1];
+  const std::string over =
+      "over: cudaStreamSynchronize (GPU side, after ncclSend to peer 1) of pid " + rank0 + " (rank 0 of 2) lasted ";
+  for (int i = 0; i < 50 && agent.Log().find(over) == std::string::npos; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string log = agent.Log();
+  const std::regex stuck("NCCL hang #[0-9]+ \\(GPU side\\): pid " + rank0 +
+                         " rank 0 of 2 stuck for [0-9.]+ s in cudaStreamSynchronize on stream 0x5000, called from "
+                         ".*Trainer > step › Comm > synchronize; the first of its NCCL calls on that stream .*ncclSend "
+                         "to peer 1 \\(4\\.00 MiB, float32 x 1048576\\).*Comm > exchange › Comm > send, .*waiting for "
+                         "rank 1 \\(pid [0-9]+, stopped\\)");
+  EXPECT_TRUE(std::regex_search(log, stuck)) << log;
+  EXPECT_NE(log.find(over), std::string::npos) << log;
+  double stuck_now = -1;
+  for (int i = 0; i < 50 && stuck_now != 0; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stuck_now = Metric(metrics_port, "gpuflame_nccl_calls_stuck{side=\"gpu\"}");
+  }
+  EXPECT_EQ(stuck_now, 0);
+  EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_hangs_total{side=\"gpu\"}"), 1);
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
 }
 

@@ -55,13 +55,13 @@ std::string IdHash(const std::string& hex) {
   return out;
 }
 
-Recorded RecordRanks(const std::string& mode, const std::string& flags = "") {
+Recorded RecordRanks(const std::string& mode, const std::string& flags = "", double stop_s = kStopSeconds) {
   Recorded r;
   r.out = TempDir("nccl-" + mode);
   const std::string shared = TempDir("nccl-shared-" + mode);
   r.run = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + shared + " GF_SIM_NCCL_TIMEOUT_S=60 " + GPUFLAME_BIN + " record -o " +
-             r.out + " --no-progress --nccl-hang-s 1 " + flags + " -- " + PyenvPython("3.12") + " " + Workload("nccl_ranks.py") +
-             " " + mode + " " + std::to_string(kStopSeconds) + " 2>&1");
+             r.out + " --no-progress --nccl-hang-s 1 " + flags + " -- " + PyenvPython("3.12") + " " +
+             Workload("nccl_ranks.py") + " " + mode + " " + std::to_string(stop_s) + " 2>&1");
   std::smatch m;
   if (std::regex_search(r.run.output, m, std::regex("unique id ([0-9a-f]+)"))) r.id_hex = m[1];
   for (int rank : {0, 1})
@@ -413,6 +413,152 @@ TEST(NcclTest, AStragglerIsNamedWithWhatItRanWhileTheOthersWaited) {
                            " entered last in [0-9]+ of 20 collectives; the others waited [0-9.]+ s for it; meanwhile it "
                            "was on the CPU in .*DataLoader > __next__ \\([0-9]+%\\)\n";
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(line))) << line << "\n" << r.run.output;
+}
+
+// On a GPU (the simulated libnccl's GPU mode: calls return once enqueued,
+// the stream's synchronise call waits for the peers), rank 0's last ncclSend
+// returns at once and rank 0 waits in cudaStreamSynchronize on its stream
+// while rank 1 is stopped before its receive: a GPU-side hang, said while
+// stuck with the synchronise call's stack, the send it waits behind (its
+// stack, bytes, communicator) and the rank that has not entered the matching
+// receive; and again when over.
+TEST(NcclTest, GpuSideHangNamesTheSendBehindTheStuckSynchronize) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("gpu");
+  ExpectEveryCall(r);  // the NCCL calls are the same; none of them is stuck
+  const std::string pid0 = std::to_string(r.rank_pid[0]), pid1 = std::to_string(r.rank_pid[1]);
+  // Each rank synchronises once a step, every time after its first collective.
+  EXPECT_EQ(r.summary["bpf"]["cuda_sync_entries_sent"], 6) << r.summary["bpf"].dump();
+  EXPECT_EQ(r.nccl["synchronise_calls_entered"], 6);
+  EXPECT_EQ(r.nccl["gpu_hangs"], 1);
+  ASSERT_EQ(r.nccl["hangs"].size(), 1u) << r.nccl.dump(2);
+  const nlohmann::json& h = r.nccl["hangs"][0];
+  EXPECT_EQ(h["number"], 1);
+  EXPECT_EQ(h["side"], "gpu");
+  EXPECT_EQ(h["pid"], r.rank_pid[0]);
+  EXPECT_EQ(h["tid"], r.rank_pid[0]);  // the main thread waits
+  EXPECT_EQ(h["call_tid"], r.rank_pid[0]);
+  EXPECT_EQ(h["operation"], "ncclSend");
+  EXPECT_EQ(h["rank"], 0);
+  EXPECT_EQ(h["nranks"], 2);
+  EXPECT_EQ(h["peer"], 1);
+  EXPECT_EQ(h["bytes"], 4 * MiB);
+  EXPECT_EQ(h["count"], MiB);
+  EXPECT_EQ(h["datatype"], "float32");
+  EXPECT_EQ(h["stream"], "0x5000");
+  EXPECT_EQ(h["communicator_id"], IdHash(r.id_hex));
+  EXPECT_EQ(h["sequence"], 3);
+  EXPECT_EQ(h["same_stream"], true);
+  EXPECT_EQ(h["unmatched_calls"], 1);
+  EXPECT_EQ(h["waiting_for"],
+            nlohmann::json::parse("[{\"rank\": 1, \"pid\": " + pid1 + ", \"matching_calls_entered\": 2}]"));
+  const std::string stack = h["stack"].is_string() ? h["stack"].get<std::string>() : "";
+  EXPECT_TRUE(stack.ends_with(kStepFrames + "Comm > exchange;Comm > send;ncclSend")) << stack;
+  EXPECT_EQ(h["sync"]["operation"], "cudaStreamSynchronize");
+  EXPECT_EQ(h["sync"]["tid"], r.rank_pid[0]);
+  EXPECT_EQ(h["sync"]["waits_on"], "stream 0x5000");
+  const std::string sync_stack = h["sync"]["stack"].is_string() ? h["sync"]["stack"].get<std::string>() : "";
+  EXPECT_TRUE(sync_stack.ends_with(kStepFrames + "Comm > synchronize;cudaStreamSynchronize")) << sync_stack;
+  EXPECT_EQ(h["outcome"], "returned");
+  EXPECT_EQ(h["result"], "cudaSuccess");
+  // The send returned at once; the wait began right after it.
+  EXPECT_GE(h["started_seconds"].get<double>(), h["call_started_seconds"].get<double>());
+  EXPECT_LT(h["started_seconds"].get<double>() - h["call_started_seconds"].get<double>(), 1.0);
+  const double found = h["found_seconds"].get<double>() - h["started_seconds"].get<double>();
+  EXPECT_GE(found, 1.0);
+  EXPECT_LT(found, 2.0);
+  EXPECT_GE(h["lasted_seconds"].get<double>(), kStopSeconds - 0.5);
+  EXPECT_LT(h["lasted_seconds"].get<double>(), kStopSeconds + 5);
+  // The send's time in the nccl profile is the enqueue's, not the stop.
+  auto time = Stacks(r.profile, "time", true, true);
+  for (const auto& [st, ns] : time)
+    if (st.ends_with("Comm > send;ncclSend")) {
+      EXPECT_LT(ns, 1'000'000'000) << st;
+    }
+  const std::string live =
+      "gpuflame: warning: NCCL hang #1 \\(GPU side\\): pid " + pid0 +
+      " rank 0 of 2 stuck for 1\\.[0-9] s in cudaStreamSynchronize on stream 0x5000, called from <module> › "
+      "run_rank › Trainer > step › Comm > synchronize; the first of its NCCL calls on that stream \\(they return "
+      "once enqueued\\) that a rank has not matched: ncclSend to peer 1 \\(4\\.00 MiB, float32 x 1048576\\) on "
+      "communicator " +
+      h["communicator"].get<std::string>() + " \\(id " + IdHash(r.id_hex).substr(0, 16) +
+      "\\), called from … › run_rank › Trainer > step › Comm > exchange › Comm > send, 0\\.[0-9] s before the "
+      "wait; waiting for rank 1 \\(pid " +
+      pid1 + ", stopped\\): it has not entered the matching ncclRecv \\(the 3rd from rank 0\\)\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
+  const std::string over =
+      "gpuflame: NCCL hang #1 over: cudaStreamSynchronize \\(GPU side, after ncclSend to peer "
+      "1\\) of pid " +
+      pid0 + " \\(rank 0 of 2\\) lasted [0-9.]+ s, returned cudaSuccess\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(over))) << over << "\n" << r.run.output;
+  EXPECT_LT(r.run.output.find("NCCL hang #1 (GPU side):"), r.run.output.find("rank 1 done")) << r.run.output;
+  EXPECT_NE(ReadFile(r.out + "/flamegraph.html")
+                .find("NCCL hang #1 over: cudaStreamSynchronize (GPU side, after ncclSend to peer 1) of pid " + pid0 +
+                      " (rank 0 of 2) lasted "),
+            std::string::npos);
+}
+
+// A thread of rank 0 that ends inside its ncclSend (the simulated NCCL ends
+// it with pthread_exit 2 s into the wait) while the process lives on: the
+// hang ends there, said "ended with its thread", not left stuck until the
+// process ends; its span on the timeline ends there, unfinished.
+TEST(NcclTest, ThreadEndedInsideItsCallEndsItsHang) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const Recorded r = RecordRanks("thread", "--timeline", 4.0);
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.nccl.is_object()) << ReadFile(r.out + "/summary.json");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.run.output, m, std::regex("rank 0 thread ([0-9]+) ended inside ncclSend")))
+      << r.run.output;
+  const int tid = std::stoi(m[1]);
+  const std::string pid0 = std::to_string(r.rank_pid[0]);
+  EXPECT_EQ(r.nccl["calls"], 23);
+  EXPECT_EQ(r.nccl["returns"], 22);  // the send whose thread ended never returned
+  EXPECT_EQ(r.nccl["calls_ended_with_thread"], 1);
+  EXPECT_EQ(r.nccl["unfinished_calls"], 0);
+  EXPECT_EQ(r.summary["bpf"]["threads_ended_inside_calls"], 1) << r.summary["bpf"].dump();
+  EXPECT_EQ(r.summary["bpf"]["thread_ended_records"], 1) << r.summary["bpf"].dump();
+  ASSERT_EQ(r.nccl["hangs"].size(), 1u) << r.nccl.dump(2);
+  const nlohmann::json& h = r.nccl["hangs"][0];
+  EXPECT_EQ(h["side"], "call");
+  EXPECT_EQ(h["pid"], r.rank_pid[0]);
+  EXPECT_EQ(h["tid"], tid);
+  EXPECT_EQ(h["operation"], "ncclSend");
+  EXPECT_EQ(h["peer"], 1);
+  EXPECT_EQ(h["waiting_for"], nlohmann::json::parse("[{\"rank\": 1, \"pid\": " + std::to_string(r.rank_pid[1]) +
+                                                    ", \"matching_calls_entered\": 2}]"));
+  const std::string stack = h["stack"].is_string() ? h["stack"].get<std::string>() : "";
+  EXPECT_TRUE(stack.ends_with("Comm > send;ncclSend")) << stack;
+  EXPECT_EQ(h["outcome"], "thread ended");
+  EXPECT_EQ(h["result"], nullptr);
+  EXPECT_GE(h["lasted_seconds"].get<double>(), 1.9);
+  EXPECT_LT(h["lasted_seconds"].get<double>(), 3.0);
+  const std::string over = "gpuflame: NCCL hang #1 over: ncclSend to peer 1 of pid " + pid0 +
+                           " \\(rank 0 of 2\\) ended with its thread " + std::to_string(tid) +
+                           " after 2\\.[0-9] s; the process lives on\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(over))) << over << "\n" << r.run.output;
+  // Said when the thread ended, before rank 1 went on.
+  EXPECT_LT(r.run.output.find("NCCL hang #1 over:"), r.run.output.find("rank 1 done")) << r.run.output;
+
+  auto text = exporters::Gunzip(ReadFile(r.out + "/timeline.json.gz"));
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json doc = nlohmann::json::parse(*text, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded());
+  CheckTraceSchema(doc);
+  int unfinished = 0, sends = 0;
+  for (const TraceSpan& s : TraceSpans(doc, "nccl")) {
+    if (s.pid == static_cast<uint64_t>(r.rank_pid[0]) && s.name == "ncclSend") sends++;
+    if (!s.begin["args"].contains("unfinished")) continue;
+    unfinished++;
+    EXPECT_EQ(s.pid, static_cast<uint64_t>(r.rank_pid[0]));
+    EXPECT_EQ(s.name, "ncclSend");
+    EXPECT_GE(s.dur, 1.9e6);  // ended at its thread's end, not the process's
+    EXPECT_LT(s.dur, 3.0e6);
+  }
+  EXPECT_EQ(unfinished, 1);
+  EXPECT_EQ(sends, 3);
 }
 
 }  // namespace

@@ -326,9 +326,9 @@ def seeds():
     nccl = A.GF_DOMAIN_NCCL
     no_op = A.GF_NCCL_NO_OP
     f32 = 7
-    def call(api, pid, ts, comm=0, count=0, dtype=no_op, op=no_op, peer=-1, stream=0, py=2, stack=30):
+    def call(api, pid, ts, comm=0, count=0, dtype=no_op, op=no_op, peer=-1, stream=0, py=2, stack=30, **kw):
         return stack_record(A.GF_EV_NCCL_CALL, nccl, api, py=py, stack=stack, pid=pid, ts=ts, addr=comm, size=count,
-                            arg0=(dtype & 0xFFFFFFFF) | (op << 32), arg1=peer & 0xFFFFFFFFFFFFFFFF, arg2=stream)
+                            arg0=(dtype & 0xFFFFFFFF) | (op << 32), arg1=peer & 0xFFFFFFFFFFFFFFFF, arg2=stream, **kw)
     def done(api, pid, ts, comm=0, result=0):
         return event(A.GF_EV_NCCL_DONE, nccl, api, pid=pid, ts=ts, addr=comm, arg0=result)
     init = A.GF_API_NCCL_COMM_INIT_RANK
@@ -360,6 +360,31 @@ def seeds():
         call(A.GF_API_NCCL_SEND, 4244, 6_000_000_000, comm=0xDEAD, count=(1 << 64) - 1, dtype=99, peer=7),
         done(A.GF_API_NCCL_COMM_DESTROY, 4245, 6_000_000_001),
         call(init, 4246, 6_000_000_002, comm=0x3333, count=2, peer=5),
+        NCCL_TICK)
+    # A GPU-side hang (bpf/cuda_sync.bpf.h in an NCCL process): the send
+    # returns at once, the stream's synchronise is entered (with its stack)
+    # and stuck past the threshold, then returns; a thread ends inside a
+    # send and a synchronise (GF_EV_THREAD_ENDED); a synchronise entry with
+    # an API that is not one, and a thread-ended record with every bit set.
+    sync = A.GF_DOMAIN_SYNC
+    s["nccl_gpu"] = frame(
+        call(init, 4252, 1_000_000, comm=0x2222, count=2, peer=0),
+        done(init, 4252, 1_000_100, comm=0xC0),
+        call(A.GF_API_NCCL_SEND, 4252, 1_002_000, comm=0xC0, count=1 << 20, dtype=f32, peer=1, stream=0x5000),
+        done(A.GF_API_NCCL_SEND, 4252, 1_002_010),
+        stack_record(A.GF_EV_CUDA_SYNC_ENTER, sync, A.GF_API_CUDA_STREAM_SYNC, py=2, stack=35, pid=4252, ts=1_003_000,
+                     addr=0x5000),
+        NCCL_TICK,
+        stack_record(A.GF_EV_CUDA_SYNC, sync, A.GF_API_CUDA_STREAM_SYNC, py=2, stack=35, pid=4252, ts=4_000_000_000,
+                     addr=0x5000, arg0=1_003_000),
+        call(A.GF_API_NCCL_SEND, 4252, 4_000_001_000, comm=0xC0, count=8, dtype=f32, peer=1, tid=4253),
+        stack_record(A.GF_EV_CUDA_SYNC_ENTER, sync, A.GF_API_CU_STREAM_SYNC, py=2, stack=36, pid=4252, tid=4254,
+                     ts=4_000_001_000, addr=0x5000),
+        NCCL_TICK,
+        event(A.GF_EV_THREAD_ENDED, pid=4252, tid=4253, ts=6_000_000_000, arg0=A.GF_ENDED_NCCL_CALL),
+        event(A.GF_EV_THREAD_ENDED, pid=4252, tid=4254, ts=6_000_000_001, arg0=A.GF_ENDED_SYNC_CALL),
+        stack_record(A.GF_EV_CUDA_SYNC_ENTER, sync, 7, py=1, stack=37, pid=4252, ts=6_000_000_002),
+        event(A.GF_EV_THREAD_ENDED, pid=4252, tid=4255, ts=6_000_000_003, arg0=(1 << 64) - 1),
         NCCL_TICK)
     # Everything small above in one run (mutations splice from here).
     s["all"] = b"".join(v for k, v in sorted(s.items()) if k not in ("call_stack_user_stack", "kernel_batch_full"))

@@ -1,7 +1,9 @@
 // profiler/collectives/: the NCCL tracker's accounting, communicators joined
 // by unique ID, hangs found while stuck with the ranks that have not entered
 // the matching call (collectives, send/recv, grouped calls, init), their end,
-// the bounds on what the profiled process sends; and the reports.
+// the bounds on what the profiled process sends; GPU-side hangs (a
+// synchronise call stuck after NCCL calls that returned once enqueued);
+// calls whose thread ended; an agent's hangs past kMaxHangs; and the reports.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -241,8 +243,8 @@ TEST(NcclTrackerTest, InitWaitsForTheRanksNotJoined) {
   // Recording ends with them still stuck: charged up to the end.
   t.Finish(5 * kS);
   EXPECT_EQ(t.stats().unfinished, 2u);
-  EXPECT_EQ(t.hangs()[0].outcome, NcclHang::Outcome::kStuck);
-  EXPECT_EQ(t.hangs()[0].end_ns, 5 * kS);
+  EXPECT_EQ(t.hangs().begin()->second.outcome, NcclHang::Outcome::kStuck);
+  EXPECT_EQ(t.hangs().begin()->second.end_ns, 5 * kS);
 }
 
 TEST(NcclTrackerTest, HostileValuesAreBounded) {
@@ -291,6 +293,192 @@ TEST(NcclReportTest, HangLineSaysWhoWaitsForWhom) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"communicator_id\": \"00000000000022220000000000001111\""), std::string::npos) << json;
+}
+
+NcclSyncCall Sync(pid_t pid, uint64_t ts, uint16_t api, uint64_t object) {
+  NcclSyncCall c;
+  c.pid = pid;
+  c.tid = static_cast<uint32_t>(pid) + 1;  // another thread than the NCCL calls'
+  c.ts_ns = ts;
+  c.api = api;
+  c.object = object;
+  c.stack = 99;
+  return c;
+}
+
+// On a GPU the send returns once enqueued; rank 0 then waits in
+// cudaStreamSynchronize on the send's stream, which never ends while rank 1
+// has not posted its receive: a GPU-side hang that blames the send, not the
+// all-reduce both ranks entered before it.
+TEST(NcclTrackerTest, GpuSideHangBlamesTheFirstUnmatchedCallOnTheStream) {
+  NcclTracker t(kS);
+  TwoRanks(t);
+  NcclCall ar = P2p(10, 2 * kS, GF_API_NCCL_ALL_REDUCE, 0xa, -1, 256);
+  ar.stream = 0x5000;
+  NcclCall ar1 = ar;
+  ar1.pid = 20;
+  ar1.tid = 20;
+  ar1.comm = 0xb;
+  NcclCall send = P2p(10, 2 * kS + 100, GF_API_NCCL_SEND, 0xa, 1, 1 << 20);
+  send.stream = 0x5000;
+  NcclCall other = P2p(10, 2 * kS + 200, GF_API_NCCL_ALL_REDUCE, 0xa, -1, 256);
+  other.stream = 0x6000;  // another stream: not what the wait is for
+  for (const NcclCall& c : {ar, ar1, send, other}) {
+    t.OnCall(c);
+    t.OnReturn(c.pid, c.tid, c.ts_ns + 10, 0, 0);  // enqueued: back at once
+  }
+  // A synchronise call in a process with no NCCL work is nobody's hang.
+  t.OnSyncEnter(Sync(30, 2 * kS, GF_API_CUDA_DEVICE_SYNC, 0));
+  t.OnSyncEnter(Sync(10, 3 * kS, GF_API_CUDA_STREAM_SYNC, 0x5000));
+  t.Tick(3 * kS + kS / 2);
+  EXPECT_TRUE(t.TakeFound().empty());
+  t.Tick(4 * kS);
+  std::vector<NcclHang> found = t.TakeFound();
+  ASSERT_EQ(found.size(), 1u);
+  const NcclHang& h = found[0];
+  EXPECT_EQ(h.side, NcclHang::Side::kGpu);
+  EXPECT_EQ(h.pid, 10);
+  EXPECT_EQ(h.tid, 11u);
+  EXPECT_EQ(h.sync_api, GF_API_CUDA_STREAM_SYNC);
+  EXPECT_EQ(h.sync_stack, 99u);
+  EXPECT_EQ(h.api, GF_API_NCCL_SEND);
+  EXPECT_EQ(h.stack, send.stack);
+  EXPECT_EQ(h.call_ns, send.ts_ns);
+  EXPECT_TRUE(h.same_stream);
+  EXPECT_EQ(h.unmatched_calls, 1u);
+  EXPECT_EQ(h.rank, 0);
+  EXPECT_EQ(h.sequence, 1u);
+  ASSERT_EQ(h.absent.size(), 1u);
+  EXPECT_EQ(h.absent[0].rank, 1);
+  EXPECT_EQ(h.absent[0].pid, 20);
+  EXPECT_EQ(t.stats().gpu_hangs, 1u);
+  EXPECT_EQ(t.stats().sync_entries, 2u);
+  StackTable stacks;
+  FrameTable frames;
+  EXPECT_EQ(NcclHangLine(
+                h, StackSource{stacks, frames}, [](pid_t) { return std::string("stopped"); }, 5 * kS),
+            "NCCL hang #1 (GPU side): pid 10 rank 0 of 2 stuck for 2.0 s in cudaStreamSynchronize on stream 0x5000 "
+            "(thread 11); the first of its NCCL calls on that stream (they return once enqueued) that a rank has not "
+            "matched: ncclSend to peer 1 (4.00 MiB, float32 x 1048576) on communicator 0xa (id 0000000000002222), "
+            "1.0 s before the wait; waiting for rank 1 (pid 20, stopped): it has not entered the matching ncclRecv "
+            "(the 1st from rank 0)");
+  // Rank 1 posts its receive: the stream runs on, the wait returns.
+  t.OnSyncReturn(10, 11, 6 * kS, 0);
+  t.OnSyncReturn(30, 31, 6 * kS, 0);  // never a hang: nothing said
+  std::vector<NcclHang> ended = t.TakeEnded();
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(NcclHangEndLine(ended[0]),
+            "NCCL hang #1 over: cudaStreamSynchronize (GPU side, after ncclSend to peer 1) of pid 10 (rank 0 of 2) "
+            "lasted 3.0 s, returned cudaSuccess");
+  const std::string json = NcclJson(t, StackSource{stacks, frames}, {}, 0);
+  EXPECT_NE(json.find("{\"number\": 1, \"side\": \"gpu\", \"pid\": 10, \"tid\": 11, "), std::string::npos) << json;
+  EXPECT_NE(json.find("\"sync\": {\"operation\": \"cudaStreamSynchronize\", \"tid\": 11, \"waits_on\": \"stream "
+                      "0x5000\", \"stack\": null}, \"call_tid\": 10, \"call_started_seconds\": 2.000, "
+                      "\"same_stream\": true, \"unmatched_calls\": 1"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"outcome\": \"returned\", \"lasted_seconds\": 3.000, \"result\": \"cudaSuccess\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"gpu_hangs\": 1"), std::string::npos) << json;
+}
+
+// A device-wide wait after calls every rank has matched: still said (the
+// wait is long), but blaming no peer; a kernel may be what runs long.
+TEST(NcclTrackerTest, GpuSideHangWithEveryCallMatchedBlamesNoPeer) {
+  NcclTracker t(kS);
+  TwoRanks(t);
+  for (pid_t pid : {10, 20}) {
+    NcclCall ar = P2p(pid, 2 * kS, GF_API_NCCL_ALL_REDUCE, pid == 10 ? 0xa : 0xb, -1, 256);
+    t.OnCall(ar);
+    t.OnReturn(pid, ar.tid, 2 * kS + 10, 0, 0);
+  }
+  t.OnSyncEnter(Sync(10, 3 * kS, GF_API_CUDA_DEVICE_SYNC, 0));
+  t.Tick(5 * kS);
+  std::vector<NcclHang> found = t.TakeFound();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_TRUE(found[0].absent.empty());
+  EXPECT_EQ(found[0].api, GF_API_NCCL_ALL_REDUCE);
+  StackTable stacks;
+  FrameTable frames;
+  EXPECT_EQ(NcclHangLine(found[0], StackSource{stacks, frames}, nullptr, 5 * kS),
+            "NCCL hang #1 (GPU side): pid 10 rank 0 of 2 stuck for 2.0 s in cudaDeviceSynchronize (thread 11); every "
+            "rank seen has entered the matching call of each of its recent NCCL calls on any stream (they return "
+            "once enqueued), the last: ncclAllReduce (1.00 KiB, float32 x 256) on communicator 0xa (id "
+            "0000000000002222), 1.0 s before the wait: the wait may be the GPU's own work, not a peer");
+  // Its process is killed: the hang ends with it.
+  t.OnProcessExit(10, 7 * kS);
+  std::vector<NcclHang> ended = t.TakeEnded();
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(NcclHangEndLine(ended[0]),
+            "NCCL hang #1 over: cudaDeviceSynchronize (GPU side, after ncclAllReduce) of pid 10 (rank 0 of 2) ended "
+            "with its process after 4.0 s");
+}
+
+// A thread ended inside its calls while the process lives on (BPF's
+// GF_EV_THREAD_ENDED): they end there, said so; nothing stays stuck.
+TEST(NcclTrackerTest, ThreadEndedInsideItsCallsEndsThem) {
+  NcclTracker t(kS);
+  TwoRanks(t);
+  NcclCall send = P2p(10, 2 * kS, GF_API_NCCL_SEND, 0xa, 1, 1 << 20);
+  send.tid = 12;
+  t.OnCall(send);
+  t.OnSyncEnter(Sync(10, 2 * kS, GF_API_CU_STREAM_SYNC, 0x5000));
+  t.Tick(4 * kS);
+  ASSERT_EQ(t.TakeFound().size(), 2u);
+  t.OnThreadEnded(10, 12, 5 * kS, GF_ENDED_NCCL_CALL);
+  t.OnThreadEnded(10, 11, 6 * kS, GF_ENDED_SYNC_CALL);
+  t.OnThreadEnded(10, 13, 6 * kS, GF_ENDED_NCCL_CALL | GF_ENDED_SYNC_CALL);  // in no call we knew of
+  std::vector<NcclHang> ended = t.TakeEnded();
+  ASSERT_EQ(ended.size(), 2u);
+  EXPECT_EQ(ended[0].outcome, NcclHang::Outcome::kThreadEnded);
+  EXPECT_EQ(NcclHangEndLine(ended[0]),
+            "NCCL hang #1 over: ncclSend to peer 1 of pid 10 (rank 0 of 2) ended with its thread 12 after 3.0 s; the "
+            "process lives on");
+  EXPECT_EQ(NcclHangEndLine(ended[1]),
+            "NCCL hang #2 over: cuStreamSynchronize (GPU side, after ncclSend to peer 1) of pid 10 (rank 0 of 2) "
+            "ended with its thread 11 after 4.0 s; the process lives on");
+  EXPECT_EQ(t.stats().ended_with_thread, 2u);
+  // The send was charged up to its thread's end.
+  EXPECT_EQ(t.by_api()[GF_API_NCCL_SEND - GF_API_NCCL_ALL_REDUCE].nanos, 3 * kS);
+  t.Finish(7 * kS);
+  EXPECT_EQ(t.stats().unfinished, 0u);
+}
+
+// The agent forgets each hang once said over, so it keeps saying new ones
+// past kMaxHangs for as long as it runs; record keeps every one up to the
+// bound and counts the rest.
+TEST(NcclTrackerTest, AgentKeepsSayingHangsPastTheBound) {
+  NcclTracker agent(kS);
+  agent.ForgetEndedHangs();
+  NcclTracker record(kS);
+  const uint64_t n = NcclTracker::kMaxHangs + 100;
+  for (NcclTracker* t : {&agent, &record}) {
+    TwoRanks(*t);
+    for (uint64_t i = 0; i < n; i++) {
+      const uint64_t at = (i + 2) * 10 * kS;
+      t->OnCall(P2p(10, at, GF_API_NCCL_SEND, 0xa, 1, 1));
+      t->Tick(at + 2 * kS);
+      std::vector<NcclHang> found = t->TakeFound();
+      t->OnReturn(10, 10, at + 3 * kS, 0, 0);
+      std::vector<NcclHang> ended = t->TakeEnded();
+      if (t == &agent || i < NcclTracker::kMaxHangs) {
+        ASSERT_EQ(found.size(), 1u) << i;
+        EXPECT_EQ(found[0].number, i + 1);
+        ASSERT_EQ(ended.size(), 1u) << i;
+        EXPECT_EQ(ended[0].number, i + 1);
+      } else {
+        EXPECT_TRUE(found.empty()) << i;
+        EXPECT_TRUE(ended.empty()) << i;
+      }
+    }
+    EXPECT_EQ(t->stats().hangs, n);
+  }
+  EXPECT_TRUE(agent.hangs().empty());
+  EXPECT_EQ(agent.stats().hangs_not_kept, 0u);
+  EXPECT_EQ(record.hangs().size(), NcclTracker::kMaxHangs);
+  EXPECT_EQ(record.stats().hangs_not_kept, 100u);
+  EXPECT_EQ(record.hangs().rbegin()->first, NcclTracker::kMaxHangs);
 }
 
 }  // namespace

@@ -34,6 +34,16 @@ rank 0 ncclSend 4 MiB of float32 to rank 1, rank 1 ncclRecv them from rank 0.
               first spends STRAGGLER_S of CPU in DataLoader > __next__
               (rank 0's loader returns at once), so rank 0 waits for it in
               every all-reduce: rank 1 is the straggler
+  gpu         as send, on a simulated GPU (GF_SIM_NCCL_GPU=1: NCCL calls
+              return once enqueued) and each step ends with
+              cudaStreamSynchronize on the rank's stream (Trainer > step >
+              Comm > synchronize): rank 0's last ncclSend returns at once
+              and it sits in that synchronise call for STOP_S
+  thread      as send, but rank 0's last ncclSend runs on a thread of its
+              own (Comm > send_on_thread), which ends inside the call 2 s
+              into its wait (GF_SIM_NCCL_END_THREAD_S=2: pthread_exit, as a
+              cancelled thread); rank 0 lives on and ends normally (pass a
+              STOP_S over 2)
   none        no stop
 """
 import ctypes
@@ -41,6 +51,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 STEPS = 3
@@ -82,6 +93,7 @@ nccl.ncclSend.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes
                           ctypes.c_void_p]
 nccl.ncclRecv.argtypes = nccl.ncclSend.argtypes
 nccl.ncclCommDestroy.argtypes = [ctypes.c_void_p]
+cudart.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
 
 
 def check(what, r):
@@ -122,6 +134,22 @@ class Comm:
     def recv(self, peer=0):
         check("ncclRecv", nccl.ncclRecv(self.payload, MiB, FLOAT32, peer, self.comm, self.stream))
 
+    def synchronize(self):
+        check("cudaStreamSynchronize", cudart.cudaStreamSynchronize(self.stream))
+
+    def send_on_thread(self):
+        """The send on a thread that the simulated NCCL ends inside the call;
+        waits (bounded) until the kernel has seen the thread go."""
+        started = []
+        t = threading.Thread(target=lambda: (started.append(threading.get_native_id()), self.send()), daemon=True)
+        t.start()
+        for _ in range(3000):
+            if started and not os.path.exists(f"/proc/self/task/{started[0]}"):
+                print(f"rank 0 thread {started[0]} ended inside ncclSend", flush=True)
+                return
+            time.sleep(0.01)
+        raise SystemExit("nccl_ranks.py: the send's thread did not end")
+
     def exchange_grouped(self, last):
         if last and self.rank == 1:
             wait_for_launcher()
@@ -135,9 +163,12 @@ class Comm:
         if mode == "group":
             self.exchange_grouped(last)
         elif self.rank == 0:
-            self.send()
+            if last and mode == "thread":
+                self.send_on_thread()
+            else:
+                self.send()
         else:
-            if last and mode in ("send", "kill"):
+            if last and mode in ("send", "kill", "gpu", "thread"):
                 wait_for_launcher()
             self.recv()
 
@@ -179,6 +210,8 @@ class Trainer:
             wait_for_launcher()
         self.comm.broadcast()
         self.comm.exchange(last, self.mode)
+        if self.mode == "gpu":
+            self.comm.synchronize()
 
 
 def run_rank(rank, idhex, mode):
@@ -192,6 +225,8 @@ def run_rank(rank, idhex, mode):
         trainer.step(i == steps - 1)
     comm.close()
     print(f"rank {rank} done", flush=True)
+    if mode == "thread":
+        os._exit(0)  # the ended thread's Python state is left behind: no interpreter teardown
 
 
 def launch(mode, stop_s):
@@ -199,8 +234,13 @@ def launch(mode, stop_s):
     check("ncclGetUniqueId", nccl.ncclGetUniqueId(ctypes.byref(uid)))
     idhex = bytes(uid).hex()  # the struct's bytes: .internal would stop at the first NUL
     print(f"unique id {idhex}", flush=True)
+    env = dict(os.environ)
+    if mode == "gpu":
+        env["GF_SIM_NCCL_GPU"] = "1"
     ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "rank", str(r), idhex, mode],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=dict(env, GF_SIM_NCCL_END_THREAD_S="2") if mode == "thread" and r == 0 else env)
+             for r in (0, 1)]
     for r, p in enumerate(ranks):
         print(f"rank {r} pid {p.pid}", flush=True)
     if mode not in ("none", "straggler"):
