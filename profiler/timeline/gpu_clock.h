@@ -52,6 +52,8 @@ class GpuClock {
   // through the same snapshots; nullopt without any snapshot of it.
   std::optional<uint64_t> ToCupti(pid_t pid, uint64_t mono_ns) const;
   ClockAlignment Alignment(pid_t pid) const;
+  // |pid| was retired: a new process may take its number.
+  void Forget(pid_t pid) { processes_.erase(pid); }
 
  private:
   struct Snapshot {
