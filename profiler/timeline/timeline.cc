@@ -41,7 +41,9 @@ Timeline::Timeline(const StackTable& stacks, const FrameTable& frames, TimelineO
       options_(std::move(options)),
       stack_spans_(options_.sample_period_ns, SpanSink(EventType::kStackSpan)),
       mark_spans_(options_.sample_period_ns, SpanSink(EventType::kMarkSpan)),
-      ring_(ring) {}
+      ring_(ring) {
+  if (ring_) clock_.KeepRecentOnly();  // an agent's process may run for days
+}
 
 std::function<void(const StackSpan&)> Timeline::SpanSink(EventType type) {
   return [this, type](const StackSpan& s) {

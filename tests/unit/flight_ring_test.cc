@@ -11,6 +11,7 @@
 
 #include "exporters/trace/chrome_trace.h"
 #include "profiler/timeline/flight_ring.h"
+#include "profiler/timeline/gpu_clock.h"
 #include "profiler/timeline/timeline.h"
 #include "tests/support/trace_schema.h"
 
@@ -92,6 +93,28 @@ TEST(FlightRingTest, AnEventIsReachableBySequenceUntilItLeaves) {
   for (int i = 0; i < 4; i++) ring.Push(At(1, kSecond), kSecond);
   EXPECT_EQ(ring.At(1, first), nullptr);
   EXPECT_EQ(ring.At(2, 0), nullptr);
+}
+
+// A process the agent follows for days sends a clock pair a second: past
+// GpuClock::kMaxSnapshots the flight recorder's clock drops the oldest half
+// and still converts its last seconds' records with the latest pairs.
+TEST(FlightRingTest, TheClockOfALongRunningProcessKeepsItsRecentPairs) {
+  const uint64_t n = GpuClock::kMaxSnapshots + 10;
+  auto feed = [n](GpuClock& clock) {
+    for (uint64_t i = 0; i < n; i++) {
+      const uint64_t offset = i < GpuClock::kMaxSnapshots ? 1000 : 2000;  // CUPTI's clock stepped
+      clock.OnSnapshot(5, i * kSecond + offset, i * kSecond, i * kSecond);
+    }
+  };
+  GpuClock whole, recent;
+  recent.KeepRecentOnly();
+  feed(whole);
+  feed(recent);
+  const uint64_t last = (n - 1) * kSecond;
+  EXPECT_EQ(whole.Alignment(5).rejected, 10u);  // record's: every pair of the recording kept, the rest refused
+  EXPECT_EQ(whole.ToMonotonic(5, last + 2000), last + 1000);
+  EXPECT_EQ(recent.Alignment(5).rejected, 0u);
+  EXPECT_EQ(recent.ToMonotonic(5, last + 2000), last);
 }
 
 // A pipeline's tables with one Python stack per process.
