@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "agent/delivery.h"
 #include "agent/flight_recorder.h"
 #include "agent/gpu_metrics.h"
@@ -95,7 +96,8 @@ void TraceIncident(FlightRecorder& flight, IncidentTraces& incidents, const Trac
     return;
   }
   std::vector<std::pair<std::string, std::string>> fields;
-  for (pid_t pid : trace->pids) fields.emplace_back("pid", std::to_string(pid));
+  // One key, as the other lines of the process say it (pid=N), or the list.
+  fields.emplace_back(trace->pids.size() == 1 ? "pid" : "pids", absl::StrJoin(trace->pids, ","));
   fields.emplace_back("events", std::to_string(trace->events));
   if (trace->missing) fields.emplace_back("missing", std::to_string(trace->missing));
   if (incidents.Submit(name, std::move(trace->json), std::move(fields))) written++;
