@@ -85,12 +85,21 @@ MetricsServer::HealthCheck StallCheck(const Session& session) {
   };
 }
 
+// A trace from the flight recorder, timed (the gauge says how long it held the loop).
+absl::StatusOr<FlightTrace> TimedTrace(FlightRecorder& flight, const TraceQuery& query, const std::string& why,
+                                       AgentStats::Flight& counts) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<FlightTrace> trace = flight.Trace(query, why, static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)));
+  counts.last_trace_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return trace;
+}
+
 // The trace of one incident, from the flight recorder to the incident
 // traces' writer (which logs its path), counted in |written|.
 void TraceIncident(FlightRecorder& flight, IncidentTraces& incidents, const TraceQuery& query, const std::string& name,
-                   const std::string& why, uint64_t& written) {
+                   const std::string& why, AgentStats::Flight& counts, uint64_t& written) {
   if (!flight.on() || !incidents.on()) return;
-  absl::StatusOr<FlightTrace> trace = flight.Trace(query, why, static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)));
+  absl::StatusOr<FlightTrace> trace = TimedTrace(flight, query, why, counts);
   if (!trace.ok()) {
     logging::Info(absl::StrCat("no incident trace for ", why, ": ", trace.status().message()));
     return;
@@ -105,8 +114,7 @@ void TraceIncident(FlightRecorder& flight, IncidentTraces& incidents, const Trac
 
 // A GET /timeline, answered on the event loop.
 TraceReply AnswerTrace(FlightRecorder& flight, const TraceQuery& query, AgentStats::Flight& counts) {
-  absl::StatusOr<FlightTrace> trace =
-      flight.Trace(query, "asked for (GET /timeline)", static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)));
+  absl::StatusOr<FlightTrace> trace = TimedTrace(flight, query, "asked for (GET /timeline)", counts);
   if (!trace.ok()) {
     counts.requests_failed++;
     const int status = trace.status().code() == absl::StatusCode::kNotFound ? 404 : 409;
@@ -177,7 +185,7 @@ int RunAgent(const AgentConfig& cfg) {
     // At once, not at the window's end; with the seconds before it, kept.
     for (pid_t pid : PushOomCaptures(cfg, session, exporter))
       TraceIncident(flight, incidents, TraceQuery::Of({pid}), absl::StrCat("oom-pid", pid),
-                    absl::StrCat("out-of-memory in pid ", pid), flight_counts.oom);
+                    absl::StrCat("out-of-memory in pid ", pid), flight_counts, flight_counts.oom);
     trace_requests.Serve([&](const TraceQuery& q) { return AnswerTrace(flight, q, flight_counts); });
     // Each change of what gpuflame sheds to stay in its budget, once.
     if (session.guardrails().changes().size() > shed_said) {
@@ -193,7 +201,7 @@ int RunAgent(const AgentConfig& cfg) {
       for (const NcclAbsentRank& r : h.absent)
         if (r.pid > 0 && q.pids.size() < 64) q.pids.push_back(r.pid);
       TraceIncident(flight, incidents, q, absl::StrCat("nccl-hang", h.number, "-pid", h.pid),
-                    absl::StrCat("NCCL hang #", h.number, " in pid ", h.pid), flight_counts.nccl_hang);
+                    absl::StrCat("NCCL hang #", h.number, " in pid ", h.pid), flight_counts, flight_counts.nccl_hang);
     }
     if (now - window_start >= window_ns) {
       snapshot_seconds = CloseWindow(session, snapshots, exporter, window_start_wall, now - window_start);

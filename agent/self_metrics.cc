@@ -173,6 +173,9 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
                      "counter",
                      double(n),
                      {{"trigger", trigger}}});
+    out.push_back({"gpuflame_flight_recorder_last_trace_seconds",
+                   "How long writing the last trace held the event loop (its JSON: names need the pipeline's tables).",
+                   "gauge", f.last_trace_seconds});
     out.push_back({"gpuflame_flight_recorder_requests_failed_total",
                    "GET /timeline requests the event loop answered with an error (no such process, ...).", "counter",
                    double(f.requests_failed)});

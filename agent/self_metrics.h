@@ -54,6 +54,8 @@ struct AgentStats {
     timeline::FlightRingStats ring;
     uint64_t bytes = 0;
     uint64_t requested = 0, requests_failed = 0, oom = 0, nccl_hang = 0;  // traces written, by trigger
+    // How long writing the last trace held the event loop.
+    double last_trace_seconds = 0;
     IncidentTraceStats incidents;
   } flight;
 };

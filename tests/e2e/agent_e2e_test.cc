@@ -1276,6 +1276,7 @@ TEST(AgentTest, WritesTheFlightRecordersTraceOfOneProcessOnRequest) {
   EXPECT_EQ(Metric(metrics_port, "gpuflame_flight_recorder_requests_failed_total"), 2);  // the 404s
   EXPECT_GT(Metric(metrics_port, "gpuflame_flight_recorder_events_total"), 0);
   EXPECT_EQ(Metric(metrics_port, "gpuflame_flight_recorder_evicted_total"), 0);
+  EXPECT_GT(Metric(metrics_port, "gpuflame_flight_recorder_last_trace_seconds"), 0);  // timed, not bounded here
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
 }
 
