@@ -54,8 +54,12 @@ struct FlightTrace {
 
 class FlightRecorder {
  public:
-  // The JSON of one trace at most: several seconds of a busy node's events.
-  static constexpr uint64_t kMaxTraceBytes = uint64_t{128} << 20;
+  // The JSON of one trace at most (later events left out, counted): about
+  // 400 000 trace events. While a trace is written the agent holds it, the
+  // snapshot it came from (72 bytes an event) and the gzip, up to ~150 MB
+  // over the ring with everything at its bounds: inside the agent's memory
+  // budget (768 MiB) and the chart's limit (1 GiB).
+  static constexpr uint64_t kMaxTraceBytes = uint64_t{64} << 20;
 
   // Off (nothing attached, no cost) when cfg.flight.seconds is 0.
   FlightRecorder(Session& session, const AgentConfig& cfg);

@@ -17,7 +17,7 @@
 namespace gpuflame::profiler {
 namespace {
 
-// The agent's trace is at most 128 MiB of JSON before gzip: far less after.
+// The agent's trace is at most 64 MiB of JSON before gzip: far less after.
 constexpr size_t kMaxBody = size_t{256} << 20;
 
 int Fail(const std::string& msg) {
