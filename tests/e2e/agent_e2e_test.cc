@@ -1230,8 +1230,9 @@ TEST(AgentTest, WritesTheFlightRecordersTraceOfOneProcessOnRequest) {
       EXPECT_NE(e["args"]["stack"].get<std::string>().find("Trainer > step"), std::string::npos) << e;
     }
   EXPECT_GE(steps, 1) << "Trainer > step: a span per stretch of samples in it";
-  EXPECT_GE(mallocs, 10) << "about 28 steps in two seconds";
-  EXPECT_LE(mallocs, 40);
+  // A step is at least 70 ms: at most 29 in two seconds, fewer on a loaded machine.
+  EXPECT_GE(mallocs, 3);
+  EXPECT_LE(mallocs, 30);
   EXPECT_LE(last - first, 2.1e6) << "two seconds, in microseconds";
   const nlohmann::json& meta = doc["metadata"]["flight_recorder"];
   ASSERT_TRUE(meta.is_object()) << doc["metadata"];
