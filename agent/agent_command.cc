@@ -6,10 +6,14 @@
 //   labels           series labels; selection: which processes are reported
 //   retirement       exited processes forgotten after their last window
 //   self_metrics     the /metrics list, from one stats snapshot
+//   flight_recorder  each process's last seconds of timeline events, traces of them
+//   trace_requests   GET /timeline, from the metrics server's threads to the loop
+//   incident_traces  a trace on an OOM or an NCCL hang, written to a directory
 //
 // Threads: the ring-buffer reader (Session's), this one (the event loop:
-// Poll, window snapshots, retirement, metrics snapshots), the export thread
-// (WindowExporter), the push sender (PushQueue) and the metrics server.
+// Poll, window snapshots, retirement, metrics snapshots, traces), the export
+// thread (WindowExporter), the push sender (PushQueue), the metrics server
+// and the incident traces' writer.
 #include "agent/agent_command.h"
 #include "base/redact.h"
 
@@ -23,14 +27,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "agent/delivery.h"
+#include "agent/flight_recorder.h"
 #include "agent/gpu_metrics.h"
+#include "agent/incident_traces.h"
 #include "agent/labels.h"
 #include "agent/metrics_server.h"
 #include "agent/nccl_watch.h"
 #include "agent/oom_push.h"
 #include "agent/retirement.h"
 #include "agent/self_metrics.h"
+#include "agent/trace_requests.h"
 #include "agent/window_export.h"
 #include "agent/window_snapshot.h"
 #include "logging/log.h"
@@ -77,6 +85,47 @@ MetricsServer::HealthCheck StallCheck(const Session& session) {
   };
 }
 
+// A trace from the flight recorder, timed (the gauge says how long it held the loop).
+absl::StatusOr<FlightTrace> TimedTrace(FlightRecorder& flight, const TraceQuery& query, const std::string& why,
+                                       AgentStats::Flight& counts) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<FlightTrace> trace = flight.Trace(query, why, static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)));
+  counts.last_trace_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return trace;
+}
+
+// The trace of one incident, from the flight recorder to the incident
+// traces' writer (which logs its path), counted in |written|.
+void TraceIncident(FlightRecorder& flight, IncidentTraces& incidents, const TraceQuery& query, const std::string& name,
+                   const std::string& why, AgentStats::Flight& counts, uint64_t& written) {
+  if (!flight.on() || !incidents.on()) return;
+  absl::StatusOr<FlightTrace> trace = TimedTrace(flight, query, why, counts);
+  if (!trace.ok()) {
+    logging::Info(absl::StrCat("no incident trace for ", why, ": ", trace.status().message()));
+    return;
+  }
+  std::vector<std::pair<std::string, std::string>> fields;
+  // One key, as the other lines of the process say it (pid=N), or the list.
+  fields.emplace_back(trace->pids.size() == 1 ? "pid" : "pids", absl::StrJoin(trace->pids, ","));
+  fields.emplace_back("events", std::to_string(trace->events));
+  if (trace->missing) fields.emplace_back("missing", std::to_string(trace->missing));
+  if (incidents.Submit(name, std::move(trace->json), std::move(fields))) written++;
+}
+
+// A GET /timeline, answered on the event loop.
+TraceReply AnswerTrace(FlightRecorder& flight, const TraceQuery& query, AgentStats::Flight& counts) {
+  absl::StatusOr<FlightTrace> trace = TimedTrace(flight, query, "asked for (GET /timeline)", counts);
+  if (!trace.ok()) {
+    counts.requests_failed++;
+    const int status = trace.status().code() == absl::StatusCode::kNotFound ? 404 : 409;
+    return {status, absl::StrCat(trace.status().message(), "\n"), ""};
+  }
+  counts.requested++;
+  std::string name =
+      trace->pids.size() == 1 ? absl::StrCat("pid", trace->pids[0]) : absl::StrCat(trace->pids.size(), "-processes");
+  return {200, std::move(trace->json), absl::StrCat(kIncidentTracePrefix, name, ".json.gz")};
+}
+
 }  // namespace
 
 int RunAgent(const AgentConfig& cfg) {
@@ -100,7 +149,14 @@ int RunAgent(const AgentConfig& cfg) {
                                                              .retention = std::chrono::seconds(60)});
     else logging::Info("GPU figures not read", {{"why", std::string(reader.status().message())}});
   }
+  // Before the metrics server, which may still be answering /timeline
+  // while it stops: the requests outlive it.
+  TraceRequests trace_requests;
+  FlightRecorder flight(session, cfg);
+  IncidentTraces incidents(cfg.flight);
+  AgentStats::Flight flight_counts;
   MetricsServer metrics;
+  if (cfg.metrics_port != 0 && flight.on()) metrics.AddRoute("/timeline", TimelineRoute(trace_requests));
   if (cfg.metrics_port != 0)
     if (auto s = metrics.Start(cfg.metrics_address, cfg.metrics_port, StallCheck(session)); !s.ok()) return Fail(s);
   WindowSnapshotter snapshots(cfg);
@@ -126,7 +182,11 @@ int RunAgent(const AgentConfig& cfg) {
       break;
     }
     for (const std::string& w : session.TakeWarnings()) logging::Warning(w);
-    PushOomCaptures(cfg, session, exporter);  // at once, not at the window's end
+    // At once, not at the window's end; with the seconds before it, kept.
+    for (pid_t pid : PushOomCaptures(cfg, session, exporter))
+      TraceIncident(flight, incidents, TraceQuery::Of({pid}), absl::StrCat("oom-pid", pid),
+                    absl::StrCat("out-of-memory in pid ", pid), flight_counts, flight_counts.oom);
+    trace_requests.Serve([&](const TraceQuery& q) { return AnswerTrace(flight, q, flight_counts); });
     // Each change of what gpuflame sheds to stay in its budget, once.
     if (session.guardrails().changes().size() > shed_said) {
       std::vector<std::string> shed = session.guardrails().Describe(agent_start);
@@ -134,15 +194,28 @@ int RunAgent(const AgentConfig& cfg) {
       shed_said = shed.size();
     }
     int64_t now = NowNs(CLOCK_MONOTONIC);
-    nccl.Tick(session, static_cast<uint64_t>(now));  // each hang said while stuck, and when over
+    // Each hang said while stuck, and when over; traced when found, with
+    // the ranks it waits for that this node runs.
+    for (const NcclHang& h : nccl.Tick(session, static_cast<uint64_t>(now))) {
+      TraceQuery q = TraceQuery::Of({h.pid});
+      for (const NcclAbsentRank& r : h.absent)
+        if (r.pid > 0 && q.pids.size() < 64) q.pids.push_back(r.pid);
+      TraceIncident(flight, incidents, q, absl::StrCat("nccl-hang", h.number, "-pid", h.pid),
+                    absl::StrCat("NCCL hang #", h.number, " in pid ", h.pid), flight_counts, flight_counts.nccl_hang);
+    }
     if (now - window_start >= window_ns) {
       snapshot_seconds = CloseWindow(session, snapshots, exporter, window_start_wall, now - window_start);
       window_start = now;
       window_start_wall = NowNs(CLOCK_REALTIME);
     }
     if (cfg.metrics_port != 0 && now - last_metrics > 1'000'000'000) {
-      std::vector<Metric> published =
-          SelfMetrics(CollectAgentStats(session, snapshot_seconds, exporter.stats(), (*delivery)->queue().Stats()));
+      AgentStats stats = CollectAgentStats(session, snapshot_seconds, exporter.stats(), (*delivery)->queue().Stats());
+      stats.flight = flight_counts;
+      stats.flight.on = flight.on();
+      stats.flight.ring = flight.stats();
+      stats.flight.bytes = flight.bytes();
+      stats.flight.incidents = incidents.stats();
+      std::vector<Metric> published = SelfMetrics(stats);
       if (gpus) {
         // The last 10 s of readings: a scrape every 15 s or so sees each second once or twice.
         const auto& processes = session.registry().processes();
@@ -159,6 +232,7 @@ int RunAgent(const AgentConfig& cfg) {
       last_metrics = now;
     }
   }
+  trace_requests.Close();  // a request waiting now is answered, not left to time out
   // The last, partial window goes out too, and what is still open of an
   // out-of-memory episode.
   session.OpenGatesAndDrain();

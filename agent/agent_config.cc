@@ -65,7 +65,18 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   else if (key == "ca_file") c.pyroscope.ca_file = value;
   else if (key == "window") return num(ParseDouble(key, value), c.window_seconds);
   else if (key == "nccl_hang_seconds") return num(ParseDouble(key, value), c.nccl_hang_seconds);
-  else if (key == "metrics_port") return num(ParseInt(key, value), c.metrics_port);
+  else if (key == "flight_recorder_seconds") return num(ParseDouble(key, value), c.flight.seconds);
+  else if (key == "incident_trace_dir") c.flight.incident_dir = value;
+  else if (key == "incident_trace_max_files") return num(ParseInt(key, value), c.flight.incident_max_files);
+  else if (key == "flight_recorder_max_mb" || key == "flight_recorder_process_max_mb" ||
+           key == "incident_trace_max_mb") {
+    int mb = 0;
+    if (auto s = num(ParseInt(key, value), mb); !s.ok()) return s;
+    if (mb < 1 || mb > 65536) return Bad(absl::StrCat(where, ": ", key, " wants 1 to 65536 MiB, not ", mb));
+    (key == "flight_recorder_max_mb"           ? c.flight.max_bytes
+     : key == "flight_recorder_process_max_mb" ? c.flight.process_max_bytes
+                                               : c.flight.incident_max_bytes) = static_cast<uint64_t>(mb) << 20;
+  } else if (key == "metrics_port") return num(ParseInt(key, value), c.metrics_port);
   else if (key == "metrics_address") c.metrics_address = value;
   else if (key == "node") c.node = value;
   else if (key == "service_name") c.service_name = value;
@@ -155,6 +166,12 @@ std::optional<KeyShape> ShapeOf(const std::string& key) {
       {"ca_file", {false, "a file path"}},
       {"window", {false, "a number of seconds"}},
       {"nccl_hang_seconds", {false, "a number of seconds"}},
+      {"flight_recorder_seconds", {false, "a number of seconds"}},
+      {"flight_recorder_max_mb", {false, "a whole number of MiB"}},
+      {"flight_recorder_process_max_mb", {false, "a whole number of MiB"}},
+      {"incident_trace_dir", {false, "a directory"}},
+      {"incident_trace_max_files", {false, "a whole number"}},
+      {"incident_trace_max_mb", {false, "a whole number of MiB"}},
       {"metrics_port", {false, "a port number"}},
       {"metrics_address", {false, "an address"}},
       {"node", {false, "a node name"}},
@@ -285,6 +302,14 @@ absl::Status Validate(const AgentConfig& c) {
   // As record's --nccl-hang-s: below 0.1 s every healthy collective would be a hang.
   if (!(c.nccl_hang_seconds >= 0.1 && c.nccl_hang_seconds <= 86400))
     return Bad(absl::StrCat("nccl_hang_seconds wants 0.1 to 86400 seconds, not ", c.nccl_hang_seconds));
+  // A minute of a busy process is already hundreds of MB of events: the
+  // recorder is for the seconds before an incident, record for longer.
+  if (!(c.flight.seconds >= 0 && c.flight.seconds <= 60))
+    return Bad(absl::StrCat("flight_recorder_seconds wants 0 (off) to 60 seconds, not ", c.flight.seconds));
+  if (c.flight.process_max_bytes > c.flight.max_bytes)
+    return Bad("flight_recorder_process_max_mb must not be more than flight_recorder_max_mb");
+  if (c.flight.incident_max_files < 1 || c.flight.incident_max_files > 10000)
+    return Bad(absl::StrCat("incident_trace_max_files wants 1 to 10000, not ", c.flight.incident_max_files));
   if (c.metrics_port < 0 || c.metrics_port > 65535)
     return Bad(absl::StrCat("metrics_port must be 0-65535, not ", c.metrics_port));
   if (c.pyroscope.basic_user.empty() != c.pyroscope.basic_password.empty())
@@ -325,6 +350,19 @@ const std::vector<AgentFlag>& AgentFlags() {
       {"--nccl-hang-s", "SECONDS", "nccl_hang_seconds",
        "an NCCL call outstanding this long is a hang: logged with\nits stack and the ranks it waits for, and counted in\n"
        "/metrics; default 10"},
+      {"--flight-seconds", "SECONDS", "flight_recorder_seconds",
+       "keep each process's last SECONDS of timeline events in\n"
+       "memory, for GET /timeline and `gpuflame timeline`, and\n"
+       "for the trace written on an OOM or NCCL hang; 0 to\n"
+       "disable, default 5, at most 60"},
+      {"--flight-max-mb", "N", "flight_recorder_max_mb", "the flight recorder's memory for all processes, default 64"},
+      {"--flight-process-max-mb", "N", "flight_recorder_process_max_mb",
+       "the flight recorder's memory for one process, default 16"},
+      {"--incident-trace-dir", "DIR", "incident_trace_dir",
+       "where a trace is written on an OOM or NCCL hang, default\n/var/lib/gpuflame/traces; empty: none"},
+      {"--incident-trace-max-files", "N", "incident_trace_max_files",
+       "keep at most N such traces (the oldest go), default 20"},
+      {"--incident-trace-max-mb", "N", "incident_trace_max_mb", "and at most N MiB of them, default 256"},
       {"--protocol", "P", "protocol",
        "connect (HTTP/1.1, default), grpc, or ingest (the legacy\n/ingest API; connect falls back to it on "
        "its own when the\nserver has no push API)"},
@@ -425,6 +463,12 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_PYROSCOPE_URL", "pyroscope_url"},
       {"GPUFLAME_WINDOW", "window"},
       {"GPUFLAME_NCCL_HANG_SECONDS", "nccl_hang_seconds"},
+      {"GPUFLAME_FLIGHT_RECORDER_SECONDS", "flight_recorder_seconds"},
+      {"GPUFLAME_FLIGHT_RECORDER_MAX_MB", "flight_recorder_max_mb"},
+      {"GPUFLAME_FLIGHT_RECORDER_PROCESS_MAX_MB", "flight_recorder_process_max_mb"},
+      {"GPUFLAME_INCIDENT_TRACE_DIR", "incident_trace_dir"},
+      {"GPUFLAME_INCIDENT_TRACE_MAX_FILES", "incident_trace_max_files"},
+      {"GPUFLAME_INCIDENT_TRACE_MAX_MB", "incident_trace_max_mb"},
       {"GPUFLAME_TENANT", "tenant"},
       {"GPUFLAME_BASIC_AUTH_USER", "basic_auth_user"},
       {"GPUFLAME_BASIC_AUTH_PASSWORD", "basic_auth_password"},
@@ -512,7 +556,14 @@ std::string DescribeConfig(const AgentConfig& c) {
   auto list = [](const auto& v) { return v.empty() ? std::string("(all)") : absl::StrJoin(v, ","); };
   return absl::StrCat(
       "pyroscope_url: ", base::RedactUrl(c.pyroscope.url), " (", c.protocol, ")\nwindow: ", c.window_seconds,
-      "\nnccl_hang_seconds: ", c.nccl_hang_seconds,
+      "\nnccl_hang_seconds: ", c.nccl_hang_seconds, "\nflight recorder: ",
+      c.flight.seconds > 0 ? absl::StrCat(c.flight.seconds, " s, ", c.flight.max_bytes >> 20, " MiB (",
+                                          c.flight.process_max_bytes >> 20, " MiB a process); incident traces: ",
+                                          c.flight.incident_dir.empty()
+                                              ? std::string("off")
+                                              : absl::StrCat(c.flight.incident_dir, " (", c.flight.incident_max_files,
+                                                             " files, ", c.flight.incident_max_bytes >> 20, " MiB)"))
+                           : std::string("off"),
       "\ntenant: ", c.pyroscope.tenant.empty() ? "(none)" : c.pyroscope.tenant, "\nauth: ",
       !c.pyroscope.basic_user.empty()          ? "basic"
       : !c.pyroscope.bearer_token_file.empty() ? "bearer token file"

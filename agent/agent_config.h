@@ -26,12 +26,25 @@ struct Selectors {
   bool Empty() const { return namespaces.empty() && pods.empty() && processes.empty() && pids.empty(); }
 };
 
+// The flight recorder: each process's last seconds of timeline events in
+// memory, written as a trace on request (GET /timeline, `gpuflame timeline`)
+// and on its own when an out-of-memory or an NCCL hang is found.
+struct FlightRecorderOptions {
+  double seconds = 5;                                     // the window; 0: off (no timeline is collected at all)
+  uint64_t max_bytes = uint64_t{64} << 20;                // all processes' events
+  uint64_t process_max_bytes = uint64_t{16} << 20;        // one process's
+  std::string incident_dir = "/var/lib/gpuflame/traces";  // empty: no trace written on an incident
+  int incident_max_files = 20;                            // the oldest go first
+  uint64_t incident_max_bytes = uint64_t{256} << 20;
+};
+
 struct AgentConfig {
   exporters::PyroscopeEndpoint pyroscope;
   std::string protocol = "connect";  // connect (HTTP/1.1) | grpc (HTTP/2)
   double window_seconds = 15;
   // An NCCL call outstanding this long is a hang: logged, counted in /metrics.
   double nccl_hang_seconds = kDefaultNcclHangSeconds;
+  FlightRecorderOptions flight;
   int metrics_port = 9400;      // 0: no metrics endpoint
   std::string metrics_address = "0.0.0.0";
   std::string node;             // default: $NODE_NAME, else the host name

@@ -67,6 +67,14 @@ absl::Status MetricsServer::Start(const std::string& address, int port, HealthCh
     }
     res.set_content("ok\n", "text/plain");
   });
+  for (const auto& [path, route] : routes_) {
+    server_->Get(path, [&route](const httplib::Request& req, httplib::Response& res) {
+      HttpReply r = route(req.params);
+      res.status = r.status;
+      for (const auto& [k, v] : r.headers) res.set_header(k, v);
+      res.set_content(r.body, r.content_type);
+    });
+  }
   if (port == 0) {
     port_ = server_->bind_to_any_port(address.c_str());
   } else {

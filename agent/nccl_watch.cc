@@ -34,15 +34,17 @@ NcclWatch::NcclWatch(Session& session, double hang_seconds) {
   t.ForgetEndedHangs();
 }
 
-void NcclWatch::Tick(Session& session, uint64_t now_ns) {
-  if (now_ns < next_ns_) return;
+std::vector<NcclHang> NcclWatch::Tick(Session& session, uint64_t now_ns) {
+  if (now_ns < next_ns_) return {};
   next_ns_ = now_ns + 1'000'000'000;
   NcclTracker& t = session.events().nccl();
   t.Tick(now_ns);
-  for (const NcclHang& h : t.TakeFound())
+  std::vector<NcclHang> found = t.TakeFound();
+  for (const NcclHang& h : found)
     logging::Warning(NcclHangLine(h, session.events().stack_source(), ProcessStateName, now_ns),
                      HangFields(session, h));
   for (const NcclHang& h : t.TakeEnded()) logging::Info(NcclHangEndLine(h), HangFields(session, h));
+  return found;
 }
 
 }  // namespace gpuflame::profiler

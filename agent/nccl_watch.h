@@ -9,7 +9,9 @@
 #define GPUFLAME_AGENT_NCCL_WATCH_H_
 
 #include <cstdint>
+#include <vector>
 
+#include "profiler/collectives/nccl_tracker.h"
 #include "profiler/pipeline/session.h"
 
 namespace gpuflame::profiler {
@@ -18,8 +20,9 @@ class NcclWatch {
  public:
   // Sets the session's threshold (before its first record).
   NcclWatch(Session& session, double hang_seconds);
-  // From the loop: at most once a second does anything.
-  void Tick(Session& session, uint64_t now_ns);
+  // From the loop: at most once a second does anything. Returns the hangs
+  // found stuck at this call (for the flight recorder's incident trace).
+  std::vector<NcclHang> Tick(Session& session, uint64_t now_ns);
 
  private:
   uint64_t next_ns_ = 0;

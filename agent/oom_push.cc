@@ -10,9 +10,9 @@
 
 namespace gpuflame::profiler {
 
-uint64_t PushOomCaptures(const AgentConfig& cfg, Session& session, WindowExporter& exporter) {
+std::vector<pid_t> PushOomCaptures(const AgentConfig& cfg, Session& session, WindowExporter& exporter) {
   std::vector<OomCapture> captures = session.events().oom().Take();
-  if (captures.empty()) return 0;
+  if (captures.empty()) return {};
   std::vector<ProcessWindow> out;
   for (OomCapture& c : captures) {
     if (!Selected(cfg.select, c.pid, c.context.process, c.context.pod)) continue;
@@ -26,9 +26,10 @@ uint64_t PushOomCaptures(const AgentConfig& cfg, Session& session, WindowExporte
     w.profiles.push_back(BuildOomProfile(c, session.events().stack_source()));
     out.push_back(std::move(w));
   }
-  const uint64_t n = out.size();
+  std::vector<pid_t> pids;
+  for (const ProcessWindow& w : out) pids.push_back(w.pid);
   exporter.Submit(std::move(out));
-  return n;
+  return pids;
 }
 
 }  // namespace gpuflame::profiler

@@ -8,7 +8,10 @@
 #ifndef GPUFLAME_AGENT_OOM_PUSH_H_
 #define GPUFLAME_AGENT_OOM_PUSH_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <vector>
 
 #include "agent/agent_config.h"
 #include "agent/window_export.h"
@@ -16,8 +19,9 @@
 
 namespace gpuflame::profiler {
 
-// Hands over every capture that ended since the last call; returns how many.
-uint64_t PushOomCaptures(const AgentConfig& cfg, Session& session, WindowExporter& exporter);
+// Hands over every capture that ended since the last call; returns their
+// processes (for the flight recorder's incident trace).
+std::vector<pid_t> PushOomCaptures(const AgentConfig& cfg, Session& session, WindowExporter& exporter);
 
 }  // namespace gpuflame::profiler
 

@@ -165,6 +165,45 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
   out.push_back({"gpuflame_nccl_hangs_not_logged_total",
                  "NCCL hangs found while 1024 were stuck at once: counted, not logged.", "counter",
                  double(s.nccl.hangs_not_kept)});
+  if (s.flight.on) {
+    const AgentStats::Flight& f = s.flight;
+    out.push_back({"gpuflame_flight_recorder_events", "Timeline events the flight recorder holds now, all processes.",
+                   "gauge", double(f.ring.events)});
+    out.push_back({"gpuflame_flight_recorder_bytes",
+                   "Memory of the flight recorder's buffers now (its bound: flight_recorder_max_mb).", "gauge",
+                   double(f.bytes)});
+    out.push_back({"gpuflame_flight_recorder_events_total", "Timeline events the flight recorder took.", "counter",
+                   double(f.ring.pushed)});
+    out.push_back({"gpuflame_flight_recorder_aged_out_total",
+                   "Events that left the flight recorder older than its window (its purpose).", "counter",
+                   double(f.ring.aged_out)});
+    out.push_back({"gpuflame_flight_recorder_evicted_total",
+                   "Events the flight recorder's memory bounds pushed out (or dropped) before they were older than "
+                   "its window: missing from traces, which count them too.",
+                   "counter", double(f.ring.evicted)});
+    for (const auto& [trigger, n] :
+         {std::pair{"request", f.requested}, std::pair{"oom", f.oom}, std::pair{"nccl_hang", f.nccl_hang}})
+      out.push_back({"gpuflame_flight_recorder_traces_total",
+                     "Traces written from the flight recorder, by what asked for them (GET /timeline, an "
+                     "out-of-memory, an NCCL hang).",
+                     "counter",
+                     double(n),
+                     {{"trigger", trigger}}});
+    out.push_back({"gpuflame_flight_recorder_last_trace_seconds",
+                   "How long writing the last trace held the event loop (its JSON: names need the pipeline's tables).",
+                   "gauge", f.last_trace_seconds});
+    out.push_back({"gpuflame_flight_recorder_requests_failed_total",
+                   "GET /timeline requests the event loop answered with an error (no such process, ...).", "counter",
+                   double(f.requests_failed)});
+    out.push_back({"gpuflame_incident_traces_written_total", "Incident traces written to incident_trace_dir.",
+                   "counter", double(f.incidents.written)});
+    out.push_back({"gpuflame_incident_traces_lost_total",
+                   "Incident traces not written: the write failed (logged), or the writer's queue was full.", "counter",
+                   double(f.incidents.failed + f.incidents.dropped)});
+    out.push_back({"gpuflame_incident_traces_removed_total",
+                   "Older incident traces removed to keep incident_trace_dir within its bounds.", "counter",
+                   double(f.incidents.removed)});
+  }
   if (s.self_cpu_seconds >= 0)
     out.push_back({"gpuflame_self_cpu_seconds_total", "gpuflame's own CPU time, user and system, all its threads.",
                    "counter", s.self_cpu_seconds});

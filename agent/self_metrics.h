@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "agent/incident_traces.h"
 #include "agent/metrics_server.h"
 #include "agent/window_export.h"
 #include "exporters/pyroscope/push_queue.h"
 #include "profiler/pipeline/session.h"
+#include "profiler/timeline/flight_ring.h"
 
 namespace gpuflame::profiler {
 
@@ -46,6 +48,16 @@ struct AgentStats {
   OomStats oom;  // out-of-memory episodes and their captures
   NcclStats nccl;           // NCCL calls and hangs (profiler/collectives/)
   uint64_t nccl_stuck[2] = {0, 0};  // hangs still stuck at the last check, by NcclHang::Side
+  // The flight recorder (flight_recorder.h), when on.
+  struct Flight {
+    bool on = false;
+    timeline::FlightRingStats ring;
+    uint64_t bytes = 0;
+    uint64_t requested = 0, requests_failed = 0, oom = 0, nccl_hang = 0;  // traces written, by trigger
+    // How long writing the last trace held the event loop.
+    double last_trace_seconds = 0;
+    IncidentTraceStats incidents;
+  } flight;
 };
 
 // Event loop: reads the pipeline's counters (Session is not thread-safe).

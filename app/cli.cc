@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "logging/log.h"
 
@@ -16,6 +17,7 @@ Usage:
   gpuflame agent --pyroscope-url URL [--window SECONDS] [--config FILE] [options]
   gpuflame symbolize IN.pb.gz -o OUT.pb.gz [--binaries DIR ...]
   gpuflame diff BASE NEW -o DIR [-q]
+  gpuflame timeline -o FILE [--agent HOST:PORT] [--pid PID ... | --pod POD] [--seconds S]
 
 Commands:
   record      profile a command, running processes or every CUDA process on
@@ -24,6 +26,8 @@ Commands:
               Pyroscope every window
   symbolize   name a stored profile's raw-address frames from binaries found later
   diff        what changed from one profile (or record directory) to another
+  timeline    save the last seconds of a process or pod from a running
+              agent's flight recorder, as a trace for ui.perfetto.dev
 
   gpuflame COMMAND --help   the options of one command
   gpuflame --version        print the version
@@ -127,6 +131,29 @@ Options:
 )";
 }
 
+std::string TimelineUsageText() {
+  return R"(Usage:
+  gpuflame timeline -o FILE [--agent HOST:PORT] [--pid PID ... | --pod POD]
+                    [--namespace NS] [--seconds S]
+
+  Ask a running agent (gpuflame agent) for the trace of the last seconds it
+  keeps of some processes (its flight recorder: flight_recorder_seconds,
+  default 5) and save it: gzipped Chrome trace JSON, as record --timeline
+  writes, for ui.perfetto.dev or chrome://tracing. The agent answers on its
+  metrics port: GET /timeline?pid=PID&seconds=S (or namespace=NS&pod=POD).
+  With no --pid, --pod or --namespace: every process the agent reports.
+
+Options:
+  -o, --output FILE       where to write the trace (required; .json.gz)
+      --agent HOST:PORT   the agent's metrics server (default 127.0.0.1:9400)
+  -p, --pid PID           this process (repeatable)
+      --pod POD           the processes of this pod
+      --namespace NS      of this namespace (alone: every pod in it)
+      --seconds S         the last S seconds (default: all the agent keeps)
+  -h, --help              this text
+)";
+}
+
 namespace {
 
 // One line for the user, and where to read more: the help of the command
@@ -200,6 +227,38 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
     if (o.output.empty()) return Bad("diff", "diff needs -o DIR");
     o.base = inputs[0];
     o.neu = inputs[1];
+    return o;
+  }
+  if (args[0] == "timeline") {
+    TimelineFetchOptions o;
+    for (size_t i = 1; i < args.size(); i++) {
+      const std::string& a = args[i];
+      if (IsHelp(a)) return HelpRequest{TimelineUsageText()};
+      if (i + 1 >= args.size() || a.empty() || a[0] != '-')
+        return Bad("timeline",
+                   a.empty() || a[0] != '-' ? absl::StrCat("unexpected '", a, "'") : absl::StrCat(a, " needs a value"));
+      const std::string& v = args[++i];
+      if (a == "-o" || a == "--output") {
+        o.output = v;
+      } else if (a == "--agent") {
+        o.agent = v;
+      } else if (a == "-p" || a == "--pid") {
+        int pid = 0;
+        if (!absl::SimpleAtoi(v, &pid) || pid <= 0)
+          return Bad("timeline", absl::StrCat("--pid wants a process id, not '", v, "'"));
+        o.pids.push_back(pid);
+      } else if (a == "--pod") {
+        o.pod = v;
+      } else if (a == "--namespace") {
+        o.namespace_name = v;
+      } else if (a == "--seconds") {
+        if (!absl::SimpleAtod(v, &o.seconds) || !(o.seconds > 0 && o.seconds <= 3600))
+          return Bad("timeline", absl::StrCat("--seconds wants a number of seconds above 0, not '", v, "'"));
+      } else {
+        return Bad("timeline", absl::StrCat("unknown option '", a, "'"));
+      }
+    }
+    if (o.output.empty()) return Bad("timeline", "timeline needs -o FILE");
     return o;
   }
   if (args[0] != "record") return Bad("", absl::StrCat("unknown command '", args[0], "'"));

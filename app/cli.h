@@ -13,6 +13,7 @@
 #include "app/diff_command.h"
 #include "app/record_command.h"
 #include "app/symbolize_command.h"
+#include "app/timeline_command.h"
 
 namespace gpuflame::profiler {
 
@@ -21,7 +22,8 @@ struct HelpRequest {
 };
 struct VersionRequest {};
 
-using Command = std::variant<RecordOptions, AgentConfig, SymbolizeOptions, DiffOptions, HelpRequest, VersionRequest>;
+using Command = std::variant<RecordOptions, AgentConfig, SymbolizeOptions, DiffOptions, TimelineFetchOptions,
+                             HelpRequest, VersionRequest>;
 
 // |env| feeds the agent's GPUFLAME_* settings.
 absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
@@ -30,6 +32,7 @@ std::string UsageText();  // the commands; each has its own help:
 std::string RecordUsageText();
 std::string SymbolizeUsageText();
 std::string DiffUsageText();
+std::string TimelineUsageText();
 
 }  // namespace gpuflame::profiler
 

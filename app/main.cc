@@ -49,5 +49,7 @@ int main(int argc, char** argv) {
   if (auto* sym = std::get_if<gpuflame::profiler::SymbolizeOptions>(&*cmd))
     return gpuflame::profiler::RunSymbolize(*sym);
   if (auto* diff = std::get_if<gpuflame::profiler::DiffOptions>(&*cmd)) return gpuflame::profiler::RunDiff(*diff);
+  if (auto* timeline = std::get_if<gpuflame::profiler::TimelineFetchOptions>(&*cmd))
+    return gpuflame::profiler::RunTimelineFetch(*timeline);
   return gpuflame::profiler::RunRecord(std::get<gpuflame::profiler::RecordOptions>(*cmd));
 }

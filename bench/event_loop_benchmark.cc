@@ -84,6 +84,50 @@ void BM_EventLoop_AllocFreeTimeline(benchmark::State& state) {
 }
 BENCHMARK(BM_EventLoop_AllocFreeTimeline)->Iterations(1 << 20);
 
+// The same with the agent's flight recorder on (flight_ring.h, its default
+// bounds: 16 MiB a process): the events' times do not advance, so each
+// event evicts the oldest, its steady state under load. The ring is filled
+// first, untimed: its growth (doublings and page faults, once per process)
+// is not the steady state.
+void BM_EventLoop_AllocFreeFlightRecorder(benchmark::State& state) {
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer native(elves);
+  profiler::StackResolver resolver(nullptr, native, {});
+  profiler::EventProcessor events(nullptr, resolver);
+  profiler::timeline::FlightRing ring({.window_ns = 5'000'000'000,
+                                       .max_process_events = (16u << 20) / profiler::timeline::FlightRing::kSlotBytes,
+                                       .max_total_events = (64u << 20) / profiler::timeline::FlightRing::kSlotBytes});
+  for (uint64_t i = 0; i < ring.options().max_process_events; i++)
+    ring.Push({.pid = 1234, .type = profiler::timeline::EventType::kMemory}, 0);
+  profiler::timeline::Timeline timeline(events.stacks(), events.frames(), {}, &ring);
+  events.SetTimeline(&timeline);
+  std::vector<std::vector<uint8_t>> allocs, frees;
+  for (int i = 0; i < 1024; i++) {
+    allocs.push_back(Alloc(0x7f1500000000ull + static_cast<uint64_t>(i) * 4096, i % 16, 20));
+    frees.push_back(Free(0x7f1500000000ull + static_cast<uint64_t>(i) * 4096));
+  }
+  TimeAllocFree(state, events, allocs, frees);
+  state.counters["held"] = static_cast<double>(ring.stats().events);
+  state.counters["evicted"] = static_cast<double>(ring.stats().evicted);
+}
+BENCHMARK(BM_EventLoop_AllocFreeFlightRecorder)->Iterations(1 << 20);
+
+// The ring alone: one event appended, the oldest aged out (times advance
+// 1 us an event, the window 5 ms: ~5000 held).
+void BM_FlightRing_Push(benchmark::State& state) {
+  profiler::timeline::FlightRing ring(
+      {.window_ns = 5'000'000, .max_process_events = 1 << 20, .max_total_events = 1 << 22});
+  profiler::timeline::Event e{.pid = 1234, .type = profiler::timeline::EventType::kMemory};
+  uint64_t t = 0;
+  for (auto _ : state) {
+    t += 1000;
+    e.ts_ns = e.end_ns = t;
+    benchmark::DoNotOptimize(ring.Push(e, t));
+  }
+  state.counters["held"] = static_cast<double>(ring.stats().events);
+}
+BENCHMARK(BM_FlightRing_Push);
+
 // The same with the blocks inside device segments (cudaMalloc records of
 // the same process), |segments| of 2 MiB in all: each tensor event finds
 // its segment and moves its stack's unused_space (segment_slack.h).

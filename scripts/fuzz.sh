@@ -43,6 +43,7 @@ declare -A max_len=(
   [spool]=65536
   [diff]=131072            # two profiles: record's are a few KB each, others more
   [agent_config]=8192
+  [trace_query]=4096
 )
 # Flags for one target: symbolize and the spool say a line on stderr for
 # every input (close it: libFuzzer's own output and crash reports still
@@ -52,7 +53,7 @@ declare -A extra_flags=(
   [spool]=-close_fd_mask=2
 )
 all_targets="record proc_maps proc_environ mountinfo proc_stat k8s_metadata service_hints elf_file cfi dwarf_inlines python_code python_linetable
-             cupti_activity pprof_symbolize spool diff agent_config"
+             cupti_activity pprof_symbolize spool diff agent_config trace_query"
 if [ "${1:-}" = --list ]; then
   echo $all_targets
   exit 0

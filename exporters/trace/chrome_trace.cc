@@ -64,7 +64,8 @@ struct Point {
 
 class Writer {
  public:
-  Writer(const Timeline& t, const ChromeTraceOptions& o, ChromeTraceStats& s) : t_(t), o_(o), s_(s) {}
+  Writer(const Timeline& t, const ChromeTraceOptions& o, ChromeTraceStats& s)
+      : t_(t), o_(o), s_(s), events_(o.events ? *o.events : t.events()) {}
 
   std::string Run() {
     Place();
@@ -82,7 +83,7 @@ class Writer {
 
  private:
   void Place() {
-    const std::deque<Event>& events = t_.events();
+    const std::deque<Event>& events = events_;
     placed_.reserve(events.size());
     for (size_t i = 0; i < events.size(); i++) {
       const Event& e = events[i];
@@ -121,7 +122,7 @@ class Writer {
     points_.reserve(placed_.size() * 2);
     for (size_t i = 0; i < placed_.size(); i++) {
       const Placed& p = placed_[i];
-      const Event& e = t_.events()[p.index];
+      const Event& e = events_[p.index];
       if (IsSpan(e) && p.end > p.ts) {
         points_.push_back({p.ts, static_cast<uint32_t>(i), Edge::kBegin});
         // A sampled span ends a nanosecond before the sample that no longer
@@ -135,7 +136,7 @@ class Writer {
       }
     }
     auto key = [&](const Point& x) {
-      const int depth = t_.events()[placed_[x.placed].index].depth;
+      const int depth = events_[placed_[x.placed].index].depth;
       return std::tuple{x.at, x.edge, x.edge == Edge::kEnd ? -depth : depth, x.placed};
     };
     std::sort(points_.begin(), points_.end(), [&](const Point& a, const Point& b) { return key(a) < key(b); });
@@ -146,7 +147,7 @@ class Writer {
   // Each sampled launch to its GPU work: one arrow per launch, through the
   // records with its correlation ID in time order (a graph's kernels).
   void Flows() {
-    const std::deque<Event>& events = t_.events();
+    const std::deque<Event>& events = events_;
     absl::flat_hash_map<uint64_t, size_t> launch;  // correlation key -> placed index
     absl::flat_hash_map<uint64_t, std::vector<size_t>> work;
     for (size_t i = 0; i < placed_.size(); i++) {
@@ -192,7 +193,7 @@ class Writer {
   // use, and the real threads each process has.
   void AssignTracks() {
     for (const Point& x : points_) {
-      const Event& e = t_.events()[placed_[x.placed].index];
+      const Event& e = events_[placed_[x.placed].index];
       pids_.insert(e.pid);
       if (e.type == EventType::kGpu) {
         auto [it, fresh] = gpu_tracks_.try_emplace(std::tuple{e.pid, e.tid, e.addr}, 0);
@@ -227,7 +228,7 @@ class Writer {
   void WriteGpuBusy() {
     std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> kernels;  // device -> intervals
     for (const Placed& p : placed_) {
-      const Event& e = t_.events()[p.index];
+      const Event& e = events_[p.index];
       if (e.type == EventType::kGpu && e.kind == GF_GPU_KERNEL && p.end > p.ts) kernels[e.tid].push_back({p.ts, p.end});
     }
     if (kernels.empty()) return;
@@ -341,7 +342,7 @@ class Writer {
   // One event's JSON (two for a memory event: the instant and its counter).
   void Render(const Point& x, std::string& out) {
     const Placed& p = placed_[x.placed];
-    const Event& e = t_.events()[p.index];
+    const Event& e = events_[p.index];
     switch (e.type) {
       case EventType::kStackSpan:
       case EventType::kMarkSpan: {
@@ -412,7 +413,7 @@ class Writer {
         if (unfinished)
           args.push_back(
               "\"unfinished\":\"no return seen: ended at its thread's or process's exit, its thread's next call "
-              "or the recording's end\"");
+              "or the recording's (or flight recorder trace's) end\"");
         args.push_back(absl::StrCat("\"stack\":", Stack(e.ref)));
         absl::StrAppend(&out, ",\"args\":{", absl::StrJoin(args, ","), "}},\n");
         return;
@@ -432,7 +433,7 @@ class Writer {
   }
 
   void Count(const Point& x) {
-    const Event& e = t_.events()[placed_[x.placed].index];
+    const Event& e = events_[placed_[x.placed].index];
     s_.events += e.type == EventType::kMemory ? 2 : 1;
   }
 
@@ -466,14 +467,23 @@ class Writer {
         }
       }
       // One count per event left out: at its begin, or whole.
-      if (x.edge != Edge::kEnd) s_.dropped_for_bytes[static_cast<size_t>(t_.events()[placed_[x.placed].index].type)]++;
+      if (x.edge != Edge::kEnd) s_.dropped_for_bytes[static_cast<size_t>(events_[placed_[x.placed].index].type)]++;
     }
   }
 
   void WriteTrailer() {
-    const profiler::timeline::TimelineStats ts = t_.stats();
-    uint64_t dropped = s_.dropped_for_bytes_total() + s_.gpu_uncalibrated;
-    for (uint64_t d : ts.dropped) dropped += d;
+    profiler::timeline::TimelineStats ts = t_.stats();
+    if (o_.events) {
+      // A snapshot: what it holds, not what the collector took since it began.
+      ts.kept = {};
+      ts.dropped = {};
+      for (const Event& e : events_) ts.kept[static_cast<size_t>(e.type)]++;
+    }
+    uint64_t dropped = s_.dropped_for_bytes_total() + s_.gpu_uncalibrated + o_.missing;
+    // A snapshot's own losses are the caller's (|missing|): the timeline's
+    // counts are of every process since the agent started.
+    if (!o_.events)
+      for (uint64_t d : ts.dropped) dropped += d;
     if (dropped && !pids_.empty()) {
       // Said where the user looks, on the timeline itself.
       const uint32_t pid = *pids_.begin();
@@ -514,12 +524,15 @@ class Writer {
                       ",\"rejected\":", a.rejected, "}");
       first = false;
     }
-    out_ += "]}}\n";
+    out_ += "]";
+    if (!o_.metadata.empty()) absl::StrAppend(&out_, ",", o_.metadata);
+    out_ += "}}\n";
   }
 
   const Timeline& t_;
   const ChromeTraceOptions& o_;
   ChromeTraceStats& s_;
+  const std::deque<Event>& events_;
   std::vector<Placed> placed_;
   std::vector<Point> points_;
   uint64_t base_ = 0;

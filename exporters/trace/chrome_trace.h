@@ -29,6 +29,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -41,6 +42,14 @@ struct ChromeTraceOptions {
   uint64_t max_bytes = uint64_t{256} << 20;
   std::string title;
   absl::flat_hash_map<uint32_t, std::string> process_names;  // pid -> name
+  // The agent's flight recorder: a snapshot to write instead of the
+  // timeline's own events (Timeline::Snapshot; the timeline still names them).
+  const std::deque<profiler::timeline::Event>* events = nullptr;
+  // Members added to the metadata object as they are ("\"flight_recorder\":{...}").
+  std::string metadata;
+  // Events the caller knows are missing (the flight recorder's evictions):
+  // in the note on the trace itself, with those the limits left out.
+  uint64_t missing = 0;
 };
 
 struct ChromeTraceStats {

@@ -702,6 +702,7 @@ std::vector<StackId> EventProcessor::RetireProcesses(std::span<const pid_t> pids
   for (StackId id = 0; id < stacks_.size(); id++)
     if (!stacks_.Get(id).frames.empty() && gone.contains(stacks_.Get(id).pid)) stacks.push_back(id);
   oom_.Forget(pids);  // open episodes end while their stacks still mean theirs
+  if (timeline_) timeline_->ForgetProcesses(pids, stacks);  // the agent's flight recorder
   tracker_.ForgetStacks(stacks);
   tracker_.ForgetPeaks(pids);
   cpu_.Forget(stacks);

@@ -156,8 +156,9 @@ class EventProcessor {
   // are not interned: their events go to one kOverBudgetFrame stack per
   // process and domain, so memory stops growing and nothing is lost.
   void SetFrozen(bool frozen) { frozen_ = frozen; }
-  // record --timeline: every sample, allocation, free, launch and GPU record
-  // also goes to |timeline| (null: off, one pointer test per event).
+  // record --timeline and the agent's flight recorder: every sample,
+  // allocation, free, launch and GPU record also goes to |timeline| (null:
+  // off, one pointer test per event); retired processes leave it too.
   void SetTimeline(timeline::Timeline* timeline) { timeline_ = timeline; }
   // record: GPU activity, synchronise waits, CPU samples and clock pairs
   // also go to |utilization| (why the GPU idles; null: off).

@@ -6,6 +6,10 @@ namespace gpuflame::profiler::timeline {
 
 void GpuClock::OnSnapshot(pid_t pid, uint64_t cupti_ns, uint64_t mono_before_ns, uint64_t mono_after_ns) {
   Process& p = processes_[pid];
+  // The agent's flight recorder converts only recent records: at the cap,
+  // the older half goes (a process running for days keeps its clock).
+  if (keep_recent_ && p.snapshots.size() >= kMaxSnapshots)
+    p.snapshots.erase(p.snapshots.begin(), p.snapshots.begin() + kMaxSnapshots / 2);
   // The workload's numbers: a bracket must be ordered and narrow, and time
   // must go forward, or the snapshot says nothing.
   if (mono_after_ns < mono_before_ns || mono_after_ns - mono_before_ns > kMaxBracketNs ||

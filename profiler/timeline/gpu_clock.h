@@ -52,6 +52,11 @@ class GpuClock {
   // through the same snapshots; nullopt without any snapshot of it.
   std::optional<uint64_t> ToCupti(pid_t pid, uint64_t mono_ns) const;
   ClockAlignment Alignment(pid_t pid) const;
+  // |pid| was retired: a new process may take its number.
+  void Forget(pid_t pid) { processes_.erase(pid); }
+  // At kMaxSnapshots, drop the older half instead of rejecting new ones:
+  // for the flight recorder, which converts only its last seconds' records.
+  void KeepRecentOnly() { keep_recent_ = true; }
 
  private:
   struct Snapshot {
@@ -68,6 +73,7 @@ class GpuClock {
   template <typename On>
   static std::optional<int64_t> OffsetAt(const std::vector<Snapshot>& s, uint64_t t, On on);
   absl::flat_hash_map<pid_t, Process> processes_;
+  bool keep_recent_ = false;
 };
 
 }  // namespace gpuflame::profiler::timeline

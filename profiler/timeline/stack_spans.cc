@@ -60,4 +60,13 @@ void StackSpans::EndAll() {
   threads_.clear();
 }
 
+void StackSpans::ForEachOpen(uint64_t now_ns, const std::function<void(const StackSpan&)>& visit) const {
+  for (const auto& [thread, t] : threads_) {
+    const uint64_t end = std::max(std::min(t.last_ns + period_ns_, now_ns), t.last_ns);
+    for (size_t i = 0; i < t.open.size(); i++)
+      visit({thread, t.open[i].start_ns, std::max(end, t.open[i].start_ns), t.open[i].frame.frame,
+             static_cast<uint16_t>(i)});
+  }
+}
+
 }  // namespace gpuflame::profiler::timeline

@@ -62,6 +62,10 @@ class StackSpans {
   void EndThread(uint64_t thread);
   // Closes every thread's spans (the recording ends).
   void EndAll();
+  // The spans open now, as EndAll would close them (one period after their
+  // thread's last sample, and not after |now_ns|), without closing them:
+  // the flight recorder's snapshot of a thread still running.
+  void ForEachOpen(uint64_t now_ns, const std::function<void(const StackSpan&)>& visit) const;
 
   uint64_t reordered() const { return reordered_; }        // samples older than their thread's last: taken at it
   uint64_t truncated() const { return truncated_; }        // samples deeper than kMaxDepth

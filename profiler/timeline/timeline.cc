@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "symbolizer/demangle.h"
 
@@ -34,12 +35,15 @@ std::string EventCountsJson(const std::array<uint64_t, kEventTypes>& counts) {
   return out + "}";
 }
 
-Timeline::Timeline(const StackTable& stacks, const FrameTable& frames, TimelineOptions options)
+Timeline::Timeline(const StackTable& stacks, const FrameTable& frames, TimelineOptions options, FlightRing* ring)
     : stacks_(stacks),
       frames_(frames),
       options_(std::move(options)),
       stack_spans_(options_.sample_period_ns, SpanSink(EventType::kStackSpan)),
-      mark_spans_(options_.sample_period_ns, SpanSink(EventType::kMarkSpan)) {}
+      mark_spans_(options_.sample_period_ns, SpanSink(EventType::kMarkSpan)),
+      ring_(ring) {
+  if (ring_) clock_.KeepRecentOnly();  // an agent's process may run for days
+}
 
 std::function<void(const StackSpan&)> Timeline::SpanSink(EventType type) {
   return [this, type](const StackSpan& s) {
@@ -53,15 +57,29 @@ std::function<void(const StackSpan&)> Timeline::SpanSink(EventType type) {
   };
 }
 
-bool Timeline::Add(const Event& e) {
+uint64_t Timeline::HostTime(const Event& e) {
+  if (e.type != EventType::kGpu) {
+    latest_host_ns_ = std::max(latest_host_ns_, e.end_ns);
+    return e.end_ns;
+  }
+  // CUPTI's clock: through the process's clock pairs, once it sent one.
+  return clock_.ToMonotonic(static_cast<pid_t>(e.pid), e.end_ns).value_or(latest_host_ns_);
+}
+
+uint64_t Timeline::Add(const Event& e) {
   const auto t = static_cast<size_t>(e.type);
+  if (ring_) {
+    const uint64_t seq = ring_->Push(e, HostTime(e));
+    (seq == FlightRing::kNone ? stats_.dropped : stats_.kept)[t]++;
+    return seq == FlightRing::kNone ? kNotKept : seq;
+  }
   if (events_.size() >= options_.max_events) {
     stats_.dropped[t]++;
-    return false;
+    return kNotKept;
   }
   stats_.kept[t]++;
   events_.push_back(e);
-  return true;
+  return events_.size() - 1;
 }
 
 uint32_t Timeline::Identity(FrameId frame) {
@@ -196,23 +214,41 @@ void Timeline::OnNcclCall(pid_t pid, uint32_t tid, uint64_t ts_ns, uint16_t api,
     EndUnfinished(it->second, ts_ns);
     open_calls_.erase(it);
   }
-  const bool kept = Add({.ts_ns = ts_ns,
-                         .end_ns = ts_ns,
-                         .bytes = bytes,
-                         .addr = comm,
-                         .pid = static_cast<uint32_t>(pid),
-                         .tid = tid,
-                         .ref = stack,
-                         .peer = peer,
-                         .api = api,
-                         .type = EventType::kCall,
-                         .kind = GF_DOMAIN_NCCL,
-                         .copy_kind = static_cast<uint8_t>(datatype <= UINT8_MAX ? datatype : UINT8_MAX),
-                         .flags = kCallUnfinished});
-  if (kept) open_calls_[key] = events_.size() - 1;
+  if (auto it = pending_calls_.find(key); it != pending_calls_.end()) {
+    it->second.end_ns = std::max(it->second.ts_ns, ts_ns);
+    Add(it->second);
+    pending_calls_.erase(it);
+  }
+  const Event call{.ts_ns = ts_ns,
+                   .end_ns = ts_ns,
+                   .bytes = bytes,
+                   .addr = comm,
+                   .pid = static_cast<uint32_t>(pid),
+                   .tid = tid,
+                   .ref = stack,
+                   .peer = peer,
+                   .api = api,
+                   .type = EventType::kCall,
+                   .kind = GF_DOMAIN_NCCL,
+                   .copy_kind = static_cast<uint8_t>(datatype <= UINT8_MAX ? datatype : UINT8_MAX),
+                   .flags = kCallUnfinished};
+  if (ring_) {
+    pending_calls_[key] = call;
+    return;
+  }
+  if (const uint64_t at = Add(call); at != kNotKept) open_calls_[key] = at;
 }
 
 void Timeline::OnNcclReturn(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t result) {
+  if (auto it = pending_calls_.find(ThreadKey(pid, tid)); it != pending_calls_.end()) {
+    Event& e = it->second;
+    e.end_ns = std::max(e.ts_ns, ts_ns);
+    e.correlation = result;
+    e.flags &= static_cast<uint8_t>(~kCallUnfinished);
+    Add(e);
+    pending_calls_.erase(it);
+    return;
+  }
   auto it = open_calls_.find(ThreadKey(pid, tid));
   if (it == open_calls_.end()) return;  // its entry was over max_events, or came before the recording
   Event& e = events_[it->second];
@@ -248,6 +284,15 @@ void Timeline::OnProcessExit(pid_t pid, uint64_t ts_ns) {
       ++it;
     }
   }
+  for (auto it = pending_calls_.begin(); it != pending_calls_.end();) {
+    if (it->first >> 32 == static_cast<uint32_t>(pid)) {
+      it->second.end_ns = std::max(it->second.ts_ns, ts_ns);
+      Add(it->second);
+      pending_calls_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Timeline::Finish(uint64_t now_ns) {
@@ -255,6 +300,59 @@ void Timeline::Finish(uint64_t now_ns) {
   mark_spans_.EndAll();
   for (const auto& [key, index] : open_calls_) EndUnfinished(index, now_ns);
   open_calls_.clear();
+  for (auto& [key, call] : pending_calls_) {
+    call.end_ns = std::max(call.ts_ns, now_ns);
+    Add(call);
+  }
+  pending_calls_.clear();
+}
+
+std::deque<Event> Timeline::Snapshot(std::span<const uint32_t> pids, uint64_t since_ns, uint64_t now_ns) const {
+  std::deque<Event> out;
+  if (!ring_) return out;
+  const absl::flat_hash_set<uint32_t> wanted(pids.begin(), pids.end());
+  for (uint32_t pid : wanted) ring_->CopySince(pid, since_ns, out);
+  auto open = [&](EventType type) {
+    return [&, type](const StackSpan& s) {
+      if (!wanted.contains(static_cast<uint32_t>(s.thread >> 32)) || s.end_ns < since_ns) return;
+      out.push_back({.ts_ns = s.start_ns,
+                     .end_ns = s.end_ns,
+                     .pid = static_cast<uint32_t>(s.thread >> 32),
+                     .tid = static_cast<uint32_t>(s.thread),
+                     .ref = s.frame,
+                     .depth = s.depth,
+                     .type = type});
+    };
+  };
+  stack_spans_.ForEachOpen(now_ns, open(EventType::kStackSpan));
+  mark_spans_.ForEachOpen(now_ns, open(EventType::kMarkSpan));
+  for (Event& e : out) {
+    // A span begun before the window is cut at its start: a thread's root
+    // frame began when the thread did, perhaps days ago. Parents and
+    // children are cut alike, so they still nest.
+    if ((e.type == EventType::kStackSpan || e.type == EventType::kMarkSpan) && e.ts_ns < since_ns) e.ts_ns = since_ns;
+  }
+  for (const auto& [key, call] : pending_calls_) {
+    if (!wanted.contains(static_cast<uint32_t>(key >> 32))) continue;
+    Event e = call;  // still in flight: to now, said unfinished
+    e.end_ns = std::max(e.ts_ns, now_ns);
+    out.push_back(e);
+  }
+  return out;
+}
+
+void Timeline::ForgetProcesses(std::span<const pid_t> pids, std::span<const StackId> stacks) {
+  if (pids.empty() && stacks.empty()) return;
+  const absl::flat_hash_set<uint32_t> gone(pids.begin(), pids.end());
+  for (pid_t pid : pids) {
+    OnProcessExit(pid, latest_host_ns_);  // anything still open goes first, into what is forgotten next
+    if (ring_) ring_->Forget(static_cast<uint32_t>(pid));
+    clock_.Forget(pid);
+  }
+  for (StackId id : stacks) sampled_.erase(id);
+  absl::erase_if(thread_names_, [&](const auto& kv) { return gone.contains(static_cast<uint32_t>(kv.first >> 32)); });
+  absl::erase_if(kernel_names_, [&](const auto& kv) { return gone.contains(static_cast<uint32_t>(kv.first >> 32)); });
+  last_thread_ = 0;
 }
 
 TimelineStats Timeline::stats() const {

@@ -17,14 +17,18 @@
 // Names are not copied: spans hold frame IDs and events stack IDs, named
 // when written, after the last symbol refresh, exactly as the flame graphs
 // name them. That holds while stack IDs are not reused, which only the
-// agent's retirement of exited processes does: the agent does not collect
-// a timeline.
+// agent's retirement of exited processes does: ForgetProcesses drops
+// everything of theirs first (EventProcessor::RetireProcesses).
 //
-// Bounded: at most max_events events are kept; later ones are dropped and
-// counted per type (the writer says so in the trace and record in
-// summary.json and on the terminal). The writer bounds the bytes.
-// Off unless record --timeline makes one: the pipeline then pays one
-// null-pointer test per event.
+// Two ways to keep events. record's: all of them, in order, at most
+// max_events; later ones are dropped and counted per type (the writer says
+// so in the trace and record in summary.json and on the terminal). The
+// agent's flight recorder: a FlightRing (flight_ring.h) of the last seconds
+// per process, from which Snapshot copies what a trace asks for; an NCCL
+// call is held aside until it returns, so that a call stuck for longer than
+// the window is still in the trace of its hang. The writer bounds the bytes.
+// Off unless record --timeline or the agent's flight recorder makes one:
+// the pipeline then pays one null-pointer test per event.
 // Not thread-safe: event loop only (EventProcessor calls it).
 #ifndef GPUFLAME_PROFILER_TIMELINE_TIMELINE_H_
 #define GPUFLAME_PROFILER_TIMELINE_TIMELINE_H_
@@ -43,48 +47,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/resolve/stack_table.h"
+#include "profiler/timeline/flight_ring.h"
 #include "profiler/timeline/gpu_clock.h"
 #include "profiler/timeline/stack_spans.h"
+#include "profiler/timeline/timeline_event.h"
 
 namespace gpuflame::profiler::timeline {
-
-enum class EventType : uint8_t {
-  kStackSpan = 0,  // a frame of a thread's sampled stack
-  kMarkSpan,       // a marked frame (a phase) of a thread's sampled stack
-  kMemory,         // an allocation or a free
-  kLaunch,         // a sampled kernel launch
-  kGpu,            // a kernel, copy or memset on a device's stream
-  kCall,           // a CUDA synchronise or NCCL call, entry to return
-};
-inline constexpr size_t kEventTypes = 6;
-// "cpu_stack", "phase", "memory", "launch", "gpu", "call": summary.json's keys.
-const char* EventTypeName(EventType type);
-// {"cpu_stack": N, ...}: counts by type, for the trace's metadata and summary.json.
-std::string EventCountsJson(const std::array<uint64_t, kEventTypes>& counts);
-
-// kCall's flags.
-inline constexpr uint8_t kCallUnfinished = 1;  // no return seen: ended with its process or the recording
-
-struct Event {
-  uint64_t ts_ns = 0;   // CLOCK_MONOTONIC; kGpu: CUPTI's clock
-  uint64_t end_ns = 0;  // spans, kGpu, kCall (same clock as ts_ns)
-  int64_t bytes = 0;    // kMemory: + allocated, - freed (0: a free that matched nothing); kCall NCCL: bytes
-  int64_t in_use = 0;   // kMemory: its process's in use at its level after it
-  uint64_t addr = 0;    // kMemory: the address (or cuMemCreate handle); kGpu: the stream;
-                        // kCall: the stream or event waited for, or the NCCL communicator
-  uint32_t pid = 0;
-  uint32_t tid = 0;          // kGpu: the device
-  uint32_t ref = 0;          // spans: FrameId; kMemory, kLaunch, kCall: StackId; kGpu: kernel name ID
-  uint32_t correlation = 0;  // kLaunch, kGpu: CUPTI's correlation ID; kCall: the call's return value
-  uint32_t graph = 0;        // kGpu: the CUDA graph it ran in (0: none)
-  int32_t peer = -1;         // kCall NCCL: the peer, root or rank it names (-1: none)
-  uint16_t depth = 0;        // spans: 0 is the root; kCall: NCCL 0, synchronise 1 (inside NCCL's)
-  uint16_t api = 0;          // kMemory, kCall: enum gf_api; kLaunch: CUPTI's callback ID
-  EventType type = EventType::kStackSpan;
-  uint8_t kind = 0;       // kMemory, kCall: enum gf_domain; kGpu: enum gf_gpu_activity_kind
-  uint8_t copy_kind = 0;  // kGpu memcpy: CUpti_ActivityMemcpyKind; kCall NCCL: ncclDataType_t
-  uint8_t flags = 0;      // kCall: kCallUnfinished
-};
 
 struct TimelineOptions {
   uint64_t max_events = 1'000'000;
@@ -105,7 +73,10 @@ struct TimelineStats {
 
 class Timeline {
  public:
-  Timeline(const StackTable& stacks, const FrameTable& frames, TimelineOptions options);
+  static constexpr uint64_t kNotKept = UINT64_MAX;
+
+  // |ring| (optional, outliving this): keep events there, not in events().
+  Timeline(const StackTable& stacks, const FrameTable& frames, TimelineOptions options, FlightRing* ring = nullptr);
 
   void OnCpuSample(pid_t pid, uint32_t tid, uint64_t ts_ns, StackId stack);
   void OnMemory(pid_t pid, uint32_t tid, uint64_t ts_ns, uint8_t domain, uint16_t api, uint64_t addr, int64_t bytes,
@@ -134,6 +105,16 @@ class Timeline {
   // CLOCK_MONOTONIC: where calls still in flight end).
   void Finish(uint64_t now_ns);
 
+  // The flight recorder's trace (with a ring only): |pids|' events of host
+  // time |since_ns| and later, and what is open at |now_ns| (each thread's
+  // stack spans, its NCCL call in flight, said unfinished). Spans begun
+  // before |since_ns| begin there. For the writer, with this timeline's names.
+  std::deque<Event> Snapshot(std::span<const uint32_t> pids, uint64_t since_ns, uint64_t now_ns) const;
+  // Retired processes: their events, names, clocks and calls, and the
+  // stacks they used (|stacks|, about to be reused) are forgotten.
+  void ForgetProcesses(std::span<const pid_t> pids, std::span<const StackId> stacks);
+  const FlightRing* ring() const { return ring_; }
+
   const std::deque<Event>& events() const { return events_; }
   const StackTable& stacks() const { return stacks_; }
   const FrameTable& frames() const { return frames_; }
@@ -153,8 +134,11 @@ class Timeline {
   };
   const Sampled& SampledStack(StackId stack);
   uint32_t Identity(FrameId frame);
-  // False when over max_events (counted).
-  bool Add(const Event& e);
+  // Where it is kept (events_' index or the ring's sequence number), or
+  // kNotKept when over the bounds (counted).
+  uint64_t Add(const Event& e);
+  // |e|'s time on the host's clock, for the ring's window.
+  uint64_t HostTime(const Event& e);
   // Ends |it|'s call, unfinished, at |ts_ns|.
   void EndUnfinished(size_t index, uint64_t ts_ns);
   // Closed spans of a merger, as events of |type|.
@@ -180,6 +164,11 @@ class Timeline {
   // NCCL calls in flight: thread key -> the event's index (stable: events_
   // only grows).
   absl::flat_hash_map<uint64_t, size_t> open_calls_;
+  // With a ring: NCCL calls in flight, kept here until they end (a ring
+  // index would not survive the call outlasting the window).
+  absl::flat_hash_map<uint64_t, Event> pending_calls_;
+  FlightRing* ring_ = nullptr;
+  uint64_t latest_host_ns_ = 0;  // the newest host time seen: GPU records' time before a clock pair
 };
 
 }  // namespace gpuflame::profiler::timeline

@@ -121,6 +121,12 @@ TEST(HelmChartTest, DefaultDaemonSetHasLeastPrivilegeOnGpuNodes) {
   std::map<std::string, YAML::Node> vols;
   for (YAML::Node v : pod["volumes"]) vols[v["name"].as<std::string>()] = v;
   EXPECT_EQ(vols["spool"]["hostPath"]["path"].as<std::string>(), "/var/lib/gpuflame/spool");
+  // The flight recorder's incident traces: on the node, where the config says.
+  EXPECT_TRUE(mounts.count("/var/lib/gpuflame/traces"));
+  EXPECT_EQ(vols["traces"]["hostPath"]["path"].as<std::string>(), "/var/lib/gpuflame/traces");
+  const std::string config = m["ConfigMap/gf-gpuflame"]["data"]["agent.yaml"].as<std::string>();
+  EXPECT_NE(config.find("incident_trace_dir: /var/lib/gpuflame/traces\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("flight_recorder_seconds: 5\n"), std::string::npos) << config;
   EXPECT_EQ(vols["cupti"]["hostPath"]["path"].as<std::string>(), "/opt/gpuflame/lib");
   // The injection library goes to the node from the same image.
   YAML::Node init = pod["initContainers"][0];
@@ -142,7 +148,8 @@ TEST(HelmChartTest, DefaultDaemonSetHasLeastPrivilegeOnGpuNodes) {
 TEST(HelmChartTest, RenderedAgentConfigurationIsAcceptedByTheAgent) {
   auto m = Render(
       "--set pyroscope.tenantID=team-a --set 'profiling.namespaces={ml,serving}' --set profiling.cpuHz=49"
-      " --set 'profiling.seriesLabels={pid}' --set 'profiling.serviceNameFrom={kubernetes,script}'");
+      " --set 'profiling.seriesLabels={pid}' --set 'profiling.serviceNameFrom={kubernetes,script}'"
+      " --set flightRecorder.seconds=2 --set flightRecorder.incidentTraces.hostPath=");
   std::string yaml = m.at("ConfigMap/gf-gpuflame")["data"]["agent.yaml"].as<std::string>();
   std::string path = testing::TempDir() + "/agent.yaml";
   std::ofstream(path) << yaml;
@@ -152,6 +159,8 @@ TEST(HelmChartTest, RenderedAgentConfigurationIsAcceptedByTheAgent) {
   EXPECT_NE(r.out.find("team-a"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ml"), std::string::npos) << r.out;
   EXPECT_NE(yaml.find("cpu_hz: 49"), std::string::npos) << yaml;
+  EXPECT_NE(r.out.find("flight recorder: 2 s, 64 MiB (16 MiB a process); incident traces: off"), std::string::npos)
+      << r.out;
   EXPECT_NE(yaml.find("series_labels: [pid]"), std::string::npos) << yaml;
   EXPECT_NE(r.out.find("service_name: from kubernetes,script"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(", pid"), std::string::npos) << r.out;

@@ -20,9 +20,13 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "base/scoped_fd.h"
 #include "e2e/e2e_support.h"
 #include "e2e/pyroscope_receiver.h"
+#include "exporters/pprof/gzip.h"
+#include "tests/support/trace_schema.h"
 
 namespace gpuflame::e2e {
 namespace {
@@ -53,7 +57,9 @@ class AgentProcess {
                                      "--node", "test-node", "--spool-dir", spool, "--protocol", protocol,
                                      // The tests tell processes apart by their pid, which is a series
                                      // label only on request (SeriesAreBoundedByDefault: without it).
-                                     "--series-labels", "pid"};
+                                     "--series-labels", "pid",
+                                     // The flight recorder's incident traces: the test's, not the machine's.
+                                     "--incident-trace-dir", spool + "-traces"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
@@ -935,6 +941,26 @@ TEST(AgentTest, LabelsPodsFromTheCgroupAndTheContainersMountNamespace) {
   EXPECT_GE(matched, 2) << agent.Log();  // gpu_memory and torch_memory
 }
 
+// A gzipped Chrome trace, parsed and schema-checked (null when it is not one).
+nlohmann::json ParseTrace(const std::string& gz) {
+  auto text = exporters::Gunzip(gz);
+  EXPECT_TRUE(text.ok()) << text.status();
+  if (!text.ok()) return nullptr;
+  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(doc.is_discarded()) << text->substr(0, 2000);
+  if (doc.is_discarded()) return nullptr;
+  CheckTraceSchema(doc);
+  return doc;
+}
+
+// The pids a trace's events are of (0: the GPUs' busy tracks, nobody's).
+std::set<int> TracePids(const nlohmann::json& doc) {
+  std::set<int> pids;
+  for (const nlohmann::json& e : doc["traceEvents"])
+    if (e.contains("pid") && e["pid"] != 0) pids.insert(e["pid"].get<int>());
+  return pids;
+}
+
 // tests/workloads/oom.py on a 43 MiB simulated device (a fixture) runs out
 // of memory; PyTorch's retry after freeing its cache succeeds. The agent's
 // window is ten minutes: what reaches Pyroscope before it ends was pushed as
@@ -980,13 +1006,28 @@ void PushesAnOomCaptureAtOnce(bool inprocess) {
   EXPECT_EQ(Metric(metrics_port, "gpuflame_oom_failed_calls_total"), 1);
   EXPECT_EQ(Metric(metrics_port, "gpuflame_oom_captures_total{outcome=\"retry_succeeded\"}"), 1);
   EXPECT_EQ(Metric(metrics_port, "gpuflame_oom_captures_total{outcome=\"raised\"}"), 0);
-  const std::string log = agent.Log();
+  std::string log = agent.Log();
   EXPECT_NE(log.find("OOM in pid " + pid + " (python3.12) at "), std::string::npos) << log;
   EXPECT_NE(log.find("; PyTorch freed its cache and the retry succeeded (pushed as gpu_oom)"), std::string::npos)
       << log;
   if (inprocess) {
     EXPECT_GE(Metric(metrics_port, "gpuflame_tensor_events_inprocess_total"), 4);
   }
+  // The flight recorder's trace of the seconds before it, written on its own.
+  const std::regex written("incident trace written: (\\S+-oom-pid" + pid + "\\.json\\.gz)");
+  std::smatch m;
+  for (int i = 0; i < 100 && !std::regex_search(log, m, written); i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    log = agent.Log();
+  }
+  ASSERT_TRUE(std::regex_search(log, m, written)) << log;
+  const nlohmann::json trace = ParseTrace(ReadFile(m[1]));
+  ASSERT_FALSE(trace.is_null());
+  EXPECT_EQ(TracePids(trace), std::set<int>{std::stoi(pid)});
+  EXPECT_EQ(trace["metadata"]["flight_recorder"]["why"], "out-of-memory in pid " + pid);
+  int allocations = 0;
+  for (const nlohmann::json& e : trace["traceEvents"]) allocations += e.value("cat", "") == "memory";
+  EXPECT_GE(allocations, 1) << "the allocations before it";
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
 }
@@ -1175,6 +1216,187 @@ TEST(AgentTest, LogsAndCountsAGpuSideNcclHang) {
   }
   EXPECT_EQ(stuck_now, 0);
   EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_hangs_total{side=\"gpu\"}"), 1);
+}
+
+// The flight recorder on request (issue 15): two processes run the same
+// training loop (flight.py: Trainer > step, a 2 MiB cudaMalloc and its free
+// each step); GET /timeline for one of them answers its last seconds as a
+// gzipped Chrome trace of it alone, and `gpuflame timeline` saves the other's.
+TEST(AgentTest, WritesTheFlightRecordersTraceOfOneProcessOnRequest) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const std::string dir = TempDir("agent_flight");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  const int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--flight-seconds", "3"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
+  std::vector<std::thread> workloads;
+  for (const char* name : {"a", "b"})
+    workloads.emplace_back([&, name] {
+      Sh(SimEnv() + " sh -c 'echo $$ > " + dir + "/" + name + ".pid; exec " + py + " " + Workload("flight.py") + " " +
+         dir + "/" + name + ".ready'");
+    });
+  auto stop = [&] {
+    for (const char* name : {"a", "b"}) std::ofstream(dir + "/" + name + ".ready.stop") << "stop";
+    for (std::thread& t : workloads) t.join();
+  };
+  for (int i = 0; i < 300 && !(std::filesystem::exists(dir + "/a.ready") && std::filesystem::exists(dir + "/b.ready"));
+       i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // steps for the window
+  const int a = std::stoi(ReadFile(dir + "/a.pid")), b = std::stoi(ReadFile(dir + "/b.pid"));
+
+  httplib::Client c("127.0.0.1", metrics_port);
+  c.set_read_timeout(60);
+  auto res = c.Get("/timeline?pid=" + std::to_string(a) + "&seconds=2");
+  ASSERT_TRUE(res) << agent.Log();
+  ASSERT_EQ(res->status, 200) << res->body << agent.Log();
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/gzip");
+  const nlohmann::json doc = ParseTrace(res->body);
+  ASSERT_FALSE(doc.is_null());
+  EXPECT_EQ(TracePids(doc), std::set<int>{a}) << "that process only";
+  // Its spans and allocations, of the last two seconds: a step every ~70 ms.
+  int steps = 0, mallocs = 0;
+  double first = 1e300, last = 0;
+  for (const TraceSpan& s : TraceSpans(doc, "cpu")) {
+    steps += s.name == "Trainer > step";
+    first = std::min(first, s.ts);
+    last = std::max(last, s.ts + s.dur);
+  }
+  for (const nlohmann::json& e : doc["traceEvents"])
+    if (e["ph"] == "i" && e.value("cat", "") == "memory" && e["name"] == "cudaMalloc") {
+      mallocs++;
+      EXPECT_EQ(e["args"]["bytes"], 2 << 20) << e;
+      EXPECT_NE(e["args"]["stack"].get<std::string>().find("Trainer > step"), std::string::npos) << e;
+    }
+  EXPECT_GE(steps, 1) << "Trainer > step: a span per stretch of samples in it";
+  // A step is at least 70 ms: at most 29 in two seconds, fewer on a loaded machine.
+  EXPECT_GE(mallocs, 3);
+  EXPECT_LE(mallocs, 30);
+  EXPECT_LE(last - first, 2.1e6) << "two seconds, in microseconds";
+  const nlohmann::json& meta = doc["metadata"]["flight_recorder"];
+  ASSERT_TRUE(meta.is_object()) << doc["metadata"];
+  EXPECT_EQ(meta["processes"].size(), 1u);
+  EXPECT_EQ(meta["processes"][0]["pid"], a);
+  EXPECT_EQ(meta["processes"][0]["evicted_in_these_seconds"], 0);
+  EXPECT_EQ(meta["to_ns"].get<uint64_t>() - meta["from_ns"].get<uint64_t>(), 2'000'000'000u);
+
+  // Hostile or unknown queries: one line, no trace.
+  auto bad = c.Get("/timeline?pid=12x");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+  auto unknown = c.Get("/timeline?pid=4194303");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404) << unknown->body;
+
+  // The subcommand, for the other process.
+  RunResult r = Sh(std::string(GPUFLAME_BIN) + " timeline --agent 127.0.0.1:" + std::to_string(metrics_port) +
+                   " --pid " + std::to_string(b) + " --seconds 1 -o " + dir + "/b.json.gz 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find(dir + "/b.json.gz"), std::string::npos) << r.output;
+  const nlohmann::json other = ParseTrace(ReadFile(dir + "/b.json.gz"));
+  ASSERT_FALSE(other.is_null());
+  EXPECT_EQ(TracePids(other), std::set<int>{b});
+  RunResult gone = Sh(std::string(GPUFLAME_BIN) + " timeline --agent 127.0.0.1:" + std::to_string(metrics_port) +
+                      " --pid 4194303 -o " + dir + "/none.json.gz 2>&1");
+  EXPECT_EQ(gone.status, 1);
+  EXPECT_NE(gone.output.find("answered 404: no process the agent follows is pid 4194303"), std::string::npos)
+      << gone.output;
+  // While they run (exited processes are forgotten after their last window).
+  const double bytes = Metric(metrics_port, "gpuflame_flight_recorder_bytes");
+  EXPECT_GT(bytes, 0);
+  EXPECT_LE(bytes, 64 << 20);
+  stop();
+
+  double traces = -1;
+  for (int i = 0; i < 50 && traces < 2; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // published once a second
+    traces = Metric(metrics_port, "gpuflame_flight_recorder_traces_total{trigger=\"request\"}");
+  }
+  EXPECT_EQ(traces, 2);
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_flight_recorder_requests_failed_total"), 2);  // the 404s
+  EXPECT_GT(Metric(metrics_port, "gpuflame_flight_recorder_events_total"), 0);
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_flight_recorder_evicted_total"), 0);
+  EXPECT_GT(Metric(metrics_port, "gpuflame_flight_recorder_last_trace_seconds"), 0);  // timed, not bounded here
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+}
+
+// The flight recorder on its own (issue 15): rank 0 sits in its ncclSend
+// (nccl_ranks.py send: rank 1 stopped for 3 s); once the hang is found, a
+// trace of both ranks' last seconds is written to the incident directory and
+// its path logged; it holds the stuck call, whole and unfinished, with its
+// stack. Bounded: with incident_trace_max_files 1 only the newest stays.
+TEST(AgentTest, WritesAFlightTraceOfAnNcclHangOnItsOwn) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const std::string dir = TempDir("agent_flight_nccl");
+  const std::string traces = dir + "/traces";
+  std::filesystem::create_directories(traces);
+  std::ofstream(traces + "/gpuflame-timeline-19700101T000000Z-000000-old.json.gz") << "an older trace";
+  std::ofstream(traces + "/notes.txt") << "not ours";
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  const int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--nccl-hang-s", "1", "--incident-trace-dir", traces, "--incident-trace-max-files", "1"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
+  RunResult r = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + TempDir("agent_flight_nccl_shared") + " GF_SIM_NCCL_TIMEOUT_S=60 " +
+                   py + " " + Workload("nccl_ranks.py") + " send 3 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 0 pid ([0-9]+)"))) << r.output;
+  const int rank0 = std::stoi(m[1]);
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 1 pid ([0-9]+)"))) << r.output;
+  const int rank1 = std::stoi(m[1]);
+  // The hang of the send (a slow start may make rank 0's init a hang first:
+  // then the send's trace is the second, and the only one kept).
+  const std::regex written("incident trace written: (" + traces +
+                           "/gpuflame-timeline-[0-9TZ]+-[0-9]+-nccl-hang[0-9]+-pid" + std::to_string(rank0) +
+                           "\\.json\\.gz)");
+  std::string log;
+  for (int i = 0; i < 100; i++) {
+    log = agent.Log();
+    if (std::regex_search(log, m, written) && log.find("ncclSend to peer 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(std::regex_search(log, m, written)) << log;
+  std::string path;
+  for (std::sregex_iterator it(log.begin(), log.end(), written), end; it != end; ++it) path = (*it)[1];
+  ASSERT_TRUE(std::filesystem::exists(path)) << log;
+  const nlohmann::json doc = ParseTrace(ReadFile(path));
+  ASSERT_FALSE(doc.is_null());
+  EXPECT_EQ(TracePids(doc), (std::set<int>{rank0, rank1})) << "the stuck rank and the rank it waits for";
+  EXPECT_NE(doc["metadata"]["flight_recorder"]["why"].get<std::string>().find("NCCL hang #"), std::string::npos);
+  bool stuck = false;
+  for (const nlohmann::json& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || e.value("cat", "") != "nccl" || e["name"] != "ncclSend" || e["pid"] != rank0) continue;
+    if (!e["args"].contains("unfinished")) continue;
+    stuck = true;
+    EXPECT_GE(e["dur"].get<double>(), 1e6) << "in it past the 1 s threshold: " << e;
+    EXPECT_EQ(e["args"]["bytes"], 4 << 20) << e;
+    EXPECT_NE(e["args"]["stack"].get<std::string>().find("Comm > send"), std::string::npos) << e;
+  }
+  EXPECT_TRUE(stuck) << "the stuck ncclSend, whole, said unfinished";
+  // Bounded: only the newest of ours is left; what is not ours stays.
+  int ours = 0;
+  for (const auto& f : std::filesystem::directory_iterator(traces))
+    ours += f.path().filename().string().rfind("gpuflame-timeline-", 0) == 0;
+  EXPECT_EQ(ours, 1);
+  EXPECT_TRUE(std::filesystem::exists(traces + "/notes.txt"));
+  double written_total = -1;
+  for (int i = 0; i < 50 && written_total < 1; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    written_total = Metric(metrics_port, "gpuflame_incident_traces_written_total");
+  }
+  EXPECT_GE(written_total, 1);
+  EXPECT_GE(Metric(metrics_port, "gpuflame_incident_traces_removed_total"), 1);
+  EXPECT_GE(Metric(metrics_port, "gpuflame_flight_recorder_traces_total{trigger=\"nccl_hang\"}"), 1);
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
 }
 

@@ -108,6 +108,28 @@ TEST(CliHelpTest, RecordTakesTheNcclHangThreshold) {
 
 // Every flag the agent's parser takes is in its help, and so is every
 // profile type it pushes.
+TEST(CliHelpTest, TimelineAsksARunningAgent) {
+  EXPECT_EQ(Help({"timeline", "--help"}), TimelineUsageText());
+  auto c = ParseCommandLine(
+      {"timeline", "-o", "t.json.gz", "--agent", "10.0.0.7:9400", "--pid", "12", "-p", "13", "--seconds", "2.5"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto& o = std::get<TimelineFetchOptions>(*c);
+  EXPECT_EQ(o.output, "t.json.gz");
+  EXPECT_EQ(o.agent, "10.0.0.7:9400");
+  EXPECT_EQ(TimelineRequestPath(o), "/timeline?pid=12&pid=13&seconds=2.5");
+  TimelineFetchOptions pod;
+  pod.namespace_name = "ml";
+  pod.pod = "trainer-0";
+  EXPECT_EQ(TimelineRequestPath(pod), "/timeline?namespace=ml&pod=trainer-0");
+  EXPECT_EQ(Message({"timeline", "--pid", "1"}), "timeline needs -o FILE (see gpuflame timeline --help)");
+  EXPECT_EQ(Message({"timeline", "-o", "f", "--pid", "x"}),
+            "--pid wants a process id, not 'x' (see gpuflame timeline --help)");
+  EXPECT_EQ(Message({"timeline", "-o", "f", "--seconds", "0"}),
+            "--seconds wants a number of seconds above 0, not '0' (see gpuflame timeline --help)");
+  EXPECT_EQ(Message({"timeline", "-o"}), "-o needs a value (see gpuflame timeline --help)");
+  EXPECT_EQ(Message({"timeline", "-o", "f", "--frob", "1"}), "unknown option '--frob' (see gpuflame timeline --help)");
+}
+
 TEST(AgentHelpTest, ListsEveryFlagAndProfileType) {
   const std::string help = AgentUsageText();
   for (const AgentFlag& f : AgentFlags()) EXPECT_NE(help.find(std::string(f.flag) + " "), std::string::npos) << f.flag;

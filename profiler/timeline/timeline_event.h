@@ -1,0 +1,54 @@
+// One event of the timeline: what the collector (timeline.h) keeps, the
+// flight recorder's ring (flight_ring.h) holds, and the trace writer
+// (exporters/trace) reads. Plain data, 72 bytes: a million are 70 MB.
+#ifndef GPUFLAME_PROFILER_TIMELINE_TIMELINE_EVENT_H_
+#define GPUFLAME_PROFILER_TIMELINE_TIMELINE_EVENT_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gpuflame::profiler::timeline {
+
+enum class EventType : uint8_t {
+  kStackSpan = 0,  // a frame of a thread's sampled stack
+  kMarkSpan,       // a marked frame (a phase) of a thread's sampled stack
+  kMemory,         // an allocation or a free
+  kLaunch,         // a sampled kernel launch
+  kGpu,            // a kernel, copy or memset on a device's stream
+  kCall,           // a CUDA synchronise or NCCL call, entry to return
+};
+inline constexpr size_t kEventTypes = 6;
+// "cpu_stack", "phase", "memory", "launch", "gpu", "call": summary.json's keys.
+const char* EventTypeName(EventType type);
+// {"cpu_stack": N, ...}: counts by type, for the trace's metadata and summary.json.
+std::string EventCountsJson(const std::array<uint64_t, kEventTypes>& counts);
+
+// kCall's flags.
+inline constexpr uint8_t kCallUnfinished = 1;  // no return seen: ended with its process or the recording
+
+struct Event {
+  uint64_t ts_ns = 0;   // CLOCK_MONOTONIC; kGpu: CUPTI's clock
+  uint64_t end_ns = 0;  // spans, kGpu, kCall (same clock as ts_ns)
+  int64_t bytes = 0;    // kMemory: + allocated, - freed (0: a free that matched nothing); kCall NCCL: bytes
+  int64_t in_use = 0;   // kMemory: its process's in use at its level after it
+  uint64_t addr = 0;    // kMemory: the address (or cuMemCreate handle); kGpu: the stream;
+                        // kCall: the stream or event waited for, or the NCCL communicator
+  uint32_t pid = 0;
+  uint32_t tid = 0;          // kGpu: the device
+  uint32_t ref = 0;          // spans: FrameId; kMemory, kLaunch, kCall: StackId; kGpu: kernel name ID
+  uint32_t correlation = 0;  // kLaunch, kGpu: CUPTI's correlation ID; kCall: the call's return value
+  uint32_t graph = 0;        // kGpu: the CUDA graph it ran in (0: none)
+  int32_t peer = -1;         // kCall NCCL: the peer, root or rank it names (-1: none)
+  uint16_t depth = 0;        // spans: 0 is the root; kCall: NCCL 0, synchronise 1 (inside NCCL's)
+  uint16_t api = 0;          // kMemory, kCall: enum gf_api; kLaunch: CUPTI's callback ID
+  EventType type = EventType::kStackSpan;
+  uint8_t kind = 0;       // kMemory, kCall: enum gf_domain; kGpu: enum gf_gpu_activity_kind
+  uint8_t copy_kind = 0;  // kGpu memcpy: CUpti_ActivityMemcpyKind; kCall NCCL: ncclDataType_t
+  uint8_t flags = 0;      // kCall: kCallUnfinished
+};
+
+}  // namespace gpuflame::profiler::timeline
+
+#endif  // GPUFLAME_PROFILER_TIMELINE_TIMELINE_EVENT_H_
