@@ -73,6 +73,16 @@ class AgentProcess {
       _exit(127);
     }
   }
+  // A test that ends early (a failed ASSERT) must not leave its agent
+  // running: ctest would wait for the output it still holds open.
+  ~AgentProcess() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
   bool WaitReady() {
     for (int i = 0; i < 500; i++) {
       if (ReadFile(log_).find("agent pushing to") != std::string::npos) return true;
@@ -84,6 +94,7 @@ class AgentProcess {
     kill(pid_, SIGTERM);
     int status = 0;
     waitpid(pid_, &status, 0);
+    reaped_ = true;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   // Stop(), but a hung agent (one that ignores SIGTERM) is killed after
@@ -92,21 +103,28 @@ class AgentProcess {
     kill(pid_, SIGTERM);
     int status = 0;
     for (int i = 0; i < seconds * 50; i++) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_)
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     kill(pid_, SIGKILL);
     waitpid(pid_, &status, 0);
+    reaped_ = true;
     return -1;
   }
   std::string Log() const { return ReadFile(log_); }
   void Signal(int sig) const { kill(pid_, sig); }
   // After a SIGKILL: reaps it.
-  void Reap() const { waitpid(pid_, nullptr, 0); }
+  void Reap() {
+    waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+  }
 
  private:
   pid_t pid_ = -1;
+  bool reaped_ = false;
   std::string log_;
 };
 
@@ -1216,6 +1234,7 @@ TEST(AgentTest, LogsAndCountsAGpuSideNcclHang) {
   }
   EXPECT_EQ(stuck_now, 0);
   EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_hangs_total{side=\"gpu\"}"), 1);
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
 }
 
 // The flight recorder on request (issue 15): two processes run the same
