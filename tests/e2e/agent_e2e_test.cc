@@ -1146,13 +1146,22 @@ TEST(AgentTest, ExportsEachGpusDriverFiguresAndAFollowedProcessesSmUtilization) 
 // its ncclSend. The agent logs the hang while it is stuck, with the stack
 // that issued it and the rank it waits for, and again when it is over;
 // /metrics counts it, and nothing is left stuck.
-TEST(AgentTest, LogsAndCountsAnNcclHangWhileItIsStuck) {
-  GPUFLAME_REQUIRE_ROOT();
-  GPUFLAME_REQUIRE_PYTHON("3.12");
-  std::string dir = TempDir("agent_nccl");
+//
+// The run behind that test and its GPU-side twin below: the agent at
+// --nccl-hang-s 1 while nccl_ranks.py |mode| stops rank 1 for 3 s. Returns
+// rank 0's pid and the agent's log once it has said the hang over (|over|,
+// rank 0's pid put at "PID"), after the stuck gauge of |side| fell back to 0
+// and the hang was counted under it.
+struct AgentNcclHang {
+  std::string rank0;
+  std::string log;
+};
+void RunNcclHangUnderAgent(const std::string& mode, const std::string& side, const std::string& over,
+                           AgentNcclHang* out) {
+  const std::string dir = TempDir("agent_nccl_" + mode);
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
-  int metrics_port = FreePort();
+  const int metrics_port = FreePort();
   AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
                      {"--nccl-hang-s", "1"});
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
@@ -1160,36 +1169,43 @@ TEST(AgentTest, LogsAndCountsAnNcclHangWhileItIsStuck) {
   AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
   // libnccl.so.2 is new to the agent: its first process waits at the gate
   // until its probes are in.
-  RunResult r = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + TempDir("agent_nccl_shared") + " GF_SIM_NCCL_TIMEOUT_S=60 " + py +
-                   " " + Workload("nccl_ranks.py") + " send 3 2>&1");
+  RunResult r = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + TempDir("agent_nccl_shared_" + mode) +
+                   " GF_SIM_NCCL_TIMEOUT_S=60 " + py + " " + Workload("nccl_ranks.py") + " " + mode + " 3 2>&1");
   ASSERT_EQ(r.status, 0) << r.output;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 0 pid ([0-9]+)"))) << r.output;
-  const std::string rank0 = m[1];
+  out->rank0 = m[1];
   // Said over within a second of its end (the agent checks once a second).
-  // A slow start of rank 1 under load may make rank 0's init a hang of its
-  // own first: the send's is then not #1.
-  const std::string over = "over: ncclSend to peer 1 of pid " + rank0 + " (rank 0 of 2) lasted ";
-  for (int i = 0; i < 50 && agent.Log().find(over) == std::string::npos; i++)
+  const std::string said = std::regex_replace(over, std::regex("PID"), out->rank0);
+  for (int i = 0; i < 50 && agent.Log().find(said) == std::string::npos; i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const std::string log = agent.Log();
-  const std::regex stuck("NCCL hang #[0-9]+: pid " + rank0 +
-                         " rank 0 of 2 stuck for [0-9.]+ s in ncclSend to peer 1 \\(4\\.00 MiB, float32 x "
-                         "1048576\\).*Trainer > step › Comm > exchange › Comm > send; waiting for rank 1 \\(pid "
-                         "[0-9]+, stopped\\)");
-  EXPECT_TRUE(std::regex_search(log, stuck)) << log;
-  EXPECT_NE(log.find(over), std::string::npos) << log;
+  out->log = agent.Log();
+  EXPECT_NE(out->log.find(said), std::string::npos) << out->log;
   // Metrics are published once a second, apart from the check: wait for the
   // one after the end.
   double stuck_now = -1;
   for (int i = 0; i < 50 && stuck_now != 0; i++) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    stuck_now = Metric(metrics_port, "gpuflame_nccl_calls_stuck{side=\"call\"}");
+    stuck_now = Metric(metrics_port, "gpuflame_nccl_calls_stuck{side=\"" + side + "\"}");
   }
   EXPECT_EQ(stuck_now, 0);
-  EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_hangs_total{side=\"call\"}"), 1);
+  EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_hangs_total{side=\"" + side + "\"}"), 1);
   EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_calls_total"), 20);
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+}
+
+TEST(AgentTest, LogsAndCountsAnNcclHangWhileItIsStuck) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  AgentNcclHang h;
+  RunNcclHangUnderAgent("send", "call", "over: ncclSend to peer 1 of pid PID (rank 0 of 2) lasted ", &h);
+  // A slow start of rank 1 under load may make rank 0's init a hang of its
+  // own first: the send's is then not #1.
+  const std::regex stuck("NCCL hang #[0-9]+: pid " + h.rank0 +
+                         " rank 0 of 2 stuck for [0-9.]+ s in ncclSend to peer 1 \\(4\\.00 MiB, float32 x "
+                         "1048576\\).*Trainer > step › Comm > exchange › Comm > send; waiting for rank 1 \\(pid "
+                         "[0-9]+, stopped\\)");
+  EXPECT_TRUE(std::regex_search(h.log, stuck)) << h.log;
 }
 
 // The same on a (simulated) GPU: NCCL calls return once enqueued, and rank
@@ -1200,41 +1216,17 @@ TEST(AgentTest, LogsAndCountsAnNcclHangWhileItIsStuck) {
 TEST(AgentTest, LogsAndCountsAGpuSideNcclHang) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
-  std::string dir = TempDir("agent_nccl_gpu");
-  PyroscopeReceiver receiver;
-  ASSERT_TRUE(receiver.Start());
-  int metrics_port = FreePort();
-  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
-                     {"--nccl-hang-s", "1"});
-  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
-  const std::string py = PyenvPython("3.12");
-  AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
-  RunResult r = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + TempDir("agent_nccl_gpu_shared") + " GF_SIM_NCCL_TIMEOUT_S=60 " +
-                   py + " " + Workload("nccl_ranks.py") + " gpu 3 2>&1");
-  ASSERT_EQ(r.status, 0) << r.output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 0 pid ([0-9]+)"))) << r.output;
-  const std::string rank0 = m[1];
-  const std::string over =
-      "over: cudaStreamSynchronize (GPU side, after ncclSend to peer 1) of pid " + rank0 + " (rank 0 of 2) lasted ";
-  for (int i = 0; i < 50 && agent.Log().find(over) == std::string::npos; i++)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const std::string log = agent.Log();
-  const std::regex stuck("NCCL hang #[0-9]+ \\(GPU side\\): pid " + rank0 +
+  AgentNcclHang h;
+  RunNcclHangUnderAgent("gpu", "gpu",
+                        "over: cudaStreamSynchronize (GPU side, after ncclSend to peer 1) of pid PID (rank 0 of 2) "
+                        "lasted ",
+                        &h);
+  const std::regex stuck("NCCL hang #[0-9]+ \\(GPU side\\): pid " + h.rank0 +
                          " rank 0 of 2 stuck for [0-9.]+ s in cudaStreamSynchronize on stream 0x5000, called from "
                          ".*Trainer > step › Comm > synchronize; the first of its NCCL calls on that stream .*ncclSend "
                          "to peer 1 \\(4\\.00 MiB, float32 x 1048576\\).*Comm > exchange › Comm > send, .*waiting for "
                          "rank 1 \\(pid [0-9]+, stopped\\)");
-  EXPECT_TRUE(std::regex_search(log, stuck)) << log;
-  EXPECT_NE(log.find(over), std::string::npos) << log;
-  double stuck_now = -1;
-  for (int i = 0; i < 50 && stuck_now != 0; i++) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    stuck_now = Metric(metrics_port, "gpuflame_nccl_calls_stuck{side=\"gpu\"}");
-  }
-  EXPECT_EQ(stuck_now, 0);
-  EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_hangs_total{side=\"gpu\"}"), 1);
-  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  EXPECT_TRUE(std::regex_search(h.log, stuck)) << h.log;
 }
 
 // The flight recorder on request (issue 15): two processes run the same
