@@ -59,20 +59,20 @@ void NcclStragglers::OnCollective(const NcclCommId& id, int nranks, int ranks_se
 
 void NcclStragglers::Judge(NcclCommWaits& c, const std::vector<Entry>& entries) {
   c.judged++;
-  auto last = std::max_element(entries.begin(), entries.end(),
-                               [](const Entry& a, const Entry& b) { return a.ts_ns < b.ts_ns; });
-  const uint64_t first_ns = std::min_element(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-                              return a.ts_ns < b.ts_ns;
-                            })->ts_ns;
-  uint64_t held = 0;
+  const Entry* last = &entries.front();
+  uint64_t first_ns = last->ts_ns;
+  for (const Entry& e : entries) {
+    if (e.ts_ns > last->ts_ns) last = &e;
+    first_ns = std::min(first_ns, e.ts_ns);
+  }
+  uint64_t held = 0;  // the ranks' waits for the last, summed
   for (const Entry& e : entries) {
     NcclRankWaits& r = c.ranks[e.rank];
     r.rank = e.rank;
     r.pid = e.pid;
     r.operations++;
-    const uint64_t waited = last->ts_ns - e.ts_ns;
-    r.waited_ns += waited;
-    held += waited;
+    r.waited_ns += last->ts_ns - e.ts_ns;
+    held += last->ts_ns - e.ts_ns;
   }
   if (last->ts_ns - first_ns < kLateNs) {
     c.balanced++;
@@ -126,18 +126,20 @@ void NcclStragglers::Finish() {
 }
 
 void NcclStragglers::ForgetStacks(std::span<const StackId> stacks) {
-  // The agent's stacks are renumbered: their time stays, by no stack.
+  // The agent's stacks are renumbered: their time stays, by no stack. (The
+  // samples kept are of live processes, whose stacks are not retired.)
+  const absl::flat_hash_set<StackId> gone(stacks.begin(), stacks.end());
   for (auto& [id, c] : comms_)
     for (auto& [rank, r] : c.ranks)
-      for (auto* m : {&r.doing_ns, &r.late_from_ns})
-        for (StackId s : stacks)
-          if (auto it = m->find(s); it != m->end() && s != StackTable::kNone) {
-            const uint64_t ns = it->second;
-            m->erase(it);
-            (*m)[StackTable::kNone] += ns;
-          }
-  for (auto& [pid, q] : sampled_)
-    std::erase_if(q, [&](const Sample& s) { return std::find(stacks.begin(), stacks.end(), s.stack) != stacks.end(); });
+      for (auto* m : {&r.doing_ns, &r.late_from_ns}) {
+        uint64_t moved = 0;
+        absl::erase_if(*m, [&](const auto& kv) {
+          if (kv.first == StackTable::kNone || !gone.contains(kv.first)) return false;
+          moved += kv.second;
+          return true;
+        });
+        if (moved) (*m)[StackTable::kNone] += moved;
+      }
 }
 
 void NcclStragglers::ForgetCommunicators(const absl::flat_hash_set<NcclCommId>& gone) {

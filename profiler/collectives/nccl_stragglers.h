@@ -93,6 +93,7 @@ class NcclStragglers {
   // communicator's ranks this gpuflame follows now.
   void OnCollective(const NcclCommId& id, int nranks, int ranks_seen, int rank, pid_t pid, uint64_t sequence,
                     uint64_t ts_ns, StackId stack);
+  // The process is gone (or retired by the agent): its samples go.
   void OnProcessExit(pid_t pid) { sampled_.erase(pid); }
   // Recording ends: operations still open are unjudged.
   void Finish();

@@ -362,6 +362,7 @@ void NcclTracker::ForgetProcesses(std::span<const pid_t> pids) {
     }
   }
   stragglers_.ForgetCommunicators(ended);
+  for (pid_t pid : pids) stragglers_.OnProcessExit(pid);
   absl::erase_if(comm_ids_, [&](const auto& kv) { return gone.contains(kv.first.first); });
   absl::erase_if(recent_, [&](const auto& kv) { return gone.contains(kv.first); });
 }

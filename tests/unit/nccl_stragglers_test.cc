@@ -80,6 +80,26 @@ TEST(NcclStragglersTest, TheLastRankInIsTheStragglerAndItsSamplesSayWhatItDid) {
   EXPECT_EQ(c.ranks.at(0).last, 0u);
 }
 
+// The agent retires exited processes: their stacks' time stays, by no
+// stack, and their samples go.
+TEST(NcclStragglersTest, RetiredStacksKeepTheirTimeAndRetiredProcessesTheirSamplesGo) {
+  NcclTracker t;
+  Ranks(t, 2, 2);
+  AllReduce(t, 0, kS, kS + 50 * kMs);
+  t.OnCpuSample(20, kS + 10 * kMs, 7);
+  AllReduce(t, 1, kS + 50 * kMs, kS + 50 * kMs + 10);
+  t.ForgetStacks({7, 1020});
+  const NcclRankWaits& late = OnlyComm(t).ranks.at(1);
+  EXPECT_FALSE(late.doing_ns.contains(7));
+  EXPECT_EQ(late.doing_ns.at(StackTable::kNone), 50 * kMs);
+  EXPECT_EQ(late.late_from_ns.at(StackTable::kNone), 50 * kMs);
+  EXPECT_TRUE(t.stragglers().Wants(20));
+  const pid_t gone[] = {20};
+  t.ForgetProcesses(gone);
+  EXPECT_FALSE(t.stragglers().Wants(20));
+  EXPECT_TRUE(t.stragglers().Wants(10));
+}
+
 TEST(NcclStragglersTest, EntriesWithinAMillisecondHoldNobodyUp) {
   NcclTracker t;
   Ranks(t, 2, 2);
