@@ -12,12 +12,18 @@
 // Both cost the workload on every launch (CUPTI's callback dispatch, and its
 // timestamp instrumentation), so both are duty-cycled (duty_cycle.h), on the
 // flusher's 100 ms ticks:
-//  - launch callbacks are on one tick in GPUFLAME_LAUNCH_ONE_IN (default 10)
+//  - launch stacks are taken one tick in GPUFLAME_LAUNCH_ONE_IN (default 10)
 //    of those activity is on in, and within those each launch is taken with
 //    the probability that makes GPUFLAME_LAUNCH_STACKS_PER_S per thread
-//    (launch_sampler.h; default 1000; 0: every launch, callbacks always
-//    on). Kernels launched unsampled are charged to the sampled stacks of
-//    the same kernel (profiler/aggregate/kernel_joiner.h);
+//    (launch_sampler.h; default 1000; 0: every launch). Kernels launched
+//    unsampled are charged to the sampled stacks of the same kernel
+//    (profiler/aggregate/kernel_joiner.h). The launch callbacks themselves
+//    are enabled once, when an agent first listens, and never switched
+//    again: the cycle is a flag our callback reads. Switching them while
+//    other threads launch crashes CUPTI (CUDA 13, H200: 12 of 126 runs of
+//    a kernel loop died inside libcupti, SIGSEGV or bad_function_call, under
+//    a client that did nothing else; tests/gpu/cupti_toggle.c), and the
+//    duty cycle switched them a few times a second for the process's life;
 //  - activity is on all the time while an agent asks for exact kernel time
 //    (it attaches gpuflame:kernel_time_exact: `record`), else for
 //    GPUFLAME_ACTIVITY_ON_S (default 1) out of every GPUFLAME_ACTIVITY_ONE_IN
@@ -26,7 +32,9 @@
 //  - the first GPUFLAME_STARTUP_S (default 5) of the process are seen whole.
 // With no agent attached the probes' semaphores are down: callbacks and
 // activity are off, so the library costs the workload nothing until an agent
-// attaches and again after it leaves (checked every tick).
+// first attaches; after it leaves, activity goes off and what stays is
+// CUPTI's dispatch of the launch callbacks to a callback that returns at
+// once (checked every tick).
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 // CUPTI is found at run time (cupti_api.cc); only its headers are needed
@@ -72,7 +80,7 @@ struct State {
   bool callbacks_wanted = true, activity_wanted = true;
   // The flusher's alone, after start:
   std::unique_ptr<DutyCycle> launch_cycle, activity_cycle;
-  bool callbacks_on = false;
+  bool callbacks_enabled = false;  // with CUPTI: once on, for good
   bool activity_on = false;
   uint16_t activity_weight = 0;  // of the open window
   bool tracing = false;          // an agent listens
@@ -126,8 +134,8 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   const ActivityTuning& t = S().tuning;
   // Zeroed by us when CUPTI was told not to zero them itself (on the
   // launching thread, its documentation says).
-  *buffer = static_cast<uint8_t*>(t.zeroed_buffers ? std::calloc(1, t.buffer_bytes)
-                                                   : std::aligned_alloc(8, t.buffer_bytes));
+  *buffer =
+      static_cast<uint8_t*>(t.zeroed_buffers ? std::calloc(1, t.buffer_bytes) : std::aligned_alloc(8, t.buffer_bytes));
   *size = *buffer ? t.buffer_bytes : 0;
   *max_records = 0;
 }
@@ -235,9 +243,12 @@ bool IsLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 
 // Runtime launches call the driver's launch inside them: only the outermost
 // call's correlation ID is the one kernel records carry, so only it fires.
-// Callbacks go on and off between a call's entry and its exit, so the depth
-// is kept per callback epoch: a count from an earlier epoch is stale.
+// Callbacks may go on between a call's entry and its exit, so the depth is
+// kept per callback epoch: a count from an earlier epoch is stale.
 std::atomic<uint32_t> callback_epoch{0};
+// Whether this tick takes launch stacks: the duty cycle, written by the
+// flusher, read by every launch callback.
+std::atomic<bool> launch_window{false};
 thread_local int runtime_depth = 0;
 thread_local uint32_t depth_epoch = 0;
 
@@ -271,7 +282,7 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
   }
   if (runtime) runtime_depth++;
   else if (runtime_depth > 0) return;
-  if (!LaunchProbeOn()) return;
+  if (!launch_window.load(std::memory_order_relaxed) || !LaunchProbeOn()) return;
   thread_local LaunchSampler sampler(S().launch_rate, NowNs() ^ reinterpret_cast<uintptr_t>(&runtime_depth));
   if (!sampler.Take(NowNs())) return;
   const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
@@ -318,22 +329,27 @@ void Control(uint64_t now_ns) {
   else SetActivity(activity, static_cast<uint16_t>(s.activity_cycle->weight()));
 }
 
-// Only the launch APIs: every other callback would cost the workload a call
-// into us for nothing. Flusher thread (and start-up, before it runs).
+// Opens or closes the launch window. The callbacks (the launch APIs only:
+// every other one would cost the workload a call into us for nothing) are
+// enabled the first time it opens and stay enabled: CUPTI does not survive
+// their switching while launches run (the file's comment). Flusher thread
+// (and start-up, before it runs).
 void SetCallbacks(bool on) {
   State& s = S();
-  if (on == s.callbacks_on) return;
-  s.callbacks_on = on;
-  Trace(on ? "callbacks on" : "callbacks off");
+  if (on != launch_window.load(std::memory_order_relaxed)) Trace(on ? "launch window open" : "launch window closed");
+  launch_window.store(on, std::memory_order_relaxed);
+  if (!on || s.callbacks_enabled) return;
+  s.callbacks_enabled = true;
+  Trace("launch callbacks enabled, for good");
   ToggleTimer timer;
+  // Calls already inside a launch when they go on see an exit without its
+  // entry: their depth counts start again.
   callback_epoch.fetch_add(1, std::memory_order_relaxed);
-  const uint32_t enable = on ? 1 : 0;
   for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
     if (IsLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, id))
-      s.api.EnableCallback(enable, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+      s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
   for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
-    if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id))
-      s.api.EnableCallback(enable, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
 }
 
 }  // namespace

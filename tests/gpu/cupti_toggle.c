@@ -1,11 +1,16 @@
 /* A CUPTI client with none of gpuflame in it, for the crash hunt: loaded by
- * the CUDA driver through CUDA_INJECTION64_PATH, it subscribes to CUPTI and
- * switches the same launch callbacks gpuflame's duty cycle switches
- * (cupti/kernel_time_cupti.cc's IsLaunch) on and off from a thread of its
- * own every TOGGLE_US microseconds (default 1000), while the workload
- * launches. Its callback only counts. If the workload crashes under this
- * alone, the crash is CUPTI's switching while launches run, not gpuflame's
- * code. */
+ * the CUDA driver through CUDA_INJECTION64_PATH, it subscribes to CUPTI and,
+ * from a thread of its own every TOGGLE_US microseconds (default 1000) while
+ * the workload launches, switches what TOGGLE_WHAT names:
+ *   callbacks  (default) the launch callbacks gpuflame once switched
+ *              (cupti/kernel_time_cupti.cc's IsLaunch);
+ *   activity   kernel, memcpy and memset activity (cuptiActivityEnable and
+ *              cuptiActivityDisable), callbacks left off: what the agent's
+ *              activity duty cycle does;
+ *   none       nothing: the launch callbacks enabled once and left on, the
+ *              control.
+ * Its callback only counts. If the workload crashes under this alone, the
+ * crash is CUPTI's switching while launches run, not gpuflame's code. */
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
@@ -68,20 +73,55 @@ static void set_all(uint32_t on) {
   toggles++;
 }
 
+static CUptiResult (*activity_enable)(CUpti_ActivityKind), (*activity_disable)(CUpti_ActivityKind);
+static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                           CUPTI_ACTIVITY_KIND_MEMSET};
+
+static void set_activity(uint32_t on) {
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) (on ? activity_enable : activity_disable)(kinds[i]);
+  toggles++;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+  *buffer = aligned_alloc(8, 1 << 20);
+  *size = *buffer ? 1 << 20 : 0;
+  *max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+  (void)ctx, (void)stream, (void)size, (void)valid;
+  free(buffer);
+}
+
+/* Set at exit, before CUPTI's teardown: a switch during it crashes inside
+ * CUPTI (a first version of this client died in every run that way), which
+ * is an exit race of the client's, not the crash hunted here. */
+static int stopping;
+static pthread_t toggler_thread;
+
+static const char *what(void) { return getenv("TOGGLE_WHAT") ? getenv("TOGGLE_WHAT") : "callbacks"; }
+
 static void *toggler(void *arg) {
   (void)arg;
   const char *v = getenv("TOGGLE_US");
   const useconds_t us = v ? (useconds_t)atoi(v) : 1000;
-  for (;;) {
+  void (*set)(uint32_t) = strcmp(what(), "activity") == 0 ? set_activity : set_all;
+  if (strcmp(what(), "none") == 0) {
     set_all(1);
+    return NULL;
+  }
+  while (!__atomic_load_n(&stopping, __ATOMIC_ACQUIRE)) {
+    set(1);
     usleep(us);
-    set_all(0);
+    set(0);
     usleep(us);
   }
   return NULL;
 }
 
 static void report(void) {
+  __atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
+  pthread_join(toggler_thread, NULL);
   fprintf(stderr, "cupti_toggle: %lu toggles, %lu callbacks, %lu exits without their enter\n", toggles, calls,
           exits_without_enter);
 }
@@ -113,11 +153,19 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     fprintf(stderr, "cupti_toggle: cuptiSubscribe failed\n");
     return 1;
   }
-  pthread_t t;
-  pthread_create(&t, NULL, toggler, NULL);
-  pthread_detach(t);
+  if (strcmp(what(), "activity") == 0) {
+    CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
+        dlsym(lib, "cuptiActivityRegisterCallbacks");
+    activity_enable = dlsym(lib, "cuptiActivityEnable");
+    activity_disable = dlsym(lib, "cuptiActivityDisable");
+    if (!reg || !activity_enable || !activity_disable || reg(buffer_requested, buffer_completed) != CUPTI_SUCCESS) {
+      fprintf(stderr, "cupti_toggle: no activity API\n");
+      return 1;
+    }
+  }
+  pthread_create(&toggler_thread, NULL, toggler, NULL);
   atexit(report);
-  fprintf(stderr, "cupti_toggle: switching launch callbacks every %s us\n",
+  fprintf(stderr, "cupti_toggle: switching %s every %s us\n", what(),
           getenv("TOGGLE_US") ? getenv("TOGGLE_US") : "1000");
   return 1;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Crash hunt, parallel: train_bench.py's kernel loop run again and again, P
-# at a time, for SECONDS_A under cupti_toggle.c alone (CUPTI's launch
-# callbacks switched every TOGGLE_US, no gpuflame), then for SECONDS_B under
+# at a time, for SECONDS_A under cupti_toggle.c alone (what TOGGLE_WHAT names
+# switched every TOGGLE_US: CUPTI's launch callbacks by default, or activity,
+# or nothing as the control; no gpuflame), then for SECONDS_B under
 # `gpuflame record` in the callbacks-only mode (GPUFLAME_ACTIVITY=0) with the
 # launch duty cycle at one tick in 2 (5 times the switches of the default).
 # Every run carries the crash reporter. Output: $OUT/phase_*.log.
@@ -36,14 +37,18 @@ worker() {  # phase, worker id, seconds, command...
 common_env=(PYTHONFAULTHANDLER=1 LD_PRELOAD=$bundle/libsegv_backtrace.so)
 bench=(python3 "$here/train_bench.py" --model kernels --steps 400)
 
-echo "== phase A: cupti_toggle.so alone, TOGGLE_US=${TOGGLE_US:-500}, $P at a time, ${SECONDS_A}s"
+what=${TOGGLE_WHAT:-callbacks}
+echo "== phase A: cupti_toggle.so alone, TOGGLE_WHAT=$what TOGGLE_US=${TOGGLE_US:-500}, $P at a time, ${SECONDS_A}s"
 for i in $(seq 1 "$P"); do
   worker A "$i" "$SECONDS_A" env "${common_env[@]}" CUDA_INJECTION64_PATH=/tmp/libcupti_toggle.so \
-    TOGGLE_US="${TOGGLE_US:-500}" "${bench[@]}" &
+    TOGGLE_WHAT="$what" TOGGLE_US="${TOGGLE_US:-500}" "${bench[@]}" &
 done
 wait
-cat /tmp/hunt_A_*.log >"$out/phase_A.log"
-grep -h "^== A worker" "$out/phase_A.log"; grep -c "rc 139" "$out/phase_A.log"
+cat /tmp/hunt_A_*.log >"$out/phase_A_$what.log"
+rm -f /tmp/hunt_A_*.log
+grep -h "^== A worker" "$out/phase_A_$what.log"
+echo "failed runs (crashed or raised): $(grep -c "^== A worker .* rc " "$out/phase_A_$what.log")"
+[ "$SECONDS_B" -gt 0 ] || exit 0
 
 PB=${PB:-4}
 echo "== phase B: record, GPUFLAME_ACTIVITY=0 GPUFLAME_STARTUP_S=0 GPUFLAME_LAUNCH_ONE_IN=2, $PB at a time, ${SECONDS_B}s"
