@@ -25,11 +25,10 @@ namespace {
 constexpr int64_t MiB = 1 << 20;
 const std::string kTorchLeaf = "c10::cuda::CUDACachingAllocator::malloc";
 
-
 RunResult Record(const std::string& out, const std::string& python, const std::string& script,
                  const std::string& extra_env = "", const std::string& flags = "") {
-  return Sh(SimEnv() + " " + extra_env + " " + GPUFLAME_BIN + " record -q -o " + out + " " + flags + " -- " +
-             python + " " + Workload(script));
+  return Sh(SimEnv() + " " + extra_env + " " + GPUFLAME_BIN + " record -q -o " + out + " " + flags + " -- " + python +
+            " " + Workload(script));
 }
 
 // Value of the single stack that ends with |suffix|; fails if ambiguous.
@@ -38,8 +37,7 @@ int64_t ValueEndingWith(const std::map<std::string, int64_t>& stacks, const std:
   int64_t v = -1;
   int hits = 0;
   for (const auto& [stack, value] : stacks) {
-    if (stack.size() >= suffix.size() &&
-        stack.compare(stack.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+    if (stack.size() >= suffix.size() && stack.compare(stack.size() - suffix.size(), suffix.size(), suffix) == 0 &&
         (stack.size() == suffix.size() || stack[stack.size() - suffix.size() - 1] == ';')) {
       v = value;
       hits++;
@@ -73,7 +71,9 @@ void CheckFeatures(const Interpreter& py, const std::string& flags) {
 
   // Tensor level: exactly the tensors each function created; in use at exit
   // is the live set when the interpreter began to shut down.
-  EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;GPUModelRunner > _allocate_kv_cache_tensors;" + tensor + kTorchLeaf), 64 * MiB) << Dump(t_inuse);
+  EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;GPUModelRunner > _allocate_kv_cache_tensors;" + tensor + kTorchLeaf),
+            64 * MiB)
+      << Dump(t_inuse);
   EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;" + inner + tensor + kTorchLeaf), 2 * MiB) << Dump(t_inuse);
   EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;<lambda>;" + tensor + kTorchLeaf), 4 * MiB);
   EXPECT_EQ(ValueEndingWith(t_inuse, "<module>;gen_blocks;" + tensor + kTorchLeaf), 3 * MiB);
@@ -92,7 +92,9 @@ void CheckFeatures(const Interpreter& py, const std::string& flags) {
 
   // Device level: the runtime call is counted once (cudaMalloc, not also the
   // cuMemAlloc_v2 it forwards to); direct driver calls keep the driver leaf.
-  EXPECT_EQ(ValueEndingWith(g_inuse, "<module>;GPUModelRunner > _allocate_kv_cache_tensors;" + tensor + "cudaMalloc"), 64 * MiB) << Dump(g_inuse);
+  EXPECT_EQ(ValueEndingWith(g_inuse, "<module>;GPUModelRunner > _allocate_kv_cache_tensors;" + tensor + "cudaMalloc"),
+            64 * MiB)
+      << Dump(g_inuse);
   EXPECT_EQ(ValueEndingWith(g_inuse, "<module>;gen_blocks;" + tensor + "cudaMalloc"), 6 * MiB);
   EXPECT_EQ(ValueEndingWith(g_inuse, "<module>;driver_workspace;cu_mem_alloc;cuMemAlloc_v2"), 3 * MiB);
   EXPECT_EQ(ValueEndingWith(g_alloc, "<module>;scratch;" + tensor + "cudaMalloc"), 32 * MiB);
@@ -103,11 +105,15 @@ void CheckFeatures(const Interpreter& py, const std::string& flags) {
   // Trampolines: CPython 3.11+ enters the eval loop from C for <module> and
   // for calls made by C code (type.__call__ -> __init__); 3.10 has none.
   auto raw = Stacks(torch, "inuse_space", /*drop_trampolines=*/false);
-  const std::string kv_raw = "<interpreter trampoline>;<module>;GPUModelRunner > _allocate_kv_cache_tensors;empty;<interpreter trampoline>;Tensor > __init__;" + kTorchLeaf;
+  const std::string kv_raw =
+      "<interpreter trampoline>;<module>;GPUModelRunner > _allocate_kv_cache_tensors;empty;<interpreter "
+      "trampoline>;Tensor > __init__;" +
+      kTorchLeaf;
   if (py.minor >= 11) {
     EXPECT_EQ(ValueEndingWith(raw, kv_raw), 64 * MiB) << Dump(raw);
   } else {
-    EXPECT_EQ(ValueEndingWith(raw, "<module>;GPUModelRunner > _allocate_kv_cache_tensors;" + tensor + kTorchLeaf), 64 * MiB);
+    EXPECT_EQ(ValueEndingWith(raw, "<module>;GPUModelRunner > _allocate_kv_cache_tensors;" + tensor + kTorchLeaf),
+              64 * MiB);
   }
 
   // The line of the call inside each Python function.
@@ -208,7 +214,8 @@ TEST(RecordTest, SampledTensorEventsAreUnbiasedEstimatesAndSaySo) {
   for (int64_t c : torch.comment()) said |= torch.string_table(c).find("sampled by bytes") != std::string::npos;
   EXPECT_TRUE(said);
   const std::string kStep = "<module>;Trainer > step;empty;Tensor > __init__;" + kTorchLeaf;
-  const std::string kLoad = "<module>;Loader > load_weights;empty;Tensor > __init__;" + kTorchLeaf;  // 3.12: no <listcomp>
+  const std::string kLoad =
+      "<module>;Loader > load_weights;empty;Tensor > __init__;" + kTorchLeaf;  // 3.12: no <listcomp>
   auto alloc = Stacks(torch, "alloc_space", true, true);
   auto inuse = Stacks(torch, "inuse_space", true, true);
   auto samples = Stacks(torch, "alloc_samples", true, true);
@@ -265,7 +272,8 @@ TEST(RecordTest, TensorBytesAreTheAllocatorsBlocksOnBothPaths) {
     auto inuse = Stacks(torch, "inuse_space", true, true);
     EXPECT_EQ(Total(torch, "inuse_space"), blocks) << way << "\n" << Dump(inuse);
     EXPECT_EQ(inuse["<module>;Loader > load;empty;Tensor > __init__;" + kTorchLeaf], blocks)  // 3.12: no <listcomp>
-        << way << "\n" << Dump(inuse);
+        << way << "\n"
+        << Dump(inuse);
     EXPECT_EQ(Total(torch, "inuse_objects"), 5) << way;
   }
 }
@@ -283,10 +291,11 @@ TEST(RecordTest, ASecondGpuflameHearsTheHookWhileTheFirstHoldsItsSemaphore) {
   std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
   // Launch stacks thinned: two sessions on a loaded CI machine must keep up.
   RunResult p = Sh("cd " + dir + " && (" + SimEnv() + " GPUFLAME_LAUNCH_STACKS_PER_S=100 CUDA_INJECTION64_PATH=" + lib +
-                   " " + PyenvPython("3.12") +
-                   " " + Workload("steady_kernels.py") + " 0 pid go stop & ) && for i in $(seq 100); do [ -f pid ] " +
+                   " " + PyenvPython("3.12") + " " + Workload("steady_kernels.py") +
+                   " 0 pid go stop & ) && for i in $(seq 100); do [ -f pid ] " +
                    "&& break; sleep 0.05; done; touch go; export GPUFLAME_HELLO_SITE=7; " + GPUFLAME_BIN +
-                   " record -q -d 9 -o first -p $(cat pid) & sleep 2.5; " + GPUFLAME_BIN + " record -q -d 5 -o second -p $(cat pid); wait; touch stop; " +
+                   " record -q -d 9 -o first -p $(cat pid) & sleep 2.5; " + GPUFLAME_BIN +
+                   " record -q -d 5 -o second -p $(cat pid); wait; touch stop; " +
                    "while kill -0 $(cat pid) 2>/dev/null; do sleep 0.1; done");
   for (const char* who : {"first", "second"}) {
     const std::string summary = ReadFile(dir + "/" + who + "/summary.json");
@@ -310,18 +319,22 @@ TEST(RecordTest, ASecondGpuflameHearsTheHookWhileTheFirstHoldsItsSemaphore) {
 TEST(RecordTest, AWorkloadHeldAtAGateResumesWhenGpuflameIsKilled) {
   // gpuflame is stopped (so it cannot lift the gate), its command maps the
   // CUDA runtime and is stopped there, then gpuflame is SIGKILLed: nothing
-  // of it runs again, and its guardian must resume the command.
+  // of it runs again, and its guardian must resume the command. gpuflame is
+  // stopped as soon as the command has exec'd Python (it is let go only once
+  // the probes are in): a fixed sleep stopped a slow start-up on a loaded
+  // machine before its gate was armed.
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string dir = TempDir("killed-while-gated");
-  RunResult r = Sh("cd " + dir + " && { " + SimEnv() + " " + GPUFLAME_BIN + " record -q -o out -- " +
-                   PyenvPython("3.12") + " " + Workload("late_cuda.py") + " 1.5 > log 2>&1 & echo $! > rec; }; " +
-                   "sleep 0.7; rec=$(cat rec); kill -STOP $rec; child=; held=no; " +
-                   "for i in $(seq 100); do child=$(pgrep -P $rec python); " +
-                   "if [ -n \"$child\" ] && grep -q '^State:.T' /proc/$child/status; then held=yes; break; fi; sleep 0.1; done; " +
-                   "echo held=$held; kill -9 $rec; for i in $(seq 100); do kill -0 $child 2>/dev/null || break; sleep 0.1; done; " +
-                   "if kill -0 $child 2>/dev/null; then echo still-there; kill -CONT $child; kill -9 $child; fi; " +
-                   "for i in $(seq 50); do grep -q guardian log && break; sleep 0.1; done; cat log");
+  RunResult r = Sh(
+      "cd " + dir + " && { " + SimEnv() + " " + GPUFLAME_BIN + " record -q -o out -- " + PyenvPython("3.12") + " " +
+      Workload("late_cuda.py") + " 1.5 > log 2>&1 & echo $! > rec; }; " +
+      "rec=$(cat rec); for i in $(seq 400); do pgrep -P $rec python >/dev/null && break; sleep 0.05; done; " +
+      "kill -STOP $rec; child=; held=no; " + "for i in $(seq 100); do child=$(pgrep -P $rec python); " +
+      "if [ -n \"$child\" ] && grep -q '^State:.T' /proc/$child/status; then held=yes; break; fi; sleep 0.1; done; " +
+      "echo held=$held; kill -9 $rec; for i in $(seq 100); do kill -0 $child 2>/dev/null || break; sleep 0.1; done; " +
+      "if kill -0 $child 2>/dev/null; then echo still-there; kill -CONT $child; kill -9 $child; fi; " +
+      "for i in $(seq 50); do grep -q guardian log && break; sleep 0.1; done; cat log");
   EXPECT_NE(r.output.find("held=yes"), std::string::npos) << "the gate never held it: " << r.output;
   EXPECT_EQ(r.output.find("still-there"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("done"), std::string::npos) << r.output;
@@ -421,7 +434,8 @@ TEST(RecordTest, PeakIsTheLiveSetAtTheHighWaterMark) {
     EXPECT_EQ(Total(gpu, "inuse_space"), 80 * MiB) << way;
     const std::string summary = ReadFile(out + "/summary.json");
     EXPECT_NE(summary.find("\"peak_bytes\": {\"gpu_memory\": 335544320, \"torch_memory\": 335544320}"),
-              std::string::npos) << summary;
+              std::string::npos)
+        << summary;
     EXPECT_NE(ReadFile(out + "/torch_memory.peak_space.folded").find("Trainer > step"), std::string::npos);
   }
 }
@@ -508,9 +522,9 @@ TEST(RecordTest, GrowthReportsOnlyTheLeakingStack) {
   GPUFLAME_REQUIRE_PYTHON("3.12");
   for (const std::string way : {"probes", "inprocess"}) {
     const std::string out = TempDir("growth-" + way);
-    const RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress " + (way == "probes" ? "-q " : "") +
-                           "-o " + out + " --tensor-events " + way + " -- " + PyenvPython("3.12") + " " +
-                           Workload("leak.py"));
+    const RunResult r =
+        Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress " + (way == "probes" ? "-q " : "") + "-o " + out +
+           " --tensor-events " + way + " -- " + PyenvPython("3.12") + " " + Workload("leak.py"));
     ASSERT_EQ(r.status, 0) << r.output;
     nlohmann::json growth, p;
     ASSERT_NO_FATAL_FAILURE(GrowthOfOneProcess(out, &growth, &p));
@@ -532,7 +546,8 @@ TEST(RecordTest, GrowthReportsOnlyTheLeakingStack) {
       EXPECT_LE(intervals, static_cast<int>(growth["intervals"])) << growth.dump(2);
       // Named as in the flame graphs: its line in the in-use .folded file.
       EXPECT_NE(ReadFile(out + "/" + level + ".inuse_space.folded").find(stack + " " + std::to_string(50 * MiB) + "\n"),
-                std::string::npos) << stack;
+                std::string::npos)
+          << stack;
     }
     EXPECT_EQ(growth["thresholds"]["min_bytes"], MiB);
     if (way == "inprocess") {
@@ -614,7 +629,9 @@ TEST(RecordTest, UsesTheUsdtNotesWhereLibc10LacksTheReportHook) {
   pprof::Profile torch;
   ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch));
   auto t = Stacks(torch, "alloc_space");
-  EXPECT_EQ(ValueEndingWith(t, "<module>;Model > __init__;LlamaMLP > __init__;empty;Tensor > __init__;" + kTorchLeaf), 8 * MiB) << Dump(t);
+  EXPECT_EQ(ValueEndingWith(t, "<module>;Model > __init__;LlamaMLP > __init__;empty;Tensor > __init__;" + kTorchLeaf),
+            8 * MiB)
+      << Dump(t);
   EXPECT_EQ(Total(torch, "alloc_space"), 12 * MiB);
   EXPECT_EQ(Total(torch, "inuse_space"), 8 * MiB);  // forward()'s temporary was freed
   EXPECT_TRUE(nlohmann::json::parse(ReadFile(out + "/summary.json"))["warnings"].empty());
@@ -626,9 +643,8 @@ TEST(RecordTest, AttachesToARunningProcessByPid) {
   std::string dir = TempDir("pid");
   std::string pidfile = dir + "/pid", go = dir + "/go";
   std::string py = PyenvPython("3.11");
-  std::thread workload([&] {
-    Sh(SimEnv() + " timeout 60 " + py + " " + Workload("steady.py") + " " + pidfile + " " + go);
-  });
+  std::thread workload(
+      [&] { Sh(SimEnv() + " timeout 60 " + py + " " + Workload("steady.py") + " " + pidfile + " " + go); });
   for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(std::filesystem::exists(pidfile));
@@ -636,7 +652,8 @@ TEST(RecordTest, AttachesToARunningProcessByPid) {
   // gpuflame says "recording" once attached; only then does the workload
   // allocate. It finds the simulated NVML as it would the driver's.
   const RunResult r = RecordAttached(
-      SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " + std::to_string(pid), go);
+      SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " + std::to_string(pid),
+      go);
   const std::string& log = r.output;
   kill(pid, SIGKILL);
   workload.join();
@@ -675,7 +692,8 @@ TEST(RecordTest, WhatWasHeldBeforeAttachStaysSaidWhenTheProcessExitsFirst) {
   const pid_t pid = StartSteadyWorkload(PyenvPython("3.12"), pidfile, go, "exit");
   ASSERT_GT(pid, 0);
   const RunResult r = RecordAttached(
-      SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " + std::to_string(pid), go);
+      SimNvmlEnv() + " " + GPUFLAME_BIN + " record --no-progress -d 3 -o " + dir + "/out -p " + std::to_string(pid),
+      go);
   const std::string& log = r.output;
   ASSERT_EQ(r.status, 0) << log;
   pprof::Profile torch;
@@ -723,7 +741,8 @@ TEST(RecordTest, EveryRuntimeAndDriverApiIsCountedOnce) {
   auto a = Stacks(gpu, "alloc_space", true, /*drop_native=*/true);
   auto u = Stacks(gpu, "inuse_space", true, /*drop_native=*/true);
   EXPECT_EQ(ValueEndingWith(a, "<module>;stream_ordered;cuda_malloc_async;cudaMallocAsync"), 5 * MiB) << Dump(a);
-  EXPECT_EQ(ValueEndingWith(u, "<module>;stream_ordered;cuda_malloc_async;cudaMallocAsync"), -1) << "freed with cudaFreeAsync";
+  EXPECT_EQ(ValueEndingWith(u, "<module>;stream_ordered;cuda_malloc_async;cudaMallocAsync"), -1)
+      << "freed with cudaFreeAsync";
   EXPECT_EQ(ValueEndingWith(u, "<module>;managed;cuda_malloc_managed;cudaMallocManaged"), 7 * MiB) << Dump(u);
   EXPECT_EQ(ValueEndingWith(u, "<module>;pitched;cu_mem_alloc_pitch;cuMemAllocPitch_v2"), 2 * MiB) << Dump(u);
   EXPECT_EQ(Total(gpu, "alloc_space"), 14 * MiB);  // the failed 2 TiB cudaMalloc counts for nothing
@@ -768,8 +787,7 @@ TEST(RecordTest, NativeProgramsGetSymbolizedNativeStacks) {
     const std::string raw = stack.substr(25, stack.find(';', 25) - 25);
     EXPECT_EQ(raw.rfind("libc.so.6+0x", 0), 0u) << stack;
     EXPECT_EQ(stack, "_start;__libc_start_main;" + raw + tail);
-  } else
-    EXPECT_EQ(stack, "_start;__libc_start_main;__libc_start_call_main" + tail);
+  } else EXPECT_EQ(stack, "_start;__libc_start_main;__libc_start_call_main" + tail);
 }
 
 TEST(RecordTest, MixedStacksJoinPythonAndNativeFrames) {
@@ -968,7 +986,8 @@ TEST(RecordTest, OverItsMemoryBudgetGpuflameShedsAndSaysSo) {
   // many there are depends on how fast the interpreter started.
   EXPECT_EQ(over + kept, 16 * MiB);
   bool commented = false;
-  for (int64_t c : torch.comment()) commented |= torch.string_table(static_cast<int>(c)).find("RSS") != std::string::npos;
+  for (int64_t c : torch.comment())
+    commented |= torch.string_table(static_cast<int>(c)).find("RSS") != std::string::npos;
   EXPECT_TRUE(commented) << "the profile says why it has an over-budget frame";
   std::string summary = ReadFile(out + "/summary.json");
   EXPECT_NE(summary.find("\"shedding\": \"native stacks, new stacks\""), std::string::npos) << summary;
@@ -976,8 +995,8 @@ TEST(RecordTest, OverItsMemoryBudgetGpuflameShedsAndSaysSo) {
 }
 
 // Over its CPU budget (here a thousandth of a core: one 10 ms clock tick in
-// its first second is over it, and its start-up work takes several) gpuflame first stops copying native stacks, in BPF: the
-// CPU samples keep their Python frames, and the shed copies are counted.
+// its first second is over it, and its start-up work takes several) gpuflame first stops copying native stacks, in BPF:
+// the CPU samples keep their Python frames, and the shed copies are counted.
 TEST(RecordTest, OverItsOverheadBudgetGpuflameShedsAndSaysWhy) {
   // Its BPF time as a share of the workload's CPU time (the sampler's runs
   // here), over a budget no profiler could keep.
@@ -1084,8 +1103,8 @@ TEST(RecordTest, DeletedBinariesStillResolveThroughMapFiles) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::filesystem::remove(exe);  // a binary replaced or cleaned up while it runs
   const std::string log =
-      RecordAttached(std::string(GPUFLAME_BIN) + " record --no-progress -d 2 -o " + dir + "/out -p " + std::to_string(pid),
-                     go)
+      RecordAttached(
+          std::string(GPUFLAME_BIN) + " record --no-progress -d 2 -o " + dir + "/out -p " + std::to_string(pid), go)
           .output;
   waitpid(pid, nullptr, 0);
   pprof::Profile gpu;
@@ -1197,8 +1216,8 @@ TEST(RecordTest, UnnamedNativeFramesAreOneFrameAcrossProcesses) {
   const pprof::Mapping& m = gpu.mapping(static_cast<int>(l.mapping_id() - 1));
   ASSERT_EQ(m.id(), l.mapping_id());
   EXPECT_TRUE(gpu.string_table(m.filename()).ends_with("/" + lib)) << gpu.string_table(m.filename());
-  const RunResult id = Sh("readelf -n " + std::string(GPUFLAME_SIM_DIR) + "/" + lib +
-                          " | sed -n 's/.*Build ID: *//p' | tr -d '\\n'");
+  const RunResult id =
+      Sh("readelf -n " + std::string(GPUFLAME_SIM_DIR) + "/" + lib + " | sed -n 's/.*Build ID: *//p' | tr -d '\\n'");
   ASSERT_FALSE(id.output.empty());
   EXPECT_EQ(gpu.string_table(m.build_id()), id.output);
   // as it is: by build ID, from the unstripped build, in both processes.
@@ -1221,11 +1240,12 @@ TEST(RecordTest, UnsupportedPythonStillProfilesWithNativeFrames) {
   GPUFLAME_REQUIRE_PYTHON("3.9");
   std::string py39 = PyenvPython("3.9");
   std::string out = TempDir("py39");
-  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress -o " + out + " -- " + py39 +
-                    " " + Workload("basic_model.py"));
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress -o " + out + " -- " + py39 + " " +
+                   Workload("basic_model.py"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("Python 3.9 is not supported (3.10-3.13): profiles will have native frames only"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   pprof::Profile gpu;
   ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu));
   EXPECT_EQ(Total(gpu, "alloc_space"), 18 * MiB);
@@ -1245,13 +1265,13 @@ TEST(RecordTest, ClearMessagesForUserErrors) {
   EXPECT_NE(usage.output.find("record needs -o DIR"), std::string::npos);
   if (geteuid() == 0) {
     RunResult unpriv = Sh("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all " +
-                           std::string(GPUFLAME_BIN) + " record -o /tmp/x -- true");
+                          std::string(GPUFLAME_BIN) + " record -o /tmp/x -- true");
     EXPECT_EQ(unpriv.status, 2);
     EXPECT_NE(unpriv.output.find("gpuflame: root privileges needed"), std::string::npos) << unpriv.output;
     EXPECT_NE(unpriv.output.find("gpuflame: gpuflame"), 0u) << unpriv.output;  // the prefix once
     std::string out = TempDir("nocuda");
-    RunResult nocuda = Sh(std::string(GPUFLAME_BIN) + " record --no-progress -o " + out + " -- " +
-                           PyenvPython("3.12") + " -c pass");
+    RunResult nocuda =
+        Sh(std::string(GPUFLAME_BIN) + " record --no-progress -o " + out + " -- " + PyenvPython("3.12") + " -c pass");
     EXPECT_EQ(nocuda.status, 0);
     EXPECT_NE(nocuda.output.find("no CUDA library was loaded"), std::string::npos) << nocuda.output;
   }
