@@ -393,10 +393,10 @@ class Writer {
           // field is the rank it joins as.
           if (e.addr) args.push_back(absl::StrCat("\"communicator\":\"0x", absl::Hex(e.addr), "\""));
           if (e.bytes)
-            args.push_back(absl::StrCat("\"bytes\":", e.bytes, ",\"datatype\":",
-                                        base::JsonString(profiler::NcclTypeName(e.copy_kind))));
+            args.push_back(absl::StrCat("\"bytes\":", e.bytes,
+                                        ",\"datatype\":", base::JsonString(profiler::NcclTypeName(e.copy_kind))));
           if (e.peer >= 0)
-            args.push_back(absl::StrCat(GF_API_IS_NCCL_INIT(e.api)         ? "\"rank\":"
+            args.push_back(absl::StrCat(GF_API_IS_NCCL_INIT(e.api)       ? "\"rank\":"
                                         : e.api == GF_API_NCCL_BROADCAST ? "\"root\":"
                                                                          : "\"peer\":",
                                         e.peer));
@@ -407,7 +407,8 @@ class Writer {
           // the whole device.
           const bool event = e.api == GF_API_CUDA_EVENT_SYNC || e.api == GF_API_CU_EVENT_SYNC;
           const bool device = e.api == GF_API_CUDA_DEVICE_SYNC || e.api == GF_API_CU_CTX_SYNC;
-          if (!device) args.push_back(absl::StrCat(event ? "\"event\":\"0x" : "\"stream\":\"0x", absl::Hex(e.addr), "\""));
+          if (!device)
+            args.push_back(absl::StrCat(event ? "\"event\":\"0x" : "\"stream\":\"0x", absl::Hex(e.addr), "\""));
           args.push_back(absl::StrCat("\"result\":", e.correlation));
         }
         if (unfinished)
@@ -509,7 +510,8 @@ class Writer {
                     ",\"gpu_records_without_clock\":", s_.gpu_uncalibrated, "}");
     absl::StrAppend(&out_, ",\"flows\":", s_.flows, ",\"gpu_records_without_sampled_launch\":", s_.gpu_without_launch,
                     ",\"gpu_records_duty_cycled\":", ts.gpu_weighted_records,
-                    ",\"samples_reordered\":", ts.samples_reordered, ",\"samples_truncated\":", ts.samples_truncated,
+                    ",\"samples_reordered\":", ts.samples_reordered, ",\"phase_stacks_late\":", ts.phase_stacks_late,
+                    ",\"samples_truncated\":", ts.samples_truncated,
                     ",\"samples_of_threads_over_cap\":", ts.samples_over_threads);
     out_ += ",\"marks\":[";
     for (size_t i = 0; i < t_.options().marks.size(); i++)

@@ -48,6 +48,14 @@ void StackSpans::OnSample(uint64_t thread, uint64_t ts_ns, std::span<const Sampl
   t.last_ns = ts_ns;
 }
 
+void StackSpans::OnExactStack(uint64_t thread, uint64_t ts_ns, std::span<const SampledFrame> frames) {
+  if (auto it = threads_.find(thread); it != threads_.end() && ts_ns < it->second.last_ns) {
+    exact_late_++;
+    return;
+  }
+  OnSample(thread, ts_ns, frames);
+}
+
 void StackSpans::EndThread(uint64_t thread) {
   auto it = threads_.find(thread);
   if (it == threads_.end()) return;

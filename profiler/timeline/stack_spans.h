@@ -7,7 +7,8 @@
 //
 // What sampling can and cannot say: a span starts at the first sample that
 // shows its frame and ends at the first that does not, so each edge is late
-// by up to one sampling period; two calls of the same function with no
+// by up to one sampling period (less where exact events with stacks, fed as
+// samples through OnExactStack, fall near it); two calls of the same function with no
 // sample outside them in between read as one span. A thread with no sample
 // for more than kGapPeriods periods was off CPU (a cpu-clock sampler only
 // sees threads that run): its open spans end one period after its last
@@ -58,6 +59,12 @@ class StackSpans {
   // |thread| (any key: pid << 32 | tid) was seen in |frames| (root first) at
   // |ts_ns|. An empty |frames| closes what was open, as a gap would.
   void OnSample(uint64_t thread, uint64_t ts_ns, std::span<const SampledFrame> frames);
+  // |thread| was in |frames| at |ts_ns|, by an exact event (a launch, a
+  // synchronise or NCCL call with its stack): a sample as good as any, but
+  // only in order. One older than the thread's last sample is left out
+  // (counted), where OnSample would move it to the later time: a stack
+  // moved in time would open or end spans where the thread was not.
+  void OnExactStack(uint64_t thread, uint64_t ts_ns, std::span<const SampledFrame> frames);
   // Closes |thread|'s spans one period after its last sample (it exited).
   void EndThread(uint64_t thread);
   // Closes every thread's spans (the recording ends).
@@ -68,6 +75,7 @@ class StackSpans {
   void ForEachOpen(uint64_t now_ns, const std::function<void(const StackSpan&)>& visit) const;
 
   uint64_t reordered() const { return reordered_; }        // samples older than their thread's last: taken at it
+  uint64_t exact_late() const { return exact_late_; }      // exact stacks older than their thread's last: left out
   uint64_t truncated() const { return truncated_; }        // samples deeper than kMaxDepth
   uint64_t over_threads() const { return over_threads_; }  // samples of new threads past kMaxThreads
   size_t open_threads() const { return threads_.size(); }
@@ -88,6 +96,7 @@ class StackSpans {
   std::function<void(const StackSpan&)> emit_;
   absl::flat_hash_map<uint64_t, Thread> threads_;
   uint64_t reordered_ = 0;
+  uint64_t exact_late_ = 0;
   uint64_t truncated_ = 0;
   uint64_t over_threads_ = 0;
 };

@@ -127,6 +127,13 @@ void Timeline::OnCpuSample(pid_t pid, uint32_t tid, uint64_t ts_ns, StackId stac
   if (!options_.marks.empty()) mark_spans_.OnSample(key, ts_ns, s.marked);
 }
 
+void Timeline::PhaseAt(pid_t pid, uint32_t tid, uint64_t ts_ns, StackId stack) {
+  if (options_.marks.empty()) return;
+  const Sampled& s = SampledStack(stack);
+  // A call without a stack says nothing of the phases (an empty one would end them).
+  if (!s.all.empty()) mark_spans_.OnExactStack(ThreadKey(pid, tid), ts_ns, s.marked);
+}
+
 void Timeline::OnMemory(pid_t pid, uint32_t tid, uint64_t ts_ns, uint8_t domain, uint16_t api, uint64_t addr,
                         int64_t bytes, StackId stack, int64_t in_use) {
   SeeThread(pid, tid);
@@ -145,6 +152,7 @@ void Timeline::OnMemory(pid_t pid, uint32_t tid, uint64_t ts_ns, uint8_t domain,
 
 void Timeline::OnLaunch(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t correlation, uint32_t cbid, StackId stack) {
   SeeThread(pid, tid);
+  PhaseAt(pid, tid, ts_ns, stack);
   Add({.ts_ns = ts_ns,
        .end_ns = ts_ns,
        .pid = static_cast<uint32_t>(pid),
@@ -188,9 +196,11 @@ std::string Timeline::ThreadName(pid_t pid, uint32_t tid) const {
   return it == thread_names_.end() ? std::string() : it->second;
 }
 
-void Timeline::OnSyncCall(pid_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns, uint16_t api,
-                          uint64_t object, StackId stack, uint32_t result) {
+void Timeline::OnSyncCall(pid_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns, uint16_t api, uint64_t object,
+                          StackId stack, uint32_t result) {
   SeeThread(pid, tid);
+  PhaseAt(pid, tid, start_ns, stack);  // usually older than the samples since: left out, counted
+  PhaseAt(pid, tid, end_ns, stack);
   Add({.ts_ns = start_ns,
        .end_ns = std::max(start_ns, end_ns),
        .addr = object,
@@ -207,6 +217,7 @@ void Timeline::OnSyncCall(pid_t pid, uint32_t tid, uint64_t start_ns, uint64_t e
 void Timeline::OnNcclCall(pid_t pid, uint32_t tid, uint64_t ts_ns, uint16_t api, uint64_t comm, int64_t bytes,
                           int32_t peer, uint32_t datatype, StackId stack) {
   SeeThread(pid, tid);
+  PhaseAt(pid, tid, ts_ns, stack);
   const uint64_t key = ThreadKey(pid, tid);
   // An entry while one is open on the thread: its return was lost. The
   // earlier call ends here, unfinished.
@@ -358,6 +369,7 @@ void Timeline::ForgetProcesses(std::span<const pid_t> pids, std::span<const Stac
 TimelineStats Timeline::stats() const {
   TimelineStats s = stats_;
   s.samples_reordered = stack_spans_.reordered();
+  s.phase_stacks_late = mark_spans_.exact_late();
   s.samples_truncated = stack_spans_.truncated();
   s.samples_over_threads = stack_spans_.over_threads();
   return s;

@@ -66,6 +66,7 @@ struct TimelineStats {
   std::array<uint64_t, kEventTypes> kept{};
   std::array<uint64_t, kEventTypes> dropped{};  // over max_events
   uint64_t samples_reordered = 0;               // a thread's sample older than its last (stack_spans.h)
+  uint64_t phase_stacks_late = 0;               // exact calls' stacks older than their thread's last sample
   uint64_t samples_truncated = 0;               // deeper than StackSpans::kMaxDepth
   uint64_t samples_over_threads = 0;            // of new threads while StackSpans::kMaxThreads were active
   uint64_t gpu_weighted_records = 0;            // duty-cycled activity: stands for records not seen
@@ -133,6 +134,9 @@ class Timeline {
     std::vector<SampledFrame> marked;
   };
   const Sampled& SampledStack(StackId stack);
+  // A call's stack at its exact time, for the phases: an edge known to the
+  // call, not to the next sampling tick.
+  void PhaseAt(pid_t pid, uint32_t tid, uint64_t ts_ns, StackId stack);
   uint32_t Identity(FrameId frame);
   // Where it is kept (events_' index or the ring's sequence number), or
   // kNotKept when over the bounds (counted).

@@ -79,6 +79,24 @@ TEST(StackSpansTest, ThreadsAreApartAndLateSamplesAreCounted) {
   EXPECT_EQ(Describe(out), "1@0[20,20) 2@0[0,10) 2@0[20,30) ");
 }
 
+TEST(StackSpansTest, AnExactStackIsASampleInOrderAndLeftOutLate) {
+  std::vector<StackSpan> out;
+  StackSpans spans(10, [&](const StackSpan& s) { out.push_back(s); });
+  const std::vector<SampledFrame> load{{1, 1}}, step{{2, 2}};
+  spans.OnSample(1, 0, load);
+  spans.OnSample(1, 10, load);
+  // The thread waited for a CPU from 10 to 70; a launch under load at 65
+  // shows it still loading: that span ends at the next sample, not one
+  // period after the last.
+  spans.OnExactStack(1, 65, load);
+  spans.OnExactStack(1, 60, step);  // older than the thread's last: left out
+  EXPECT_EQ(spans.exact_late(), 1u);
+  EXPECT_EQ(spans.reordered(), 0u);
+  spans.OnSample(1, 70, step);
+  spans.EndAll();
+  EXPECT_EQ(Describe(out), "1@0[0,20) 1@0[65,70) 2@0[70,80) ");
+}
+
 TEST(StackSpansTest, ThreadsAreBoundedIdleOnesEndedFirst) {
   size_t spans_out = 0;
   StackSpans spans(10, [&](const StackSpan&) { spans_out++; });

@@ -8,7 +8,7 @@ memory and GPU work, so the trace can be checked event by event:
                           (300 us each on the simulated GPU) and a
                           synchronise (torch.cuda.synchronize()); ~60 ms of
                           CPU; the tensor freed
-  between steps           0.3 s asleep: off CPU, so the phases end
+  between steps           0.5 s asleep: off CPU, so the phases end
 """
 import time
 
@@ -47,5 +47,5 @@ loader = DataLoader()
 trainer = Trainer()
 for _ in range(3):
     trainer.step(next(loader))
-    time.sleep(0.3)
+    time.sleep(0.5)
 sim_torch.cuda_free(weights)
