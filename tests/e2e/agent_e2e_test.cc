@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -232,8 +233,11 @@ TEST(AgentTest, PushesExactPerProcessWindowsWithLabels) {
   // Its own cost, per BPF program (the kernel's run-time stats): the workload
   // ran the tensor-level program, for some time (> 0; the size is the host's).
   EXPECT_NE(res->body.find("\ngpuflame_bpf_stats_enabled 1\n"), std::string::npos) << res->body;
-  EXPECT_GT(Metric(metrics_port, "gpuflame_bpf_program_runs_total{program=\"torch_report\",scope=\"profiled\"}"), 0) << res->body;
-  EXPECT_GT(Metric(metrics_port, "gpuflame_bpf_program_run_seconds_total{program=\"torch_report\",scope=\"profiled\"}"), 0) << res->body;
+  EXPECT_GT(Metric(metrics_port, "gpuflame_bpf_program_runs_total{program=\"torch_report\",scope=\"profiled\"}"), 0)
+      << res->body;
+  EXPECT_GT(Metric(metrics_port, "gpuflame_bpf_program_run_seconds_total{program=\"torch_report\",scope=\"profiled\"}"),
+            0)
+      << res->body;
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   // The stop line counts the processes that were reported, exited ones too.
   EXPECT_EQ(agent.Log().find("from 0 processes"), std::string::npos) << agent.Log();
@@ -1111,25 +1115,34 @@ TEST(AgentTest, ExportsEachGpusDriverFiguresAndAFollowedProcessesSmUtilization) 
   const std::string py = PyenvPython("3.12");
   AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
   const std::string pidfile = dir + "/busy.pid";
-  std::thread workload(
-      [&] { Sh(SimEnv() + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("idle.py") + " busy 6'"); });
+  std::atomic<bool> workload_done{false};
+  std::thread workload([&] {
+    // At nice -10: the simulated GPU runs on the wall clock, and a launch
+    // loop that ctest's other job keeps off the CPU leaves it idle.
+    Sh(SimEnv() + " nice -n -10 sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("idle.py") + " busy 6'");
+    workload_done = true;
+  });
   const std::string gpu = R"(gpu="0",uuid="GPU-5eed0000-0000-4000-8000-000000000000",node="test-node")";
   std::string body, process_series;
   double utilization = -1, process = -1;
-  for (int i = 0; i < 100 && (utilization < 0.5 || process < 0.5); i++) {
+  // Polled while the workload runs (its start-up on a loaded machine took
+  // most of a fixed ten seconds), not after: its series go with it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!workload_done && std::chrono::steady_clock::now() < deadline && (utilization < 0.5 || process < 0.5)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const std::string pid = ReadFile(pidfile);
     if (pid.empty()) continue;
     process_series =
         "gpuflame_gpu_process_sm_utilization_ratio{" + gpu + ",pid=\"" + pid.substr(0, pid.find('\n')) + "\"}";
-    utilization = Metric(metrics_port, "gpuflame_gpu_utilization_ratio{" + gpu + "}");
-    process = Metric(metrics_port, process_series);
+    // The highest reading: what the driver said while the loop ran.
+    utilization = std::max(utilization, Metric(metrics_port, "gpuflame_gpu_utilization_ratio{" + gpu + "}"));
+    process = std::max(process, Metric(metrics_port, process_series));
   }
   httplib::Client c("127.0.0.1", metrics_port);
   if (auto res = c.Get("/metrics")) body = res->body;
   workload.join();
   EXPECT_GT(utilization, 0.5) << body;
-  EXPECT_GT(process, 0.5) << process_series << "\n" << body;
+  EXPECT_GT(process, 0.5) << process_series << "\n" << body << "\n" << agent.Log();
   EXPECT_DOUBLE_EQ(Metric(metrics_port, "gpuflame_gpu_dram_bandwidth_ratio{" + gpu + "}"), 0.35) << body;
   EXPECT_EQ(Metric(metrics_port, "gpuflame_gpu_sm_clock_hertz{" + gpu + "}"), 1980e6) << body;
   // A figure the board does not give: absent, and said why.
