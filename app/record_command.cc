@@ -195,9 +195,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "thread_ended_records",
                                         "io_spans",
                                         "io_small_reads_not_sent",
-                                        "io_over_per_process_cap",
-                                        "io_exit_without_entry"};
-  static_assert(GF_STAT_MAX == 39, "name every BPF counter");
+                                        "io_over_per_process_cap"};
+  static_assert(GF_STAT_MAX == 38, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it
@@ -622,8 +621,8 @@ int RunRecord(const RecordOptions& opt) {
   // Every record is in and every frame named: the trace can be written.
   const std::array<uint64_t, GF_STAT_MAX> bpf_now = session.BpfStats();
   const std::string io_json =
-      IoSpansJson(session.IoSpansAttached(), profiling.io_spans, bpf_now[GF_STAT_IO_SPANS], bpf_now[GF_STAT_IO_SMALL],
-                  bpf_now[GF_STAT_IO_OVER_CAP], bpf_now[GF_STAT_IO_ENTRY_MISSING]);
+      IoSpansJson(session.IoSpansAttached(), profiling.io_spans, bpf_now[GF_STAT_IO_SPANS],
+                  bpf_now[GF_STAT_IO_SMALL], bpf_now[GF_STAT_IO_OVER_CAP]);
   if (auto s = timeline.Finish(comm, title, io_json); !s.ok()) return Fail(s);
   if (std::optional<std::string> w = timeline.Warning()) warnings.push_back(std::move(*w));
   const std::string utilization_json = utilization.SummaryJson(comm);

@@ -23,12 +23,11 @@ RecordTimeline::~RecordTimeline() {
   if (timeline_) events_.SetTimeline(nullptr);
 }
 
-std::string IoSpansJson(bool attached, const IoSpanOptions& o, uint64_t sent, uint64_t small_reads, uint64_t over_cap,
-                        uint64_t without_entry) {
+std::string IoSpansJson(bool attached, const IoSpanOptions& o, uint64_t sent, uint64_t small_reads, uint64_t over_cap) {
   return absl::StrCat("{\"attached\": ", attached ? "true" : "false", ", \"min_read_bytes\": ", o.min_bytes,
                       ", \"min_read_us\": ", o.min_us, ", \"max_per_process\": ", o.max_per_process,
                       ", \"sent\": ", sent, ", \"small_reads_not_sent\": ", small_reads,
-                      ", \"over_per_process_cap\": ", over_cap, ", \"exits_without_entry\": ", without_entry, "}");
+                      ", \"over_per_process_cap\": ", over_cap, "}");
 }
 
 absl::Status RecordTimeline::Finish(const absl::flat_hash_map<pid_t, std::string>& comm, const std::string& title,

@@ -26,9 +26,8 @@ inline constexpr char kTimelineFile[] = "timeline.json.gz";
 
 // The I/O spans' figures (bpf/io_calls.bpf.h) as JSON: whether the probes
 // were attached, their filters, and the BPF counts of what was sent, what the
-// filters and the cap kept back (never silent) and exits without an entry.
-std::string IoSpansJson(bool attached, const IoSpanOptions& o, uint64_t sent, uint64_t small_reads, uint64_t over_cap,
-                        uint64_t without_entry);
+// filters and the cap kept back (never silent).
+std::string IoSpansJson(bool attached, const IoSpanOptions& o, uint64_t sent, uint64_t small_reads, uint64_t over_cap);
 
 class RecordTimeline {
  public:

@@ -609,7 +609,6 @@ enum gf_stat {
   GF_STAT_IO_SPANS,           /* GF_EV_IO records sent (bpf/io_calls.bpf.h) */
   GF_STAT_IO_SMALL,           /* reads under both io_min_bytes and io_min_ns: not sent */
   GF_STAT_IO_OVER_CAP,        /* I/O calls of a process past io_max_per_process: not sent */
-  GF_STAT_IO_ENTRY_MISSING,   /* an I/O exit without its entry (attached mid-call, or the entry map full) */
   GF_STAT_MAX,
 };
 

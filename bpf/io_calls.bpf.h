@@ -20,7 +20,8 @@
  * few large calls, a tokenizer or an import in many small ones); past
  * io_max_per_process records a process sends no more (GF_STAT_IO_OVER_CAP).
  * The entry map is an LRU: a thread killed inside a read leaves an entry
- * that ages out, and no exit hook has to clear it.
+ * that ages out, and no exit hook has to clear it. It holds 16,384 threads
+ * in a syscall at once; past that, the oldest entry's call goes unrecorded.
  *
  * No stack is taken: a Python walk costs more than the syscall it would
  * describe (the CPU samples on the thread's own track say where it was).
@@ -114,13 +115,12 @@ int BPF_PROG(io_exit, struct pt_regs *regs, long ret) {
   if (!io_syscall(nr))
     return 0;
   __u64 id = bpf_get_current_pid_tgid();
+  /* No entry: a process not followed (or a call that began before the
+   * programs were attached). Not counted: telling the two apart would cost
+   * every other process's I/O a second lookup (`targets`). */
   __u64 *entry = bpf_map_lookup_elem(&io_entries, &id);
-  if (!entry) {
-    __u32 tgid = id >> 32;
-    if (tgid != self_tgid && (target_flags(tgid) & GF_TARGET_TRACE))
-      bump(GF_STAT_IO_ENTRY_MISSING);
+  if (!entry)
     return 0;
-  }
   __u64 start = *entry;
   bpf_map_delete_elem(&io_entries, &id);
   __u64 now = bpf_ktime_get_ns();
