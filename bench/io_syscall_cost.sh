@@ -24,6 +24,11 @@ for ((r = 0; r < rounds; r++)); do
   echo "record $("$gpuflame" record -q --cpu-hz 0 -o "$work/rec" -- "$work/cost" "$work/file" "$n" | grep pread)"
   echo "timeline $("$gpuflame" record -q --cpu-hz 0 --timeline --timeline-io-max 4294967295 -o "$work/tl" -- \
     "$work/cost" "$work/file" "$n" | grep pread)"
+  # The programs' own run time (BPF_ENABLE_STATS), over every syscall of the
+  # machine while loaded: robust to a loaded machine, unlike wall time.
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); p=s["self_cost"]["programs"]; io=s["timeline"]["io"]
+print("bpf", " ".join("%s_ns_per_hit %s %s_hits %d" % (k, p[k]["ns_per_hit"], k, p[k]["hits"]) for k in ("io_enter", "io_exit")),
+      "sent", io["sent"], "small_not_sent", io["small_reads_not_sent"])' "$work/tl/summary.json" >&2
   # Beside: the recording follows a sleeper; this process is not followed.
   "$gpuflame" record -q --cpu-hz 0 --timeline -o "$work/beside" -- sleep 30 >/dev/null 2>&1 &
   rec=$!
