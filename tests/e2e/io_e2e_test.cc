@@ -122,7 +122,7 @@ TEST(IoTimelineTest, OpenReadPreadAndMmapOfAWeightsFileAreExactSpansOnTheLoading
   const TraceSpan* in_order[] = {open, read, pread, map};
   double last_end = 0;
   for (const TraceSpan* s : in_order) {
-    EXPECT_EQ(threads[{s->pid, s->tid}], "I/O: gf-loader") << s->begin;
+    EXPECT_EQ(threads[std::pair(s->pid, s->tid)], "I/O: gf-loader") << s->begin;
     EXPECT_EQ(s->tid, open->tid);
     const double begin_ns = static_cast<double>(zero) + s->ts * 1000, end_ns = begin_ns + s->dur * 1000;
     EXPECT_GE(begin_ns, static_cast<double>(loaded.begin) - 1) << s->begin;

@@ -58,7 +58,8 @@ TEST(IoRecordTest, DecodesEveryField) {
   ev = IoHeader(GF_IO_OPENAT, 1, 2);
   ev.arg0 = static_cast<uint64_t>(int64_t{-2});  // ENOENT
   ev.flags = GF_EVF_IO_NAME_TRUNCATED;
-  r = DecodeIo(ev, Bytes(std::string_view("/m/w.bin\0", 9)));
+  const std::vector<uint8_t> path = Bytes(std::string_view("/m/w.bin\0", 9));  // the name points into it
+  r = DecodeIo(ev, path);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->name, "/m/w.bin");
   EXPECT_EQ(r->result, -2);
@@ -80,7 +81,8 @@ TEST(IoRecordTest, RejectsWhatNoProbeSends) {
   wrong.kind = GF_EV_CUDA_SYNC;
   EXPECT_FALSE(DecodeIo(wrong, ok));
   // Bytes past the NUL (the probe never sends them) are not the name.
-  auto r = DecodeIo(IoHeader(GF_IO_OPENAT, 1, 2), Bytes(std::string_view("a\0bc", 4)));
+  const std::vector<uint8_t> tail = Bytes(std::string_view("a\0bc", 4));
+  auto r = DecodeIo(IoHeader(GF_IO_OPENAT, 1, 2), tail);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->name, "a");
 }
