@@ -7,7 +7,7 @@
  *
  * pread64 of 4 KiB (under the default 64 KiB filter: the hooks' full path,
  * counted, no record), pread64 of 128 KiB (a record per call, from the page
- * cache), openat+close (a record per openat, with its path), getppid (a
+ * cache), openat then its close (a record per openat, with its path), getppid (a
  * syscall the hooks reject by its number: what every other syscall of the
  * machine pays). */
 #define _GNU_SOURCE
