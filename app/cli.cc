@@ -65,6 +65,14 @@ Options:
                           are counted in the trace and summary.json)
       --timeline-max-mb N the trace's JSON at most N MiB before gzip
                           (default 256)
+      --timeline-io-min-bytes N, --timeline-io-min-us US
+                          model-loading I/O on the timeline (openat, file
+                          mmap, GPU ioctl, and reads of at least N bytes
+                          (default 65536) or US microseconds (default
+                          1000); smaller reads are counted in summary.json)
+      --timeline-io-max N at most N I/O spans per process (default 20000;
+                          the rest counted)
+      --no-timeline-io    no I/O spans: its syscall hooks are not loaded
       --mark FRAME        spans of this frame, as the flame graph names it
                           ('Trainer > step'), are phases on the timeline
                           (repeatable; implies --timeline)
@@ -313,6 +321,20 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       if (r.ec != std::errc() || r.ptr != v->data() + v->size() || n == 0 || n > (uint64_t{1} << 40))
         return Bad("record", absl::StrCat(a, " wants a positive number, not '", *v, "'"));
       (a == "--timeline-max-events" ? o.timeline.max_events : o.timeline.max_mb) = n;
+      o.timeline.on = true;
+    } else if (a == "--no-timeline-io") {
+      o.timeline.io = false;
+    } else if (a == "--timeline-io-min-bytes" || a == "--timeline-io-min-us" || a == "--timeline-io-max") {
+      auto v = value("a number");
+      if (!v.ok()) return v.status();
+      uint64_t n = 0;
+      auto r = std::from_chars(v->data(), v->data() + v->size(), n);
+      const uint64_t most = a == "--timeline-io-max" ? UINT32_MAX : (uint64_t{1} << 40);
+      if (r.ec != std::errc() || r.ptr != v->data() + v->size() || n > most)
+        return Bad("record", absl::StrCat(a, " wants a number from 0 to ", most, ", not '", *v, "'"));
+      if (a == "--timeline-io-min-bytes") o.timeline.io_min_bytes = n;
+      else if (a == "--timeline-io-min-us") o.timeline.io_min_us = n;
+      else o.timeline.io_max_per_process = static_cast<uint32_t>(n);
       o.timeline.on = true;
     } else if (a == "--mark") {
       auto v = value("a frame name ('Trainer > step')");

@@ -192,8 +192,11 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "cuda_sync_nested_calls",
                                         "threads_ended_inside_calls",
                                         "cuda_sync_entries_sent",
-                                        "thread_ended_records"};
-  static_assert(GF_STAT_MAX == 35, "name every BPF counter");
+                                        "thread_ended_records",
+                                        "io_spans",
+                                        "io_small_reads_not_sent",
+                                        "io_over_per_process_cap"};
+  static_assert(GF_STAT_MAX == 38, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it
@@ -388,6 +391,11 @@ int RunRecord(const RecordOptions& opt) {
   // Synchronise waits go to the utilization, which needs kernel time, and
   // to the timeline as spans of their own.
   profiling.sync_waits = profiling.kernel_time || opt.timeline.on;
+  // Model-loading I/O: the timeline's alone.
+  profiling.io_spans.on = opt.timeline.on && opt.timeline.io;
+  profiling.io_spans.min_bytes = opt.timeline.io_min_bytes;
+  profiling.io_spans.min_us = opt.timeline.io_min_us;
+  profiling.io_spans.max_per_process = opt.timeline.io_max_per_process;
   Session::Options sopt;
   sopt.system_wide = system_wide;
   sopt.profiling = profiling;
@@ -611,7 +619,11 @@ int RunRecord(const RecordOptions& opt) {
   std::string title = opt.command.empty() ? "record" : opt.command[0];
   for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
   // Every record is in and every frame named: the trace can be written.
-  if (auto s = timeline.Finish(comm, title); !s.ok()) return Fail(s);
+  const std::array<uint64_t, GF_STAT_MAX> bpf_now = session.BpfStats();
+  const std::string io_json =
+      IoSpansJson(session.IoSpansAttached(), profiling.io_spans, bpf_now[GF_STAT_IO_SPANS],
+                  bpf_now[GF_STAT_IO_SMALL], bpf_now[GF_STAT_IO_OVER_CAP]);
+  if (auto s = timeline.Finish(comm, title, io_json); !s.ok()) return Fail(s);
   if (std::optional<std::string> w = timeline.Warning()) warnings.push_back(std::move(*w));
   const std::string utilization_json = utilization.SummaryJson(comm);
   std::string summary =

@@ -22,6 +22,12 @@ struct TimelineRequest {
   uint64_t max_events = 1'000'000;
   uint64_t max_mb = 256;           // the JSON, before gzip
   std::vector<std::string> marks;  // frame names whose spans are phases
+  // Model-loading I/O spans (bpf/io_calls.bpf.h): on with the timeline
+  // unless --no-timeline-io; the filters of IoSpanOptions.
+  bool io = true;
+  uint64_t io_min_bytes = 64 << 10;
+  uint64_t io_min_us = 1000;
+  uint32_t io_max_per_process = 20000;
 };
 
 // Why the GPU idles (profiler/utilization): on wherever kernel time is.

@@ -23,14 +23,24 @@ RecordTimeline::~RecordTimeline() {
   if (timeline_) events_.SetTimeline(nullptr);
 }
 
-absl::Status RecordTimeline::Finish(const absl::flat_hash_map<pid_t, std::string>& comm, const std::string& title) {
+std::string IoSpansJson(bool attached, const IoSpanOptions& o, uint64_t sent, uint64_t small_reads, uint64_t over_cap) {
+  return absl::StrCat("{\"attached\": ", attached ? "true" : "false", ", \"min_read_bytes\": ", o.min_bytes,
+                      ", \"min_read_us\": ", o.min_us, ", \"max_per_process\": ", o.max_per_process,
+                      ", \"sent\": ", sent, ", \"small_reads_not_sent\": ", small_reads,
+                      ", \"over_per_process_cap\": ", over_cap, "}");
+}
+
+absl::Status RecordTimeline::Finish(const absl::flat_hash_map<pid_t, std::string>& comm, const std::string& title,
+                                    const std::string& io_json) {
   if (!timeline_) return absl::OkStatus();
+  io_json_ = io_json;
   // Calls still in flight end now (the probes' clock: CLOCK_MONOTONIC).
   timeline_->Finish(static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)));
   exporters::ChromeTraceOptions o;
   o.max_bytes = max_bytes_;
   o.title = title;
   for (const auto& [pid, name] : comm) o.process_names[static_cast<uint32_t>(pid)] = name;
+  o.metadata = absl::StrCat("\"io\":", io_json_);
   const std::string json = exporters::ChromeTraceJson(*timeline_, o, &stats_);
   auto gz = exporters::Gzip(json);
   if (!gz.ok()) return absl::Status(gz.status().code(), absl::StrCat("timeline: ", gz.status().message()));
@@ -59,7 +69,8 @@ std::string RecordTimeline::SummaryJson() const {
                       ", \"dropped_over_max_bytes\": ", timeline::EventCountsJson(stats_.dropped_for_bytes),
                       ", \"gpu_records_without_clock\": ", stats_.gpu_uncalibrated, ", \"flows\": ", stats_.flows,
                       ", \"gpu_records_without_sampled_launch\": ", stats_.gpu_without_launch,
-                      ", \"max_events\": ", timeline_->options().max_events, ", \"max_bytes\": ", max_bytes_, "}");
+                      ", \"max_events\": ", timeline_->options().max_events, ", \"max_bytes\": ", max_bytes_,
+                      ", \"io\": ", io_json_, "}");
 }
 
 std::optional<std::string> RecordTimeline::Warning() const {

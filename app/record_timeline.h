@@ -24,6 +24,11 @@ namespace gpuflame::profiler {
 
 inline constexpr char kTimelineFile[] = "timeline.json.gz";
 
+// The I/O spans' figures (bpf/io_calls.bpf.h) as JSON: whether the probes
+// were attached, their filters, and the BPF counts of what was sent, what the
+// filters and the cap kept back (never silent).
+std::string IoSpansJson(bool attached, const IoSpanOptions& o, uint64_t sent, uint64_t small_reads, uint64_t over_cap);
+
 class RecordTimeline {
  public:
   // Nothing at all unless |request| is on: the pipeline stays as it was.
@@ -34,7 +39,11 @@ class RecordTimeline {
 
   // After the last record (and the last symbol refresh): ends the open
   // spans, writes the trace and gzips it.
-  absl::Status Finish(const absl::flat_hash_map<pid_t, std::string>& comm, const std::string& title);
+  // |io_json|: the I/O spans' object ("{\"attached\": true, ...}": what the
+  // probes sent and what their filters and cap kept back), in the trace's
+  // metadata and summary.json (IoSpansJson).
+  absl::Status Finish(const absl::flat_hash_map<pid_t, std::string>& comm, const std::string& title,
+                      const std::string& io_json = "null");
   // The file to write (kTimelineFile, its bytes), if on.
   std::vector<std::pair<std::string, std::string>> Files() const;
   // summary.json's "timeline" value: null when off.
@@ -50,6 +59,7 @@ class RecordTimeline {
   EventProcessor& events_;
   std::unique_ptr<timeline::Timeline> timeline_;
   uint64_t max_bytes_ = 0;
+  std::string io_json_ = "null";
   exporters::ChromeTraceStats stats_;
   std::string gz_;
 };

@@ -22,6 +22,8 @@
  *   nccl_calls.bpf.h         every NCCL API call, entry (with its stack) and return
  *   cuda_sync.bpf.h          CUDA synchronise calls: each wait, with its stack, at return
  *                            (and at entry in NCCL processes: GPU-side hangs)
+ *   io_calls.bpf.h           model-loading syscalls (openat, read, pread64, file mmap,
+ *                            GPU ioctl) for the timeline, one record at return
  * and the helpers they share in lib/: config (load-time knobs), maps (shared
  * with user space), stats, targets (filtering), emit (ring-buffer output),
  * stacks (stack capture), backward_callers (who a Python-less thread works
@@ -56,3 +58,4 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "nccl_calls.bpf.h"
 #include "cuda_sync.bpf.h"
 #include "process_lifecycle.bpf.h" /* its exit hook clears the per-thread maps above */
+#include "io_calls.bpf.h"           /* after it: its fd_file() */

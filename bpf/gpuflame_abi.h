@@ -173,7 +173,30 @@ enum gf_event_kind {
                              * GF_ENDED_* bits, the calls it was in, which no return will
                              * close. A process's exit (a kill, exit_group) sends none: its
                              * GF_EV_EXIT ends them all. Additive. */
+  GF_EV_IO = 27,            /* a model-loading syscall returned (bpf/io_calls.bpf.h; only with
+                             * the timeline): api = enum gf_io_call, domain GF_DOMAIN_IO,
+                             * arg2 = CLOCK_MONOTONIC at entry, ts_ns at exit, arg0 = the
+                             * return value (a negative errno as a signed 64-bit value),
+                             * addr = the fd (openat: its dirfd), size = bytes (read,
+                             * pread64: the return value; mmap: the length asked), arg1 =
+                             * openat: flags, pread64/mmap: offset, ioctl: request. A
+                             * NUL-terminated name follows (at most GF_IO_NAME_MAX bytes
+                             * with its NUL): openat's path as the process passed it, mmap's
+                             * and ioctl's file name (the dentry's, no directory); read's
+                             * none (an empty name). GF_EVF_IO_NAME_TRUNCATED: cut at
+                             * GF_IO_NAME_MAX - 1 bytes. No stack: a walk per read costs more
+                             * than the record. Additive. */
 };
+
+/* GF_EV_IO's api. */
+enum gf_io_call {
+  GF_IO_OPENAT = 1,
+  GF_IO_READ = 2,
+  GF_IO_PREAD64 = 3,
+  GF_IO_MMAP = 4,  /* file mappings only: MAP_ANONYMOUS or fd -1 are not I/O */
+  GF_IO_IOCTL = 5, /* on a GPU device file only (/dev/nvidia*) */
+};
+#define GF_IO_NAME_MAX 256
 
 /* GF_EV_THREAD_ENDED arg0: the calls in flight when the thread ended. */
 #define GF_ENDED_NCCL_CALL 1u
@@ -202,6 +225,7 @@ enum gf_domain {
   GF_DOMAIN_LAUNCH = 4, /* kernel-launch stacks (the kernel name is added in user space) */
   GF_DOMAIN_NCCL = 5,   /* NCCL call stacks (GF_EV_NCCL_CALL) */
   GF_DOMAIN_SYNC = 6,   /* CUDA synchronise waits (GF_EV_CUDA_SYNC) */
+  GF_DOMAIN_IO = 7,     /* model-loading syscalls (GF_EV_IO) */
 };
 
 /*
@@ -311,6 +335,9 @@ enum gf_event_flags {
   /* The py_count frames are followed by their 16-byte ID, which later
    * records of this process may send instead (GF_EVF_STACK_ID). */
   GF_EVF_STACK_NEW = 1u << 16,
+  /* GF_EV_IO: its name was longer than GF_IO_NAME_MAX - 1 bytes (or exactly
+   * that long: the kernel's copy cannot tell) and is cut there. */
+  GF_EVF_IO_NAME_TRUNCATED = 1u << 17,
 };
 
 struct gf_event {
@@ -579,6 +606,9 @@ enum gf_stat {
   GF_STAT_CALLS_ENDED_WITH_THREAD, /* threads that ended inside a probed call (no return; watch_exit) */
   GF_STAT_CUDA_SYNC_ENTRIES,  /* synchronise entries sent at once (GF_EV_CUDA_SYNC_ENTER: NCCL processes) */
   GF_STAT_THREAD_ENDED_SENT,  /* GF_EV_THREAD_ENDED records sent (a thread ended in a call, its process lives on) */
+  GF_STAT_IO_SPANS,           /* GF_EV_IO records sent (bpf/io_calls.bpf.h) */
+  GF_STAT_IO_SMALL,           /* reads under both io_min_bytes and io_min_ns: not sent */
+  GF_STAT_IO_OVER_CAP,        /* I/O calls of a process past io_max_per_process: not sent */
   GF_STAT_MAX,
 };
 

@@ -30,6 +30,12 @@ const volatile bool intern_stacks = true;
  * or the timeline takes them. Off (the agent): only the calls whose entry
  * was sent (NCCL processes: bpf/cuda_sync.bpf.h), which close them. */
 const volatile bool sync_returns_all = true;
+/* Model-loading I/O (io_calls.bpf.h, attached only with the timeline): a
+ * read or pread64 is sent when it returned at least io_min_bytes or took at
+ * least io_min_ns; each process sends at most io_max_per_process records. */
+const volatile __u64 io_min_bytes = 65536;
+const volatile __u64 io_min_ns = 1000000;
+const volatile __u32 io_max_per_process = 20000;
 /* Machine-wide: stop a process that maps a watched library file no process
  * has mapped before (not in covered_files) until user space has attached. */
 const volatile bool gate_new_files = false;

@@ -189,6 +189,28 @@ class Writer {
 
   static uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return uint64_t{pid} << 32 | tid; }
 
+  // "openat /models/w.safetensors", "read 4.0 MiB", "mmap 4.0 MiB w.safetensors",
+  // "ioctl nvidiactl": the call and what matters of it, at a glance.
+  std::string IoSpanName(const Event& e) const {
+    const std::string* name = t_.IoName(e.ref);
+    const std::string file = name ? *name : std::string();
+    switch (e.api) {
+      case GF_IO_OPENAT: return absl::StrCat("openat ", name ? file : std::string("[name table full]"));
+      case GF_IO_READ: return absl::StrCat("read ", HumanBytes(e.bytes));
+      case GF_IO_PREAD64: return absl::StrCat("pread64 ", HumanBytes(e.bytes));
+      case GF_IO_MMAP: return absl::StrCat("mmap ", HumanBytes(e.bytes), file.empty() ? "" : " ", file);
+      case GF_IO_IOCTL: return absl::StrCat("ioctl ", file);
+    }
+    return absl::StrCat("syscall ", e.api);
+  }
+
+  static std::string HumanBytes(int64_t bytes) {
+    if (bytes < 1024) return absl::StrCat(bytes, " B");
+    if (bytes < (int64_t{1} << 20)) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
+    if (bytes < (int64_t{1} << 30)) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+    return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  }
+
   // Made-up thread IDs for GPU streams and phase tracks, in order of first
   // use, and the real threads each process has.
   void AssignTracks() {
@@ -204,6 +226,7 @@ class Writer {
         // their exact spans do not nest with the sampled ones.
         auto* tracks = e.type == EventType::kMarkSpan ? &phase_tracks_
                        : e.type == EventType::kCall   ? &call_tracks_
+                       : e.type == EventType::kIo     ? &io_tracks_
                                                       : nullptr;
         if (tracks) {
           auto [it, fresh] = tracks->try_emplace(ThreadKey(e.pid, e.tid), 0);
@@ -288,14 +311,18 @@ class Writer {
       if (auto phase = phase_tracks_.find(ThreadKey(pid, tid)); phase != phase_tracks_.end()) {
         Metadata("thread_name", pid, phase->second,
                  absl::StrCat("{\"name\":", base::JsonString("phases: " + name), "}"));
-        Metadata("thread_sort_index", pid, phase->second, absl::StrCat("{\"sort_index\":", 3 * rank, "}"));
+        Metadata("thread_sort_index", pid, phase->second, absl::StrCat("{\"sort_index\":", 4 * rank, "}"));
       }
       Metadata("thread_name", pid, tid, absl::StrCat("{\"name\":", base::JsonString(name), "}"));
-      Metadata("thread_sort_index", pid, tid, absl::StrCat("{\"sort_index\":", 3 * rank + 1, "}"));
+      Metadata("thread_sort_index", pid, tid, absl::StrCat("{\"sort_index\":", 4 * rank + 1, "}"));
       if (auto calls = call_tracks_.find(ThreadKey(pid, tid)); calls != call_tracks_.end()) {
         Metadata("thread_name", pid, calls->second,
                  absl::StrCat("{\"name\":", base::JsonString("CUDA/NCCL calls: " + name), "}"));
-        Metadata("thread_sort_index", pid, calls->second, absl::StrCat("{\"sort_index\":", 3 * rank + 2, "}"));
+        Metadata("thread_sort_index", pid, calls->second, absl::StrCat("{\"sort_index\":", 4 * rank + 2, "}"));
+      }
+      if (auto io = io_tracks_.find(ThreadKey(pid, tid)); io != io_tracks_.end()) {
+        Metadata("thread_name", pid, io->second, absl::StrCat("{\"name\":", base::JsonString("I/O: " + name), "}"));
+        Metadata("thread_sort_index", pid, io->second, absl::StrCat("{\"sort_index\":", 4 * rank + 3, "}"));
       }
       rank++;
     }
@@ -417,6 +444,31 @@ class Writer {
               "or the recording's (or flight recorder trace's) end\"");
         args.push_back(absl::StrCat("\"stack\":", Stack(e.ref)));
         absl::StrAppend(&out, ",\"args\":{", absl::StrJoin(args, ","), "}},\n");
+        return;
+      }
+      case EventType::kIo: {
+        Head(out, "X", "io", base::JsonString(IoSpanName(e)), e.pid, io_tracks_.at(ThreadKey(e.pid, e.tid)), p.ts);
+        out += ",\"dur\":";
+        AppendMicros(out, p.end - p.ts);
+        const std::string* name = t_.IoName(e.ref);
+        const uint64_t arg = uint64_t{e.graph} << 32 | e.correlation;
+        absl::StrAppend(&out, ",\"args\":{");
+        if (e.api == GF_IO_OPENAT) {
+          absl::StrAppend(&out, "\"path\":", base::JsonString(name ? *name : std::string("[name table full]")),
+                          ",\"dirfd\":", static_cast<int32_t>(e.addr), ",\"flags\":\"0x", absl::Hex(arg), "\",");
+        } else {
+          if (name && !name->empty()) absl::StrAppend(&out, "\"file\":", base::JsonString(*name), ",");
+          absl::StrAppend(&out, "\"fd\":", static_cast<int32_t>(e.addr), ",");
+          if (e.api != GF_IO_IOCTL) absl::StrAppend(&out, "\"bytes\":", e.bytes, ",");
+          if (e.api == GF_IO_PREAD64 || e.api == GF_IO_MMAP) absl::StrAppend(&out, "\"offset\":", arg, ",");
+          if (e.api == GF_IO_IOCTL) absl::StrAppend(&out, "\"request\":\"0x", absl::Hex(arg), "\",");
+        }
+        if (e.flags & profiler::timeline::kIoNameTruncated)
+          absl::StrAppend(&out, "\"name_truncated\":\"longer than ", GF_IO_NAME_MAX - 1, " bytes: cut there\",");
+        // mmap returns an address: in hex; the others a count or -errno.
+        if (e.api == GF_IO_MMAP && (e.in_use >= 0 || e.in_use < -4095))
+          absl::StrAppend(&out, "\"result\":\"0x", absl::Hex(static_cast<uint64_t>(e.in_use)), "\"}},\n");
+        else absl::StrAppend(&out, "\"result\":", e.in_use, "}},\n");
         return;
       }
       case EventType::kGpu: {
@@ -545,6 +597,7 @@ class Writer {
   absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint64_t>, uint32_t> gpu_tracks_;
   absl::flat_hash_map<uint64_t, uint32_t> phase_tracks_;
   absl::flat_hash_map<uint64_t, uint32_t> call_tracks_;  // ThreadKey -> its calls' track
+  absl::flat_hash_map<uint64_t, uint32_t> io_tracks_;    // ThreadKey -> its I/O syscalls' track
   absl::flat_hash_map<uint64_t, std::string> launch_names_;
   absl::flat_hash_map<StackId, std::string> stacks_;
   uint32_t next_tid_ = kFirstTrackTid;

@@ -13,7 +13,8 @@
 // Layout, per process (pid): its threads (the merged CPU stacks, the
 // launches as zero-length slices, allocations and frees as instants with
 // their bytes and stack), a phase track per thread with --mark, a call
-// track per thread with CUDA synchronise and NCCL calls (whole X slices:
+// track per thread with CUDA synchronise and NCCL calls and an I/O track with model-loading
+// syscalls (whole X slices:
 // their edges are exact), one track per GPU stream (kernels, copies,
 // memsets with their correlation IDs), and
 // two counters (in use at the device level, through CUDA's allocation

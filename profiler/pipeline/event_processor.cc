@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "profiler/collectives/nccl_api.h"
+#include "profiler/pipeline/io_record.h"
 #include "profiler/probes/probe_table.h"
 
 namespace gpuflame::profiler {
@@ -274,6 +275,21 @@ uint32_t EventProcessor::ThreadLabel(const gf_event& ev) {
   if (std::ifstream f(absl::StrCat("/proc/", ev.pid, "/task/", ev.tid, "/comm")); f) std::getline(f, name);
   if (thread_labels_.size() > 1 << 16) thread_labels_.clear();  // tids churn; bound the cache
   return thread_labels_[key] = cpu_.Label(name.empty() ? "[unknown thread]" : name);
+}
+
+void EventProcessor::OnIo(const gf_event& ev, std::span<const uint8_t> body) {
+  const std::optional<IoRecord> r = DecodeIo(ev, body);
+  if (!r) {
+    stats_.malformed++;
+    return;
+  }
+  stats_.io_calls++;
+  if (!timeline_) {
+    stats_.io_calls_unused++;  // the probes run only with a timeline; a record past its end
+    return;
+  }
+  timeline_->OnIo(static_cast<pid_t>(r->pid), r->tid, r->start_ns, r->end_ns, r->call, r->fd, r->bytes, r->result,
+                  r->arg, r->name, r->truncated);
 }
 
 void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload) {
@@ -735,6 +751,10 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   std::memcpy(&ev, record.data(), sizeof(ev));
   std::span<const uint8_t> body = record.subspan(sizeof(gf_event));
   const bool mixed = ev.flags & GF_EVF_USER_STACK;
+  if (ev.kind == GF_EV_IO) {
+    OnIo(ev, body);
+    return;
+  }
   // Records that carry no stack: GPU activity and kernel names.
   if (ev.kind == GF_EV_KERNEL_BATCH || ev.kind == GF_EV_KERNEL_NAME || ev.kind == GF_EV_CUPTI_STATUS ||
       ev.kind == GF_EV_TENSOR_BATCH || ev.kind == GF_EV_LIB_COST) {

@@ -77,6 +77,8 @@ struct ProcessorStats {
   uint64_t lent_cpu_samples_ambiguous = 0;
   uint64_t lost_records = 0;  // the ring buffer had no room: charged to kLostFrame (OnLosses)
   uint64_t sync_calls = 0;         // synchronise calls from the probes (GF_EV_CUDA_SYNC)
+  uint64_t io_calls = 0;           // GF_EV_IO records decoded (the timeline's I/O spans)
+  uint64_t io_calls_unused = 0;    // ... with no timeline to take them
   uint64_t sync_calls_unused = 0;  // ... with no utilization to take them (kernel time off)
   // Python stacks BPF interned (struct gf_stack_id):
   uint64_t stack_id_records = 0;  // records that named a stack sent before by its ID
@@ -297,6 +299,8 @@ class EventProcessor {
   bool SupersededByInProcess(const gf_event& ev);
   uint32_t ThreadLabel(const gf_event& ev);
   void OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload);
+  // GF_EV_IO: to the timeline, if any (io_record.h).
+  void OnIo(const gf_event& ev, std::span<const uint8_t> body);
   void OnLibCost(const gf_event& ev);
   // To the timeline, if on: an allocation or free that moved |pid|'s in
   // use at |domain| from |before| (a free that moved nothing is left out).

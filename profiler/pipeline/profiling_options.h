@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "profiler/pipeline/guardrails.h"
+#include "profiler/probes/bpf_probes.h"         // IoSpanOptions
 #include "profiler/process/process_registry.h"  // TensorEvents
 
 namespace gpuflame::profiler {
@@ -52,6 +53,11 @@ struct ProfilingOptions {
   // NCCL calls send records (two per synchronise call); every other
   // process pays the two probe hits and a hash lookup per synchronise call.
   bool nccl_gpu_hangs = true;
+  // Model-loading I/O spans for the timeline (record --timeline only; the
+  // agent's flight recorder takes none: the hooks would run on every
+  // syscall of every followed process all day, for spans that matter at
+  // start-up). bpf/io_calls.bpf.h.
+  IoSpanOptions io_spans;
   TensorEvents tensor_events = TensorEvents::kAuto;
   // Machine-wide (the agent, `record` without a command): the first process
   // to map a CUDA, PyTorch or libpython file not yet covered waits until its

@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   // Every synchronise call's record where utilization or the timeline takes
   // them; else only NCCL processes', for their GPU-side hangs.
   bopt.sync_returns_all = options.profiling.sync_waits;
+  bopt.io_spans = options.profiling.io_spans;
   bopt.share_held_map = ShareHeldMapWithGuardian;  // what the gates stop, for a guardian that outlives us
   auto probes = BpfProbes::Load(bopt);
   if (!probes.ok()) return ExplainBpfFailure(probes.status());

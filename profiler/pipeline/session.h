@@ -88,6 +88,8 @@ class Session {
   const NativeUnwinder& unwinder() const { return *unwinder_; }
   const symbolizer::NativeSymbolizer& native_symbols() const { return *native_; }
   std::array<uint64_t, GF_STAT_MAX> BpfStats() const { return probes_->ReadStats(); }
+  // Whether the timeline's I/O programs were loaded and attached (bpf/io_calls.bpf.h).
+  bool IoSpansAttached() const { return probes_->io_spans_attached(); }
   // The reader thread's counters (user-space drops, waits on a full queue).
   RingReaderStats ReaderStats() const { return reader_->stats(); }
   // Any thread (a watchdog): when the worker last called Poll, and when the

@@ -76,6 +76,13 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   skel->rodata->bench_stop_at = options.bench_stop_at;
   skel->rodata->intern_stacks = options.intern_stacks;
   skel->rodata->sync_returns_all = options.sync_returns_all;
+  skel->rodata->io_min_bytes = options.io_spans.min_bytes;
+  skel->rodata->io_min_ns = options.io_spans.min_us * 1000;
+  skel->rodata->io_max_per_process = options.io_spans.max_per_process;
+  // Without the timeline the I/O programs are not loaded: every syscall of
+  // the machine would otherwise run them.
+  bpf_program__set_autoload(skel->progs.io_enter, options.io_spans.on);
+  bpf_program__set_autoload(skel->progs.io_exit, options.io_spans.on);
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");
@@ -101,6 +108,15 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
     if (!link)
       return Errno(errno, absl::StrCat("attaching ", bpf_program__name(prog)));
     p->links_.push_back(std::move(link));
+  }
+  if (options.io_spans.on) {
+    for (bpf_program* prog : {skel->progs.io_exit, skel->progs.io_enter}) {
+      LinkPtr link(bpf_program__attach(prog));
+      if (!link)
+        return Errno(errno, absl::StrCat("attaching ", bpf_program__name(prog), " (the timeline's I/O spans)"));
+      p->links_.push_back(std::move(link));
+    }
+    p->io_spans_attached_ = true;
   }
   return p;
 }

@@ -44,6 +44,15 @@ struct bpf_object;
 
 namespace gpuflame::profiler {
 
+// Model-loading I/O for the timeline (bpf/io_calls.bpf.h): off, its two
+// programs are not even loaded, and no syscall pays for them.
+struct IoSpanOptions {
+  bool on = false;
+  uint64_t min_bytes = 64 << 10;     // a read is kept from this many bytes ...
+  uint64_t min_us = 1000;            // ... or this long; others are counted only
+  uint32_t max_per_process = 20000;  // records per process; the rest counted only
+};
+
 class BpfProbes {
  public:
   struct Options {
@@ -55,6 +64,7 @@ class BpfProbes {
     uint32_t bench_stop_at = 0;       // benchmarks only: enum gf_bench_stage (bench/overhead_harness.cc)
     bool intern_stacks = true;        // known Python stacks sent as IDs (off: benchmarks measuring it)
     bool sync_returns_all = true;     // every synchronise call's GF_EV_CUDA_SYNC (off: NCCL processes' only)
+    IoSpanOptions io_spans;           // the timeline's I/O spans
     // Called with the descriptor of the map of held processes (`held`,
     // struct gf_held) after the object loads and before any gate can fire:
     // hands it to whoever resumes them if gpuflame is killed (its guardian,
@@ -113,6 +123,8 @@ class BpfProbes {
   // could not be shared); empty when it is on or was not asked for.
   const std::string& gate_warning() const { return gate_warning_; }
   size_t link_count() const { return links_.size(); }
+  // Whether the I/O programs are loaded and attached (IoSpanOptions::on).
+  bool io_spans_attached() const { return io_spans_attached_; }
   // The loaded libbpf object, for ProgramStats::Read (each program's run-time
   // counters). Worker thread only, like every other use of the object.
   const bpf_object* object() const;
@@ -136,6 +148,7 @@ class BpfProbes {
   std::unique_ptr<gpuflame_bpf, SkeletonDeleter> skel_;
   std::vector<LinkPtr> links_;
   std::string gate_warning_;
+  bool io_spans_attached_ = false;
   uint32_t py_generation_ = 0;  // SetPython's last seed (the registry's thread)
 };
 

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "symbolizer/demangle.h"
 
 namespace gpuflame::profiler::timeline {
@@ -24,6 +25,7 @@ const char* EventTypeName(EventType type) {
     case EventType::kLaunch: return "launch";
     case EventType::kGpu: return "gpu";
     case EventType::kCall: return "call";
+    case EventType::kIo: return "io";
   }
   return "?";
 }
@@ -212,6 +214,35 @@ void Timeline::OnSyncCall(pid_t pid, uint32_t tid, uint64_t start_ns, uint64_t e
        .api = api,
        .type = EventType::kCall,
        .kind = GF_DOMAIN_SYNC});
+}
+
+void Timeline::OnIo(pid_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns, uint16_t call, uint64_t fd,
+                    int64_t bytes, int64_t result, uint64_t arg, std::string_view name, bool truncated) {
+  SeeThread(pid, tid);
+  uint32_t ref = kNoIoName;
+  if (auto it = io_name_ids_.find(absl::string_view(name.data(), name.size())); it != io_name_ids_.end()) {
+    ref = it->second;
+  } else if (io_names_.size() < kMaxIoNames) {
+    ref = static_cast<uint32_t>(io_names_.size());
+    io_names_.emplace_back(name);
+    io_name_ids_.emplace(io_names_.back(), ref);
+  } else {
+    stats_.io_names_over++;
+  }
+  Add({.ts_ns = start_ns,
+       .end_ns = std::max(start_ns, end_ns),
+       .bytes = bytes,
+       .in_use = result,
+       .addr = fd,
+       .pid = static_cast<uint32_t>(pid),
+       .tid = tid,
+       .ref = ref,
+       .correlation = static_cast<uint32_t>(arg),
+       .graph = static_cast<uint32_t>(arg >> 32),
+       .api = call,
+       .type = EventType::kIo,
+       .kind = GF_DOMAIN_IO,
+       .flags = truncated ? kIoNameTruncated : uint8_t{0}});
 }
 
 void Timeline::OnNcclCall(pid_t pid, uint32_t tid, uint64_t ts_ns, uint16_t api, uint64_t comm, int64_t bytes,

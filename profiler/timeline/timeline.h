@@ -13,7 +13,9 @@
 //  - CUDA synchronise calls and NCCL calls, exact spans from entry to
 //    return (the probes' records), with their stacks; a call still in
 //    flight when its thread or process ends or the recording stops ends
-//    there, said unfinished.
+//    there, said unfinished;
+//  - model-loading syscalls (openat, read, pread64, file mmap, GPU ioctl),
+//    exact spans with their path or file name (interned: kMaxIoNames).
 // Names are not copied: spans hold frame IDs and events stack IDs, named
 // when written, after the last symbol refresh, exactly as the flame graphs
 // name them. That holds while stack IDs are not reused, which only the
@@ -70,6 +72,7 @@ struct TimelineStats {
   uint64_t samples_truncated = 0;               // deeper than StackSpans::kMaxDepth
   uint64_t samples_over_threads = 0;            // of new threads while StackSpans::kMaxThreads were active
   uint64_t gpu_weighted_records = 0;            // duty-cycled activity: stands for records not seen
+  uint64_t io_names_over = 0;                   // I/O events past kMaxIoNames distinct names: named by ID only
 };
 
 class Timeline {
@@ -96,6 +99,13 @@ class Timeline {
   // ends there, unfinished.
   void OnThreadEnded(pid_t pid, uint32_t tid, uint64_t ts_ns);
   void OnKernelName(pid_t pid, uint32_t name_id, std::string_view mangled);
+  // A model-loading syscall (bpf/io_calls.bpf.h), entry to return: |call|
+  // enum gf_io_call, |name| the path or file name the probe copied (the
+  // process's bytes, any content; interned, at most kMaxIoNames distinct).
+  void OnIo(pid_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns, uint16_t call, uint64_t fd, int64_t bytes,
+            int64_t result, uint64_t arg, std::string_view name, bool truncated);
+  static constexpr uint32_t kMaxIoNames = 1 << 16;
+  static constexpr uint32_t kNoIoName = UINT32_MAX;
   // The library's clock pair (gpu_clock.h); a library from before sends none.
   void OnClock(pid_t pid, uint64_t cupti_ns, uint64_t mono_before_ns, uint64_t mono_after_ns) {
     clock_.OnSnapshot(pid, cupti_ns, mono_before_ns, mono_after_ns);
@@ -123,6 +133,8 @@ class Timeline {
   const TimelineOptions& options() const { return options_; }
   // The demangled name |pid| announced for |name_id|, or null.
   const std::string* KernelName(pid_t pid, uint32_t name_id) const;
+  // An I/O event's name (its ref), or null (kNoIoName, or unknown).
+  const std::string* IoName(uint32_t id) const { return id < io_names_.size() ? &io_names_[id] : nullptr; }
   // The name of |pid|'s thread |tid| as first seen ("" if it could not be read).
   std::string ThreadName(pid_t pid, uint32_t tid) const;
   TimelineStats stats() const;
@@ -165,6 +177,10 @@ class Timeline {
   absl::flat_hash_map<std::string, uint32_t> identities_;    // kind, name, file
   absl::flat_hash_map<uint64_t, std::string> kernel_names_;  // pid << 32 | name ID
   absl::flat_hash_map<uint64_t, std::string> thread_names_;  // pid << 32 | tid
+  // I/O events' paths and file names, interned: a loader opens the same
+  // few files again and again. A deque: IoName's pointers stay valid.
+  std::deque<std::string> io_names_;
+  absl::flat_hash_map<std::string, uint32_t> io_name_ids_;
   // NCCL calls in flight: thread key -> the event's index (stable: events_
   // only grows).
   absl::flat_hash_map<uint64_t, size_t> open_calls_;
