@@ -203,6 +203,7 @@ int RunAgent(const AgentConfig& cfg) {
       TraceIncident(flight, incidents, q, absl::StrCat("nccl-hang", h.number, "-pid", h.pid),
                     absl::StrCat("NCCL hang #", h.number, " in pid ", h.pid), flight_counts, flight_counts.nccl_hang);
     }
+    snapshots.OnHangsEnded(nccl.TakeEnded());
     if (now - window_start >= window_ns) {
       snapshot_seconds = CloseWindow(session, snapshots, exporter, window_start_wall, now - window_start);
       window_start = now;

@@ -43,7 +43,10 @@ std::vector<NcclHang> NcclWatch::Tick(Session& session, uint64_t now_ns) {
   for (const NcclHang& h : found)
     logging::Warning(NcclHangLine(h, session.events().stack_source(), ProcessStateName, now_ns),
                      HangFields(session, h));
-  for (const NcclHang& h : t.TakeEnded()) logging::Info(NcclHangEndLine(h), HangFields(session, h));
+  for (NcclHang& h : t.TakeEnded()) {
+    logging::Info(NcclHangEndLine(h), HangFields(session, h));
+    ended_.push_back(std::move(h));
+  }
   return found;
 }
 

@@ -9,6 +9,7 @@
 #define GPUFLAME_AGENT_NCCL_WATCH_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "profiler/collectives/nccl_tracker.h"
@@ -23,9 +24,13 @@ class NcclWatch {
   // From the loop: at most once a second does anything. Returns the hangs
   // found stuck at this call (for the flight recorder's incident trace).
   std::vector<NcclHang> Tick(Session& session, uint64_t now_ns);
+  // The hangs that ended since the last call (for the nccl_hang profile's
+  // window they ended in, WindowSnapshotter::OnHangsEnded).
+  std::vector<NcclHang> TakeEnded() { return std::exchange(ended_, {}); }
 
  private:
   uint64_t next_ns_ = 0;
+  std::vector<NcclHang> ended_;  // taken every loop turn: a second's worth at most
 };
 
 }  // namespace gpuflame::profiler

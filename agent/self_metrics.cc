@@ -1,5 +1,11 @@
 #include "agent/self_metrics.h"
 
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "profiler/collectives/nccl_report.h"
+
 namespace gpuflame::profiler {
 
 AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, const ExportStats& exported,
@@ -36,6 +42,18 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   // The agent's tracker holds only hangs not yet over (NcclWatch): a few.
   for (const auto& [number, h] : ev.nccl().hangs())
     s.nccl_stuck[h.side == NcclHang::Side::kGpu] += h.outcome == NcclHang::Outcome::kStuck;
+  for (const auto& [id, c] : ev.nccl().stragglers().communicators())
+    for (const auto& [r, w] : c.ranks)
+      if (w.operations) s.nccl_ranks.push_back({NcclCommIdHex(id).substr(0, 16), r, w.held_ns, w.waited_ns, w.last});
+  // Bounded: a node runs a few ranks of a few communicators; past the bound
+  // the ranks that held others up least go, counted.
+  std::sort(s.nccl_ranks.begin(), s.nccl_ranks.end(), [](const auto& a, const auto& b) {
+    return std::tie(b.held_ns, a.communicator, a.rank) < std::tie(a.held_ns, b.communicator, b.rank);
+  });
+  if (s.nccl_ranks.size() > AgentStats::kMaxStragglerSeries) {
+    s.nccl_ranks_omitted = s.nccl_ranks.size() - AgentStats::kMaxStragglerSeries;
+    s.nccl_ranks.resize(AgentStats::kMaxStragglerSeries);
+  }
   return s;
 }
 
@@ -165,6 +183,27 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
   out.push_back({"gpuflame_nccl_hangs_not_logged_total",
                  "NCCL hangs found while 1024 were stuck at once: counted, not logged.", "counter",
                  double(s.nccl.hangs_not_kept)});
+  // Stragglers: per rank of the communicators this node runs, the rank
+  // whose late entries held the others up (NcclStragglers), and each rank's
+  // own waits. Labels: the communicator ID's first 16 hex digits and the
+  // rank, as on the pushed nccl profiles (nccl_communicator, nccl_rank).
+  for (const AgentStats::NcclRankWait& r : s.nccl_ranks) {
+    const Metric::Labels labels = {{"communicator", r.communicator}, {"rank", absl::StrCat(r.rank)}};
+    out.push_back({"gpuflame_nccl_straggler_wait_seconds_total",
+                   "Time the other ranks of a communicator seen on this node waited for this rank to enter a "
+                   "collective it entered last (summed over them); what it was doing meanwhile is the pushed "
+                   "nccl_straggler profile.",
+                   "counter", double(r.held_ns) / 1e9, labels});
+    out.push_back({"gpuflame_nccl_rank_wait_seconds_total",
+                   "Time this rank waited in collectives for the last rank to enter them.", "counter",
+                   double(r.waited_ns) / 1e9, labels});
+    out.push_back({"gpuflame_nccl_straggler_collectives_total",
+                   "Collectives this rank entered last, 1 ms or more after the first rank.", "counter",
+                   double(r.last), labels});
+  }
+  out.push_back({"gpuflame_nccl_straggler_ranks_omitted",
+                 "Ranks left out of the straggler metrics (past 256, those that held others up least).", "gauge",
+                 double(s.nccl_ranks_omitted)});
   if (s.flight.on) {
     const AgentStats::Flight& f = s.flight;
     out.push_back({"gpuflame_flight_recorder_events", "Timeline events the flight recorder holds now, all processes.",

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "agent/incident_traces.h"
@@ -48,6 +49,19 @@ struct AgentStats {
   OomStats oom;  // out-of-memory episodes and their captures
   NcclStats nccl;           // NCCL calls and hangs (profiler/collectives/)
   uint64_t nccl_stuck[2] = {0, 0};  // hangs still stuck at the last check, by NcclHang::Side
+  // Straggler judgement per rank (NcclStragglers), since its communicator
+  // was first seen; at most kMaxStragglerSeries ranks, those that held the
+  // others up longest first, the rest counted.
+  struct NcclRankWait {
+    std::string communicator;  // its ID's first 16 hex digits
+    int rank = -1;
+    uint64_t held_ns = 0;    // the other ranks' waits for it
+    uint64_t waited_ns = 0;  // its own waits for the last rank
+    uint64_t last = 0;       // collectives it entered last
+  };
+  static constexpr size_t kMaxStragglerSeries = 256;
+  std::vector<NcclRankWait> nccl_ranks;
+  uint64_t nccl_ranks_omitted = 0;
   // The flight recorder (flight_recorder.h), when on.
   struct Flight {
     bool on = false;
