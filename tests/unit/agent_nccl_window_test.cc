@@ -1,0 +1,232 @@
+// agent/nccl_window: the agent's per-window NCCL profiles. `nccl` holds
+// only the window's calls (the tracker's totals are since the start);
+// `nccl_hang` is pushed while a hang is stuck and in the window it ended,
+// its pushes adding up to how long it lasted, with its details as labels;
+// `nccl_straggler` holds what the straggler ran while the others waited,
+// this window's share; the rank labels name the process's communicator and
+// rank; retired stacks are forgotten.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/nccl_window.h"
+#include "bpf/gpuflame_abi.h"
+#include "profiler/collectives/nccl_report.h"
+#include "profiler/collectives/nccl_tracker.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kS = 1000 * kMs;
+
+struct Tables {
+  StackTable stacks;
+  FrameTable frames;
+  StackId Stack(pid_t pid, std::vector<std::string> names) {
+    StackInfo info;
+    info.pid = pid;
+    std::string raw = std::to_string(pid);
+    for (const std::string& name : names) {
+      symbolizer::Frame f;
+      f.kind = symbolizer::FrameKind::kPython;
+      f.name = name;
+      info.frames.push_back(frames.Intern(f));
+      raw += ";" + name;
+    }
+    return stacks.Insert(raw, info);
+  }
+  StackSource source() const { return {stacks, frames}; }
+};
+
+NcclCall Call(pid_t pid, uint64_t ts, uint16_t api, uint64_t comm, StackId stack) {
+  NcclCall c;
+  c.pid = pid;
+  c.tid = static_cast<uint32_t>(pid);
+  c.ts_ns = ts;
+  c.api = api;
+  c.comm = comm;
+  c.datatype = 7;  // float32
+  c.count = 256;
+  c.op = GF_NCCL_NO_OP;
+  c.stack = stack;
+  return c;
+}
+
+// Ranks 0 and 1 (pids 10, 20) of communicator 0x2222...0x1111 initialised.
+void TwoRanks(NcclTracker& t) {
+  for (int r = 0; r < 2; r++) {
+    NcclCall c = Call(10 * (r + 1), 0, GF_API_NCCL_COMM_INIT_RANK, 0, StackTable::kNone);
+    c.count = 2;
+    c.peer = r;
+    c.id_lo = 0x1111;
+    c.id_hi = 0x2222;
+    t.OnCall(c);
+    t.OnReturn(c.pid, c.tid, 1, 0xa0 + r, 0);
+  }
+}
+
+std::string Frames(const Profile& p, const Sample& s) {
+  std::string out;
+  for (uint32_t f : s.frames) out += (out.empty() ? "" : ";") + p.frames[f].name;
+  return out;
+}
+
+std::string LabelOf(const Sample& s, const std::string& key) {
+  for (const Label& l : s.labels)
+    if (l.key == key) return l.str;
+  return "";
+}
+
+const Profile* Find(const absl::flat_hash_map<pid_t, std::vector<Profile>>& out, pid_t pid, const std::string& name) {
+  auto it = out.find(pid);
+  if (it == out.end()) return nullptr;
+  for (const Profile& p : it->second)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+TEST(AgentNcclWindowTest, TheNcclProfileHoldsOnlyTheWindowsCalls) {
+  Tables tables;
+  const StackId send = tables.Stack(10, {"Trainer > step", "Comm > send", "ncclAllReduce"});
+  NcclTracker t;
+  TwoRanks(t);
+  NcclWindow w;
+  t.OnCall(Call(10, 2 * kS, GF_API_NCCL_ALL_REDUCE, 0xa0, send));
+  t.OnReturn(10, 10, 2 * kS + 500, 0, 0);
+  auto out = w.Close(t, tables.source(), {}, 0, kS, 3 * kS);
+  const Profile* p = Find(out, 10, "nccl");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->samples.size(), 1u);
+  EXPECT_EQ(Frames(*p, p->samples[0]), "Trainer > step;Comm > send;ncclAllReduce");
+  EXPECT_EQ(p->samples[0].values, (std::vector<int64_t>{1, 500, 1024}));
+  // The next window: its own call alone.
+  t.OnCall(Call(10, 3 * kS, GF_API_NCCL_ALL_REDUCE, 0xa0, send));
+  t.OnReturn(10, 10, 3 * kS + 300, 0, 0);
+  out = w.Close(t, tables.source(), {}, 0, kS, 4 * kS);
+  p = Find(out, 10, "nccl");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->samples[0].values, (std::vector<int64_t>{1, 300, 1024}));
+  // None: no profile.
+  EXPECT_EQ(Find(w.Close(t, tables.source(), {}, 0, kS, 5 * kS), 10, "nccl"), nullptr);
+  // A retired stack's id reused by another process: counted from zero.
+  w.ForgetStacks(std::vector<StackId>{send});
+  EXPECT_EQ(Find(w.Close(t, tables.source(), {}, 0, kS, 6 * kS), 10, "nccl")->samples[0].values,
+            (std::vector<int64_t>{2, 800, 2048}));
+}
+
+TEST(AgentNcclWindowTest, RankLabelsNameTheCommunicatorAndRank) {
+  NcclTracker t;
+  TwoRanks(t);
+  using L = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(NcclRankLabels(t, 20),
+            (L{{"nccl_communicator", "0000000000002222"}, {"nccl_rank", "1"}, {"nccl_ranks", "2"}}));
+  EXPECT_TRUE(NcclRankLabels(t, 30).empty());
+}
+
+TEST(AgentNcclWindowTest, AHangIsPushedWhileStuckAndWhenOverAddingUpToItsLength) {
+  Tables tables;
+  const StackId send = tables.Stack(10, {"Comm > exchange", "Comm > send", "ncclSend"});
+  NcclTracker t(kS);
+  t.ForgetEndedHangs();  // as the agent's
+  TwoRanks(t);
+  NcclWindow w;
+  NcclCall c = Call(10, 3 * kS, GF_API_NCCL_SEND, 0xa0, send);
+  c.peer = 1;
+  t.OnCall(c);
+  t.Tick(4 * kS + kS / 2);
+  ASSERT_EQ(t.TakeFound().size(), 1u);
+  auto out = w.Close(t, tables.source(), {}, 0, kS, 5 * kS);
+  const Profile* p = Find(out, 10, kNcclHangProfile);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->samples.size(), 1u);
+  const Sample& stuck = p->samples[0];
+  EXPECT_EQ(Frames(*p, stuck), "Comm > exchange;Comm > send;ncclSend");
+  EXPECT_EQ(stuck.values[0], static_cast<int64_t>(2 * kS));  // from its entry: the part before it was found too
+  EXPECT_EQ(LabelOf(stuck, "operation"), "ncclSend");
+  EXPECT_EQ(LabelOf(stuck, "outcome"), "stuck");
+  EXPECT_EQ(LabelOf(stuck, "side"), "call");
+  EXPECT_EQ(LabelOf(stuck, "nccl_rank"), "0");
+  EXPECT_EQ(LabelOf(stuck, "peer"), "1");
+  EXPECT_EQ(LabelOf(stuck, "missing_ranks"), "1");
+  EXPECT_EQ(LabelOf(stuck, "nccl_communicator"), "0000000000002222");
+  // Still stuck: the next window's second.
+  out = w.Close(t, tables.source(), {}, 0, kS, 6 * kS);
+  EXPECT_EQ(Find(out, 10, kNcclHangProfile)->samples[0].values[0], static_cast<int64_t>(kS));
+  // Rank 1 comes: over at 8.5 s, 5.5 s in all.
+  NcclCall recv = Call(20, 8 * kS, GF_API_NCCL_RECV, 0xa1, StackTable::kNone);
+  recv.peer = 0;
+  t.OnCall(recv);
+  t.OnReturn(10, 10, 8 * kS + kS / 2, 0, 0);
+  t.Tick(9 * kS);
+  w.OnHangsEnded(t.TakeEnded());
+  EXPECT_TRUE(t.hangs().empty());
+  out = w.Close(t, tables.source(), {}, 0, kS, 9 * kS);
+  p = Find(out, 10, kNcclHangProfile);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->samples.size(), 1u);
+  EXPECT_EQ(p->samples[0].values[0], static_cast<int64_t>(2 * kS + kS / 2));
+  EXPECT_EQ(LabelOf(p->samples[0], "outcome"), "returned");
+  // Over: no more pushes.
+  EXPECT_EQ(Find(w.Close(t, tables.source(), {}, 0, kS, 10 * kS), 10, kNcclHangProfile), nullptr);
+}
+
+TEST(AgentNcclWindowTest, ManyMissingRanksAreNamedUpToTheBound) {
+  Tables tables;
+  const StackId ar = tables.Stack(10, {"step", "ncclAllReduce"});
+  NcclTracker t(kS);
+  t.ForgetEndedHangs();
+  // 12 ranks, rank 0 here alone: 11 missing.
+  NcclCall init = Call(10, 0, GF_API_NCCL_COMM_INIT_RANK, 0, StackTable::kNone);
+  init.count = 12;
+  init.peer = 0;
+  init.id_lo = 1;
+  t.OnCall(init);
+  t.OnReturn(10, 10, 1, 0xa0, 0);
+  t.OnCall(Call(10, kS, GF_API_NCCL_ALL_REDUCE, 0xa0, ar));
+  t.Tick(3 * kS);
+  NcclWindow w;
+  auto out = w.Close(t, tables.source(), {}, 0, kS, 3 * kS);
+  const Profile* p = Find(out, 10, kNcclHangProfile);
+  ASSERT_NE(p, nullptr);
+  const std::string missing = LabelOf(p->samples[0], "missing_ranks");
+  // Ranks not seen anywhere are not listed as absent by pid, but by rank.
+  if (!missing.empty()) {
+    EXPECT_LE(std::count(missing.begin(), missing.end(), ','), static_cast<long>(kMaxMissingRanksNamed));
+    EXPECT_LE(missing.size(), 40u) << missing;
+  }
+  EXPECT_EQ(p->samples[0].labels.size() <= kNcclHangLabels, true);
+}
+
+TEST(AgentNcclWindowTest, TheStragglersDoingIsPushedPerWindow) {
+  Tables tables;
+  const StackId loader = tables.Stack(20, {"Trainer > step", "DataLoader > __next__"});
+  NcclTracker t;
+  TwoRanks(t);
+  NcclWindow w;
+  auto step = [&](uint64_t t0) {
+    t.OnCall(Call(10, t0, GF_API_NCCL_ALL_REDUCE, 0xa0, StackTable::kNone));
+    t.OnCpuSample(20, t0 + 10 * kMs, loader);
+    t.OnCall(Call(20, t0 + 30 * kMs, GF_API_NCCL_ALL_REDUCE, 0xa1, StackTable::kNone));
+    t.OnReturn(10, 10, t0 + 40 * kMs, 0, 0);
+    t.OnReturn(20, 20, t0 + 40 * kMs, 0, 0);
+  };
+  step(2 * kS);
+  auto out = w.Close(t, tables.source(), {}, 0, kS, 3 * kS);
+  EXPECT_EQ(Find(out, 10, kNcclStragglerProfile), nullptr) << "rank 0 held no one up";
+  const Profile* p = Find(out, 20, kNcclStragglerProfile);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->samples.size(), 1u);
+  EXPECT_EQ(Frames(*p, p->samples[0]), "Trainer > step;DataLoader > __next__");
+  EXPECT_EQ(p->samples[0].values[0], static_cast<int64_t>(30 * kMs));
+  step(3 * kS);
+  step(3 * kS + 100 * kMs);
+  out = w.Close(t, tables.source(), {}, 0, kS, 4 * kS);
+  EXPECT_EQ(Find(out, 20, kNcclStragglerProfile)->samples[0].values[0], static_cast<int64_t>(60 * kMs));
+  EXPECT_EQ(Find(w.Close(t, tables.source(), {}, 0, kS, 5 * kS), 20, kNcclStragglerProfile), nullptr);
+}
+
+}  // namespace
+}  // namespace gpuflame::profiler
