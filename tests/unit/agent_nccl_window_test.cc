@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/metrics_server.h"
 #include "agent/nccl_window.h"
+#include "agent/self_metrics.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/collectives/nccl_report.h"
 #include "profiler/collectives/nccl_tracker.h"
@@ -226,6 +228,95 @@ TEST(AgentNcclWindowTest, TheStragglersDoingIsPushedPerWindow) {
   out = w.Close(t, tables.source(), {}, 0, kS, 4 * kS);
   EXPECT_EQ(Find(out, 20, kNcclStragglerProfile)->samples[0].values[0], static_cast<int64_t>(60 * kMs));
   EXPECT_EQ(Find(w.Close(t, tables.source(), {}, 0, kS, 5 * kS), 20, kNcclStragglerProfile), nullptr);
+}
+
+// The straggler counters outlive the ranks' retirement (a scrape every 15 s
+// would miss a short job's): kept 10 minutes, then gone; bounded in count,
+// the ranks retired longest ago dropped first.
+TEST(AgentNcclRankTotalsTest, ARetiredRanksStragglerCountersStayTenMinutesThenGo) {
+  Tables tables;
+  const StackId loader = tables.Stack(20, {"Trainer > step", "DataLoader > __next__"});
+  NcclTracker t;
+  TwoRanks(t);
+  t.OnCall(Call(10, 2 * kS, GF_API_NCCL_ALL_REDUCE, 0xa0, StackTable::kNone));
+  t.OnCpuSample(20, 2 * kS + 10 * kMs, loader);
+  t.OnCall(Call(20, 2 * kS + 30 * kMs, GF_API_NCCL_ALL_REDUCE, 0xa1, StackTable::kNone));
+  t.OnReturn(10, 10, 2 * kS + 40 * kMs, 0, 0);
+  t.OnReturn(20, 20, 2 * kS + 40 * kMs, 0, 0);
+  NcclRankTotals kept;
+  kept.Update(t, 3 * kS);  // before the retirement, as the agent's window close
+  t.ForgetProcesses(std::vector<pid_t>{10, 20});
+  ASSERT_TRUE(t.stragglers().communicators().empty());
+  kept.Update(t, 4 * kS);
+  AgentStats s;
+  kept.Fill(s);
+  ASSERT_EQ(s.nccl_ranks.size(), 2u);
+  EXPECT_EQ(s.nccl_ranks[0].rank, 1) << "the straggler first";
+  EXPECT_EQ(s.nccl_ranks[0].communicator, "0000000000002222");
+  EXPECT_EQ(s.nccl_ranks[0].held_ns, 30 * kMs);
+  EXPECT_EQ(s.nccl_ranks[0].last, 1u);
+  EXPECT_EQ(s.nccl_ranks[1].waited_ns, 30 * kMs);
+  // In the exposition: each family once (its HELP and TYPE), a series per rank.
+  const std::string text = PrometheusText(SelfMetrics(s));
+  const std::string series =
+      "gpuflame_nccl_straggler_wait_seconds_total{communicator=\"0000000000002222\",rank=\"1\"} ";
+  const size_t at = text.find(series);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_NEAR(std::stod(text.substr(at + series.size())), 0.03, 1e-9);
+  for (const char* family : {"gpuflame_nccl_straggler_wait_seconds_total", "gpuflame_nccl_rank_wait_seconds_total",
+                             "gpuflame_nccl_straggler_collectives_total"}) {
+    const std::string help = std::string("# HELP ") + family + " ";
+    EXPECT_EQ(text.find(help), text.rfind(help)) << family << " said twice:\n" << text;
+  }
+  // 10 minutes after the last reading that saw them: still there; then gone.
+  kept.Update(t, 3 * kS + NcclRankTotals::kKeepNs);
+  kept.Fill(s);
+  EXPECT_EQ(s.nccl_ranks.size(), 2u);
+  kept.Update(t, 3 * kS + NcclRankTotals::kKeepNs + 1);
+  kept.Fill(s);
+  EXPECT_TRUE(s.nccl_ranks.empty());
+  EXPECT_EQ(PrometheusText(SelfMetrics(s)).find("gpuflame_nccl_straggler_wait_seconds_total{"), std::string::npos);
+  EXPECT_EQ(kept.dropped(), 0u) << "expired, not dropped";
+}
+
+TEST(AgentNcclRankTotalsTest, PastTheBoundTheRanksRetiredLongestAgoGoFirst) {
+  NcclRankTotals kept;
+  // Jobs of one rank each (so every collective is judged at once), 600 at
+  // a time, each batch retired before the next.
+  auto batch = [&](uint64_t first, uint64_t now) {
+    NcclTracker t;
+    std::vector<pid_t> pids;
+    for (uint64_t j = first; j < first + 600; j++) {
+      const auto pid = static_cast<pid_t>(1000 + j);
+      NcclCall init = Call(pid, 0, GF_API_NCCL_COMM_INIT_RANK, 0, StackTable::kNone);
+      init.count = 1;
+      init.peer = 0;
+      init.id_hi = j + 1;  // the labels' 16 hex digits
+      t.OnCall(init);
+      t.OnReturn(pid, init.tid, 1, 0xa0, 0);
+      t.OnCall(Call(pid, kS, GF_API_NCCL_ALL_REDUCE, 0xa0, StackTable::kNone));
+      t.OnReturn(pid, init.tid, kS + 1, 0, 0);
+      pids.push_back(pid);
+    }
+    kept.Update(t, now);
+    t.ForgetProcesses(pids);
+    kept.Update(t, now + 1);
+  };
+  batch(0, 10 * kS);
+  EXPECT_EQ(kept.size(), 600u);
+  batch(600, 20 * kS);
+  EXPECT_EQ(kept.size(), NcclRankTotals::kMaxKept);
+  EXPECT_EQ(kept.dropped(), 1200u - NcclRankTotals::kMaxKept);
+  AgentStats s;
+  kept.Fill(s);
+  EXPECT_EQ(s.nccl_retired_ranks_dropped, 1200u - NcclRankTotals::kMaxKept);
+  EXPECT_EQ(s.nccl_ranks.size(), AgentStats::kMaxStragglerSeries);
+  EXPECT_EQ(s.nccl_ranks_omitted, NcclRankTotals::kMaxKept - AgentStats::kMaxStragglerSeries);
+  // The second batch is whole: the first one's went, 176 of them.
+  size_t first = 0, second = 0;
+  for (uint64_t j = 0; j < 1200; j++) (j < 600 ? first : second) += kept.contains(NcclCommId{0, j + 1}, 0);
+  EXPECT_EQ(second, 600u);
+  EXPECT_EQ(first, NcclRankTotals::kMaxKept - 600);
 }
 
 }  // namespace
