@@ -244,6 +244,8 @@ int RunAgent(const AgentConfig& cfg) {
   session.OpenGatesAndDrain();
   session.events().oom().FinishAll();
   PushOomCaptures(cfg, session, exporter);
+  nccl.CollectEnded(session);  // hangs the last events ended go out with their stacks
+  snapshots.OnHangsEnded(nccl.TakeEnded());
   CloseWindow(session, snapshots, exporter, rank_totals, window_start_wall, NowNs(CLOCK_MONOTONIC) - window_start);
   exporter.Finish();  // every window is in the push queue from here
   // With a spool, what Pyroscope cannot take now waits on disk: no need to
