@@ -1338,21 +1338,26 @@ TEST(AgentTest, NamesTheStragglerRankInMetricsAndPushesWhatItDid) {
   EXPECT_EQ(communicator.size(), 16u) << body;
 
   ASSERT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
-  int64_t loading = 0, total = 0;
+  // Rank 1's loader is what the others waited for. Rank 0 may be last into
+  // an odd collective by a millisecond or two (descheduled on a loaded
+  // machine: the broadcast right after an all-reduce is a race), and then
+  // pushes a little of its own: far less than rank 1.
+  int64_t loading = 0, total = 0, others = 0;
   std::string dump;
   for (const ReceivedSeries& s : receiver.Accepted()) {
     if (s.labels.at("__name__") != "nccl_straggler") continue;
-    EXPECT_EQ(s.labels.at("pid"), rank1) << "only rank 1 held anyone up";
-    EXPECT_EQ(s.labels.count("nccl_rank") ? s.labels.at("nccl_rank") : "", "1");
+    const bool straggler = s.labels.at("pid") == rank1;
+    EXPECT_EQ(s.labels.count("nccl_rank") ? s.labels.at("nccl_rank") : "", straggler ? "1" : "0");
     EXPECT_EQ(s.labels.count("nccl_communicator") ? s.labels.at("nccl_communicator") : "", communicator);
     for (const auto& [stack, v] : Stacks(s.profile, "time", true, true)) {
-      total += v;
-      if (stack.find("DataLoader > __next__") != std::string::npos) loading += v;
-      dump += stack + " " + std::to_string(v) + "\n";
+      (straggler ? total : others) += v;
+      if (straggler && stack.find("DataLoader > __next__") != std::string::npos) loading += v;
+      dump += s.labels.at("pid") + " " + stack + " " + std::to_string(v) + "\n";
     }
   }
   EXPECT_GT(total, 200'000'000) << dump;
   EXPECT_GT(loading, total * 8 / 10) << dump;
+  EXPECT_LT(others, total / 4) << dump;
 }
 
 // The flight recorder on request (issue 15): two processes run the same
