@@ -58,13 +58,15 @@ int Fail(const absl::Status& s) {
 
 // The event loop's part of a window close, timed (the gauge says how long it
 // held the loop), then the hand-off to the export thread and retirement.
-double CloseWindow(Session& session, WindowSnapshotter& snapshots, WindowExporter& exporter, int64_t start_wall,
-                   int64_t duration) {
+double CloseWindow(Session& session, WindowSnapshotter& snapshots, WindowExporter& exporter, NcclRankTotals& ranks,
+                   int64_t start_wall, int64_t duration) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<ProcessWindow> window = snapshots.Close(session, start_wall, duration);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   exporter.Submit(std::move(window));
-  // After the snapshot: the profiles above hold their own copies.
+  // After the snapshot: the profiles above hold their own copies. The
+  // straggler counters are read first: a retired rank's are kept a while.
+  ranks.Update(session.events().nccl(), static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)));
   snapshots.Forget(RetireExitedProcesses(session));
   return seconds;
 }
@@ -161,6 +163,7 @@ int RunAgent(const AgentConfig& cfg) {
     if (auto s = metrics.Start(cfg.metrics_address, cfg.metrics_port, StallCheck(session)); !s.ok()) return Fail(s);
   WindowSnapshotter snapshots(cfg);
   NcclWatch nccl(session, cfg.nccl_hang_seconds);
+  NcclRankTotals rank_totals;  // the straggler counters, retired ranks' kept 10 minutes
   WindowExporter exporter(SeriesLabeler(cfg.service_name, cfg.node, cfg.kubelet, cfg.labels), (*delivery)->queue());
   InstallStopHandlers(/*sigint=*/true);
   logging::Info("agent pushing to Pyroscope", {{"url", base::RedactUrl(cfg.pyroscope.url)},
@@ -203,13 +206,16 @@ int RunAgent(const AgentConfig& cfg) {
       TraceIncident(flight, incidents, q, absl::StrCat("nccl-hang", h.number, "-pid", h.pid),
                     absl::StrCat("NCCL hang #", h.number, " in pid ", h.pid), flight_counts, flight_counts.nccl_hang);
     }
+    snapshots.OnHangsEnded(nccl.TakeEnded());
     if (now - window_start >= window_ns) {
-      snapshot_seconds = CloseWindow(session, snapshots, exporter, window_start_wall, now - window_start);
+      snapshot_seconds = CloseWindow(session, snapshots, exporter, rank_totals, window_start_wall, now - window_start);
       window_start = now;
       window_start_wall = NowNs(CLOCK_REALTIME);
     }
     if (cfg.metrics_port != 0 && now - last_metrics > 1'000'000'000) {
       AgentStats stats = CollectAgentStats(session, snapshot_seconds, exporter.stats(), (*delivery)->queue().Stats());
+      rank_totals.Update(session.events().nccl(), static_cast<uint64_t>(now));
+      rank_totals.Fill(stats);
       stats.flight = flight_counts;
       stats.flight.on = flight.on();
       stats.flight.ring = flight.stats();
@@ -238,7 +244,9 @@ int RunAgent(const AgentConfig& cfg) {
   session.OpenGatesAndDrain();
   session.events().oom().FinishAll();
   PushOomCaptures(cfg, session, exporter);
-  CloseWindow(session, snapshots, exporter, window_start_wall, NowNs(CLOCK_MONOTONIC) - window_start);
+  nccl.CollectEnded(session);  // hangs the last events ended go out with their stacks
+  snapshots.OnHangsEnded(nccl.TakeEnded());
+  CloseWindow(session, snapshots, exporter, rank_totals, window_start_wall, NowNs(CLOCK_MONOTONIC) - window_start);
   exporter.Finish();  // every window is in the push queue from here
   // With a spool, what Pyroscope cannot take now waits on disk: no need to
   // hold the node's shutdown for it.

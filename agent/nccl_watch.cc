@@ -35,16 +35,32 @@ NcclWatch::NcclWatch(Session& session, double hang_seconds) {
 }
 
 std::vector<NcclHang> NcclWatch::Tick(Session& session, uint64_t now_ns) {
-  if (now_ns < next_ns_) return {};
-  next_ns_ = now_ns + 1'000'000'000;
   NcclTracker& t = session.events().nccl();
-  t.Tick(now_ns);
-  std::vector<NcclHang> found = t.TakeFound();
-  for (const NcclHang& h : found)
-    logging::Warning(NcclHangLine(h, session.events().stack_source(), ProcessStateName, now_ns),
-                     HangFields(session, h));
-  for (const NcclHang& h : t.TakeEnded()) logging::Info(NcclHangEndLine(h), HangFields(session, h));
+  std::vector<NcclHang> found;
+  if (now_ns >= next_ns_) {
+    next_ns_ = now_ns + 1'000'000'000;
+    t.Tick(now_ns);
+    found = t.TakeFound();
+    for (const NcclHang& h : found)
+      logging::Warning(NcclHangLine(h, session.events().stack_source(), ProcessStateName, now_ns),
+                       HangFields(session, h));
+  }
+  // Ended hangs every turn, not once a second: the window close that
+  // follows in the same turn retires exited processes, and with them their
+  // stacks (NcclTracker::ForgetStacks sets a hang's to none, and the id may
+  // go to another process's stack). A hang that returned just before its
+  // process exited, still in the tracker at that close, was pushed as
+  // "[ncclSend: stack unknown]" in the window it ended in. Taken here, it
+  // reaches the window (WindowSnapshotter::OnHangsEnded) before that.
+  CollectEnded(session);
   return found;
+}
+
+void NcclWatch::CollectEnded(Session& session) {
+  for (NcclHang& h : session.events().nccl().TakeEnded()) {
+    logging::Info(NcclHangEndLine(h), HangFields(session, h));
+    ended_.push_back(std::move(h));
+  }
 }
 
 }  // namespace gpuflame::profiler

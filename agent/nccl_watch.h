@@ -9,6 +9,7 @@
 #define GPUFLAME_AGENT_NCCL_WATCH_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "profiler/collectives/nccl_tracker.h"
@@ -20,12 +21,21 @@ class NcclWatch {
  public:
   // Sets the session's threshold (before its first record).
   NcclWatch(Session& session, double hang_seconds);
-  // From the loop: at most once a second does anything. Returns the hangs
-  // found stuck at this call (for the flight recorder's incident trace).
+  // From the loop, every turn: at most once a second looks for hangs;
+  // every call takes the hangs that ended (before the turn's window close
+  // retires their processes' stacks). Returns the hangs found stuck at this
+  // call (for the flight recorder's incident trace).
   std::vector<NcclHang> Tick(Session& session, uint64_t now_ns);
+  // The hangs that ended since the last call (for the nccl_hang profile's
+  // window they ended in, WindowSnapshotter::OnHangsEnded).
+  std::vector<NcclHang> TakeEnded() { return std::exchange(ended_, {}); }
+  // Only the hangs that ended (said over, kept for TakeEnded): at shutdown,
+  // after the last events, before the last window close.
+  void CollectEnded(Session& session);
 
  private:
   uint64_t next_ns_ = 0;
+  std::vector<NcclHang> ended_;  // taken every loop turn: a second's worth at most
 };
 
 }  // namespace gpuflame::profiler

@@ -1,5 +1,15 @@
 #include "agent/self_metrics.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "profiler/collectives/nccl_report.h"
+
 namespace gpuflame::profiler {
 
 AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, const ExportStats& exported,
@@ -37,6 +47,43 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   for (const auto& [number, h] : ev.nccl().hangs())
     s.nccl_stuck[h.side == NcclHang::Side::kGpu] += h.outcome == NcclHang::Outcome::kStuck;
   return s;
+}
+
+void NcclRankTotals::Update(const NcclTracker& t, uint64_t now_ns) {
+  for (const auto& [id, c] : t.stragglers().communicators())
+    for (const auto& [r, w] : c.ranks)
+      if (w.operations)
+        ranks_[std::pair{id, r}] = {{NcclCommIdHex(id).substr(0, 16), r, w.held_ns, w.waited_ns, w.last}, now_ns};
+  absl::erase_if(ranks_, [&](const auto& kv) { return now_ns - std::min(now_ns, kv.second.seen_ns) > kKeepNs; });
+  if (ranks_.size() <= kMaxKept) return;
+  // Past the bound (many short jobs within 10 minutes): the ranks retired
+  // longest ago go first. Live ones (seen now) stay: the tracker bounds them.
+  std::vector<std::pair<uint64_t, std::pair<NcclCommId, int>>> by_age;
+  for (const auto& [key, k] : ranks_)
+    if (k.seen_ns != now_ns) by_age.emplace_back(k.seen_ns, key);
+  const size_t excess = std::min(ranks_.size() - kMaxKept, by_age.size());
+  if (excess == 0) return;
+  std::nth_element(by_age.begin(), by_age.begin() + static_cast<std::ptrdiff_t>(excess - 1), by_age.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < excess; i++) ranks_.erase(by_age[i].second);
+  dropped_ += excess;
+}
+
+void NcclRankTotals::Fill(AgentStats& s) const {
+  s.nccl_ranks.clear();
+  s.nccl_ranks.reserve(ranks_.size());
+  for (const auto& [key, k] : ranks_) s.nccl_ranks.push_back(k.wait);
+  // Bounded: a node runs a few ranks of a few communicators; past the bound
+  // the ranks that held others up least go, counted.
+  std::sort(s.nccl_ranks.begin(), s.nccl_ranks.end(), [](const auto& a, const auto& b) {
+    return std::tie(b.held_ns, a.communicator, a.rank) < std::tie(a.held_ns, b.communicator, b.rank);
+  });
+  s.nccl_ranks_omitted = 0;
+  if (s.nccl_ranks.size() > AgentStats::kMaxStragglerSeries) {
+    s.nccl_ranks_omitted = s.nccl_ranks.size() - AgentStats::kMaxStragglerSeries;
+    s.nccl_ranks.resize(AgentStats::kMaxStragglerSeries);
+  }
+  s.nccl_retired_ranks_dropped = dropped_;
 }
 
 namespace {
@@ -165,6 +212,37 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
   out.push_back({"gpuflame_nccl_hangs_not_logged_total",
                  "NCCL hangs found while 1024 were stuck at once: counted, not logged.", "counter",
                  double(s.nccl.hangs_not_kept)});
+  // Stragglers: per rank of the communicators this node runs, the rank
+  // whose late entries held the others up (NcclStragglers), and each rank's
+  // own waits. Labels: the communicator ID's first 16 hex digits and the
+  // rank, as on the pushed nccl profiles (nccl_communicator, nccl_rank).
+  // One family at a time: the exposition says each family's HELP and TYPE
+  // once, its series together (interleaved, a scrape would fail on the
+  // second HELP of one name).
+  auto labels = [](const AgentStats::NcclRankWait& r) -> Metric::Labels {
+    return {{"communicator", r.communicator}, {"rank", absl::StrCat(r.rank)}};
+  };
+  for (const AgentStats::NcclRankWait& r : s.nccl_ranks)
+    out.push_back({"gpuflame_nccl_straggler_wait_seconds_total",
+                   "Time the other ranks of a communicator seen on this node waited for this rank to enter a "
+                   "collective it entered last (summed over them); what it was doing meanwhile is the pushed "
+                   "nccl_straggler profile. A rank's series outlives its job by 10 minutes, unchanged.",
+                   "counter", double(r.held_ns) / 1e9, labels(r)});
+  for (const AgentStats::NcclRankWait& r : s.nccl_ranks)
+    out.push_back({"gpuflame_nccl_rank_wait_seconds_total",
+                   "Time this rank waited in collectives for the last rank to enter them.", "counter",
+                   double(r.waited_ns) / 1e9, labels(r)});
+  for (const AgentStats::NcclRankWait& r : s.nccl_ranks)
+    out.push_back({"gpuflame_nccl_straggler_collectives_total",
+                   "Collectives this rank entered last, 1 ms or more after the first rank.", "counter", double(r.last),
+                   labels(r)});
+  out.push_back({"gpuflame_nccl_straggler_retired_ranks_dropped_total",
+                 "Ranks whose straggler totals were dropped before their 10 minutes after retirement (past 1024 "
+                 "ranks kept).",
+                 "counter", double(s.nccl_retired_ranks_dropped)});
+  out.push_back({"gpuflame_nccl_straggler_ranks_omitted",
+                 "Ranks left out of the straggler metrics (past 256, those that held others up least).", "gauge",
+                 double(s.nccl_ranks_omitted)});
   if (s.flight.on) {
     const AgentStats::Flight& f = s.flight;
     out.push_back({"gpuflame_flight_recorder_events", "Timeline events the flight recorder holds now, all processes.",

@@ -8,6 +8,8 @@
 #include "exporters/pprof/gzip.h"
 #include "exporters/pprof/pprof_writer.h"
 #include "exporters/pprof/profile_limits.h"
+#include "agent/nccl_window.h"
+#include "profiler/collectives/nccl_report.h"
 
 namespace gpuflame::profiler {
 
@@ -91,7 +93,17 @@ void WindowExporter::Export(std::vector<ProcessWindow>& window) {
         encode_failures_.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      request.push_back({labeler_.Labels(p.name, w.pid, w.process, w.pod, w.service), std::move(*gz)});
+      SeriesLabels labels = labeler_.Labels(p.name, w.pid, w.process, w.pod, w.service);
+      // Communicator and rank: one pair per process (NcclRankLabels), so
+      // no series beyond the process's own. A hang's are its samples', which
+      // Pyroscope turns into series labels. Both within Pyroscope's 30
+      // labels a series: the last pod labels give way.
+      const bool ranked = p.name == kNcclProfile || p.name == kNcclStragglerProfile;
+      const size_t room = ranked ? w.nccl_labels.size() : p.name == kNcclHangProfile ? kNcclHangLabels : 0;
+      while (room && labels.size() > 3 && labels.size() + room > kMaxSeriesLabels) labels.pop_back();
+      if (ranked)
+        for (const auto& [key, value] : w.nccl_labels) labels.emplace_back(key, LabelValue(value));
+      request.push_back({std::move(labels), std::move(*gz)});
     }
     size_t bytes = 0;
     for (const exporters::Series& series : request) bytes += series.pprof.size();

@@ -34,6 +34,10 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
     for (const auto& [key, c] : *window) active.insert(events.stacks().Get(key.stack).pid);
   absl::flat_hash_map<pid_t, std::string> comm;
   for (const auto& [pid, info] : session.registry().processes()) comm[pid] = info->comm;
+  const uint64_t now_ns = static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC));
+  absl::flat_hash_map<pid_t, std::vector<Profile>> nccl =
+      nccl_.Close(events.nccl(), events.stack_source(), comm, start_wall, duration, now_ns);
+  for (const auto& [pid, profiles] : nccl) active.insert(pid);
 
   std::vector<ProcessWindow> out;
   for (pid_t pid : active) {
@@ -54,6 +58,10 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
                                           TimeKind::kCpu, comm, pid, start_wall, duration));
     w.profiles.push_back(BuildTimeProfile(events.stack_source(), events.kernels(), events.cpu_period_ns(), kernels,
                                           TimeKind::kGpuKernel, comm, pid, start_wall, duration));
+    if (auto it = nccl.find(pid); it != nccl.end()) {
+      for (Profile& p : it->second) w.profiles.push_back(std::move(p));
+      w.nccl_labels = NcclRankLabels(events.nccl(), pid);
+    }
     // The profiles say when they were taken with something shed (Pyroscope
     // keeps no comments: /metrics' gpuflame_shedding and the log say it too).
     if (uint32_t shed = session.guardrails().actions(); shed != 0)

@@ -10,11 +10,14 @@
 
 #include <sys/types.h>
 
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "agent/agent_config.h"
+#include "agent/nccl_window.h"
 #include "agent/retirement.h"
 #include "profiler/aggregate/profile.h"
 #include "profiler/aggregate/window.h"
@@ -30,8 +33,12 @@ struct ProcessWindow {
   std::string process;   // comm
   PodInfo pod;           // copied: the process may be forgotten before export
   ServiceHints service;  // likewise
-  // gpu_memory, torch_memory, process_cpu, gpu_kernel (some may be empty).
+  // gpu_memory, torch_memory, process_cpu, gpu_kernel (some may be empty),
+  // and where it called NCCL: nccl, nccl_hang, nccl_straggler.
   std::vector<Profile> profiles;
+  // Series labels of its nccl and nccl_straggler profiles: its communicator
+  // and rank (NcclRankLabels). nccl_hang's are its samples' own.
+  std::vector<std::pair<std::string, std::string>> nccl_labels;
 };
 
 class WindowSnapshotter {
@@ -47,14 +54,18 @@ class WindowSnapshotter {
   void Forget(const Retired& retired) {
     for (pid_t pid : retired.pids) reported_.erase(pid);
     window_.Forget(retired.stacks);
+    nccl_.ForgetStacks(retired.stacks);
   }
   // Processes that had at least one window (for the agent's stop line; the
   // registry forgets exited ones, so it cannot say).
   uint64_t processes_reported() const { return processes_reported_; }
+  // NCCL hangs that ended since the last close (NcclWatch).
+  void OnHangsEnded(std::span<const NcclHang> ended) { nccl_.OnHangsEnded(ended); }
 
  private:
   const AgentConfig& cfg_;
   WindowAccumulator window_;
+  NcclWindow nccl_;
   absl::flat_hash_set<pid_t> reported_;  // live pids that had a window
   uint64_t processes_reported_ = 0;
 };

@@ -1168,6 +1168,8 @@ TEST(AgentTest, ExportsEachGpusDriverFiguresAndAFollowedProcessesSmUtilization) 
 struct AgentNcclHang {
   std::string rank0;
   std::string log;
+  std::vector<ReceivedSeries> series;  // what the agent pushed
+  std::vector<std::string> rejections;
 };
 void RunNcclHangUnderAgent(const std::string& mode, const std::string& side, const std::string& over,
                            AgentNcclHang* out) {
@@ -1205,6 +1207,15 @@ void RunNcclHangUnderAgent(const std::string& mode, const std::string& side, con
   EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_hangs_total{side=\"" + side + "\"}"), 1);
   EXPECT_GE(Metric(metrics_port, "gpuflame_nccl_calls_total"), 20);
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  out->series = receiver.Accepted();
+  out->rejections = receiver.Rejections();
+}
+
+// A sample's string label |key| as the pprof says it ("" when none).
+std::string SampleLabel(const pprof::Profile& p, const pprof::Sample& s, const std::string& key) {
+  for (const pprof::Label& l : s.label())
+    if (p.string_table(l.key()) == key) return p.string_table(l.str());
+  return "";
 }
 
 TEST(AgentTest, LogsAndCountsAnNcclHangWhileItIsStuck) {
@@ -1219,6 +1230,56 @@ TEST(AgentTest, LogsAndCountsAnNcclHangWhileItIsStuck) {
                          "1048576\\).*Trainer > step › Comm > exchange › Comm > send; waiting for rank 1 \\(pid "
                          "[0-9]+, stopped\\)");
   EXPECT_TRUE(std::regex_search(h.log, stuck)) << h.log;
+
+  // What it pushed (decoded by the receiver's own protobuf reader): rank
+  // 0's `nccl` profile, its time in ncclSend under the class methods that
+  // issued it, labelled with its communicator and rank; and the hang as an
+  // `nccl_hang` profile on the same stack, stuck, then returned, its
+  // pushes adding up to how long it lasted (rank 1 stopped 3 s).
+  ASSERT_TRUE(h.rejections.empty()) << h.rejections[0];
+  int64_t send_ns = 0, stuck_ns = 0, returned_ns = 0;
+  std::string communicator, dump;
+  for (const ReceivedSeries& s : h.series) {
+    if (s.labels.at("pid") != h.rank0) continue;
+    const std::string& name = s.labels.at("__name__");
+    if (name == "nccl") {
+      EXPECT_EQ(s.labels.count("nccl_rank") ? s.labels.at("nccl_rank") : "", "0");
+      EXPECT_EQ(s.labels.count("nccl_ranks") ? s.labels.at("nccl_ranks") : "", "2");
+      if (s.labels.count("nccl_communicator")) communicator = s.labels.at("nccl_communicator");
+      for (const auto& [stack, v] : Stacks(s.profile, "time", true, true)) {
+        if (stack.ends_with("Comm > exchange;Comm > send;ncclSend")) send_ns += v;
+        dump += "nccl " + stack + " " + std::to_string(v) + "\n";
+      }
+    }
+    if (name != "nccl_hang") continue;
+    for (const pprof::Sample& sample : s.profile.sample()) {
+      if (SampleLabel(s.profile, sample, "operation") != "ncclSend") continue;
+      std::string stack;
+      for (int i = sample.location_id_size() - 1; i >= 0; i--)
+        for (const pprof::Location& loc : s.profile.location())
+          if (loc.id() == sample.location_id(i))
+            for (const pprof::Line& line : loc.line())
+              for (const pprof::Function& f : s.profile.function())
+                if (f.id() == line.function_id()) stack += s.profile.string_table(f.name()) + ";";
+      dump += "nccl_hang " + stack + " " + SampleLabel(s.profile, sample, "outcome") + "\n";
+      EXPECT_NE(stack.find("Comm > send;"), std::string::npos) << stack;
+      EXPECT_TRUE(stack.ends_with("ncclSend;")) << stack;
+      EXPECT_EQ(SampleLabel(s.profile, sample, "nccl_rank"), "0");
+      EXPECT_EQ(SampleLabel(s.profile, sample, "peer"), "1");
+      EXPECT_EQ(SampleLabel(s.profile, sample, "missing_ranks"), "1");
+      EXPECT_EQ(SampleLabel(s.profile, sample, "side"), "call");
+      EXPECT_EQ(SampleLabel(s.profile, sample, "nccl_communicator").size(), 16u);
+      const std::string outcome = SampleLabel(s.profile, sample, "outcome");
+      (outcome == "stuck" ? stuck_ns : returned_ns) += sample.value(0);
+      EXPECT_TRUE(outcome == "stuck" || outcome == "returned") << outcome;
+    }
+  }
+  EXPECT_EQ(communicator.size(), 16u) << dump;
+  EXPECT_GE(send_ns, 2'000'000'000) << dump;  // the 3 s wait, in the profile of the windows it returned in
+  EXPECT_GT(stuck_ns, 0) << "pushed while stuck\n" << dump;
+  EXPECT_GT(returned_ns, 0) << "and with its resolution\n" << dump;
+  EXPECT_GE(stuck_ns + returned_ns, 2'500'000'000) << dump;
+  EXPECT_LE(stuck_ns + returned_ns, 4'500'000'000) << dump;
 }
 
 // The same on a (simulated) GPU: NCCL calls return once enqueued, and rank
@@ -1240,6 +1301,76 @@ TEST(AgentTest, LogsAndCountsAGpuSideNcclHang) {
                          "to peer 1 \\(4\\.00 MiB, float32 x 1048576\\).*Comm > exchange › Comm > send, .*waiting for "
                          "rank 1 \\(pid [0-9]+, stopped\\)");
   EXPECT_TRUE(std::regex_search(h.log, stuck)) << h.log;
+}
+
+// A straggler under the agent (issue 17): nccl_ranks.py straggler, rank 1
+// spends 50 ms of CPU in its data loader before each all-reduce. /metrics
+// names rank 1 as the one the other waited for, and the agent pushes what
+// rank 1 was doing meanwhile as its nccl_straggler profile. The ranks exit
+// at the end and are retired a window later; their counters stay published
+// (NcclRankTotals: 10 minutes), so they are read after the retirement.
+TEST(AgentTest, NamesTheStragglerRankInMetricsAndPushesWhatItDid) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const std::string dir = TempDir("agent_nccl_straggler");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  const int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, SimEnv() + " " + py + " -c 'import sim_torch'", 4);
+  RunResult r = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + TempDir("agent_nccl_straggler_shared") +
+                   " GF_SIM_NCCL_TIMEOUT_S=60 " + py + " " + Workload("nccl_ranks.py") + " straggler 0 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 1 pid ([0-9]+)"))) << r.output;
+  const std::string rank1 = m[1];
+  // The ranks have exited: the agent retires them (and their communicator)
+  // at the next window close. Their counters must outlive that (a scrape
+  // every 15 s would miss a short job): read them once it has happened, in
+  // the metrics published after it.
+  for (int i = 0; i < 100 && Metric(metrics_port, "gpuflame_processes_known") != 0; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(Metric(metrics_port, "gpuflame_processes_known"), 0) << "the ranks were retired";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // metrics are published once a second
+  std::string body;
+  if (auto res = httplib::Client("127.0.0.1", metrics_port).Get("/metrics")) body = res->body;
+  std::map<std::string, double> wait;  // rank -> straggler wait
+  std::string communicator;
+  const std::regex line(
+      R"re(gpuflame_nccl_straggler_wait_seconds_total\{communicator="([0-9a-f]{16})",rank="([0-9]+)"\} ([0-9.e+-]+))re");
+  for (std::sregex_iterator it(body.begin(), body.end(), line), end; it != end; ++it) {
+    wait[(*it)[2]] = std::stod((*it)[3]);
+    communicator = (*it)[1];
+  }
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  // 10 x 50 ms of loader: what rank 0 waited for rank 1, all of it.
+  EXPECT_GE(wait["1"], 0.4) << body;
+  EXPECT_LT(wait["0"], wait["1"] / 4) << body;
+  EXPECT_EQ(communicator.size(), 16u) << body;
+
+  ASSERT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+  // Rank 1's loader is what the others waited for. Rank 0 may be last into
+  // an odd collective by a millisecond or two (descheduled on a loaded
+  // machine: the broadcast right after an all-reduce is a race), and then
+  // pushes a little of its own: far less than rank 1.
+  int64_t loading = 0, total = 0, others = 0;
+  std::string dump;
+  for (const ReceivedSeries& s : receiver.Accepted()) {
+    if (s.labels.at("__name__") != "nccl_straggler") continue;
+    const bool straggler = s.labels.at("pid") == rank1;
+    EXPECT_EQ(s.labels.count("nccl_rank") ? s.labels.at("nccl_rank") : "", straggler ? "1" : "0");
+    EXPECT_EQ(s.labels.count("nccl_communicator") ? s.labels.at("nccl_communicator") : "", communicator);
+    for (const auto& [stack, v] : Stacks(s.profile, "time", true, true)) {
+      (straggler ? total : others) += v;
+      if (straggler && stack.find("DataLoader > __next__") != std::string::npos) loading += v;
+      dump += s.labels.at("pid") + " " + stack + " " + std::to_string(v) + "\n";
+    }
+  }
+  EXPECT_GT(total, 200'000'000) << dump;
+  EXPECT_GT(loading, total * 8 / 10) << dump;
+  EXPECT_LT(others, total / 4) << dump;
 }
 
 // The flight recorder on request (issue 15): two processes run the same
