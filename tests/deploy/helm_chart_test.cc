@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/nccl_window.h"
 #include "profiler/aggregate/profile_builder.h"
+#include "profiler/collectives/nccl_report.h"
 #include "profiler/forensics/oom_report.h"
 
 namespace gpuflame {
@@ -475,9 +477,12 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
       torch + ":peak_space:bytes:space:bytes",
       std::string(profiler::kCpuProfile) + ":cpu:nanoseconds:cpu:nanoseconds",
       std::string(profiler::kGpuKernelProfile) + ":time:nanoseconds:time:nanoseconds",
-      std::string(profiler::kOomProfile) + ":gpu_inuse_space:bytes:space:bytes"};
+      std::string(profiler::kOomProfile) + ":gpu_inuse_space:bytes:space:bytes",
+      std::string(profiler::kNcclProfile) + ":time:nanoseconds:time:nanoseconds",
+      std::string(profiler::kNcclHangProfile) + ":time:nanoseconds:time:nanoseconds",
+      std::string(profiler::kNcclStragglerProfile) + ":time:nanoseconds:time:nanoseconds"};
   std::set<std::string> flame;
-  bool per_pod_series = false, oom_series = false;
+  bool per_pod_series = false, oom_series = false, hang_series = false;
   for (const auto& p : d["panels"]) {
     if (p["type"] == "row" || p["type"] == "text") continue;
     ASSERT_TRUE(p.contains("description") && p["description"].get<std::string>().size() > 80) << p["title"];
@@ -496,12 +501,16 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
                           t["profileTypeId"] == gpu + ":inuse_space:bytes:space:bytes";
         oom_series |= t["groupBy"] == nlohmann::json::array({"pod"}) &&
                       t["profileTypeId"] == std::string(profiler::kOomProfile) + ":requested_space:bytes:space:bytes";
+        // Ranks of several nodes side by side: the labels the agent gives them.
+        hang_series |= t["groupBy"] == nlohmann::json::array({"nccl_communicator", "nccl_rank"}) &&
+                       t["profileTypeId"] == std::string(profiler::kNcclHangProfile) + ":time:nanoseconds:time:nanoseconds";
       }
     }
   }
   EXPECT_EQ(flame, want_flame);
   EXPECT_TRUE(per_pod_series) << "in-use memory over time per pod";
   EXPECT_TRUE(oom_series) << "out-of-memory requests over time per pod";
+  EXPECT_TRUE(hang_series) << "NCCL hangs over time per communicator rank";
 }
 
 // Growth shows in Pyroscope's diff view of an in-use profile: both in-use
