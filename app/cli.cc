@@ -57,9 +57,14 @@ Options:
   -p, --pid PID           profile this process (repeatable)
       --timeline          also write DIR/timeline.json.gz, a trace for
                           ui.perfetto.dev or chrome://tracing: each thread's
-                          stacks over time, allocations and frees, launches
-                          with arrows to their kernels and copies on each
-                          GPU stream, memory in use
+                          stacks over time, allocations and frees, every
+                          launch, copy and memset call with arrows to its
+                          kernels and copies on each GPU stream (stacks of
+                          sampled launches), memory in use
+      --timeline-every-launch-stack
+                          every launch's stack on its span (a Python walk
+                          per launch: costs a launch-bound step far more);
+                          implies --timeline
       --timeline-max-events N
                           keep at most N events (default 1000000; the rest
                           are counted in the trace and summary.json)
@@ -313,6 +318,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       o.pids.push_back(pid);
     } else if (a == "--timeline") {
       o.timeline.on = true;
+    } else if (a == "--timeline-every-launch-stack") {
+      o.timeline.on = true;
+      o.timeline.every_launch_stack = true;
     } else if (a == "--timeline-max-events" || a == "--timeline-max-mb") {
       auto v = value("a positive number");
       if (!v.ok()) return v.status();

@@ -107,9 +107,9 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std:
     if (!injection.empty()) setenv("CUDA_INJECTION64_PATH", injection.c_str(), /*overwrite=*/0);
     // Loaded for in-process tensor events only: it leaves CUPTI alone.
     if (!injection.empty() && !kernel_time) setenv("GPUFLAME_KERNEL_TIME", "0", /*overwrite=*/1);
-    // --timeline: every launch's stack, so that every kernel and copy has
-    // its arrow (the library otherwise samples them: cupti/launch_sampler.h).
-    if (every_launch) setenv("GPUFLAME_LAUNCH_STACKS_PER_S", "0", /*overwrite=*/0);
+    // --timeline-every-launch-stack: every launch's stack (the library
+    // otherwise samples them: cupti/launch_sampler.h).
+    if (every_launch) setenv("GPUFLAME_LAUNCH_STACKS_PER_S", "0", /*overwrite=*/1);  // asked for by name
     // --sync-waits: the default kinds (cupti/activity_tuning.h) and CUPTI's
     // synchronisation records. A user's own list wins.
     if (sync_waits) setenv("GPUFLAME_CUPTI_KINDS", "kernel,memcpy,memset,sync", /*overwrite=*/0);
@@ -195,8 +195,10 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "thread_ended_records",
                                         "io_spans",
                                         "io_small_reads_not_sent",
-                                        "io_over_per_process_cap"};
-  static_assert(GF_STAT_MAX == 38, "name every BPF counter");
+                                        "io_over_per_process_cap",
+                                        "api_call_records",
+                                        "api_batches_unreadable"};
+  static_assert(GF_STAT_MAX == 40, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it
@@ -393,6 +395,7 @@ int RunRecord(const RecordOptions& opt) {
   profiling.sync_waits = profiling.kernel_time || opt.timeline.on;
   // Model-loading I/O: the timeline's alone.
   profiling.io_spans.on = opt.timeline.on && opt.timeline.io;
+  profiling.api_spans = opt.timeline.on;
   profiling.io_spans.min_bytes = opt.timeline.io_min_bytes;
   profiling.io_spans.min_us = opt.timeline.io_min_us;
   profiling.io_spans.max_per_process = opt.timeline.io_max_per_process;
@@ -417,7 +420,8 @@ int RunRecord(const RecordOptions& opt) {
   Child child;
   if (!opt.command.empty()) {
     std::string injection = profiling.NeedsInjection() ? library : "";
-    auto c = SpawnHeld(opt.command, injection, profiling.kernel_time, opt.timeline.on, opt.utilization.sync_waits);
+    auto c = SpawnHeld(opt.command, injection, profiling.kernel_time, opt.timeline.every_launch_stack,
+                       opt.utilization.sync_waits);
     if (!c.ok()) return Fail(c.status());
     child = std::move(*c);
     ForwardStopSignalsTo(child.pid);
@@ -620,9 +624,8 @@ int RunRecord(const RecordOptions& opt) {
   for (size_t i = 1; i < opt.command.size() && i < 4; i++) absl::StrAppend(&title, " ", opt.command[i]);
   // Every record is in and every frame named: the trace can be written.
   const std::array<uint64_t, GF_STAT_MAX> bpf_now = session.BpfStats();
-  const std::string io_json =
-      IoSpansJson(session.IoSpansAttached(), profiling.io_spans, bpf_now[GF_STAT_IO_SPANS],
-                  bpf_now[GF_STAT_IO_SMALL], bpf_now[GF_STAT_IO_OVER_CAP]);
+  const std::string io_json = IoSpansJson(session.IoSpansAttached(), profiling.io_spans, bpf_now[GF_STAT_IO_SPANS],
+                                          bpf_now[GF_STAT_IO_SMALL], bpf_now[GF_STAT_IO_OVER_CAP]);
   if (auto s = timeline.Finish(comm, title, io_json); !s.ok()) return Fail(s);
   if (std::optional<std::string> w = timeline.Warning()) warnings.push_back(std::move(*w));
   const std::string utilization_json = utilization.SummaryJson(comm);

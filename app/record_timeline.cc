@@ -54,8 +54,9 @@ std::vector<std::pair<std::string, std::string>> RecordTimeline::Files() const {
 }
 
 uint64_t RecordTimeline::Dropped() const {
-  uint64_t n = stats_.dropped_for_bytes_total() + stats_.gpu_uncalibrated;
-  for (uint64_t d : timeline_->stats().dropped) n += d;
+  const timeline::TimelineStats t = timeline_->stats();
+  uint64_t n = stats_.dropped_for_bytes_total() + stats_.gpu_uncalibrated + t.api_calls_dropped_in_process;
+  for (uint64_t d : t.dropped) n += d;
   return n;
 }
 
@@ -68,7 +69,8 @@ std::string RecordTimeline::SummaryJson() const {
                       ", \"dropped_over_max_events\": ", timeline::EventCountsJson(t.dropped),
                       ", \"dropped_over_max_bytes\": ", timeline::EventCountsJson(stats_.dropped_for_bytes),
                       ", \"gpu_records_without_clock\": ", stats_.gpu_uncalibrated, ", \"flows\": ", stats_.flows,
-                      ", \"gpu_records_without_sampled_launch\": ", stats_.gpu_without_launch,
+                      ", \"gpu_records_without_launch\": ", stats_.gpu_without_launch,
+                      ", \"api_calls_dropped_in_process\": ", t.api_calls_dropped_in_process,
                       ", \"max_events\": ", timeline_->options().max_events, ", \"max_bytes\": ", max_bytes_,
                       ", \"io\": ", io_json_, "}");
 }
@@ -81,7 +83,9 @@ std::optional<std::string> RecordTimeline::Warning() const {
       "the timeline left out ", dropped, " events (", timeline_->options().max_events, " events and ",
       base::HumanBytes(static_cast<int64_t>(max_bytes_)),
       " at most: --timeline-max-events, --timeline-max-mb; GPU records of processes that sent no clock: ",
-      stats_.gpu_uncalibrated, "); the trace's metadata and summary.json count them by type");
+      stats_.gpu_uncalibrated,
+      "; CUDA calls the profiled processes had no room for: ", timeline_->stats().api_calls_dropped_in_process,
+      "); the trace's metadata and summary.json count them by type");
 }
 
 std::string RecordTimeline::Line(const std::string& dir) const {

@@ -24,6 +24,7 @@ struct gf_record_gpu {
   struct gf_event ev;
   union {
     struct gf_kernel_record recs[GF_KERNEL_BATCH_MAX];
+    struct gf_api_record apis[GF_API_BATCH_MAX];
     char name[GF_KERNEL_NAME_MAX];
   };
 };
@@ -107,6 +108,29 @@ int BPF_USDT(kernel_batch, __u64 records, __u64 count) {
     len = sizeof(*r);
   if (emit(r, len, false))
     bump_by(GF_STAT_KERNEL_RECORDS, count);
+  return 0;
+}
+
+/* gpuflame:api_batch(records, count, dropped): CUDA API calls, entry to
+ * return, copied whole before the library reuses its buffer; |dropped|: the
+ * library's count of calls it could not keep, passed on. */
+SEC("usdt")
+int BPF_USDT(api_batch, __u64 records, __u64 count, __u64 dropped) {
+  struct gf_record_gpu *r = gpu_scratch();
+  if (!r) return 0;
+  if (count > GF_API_BATCH_MAX) count = GF_API_BATCH_MAX;
+  fill_header(&r->ev, GF_EV_API_BATCH, GF_DOMAIN_NONE, GF_API_NONE, 0, count);
+  r->ev.arg0 = dropped;
+  __u32 bytes = (__u32)count * sizeof(struct gf_api_record);
+  if (bytes > sizeof(r->apis)) bytes = sizeof(r->apis);
+  if (bytes == 0) return 0;
+  if (bpf_probe_read_user(r->apis, bytes, (const void *)records)) {
+    bump(GF_STAT_API_BATCH_READ_FAILED);
+    return 0;
+  }
+  __u64 len = sizeof(struct gf_event) + bytes;
+  if (len > sizeof(*r)) len = sizeof(*r);
+  if (emit(r, len, false)) bump_by(GF_STAT_API_RECORDS, count);
   return 0;
 }
 

@@ -13,7 +13,7 @@
  *                            its out-of-memory report
  *   cpu_sampler.bpf.h        CPU time (perf_event)
  *   gpu_activity.bpf.h       libgpuflame_cupti.so's USDT probes: launch,
- *                            kernel_batch, kernel_name, status
+ *                            kernel_batch, api_batch, kernel_name, status
  *   tensor_batch.bpf.h       the same library's in-process tensor events
  *   autograd_origin.bpf.h    Engine::execute's entry: whom autograd's engine
  *                            threads work for (the probes' backward origin)
@@ -49,13 +49,13 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#include "cuda_alloc.bpf.h"
-#include "torch_alloc.bpf.h"
-#include "cpu_sampler.bpf.h"
-#include "gpu_activity.bpf.h"
-#include "tensor_batch.bpf.h"
 #include "autograd_origin.bpf.h"
-#include "nccl_calls.bpf.h"
+#include "cpu_sampler.bpf.h"
+#include "cuda_alloc.bpf.h"
 #include "cuda_sync.bpf.h"
+#include "gpu_activity.bpf.h"
+#include "io_calls.bpf.h" /* after it: its fd_file() */
+#include "nccl_calls.bpf.h"
 #include "process_lifecycle.bpf.h" /* its exit hook clears the per-thread maps above */
-#include "io_calls.bpf.h"           /* after it: its fd_file() */
+#include "tensor_batch.bpf.h"
+#include "torch_alloc.bpf.h"

@@ -186,6 +186,11 @@ enum gf_event_kind {
                              * none (an empty name). GF_EVF_IO_NAME_TRUNCATED: cut at
                              * GF_IO_NAME_MAX - 1 bytes. No stack: a walk per read costs more
                              * than the record. Additive. */
+  GF_EV_API_BATCH = 28,     /* size = n gf_api_record follow: CUDA API calls the library saw
+                             * enter and return (gpuflame:api_batch; only while an agent
+                             * attaches it: record --timeline); arg0 = the records the
+                             * library could not keep so far (its buffer was full),
+                             * cumulative. Additive. */
 };
 
 /* GF_EV_IO's api. */
@@ -609,6 +614,8 @@ enum gf_stat {
   GF_STAT_IO_SPANS,           /* GF_EV_IO records sent (bpf/io_calls.bpf.h) */
   GF_STAT_IO_SMALL,           /* reads under both io_min_bytes and io_min_ns: not sent */
   GF_STAT_IO_OVER_CAP,        /* I/O calls of a process past io_max_per_process: not sent */
+  GF_STAT_API_RECORDS,        /* CUDA API call records copied from the injection library (gpuflame:api_batch) */
+  GF_STAT_API_BATCH_READ_FAILED, /* an API batch the probe could not read (records lost) */
   GF_STAT_MAX,
 };
 
@@ -654,6 +661,33 @@ struct gf_kernel_record {
   gf_u64 bytes;       /* memcpy, memset: bytes moved or set; else 0 */
 };
 GF_STATIC_ASSERT(sizeof(struct gf_kernel_record) == 48, "gf_kernel_record ABI");
+
+/*
+ * A CUDA API call of the application's, entry to return, as the injection
+ * library's CUPTI callbacks saw it (cupti/api_spans.h): kernel and graph
+ * launches, memcpy and memset, runtime or driver, the outermost call only (a
+ * runtime launch's driver launch inside it is the same call). Times are
+ * CLOCK_MONOTONIC, read in the process: the BPF clock, so the timeline needs
+ * no calibration for them. No stack: a sampled launch's stack comes at
+ * gpuflame:launch with the same correlation ID, and every other call is
+ * where its thread's samples say it was. Handed over at the USDT probe
+ * gpuflame:api_batch(records, count, dropped) in runs of at most
+ * GF_API_BATCH_MAX, and only while an agent attaches it: the callbacks
+ * record nothing otherwise. Additive: an agent that does not attach the
+ * probe never gets one.
+ */
+struct gf_api_record {
+  gf_u64 start_ns;    /* CLOCK_MONOTONIC at the callback's entry */
+  gf_u64 end_ns;      /* ... at its exit */
+  gf_u32 correlation; /* CUPTI's: the GPU records of its work carry it */
+  gf_u32 tid;         /* the calling thread (gettid) */
+  gf_u16 cbid;        /* CUPTI's callback ID in |domain| */
+  gf_u8 domain;       /* CUpti_CallbackDomain: 1 driver, 2 runtime */
+  gf_u8 pad;
+  gf_u32 result;      /* the call's return value (cudaError_t or CUresult) */
+};
+GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
+#define GF_API_BATCH_MAX 128
 
 #define GF_KERNEL_BATCH_MAX 64   /* records per gpuflame:kernel_batch hit */
 #define GF_KERNEL_NAME_MAX 1024  /* bytes of a kernel name, NUL included */

@@ -34,6 +34,7 @@ __extension__ unsigned short gpuflame_kernel_name_semaphore __attribute__((secti
 __extension__ unsigned short gpuflame_status_semaphore __attribute__((section(".probes"), used));
 __extension__ unsigned short gpuflame_kernel_time_exact_semaphore __attribute__((section(".probes"), used));
 __extension__ unsigned short gpuflame_lib_cost_semaphore __attribute__((section(".probes"), used));
+__extension__ unsigned short gpuflame_api_batch_semaphore __attribute__((section(".probes"), used));
 }
 
 namespace gpuflame::cupti {
@@ -141,7 +142,8 @@ void AtExit() {
     s.flusher.detach();
     return;
   }
-  s.flusher.join();  // it has left its loop: this returns at once
+  s.flusher.join();          // it has left its loop: this returns at once
+  KernelTimeLastApiSpans();  // no CUPTI call: safe whatever CUDA's state
   // Read only now: the flusher's last tick may have registered activity.
   if (!KernelTimeNeedsFinalFlush()) {
     KernelTimeTraceCosts();

@@ -36,6 +36,8 @@ KernelTimeCost KernelTimeCostSoFar();
 // buffers), and the forced flush that hands them out.
 bool KernelTimeNeedsFinalFlush();
 void KernelTimeFinalFlush();
+// At exit, after the flusher has stopped: the API spans it had not sent.
+void KernelTimeLastApiSpans();
 // GPUFLAME_CUPTI_DEBUG: what switching cost, at exit.
 void KernelTimeTraceCosts();
 

@@ -48,6 +48,7 @@ void KernelTimeSayNamesAgain() {}
 KernelTimeCost KernelTimeCostSoFar() { return {}; }
 bool KernelTimeNeedsFinalFlush() { return false; }
 void KernelTimeFinalFlush() {}
+void KernelTimeLastApiSpans() {}
 void KernelTimeTraceCosts() {}
 
 }  // namespace gpuflame::cupti

@@ -41,6 +41,8 @@
 // to build this file.
 #include "cupti/kernel_time.h"
 
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +56,7 @@
 #include "cupti/activity_converter.h"
 #include "cupti/activity_tuning.h"
 #include "cupti/activity_windows.h"
+#include "cupti/api_spans.h"
 #include "cupti/cupti_api.h"
 #include "cupti/duty_cycle.h"
 #include "cupti/launch_sampler.h"
@@ -71,6 +74,7 @@ struct State {
   CUpti_SubscriberHandle subscriber = nullptr;
   ActivityConverter converter;
   ActivityWindows windows;
+  ApiSpans api_spans;  // the timeline's: launch, copy and memset calls, entry to return
   double launch_rate = 1000;
   std::atomic<bool> activity_registered{false};
   bool on = false;  // set once, before the flusher starts
@@ -251,6 +255,29 @@ std::atomic<uint32_t> callback_epoch{0};
 std::atomic<bool> launch_window{false};
 thread_local int runtime_depth = 0;
 thread_local uint32_t depth_epoch = 0;
+// The outermost call's entry, for its API span (api_spans.h), until its
+// exit: matched by domain, callback ID and correlation ID, so an exit whose
+// entry came before the callbacks went on finds nothing.
+thread_local gf_api_record api_entry{};
+thread_local bool api_open = false;
+
+uint32_t Tid() {
+  thread_local uint32_t tid = 0;
+  if (!tid) tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+void CloseApiSpan(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+  if (!api_open || api_entry.correlation != cb->correlationId || api_entry.cbid != cbid ||
+      api_entry.domain != static_cast<uint8_t>(domain))
+    return;
+  api_open = false;
+  api_entry.end_ns = NowNs();
+  // CUPTI points at the call's return value (cudaError_t or CUresult, both
+  // an int's size) at exit.
+  api_entry.result = cb->functionReturnValue ? *static_cast<const uint32_t*>(cb->functionReturnValue) : 0;
+  S().api_spans.Add(api_entry);
+}
 
 void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
 
@@ -278,10 +305,23 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
   }
   if (cb->callbackSite == CUPTI_API_EXIT) {
     if (runtime && runtime_depth > 0) runtime_depth--;
+    if (api_open) CloseApiSpan(domain, cbid, cb);
     return;
   }
   if (runtime) runtime_depth++;
   else if (runtime_depth > 0) return;
+  // The outermost call: its span, if an agent asks for spans (one load when not).
+  if (ApiProbeOn() && S().api_spans.enabled()) {
+    api_entry = {.start_ns = NowNs(),
+                 .end_ns = 0,
+                 .correlation = cb->correlationId,
+                 .tid = Tid(),
+                 .cbid = static_cast<uint16_t>(cbid),
+                 .domain = static_cast<uint8_t>(domain),
+                 .pad = 0,
+                 .result = 0};
+    api_open = true;
+  }
   if (!launch_window.load(std::memory_order_relaxed) || !LaunchProbeOn()) return;
   thread_local LaunchSampler sampler(S().launch_rate, NowNs() ^ reinterpret_cast<uintptr_t>(&runtime_depth));
   if (!sampler.Take(NowNs())) return;
@@ -290,6 +330,18 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
 }
 
 void SetCallbacks(bool on);
+void EnableCallbacks();
+
+// Once a tick, on the flusher, while an agent asks: the calls since the
+// last tick go out (their records wait at most a tick, and a tick's fill
+// stays far under ApiSpans::kCapacity). The callbacks must be on for any:
+// an agent that asks only for spans still gets them.
+void DrainApiSpans() {
+  State& s = S();
+  if (!ApiProbeOn()) return;
+  s.api_spans.Enable();
+  s.api_spans.Drain([](const gf_api_record* r, size_t n, uint64_t dropped) { FireApiBatch(r, n, dropped); });
+}
 
 bool ExactProbeOn() { return gpuflame_kernel_time_exact_semaphore != 0; }
 
@@ -310,6 +362,7 @@ void Control(uint64_t now_ns) {
     SetActivity(false, 0);
     return;
   }
+  DrainApiSpans();
   const bool startup = now_ns - s.start_ns < s.startup_ns;
   // The activity cycle advances every tick an agent listens, used or not,
   // so its phase stays uniform.
@@ -324,6 +377,8 @@ void Control(uint64_t now_ns) {
   const bool launch_window = activity || !s.activity_wanted;
   const bool launch_tick = launch_window && s.launch_cycle->Next();
   SetCallbacks(s.callbacks_wanted && (startup || launch_tick));
+  // API spans need every call's callbacks, whatever the stacks' window.
+  if (ApiProbeOn()) EnableCallbacks();
   if (!s.activity_wanted) return;
   if (exact) SetActivity(true, 1);
   else SetActivity(activity, static_cast<uint16_t>(s.activity_cycle->weight()));
@@ -335,10 +390,15 @@ void Control(uint64_t now_ns) {
 // their switching while launches run (the file's comment). Flusher thread
 // (and start-up, before it runs).
 void SetCallbacks(bool on) {
-  State& s = S();
   if (on != launch_window.load(std::memory_order_relaxed)) Trace(on ? "launch window open" : "launch window closed");
   launch_window.store(on, std::memory_order_relaxed);
-  if (!on || s.callbacks_enabled) return;
+  if (on) EnableCallbacks();
+}
+
+// The launch, copy and memset callbacks, on for good (see SetCallbacks).
+void EnableCallbacks() {
+  State& s = S();
+  if (s.callbacks_enabled) return;
   s.callbacks_enabled = true;
   Trace("launch callbacks enabled, for good");
   ToggleTimer timer;
@@ -395,6 +455,10 @@ bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
     return false;
   }
   ApplyTuning();
+  // A thread of the parent's may have held the spans' lock at fork(): the
+  // child's own launches would spin on it for ever. (Only a child handler:
+  // holding the lock across fork() would stall every launch of the parent.)
+  pthread_atfork(nullptr, nullptr, [] { S().api_spans.ResetLock(); });
   // Said before tracing starts, so that the agent knows our ABI version
   // before our first launch or activity record reaches it.
   FireActiveWithClock();
@@ -432,6 +496,10 @@ KernelTimeCost KernelTimeCostSoFar() {
 }
 
 bool KernelTimeNeedsFinalFlush() { return S().activity_registered; }
+
+void KernelTimeLastApiSpans() {
+  if (S().on) DrainApiSpans();
+}
 
 void KernelTimeFinalFlush() { S().api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); }
 

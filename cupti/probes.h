@@ -24,6 +24,7 @@ extern unsigned short gpuflame_kernel_name_semaphore;
 extern unsigned short gpuflame_status_semaphore;
 extern unsigned short gpuflame_kernel_time_exact_semaphore;
 extern unsigned short gpuflame_lib_cost_semaphore;
+extern unsigned short gpuflame_api_batch_semaphore;
 }
 
 namespace gpuflame::cupti {
@@ -40,6 +41,11 @@ inline void FireLaunch(unsigned int correlation, unsigned int cbid, unsigned lon
 }
 inline void FireBatch(const void* records, unsigned long count) {
   if (BatchProbeOn()) DTRACE_PROBE2(gpuflame, kernel_batch, records, count);
+}
+// Whether an agent wants CUDA API calls as spans (record --timeline).
+inline bool ApiProbeOn() { return __builtin_expect(gpuflame_api_batch_semaphore != 0, 0); }
+inline void FireApiBatch(const void* records, unsigned long count, unsigned long dropped) {
+  if (ApiProbeOn()) DTRACE_PROBE3(gpuflame, api_batch, records, count, dropped);
 }
 inline void FireName(unsigned int id, const char* name) {
   if (gpuflame_kernel_name_semaphore) DTRACE_PROBE2(gpuflame, kernel_name, id, name);

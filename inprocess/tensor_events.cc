@@ -20,6 +20,7 @@
 #include "inprocess/got_hook.h"
 #include "inprocess/oom_report.h"
 #include "inprocess/python_walker.h"
+#include "inprocess/spin_lock.h"
 #include "inprocess/torch_report.h"
 
 extern "C" {
@@ -46,21 +47,6 @@ uint64_t NowNs() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
-
-// A spinlock, not a mutex: held for a copy of at most one record (and for
-// one probe hit when the batch is full), and it can be reset in a forked child.
-class SpinLock {
- public:
-  void lock() {
-    while (flag_.test_and_set(std::memory_order_acquire)) __builtin_ia32_pause();
-  }
-  bool try_lock() { return !flag_.test_and_set(std::memory_order_acquire); }
-  void unlock() { flag_.clear(std::memory_order_release); }
-  void reset() { flag_.clear(std::memory_order_relaxed); }
-
- private:
-  std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
-};
 
 struct State {
   std::atomic<TorchReportFn> original{nullptr};

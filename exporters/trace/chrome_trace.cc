@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -18,6 +20,7 @@
 #include "profiler/collectives/nccl_api.h"
 #include "profiler/forensics/stack_names.h"
 #include "profiler/probes/probe_table.h"
+#include "profiler/timeline/cuda_api_name.h"
 
 namespace gpuflame::exporters {
 namespace {
@@ -85,8 +88,16 @@ class Writer {
   void Place() {
     const std::deque<Event>& events = events_;
     placed_.reserve(events.size());
+    // A sampled launch whose call came as an API span too is drawn as that
+    // span, with the launch's stack: one event, not an instant inside it.
+    for (const Event& e : events)
+      if (e.type == EventType::kApi) api_calls_.insert(CorrelationKey(e));
     for (size_t i = 0; i < events.size(); i++) {
       const Event& e = events[i];
+      if (e.type == EventType::kLaunch && api_calls_.contains(CorrelationKey(e))) {
+        launch_stacks_.try_emplace(CorrelationKey(e), e.ref);
+        continue;
+      }
       Placed p{e.ts_ns, e.end_ns, i};
       if (e.type == EventType::kGpu) {
         // Both ends through the clock (monotonic, so work in order on a
@@ -144,15 +155,16 @@ class Writer {
 
   static uint64_t CorrelationKey(const Event& e) { return uint64_t{e.pid} << 32 | e.correlation; }
 
-  // Each sampled launch to its GPU work: one arrow per launch, through the
-  // records with its correlation ID in time order (a graph's kernels).
+  // Each launch (its API span, or its sampled launch) to its GPU work: one
+  // arrow per launch, through the records with its correlation ID in time
+  // order (a graph's kernels).
   void Flows() {
     const std::deque<Event>& events = events_;
     absl::flat_hash_map<uint64_t, size_t> launch;  // correlation key -> placed index
     absl::flat_hash_map<uint64_t, std::vector<size_t>> work;
     for (size_t i = 0; i < placed_.size(); i++) {
       const Event& e = events[placed_[i].index];
-      if (e.type == EventType::kLaunch) launch.try_emplace(CorrelationKey(e), i);
+      if (e.type == EventType::kLaunch || e.type == EventType::kApi) launch.try_emplace(CorrelationKey(e), i);
       else if (e.type == EventType::kGpu) work[CorrelationKey(e)].push_back(i);
     }
     uint64_t next = 1;
@@ -224,10 +236,10 @@ class Writer {
         threads_.insert({e.pid, e.tid});
         // Phases and calls on tracks of their own beside the thread's:
         // their exact spans do not nest with the sampled ones.
-        auto* tracks = e.type == EventType::kMarkSpan ? &phase_tracks_
-                       : e.type == EventType::kCall   ? &call_tracks_
-                       : e.type == EventType::kIo     ? &io_tracks_
-                                                      : nullptr;
+        auto* tracks = e.type == EventType::kMarkSpan                            ? &phase_tracks_
+                       : e.type == EventType::kCall || e.type == EventType::kApi ? &call_tracks_
+                       : e.type == EventType::kIo                                ? &io_tracks_
+                                                                                 : nullptr;
         if (tracks) {
           auto [it, fresh] = tracks->try_emplace(ThreadKey(e.pid, e.tid), 0);
           if (fresh) it->second = next_tid_++;
@@ -261,13 +273,17 @@ class Writer {
       const uint64_t from = spans.front().first;
       uint64_t to = 0;
       for (const auto& sp : spans) to = std::max(to, sp.second);
-      const uint64_t width = std::max<uint64_t>(1'000'000, (to - from + kMaxBusyBins - 1) / kMaxBusyBins);
-      std::vector<uint64_t> busy((to - from + width - 1) / width, 0);  // ns busy per bin
-      uint64_t covered = from;  // the union so far ends here: overlapping kernels count once
+      // The records' times are the workload's library's: any span, up to
+      // 2^64 ns, without overflow (a sum here once wrapped: api_record_fuzzer).
+      const uint64_t span = to - from;
+      const uint64_t width = std::max<uint64_t>(1'000'000, span / kMaxBusyBins + 1);
+      std::vector<uint64_t> busy(span / width + 1, 0);  // ns busy per bin; at most kMaxBusyBins + 1
+      uint64_t covered = from;                          // the union so far ends here: overlapping kernels count once
       for (const auto& [start, end] : spans) {
         for (uint64_t t = std::max(start, covered); t < end;) {
           const uint64_t bin = (t - from) / width;
-          const uint64_t bin_end = std::min(end, from + (bin + 1) * width);
+          // The bin's end, where it is before |end| ((bin + 1) * width then fits).
+          const uint64_t bin_end = (end - from) / width > bin ? from + (bin + 1) * width : end;
           busy[bin] += bin_end - t;
           t = bin_end;
         }
@@ -277,7 +293,7 @@ class Writer {
       double last = -1;
       for (size_t b = 0; b <= busy.size(); b++) {
         // The last bin may be partial: its share of its own length. After it, idle.
-        const uint64_t bin_start = from + b * width;
+        const uint64_t bin_start = b >= busy.size() || b * width > span ? to : from + b * width;
         const uint64_t length = b < busy.size() ? std::min(width, to - bin_start) : 0;
         const double fraction = length ? static_cast<double>(busy[b]) / static_cast<double>(length) : 0.0;
         if (fraction == last) continue;
@@ -407,6 +423,23 @@ class Writer {
         absl::StrAppend(&out, ",\"args\":{\"correlation\":", e.correlation, ",\"stack\":", Stack(e.ref), "}},\n");
         return;
       }
+      case EventType::kApi: {
+        // "cudaLaunchKernel: gemm", "cudaMemcpyAsync: [memcpy HtoD]": the
+        // call and the GPU work it made (when its record came).
+        std::string name = profiler::timeline::CudaApiName(e.kind, e.api);
+        if (auto named = launch_names_.find(CorrelationKey(e)); named != launch_names_.end())
+          absl::StrAppend(&name, ": ", named->second);
+        Head(out, "X", "cuda", base::JsonString(name), e.pid, call_tracks_.at(ThreadKey(e.pid, e.tid)), p.ts);
+        out += ",\"dur\":";
+        AppendMicros(out, p.end - p.ts);
+        Flow(out, p);
+        absl::StrAppend(&out, ",\"args\":{\"correlation\":", e.correlation, ",\"result\":", e.addr, ",\"stack\":");
+        if (auto stack = launch_stacks_.find(CorrelationKey(e)); stack != launch_stacks_.end())
+          out += Stack(stack->second);
+        else out += "\"[not sampled: the thread's track above shows where it was]\"";
+        out += "}},\n";
+        return;
+      }
       case EventType::kCall: {
         const bool nccl = e.kind == GF_DOMAIN_NCCL;
         Head(out, "X", nccl ? "nccl" : "cuda", base::JsonString(std::string(profiler::ApiName(e.api))), e.pid,
@@ -479,6 +512,13 @@ class Writer {
         absl::StrAppend(&out, ",\"args\":{\"correlation\":", e.correlation, ",\"device\":", e.tid,
                         ",\"stream\":", e.addr);
         if (e.graph) absl::StrAppend(&out, ",\"graph\":", e.graph);
+        if (e.kind == GF_GPU_MEMCPY || e.kind == GF_GPU_MEMSET) {
+          absl::StrAppend(&out, ",\"bytes\":", e.bytes);
+          // GB/s: bytes per nanosecond.
+          if (p.end > p.ts)
+            absl::StrAppend(&out, ",\"gb_per_s\":",
+                            absl::StrFormat("%.2f", static_cast<double>(e.bytes) / static_cast<double>(p.end - p.ts)));
+        }
         out += "}},\n";
         return;
       }
@@ -554,13 +594,15 @@ class Writer {
         ",\"clock\":\"CLOCK_MONOTONIC\",\"ts_zero_ns\":", base_,
         ",\"sample_period_ns\":", t_.options().sample_period_ns, ",\"precision\":",
         base::JsonString("cpu and phase spans: each edge within one sampling period; calls of one function with "
-                         "no sample between them read as one span; allocations, frees and launches: exact instants"),
+                         "no sample between them read as one span; allocations, frees and sampled launches: exact "
+                         "instants; CUDA launch, copy and memset calls: exact spans, stacks of sampled launches only"),
         ",\"limits\":{\"max_events\":", t_.options().max_events, ",\"max_bytes\":", o_.max_bytes, "}");
     absl::StrAppend(&out_, ",\"kept\":", profiler::timeline::EventCountsJson(ts.kept),
                     ",\"dropped\":{\"over_max_events\":", profiler::timeline::EventCountsJson(ts.dropped),
                     ",\"over_max_bytes\":", profiler::timeline::EventCountsJson(s_.dropped_for_bytes),
                     ",\"gpu_records_without_clock\":", s_.gpu_uncalibrated, "}");
-    absl::StrAppend(&out_, ",\"flows\":", s_.flows, ",\"gpu_records_without_sampled_launch\":", s_.gpu_without_launch,
+    absl::StrAppend(&out_, ",\"flows\":", s_.flows, ",\"gpu_records_without_launch\":", s_.gpu_without_launch,
+                    ",\"api_calls_dropped_in_process\":", ts.api_calls_dropped_in_process,
                     ",\"gpu_records_duty_cycled\":", ts.gpu_weighted_records,
                     ",\"samples_reordered\":", ts.samples_reordered, ",\"phase_stacks_late\":", ts.phase_stacks_late,
                     ",\"samples_truncated\":", ts.samples_truncated,
@@ -599,6 +641,8 @@ class Writer {
   absl::flat_hash_map<uint64_t, uint32_t> call_tracks_;  // ThreadKey -> its calls' track
   absl::flat_hash_map<uint64_t, uint32_t> io_tracks_;    // ThreadKey -> its I/O syscalls' track
   absl::flat_hash_map<uint64_t, std::string> launch_names_;
+  absl::flat_hash_set<uint64_t> api_calls_;               // correlation keys of API spans
+  absl::flat_hash_map<uint64_t, StackId> launch_stacks_;  // ... and their sampled launches' stacks
   absl::flat_hash_map<StackId, std::string> stacks_;
   uint32_t next_tid_ = kFirstTrackTid;
 };

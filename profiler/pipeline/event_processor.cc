@@ -322,6 +322,21 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       return;
     }
     case GF_EV_TENSOR_BATCH: OnTensorBatch(ev, payload); return;
+    case GF_EV_API_BATCH: {
+      if (ev.size > GF_API_BATCH_MAX || payload.size() != ev.size * sizeof(gf_api_record)) {
+        stats_.malformed++;
+        return;
+      }
+      stats_.api_calls += ev.size;
+      if (!timeline_) {
+        stats_.api_calls_unused += ev.size;  // attached only with a timeline; a batch past its end
+        return;
+      }
+      api_batch_.resize(ev.size);
+      if (!api_batch_.empty()) std::memcpy(api_batch_.data(), payload.data(), payload.size());
+      timeline_->OnApiCalls(pid, api_batch_, ev.arg0);
+      return;
+    }
     case GF_EV_KERNEL_NAME: {
       // NUL-terminated within the payload.
       auto end = std::find(payload.begin(), payload.end(), uint8_t{0});
@@ -757,7 +772,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   }
   // Records that carry no stack: GPU activity and kernel names.
   if (ev.kind == GF_EV_KERNEL_BATCH || ev.kind == GF_EV_KERNEL_NAME || ev.kind == GF_EV_CUPTI_STATUS ||
-      ev.kind == GF_EV_TENSOR_BATCH || ev.kind == GF_EV_LIB_COST) {
+      ev.kind == GF_EV_TENSOR_BATCH || ev.kind == GF_EV_LIB_COST || ev.kind == GF_EV_API_BATCH) {
     OnGpuRecord(ev, body);
     return;
   }

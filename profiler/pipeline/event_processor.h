@@ -79,6 +79,8 @@ struct ProcessorStats {
   uint64_t sync_calls = 0;         // synchronise calls from the probes (GF_EV_CUDA_SYNC)
   uint64_t io_calls = 0;           // GF_EV_IO records decoded (the timeline's I/O spans)
   uint64_t io_calls_unused = 0;    // ... with no timeline to take them
+  uint64_t api_calls = 0;          // CUDA API call records (GF_EV_API_BATCH): the timeline's spans
+  uint64_t api_calls_unused = 0;   // ... with no timeline to take them
   uint64_t sync_calls_unused = 0;  // ... with no utilization to take them (kernel time off)
   // Python stacks BPF interned (struct gf_stack_id):
   uint64_t stack_id_records = 0;  // records that named a stack sent before by its ID
@@ -337,6 +339,7 @@ class EventProcessor {
   utilization::Utilization* utilization_ = nullptr;
   absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
   std::vector<gf_kernel_record> batch_;                    // reused for every activity batch
+  std::vector<gf_api_record> api_batch_;                   // reused for every API batch
   absl::flat_hash_set<uint32_t> foreign_abi_;              // pids whose library speaks another ABI
   LibraryCost library_cost_;
   absl::flat_hash_map<uint64_t, gf_loss> losses_seen_;  // pid << 16 | domain << 8 | kind -> last total

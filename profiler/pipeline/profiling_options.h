@@ -7,8 +7,8 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "profiler/pipeline/guardrails.h"
@@ -31,9 +31,9 @@ struct ProfilingOptions {
   bool show_trampolines = true;          // hide_trampolines: false
   bool keep_interpreter_frames = false;  // CPython's own C frames in mixed stacks
   NativeStacks native_stacks = NativeStacks::kDevice;
-  int cpu_hz = 97;             // CPU-time samples per second of CPU; 0: no CPU profile
-  bool thread_names = false;   // thread_name label on CPU samples (series cardinality)
-  bool kernel_time = true;     // kernel time through libgpuflame_cupti.so
+  int cpu_hz = 97;            // CPU-time samples per second of CPU; 0: no CPU profile
+  bool thread_names = false;  // thread_name label on CPU samples (series cardinality)
+  bool kernel_time = true;    // kernel time through libgpuflame_cupti.so
   // CUPTI activity on all the time (exact kernel time), or duty-cycled by
   // the library, one period in N, records weighted N (record: exact; agent:
   // sampled). bpf/gpuflame_abi.h, gpuflame:kernel_time_exact.
@@ -58,6 +58,10 @@ struct ProfilingOptions {
   // syscall of every followed process all day, for spans that matter at
   // start-up). bpf/io_calls.bpf.h.
   IoSpanOptions io_spans;
+  // Every CUDA launch, copy and memset call, entry to return, from the
+  // injection library (gpuflame:api_batch): the timeline's. Off, the
+  // library's callbacks record nothing.
+  bool api_spans = false;
   TensorEvents tensor_events = TensorEvents::kAuto;
   // Machine-wide (the agent, `record` without a command): the first process
   // to map a CUDA, PyTorch or libpython file not yet covered waits until its

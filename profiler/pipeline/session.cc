@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   ropt.kernel_time_exact = options.profiling.kernel_time_exact;
   ropt.tensor_exact = options.profiling.tensor_exact;
   ropt.sync_waits = options.profiling.sync_waits || options.profiling.nccl_gpu_hangs;
+  ropt.api_spans = options.profiling.api_spans;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(
@@ -199,8 +200,7 @@ void Session::SweepExited(int64_t now) {
   for (pid_t pid : gone)
     if (const ProcessInfo* info = registry_->Find(pid); !info || !info->exited)
       events_->OnProcessGone(pid, static_cast<uint64_t>(now));
-    else
-      events_->ForgetLiveAllocations(pid);  // records that came after its exit
+    else events_->ForgetLiveAllocations(pid);  // records that came after its exit
 }
 
 void Session::CollectLosses() {

@@ -40,6 +40,7 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kPyFinalize: return s->progs.py_finalize;
     case ProbeProgram::kKernelLaunch: return s->progs.kernel_launch;
     case ProbeProgram::kKernelBatch: return s->progs.kernel_batch;
+    case ProbeProgram::kApiBatch: return s->progs.api_batch;
     case ProbeProgram::kKernelName: return s->progs.kernel_name;
     case ProbeProgram::kCuptiStatus: return s->progs.cupti_status;
     case ProbeProgram::kTensorBatch: return s->progs.tensor_batch;

@@ -57,6 +57,7 @@ enum class ProbeProgram : uint8_t {
   kNcclExit,      // its return
   kCudaSyncEnter, // a CUDA synchronise call's entry: remembered per thread
   kCudaSyncExit,  // its return: the wait, with its stack
+  kApiBatch,         // USDT gpuflame:api_batch: CUDA API calls, entry to return (the timeline's)
 };
 
 struct UprobeSpec {

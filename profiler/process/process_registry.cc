@@ -335,6 +335,9 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
         return;
       }
     }
+    // A library from before API spans has no such probe: its timeline has
+    // sampled launches only.
+    if (options_.api_spans) (void)probes_.AttachUsdt(path, "gpuflame", "api_batch", ProbeProgram::kApiBatch);
     // Also from before self-costing: its cost is then not counted (said in summary.json).
     (void)probes_.AttachUsdt(path, "gpuflame", "lib_cost", ProbeProgram::kLibCost);
     if (options_.tensor_events != TensorEvents::kProbes) {

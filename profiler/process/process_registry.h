@@ -78,6 +78,9 @@ class ProcessRegistry {
     bool tensor_exact = true;
     // Attach the synchronise-call probes (ProfilingOptions::sync_waits).
     bool sync_waits = false;
+    // Ask libgpuflame_cupti.so for every launch, copy and memset call,
+    // entry to return (gpuflame:api_batch): the timeline's spans and arrows.
+    bool api_spans = false;
   };
   // |native| (optional) is given each process's maps as they are read.
   ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,

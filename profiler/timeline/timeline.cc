@@ -26,6 +26,7 @@ const char* EventTypeName(EventType type) {
     case EventType::kGpu: return "gpu";
     case EventType::kCall: return "call";
     case EventType::kIo: return "io";
+    case EventType::kApi: return "api";
   }
   return "?";
 }
@@ -170,6 +171,7 @@ void Timeline::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records
     if (r.weight > 1) stats_.gpu_weighted_records++;
     Add({.ts_ns = r.start_ns,
          .end_ns = std::max(r.end_ns, r.start_ns),
+         .bytes = static_cast<int64_t>(r.bytes),
          .addr = r.stream,
          .pid = static_cast<uint32_t>(pid),
          .tid = r.device,
@@ -179,6 +181,24 @@ void Timeline::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records
          .type = EventType::kGpu,
          .kind = r.kind,
          .copy_kind = r.copy_kind});
+  }
+}
+
+void Timeline::OnApiCalls(pid_t pid, std::span<const gf_api_record> records, uint64_t dropped_so_far) {
+  // The library's count is cumulative: the latest is the process's.
+  uint64_t& dropped = api_dropped_[pid];
+  dropped = std::max(dropped, dropped_so_far);
+  for (const gf_api_record& r : records) {
+    SeeThread(pid, r.tid);
+    Add({.ts_ns = r.start_ns,
+         .end_ns = std::max(r.end_ns, r.start_ns),
+         .addr = r.result,
+         .pid = static_cast<uint32_t>(pid),
+         .tid = r.tid,
+         .correlation = r.correlation,
+         .api = r.cbid,
+         .type = EventType::kApi,
+         .kind = r.domain});
   }
 }
 
@@ -403,6 +423,7 @@ TimelineStats Timeline::stats() const {
   s.phase_stacks_late = mark_spans_.exact_late();
   s.samples_truncated = stack_spans_.truncated();
   s.samples_over_threads = stack_spans_.over_threads();
+  for (const auto& [pid, n] : api_dropped_) s.api_calls_dropped_in_process += n;
   return s;
 }
 

@@ -7,7 +7,10 @@
 //    (--mark: only those frames, so a step and its parts nest);
 //  - allocations and frees at both levels, each with its bytes, its stack
 //    and its process's in use at that level after it (the counter tracks);
-//  - sampled kernel launches (their stack and CUPTI correlation ID);
+//  - sampled kernel launches (their stack and CUPTI correlation ID), and,
+//    where the library sends them (record --timeline), every launch, copy
+//    and memset call, entry to return, with its correlation ID and no
+//    stack (the sampled launch of the same ID has it);
 //  - GPU activity (kernels, copies, memsets) on CUPTI's clock, converted
 //    when written through the library's clock snapshots (gpu_clock.h);
 //  - CUDA synchronise calls and NCCL calls, exact spans from entry to
@@ -73,6 +76,7 @@ struct TimelineStats {
   uint64_t samples_over_threads = 0;            // of new threads while StackSpans::kMaxThreads were active
   uint64_t gpu_weighted_records = 0;            // duty-cycled activity: stands for records not seen
   uint64_t io_names_over = 0;                   // I/O events past kMaxIoNames distinct names: named by ID only
+  uint64_t api_calls_dropped_in_process = 0;    // CUDA API calls the library's buffer had no room for
 };
 
 class Timeline {
@@ -99,6 +103,10 @@ class Timeline {
   // ends there, unfinished.
   void OnThreadEnded(pid_t pid, uint32_t tid, uint64_t ts_ns);
   void OnKernelName(pid_t pid, uint32_t name_id, std::string_view mangled);
+  // CUDA launch, copy and memset calls, entry to return, on CLOCK_MONOTONIC
+  // (gf_api_record); |dropped_so_far|: the library's cumulative count of
+  // calls it had no room for.
+  void OnApiCalls(pid_t pid, std::span<const gf_api_record> records, uint64_t dropped_so_far);
   // A model-loading syscall (bpf/io_calls.bpf.h), entry to return: |call|
   // enum gf_io_call, |name| the path or file name the probe copied (the
   // process's bytes, any content; interned, at most kMaxIoNames distinct).
@@ -187,6 +195,7 @@ class Timeline {
   // With a ring: NCCL calls in flight, kept here until they end (a ring
   // index would not survive the call outlasting the window).
   absl::flat_hash_map<uint64_t, Event> pending_calls_;
+  absl::flat_hash_map<pid_t, uint64_t> api_dropped_;  // the library's count, per process
   FlightRing* ring_ = nullptr;
   uint64_t latest_host_ns_ = 0;  // the newest host time seen: GPU records' time before a clock pair
 };

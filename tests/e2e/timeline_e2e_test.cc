@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,10 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
   GPUFLAME_REQUIRE_PYTHON("3.12");
   GPUFLAME_REQUIRE_KERNEL_TIME();
   const std::string out = TempDir("timeline");
-  // With --timeline, record has its command's library take every launch's
-  // stack (GPUFLAME_LAUNCH_STACKS_PER_S=0): every record has its arrow.
+  // With --timeline, the command's library sends every launch and copy
+  // call as a span (gf_api_record): every record has its arrow. Launch
+  // stacks are sampled as ever; these few launches, within the start-up's
+  // burst, all have theirs.
   RunResult r =
       Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q --mark 'Trainer > step' --mark 'DataLoader > __next__' -o " + out +
          " -- " + PyenvPython("3.12") + " " + Workload("timeline.py"));
@@ -102,17 +105,23 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
     stream_free_at[g.tid] = g.ts + g.dur;
   }
 
-  // Each from its launch, by arrow: the launching stack's frames, and the
-  // work after the launch on the host's axis (the GPU clock was aligned:
-  // unaligned, CLOCK_REALTIME is decades away from the monotonic clock).
+  // Each from its call, by arrow: the call's exact span on its thread's
+  // call track (a sampled launch is drawn as its call, not again), the
+  // launching stack's frames, and the work after the call's entry on the
+  // host's axis (the GPU clock was aligned: unaligned, CLOCK_REALTIME is
+  // decades away from the monotonic clock).
+  EXPECT_TRUE(Select(doc, "X", "launch").empty());
   std::map<std::string, json> launches;
-  for (const json& l : Select(doc, "X", "launch")) launches[l["bind_id"]] = l;
+  for (const json& l : Select(doc, "X", "cuda"))
+    if (l.contains("bind_id")) launches[l["bind_id"]] = l;
   for (const TraceSpan& span : gpu) {
     const json& g = span.begin;
     ASSERT_TRUE(g.contains("bind_id")) << g;
     ASSERT_TRUE(launches.contains(g["bind_id"])) << g;
     const json& l = launches[g["bind_id"]];
-    EXPECT_EQ(l["name"], "launch: " + span.name);
+    EXPECT_EQ(l["name"], (span.name == kGemm ? "cudaLaunchKernel: " : "cudaMemcpy: ") + span.name);
+    EXPECT_EQ(threads[l["tid"]].rfind("CUDA/NCCL calls: ", 0), 0u) << threads[l["tid"]];
+    EXPECT_GE(l["dur"].get<double>(), 0) << l;
     const std::string stack = l["args"]["stack"];
     EXPECT_NE(stack.find(span.name == kGemm ? "Trainer > step;launch" : "DataLoader > __next__;memcpy_htod"),
               std::string::npos)
@@ -181,7 +190,7 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
     }
   }
   for (const auto& [id, l] : launches) {
-    const bool gemm = l["name"] == "launch: " + kGemm;
+    const bool gemm = l["name"] == "cudaLaunchKernel: " + kGemm;
     const auto& calls = gemm ? steps : loads;
     const double ts = l["ts"];
     EXPECT_TRUE(std::any_of(calls.begin(), calls.end(), [&](const auto& c) { return c.first <= ts && ts <= c.second; }))
@@ -191,7 +200,9 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
   // Each step's synchronise, an exact span from its entry to its return on
   // the thread's call track, with its stack, inside its step, after its
   // launches (it waits for their kernels).
-  std::vector<TraceSpan> syncs = TraceSpans(doc, "cuda");
+  std::vector<TraceSpan> syncs;
+  for (const TraceSpan& s : TraceSpans(doc, "cuda"))
+    if (!launches.contains(s.begin.value("bind_id", ""))) syncs.push_back(s);
   ASSERT_EQ(syncs.size(), 3u);
   for (size_t i = 0; i < syncs.size(); i++) {
     const TraceSpan& s = syncs[i];
@@ -217,12 +228,56 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
   const json& tl = summary["timeline"];
   EXPECT_EQ(tl["file"], "timeline.json.gz");
   EXPECT_EQ(tl["kept"]["gpu"], 9);
+  EXPECT_EQ(tl["kept"]["api"], 9);  // six launches and three copies, each once
+  EXPECT_EQ(tl["api_calls_dropped_in_process"], 0);
   EXPECT_EQ(tl["flows"], 9);
-  EXPECT_EQ(tl["gpu_records_without_sampled_launch"], 0);
+  EXPECT_EQ(tl["gpu_records_without_launch"], 0);
   EXPECT_EQ(tl["gpu_records_without_clock"], 0);
   for (const char* key : {"dropped_over_max_events", "dropped_over_max_bytes"})
     for (const auto& [type, n] : tl[key].items()) EXPECT_EQ(n, 0) << key << " " << type;
   EXPECT_GE(doc["metadata"]["gpu_clock"][0]["snapshots"], 1);
+}
+
+// A timeline costs the workload no stack per launch: launch stacks are
+// sampled as without one, and every launch and copy call still comes as an
+// exact span with its arrow (the library's callbacks, no trap). With a
+// burst of one stack a thread (a tiny GPUFLAME_LAUNCH_STACKS_PER_S), one of
+// the nine calls carries a stack; --timeline-every-launch-stack takes all
+// nine, whatever the environment says.
+TEST(TimelineTest, LaunchStacksAreSampledYetEveryCallHasItsSpanAndArrow) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  const std::string out = TempDir("timeline_sampled");
+  for (const bool every : {false, true}) {
+    const std::string dir = out + (every ? "/every" : "/sampled");
+    RunResult r = Sh(SimEnv() + " GPUFLAME_LAUNCH_STACKS_PER_S=0.001 " + GPUFLAME_BIN + " record -q " +
+                     (every ? "--timeline-every-launch-stack" : "--timeline") + " -o " + dir + " -- " +
+                     PyenvPython("3.12") + " " + Workload("timeline.py"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    auto text = exporters::Gunzip(ReadFile(dir + "/timeline.json.gz"));
+    ASSERT_TRUE(text.ok()) << text.status();
+    const json doc = json::parse(*text, nullptr, false);
+    ASSERT_FALSE(doc.is_discarded());
+    CheckTraceSchema(doc);
+    std::set<std::string> arrows;
+    int calls = 0, with_stack = 0;
+    for (const json& c : Select(doc, "X", "cuda")) {
+      if (!c.contains("bind_id")) continue;  // the synchronise calls
+      calls++;
+      arrows.insert(c["bind_id"]);
+      const std::string stack = c["args"]["stack"];
+      if (stack.rfind("[not sampled", 0) != 0) {
+        with_stack++;
+        EXPECT_NE(stack.find("<module>;"), std::string::npos) << stack;
+      }
+    }
+    EXPECT_EQ(calls, 9) << every;
+    EXPECT_EQ(with_stack, every ? 9 : 1) << every;
+    for (const TraceSpan& g : TraceSpans(doc, "gpu"))
+      EXPECT_TRUE(arrows.contains(g.begin.value("bind_id", ""))) << g.begin;
+    EXPECT_EQ(doc["metadata"]["gpu_records_without_launch"], 0);
+  }
 }
 
 TEST(TimelineTest, OffByDefaultAndItsLimitsAreCounted) {

@@ -422,6 +422,77 @@ TEST(ChromeTraceTest, AGraphsKernelsChainOnOneArrowAndUncalibratedRecordsAreCoun
   EXPECT_TRUE(said);
 }
 
+// Every launch, copy and memset call, entry to return, from the library
+// (gf_api_record): exact spans on their thread's call track, named by the
+// call and its GPU work, each with the arrow to that work; a sampled launch
+// of the same call lends the span its stack and is not drawn again; a copy
+// says its bytes and bandwidth; the calls the library had no room for are
+// counted in the metadata.
+TEST(ChromeTraceTest, CudaCallsAreExactSpansWithArrowsAndTheSampledLaunchesStacks) {
+  Tables t;
+  constexpr pid_t kPid = 77;
+  constexpr uint32_t kTid = 78;
+  const StackId s = t.Stack(kPid, {{"Trainer > step", 1}, {"forward", 2}});
+  Timeline tl(t.stacks, t.frames, {});
+  const uint64_t T = 1'000'000;
+  tl.OnClock(kPid, T, T - 10, T + 10);  // CUPTI's clock is the host's here
+  tl.OnKernelName(kPid, 5, "_Z4gemmv");
+  tl.OnLaunch(kPid, kTid, T + 1'200, 301, 211, s);  // the sampled launch of call 301
+  auto call = [](uint64_t start, uint64_t end, uint32_t correlation, uint16_t cbid, uint8_t domain) {
+    gf_api_record r{};
+    r.start_ns = start;
+    r.end_ns = end;
+    r.correlation = correlation;
+    r.tid = kTid;
+    r.cbid = cbid;
+    r.domain = domain;
+    return r;
+  };
+  const gf_api_record calls[] = {call(T + 1'000, T + 4'000, 301, 211, 2),  // cudaLaunchKernel, sampled
+                                 call(T + 5'000, T + 6'000, 302, 652, 1),  // cuLaunchKernelEx, not sampled
+                                 call(T + 7'000, T + 9'000, 303, 41, 2)};  // cudaMemcpyAsync
+  tl.OnApiCalls(kPid, calls, 3);
+  gf_kernel_record copy = Kernel(T + 8'000, T + 10'000, 303, 0);
+  copy.kind = GF_GPU_MEMCPY;
+  copy.copy_kind = 1;  // HtoD
+  copy.bytes = 40'000;
+  const gf_kernel_record work[] = {Kernel(T + 4'500, T + 6'000, 301, 5), Kernel(T + 6'500, T + 7'500, 302, 5), copy};
+  tl.OnGpuRecords(kPid, work);
+  tl.Finish(UINT64_MAX);
+  exporters::ChromeTraceStats stats;
+  const json doc = Parse(exporters::ChromeTraceJson(tl, {}, &stats));
+  CheckTraceSchema(doc);
+
+  EXPECT_TRUE(Events(doc, "X", "launch").empty());  // drawn as its call's span
+  std::vector<json> api = Events(doc, "X", "cuda");
+  ASSERT_EQ(api.size(), 3u);
+  EXPECT_EQ(api[0]["name"], "cudaLaunchKernel: gemm()");
+  EXPECT_EQ(api[0]["ts"], 0.0);  // the first event: the trace's zero
+  EXPECT_EQ(api[0]["dur"], 3.0);
+  EXPECT_EQ(api[0]["args"]["stack"], "Trainer > step;forward");
+  EXPECT_EQ(api[0]["args"]["correlation"], 301);
+  EXPECT_EQ(api[1]["name"], "cuLaunchKernelEx: gemm()");
+  EXPECT_EQ(api[1]["args"]["stack"], "[not sampled: the thread's track above shows where it was]");
+  EXPECT_EQ(api[2]["name"], "cudaMemcpyAsync: [memcpy HtoD]");
+  std::map<uint64_t, std::string> thread_names;
+  for (const json& e : Events(doc, "M"))
+    if (e["name"] == "thread_name") thread_names[e["tid"]] = e["args"]["name"];
+  for (const json& e : api) {
+    EXPECT_EQ(thread_names[e["tid"]], "CUDA/NCCL calls: thread 78");
+    EXPECT_EQ(e["flow_out"], true);
+  }
+  // Every GPU record has its arrow from its call.
+  std::vector<TraceSpan> gpu = TraceSpans(doc, "gpu");
+  ASSERT_EQ(gpu.size(), 3u);
+  for (size_t i = 0; i < gpu.size(); i++) EXPECT_EQ(gpu[i].begin["bind_id"], api[i]["bind_id"]) << i;
+  EXPECT_EQ(stats.flows, 3u);
+  EXPECT_EQ(stats.gpu_without_launch, 0u);
+  EXPECT_EQ(gpu[2].begin["args"]["bytes"], 40'000);
+  EXPECT_EQ(gpu[2].begin["args"]["gb_per_s"], 20.0);  // 40 kB in 2 us
+  EXPECT_EQ(doc["metadata"]["api_calls_dropped_in_process"], 3);
+  EXPECT_EQ(doc["metadata"]["kept"]["api"], 3);
+}
+
 TEST(ChromeTraceTest, EachGpusBusyFractionPerMillisecondFromItsKernels) {
   Tables t;
   Timeline tl(t.stacks, t.frames, {});

@@ -1,0 +1,57 @@
+// The timeline's names of the CUDA calls the library sends as spans
+// (profiler/timeline/cuda_api_name.h), checked against CUPTI's own IDs: the
+// agent names them without CUPTI's headers, so a renumbered or missing ID
+// shows here.
+#include "profiler/timeline/cuda_api_name.h"
+
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
+#include <gtest/gtest.h>
+
+namespace gpuflame::profiler::timeline {
+namespace {
+
+TEST(CudaApiNameTest, NamesEveryCallTheLibrarySendsByCuptisIds) {
+  static_assert(kCuptiDriverDomain == CUPTI_CB_DOMAIN_DRIVER_API);
+  static_assert(kCuptiRuntimeDomain == CUPTI_CB_DOMAIN_RUNTIME_API);
+#define DRIVER(name, kind)                                                           \
+  EXPECT_EQ(CudaApiName(kCuptiDriverDomain, CUPTI_DRIVER_TRACE_CBID_##name), #name); \
+  EXPECT_EQ(CudaApiKindOf(kCuptiDriverDomain, CUPTI_DRIVER_TRACE_CBID_##name), kind)
+  // The names drop CUPTI's version suffix (_v7000): the call's name.
+  auto runtime = [](CUpti_CallbackId id) { return CudaApiName(kCuptiRuntimeDomain, static_cast<uint16_t>(id)); };
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000), "cudaLaunchKernel");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000), "cudaLaunchKernel_ptsz");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060), "cudaLaunchKernelExC");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060), "cudaLaunchKernelExC_ptsz");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000), "cudaLaunchCooperativeKernel");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000),
+            "cudaLaunchCooperativeKernel_ptsz");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000), "cudaGraphLaunch");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000), "cudaGraphLaunch_ptsz");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020), "cudaMemcpy");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000), "cudaMemcpy_ptds");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020), "cudaMemcpyAsync");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000), "cudaMemcpyAsync_ptsz");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020), "cudaMemset");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000), "cudaMemset_ptds");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020), "cudaMemsetAsync");
+  EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000), "cudaMemsetAsync_ptsz");
+  DRIVER(cuLaunchKernel, CudaApiKind::kLaunch);
+  DRIVER(cuLaunchKernel_ptsz, CudaApiKind::kLaunch);
+  DRIVER(cuLaunchKernelEx, CudaApiKind::kLaunch);
+  DRIVER(cuLaunchKernelEx_ptsz, CudaApiKind::kLaunch);
+  DRIVER(cuLaunchCooperativeKernel, CudaApiKind::kLaunch);
+  DRIVER(cuLaunchCooperativeKernel_ptsz, CudaApiKind::kLaunch);
+  DRIVER(cuGraphLaunch, CudaApiKind::kGraphLaunch);
+  DRIVER(cuGraphLaunch_ptsz, CudaApiKind::kGraphLaunch);
+  EXPECT_EQ(CudaApiKindOf(kCuptiRuntimeDomain, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020), CudaApiKind::kMemcpy);
+  EXPECT_EQ(CudaApiKindOf(kCuptiRuntimeDomain, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020), CudaApiKind::kMemset);
+  // Another ID is named by its number, not guessed.
+  EXPECT_EQ(CudaApiName(kCuptiRuntimeDomain, 1), "[runtime call 1]");
+  EXPECT_EQ(CudaApiKindOf(kCuptiDriverDomain, 1), CudaApiKind::kOther);
+#undef DRIVER
+}
+
+}  // namespace
+}  // namespace gpuflame::profiler::timeline
