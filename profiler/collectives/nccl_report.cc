@@ -400,7 +400,8 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
         ", \"result\": ", h.outcome == NcclHang::Outcome::kReturned ? base::JsonString(ResultName(h)) : "null", "}");
   }
   absl::StrAppend(&out, t.hangs().empty() ? "]" : "\n  ]",
-                  ", \"stragglers\": ", NcclStragglersJson(t.stragglers(), source, comm), "}");
+                  ", \"stragglers\": ", NcclStragglersJson(t.stragglers(), source, comm),
+                  ", \"steps\": ", t.steps().enabled() ? NcclStepsJson(t.steps(), source) : "null", "}");
   return out;
 }
 

@@ -80,6 +80,7 @@ uint64_t NcclTracker::Enter(const NcclCall& call, std::optional<NcclCommId>* id)
     const uint64_t sequence = ++rank->collectives;
     stragglers_.OnCollective(comm->id, comm->nranks, static_cast<int>(comm->ranks.size()), rank->rank, call.pid,
                              sequence, call.ts_ns, call.stack);
+    steps_.OnCollective(comm->id, comm->nranks, rank->rank, call.pid, sequence, call.ts_ns, call.stack);
     return sequence;
   }
   if (call.peer < 0 || call.peer >= comm->nranks) return 0;
@@ -263,6 +264,7 @@ void NcclTracker::Tick(uint64_t now_ns) {
 
 void NcclTracker::Charge(const NcclCall& c, uint64_t end_ns, uint64_t bytes) {
   const uint64_t ns = end_ns > c.ts_ns ? end_ns - c.ts_ns : 0;
+  steps_.OnCall(c.pid, c.ts_ns, end_ns);
   for (NcclStackTotals* t :
        {&totals_[c.stack], c.api >= GF_API_NCCL_ALL_REDUCE && size_t{c.api} - GF_API_NCCL_ALL_REDUCE < kApis
                                ? &by_api_[c.api - GF_API_NCCL_ALL_REDUCE]

@@ -65,6 +65,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/collectives/nccl_comm_id.h"
+#include "profiler/collectives/nccl_steps.h"
 #include "profiler/collectives/nccl_stragglers.h"
 #include "profiler/resolve/stack_table.h"
 
@@ -290,6 +291,9 @@ class NcclTracker {
   std::pair<int, int> RankOf(pid_t pid, uint64_t comm) const;
   const NcclStats& stats() const { return stats_; }
   const NcclStragglers& stragglers() const { return stragglers_; }
+  // Stragglers per step (nccl_steps.h): record's alone.
+  void EnableSteps() { steps_.Enable(); }
+  const NcclSteps& steps() const { return steps_; }
 
  private:
   static constexpr uint64_t kNoHang = 0;
@@ -363,6 +367,7 @@ class NcclTracker {
   uint64_t last_gpu_sweep_ns_ = 0;
   NcclStats stats_;
   NcclStragglers stragglers_;
+  NcclSteps steps_;
 };
 
 }  // namespace gpuflame::profiler

@@ -517,6 +517,37 @@ TEST(NcclTest, AStragglerIsNamedWithWhatItRanWhileTheOthersWaited) {
                            " entered last in [0-9]+ of 20 collectives; the others waited [0-9.]+ s for it; meanwhile it "
                            "was on the CPU in .*DataLoader > __next__ \\([0-9]+%\\)\n";
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(line))) << line << "\n" << r.run.output;
+  // Per step, by collective cadence: each step runs from one all-reduce (the
+  // first call site that comes round again) to the next: 10 all-reduces, 9
+  // steps. Rank 1 computes 50 ms more in each, so it is the straggler of
+  // each (give or take a step on a loaded machine) and rank 0 waits about
+  // 50 ms a step; rank 0's compute is what Python takes between the calls.
+  const nlohmann::json& steps = r.nccl["steps"];
+  ASSERT_TRUE(steps.is_object()) << r.nccl.dump(2);
+  ASSERT_EQ(steps["communicators"].size(), 1u) << steps.dump(2);
+  const nlohmann::json& sc = steps["communicators"][0];
+  EXPECT_EQ(sc["id"], IdHash(r.id_hex));
+  ASSERT_TRUE(sc["anchor"].is_string()) << sc.dump(2);
+  EXPECT_TRUE(sc["anchor"].get<std::string>().ends_with(kStepFrames + "Comm > all_reduce;ncclAllReduce"))
+      << sc["anchor"];
+  EXPECT_EQ(sc["steps"], 9) << sc.dump(2);
+  ASSERT_EQ(sc["per_step"].size(), 9u) << sc.dump(2);
+  ASSERT_EQ(sc["ranks"].size(), 2u) << sc.dump(2);
+  const nlohmann::json &s0 = sc["ranks"][0], &s1 = sc["ranks"][1];
+  EXPECT_EQ(s0["rank"], 0);
+  EXPECT_EQ(s0["pid"], r.rank_pid[0]);
+  EXPECT_GE(s1["straggler_steps"].get<int>(), 8) << sc.dump(2);
+  EXPECT_EQ(s0["straggler_steps"], 0) << sc.dump(2);
+  EXPECT_GE(s0["waiting_seconds"].get<double>(), 0.40) << sc.dump(2);
+  EXPECT_LT(s0["waiting_seconds"].get<double>(), 0.70) << sc.dump(2);
+  EXPECT_GE(s1["compute_seconds"].get<double>(), 0.40) << sc.dump(2);
+  EXPECT_LT(s0["compute_seconds"].get<double>(), s1["compute_seconds"].get<double>() / 2) << sc.dump(2);
+  EXPECT_LT(s1["waiting_seconds"].get<double>(), s0["waiting_seconds"].get<double>() / 4) << sc.dump(2);
+  const std::string steps_line = "NCCL steps of communicator " + IdHash(r.id_hex).substr(0, 16) +
+                                 " \\(by collective cadence, from one .* to the next\\): 9 steps; rank 1 the "
+                                 "straggler in [89]; a step, on average: rank 0 compute [0-9.]+ ms, waiting [0-9.]+ "
+                                 "ms; rank 1 compute [0-9.]+ ms, waiting [0-9.]+ ms\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(steps_line))) << steps_line << "\n" << r.run.output;
 }
 
 // On a GPU (the simulated libnccl's GPU mode: calls return once enqueued,
