@@ -114,9 +114,11 @@ absl::flat_hash_map<pid_t, std::vector<Profile>> NcclWindow::Close(const NcclTra
   for (const auto& [id, now] : t.totals()) {
     NcclStackTotals& last = last_totals_[id];
     NcclStackTotals d{now.calls - std::min(now.calls, last.calls), now.nanos - std::min(now.nanos, last.nanos),
-                      now.bytes - std::min(now.bytes, last.bytes)};
+                      now.bytes - std::min(now.bytes, last.bytes),
+                      now.gpu_nanos - std::min(now.gpu_nanos, last.gpu_nanos)};
     last = now;
-    if ((d.calls || d.nanos) && valid(id)) rows.emplace_back(id, d);
+    // GPU time comes with CUPTI's records, up to a flush period after the call returned: a window may have it alone.
+    if ((d.calls || d.nanos || d.gpu_nanos) && valid(id)) rows.emplace_back(id, d);
   }
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [id, d] : rows) {
@@ -124,14 +126,19 @@ absl::flat_hash_map<pid_t, std::vector<Profile>> NcclWindow::Close(const NcclTra
     Built& b = profile(nccl, stack.pid, kNcclProfile);
     Profile& p = b.p;
     if (p.sample_types.size() == 1) {
-      p.sample_types = {{"calls", "count"}, {"time", "nanoseconds"}, {"bytes", "bytes"}};
+      p.sample_types = {{"calls", "count"}, {"time", "nanoseconds"}, {"bytes", "bytes"}, {"gpu_time", "nanoseconds"}};
       p.comments.push_back(
           "gpuflame: time is each NCCL call's, from entry to return on the calling CPU thread (enqueue and blocking "
           "time on a GPU, not transfer time); a call is charged to the window it returned in");
+      p.comments.push_back(
+          "gpuflame: gpu_time is the GPU time of the NCCL kernels each call launched (a group's: its ncclGroupEnd's), "
+          "charged to the window its records came in, weighted as the gpu_kernel profile's where activity is "
+          "duty-cycled");
     }
     Sample s = b.make.Make(stack);
     s.values = {static_cast<int64_t>(d.calls), static_cast<int64_t>(std::min<uint64_t>(d.nanos, INT64_MAX)),
-                static_cast<int64_t>(std::min<uint64_t>(d.bytes, INT64_MAX))};
+                static_cast<int64_t>(std::min<uint64_t>(d.bytes, INT64_MAX)),
+                static_cast<int64_t>(std::min<uint64_t>(d.gpu_nanos, INT64_MAX))};
     p.samples.push_back(std::move(s));
   }
 

@@ -1,7 +1,7 @@
 // The agent's NCCL profiles, one window at a time, per process:
-//  - `nccl`: time, calls and bytes in NCCL calls by stack, this window's
-//    share (the tracker's totals are since the start: the window's is the
-//    difference from the last close);
+//  - `nccl`: time, calls, bytes and the kernels' GPU time in NCCL calls by
+//    stack, this window's share (the tracker's totals are since the start:
+//    the window's is the difference from the last close);
 //  - `nccl_hang`: per hang, the nanoseconds it was stuck within the window,
 //    on the stack that issued the stuck call, with the hang's details as
 //    sample labels (Pyroscope makes them series labels: a hang is a series

@@ -15,6 +15,7 @@ namespace gpuflame::profiler {
 
 void RecordNccl::Start(Session& session) const {
   session.events().nccl().SetHangThreshold(static_cast<uint64_t>(hang_seconds_ * 1e9));
+  session.events().nccl().EnableSteps();
 }
 
 void RecordNccl::Say(Session& session, uint64_t now_ns) {
@@ -54,6 +55,8 @@ std::string RecordNccl::Json(const Session& session, const absl::flat_hash_map<p
 std::vector<std::string> RecordNccl::Lines(const Session& session) const {
   std::vector<std::string> out = NcclLines(session.events().nccl());
   for (std::string& line : NcclStragglerLines(session.events().nccl().stragglers(), session.events().stack_source()))
+    out.push_back("  " + std::move(line));
+  for (std::string& line : NcclStepLines(session.events().nccl().steps(), session.events().stack_source()))
     out.push_back("  " + std::move(line));
   return out;
 }

@@ -17,7 +17,9 @@
 //    the probability that makes GPUFLAME_LAUNCH_STACKS_PER_S per thread
 //    (launch_sampler.h; default 1000; 0: every launch). Kernels launched
 //    unsampled are charged to the sampled stacks of the same kernel
-//    (profiler/aggregate/kernel_joiner.h). The launch callbacks themselves
+//    (profiler/aggregate/kernel_joiner.h). NCCL's kernels (nccl_kernel_name.h) are
+//    the exception: each is taken whenever activity is on, so that its GPU
+//    time goes back to its NCCL call. The launch callbacks themselves
 //    are enabled once, when an agent first listens, and never switched
 //    again: the cycle is a flag our callback reads. Switching them while
 //    other threads launch crashes CUPTI (CUDA 13, H200: 12 of 126 runs of
@@ -61,6 +63,7 @@
 #include "cupti/duty_cycle.h"
 #include "cupti/launch_sampler.h"
 #include "cupti/library_util.h"
+#include "cupti/nccl_kernel_name.h"
 #include "cupti/probes.h"
 #include "inprocess/autograd_origin.h"
 #include "inprocess/tensor_events.h"
@@ -97,6 +100,8 @@ struct State {
   // time covers those converted on it).
   std::atomic<uint64_t> callback_timed_ns{0};
   std::atomic<uint64_t> buffer_ns{0};
+  // NCCL's kernel launches taken outside the sampler (nccl_kernel_name.h).
+  std::atomic<uint64_t> nccl_launches{0};
 };
 
 // Times one switch of callbacks or activity.
@@ -108,6 +113,10 @@ class ToggleTimer {
  private:
   uint64_t start_;
 };
+
+// Whether activity is on: NCCL's launches are taken only then, when their
+// kernels' records will come. Written by the flusher, read by every launch.
+std::atomic<bool> activity_now{false};
 
 State& S() {
   static State* s = new State();  // never destroyed: CUPTI may call back during exit
@@ -193,6 +202,7 @@ void SetActivity(bool on, uint16_t weight) {
   if (!s.activity_registered.exchange(true)) s.api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
   Trace(!on ? "activity off" : weight == 1 ? "activity on, every record" : "activity on, records weighted");
   ToggleTimer timer;
+  activity_now.store(on, std::memory_order_relaxed);
   if (on) {
     // The window opens before the kinds are enabled: no record can start
     // earlier than its window.
@@ -243,6 +253,31 @@ bool IsLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
     }
   }
   return false;
+}
+
+// The kernel's name where the callback is a kernel launch's (CUPTI fills
+// symbolName for those alone), else null.
+const char* KernelSymbol(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000: return cb->symbolName;
+      default: return nullptr;
+    }
+  }
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: return cb->symbolName;
+    default: return nullptr;
+  }
 }
 
 // Runtime launches call the driver's launch inside them: only the outermost
@@ -322,7 +357,18 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
                  .result = 0};
     api_open = true;
   }
-  if (!launch_window.load(std::memory_order_relaxed) || !LaunchProbeOn()) return;
+  if (!LaunchProbeOn()) return;
+  // NCCL's kernels: every launch taken while activity is on, outside the
+  // launch window and the sampler's budget, so that each kernel's GPU time
+  // goes back to the NCCL call that launched it (nccl_kernel_name.h says
+  // why it is worth a test per launch).
+  if (activity_now.load(std::memory_order_relaxed) && IsNcclKernelName(KernelSymbol(domain, cbid, cb))) {
+    S().nccl_launches.fetch_add(1, std::memory_order_relaxed);
+    const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
+    FireLaunch(cb->correlationId, cbid, origin.stack_id, origin.active);
+    return;
+  }
+  if (!launch_window.load(std::memory_order_relaxed)) return;
   thread_local LaunchSampler sampler(S().launch_rate, NowNs() ^ reinterpret_cast<uintptr_t>(&runtime_depth));
   if (!sampler.Take(NowNs())) return;
   const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
@@ -505,12 +551,14 @@ void KernelTimeFinalFlush() { S().api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH
 
 void KernelTimeTraceCosts() {
   const State& s = S();
-  char costs[200];
+  char costs[256];
   std::snprintf(
       costs, sizeof(costs),
-      "%llu switches of callbacks/activity, %.1f us in all, longest %.1f us; CUPTI's own overhead records: %.1f ms",
+      "%llu switches of callbacks/activity, %.1f us in all, longest %.1f us; CUPTI's own overhead records: %.1f ms; "
+      "NCCL kernel launches taken: %llu",
       static_cast<unsigned long long>(s.toggles), static_cast<double>(s.toggle_ns) / 1e3,
-      static_cast<double>(s.toggle_max_ns) / 1e3, static_cast<double>(s.cupti_overhead_ns.load()) / 1e6);
+      static_cast<double>(s.toggle_max_ns) / 1e3, static_cast<double>(s.cupti_overhead_ns.load()) / 1e6,
+      static_cast<unsigned long long>(s.nccl_launches.load()));
   Trace(costs);
 }
 

@@ -1,5 +1,6 @@
 #include "profiler/collectives/nccl_api.h"
 
+#include <algorithm>
 #include <array>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,36 @@ constexpr std::array<const char*, 9> kResults = {"ncclSuccess",       "ncclUnhan
                                                  "ncclRemoteError",   "ncclInProgress",         "ncclTimeout"};
 
 }  // namespace
+
+std::optional<uint64_t> NcclBusBytes(uint16_t api, uint64_t bytes, int nranks) {
+  const auto scaled = [&](uint64_t num, uint64_t den) {
+    return static_cast<uint64_t>(
+        std::min<unsigned __int128>(static_cast<unsigned __int128>(bytes) * num / den, UINT64_MAX));
+  };
+  switch (api) {
+    case GF_API_NCCL_BROADCAST:
+    case GF_API_NCCL_SEND:
+    case GF_API_NCCL_RECV: return bytes;
+    case GF_API_NCCL_ALL_REDUCE:
+      if (nranks <= 0) return std::nullopt;
+      return scaled(2 * static_cast<uint64_t>(nranks - 1), static_cast<uint64_t>(nranks));
+    case GF_API_NCCL_ALL_GATHER:
+    case GF_API_NCCL_REDUCE_SCATTER:
+      if (nranks <= 0) return std::nullopt;
+      return scaled(static_cast<uint64_t>(nranks - 1), 1);
+    default: return std::nullopt;
+  }
+}
+
+bool IsNcclKernelName(std::string_view name) {
+  if (name.starts_with("_Z")) {
+    name.remove_prefix(2);
+    for (int i = 0; i < 3 && !name.empty() && name.front() >= '0' && name.front() <= '9'; i++) name.remove_prefix(1);
+  }
+  if (!name.starts_with("nccl")) return false;
+  name.remove_prefix(4);
+  return name.starts_with("DevKernel_") || name.starts_with("Kernel_") || name.starts_with("SymkDevKernel_");
+}
 
 bool IsNcclCollective(uint16_t api) {
   return api == GF_API_NCCL_ALL_REDUCE || api == GF_API_NCCL_BROADCAST || api == GF_API_NCCL_ALL_GATHER ||

@@ -35,6 +35,21 @@ std::string NcclOpName(uint32_t op);
 // "ncclSuccess", ... or "ncclResult N".
 std::string NcclResultName(uint32_t result);
 
+// The bytes a call's link moves in nccl-tests' bus-bandwidth terms
+// (NCCL's doc/PERFORMANCE.md of nccl-tests: busBw = algBw x factor), from
+// the bytes the call names (NcclCallBytes) and its communicator's size:
+// all-reduce x 2(n-1)/n; all-gather and reduce-scatter, whose named bytes
+// are one rank's part of the n, x (n-1); broadcast, send, receive x 1. None
+// where that needs |nranks| and it is not known (0), or for a call that
+// moves no data.
+std::optional<uint64_t> NcclBusBytes(uint16_t api, uint64_t bytes, int nranks);
+
+// Whether a GPU kernel is NCCL's, from its (mangled or plain) name:
+// ncclDevKernel_*, ncclSymkDevKernel_*, ncclKernel_* (the same test as the
+// injection library's, cupti/nccl_kernel_name.h, which user space may not
+// include).
+bool IsNcclKernelName(std::string_view name);
+
 // The peer's call that matches |api| on this rank: ncclSend's is ncclRecv,
 // a collective's is itself.
 std::string_view NcclMatchingCall(uint16_t api);

@@ -35,15 +35,17 @@ std::string NcclHangLine(const NcclHang& h, StackSource source, const ProcessSta
 // "NCCL hang #1 over: ncclSend of pid 41 (rank 0 of 2) lasted 5.0 s, returned ncclSuccess".
 std::string NcclHangEndLine(const NcclHang& h);
 
-// The `nccl` profile: calls, time (entry to return, ns) and bytes named by
-// the calls (count x the datatype's size) per stack, the API as the leaf;
+// The `nccl` profile: calls, time (entry to return, ns), bytes named by
+// the calls (count x the datatype's size) and the GPU time of their kernels
+// per stack, the API as the leaf;
 // none when no NCCL call was seen.
 std::optional<Profile> BuildNcclProfile(const NcclTracker& t, StackSource source,
                                         const absl::flat_hash_map<pid_t, std::string>& comm, int64_t time_nanos,
                                         int64_t duration_nanos);
 
 // summary.json's `nccl`: the threshold, counts (every drop), totals per
-// operation, the communicators and their ranks, and every hang with its
+// operation (with its kernels' GPU time and bus bandwidth on it, where
+// kernel time is on; `gpu_time`: the join's counts), the communicators and their ranks, and every hang with its
 // stack and the ranks it waited for. |start_ns|: the recording's start
 // (CLOCK_MONOTONIC), times are said from it.
 std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_hash_map<pid_t, std::string>& comm,
@@ -51,6 +53,11 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
 
 // The terminal's end-of-run lines: totals per operation, each hang.
 std::vector<std::string> NcclLines(const NcclTracker& t);
+
+// Bus bandwidth on GPU time, bytes per second: the bus bytes of the calls
+// whose kernels' records came over those kernels' GPU time (nccl-tests'
+// busBw, with the GPU's time instead of the host's); none where not known.
+std::optional<double> NcclBusBandwidth(const NcclGpuTotals& g);
 
 // "1f2e3d4c5b6a7988" + "..." : the communicator's ID hash as 32 hex digits (hi, lo).
 std::string NcclCommIdHex(const NcclCommId& id);

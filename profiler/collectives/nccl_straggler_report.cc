@@ -1,6 +1,7 @@
 #include "profiler/collectives/nccl_straggler_report.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -133,6 +134,102 @@ std::vector<std::string> NcclStragglerLines(const NcclStragglers& s, StackSource
     } else if (r->off_cpu_ns > 0) {
       absl::StrAppend(&line, s.stats().samples ? "; meanwhile it was not on the CPU (sleeping or blocked)"
                                                : "; no CPU samples of the ranks to say what it did (--cpu-hz 0?)");
+    }
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+namespace {
+
+// Per rank, its totals over a communicator's steps, and the steps it was the straggler of.
+struct StepTotals {
+  pid_t pid = 0;
+  uint64_t compute_ns = 0, nccl_ns = 0, waiting_ns = 0, straggler_steps = 0;
+};
+
+std::map<int, StepTotals> Totals(const NcclCommSteps& c) {
+  std::map<int, StepTotals> out;
+  for (const NcclStep& step : c.steps) {
+    for (const NcclStepRank& r : step.ranks) {
+      StepTotals& t = out[r.rank];
+      t.pid = r.pid;
+      t.compute_ns += r.compute_ns;
+      t.nccl_ns += r.nccl_ns;
+      t.waiting_ns += r.waiting_ns;
+    }
+    if (step.straggler >= 0) out[step.straggler].straggler_steps++;
+  }
+  return out;
+}
+
+std::string SecondsJson(uint64_t ns) { return absl::StrFormat("%.6f", Seconds(ns)); }
+
+}  // namespace
+
+std::string NcclStepsJson(const NcclSteps& s, StackSource source) {
+  std::string out =
+      absl::StrCat("{\"by\": \"collective cadence\", \"dropped\": {\"entries\": ", s.stats().entries_dropped,
+                   ", \"calls\": ", s.stats().calls_dropped, "}, \"communicators\": [");
+  const std::vector<NcclCommSteps> all = s.Steps();
+  for (size_t i = 0; i < all.size(); i++) {
+    const NcclCommSteps& c = all[i];
+    const std::vector<FrameId>* anchor = FramesOf(c.anchor, source);
+    absl::StrAppend(&out, i ? ", " : "", "{\"id\": \"", NcclCommIdHex(c.id), "\", \"nranks\": ", c.nranks,
+                    ", \"anchor\": ", anchor ? base::JsonString(FoldedStack(*anchor, source.frames)) : "null",
+                    ", \"steps\": ", c.steps.size(), ", \"ranks\": [");
+    bool first = true;
+    for (const auto& [rank, t] : Totals(c)) {
+      absl::StrAppend(
+          &out, first ? "" : ", ", "{\"rank\": ", rank, ", \"pid\": ", t.pid,
+          ", \"compute_seconds\": ", SecondsJson(t.compute_ns), ", \"nccl_seconds\": ", SecondsJson(t.nccl_ns),
+          ", \"waiting_seconds\": ", SecondsJson(t.waiting_ns), ", \"straggler_steps\": ", t.straggler_steps, "}");
+      first = false;
+    }
+    out += "], \"per_step\": [";
+    for (size_t k = 0; k < c.steps.size() && k < kMaxStepsJson; k++) {
+      const NcclStep& step = c.steps[k];
+      absl::StrAppend(&out, k ? ", " : "", "{\"step\": ", step.number,
+                      ", \"straggler\": ", step.straggler >= 0 ? absl::StrCat(step.straggler) : "null",
+                      ", \"ranks\": [");
+      for (size_t j = 0; j < step.ranks.size(); j++) {
+        const NcclStepRank& r = step.ranks[j];
+        absl::StrAppend(&out, j ? ", " : "", "{\"rank\": ", r.rank, ", \"seconds\": ", SecondsJson(r.step_ns),
+                        ", \"compute_seconds\": ", SecondsJson(r.compute_ns),
+                        ", \"nccl_seconds\": ", SecondsJson(r.nccl_ns),
+                        ", \"waiting_seconds\": ", SecondsJson(r.waiting_ns), "}");
+      }
+      out += "]}";
+    }
+    absl::StrAppend(
+        &out, "], \"per_step_omitted\": ", c.steps.size() > kMaxStepsJson ? c.steps.size() - kMaxStepsJson : 0, "}");
+  }
+  return out + "]}";
+}
+
+std::vector<std::string> NcclStepLines(const NcclSteps& s, StackSource source) {
+  std::vector<std::string> out;
+  for (const NcclCommSteps& c : s.Steps()) {
+    if (c.steps.empty()) continue;
+    const std::vector<FrameId>* anchor = FramesOf(c.anchor, source);
+    std::string line = absl::StrCat(
+        "NCCL steps of communicator ", NcclCommIdHex(c.id).substr(0, 16), " (by collective cadence, from one ",
+        anchor ? ShortStack(*anchor, source.frames, 3) : "collective", " to the next): ", c.steps.size(), " steps");
+    const std::map<int, StepTotals> totals = Totals(c);
+    int straggler = -1;
+    uint64_t most = 0;
+    for (const auto& [rank, t] : totals)
+      if (t.straggler_steps > most) most = t.straggler_steps, straggler = rank;
+    if (straggler >= 0) absl::StrAppend(&line, "; rank ", straggler, " the straggler in ", most);
+    const auto n = static_cast<double>(c.steps.size());
+    line += "; a step, on average:";
+    bool first = true;
+    for (const auto& [rank, t] : totals) {
+      absl::StrAppend(
+          &line, first ? " " : "; ",
+          absl::StrFormat("rank %d compute %.1f ms, waiting %.1f ms", rank, static_cast<double>(t.compute_ns) / 1e6 / n,
+                          static_cast<double>(t.waiting_ns) / 1e6 / n));
+      first = false;
     }
     out.push_back(std::move(line));
   }

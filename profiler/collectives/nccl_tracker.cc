@@ -80,6 +80,7 @@ uint64_t NcclTracker::Enter(const NcclCall& call, std::optional<NcclCommId>* id)
     const uint64_t sequence = ++rank->collectives;
     stragglers_.OnCollective(comm->id, comm->nranks, static_cast<int>(comm->ranks.size()), rank->rank, call.pid,
                              sequence, call.ts_ns, call.stack);
+    steps_.OnCollective(comm->id, comm->nranks, rank->rank, call.pid, sequence, call.ts_ns, call.stack);
     return sequence;
   }
   if (call.peer < 0 || call.peer >= comm->nranks) return 0;
@@ -257,10 +258,13 @@ void NcclTracker::Tick(uint64_t now_ns) {
     hangs_.emplace(h.number, std::move(h));
   }
   TickSyncs(now_ns);
+  // Launches whose records never came, once every few seconds (a TTL of 30 s).
+  if (!gpu_launches_.empty() && now_ns > last_gpu_sweep_ns_ + 5'000'000'000ull) ExpireGpuLaunches(now_ns);
 }
 
 void NcclTracker::Charge(const NcclCall& c, uint64_t end_ns, uint64_t bytes) {
   const uint64_t ns = end_ns > c.ts_ns ? end_ns - c.ts_ns : 0;
+  steps_.OnCall(c.pid, c.ts_ns, end_ns);
   for (NcclStackTotals* t :
        {&totals_[c.stack], c.api >= GF_API_NCCL_ALL_REDUCE && size_t{c.api} - GF_API_NCCL_ALL_REDUCE < kApis
                                ? &by_api_[c.api - GF_API_NCCL_ALL_REDUCE]
@@ -316,6 +320,7 @@ void NcclTracker::OnProcessExit(pid_t pid, uint64_t ts_ns) {
   EndSyncs(pid, ts_ns);
   absl::erase_if(groups_, [&](const auto& kv) { return kv.first.first == pid; });
   absl::erase_if(comm_ids_, [&](const auto& kv) { return kv.first.first == pid; });
+  ForgetGpuProcess(pid);  // its last records came before its exit (the library flushes at exit)
   stragglers_.OnProcessExit(pid);
 }
 
@@ -330,6 +335,8 @@ void NcclTracker::Finish(uint64_t now_ns) {
   in_flight_.clear();
   syncs_.clear();
   groups_.clear();
+  stats_.gpu_launches_without_record += gpu_launches_.size();
+  gpu_launches_.clear();
   stragglers_.Finish();
 }
 
@@ -347,6 +354,7 @@ void NcclTracker::ForgetStacks(const std::vector<StackId>& stacks) {
   for (auto& [pid, calls] : recent_)
     for (Issued& i : calls) forget(i.call.stack);
   for (auto& [key, s] : syncs_) forget(s.call.stack);
+  for (auto& [key, l] : gpu_launches_) forget(l.stack);  // its GPU time then goes to its operation alone
 }
 
 void NcclTracker::ForgetProcesses(std::span<const pid_t> pids) {
@@ -365,6 +373,7 @@ void NcclTracker::ForgetProcesses(std::span<const pid_t> pids) {
   for (pid_t pid : pids) stragglers_.OnProcessExit(pid);
   absl::erase_if(comm_ids_, [&](const auto& kv) { return gone.contains(kv.first.first); });
   absl::erase_if(recent_, [&](const auto& kv) { return gone.contains(kv.first); });
+  for (pid_t pid : pids) ForgetGpuProcess(pid);
 }
 
 std::pair<int, int> NcclTracker::RankOf(pid_t pid, uint64_t comm) const {

@@ -25,6 +25,19 @@
 // recent NCCL calls (on the stream waited for, where it issued any there)
 // whose matching call a rank has not entered.
 //
+// GPU time (nccl_gpu_time.cc): a kernel launched on a thread while it is
+// inside a collective, a send/receive or ncclGroupEnd is that call's
+// (GF_EV_KERNEL_LAUNCH, whose correlation ID the injection library takes
+// for every NCCL kernel while CUPTI activity is on: cupti/nccl_kernel_name.h);
+// the GPU time of the kernel records with that correlation ID goes to the
+// call's stack and operation. A group's kernels launch at its ncclGroupEnd
+// (NCCL fuses the group's operations into shared kernels), so they are
+// charged to the ncclGroupEnd call: its stack, operation ncclGroupEnd, and
+// the bytes of the group's calls; splitting a fused kernel's time among
+// them would be a guess. A kernel whose launch was not joined (launched
+// outside an NCCL call: a non-blocking communicator's launch thread, a CUDA
+// graph; or not taken) is counted by its NCCL name, never guessed.
+//
 // Hangs are kept by number. record keeps them all (up to kMaxHangs) for its
 // report; the agent, which runs for months, forgets each once its end has
 // been taken (ForgetEndedHangs), so kMaxHangs bounds the hangs stuck at once.
@@ -43,13 +56,16 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "bpf/gpuflame_abi.h"
 #include "profiler/collectives/nccl_comm_id.h"
+#include "profiler/collectives/nccl_steps.h"
 #include "profiler/collectives/nccl_stragglers.h"
 #include "profiler/resolve/stack_table.h"
 
@@ -144,6 +160,16 @@ struct NcclStackTotals {
   uint64_t calls = 0;
   uint64_t nanos = 0;
   uint64_t bytes = 0;
+  uint64_t gpu_nanos = 0;  // its kernels' GPU time (CUPTI activity, weighted), where joined
+};
+
+// Per operation: what its kernels took on the GPU, and what that moved.
+struct NcclGpuTotals {
+  uint64_t calls = 0;      // calls whose kernels' records came (weighted)
+  uint64_t nanos = 0;      // their GPU time
+  uint64_t bytes = 0;      // the bytes those calls named
+  uint64_t bus_bytes = 0;  // in bus-bandwidth terms (NcclBusBytes), where known
+  uint64_t bus_nanos = 0;  // the GPU time of the calls whose bus bytes are known
 };
 
 struct NcclRank {
@@ -181,6 +207,15 @@ struct NcclStats {
   uint64_t dropped_syncs = 0;               // over kMaxInFlight
   uint64_t dropped_recent_processes = 0;    // NCCL calls of processes over kMaxRecentProcesses not kept
   uint64_t ended_with_thread = 0;           // NCCL and synchronise calls whose thread ended inside them
+  // GPU time (nccl_gpu_time.cc).
+  uint64_t gpu_launches = 0;                 // kernel launches inside collectives, sends/receives, group ends
+  uint64_t gpu_launches_other_calls = 0;     // inside other NCCL calls (init, destroy): not charged
+  uint64_t dropped_gpu_launches = 0;         // over kMaxGpuLaunches waiting for their records
+  uint64_t gpu_launches_without_record = 0;  // no record came (activity off, process ended, too old)
+  uint64_t gpu_records = 0;                  // kernel records joined to a call
+  uint64_t gpu_records_not_joined = 0;       // NCCL kernels whose launch was not joined to a call
+  uint64_t gpu_nanos_not_joined = 0;         // their GPU time (weighted): counted, charged to no call
+  uint64_t dropped_kernel_names = 0;         // NCCL kernel names over kMaxNcclKernelNames
 };
 
 class NcclTracker {
@@ -193,12 +228,21 @@ class NcclTracker {
   static constexpr size_t kMaxHangs = 1024;      // held at once
   static constexpr size_t kMaxRecentCalls = 32;  // per process, for GPU-side hangs
   static constexpr size_t kMaxRecentProcesses = 4096;
+  static constexpr size_t kMaxGpuLaunches = 65536;             // launches waiting for their records
+  static constexpr size_t kMaxNcclKernelNames = 65536;         // (pid, name ID) of NCCL kernels
+  static constexpr uint64_t kGpuLaunchTtlNs = 30'000'000'000;  // CUPTI flushes within seconds
 
   explicit NcclTracker(uint64_t hang_threshold_ns = 10'000'000'000ull) : threshold_ns_(hang_threshold_ns) {}
   void SetHangThreshold(uint64_t ns) { threshold_ns_ = ns; }
   uint64_t hang_threshold_ns() const { return threshold_ns_; }
 
   void OnCall(const NcclCall& call);
+  // GPU time (nccl_gpu_time.cc): a launch whose stack was taken (its
+  // thread may be inside an NCCL call), a kernel's name, and GPU activity
+  // records (kernels; other kinds are skipped).
+  void OnLaunch(pid_t pid, uint32_t tid, uint32_t correlation, uint64_t ts_ns);
+  void OnKernelName(pid_t pid, uint32_t name_id, std::string_view name);
+  void OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records);
   // A CPU sample: kept for the stragglers' "what it was doing" where the
   // process holds a rank.
   void OnCpuSample(pid_t pid, uint64_t ts_ns, StackId stack) {
@@ -241,11 +285,15 @@ class NcclTracker {
   // The same per API (index: api - GF_API_NCCL_ALL_REDUCE), kept when stacks go.
   static constexpr size_t kApis = 13;
   const std::array<NcclStackTotals, kApis>& by_api() const { return by_api_; }
+  const std::array<NcclGpuTotals, kApis>& gpu_by_api() const { return gpu_by_api_; }
   const absl::flat_hash_map<NcclCommId, NcclCommunicator>& communicators() const { return comms_; }
   // The rank a process's communicator has (-1: not known).
   std::pair<int, int> RankOf(pid_t pid, uint64_t comm) const;
   const NcclStats& stats() const { return stats_; }
   const NcclStragglers& stragglers() const { return stragglers_; }
+  // Stragglers per step (nccl_steps.h): record's alone.
+  void EnableSteps() { steps_.Enable(); }
+  const NcclSteps& steps() const { return steps_; }
 
  private:
   static constexpr uint64_t kNoHang = 0;
@@ -256,6 +304,7 @@ class NcclTracker {
     uint64_t sequence = 0;
     std::vector<std::pair<NcclCall, uint64_t>> grouped;  // ncclGroupEnd: its group's calls, with their ordinals
     uint64_t hang = kNoHang;                             // its hang's number once found stuck
+    uint32_t launches = 0;                               // kernel launches joined to it
   };
   struct SyncInFlight {
     NcclSyncCall call;
@@ -285,6 +334,18 @@ class NcclTracker {
   void TickSyncs(uint64_t now_ns);
   NcclHang GpuHang(const SyncInFlight& s, const std::deque<Issued>& recent) const;
   void EndSyncs(pid_t pid, uint64_t ts_ns);
+  // nccl_gpu_time.cc: a kernel launch waiting for its records.
+  struct GpuLaunch {
+    StackId stack = StackTable::kNone;
+    uint16_t api = 0;
+    bool first = false;  // the call's first launch: it carries the call's bytes
+    bool bus_known = false;
+    uint64_t bytes = 0, bus_bytes = 0;
+    uint64_t ts_ns = 0;
+  };
+  using PidKey = std::pair<pid_t, uint32_t>;
+  void ExpireGpuLaunches(uint64_t now_ns);
+  void ForgetGpuProcess(pid_t pid);
 
   uint64_t threshold_ns_;
   absl::flat_hash_map<NcclCommId, NcclCommunicator> comms_;
@@ -300,8 +361,13 @@ class NcclTracker {
   uint64_t last_hang_ = 0;
   bool forget_ended_ = false;
   std::vector<uint64_t> found_, ended_;  // numbers not yet taken
+  absl::flat_hash_map<PidKey, GpuLaunch> gpu_launches_;  // (pid, correlation ID)
+  absl::flat_hash_set<PidKey> nccl_kernel_names_;        // (pid, name ID)
+  std::array<NcclGpuTotals, kApis> gpu_by_api_{};
+  uint64_t last_gpu_sweep_ns_ = 0;
   NcclStats stats_;
   NcclStragglers stragglers_;
+  NcclSteps steps_;
 };
 
 }  // namespace gpuflame::profiler

@@ -318,6 +318,7 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
                                                   [](const gf_kernel_record& r) { return r.kind != GF_GPU_SYNC; });
       const std::span<const gf_kernel_record> work(batch_.data(), static_cast<size_t>(work_end - batch_.begin()));
       joiner_.OnRecords(pid, work, ev.ts_ns);
+      nccl_.OnGpuRecords(pid, work);  // NCCL's kernels back to their calls: nothing to do without NCCL
       if (timeline_) timeline_->OnGpuRecords(pid, work);
       return;
     }
@@ -346,6 +347,7 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       }
       const std::string_view name(reinterpret_cast<const char*>(payload.data()), end - payload.begin());
       joiner_.OnName(pid, static_cast<uint32_t>(ev.arg0), name);
+      nccl_.OnKernelName(pid, static_cast<uint32_t>(ev.arg0), name);
       if (timeline_) timeline_->OnKernelName(pid, static_cast<uint32_t>(ev.arg0), name);
       return;
     }
@@ -815,6 +817,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       StackId stack = RecordStack(ev, body, mixed);
       if (!(ev.flags & GF_EVF_BACKWARD_CALLER)) stack = AutogradLaunchStack(ev, stack);
       joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
+      nccl_.OnLaunch(pid, ev.tid, static_cast<uint32_t>(ev.arg0), ev.ts_ns);  // inside an NCCL call: its kernel
       if (timeline_)
         timeline_->OnLaunch(pid, ev.tid, ev.ts_ns, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1),
                             stack);

@@ -9,6 +9,7 @@
 // nccl profile has every call by stack.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <regex>
@@ -55,12 +56,13 @@ std::string IdHash(const std::string& hex) {
   return out;
 }
 
-Recorded RecordRanks(const std::string& mode, const std::string& flags = "", double stop_s = kStopSeconds) {
+Recorded RecordRanks(const std::string& mode, const std::string& flags = "", double stop_s = kStopSeconds,
+                     const std::string& env = "") {
   Recorded r;
   r.out = TempDir("nccl-" + mode);
   const std::string shared = TempDir("nccl-shared-" + mode);
-  r.run = Sh(SimEnv() + " GF_SIM_NCCL_DIR=" + shared + " GF_SIM_NCCL_TIMEOUT_S=60 " + GPUFLAME_BIN + " record -o " +
-             r.out + " --no-progress --nccl-hang-s 1 " + flags + " -- " + PyenvPython("3.12") + " " +
+  r.run = Sh(SimEnv() + " " + env + " GF_SIM_NCCL_DIR=" + shared + " GF_SIM_NCCL_TIMEOUT_S=60 " + GPUFLAME_BIN +
+             " record -o " + r.out + " --no-progress --nccl-hang-s 1 " + flags + " -- " + PyenvPython("3.12") + " " +
              Workload("nccl_ranks.py") + " " + mode + " " + std::to_string(stop_s) + " 2>&1");
   std::smatch m;
   if (std::regex_search(r.run.output, m, std::regex("unique id ([0-9a-f]+)"))) r.id_hex = m[1];
@@ -305,6 +307,108 @@ TEST(NcclTest, StuckGroupEndCarriesItsGroupsCalls) {
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
 }
 
+// NCCL's kernels' GPU time, back to the call that launched them. The
+// simulated NCCL launches one kernel per call, named as NCCL's, through the
+// simulated driver, 256 us per MiB the call names; the simulated CUPTI
+// reports it with the launch's correlation ID. The launch sampler gets a
+// budget of one stack (GPUFLAME_LAUNCH_STACKS_PER_S=0.001): every NCCL
+// launch must be taken outside it, or the join misses them.
+constexpr char kNcclKernels[] = "GF_SIM_NCCL_KERNEL_US_PER_MIB=256 GPUFLAME_LAUNCH_STACKS_PER_S=0.001";
+
+// Per operation: {gpu calls, gpu ns, bytes, bus bandwidth GB/s} from summary.json.
+struct GpuOp {
+  int64_t calls = 0, nanos = 0, bytes = 0;
+  double bandwidth = 0;
+  bool operator==(const GpuOp&) const = default;
+};
+std::map<std::string, GpuOp> GpuByOperation(const Recorded& r) {
+  std::map<std::string, GpuOp> out;
+  for (const auto& o : r.nccl["by_operation"]) {
+    if (o["gpu"].is_null()) continue;
+    const nlohmann::json& g = o["gpu"];
+    out[o["operation"]] = {g["calls"], std::llround(g["seconds"].get<double>() * 1e9), g["bytes"],
+                           g["bus_bandwidth_gb_per_s"].is_null() ? -1 : g["bus_bandwidth_gb_per_s"].get<double>()};
+  }
+  return out;
+}
+
+std::string PrintGpu(const std::map<std::string, GpuOp>& m) {
+  std::string out;
+  for (const auto& [op, g] : m)
+    out += op + ": " + std::to_string(g.calls) + " calls " + std::to_string(g.nanos) + " ns " +
+           std::to_string(g.bytes) + " B " + std::to_string(g.bandwidth) + " GB/s\n";
+  return out;
+}
+
+int64_t GpuTimeEnding(const Recorded& r, const std::string& tail) {
+  int64_t sum = 0;
+  for (const auto& [stack, n] : Stacks(r.profile, "gpu_time", true, /*drop_native=*/true))
+    if (stack.ends_with(tail)) sum += n;
+  return sum;
+}
+
+TEST(NcclTest, KernelsGpuTimeGoesToTheCallThatLaunchedThem) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  const Recorded r = RecordRanks("none", "", kStopSeconds, kNcclKernels);
+  ExpectEveryCall(r);
+  // 3 steps x 2 ranks: all-reduce 1 MiB (256 us), broadcast 256 KiB (64 us);
+  // 3 sends and 3 receives of 4 MiB (1024 us). Bus bandwidth on GPU time:
+  // 1 MiB per 256 us (all-reduce's factor 2(n-1)/n is 1 for 2 ranks).
+  EXPECT_EQ(GpuByOperation(r), (std::map<std::string, GpuOp>{{"ncclAllReduce", {6, 6 * 256'000, 6 * MiB, 4.096}},
+                                                             {"ncclBroadcast", {6, 6 * 64'000, 6 * MiB / 4, 4.096}},
+                                                             {"ncclSend", {3, 3 * 1'024'000, 12 * MiB, 4.096}},
+                                                             {"ncclRecv", {3, 3 * 1'024'000, 12 * MiB, 4.096}}}))
+      << PrintGpu(GpuByOperation(r));
+  const nlohmann::json& g = r.nccl["gpu_time"];
+  EXPECT_EQ(g["launches"], 18) << g;
+  EXPECT_EQ(g["records"], 18) << g;
+  EXPECT_EQ(g["records_not_joined"], 0) << g;
+  EXPECT_EQ(g["launches_without_record"], 0) << g;
+  EXPECT_EQ(g["launches_in_other_calls"], 0) << g;
+  // The nccl profile's gpu_time, on each call's own stack.
+  EXPECT_EQ(GpuTimeEnding(r, kStepFrames + "Comm > all_reduce;ncclAllReduce"), 6 * 256'000);
+  EXPECT_EQ(GpuTimeEnding(r, kStepFrames + "Comm > broadcast;ncclBroadcast"), 6 * 64'000);
+  EXPECT_EQ(GpuTimeEnding(r, kStepFrames + "Comm > exchange;Comm > send;ncclSend"), 3 * 1'024'000);
+  EXPECT_EQ(GpuTimeEnding(r, kStepFrames + "Comm > exchange;Comm > recv;ncclRecv"), 3 * 1'024'000);
+  EXPECT_EQ(Total(r.profile, "gpu_time"), 6 * 256'000 + 6 * 64'000 + 6 * 1'024'000);
+  // gpu_kernel has the kernels too, named as NCCL's, on the same calls
+  // (native frames left out: ncclAllReduce is one there).
+  pprof::Profile k;
+  ASSERT_TRUE(LoadPprof(r.out + "/gpu_kernel.pb.gz", &k)) << r.run.output;
+  int64_t all_reduce = 0;
+  for (const auto& [stack, ns] : Stacks(k, "time", true, /*drop_native=*/true))
+    if (stack.ends_with("Comm > all_reduce;ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"))
+      all_reduce += ns;
+  EXPECT_EQ(all_reduce, 6 * 256'000) << Dump(Stacks(k, "time", true, true));
+  // The terminal's line per operation.
+  EXPECT_TRUE(std::regex_search(
+      r.run.output, std::regex("ncclAllReduce: 6 calls, [0-9.]+ s, 6\\.00 MiB; GPU 1\\.536 ms in 6 calls, bus "
+                               "4\\.10 GB/s\n")))
+      << r.run.output;
+}
+
+// A group's kernels launch at its ncclGroupEnd: its GPU time goes there,
+// with the bytes of the group's calls; its sends and receives get none.
+TEST(NcclTest, GroupKernelsGpuTimeGoesToItsGroupEnd) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  const Recorded r = RecordRanks("group", "", kStopSeconds, kNcclKernels);
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  ASSERT_TRUE(r.nccl.is_object()) << ReadFile(r.out + "/summary.json");
+  // 6 groups of a 4 MiB send and a 4 MiB receive: 8 MiB, 2048 us each.
+  EXPECT_EQ(GpuByOperation(r), (std::map<std::string, GpuOp>{{"ncclAllReduce", {6, 6 * 256'000, 6 * MiB, 4.096}},
+                                                             {"ncclBroadcast", {6, 6 * 64'000, 6 * MiB / 4, 4.096}},
+                                                             {"ncclGroupEnd", {6, 6 * 2'048'000, 48 * MiB, 4.096}}}))
+      << PrintGpu(GpuByOperation(r));
+  EXPECT_EQ(GpuTimeEnding(r, kStepFrames + "Comm > exchange;Comm > exchange_grouped;ncclGroupEnd"), 6 * 2'048'000);
+  EXPECT_EQ(GpuTimeEnding(r, "ncclSend"), 0);
+  EXPECT_EQ(r.nccl["gpu_time"]["records"], 18) << r.nccl["gpu_time"];
+  EXPECT_EQ(r.nccl["gpu_time"]["records_not_joined"], 0) << r.nccl["gpu_time"];
+}
+
 // The hung job is killed, as its controller or NCCL's watchdog would: rank
 // 0 dies inside its ncclSend. The hang ends with its process, said on the
 // terminal and in summary.json; the call that never returned is counted
@@ -413,6 +517,37 @@ TEST(NcclTest, AStragglerIsNamedWithWhatItRanWhileTheOthersWaited) {
                            " entered last in [0-9]+ of 20 collectives; the others waited [0-9.]+ s for it; meanwhile it "
                            "was on the CPU in .*DataLoader > __next__ \\([0-9]+%\\)\n";
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(line))) << line << "\n" << r.run.output;
+  // Per step, by collective cadence: each step runs from one all-reduce (the
+  // first call site that comes round again) to the next: 10 all-reduces, 9
+  // steps. Rank 1 computes 50 ms more in each, so it is the straggler of
+  // each (give or take a step on a loaded machine) and rank 0 waits about
+  // 50 ms a step; rank 0's compute is what Python takes between the calls.
+  const nlohmann::json& steps = r.nccl["steps"];
+  ASSERT_TRUE(steps.is_object()) << r.nccl.dump(2);
+  ASSERT_EQ(steps["communicators"].size(), 1u) << steps.dump(2);
+  const nlohmann::json& sc = steps["communicators"][0];
+  EXPECT_EQ(sc["id"], IdHash(r.id_hex));
+  ASSERT_TRUE(sc["anchor"].is_string()) << sc.dump(2);
+  EXPECT_TRUE(sc["anchor"].get<std::string>().ends_with(kStepFrames + "Comm > all_reduce;ncclAllReduce"))
+      << sc["anchor"];
+  EXPECT_EQ(sc["steps"], 9) << sc.dump(2);
+  ASSERT_EQ(sc["per_step"].size(), 9u) << sc.dump(2);
+  ASSERT_EQ(sc["ranks"].size(), 2u) << sc.dump(2);
+  const nlohmann::json &s0 = sc["ranks"][0], &s1 = sc["ranks"][1];
+  EXPECT_EQ(s0["rank"], 0);
+  EXPECT_EQ(s0["pid"], r.rank_pid[0]);
+  EXPECT_GE(s1["straggler_steps"].get<int>(), 8) << sc.dump(2);
+  EXPECT_EQ(s0["straggler_steps"], 0) << sc.dump(2);
+  EXPECT_GE(s0["waiting_seconds"].get<double>(), 0.40) << sc.dump(2);
+  EXPECT_LT(s0["waiting_seconds"].get<double>(), 0.70) << sc.dump(2);
+  EXPECT_GE(s1["compute_seconds"].get<double>(), 0.40) << sc.dump(2);
+  EXPECT_LT(s0["compute_seconds"].get<double>(), s1["compute_seconds"].get<double>() / 2) << sc.dump(2);
+  EXPECT_LT(s1["waiting_seconds"].get<double>(), s0["waiting_seconds"].get<double>() / 4) << sc.dump(2);
+  const std::string steps_line = "NCCL steps of communicator " + IdHash(r.id_hex).substr(0, 16) +
+                                 " \\(by collective cadence, from one .* to the next\\): 9 steps; rank 1 the "
+                                 "straggler in [89]; a step, on average: rank 0 compute [0-9.]+ ms, waiting [0-9.]+ "
+                                 "ms; rank 1 compute [0-9.]+ ms, waiting [0-9.]+ ms\n";
+  EXPECT_TRUE(std::regex_search(r.run.output, std::regex(steps_line))) << steps_line << "\n" << r.run.output;
 }
 
 // On a GPU (the simulated libnccl's GPU mode: calls return once enqueued,

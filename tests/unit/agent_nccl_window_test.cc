@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -103,20 +104,49 @@ TEST(AgentNcclWindowTest, TheNcclProfileHoldsOnlyTheWindowsCalls) {
   ASSERT_NE(p, nullptr);
   ASSERT_EQ(p->samples.size(), 1u);
   EXPECT_EQ(Frames(*p, p->samples[0]), "Trainer > step;Comm > send;ncclAllReduce");
-  EXPECT_EQ(p->samples[0].values, (std::vector<int64_t>{1, 500, 1024}));
+  EXPECT_EQ(p->samples[0].values, (std::vector<int64_t>{1, 500, 1024, 0}));
   // The next window: its own call alone.
   t.OnCall(Call(10, 3 * kS, GF_API_NCCL_ALL_REDUCE, 0xa0, send));
   t.OnReturn(10, 10, 3 * kS + 300, 0, 0);
   out = w.Close(t, tables.source(), {}, 0, kS, 4 * kS);
   p = Find(out, 10, "nccl");
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(p->samples[0].values, (std::vector<int64_t>{1, 300, 1024}));
+  EXPECT_EQ(p->samples[0].values, (std::vector<int64_t>{1, 300, 1024, 0}));
   // None: no profile.
   EXPECT_EQ(Find(w.Close(t, tables.source(), {}, 0, kS, 5 * kS), 10, "nccl"), nullptr);
   // A retired stack's id reused by another process: counted from zero.
   w.ForgetStacks(std::vector<StackId>{send});
   EXPECT_EQ(Find(w.Close(t, tables.source(), {}, 0, kS, 6 * kS), 10, "nccl")->samples[0].values,
-            (std::vector<int64_t>{2, 800, 2048}));
+            (std::vector<int64_t>{2, 800, 2048, 0}));
+}
+
+// The kernels' GPU time comes with CUPTI's records, after the call
+// returned: the window they came in has it, alone.
+TEST(AgentNcclWindowTest, GpuTimeGoesToTheWindowItsRecordsCameIn) {
+  Tables tables;
+  const StackId send = tables.Stack(10, {"Trainer > step", "Comm > send", "ncclAllReduce"});
+  NcclTracker t;
+  TwoRanks(t);
+  NcclWindow w;
+  t.OnCall(Call(10, 2 * kS, GF_API_NCCL_ALL_REDUCE, 0xa0, send));
+  t.OnLaunch(10, 10, 77, 2 * kS + 1);
+  t.OnReturn(10, 10, 2 * kS + 500, 0, 0);
+  auto out = w.Close(t, tables.source(), {}, 0, kS, 3 * kS);
+  ASSERT_NE(Find(out, 10, "nccl"), nullptr);
+  EXPECT_EQ(Find(out, 10, "nccl")->samples[0].values, (std::vector<int64_t>{1, 500, 1024, 0}));
+  gf_kernel_record k{};
+  k.kind = GF_GPU_KERNEL;
+  k.correlation = 77;
+  k.start_ns = 5000;
+  k.end_ns = 5000 + 7000;
+  k.weight = 10;  // duty-cycled activity: it stands for 10
+  t.OnGpuRecords(10, std::span<const gf_kernel_record>(&k, 1));
+  out = w.Close(t, tables.source(), {}, 0, kS, 4 * kS);
+  const Profile* p = Find(out, 10, "nccl");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->sample_types.size(), 4u);
+  EXPECT_EQ(p->sample_types[3].type, "gpu_time");
+  EXPECT_EQ(p->samples[0].values, (std::vector<int64_t>{0, 0, 0, 70000}));
 }
 
 TEST(AgentNcclWindowTest, RankLabelsNameTheCommunicatorAndRank) {

@@ -1,0 +1,126 @@
+// NcclTracker's GPU time: NCCL's kernels joined back to the NCCL call that
+// launched them (nccl_tracker.h says how, and what a group's kernels go to).
+#include <algorithm>
+
+#include "profiler/aggregate/kernel_joiner.h"
+#include "profiler/collectives/nccl_api.h"
+#include "profiler/collectives/nccl_tracker.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+// One call's bytes, and in bus-bandwidth terms (none: not known).
+std::pair<uint64_t, std::optional<uint64_t>> Moved(const NcclCall& c, int nranks) {
+  const uint64_t bytes = NcclCallBytes(c.api, c.count, c.datatype).value_or(0);
+  return {bytes, NcclBusBytes(c.api, bytes, nranks)};
+}
+
+uint64_t Add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+uint64_t Mul(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
+
+}  // namespace
+
+void NcclTracker::OnLaunch(pid_t pid, uint32_t tid, uint32_t correlation, uint64_t ts_ns) {
+  if (in_flight_.empty()) return;  // the common case: no NCCL call anywhere
+  auto it = in_flight_.find(ThreadKey{pid, tid});
+  if (it == in_flight_.end()) return;  // not NCCL's
+  InFlight& f = it->second;
+  const NcclCall& c = f.call;
+  if (!IsNcclCollective(c.api) && !IsNcclPointToPoint(c.api) && c.api != GF_API_NCCL_GROUP_END) {
+    stats_.gpu_launches_other_calls++;  // init's copies and the like: no operation to charge
+    return;
+  }
+  if (gpu_launches_.size() >= kMaxGpuLaunches) {
+    ExpireGpuLaunches(ts_ns);
+    if (gpu_launches_.size() >= kMaxGpuLaunches) {
+      stats_.dropped_gpu_launches++;
+      return;
+    }
+  }
+  stats_.gpu_launches++;
+  GpuLaunch l;
+  l.stack = c.stack;
+  l.api = c.api;
+  l.ts_ns = ts_ns;
+  // Every launch of the call says whether its bus bytes are known (its
+  // kernels' time counts for the bandwidth then); the first carries them.
+  l.first = f.launches++ == 0;
+  l.bus_known = true;
+  auto add = [&](const NcclCall& call) {
+    const auto [bytes, bus] = Moved(call, RankOf(call.pid, call.comm).second);
+    l.bytes = Add(l.bytes, bytes);
+    if (bus) l.bus_bytes = Add(l.bus_bytes, *bus);
+    else l.bus_known = false;
+  };
+  if (c.api == GF_API_NCCL_GROUP_END) {
+    for (const auto& [g, seq] : f.grouped) add(g);
+    if (f.grouped.empty()) l.bus_known = false;
+  } else {
+    add(c);
+  }
+  gpu_launches_[PidKey{pid, correlation}] = l;
+}
+
+void NcclTracker::OnKernelName(pid_t pid, uint32_t name_id, std::string_view name) {
+  if (!IsNcclKernelName(name)) return;
+  if (nccl_kernel_names_.size() >= kMaxNcclKernelNames) {
+    stats_.dropped_kernel_names++;
+    return;
+  }
+  nccl_kernel_names_.insert(PidKey{pid, name_id});
+}
+
+void NcclTracker::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records) {
+  if (gpu_launches_.empty() && nccl_kernel_names_.empty()) return;  // no NCCL process: nothing to look up
+  for (const gf_kernel_record& r : records) {
+    if (r.kind != GF_GPU_KERNEL) continue;
+    // As the kernel joiner counts them: clamped, each record worth its weight.
+    const uint64_t span =
+        std::min<uint64_t>(r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0, static_cast<uint64_t>(kMaxKernelNs));
+    const uint64_t weight = std::clamp<uint64_t>(r.weight, 1, GF_KERNEL_WEIGHT_MAX);
+    const uint64_t nanos = Mul(span, weight);
+    auto it = gpu_launches_.find(PidKey{pid, r.correlation});
+    if (it == gpu_launches_.end()) {
+      if (nccl_kernel_names_.contains(PidKey{pid, r.name_id})) {
+        stats_.gpu_records_not_joined++;
+        stats_.gpu_nanos_not_joined = Add(stats_.gpu_nanos_not_joined, nanos);
+      }
+      continue;
+    }
+    const GpuLaunch& l = it->second;
+    stats_.gpu_records++;
+    if (l.stack != StackTable::kNone) {
+      NcclStackTotals& t = totals_[l.stack];
+      t.gpu_nanos = Add(t.gpu_nanos, nanos);
+    }
+    const size_t api = size_t{l.api} - GF_API_NCCL_ALL_REDUCE;
+    if (l.api >= GF_API_NCCL_ALL_REDUCE && api < kApis) {
+      by_api_[api].gpu_nanos = Add(by_api_[api].gpu_nanos, nanos);
+      NcclGpuTotals& g = gpu_by_api_[api];
+      g.nanos = Add(g.nanos, nanos);
+      if (l.first) {
+        g.calls += weight;
+        g.bytes = Add(g.bytes, Mul(l.bytes, weight));
+        if (l.bus_known) g.bus_bytes = Add(g.bus_bytes, Mul(l.bus_bytes, weight));
+      }
+      if (l.bus_known) g.bus_nanos = Add(g.bus_nanos, nanos);
+    }
+    // One kernel per launch: NCCL launches no graphs of its own.
+    gpu_launches_.erase(it);
+  }
+}
+
+void NcclTracker::ExpireGpuLaunches(uint64_t now_ns) {
+  last_gpu_sweep_ns_ = now_ns;
+  stats_.gpu_launches_without_record += absl::erase_if(gpu_launches_, [&](const auto& kv) {
+    return now_ns > kv.second.ts_ns && now_ns - kv.second.ts_ns > kGpuLaunchTtlNs;
+  });
+}
+
+void NcclTracker::ForgetGpuProcess(pid_t pid) {
+  stats_.gpu_launches_without_record +=
+      absl::erase_if(gpu_launches_, [&](const auto& kv) { return kv.first.first == pid; });
+  absl::erase_if(nccl_kernel_names_, [&](const PidKey& k) { return k.first == pid; });
+}
+
+}  // namespace gpuflame::profiler
