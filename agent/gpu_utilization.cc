@@ -143,9 +143,10 @@ std::vector<Metric> GpuUtilizationMetrics::Metrics(const std::string& node) cons
                      "given: supply, launch_bound, slow_kernels, memory_bound, busy or not_judged).",
                      "gauge", 1.0, std::move(m));
   }
-  out.emplace_back("gpuflame_gpu_lane_omitted_total",
-                   "Lanes (process, GPU) not exported: past the cap of 256 live at once.", "counter",
-                   static_cast<double>(omitted_));
+  out.emplace_back(
+      "gpuflame_gpu_lane_omitted_total",
+      "Window judgements of lanes (process, GPU) not exported past the cap of 256 lanes: one per lane and window.",
+      "counter", static_cast<double>(omitted_));
   out.emplace_back("gpuflame_gpu_lane_ended_dropped_total",
                    "Ended lanes whose last figures were dropped before their 10 minutes, to make room.", "counter",
                    static_cast<double>(ended_dropped_));

@@ -81,7 +81,7 @@ class GpuUtilizationMetrics {
   };
   std::map<std::pair<pid_t, uint32_t>, Lane> lanes_;
   uint64_t next_order_ = 0;
-  uint64_t omitted_ = 0;        // lanes not kept: past kMaxLanes live at once
+  uint64_t omitted_ = 0;        // judgements of lanes not kept (past kMaxLanes), one per lane and window
   uint64_t ended_dropped_ = 0;  // ended lanes dropped before kKeepNs
 };
 
