@@ -31,6 +31,7 @@
 #include "agent/delivery.h"
 #include "agent/flight_recorder.h"
 #include "agent/gpu_metrics.h"
+#include "agent/gpu_utilization.h"
 #include "agent/incident_traces.h"
 #include "agent/labels.h"
 #include "agent/metrics_server.h"
@@ -162,6 +163,27 @@ int RunAgent(const AgentConfig& cfg) {
   if (cfg.metrics_port != 0)
     if (auto s = metrics.Start(cfg.metrics_address, cfg.metrics_port, StallCheck(session)); !s.ok()) return Fail(s);
   WindowSnapshotter snapshots(cfg);
+  // Why the GPU idles, per process and GPU: CUPTI's records judged inside
+  // the library's on-spans each window (agent/gpu_utilization.h), with kernel time.
+  std::unique_ptr<utilization::Utilization> util;
+  GpuUtilizationMetrics util_metrics;
+  if (cfg.profiling.kernel_time) {
+    utilization::UtilizationOptions uo;
+    uo.max_samples = 1 << 18;  // the window's CPU samples, for the gaps' join (4 MiB)
+    uo.windowed = true;
+    util = std::make_unique<utilization::Utilization>(uo);
+    session.events().SetUtilization(util.get());
+    snapshots.SetUtilization(util.get(), &util_metrics, [&gpus](pid_t pid) -> std::optional<GpuIdentity> {
+      if (!gpus) return std::nullopt;
+      std::optional<GpuIdentity> found;
+      for (const utilization::GpuNow& g : gpus->Recent(0))
+        if (g.stats.process_sm.contains(static_cast<uint32_t>(pid))) {
+          if (found) return std::nullopt;  // on more than one GPU: which lane is which is not known
+          found = g.id;
+        }
+      return found;
+    });
+  }
   NcclWatch nccl(session, cfg.nccl_hang_seconds);
   NcclRankTotals rank_totals;  // the straggler counters, retired ranks' kept 10 minutes
   WindowExporter exporter(SeriesLabeler(cfg.service_name, cfg.node, cfg.kubelet, cfg.labels), (*delivery)->queue());
@@ -234,6 +256,10 @@ int RunAgent(const AgentConfig& cfg) {
                        cfg.node, pod_of, static_cast<double>(gpus->cpu_ns()) / 1e9, gpus->reads());
         published.insert(published.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
       }
+      if (util) {
+        std::vector<Metric> u = util_metrics.Metrics(cfg.node);
+        published.insert(published.end(), std::make_move_iterator(u.begin()), std::make_move_iterator(u.end()));
+      }
       metrics.Publish(std::move(published));
       last_metrics = now;
     }
@@ -247,7 +273,8 @@ int RunAgent(const AgentConfig& cfg) {
   nccl.CollectEnded(session);  // hangs the last events ended go out with their stacks
   snapshots.OnHangsEnded(nccl.TakeEnded());
   CloseWindow(session, snapshots, exporter, rank_totals, window_start_wall, NowNs(CLOCK_MONOTONIC) - window_start);
-  exporter.Finish();  // every window is in the push queue from here
+  exporter.Finish();                                   // every window is in the push queue from here
+  if (util) session.events().SetUtilization(nullptr);  // it goes before the session
   // With a spool, what Pyroscope cannot take now waits on disk: no need to
   // hold the node's shutdown for it.
   exporters::PushQueue& queue = (*delivery)->queue();

@@ -5,11 +5,12 @@
 #include <chrono>
 #include <utility>
 
+#include "agent/nccl_window.h"
 #include "exporters/pprof/gzip.h"
 #include "exporters/pprof/pprof_writer.h"
 #include "exporters/pprof/profile_limits.h"
-#include "agent/nccl_window.h"
 #include "profiler/collectives/nccl_report.h"
+#include "profiler/utilization/idle_profile.h"
 
 namespace gpuflame::profiler {
 
@@ -99,7 +100,11 @@ void WindowExporter::Export(std::vector<ProcessWindow>& window) {
       // Pyroscope turns into series labels. Both within Pyroscope's 30
       // labels a series: the last pod labels give way.
       const bool ranked = p.name == kNcclProfile || p.name == kNcclStragglerProfile;
-      const size_t room = ranked ? w.nccl_labels.size() : p.name == kNcclHangProfile ? kNcclHangLabels : 0;
+      // gpu_idle's samples carry phase and gpu_observed (the coverage, 11 values at most).
+      const size_t room = ranked                                   ? w.nccl_labels.size()
+                          : p.name == kNcclHangProfile             ? kNcclHangLabels
+                          : p.name == utilization::kGpuIdleProfile ? 2
+                                                                   : 0;
       while (room && labels.size() > 3 && labels.size() + room > kMaxSeriesLabels) labels.pop_back();
       if (ranked)
         for (const auto& [key, value] : w.nccl_labels) labels.emplace_back(key, LabelValue(value));

@@ -17,6 +17,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "agent/agent_config.h"
+#include "agent/gpu_utilization.h"
 #include "agent/nccl_window.h"
 #include "agent/retirement.h"
 #include "profiler/aggregate/profile.h"
@@ -24,6 +25,7 @@
 #include "profiler/pipeline/session.h"
 #include "profiler/process/k8s_metadata.h"
 #include "profiler/process/service_hints.h"
+#include "profiler/utilization/utilization.h"
 
 namespace gpuflame::profiler {
 
@@ -34,7 +36,8 @@ struct ProcessWindow {
   PodInfo pod;           // copied: the process may be forgotten before export
   ServiceHints service;  // likewise
   // gpu_memory, torch_memory, process_cpu, gpu_kernel (some may be empty),
-  // and where it called NCCL: nccl, nccl_hang, nccl_straggler.
+  // where it called NCCL: nccl, nccl_hang, nccl_straggler; where a GPU of
+  // it idled while CUPTI looked: gpu_idle.
   std::vector<Profile> profiles;
   // Series labels of its nccl and nccl_straggler profiles: its communicator
   // and rank (NcclRankLabels). nccl_hang's are its samples' own.
@@ -44,6 +47,16 @@ struct ProcessWindow {
 class WindowSnapshotter {
  public:
   explicit WindowSnapshotter(const AgentConfig& cfg) : cfg_(cfg) {}
+
+  // Why the GPU idles (null: off, no kernel time): each close judges the
+  // lanes (Utilization in windowed mode, fed by the pipeline), updates
+  // |metrics| and adds each process's gpu_idle profile to its window.
+  void SetUtilization(utilization::Utilization* u, GpuUtilizationMetrics* metrics,
+                      GpuUtilizationMetrics::GpuOf gpu_of) {
+    util_ = u;
+    util_metrics_ = metrics;
+    gpu_of_ = std::move(gpu_of);
+  }
 
   // Closes the window that began at |start_wall| and lasted |duration| ns:
   // the profiles of every selected process that had activity in it.
@@ -63,7 +76,15 @@ class WindowSnapshotter {
   void OnHangsEnded(std::span<const NcclHang> ended) { nccl_.OnHangsEnded(ended); }
 
  private:
+  // The lanes' judgement and each process's gpu_idle profile.
+  absl::flat_hash_map<pid_t, Profile> JudgeUtilization(Session& session,
+                                                       const absl::flat_hash_map<pid_t, std::string>& comm,
+                                                       int64_t start_wall, int64_t duration, uint64_t now_ns);
+
   const AgentConfig& cfg_;
+  utilization::Utilization* util_ = nullptr;
+  GpuUtilizationMetrics* util_metrics_ = nullptr;
+  GpuUtilizationMetrics::GpuOf gpu_of_;
   WindowAccumulator window_;
   NcclWindow nccl_;
   absl::flat_hash_set<pid_t> reported_;  // live pids that had a window

@@ -60,8 +60,15 @@
  *     kind GF_GPU_SYNC (a CPU thread waiting in a CUDA synchronise call,
  *     from CUPTI's SYNCHRONIZATION activity): a v3 agent would charge a
  *     sync record's wait to the GPU as work, and misread every record.
+ * v5: the record kind GF_GPU_ACTIVITY_WINDOW (a span in which the
+ *     library's CUPTI activity was on: what the agent judges busy and idle
+ *     time in, since while activity is off "no records" cannot be told from
+ *     "GPU idle"); a v4 agent would count it as GPU work. From v5 on,
+ *     consumers ignore record kinds they do not know, so a new kind is
+ *     additive. With it, additively: gpuflame:api_batch (gf_api_record,
+ *     GF_EV_API_BATCH), which an agent that does not attach it never gets.
  */
-#define GF_ABI_VERSION 4
+#define GF_ABI_VERSION 5
 
 #ifdef __cplusplus
 #include <cstdint>
@@ -633,7 +640,21 @@ enum gf_gpu_activity_kind {
    * enum gf_sync_kind, stream = the stream waited for (stream syncs), device
    * = GF_DEVICE_UNKNOWN (CUPTI's record names a context, not a device). */
   GF_GPU_SYNC = 4,
+  /* Not GPU work: CUPTI activity was on from start_ns to end_ns (CUPTI's
+   * clock, as the others), each record of it worth |weight|; device =
+   * GF_DEVICE_UNKNOWN (every device of the process), the other fields 0.
+   * Sent when the library switches activity off or changes its weight, and
+   * for the still open span at every flush (then end_ns is the flush's
+   * time, and a later record of the same span repeats start_ns with a
+   * later end_ns: consumers take the union). Only work launched while
+   * activity was on has records; that work may run past end_ns (a
+   * launch-ahead queue), and work launched before start_ns may still run
+   * after it without a record (utilization/windowed_lane.h says how both
+   * are judged). */
+  GF_GPU_ACTIVITY_WINDOW = 6,
 };
+/* GPU work: kernels, copies, memsets (the kinds busy time is made of). */
+#define GF_GPU_IS_WORK(kind) ((kind) >= GF_GPU_KERNEL && (kind) <= GF_GPU_MEMSET)
 
 /* Which synchronise call a GF_GPU_SYNC record is (CUPTI's
  * CUpti_ActivitySynchronizationType values; stream-wait-event, a GPU-side

@@ -90,6 +90,7 @@ struct State {
   bool callbacks_enabled = false;  // with CUPTI: once on, for good
   bool activity_on = false;
   uint16_t activity_weight = 0;  // of the open window
+  uint64_t window_open_ns = 0;   // CUPTI's clock; 0: none open (or its time unread)
   bool tracing = false;          // an agent listens
   // What switching costs (GPUFLAME_CUPTI_DEBUG prints it at exit): the
   // workload's launches may wait on CUPTI's locks meanwhile.
@@ -194,6 +195,22 @@ void ApplyTuning() {
   Trace(("activity: " + t.Describe()).c_str());
 }
 
+// GF_GPU_ACTIVITY_WINDOW: activity has been on from the open window's
+// start to |end_ns| (CUPTI's clock; 0: unread, then nothing is said: the
+// agent judges no time it is not told was observed). Flusher thread, or the
+// exit's final flush once the flusher has stopped.
+void SendWindow(uint64_t end_ns) {
+  const State& s = S();
+  if (!s.window_open_ns || end_ns < s.window_open_ns) return;
+  gf_kernel_record r{};
+  r.start_ns = s.window_open_ns;
+  r.end_ns = end_ns;
+  r.device = GF_DEVICE_UNKNOWN;
+  r.kind = GF_GPU_ACTIVITY_WINDOW;
+  r.weight = s.activity_weight;
+  FireBatch(&r, 1);
+}
+
 // Activity on (each record then worth |weight|) or off. Flusher thread.
 void SetActivity(bool on, uint16_t weight) {
   State& s = S();
@@ -207,12 +224,21 @@ void SetActivity(bool on, uint16_t weight) {
     // The window opens before the kinds are enabled: no record can start
     // earlier than its window.
     uint64_t now = 0;
-    if (s.api.GetTimestamp(&now) == CUPTI_SUCCESS) s.windows.Open(now, weight);
+    const bool read = s.api.GetTimestamp(&now) == CUPTI_SUCCESS;
+    if (read) s.windows.Open(now, weight);
+    // A new weight while on: the span so far is said with its own weight.
+    if (s.activity_on) SendWindow(read ? now : 0);
+    s.window_open_ns = read ? now : 0;
     s.activity_weight = weight;
     if (!s.activity_on)
       for (CUpti_ActivityKind k : s.tuning.Kinds()) s.api.ActivityEnable(k);
   } else {
     for (CUpti_ActivityKind k : s.tuning.Kinds()) s.api.ActivityDisable(k);
+    // Closed after the kinds are off: no record of it starts after its end
+    // unless launched before (the launch-ahead queue, windowed_lane.h).
+    uint64_t now = 0;
+    SendWindow(s.api.GetTimestamp(&now) == CUPTI_SUCCESS ? now : 0);
+    s.window_open_ns = 0;
   }
   s.activity_on = on;
 }
@@ -458,6 +484,16 @@ void EnableCallbacks() {
     if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
 }
 
+// The open span so far, at each flush: after the records the flush
+// brought, so that the agent hears of an on-span that never closes
+// (record's exact mode beside the agent, the start-up) as it grows.
+void SayOpenWindow() {
+  State& s = S();
+  if (!s.activity_on) return;
+  uint64_t now = 0;
+  if (s.api.GetTimestamp && s.api.GetTimestamp(&now) == CUPTI_SUCCESS) SendWindow(now);
+}
+
 }  // namespace
 
 bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
@@ -531,6 +567,7 @@ void KernelTimeFlush() {
     Trace("flush");
     s.api.ActivityFlushAll(0);
   }
+  SayOpenWindow();
 }
 
 void KernelTimeSayNamesAgain() { S().converter.SayNamesAgain(); }
@@ -547,7 +584,10 @@ void KernelTimeLastApiSpans() {
   if (S().on) DrainApiSpans();
 }
 
-void KernelTimeFinalFlush() { S().api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); }
+void KernelTimeFinalFlush() {
+  S().api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  SayOpenWindow();
+}
 
 void KernelTimeTraceCosts() {
   const State& s = S();

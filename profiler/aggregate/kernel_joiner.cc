@@ -89,7 +89,10 @@ StackId KernelJoiner::KernelStack(pid_t pid, StackId launch, const gf_kernel_rec
 }
 
 void KernelJoiner::OnRecords(pid_t pid, std::span<const gf_kernel_record> records, uint64_t now_ns) {
-  for (const gf_kernel_record& r : records) OnRecord(pid, r, now_ns, /*may_wait=*/true);
+  // Only GPU work is charged to stacks: sync waits, activity windows and
+  // kinds from a newer library are not (EventProcessor leaves them out too).
+  for (const gf_kernel_record& r : records)
+    if (GF_GPU_IS_WORK(r.kind)) OnRecord(pid, r, now_ns, /*may_wait=*/true);
 }
 
 void KernelJoiner::OnRecord(pid_t pid, const gf_kernel_record& r, uint64_t now_ns, bool may_wait) {

@@ -313,9 +313,11 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       batch_.resize(ev.size);
       if (!batch_.empty()) std::memcpy(batch_.data(), payload.data(), payload.size());
       if (utilization_) utilization_->OnGpuRecords(pid, batch_);
-      // Synchronise waits are the CPU's, not GPU work: the utilization's alone.
+      // Synchronise waits are the CPU's and activity windows say when CUPTI
+      // looked, neither is GPU work: the utilization's alone. Kinds we do
+      // not know are left out too (the ABI's v5 rule).
       const auto work_end = std::stable_partition(batch_.begin(), batch_.end(),
-                                                  [](const gf_kernel_record& r) { return r.kind != GF_GPU_SYNC; });
+                                                  [](const gf_kernel_record& r) { return GF_GPU_IS_WORK(r.kind); });
       const std::span<const gf_kernel_record> work(batch_.data(), static_cast<size_t>(work_end - batch_.begin()));
       joiner_.OnRecords(pid, work, ev.ts_ns);
       nccl_.OnGpuRecords(pid, work);  // NCCL's kernels back to their calls: nothing to do without NCCL

@@ -168,6 +168,7 @@ void Timeline::OnLaunch(pid_t pid, uint32_t tid, uint64_t ts_ns, uint32_t correl
 
 void Timeline::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records) {
   for (const gf_kernel_record& r : records) {
+    if (!GF_GPU_IS_WORK(r.kind)) continue;  // not GPU work (EventProcessor leaves these out too)
     if (r.weight > 1) stats_.gpu_weighted_records++;
     Add({.ts_ns = r.start_ns,
          .end_ns = std::max(r.end_ns, r.start_ns),

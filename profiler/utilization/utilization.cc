@@ -29,7 +29,33 @@ uint8_t SyncKindOf(uint16_t api) {
 void Utilization::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records) {
   BusyLane* lane = nullptr;
   uint32_t lane_device = 0;
+  ProcessSpans* windowed = o_.windowed ? &spans_[pid] : nullptr;
   for (const gf_kernel_record& r : records) {
+    if (windowed) {
+      windowed->newest_ns = std::max(windowed->newest_ns, std::max(r.start_ns, r.end_ns));
+      if (r.kind == GF_GPU_ACTIVITY_WINDOW) {
+        AddSpan(*windowed, r.start_ns, r.end_ns);
+        continue;
+      }
+      if (r.kind == GF_GPU_SYNC) {
+        windowed->sync_ns += r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
+        continue;
+      }
+      if (!GF_GPU_IS_WORK(r.kind)) continue;
+      auto key = std::pair{pid, r.device};
+      auto it = windowed_.find(key);
+      if (it == windowed_.end()) {
+        if (windowed_.size() >= o_.max_lanes) {
+          lanes_dropped_++;
+          continue;
+        }
+        it = windowed_.emplace(key, WindowedLane(o_.lane)).first;
+      }
+      it->second.Add(r);
+      continue;
+    }
+    // Activity always on (record): its spans say nothing the records do not.
+    if (r.kind == GF_GPU_ACTIVITY_WINDOW) continue;
     if (r.kind == GF_GPU_SYNC) {
       SyncStats& s = cupti_syncs_[pid];
       const uint64_t ns = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
@@ -39,6 +65,7 @@ void Utilization::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> reco
       else s.not_kept++;
       continue;
     }
+    if (!GF_GPU_IS_WORK(r.kind)) continue;  // a kind from a newer library (the ABI's v5 rule)
     // A batch is mostly one device's: the lane is looked up again only when it changes.
     if (!lane || r.device != lane_device) {
       auto key = std::pair{pid, r.device};
@@ -56,12 +83,14 @@ void Utilization::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> reco
     }
     lane->Add(r);
   }
+  if (windowed) return;  // judged in JudgeWindows
   // This process's lanes only: they are adjacent in the (pid, device) order.
   for (auto it = lanes_.lower_bound({pid, 0}); it != lanes_.end() && it->first.first == pid; ++it)
     it->second.Settle(false);
 }
 
 void Utilization::OnCpuSample(pid_t pid, uint64_t ts_ns, StackId stack) {
+  if (o_.windowed && !spans_.contains(pid)) return;  // no GPU record of it yet: nothing to join with
   if (samples_.size() >= o_.max_samples) {
     samples_dropped_++;
     return;
@@ -71,6 +100,10 @@ void Utilization::OnCpuSample(pid_t pid, uint64_t ts_ns, StackId stack) {
 
 void Utilization::OnSyncCall(pid_t pid, uint16_t api, uint64_t start_ns, uint64_t end_ns, StackId stack) {
   const uint64_t ns = end_ns > start_ns ? end_ns - start_ns : 0;
+  if (o_.windowed) {  // the window's sum only: nothing kept for a join at the end
+    spans_[pid].sync_ns += ns;
+    return;
+  }
   SyncStats& s = probe_syncs_[pid];
   s.from_probes = true;
   AddWait(s, SyncKindOf(api), ns);
@@ -184,6 +217,115 @@ IdleJoin Utilization::JoinIdle(const std::map<std::pair<pid_t, uint32_t>, uint64
     }
   }
   return join;
+}
+
+void Utilization::AddSpan(ProcessSpans& p, uint64_t start, uint64_t end) {
+  if (end <= start) return;
+  std::vector<Gap>& v = p.spans;
+  // Mostly the newest, or the open span's repeat with a later end.
+  auto it = std::lower_bound(v.begin(), v.end(), start, [](const Gap& g, uint64_t t) { return g.end_ns < t; });
+  if (it == v.end() || it->start_ns > end) {
+    v.insert(it, {start, end});
+  } else {
+    it->start_ns = std::min(it->start_ns, start);
+    it->end_ns = std::max(it->end_ns, end);
+    auto next = it + 1;
+    while (next != v.end() && next->start_ns <= it->end_ns) {
+      it->end_ns = std::max(it->end_ns, next->end_ns);
+      next = v.erase(next);
+    }
+  }
+  if (v.size() > o_.max_spans) {
+    v.erase(v.begin());
+    p.spans_dropped++;
+  }
+}
+
+void Utilization::JoinGaps(pid_t pid, uint32_t device, const std::vector<Gap>& gaps, IdleJoin& join) const {
+  auto first =
+      std::lower_bound(samples_.begin(), samples_.end(), pid, [](const CpuSample& s, pid_t p) { return s.pid < p; });
+  auto last = std::upper_bound(first, samples_.end(), pid, [](pid_t p, const CpuSample& s) { return p < s.pid; });
+  for (const Gap& g : gaps) {
+    join.gaps++;
+    const uint64_t len = g.end_ns - g.start_ns;
+    const std::optional<uint64_t> a = clock_.ToMonotonic(pid, g.start_ns);
+    const std::optional<uint64_t> b = clock_.ToMonotonic(pid, g.end_ns);
+    if (!a || !b || *b < *a) {
+      join.gaps_unaligned++;
+      join.unaligned_ns += len;
+      continue;
+    }
+    auto lo = std::lower_bound(first, last, *a, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
+    auto hi = std::lower_bound(lo, last, *b, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
+    const auto n = static_cast<uint64_t>(hi - lo);
+    if (n == 0) {
+      join.gaps_without_sample++;
+      join.ns[{pid, device, StackTable::kNone, false}] += len;
+      continue;
+    }
+    const uint64_t share = len / n, extra = len % n;
+    uint64_t i = 0;
+    for (auto s = lo; s != hi; ++s, ++i) join.ns[{pid, device, s->stack, false}] += share + (i < extra ? 1 : 0);
+  }
+}
+
+std::vector<JudgedLane> Utilization::JudgeWindows(const std::function<bool(pid_t)>& ended, IdleJoin& join) {
+  std::vector<JudgedLane> out;
+  join.samples_dropped = samples_dropped_;
+  std::sort(samples_.begin(), samples_.end(),
+            [](const CpuSample& a, const CpuSample& b) { return a.pid != b.pid ? a.pid < b.pid : a.ts_ns < b.ts_ns; });
+  static const ProcessSpans kNoSpans;
+  // The oldest time a lane of each process still has to judge (CUPTI's clock).
+  absl::flat_hash_map<pid_t, uint64_t> still_open;
+  for (auto it = windowed_.begin(); it != windowed_.end();) {
+    const auto [pid, device] = it->first;
+    const bool gone = ended(pid);
+    auto sp = spans_.find(pid);
+    const ProcessSpans& p = sp == spans_.end() ? kNoSpans : sp->second;
+    JudgedLane l;
+    l.pid = pid;
+    l.device = device;
+    l.judgement = it->second.Judge(p.spans, p.newest_ns, gone);
+    l.judgement.sync_ns = p.sync_ns;
+    l.counts = it->second.counts();
+    l.ended = gone;
+    JoinGaps(pid, device, l.judgement.idle_gaps, join);
+    if (gone) {
+      it = windowed_.erase(it);
+    } else {
+      uint64_t& open = still_open.try_emplace(pid, UINT64_MAX).first->second;
+      open = std::min(open, it->second.judged_to());
+      ++it;
+    }
+    out.push_back(std::move(l));
+  }
+  // What no lane needs any more: spans wholly judged, samples before the
+  // oldest stretch still to judge (a gap carried open may begin a little
+  // earlier: kept back by the reorder horizon's worth), processes without a
+  // lane left.
+  for (auto it = spans_.begin(); it != spans_.end();) {
+    auto open = still_open.find(it->first);
+    if (open == still_open.end() && ended(it->first)) {
+      clock_.Forget(it->first);
+      spans_.erase(it++);
+      continue;
+    }
+    it->second.sync_ns = 0;
+    if (open != still_open.end()) {
+      std::vector<Gap>& v = it->second.spans;
+      const uint64_t keep_from = open->second > o_.lane.reorder_ns ? open->second - o_.lane.reorder_ns : 0;
+      v.erase(v.begin(),
+              std::lower_bound(v.begin(), v.end(), keep_from, [](const Gap& g, uint64_t t) { return g.end_ns <= t; }));
+    }
+    ++it;
+  }
+  std::erase_if(samples_, [&](const CpuSample& s) {
+    auto open = still_open.find(s.pid);
+    if (open == still_open.end()) return true;  // no lane to join it with
+    const std::optional<uint64_t> mono = clock_.ToMonotonic(s.pid, open->second);
+    return mono && s.ts_ns + o_.lane.reorder_ns < *mono;
+  });
+  return out;
 }
 
 }  // namespace gpuflame::profiler::utilization

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <utility>
@@ -31,15 +32,31 @@
 #include "profiler/resolve/stack_table.h"
 #include "profiler/timeline/gpu_clock.h"
 #include "profiler/utilization/busy_lane.h"
+#include "profiler/utilization/windowed_lane.h"
 
 namespace gpuflame::profiler::utilization {
 
 struct UtilizationOptions {
   LaneOptions lane;
   size_t max_lanes = 256;
-  size_t max_samples = 1 << 21;  // CPU samples kept for the join (32 MiB)
-  size_t max_syncs = 1 << 18;    // synchronise waits kept per process for the join
+  size_t max_samples = 1 << 21;      // CPU samples kept for the join (32 MiB)
+  size_t max_syncs = 1 << 18;        // synchronise waits kept per process for the join
   size_t max_sync_stacks = 1 << 16;  // (process, stack) pairs whose wait is summed
+  // The agent: CUPTI activity is duty-cycled, so lanes are WindowedLanes,
+  // judged only inside the library's on-spans (GF_GPU_ACTIVITY_WINDOW), a
+  // judgement per JudgeWindows call. Off (record: activity always on, the
+  // spans are ignored): BusyLanes, judged at Finish, as ever.
+  bool windowed = false;
+  size_t max_spans = 4096;  // on-spans kept per process (the oldest judged ones go first)
+};
+
+// One lane's judgement in windowed mode.
+struct JudgedLane {
+  pid_t pid = 0;
+  uint32_t device = 0;  // the process's CUDA ordinal
+  LaneJudgement judgement;
+  WindowedCounts counts;
+  bool ended = false;  // its process ended: the last judgement, the lane is gone
 };
 
 struct SyncStats {
@@ -101,6 +118,15 @@ class Utilization {
   }
   // The recording ended: every record applied.
   void Finish();
+  // Windowed mode: judges each lane up to what is settled (windowed_lane.h);
+  // the lanes of processes for which |ended| says true judged to their end
+  // and forgotten, with their spans and samples. Each idle gap judged is
+  // joined with its process's CPU samples into |join| (as JoinIdle, no
+  // start-up: the agent's windows are steady by construction, a process's
+  // first 5 s aside, which CUPTI sees whole). Samples no judgement can use
+  // any more are dropped.
+  std::vector<JudgedLane> JudgeWindows(const std::function<bool(pid_t)>& ended, IdleJoin& join);
+  size_t windowed_lanes() const { return windowed_.size(); }
   // After Finish: each gap's time shared among the CPU samples of its
   // process taken during it (evenly: the flame graph's total is the idle
   // time itself), gaps before |steady_start| (CUPTI's clock, per lane)
@@ -129,15 +155,26 @@ class Utilization {
   std::map<std::pair<pid_t, uint32_t>, BusyLane> lanes_;  // (pid, device), ordered for stable output
   uint64_t lanes_dropped_ = 0;                            // records of lanes past max_lanes
   void ResolveSyncs();
-  absl::flat_hash_map<pid_t, SyncStats> syncs_;              // final: Finish
-  absl::flat_hash_map<pid_t, SyncStats> cupti_syncs_;        // from GF_GPU_SYNC records
-  absl::flat_hash_map<pid_t, std::vector<Gap>> sync_spans_;  // CUPTI's clock
-  absl::flat_hash_map<pid_t, SyncStats> probe_syncs_;        // from GF_EV_CUDA_SYNC
+  absl::flat_hash_map<pid_t, SyncStats> syncs_;               // final: Finish
+  absl::flat_hash_map<pid_t, SyncStats> cupti_syncs_;         // from GF_GPU_SYNC records
+  absl::flat_hash_map<pid_t, std::vector<Gap>> sync_spans_;   // CUPTI's clock
+  absl::flat_hash_map<pid_t, SyncStats> probe_syncs_;         // from GF_EV_CUDA_SYNC
   absl::flat_hash_map<pid_t, std::vector<Gap>> probe_spans_;  // CLOCK_MONOTONIC until Finish
   absl::flat_hash_map<std::pair<pid_t, StackId>, uint64_t> sync_stacks_;
   uint64_t sync_stacks_dropped_ = 0;  // waits past max_sync_stacks: in the sums, not by stack
   std::vector<CpuSample> samples_;
   uint64_t samples_dropped_ = 0;
+  // Windowed mode:
+  struct ProcessSpans {
+    std::vector<Gap> spans;  // disjoint, in order (CUPTI's clock)
+    uint64_t newest_ns = 0;  // the newest time its records and spans reached
+    uint64_t sync_ns = 0;    // GF_GPU_SYNC waits since the last judgement
+    uint64_t spans_dropped = 0;
+  };
+  void AddSpan(ProcessSpans& p, uint64_t start, uint64_t end);
+  void JoinGaps(pid_t pid, uint32_t device, const std::vector<Gap>& gaps, IdleJoin& join) const;
+  std::map<std::pair<pid_t, uint32_t>, WindowedLane> windowed_;
+  absl::flat_hash_map<pid_t, ProcessSpans> spans_;
   timeline::GpuClock clock_;
 };
 

@@ -24,6 +24,7 @@
 #include "profiler/aggregate/profile_builder.h"
 #include "profiler/collectives/nccl_report.h"
 #include "profiler/forensics/oom_report.h"
+#include "profiler/utilization/idle_profile.h"
 
 namespace gpuflame {
 namespace {
@@ -480,13 +481,38 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
       std::string(profiler::kOomProfile) + ":gpu_inuse_space:bytes:space:bytes",
       std::string(profiler::kNcclProfile) + ":time:nanoseconds:time:nanoseconds",
       std::string(profiler::kNcclHangProfile) + ":time:nanoseconds:time:nanoseconds",
-      std::string(profiler::kNcclStragglerProfile) + ":time:nanoseconds:time:nanoseconds"};
-  std::set<std::string> flame;
+      std::string(profiler::kNcclStragglerProfile) + ":time:nanoseconds:time:nanoseconds",
+      std::string(profiler::utilization::kGpuIdleProfile) + ":idle:nanoseconds:idle:nanoseconds"};
+  // The agent's /metrics the GPU utilisation row reads (agent/gpu_utilization.h,
+  // agent/gpu_metrics.h): busy / idle-gap ratio, the four numbers, the verdict and its inputs.
+  const std::set<std::string> want_metrics = {"gpuflame_gpu_lane_busy_ratio",
+                                              "gpuflame_gpu_lane_idle_gap_ratio",
+                                              "gpuflame_gpu_lane_kernel_p50_seconds",
+                                              "gpuflame_gpu_lane_kernel_p95_seconds",
+                                              "gpuflame_gpu_process_sm_utilization_ratio",
+                                              "gpuflame_gpu_dram_bandwidth_ratio",
+                                              "gpuflame_gpu_lane_verdict",
+                                              "gpuflame_gpu_lane_short_kernel_ratio",
+                                              "gpuflame_gpu_lane_sync_wait_seconds_total",
+                                              "gpuflame_gpu_lane_coverage_ratio"};
+  std::set<std::string> flame, metrics;
   bool per_pod_series = false, oom_series = false, hang_series = false;
   for (const auto& p : d["panels"]) {
     if (p["type"] == "row" || p["type"] == "text") continue;
     ASSERT_TRUE(p.contains("description") && p["description"].get<std::string>().size() > 80) << p["title"];
     for (const auto& t : p["targets"]) {
+      if (t["datasource"]["type"] == "prometheus") {
+        EXPECT_EQ(t["datasource"]["uid"], "${prometheus}") << p["title"];
+        const std::string expr = t["expr"];
+        for (const std::string& m : want_metrics)
+          if (expr.find(m + "{") != std::string::npos || expr.find(m + ")") != std::string::npos) metrics.insert(m);
+        // Per pod, narrowed like the profiles; the GPU's own figures have no pod.
+        if (expr.find("gpuflame_gpu_dram_bandwidth_ratio") == std::string::npos) {
+          for (const char* v : {"$namespace", "$pod", "$container"})
+            EXPECT_NE(expr.find(v), std::string::npos) << p["title"] << ": " << expr;
+        }
+        continue;
+      }
       EXPECT_EQ(t["datasource"]["type"], "grafana-pyroscope-datasource") << p["title"];
       EXPECT_EQ(t["datasource"]["uid"], "${datasource}") << p["title"];
       std::string sel = t["labelSelector"];
@@ -502,12 +528,14 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
         oom_series |= t["groupBy"] == nlohmann::json::array({"pod"}) &&
                       t["profileTypeId"] == std::string(profiler::kOomProfile) + ":requested_space:bytes:space:bytes";
         // Ranks of several nodes side by side: the labels the agent gives them.
-        hang_series |= t["groupBy"] == nlohmann::json::array({"nccl_communicator", "nccl_rank"}) &&
-                       t["profileTypeId"] == std::string(profiler::kNcclHangProfile) + ":time:nanoseconds:time:nanoseconds";
+        hang_series |=
+            t["groupBy"] == nlohmann::json::array({"nccl_communicator", "nccl_rank"}) &&
+            t["profileTypeId"] == std::string(profiler::kNcclHangProfile) + ":time:nanoseconds:time:nanoseconds";
       }
     }
   }
   EXPECT_EQ(flame, want_flame);
+  EXPECT_EQ(metrics, want_metrics);
   EXPECT_TRUE(per_pod_series) << "in-use memory over time per pod";
   EXPECT_TRUE(oom_series) << "out-of-memory requests over time per pod";
   EXPECT_TRUE(hang_series) << "NCCL hangs over time per communicator rank";
@@ -725,7 +753,9 @@ TEST(DashboardTest, AdHocFiltersNarrowPodsToTheirNamespace) {
   EXPECT_EQ(filters["datasource"]["uid"], "${datasource}");
   for (const auto& p : d["panels"])
     for (const auto& t : p.value("targets", nlohmann::json::array()))
-      EXPECT_NE(t["labelSelector"], "{}") << p["title"] << ": ad hoc filters skip an empty selector";
+      if (t["datasource"]["type"] != "prometheus") {  // Prometheus panels take $namespace, $pod, $container
+        EXPECT_NE(t["labelSelector"], "{}") << p["title"] << ": ad hoc filters skip an empty selector";
+      }
 }
 
 TEST(DashboardTest, VariablesComeFromTheDatasourceAndLabelValues) {
@@ -735,6 +765,10 @@ TEST(DashboardTest, VariablesComeFromTheDatasourceAndLabelValues) {
   ASSERT_TRUE(vars.count("datasource"));
   EXPECT_EQ(vars["datasource"]["type"], "datasource");
   EXPECT_EQ(vars["datasource"]["query"], "grafana-pyroscope-datasource");
+  // The agent's /metrics (the GPU utilisation row), chosen as Pyroscope's is.
+  ASSERT_TRUE(vars.count("prometheus"));
+  EXPECT_EQ(vars["prometheus"]["type"], "datasource");
+  EXPECT_EQ(vars["prometheus"]["query"], "prometheus");
   for (const char* label : {"service_name", "namespace", "pod", "container"}) {
     ASSERT_TRUE(vars.count(label)) << label;
     EXPECT_EQ(vars[label]["type"], "query");

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -1562,6 +1563,106 @@ TEST(AgentTest, RejectsBadConfigurationWithOneLine) {
   RunResult ok = Sh(std::string(GPUFLAME_BIN) + " agent --pyroscope-url http://p:4040 --window 5 --check-config");
   EXPECT_EQ(ok.status, 0) << ok.output;
   EXPECT_NE(ok.output.find("configuration OK"), std::string::npos);
+}
+
+// Why the GPU idles, continuously (issue 16): the agent's CUPTI activity is
+// duty-cycled, here on one second in two from the start (no exact start-up),
+// and the starved workload of IdleTest (each step 20 ms of CPU under
+// DataLoader > __next__, then 10 kernels of 500 us: about 80% of the time in
+// 20 ms idle gaps, 20% busy) runs 8 s. The agent judges busy and idle only
+// inside the library's on-spans: its /metrics must show the workload's
+// busy and idle-gap ratio, its observed time must be well under the run
+// (the off periods judged neither busy nor idle), and the gpu_idle it
+// pushed must name the loader as what ran in the gaps.
+TEST(AgentTest, ExportsTheBusyAndIdleGapRatioOfADutyCycledWorkloadAndPushesGpuIdle) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  const std::string dir = TempDir("agent_utilization");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  const int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string env = SimEnv() +
+                          " GPUFLAME_LAUNCH_STACKS_PER_S=0 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ONE_IN=2 "
+                          "CUDA_INJECTION64_PATH=" GPUFLAME_CUPTI_LIB;
+  const std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 5);
+  const std::string pidfile = dir + "/workload.pid";
+  // At nice -10, as the NVML test's: the simulated GPU runs on the wall
+  // clock, and a loop that ctest's other job keeps off the CPU idles it more.
+  RunResult r =
+      Sh(env + " nice -n -10 sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("idle.py") + " starved 8'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string pid = std::to_string(std::stoi(ReadFile(pidfile)));
+  // Its lanes are judged to their end at the first window close after its
+  // exit, and kept 10 minutes: read once they are there.
+  std::map<std::string, double> m;
+  std::string body;
+  const std::regex line("(gpuflame_gpu_lane_[a-z0-9_]+)\\{[^}]*pid=\"" + pid + "\",device=\"0\"[^}]*\\} ([0-9.e+-]+)");
+  for (int i = 0; i < 100; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (auto res = httplib::Client("127.0.0.1", metrics_port).Get("/metrics")) body = res->body;
+    m.clear();
+    for (std::sregex_iterator it(body.begin(), body.end(), line), end; it != end; ++it)
+      m[(*it)[1]] += std::stod((*it)[2]);
+    if (m.contains("gpuflame_gpu_lane_busy_ratio") && Metric(metrics_port, "gpuflame_processes_known") == 0) break;
+  }
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  ASSERT_TRUE(m.contains("gpuflame_gpu_lane_busy_ratio")) << body << agent.Log();
+  // Over the whole run, from the counters: observed busy and idle-gap time
+  // against the observed time. The workload asks for 5 ms of GPU per 25 ms
+  // step: 20% busy, 80% in gaps; IdleTest holds record to idle gaps over
+  // 60% for it, since a loaded machine stretches the CPU part (a
+  // descheduled launch loop widens gaps, never narrows them); busy is
+  // bounded above by 35% for the same reason, below by 5% (a kernel does
+  // run each step). The per-window gauges are the last window's, which may
+  // be a short remainder: the totals are what must be right.
+  const double observed = m["gpuflame_gpu_lane_observed_seconds_total"];
+  const double busy = m["gpuflame_gpu_lane_busy_seconds_total"] / observed;
+  const double gaps = m["gpuflame_gpu_lane_idle_gap_seconds_total"] / observed;
+  EXPECT_GT(gaps, 0.6) << body;
+  EXPECT_LT(gaps, 0.95) << body;
+  EXPECT_GT(busy, 0.05) << body;
+  EXPECT_LT(busy, 0.35) << body;
+  // Activity was on one second in two of an 8 s loop (and its start-up):
+  // observed well under the run, and far more than nothing. Judged all the
+  // time, it would be the whole run; the leads before each span's first
+  // work are not judged, hence the low bound.
+  EXPECT_GT(observed, 1.5) << body;
+  EXPECT_LT(observed, 6.5) << body;
+  EXPECT_GT(m["gpuflame_gpu_lane_idle_gaps_total"], 20) << body;
+  EXPECT_GT(m["gpuflame_gpu_lane_kernels_total"], 100) << body;
+  EXPECT_EQ(m["gpuflame_gpu_lane_verdict"], 1) << body;  // one verdict series
+  EXPECT_NE(body.find("pid=\"" + pid + "\",device=\"0\",verdict=\"supply\"} 1"), std::string::npos) << body;
+
+  ASSERT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
+  int64_t idle = 0, loading = 0;
+  std::string dump;
+  std::set<std::string> observed_labels;
+  for (const ReceivedSeries& s : receiver.Accepted()) {
+    if (s.labels.at("__name__") != "gpu_idle" || s.labels.at("pid") != pid) continue;
+    // The coverage rides on the samples (Pyroscope makes it a series label).
+    for (const auto& sample : s.profile.sample())
+      for (const auto& l : sample.label())
+        if (s.profile.string_table(static_cast<int>(l.key())) == "gpu_observed")
+          observed_labels.insert(s.profile.string_table(static_cast<int>(l.str())));
+    for (const auto& [stack, v] : Stacks(s.profile, "idle", true, true)) {
+      idle += v;
+      if (stack.find("DataLoader > __next__") != std::string::npos) loading += v;
+      dump += stack + " " + std::to_string(v) + "\n";
+    }
+  }
+  // The gaps' time, pushed: what the counters say, to the nanosecond's rounding.
+  EXPECT_NEAR(static_cast<double>(idle) / 1e9, m["gpuflame_gpu_lane_idle_gap_seconds_total"], 1e-6) << dump;
+  // The loader ran in the gaps: most of the idle time is under it (CPU
+  // samples at 97 Hz in 20 ms gaps: some gaps have none, or the launch loop's).
+  EXPECT_GT(loading, idle / 2) << dump;
+  EXPECT_FALSE(observed_labels.empty()) << "the coverage is on the pushed profile";
+  std::printf("observed %.2f s, busy %.3f, idle gaps %.3f (%.0f), gpu_idle %.3f s, %.0f%% under the loader\n", observed,
+              busy, gaps, m["gpuflame_gpu_lane_idle_gaps_total"], static_cast<double>(idle) / 1e9,
+              idle ? 100.0 * static_cast<double>(loading) / static_cast<double>(idle) : 0.0);
 }
 
 }  // namespace

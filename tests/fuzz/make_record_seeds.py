@@ -186,6 +186,14 @@ def seeds():
         event(A.GF_EV_KERNEL_BATCH, size=3) + kernel_record(5000, 9000, 100, 1) +
         kernel_record(9000, 9500, 101, 1) + kernel_record(9500, 9800, 100, 0, kind=A.GF_GPU_MEMCPY),
         FLUSH_JOINER)
+    # The library's on-spans (GF_GPU_ACTIVITY_WINDOW, duty-cycled activity)
+    # beside work and a kind no consumer knows: neither is GPU work.
+    s["kernels_activity_window"] = frame(
+        event(A.GF_EV_CUPTI_STATUS, arg0=A.GF_CUPTI_ACTIVE, arg1=A.GF_ABI_VERSION),
+        event(A.GF_EV_KERNEL_BATCH, size=4) + kernel_record(4000, 20000, 0, 0, kind=A.GF_GPU_ACTIVITY_WINDOW) +
+        kernel_record(5000, 9000, 100, 0) + kernel_record(25000, 26000, 101, 0) +
+        kernel_record(6000, 7000, 0, 0, kind=7),
+        FLUSH_JOINER)
     # Kernel batch alone, at the batch limit.
     s["kernel_batch_full"] = frame(
         event(A.GF_EV_KERNEL_BATCH, size=A.GF_KERNEL_BATCH_MAX) +

@@ -403,5 +403,152 @@ TEST(IdleProfileTest, MarkerForGapsWithoutSamplesAndLabelsForGpuAndPhase) {
   EXPECT_EQ(labels["phase"], "start-up");
 }
 
+
+// The agent's windowed judging (windowed_lane.h): busy and idle only inside
+// the library's on-spans.
+gf_kernel_record OnSpan(uint64_t start, uint64_t end, uint16_t weight = 10) {
+  gf_kernel_record r{};
+  r.start_ns = start;
+  r.end_ns = end;
+  r.kind = GF_GPU_ACTIVITY_WINDOW;
+  r.device = GF_DEVICE_UNKNOWN;
+  r.weight = weight;
+  return r;
+}
+
+UtilizationOptions Windowed() {
+  UtilizationOptions o;
+  o.windowed = true;
+  return o;
+}
+
+std::vector<JudgedLane> JudgeAll(Utilization& u, IdleJoin& join, bool ended = false) {
+  return u.JudgeWindows([ended](pid_t) { return ended; }, join);
+}
+
+TEST(WindowedLaneTest, JudgedOnlyInsideOnSpansAndAGapAcrossAnOffPeriodIsNotIdle) {
+  Utilization u{Windowed()};
+  constexpr pid_t kPid = 5;
+  // Span 1 [0, 100) ms: work [0, 10), [50, 60), [95, 99): idle gaps of 40 and
+  // 35 ms, a 1 ms hole to the span's end. Off [100, 200): nothing, and the
+  // 106 ms from the last work to span 2's first is no gap. Span 2 [200, 300):
+  // its lead [200, 205) is not judged (work launched before it may run
+  // there), work [205, 210), then a 90 ms idle gap to its end. A kernel that
+  // starts at 150 ms (launched in span 1, run after it closed) is counted as
+  // a kernel, its time neither busy nor idle.
+  std::vector<gf_kernel_record> r = {OnSpan(T0, T0 + 100 * kMs),
+                                     Kernel(T0, 10 * kMs),
+                                     Kernel(T0 + 50 * kMs, 10 * kMs),
+                                     Kernel(T0 + 95 * kMs, 4 * kMs),
+                                     Kernel(T0 + 150 * kMs, 20 * kMs),
+                                     OnSpan(T0 + 200 * kMs, T0 + 300 * kMs),
+                                     Kernel(T0 + 205 * kMs, 5 * kMs)};
+  u.OnGpuRecords(kPid, r);
+  IdleJoin join;
+  std::vector<JudgedLane> judged = JudgeAll(u, join, /*ended=*/true);
+  ASSERT_EQ(judged.size(), 1u);
+  const LaneJudgement& j = judged[0].judgement;
+  EXPECT_EQ(j.from_ns, T0);
+  EXPECT_EQ(j.to_ns, T0 + 300 * kMs);
+  EXPECT_EQ(j.observed_ns, 100 * kMs + 95 * kMs);
+  EXPECT_EQ(j.unjudged_ns, 5 * kMs);
+  EXPECT_EQ(j.figures.busy_ns, 24 * kMs + 5 * kMs);
+  EXPECT_EQ(j.figures.gaps, 3u);
+  EXPECT_EQ(j.figures.gap_ns, 40 * kMs + 35 * kMs + 90 * kMs);
+  EXPECT_EQ(j.figures.short_gap_ns, 1 * kMs);
+  EXPECT_EQ(j.figures.kernels, 5u);
+  EXPECT_EQ(judged[0].counts.outside_records, 1u);
+  EXPECT_DOUBLE_EQ(j.coverage(), 195.0 / 300.0);
+  // busy + idle + short holes = observed: every observed nanosecond judged once.
+  EXPECT_EQ(j.figures.busy_ns + j.figures.gap_ns + j.figures.short_gap_ns, j.observed_ns);
+  ASSERT_EQ(j.idle_gaps.size(), 3u);
+  EXPECT_EQ(j.idle_gaps[2].start_ns, T0 + 210 * kMs);
+  EXPECT_EQ(j.idle_gaps[2].end_ns, T0 + 300 * kMs);
+  EXPECT_EQ(u.windowed_lanes(), 0u);  // its process ended: forgotten
+}
+
+TEST(WindowedLaneTest, WithoutOnSpansNothingIsJudgedBusyOrIdle) {
+  // A library that sends no spans (or activity off throughout): the records
+  // count as kernels, but no time is observed, so no ratio is claimed.
+  Utilization u{Windowed()};
+  std::vector<gf_kernel_record> r = {Kernel(T0, 10 * kMs), Kernel(T0 + 50 * kMs, 10 * kMs)};
+  u.OnGpuRecords(1, r);
+  IdleJoin join;
+  std::vector<JudgedLane> judged = JudgeAll(u, join, true);
+  ASSERT_EQ(judged.size(), 1u);
+  EXPECT_EQ(judged[0].judgement.observed_ns, 0u);
+  EXPECT_EQ(judged[0].judgement.figures.gap_ns, 0u);
+  EXPECT_EQ(judged[0].judgement.figures.kernels, 2u);
+  EXPECT_EQ(judged[0].counts.outside_records, 2u);
+}
+
+TEST(WindowedLaneTest, AGapOpenAtAJudgementsEndIsJudgedWholeInTheNextAndLateRecordsAreCounted) {
+  Utilization u{Windowed()};
+  constexpr pid_t kPid = 9;
+  const uint64_t reorder = UtilizationOptions{}.lane.reorder_ns;
+  // One long span, repeated as it grows (the library's flushes).
+  std::vector<gf_kernel_record> a = {OnSpan(T0, T0 + 5 * kS), Kernel(T0, 1 * kS), Kernel(T0 + 1800 * kMs, 10 * kMs)};
+  u.OnGpuRecords(kPid, a);
+  IdleJoin join;
+  // Settled up to 5 s - the horizon (3 s) = 2 s: the hole from 1.81 s is open.
+  std::vector<JudgedLane> first = JudgeAll(u, join);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].judgement.to_ns, T0 + 5 * kS - reorder);
+  EXPECT_EQ(first[0].judgement.figures.gaps, 1u);  // [1, 1.8) s
+  EXPECT_EQ(first[0].judgement.figures.gap_ns, 800 * kMs);
+  std::vector<gf_kernel_record> b = {OnSpan(T0, T0 + 8 * kS), Kernel(T0 + 2500 * kMs, 100 * kMs),
+                                     Kernel(T0 + 1900 * kMs, 1 * kMs)};  // late: its stretch was judged
+  u.OnGpuRecords(kPid, b);
+  std::vector<JudgedLane> second = JudgeAll(u, join);
+  ASSERT_EQ(second.size(), 1u);
+  const LaneJudgement& j = second[0].judgement;
+  EXPECT_EQ(j.from_ns, T0 + 2 * kS);
+  // The hole after 2.6 s is open again at 5 s: the next judgement's.
+  EXPECT_EQ(j.figures.gaps, 1u);
+  ASSERT_EQ(j.idle_gaps.size(), 1u);
+  EXPECT_EQ(j.idle_gaps[0].start_ns, T0 + 1810 * kMs);  // begun in the first judgement, judged whole here
+  EXPECT_EQ(j.idle_gaps[0].end_ns, T0 + 2500 * kMs);
+  EXPECT_EQ(j.observed_ns, 3 * kS);  // [2, 5) s: the span goes on, judged from its start
+  EXPECT_EQ(second[0].counts.late_records, 1u);
+  EXPECT_EQ(j.figures.kernels, 2u);  // the late one is still a kernel seen
+}
+
+TEST(WindowedLaneTest, GapsAreJoinedWithTheCpuSamplesTakenDuringThem) {
+  Utilization u{Windowed()};
+  constexpr pid_t kPid = 4;
+  u.OnClock(kPid, T0, T0, T0);
+  u.OnClock(kPid, T0 + kS, T0 + kS, T0 + kS);
+  std::vector<gf_kernel_record> r = {OnSpan(T0, T0 + 100 * kMs), Kernel(T0, 10 * kMs), Kernel(T0 + 60 * kMs, 40 * kMs)};
+  u.OnGpuRecords(kPid, r);
+  u.OnCpuSample(kPid, T0 + 20 * kMs, 7);     // in the gap [10, 60)
+  u.OnCpuSample(kPid, T0 + 150 * kMs, 8);    // after the span: nowhere
+  u.OnCpuSample(kPid + 1, T0 + 20 * kMs, 9);  // no GPU record of its process: not even kept
+  IdleJoin join;
+  JudgeAll(u, join, true);
+  EXPECT_EQ(join.gaps, 1u);
+  EXPECT_EQ((join.ns[{kPid, 0, 7, false}]), 50 * kMs);
+  EXPECT_EQ(join.ns.size(), 1u);
+}
+
+TEST(WindowedLaneTest, RecordModeIgnoresOnSpansAndUnknownKinds) {
+  // Exact mode (record): the spans change nothing; a kind from a newer
+  // library is no lane's work.
+  Utilization plain{UtilizationOptions{}}, with{UtilizationOptions{}};
+  std::vector<gf_kernel_record> work = {Kernel(T0, 10 * kMs), Kernel(T0 + 40 * kMs, 10 * kMs)};
+  plain.OnGpuRecords(1, work);
+  gf_kernel_record unknown = Kernel(T0 + 20 * kMs, 5 * kMs);
+  unknown.kind = 5;
+  work.push_back(OnSpan(T0 + 5 * kMs, T0 + 30 * kMs));
+  work.push_back(unknown);
+  with.OnGpuRecords(1, work);
+  plain.Finish();
+  with.Finish();
+  const PartStats a = plain.lanes().begin()->second.Whole(), b = with.lanes().begin()->second.Whole();
+  EXPECT_EQ(a.busy_ns, b.busy_ns);
+  EXPECT_EQ(a.gap_ns, b.gap_ns);
+  EXPECT_EQ(b.gap_ns, 30 * kMs);
+  EXPECT_EQ(a.kernels, b.kernels);
+}
+
 }  // namespace
 }  // namespace gpuflame::profiler::utilization

@@ -1,0 +1,90 @@
+// Why the GPU idles, continuously: each followed process's GPUs (a lane: a
+// process and its CUDA ordinal), judged from CUPTI's activity records inside
+// the library's on-spans only (profiler/utilization/windowed_lane.h), one
+// judgement per agent window, as Prometheus metrics on /metrics.
+//
+// Gauges of the last window that observed the lane (a window with nothing
+// observed keeps the last figures): busy and idle-gap ratios of the observed
+// time, coverage (observed share of the window: the duty cycle's 10% in
+// the steady state), kernel duration P50/P95/max, the share of kernels
+// under 10 us, and the verdict (report.h) as an info-style gauge, one
+// series a lane, the verdict in its label. Counters since the lane was first
+// seen: observed, busy and idle-gap seconds, idle gaps, kernels, copy bytes
+// by direction, synchronise wait seconds. Counts are of what was observed,
+// never scaled by the duty cycle's weight: rates of them are a tenth of the
+// process's in the steady state; the coverage says by how much.
+//
+// Labels: node, pid, device (the CUDA ordinal in the process), gpu and uuid
+// where NVML shows the process on exactly one GPU and it has one lane (else
+// not said: CUDA_VISIBLE_DEVICES renumbers), namespace/pod/container in
+// Kubernetes. Cardinality: at most kMaxLanes lanes, live and ended, 18
+// series each (4,608 in all); past the cap, lanes are counted
+// (gpuflame_gpu_lane_omitted_total), not exported. An ended process's lanes
+// keep their last figures for kKeepNs (10 minutes: many 15 s scrapes see a
+// short job), the ones ended longest ago dropped first when full (counted).
+// Event loop only.
+#ifndef GPUFLAME_AGENT_GPU_UTILIZATION_H_
+#define GPUFLAME_AGENT_GPU_UTILIZATION_H_
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/metrics_server.h"
+#include "profiler/devices/gpu_reader.h"
+#include "profiler/process/k8s_metadata.h"
+#include "profiler/utilization/report.h"
+#include "profiler/utilization/utilization.h"
+
+namespace gpuflame::profiler {
+
+class GpuUtilizationMetrics {
+ public:
+  static constexpr size_t kMaxLanes = 256;
+  static constexpr uint64_t kKeepNs = 600'000'000'000ull;  // 10 minutes
+
+  // A lane's pod (null: not in the registry any more) and its NVML GPU.
+  using PodOf = std::function<const PodInfo*(pid_t)>;
+  using GpuOf = std::function<std::optional<GpuIdentity>(pid_t)>;
+
+  // One window's judgements (Utilization::JudgeWindows), at CLOCK_MONOTONIC |now_ns|.
+  void Update(const std::vector<utilization::JudgedLane>& judged, const PodOf& pod_of, const GpuOf& gpu_of,
+              uint64_t now_ns);
+  std::vector<Metric> Metrics(const std::string& node) const;
+
+  size_t size() const { return lanes_.size(); }
+  uint64_t omitted() const { return omitted_; }
+  uint64_t ended_dropped() const { return ended_dropped_; }
+
+ private:
+  struct Lane {
+    // Labels.
+    std::string gpu, uuid;
+    PodInfo pod;
+    // The last window that observed it.
+    double busy = 0, idle_gap = 0, coverage = 0, tiny = 0;
+    uint64_t p50_ns = 0, p95_ns = 0, max_ns = 0;
+    utilization::Verdict verdict = utilization::Verdict::kNotJudged;
+    bool judged_once = false;
+    // Totals.
+    uint64_t observed_ns = 0, busy_ns = 0, gap_ns = 0, gaps = 0, kernels = 0, sync_ns = 0;
+    std::array<uint64_t, utilization::kCopyDirections> copy_bytes{};
+    uint64_t ended_ns = 0;  // 0: live
+    uint64_t order = 0;     // first seen
+  };
+  std::map<std::pair<pid_t, uint32_t>, Lane> lanes_;
+  uint64_t next_order_ = 0;
+  uint64_t omitted_ = 0;        // judgements of lanes not kept (past kMaxLanes), one per lane and window
+  uint64_t ended_dropped_ = 0;  // ended lanes dropped before kKeepNs
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_AGENT_GPU_UTILIZATION_H_
