@@ -49,13 +49,13 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#include "autograd_origin.bpf.h"
-#include "cpu_sampler.bpf.h"
 #include "cuda_alloc.bpf.h"
-#include "cuda_sync.bpf.h"
-#include "gpu_activity.bpf.h"
-#include "io_calls.bpf.h" /* after it: its fd_file() */
-#include "nccl_calls.bpf.h"
-#include "process_lifecycle.bpf.h" /* its exit hook clears the per-thread maps above */
-#include "tensor_batch.bpf.h"
 #include "torch_alloc.bpf.h"
+#include "cpu_sampler.bpf.h"
+#include "gpu_activity.bpf.h"
+#include "tensor_batch.bpf.h"
+#include "autograd_origin.bpf.h"
+#include "nccl_calls.bpf.h"
+#include "cuda_sync.bpf.h"
+#include "process_lifecycle.bpf.h" /* its exit hook clears the per-thread maps above */
+#include "io_calls.bpf.h"           /* after it: its fd_file() */
