@@ -293,7 +293,10 @@ class Writer {
       double last = -1;
       for (size_t b = 0; b <= busy.size(); b++) {
         // The last bin may be partial: its share of its own length. After it, idle.
-        const uint64_t bin_start = b >= busy.size() || b * width > span ? to : from + b * width;
+        // A bin's start, and after the last one where it would end (past
+        // |to| by less than a bin); |to| where that would not fit.
+        uint64_t offset = 0, sum = 0, bin_start = to;
+        if (!__builtin_mul_overflow(b, width, &offset) && !__builtin_add_overflow(from, offset, &sum)) bin_start = sum;
         const uint64_t length = b < busy.size() ? std::min(width, to - bin_start) : 0;
         const double fraction = length ? static_cast<double>(busy[b]) / static_cast<double>(length) : 0.0;
         if (fraction == last) continue;

@@ -15,8 +15,8 @@ constexpr int kNotSupported = 3, kNotFound = 6, kFunctionNotFound = 13;
 constexpr int kTemperatureGpu = 0;          // NVML_TEMPERATURE_GPU
 constexpr int kClockSm = 1, kClockMem = 2;  // NVML_CLOCK_SM, NVML_CLOCK_MEM
 constexpr unsigned int kUuidLength = 96;    // NVML_DEVICE_UUID_V2_BUFFER_SIZE
-// nvml.h: GPM samples more than 100 ms apart; ours are timed before the
-// reading's other calls, so with a margin for those.
+// nvml.h: GPM samples more than 100 ms apart; ours are timed around the
+// sample call (ReadGpm), with a margin.
 constexpr uint64_t kGpmMinPeriodNs = 110'000'000;
 
 uint64_t Now(clockid_t clock) {
@@ -157,6 +157,7 @@ void GpuReader::Setup() {
 }
 
 std::vector<GpuReading> GpuReader::Read(uint64_t now_ns, bool processes) {
+  read_started_ = Now(CLOCK_MONOTONIC);
   std::vector<GpuReading> out;
   out.reserve(devices_.size());
   for (uint32_t i = 0; i < devices_.size(); i++) {
@@ -228,7 +229,13 @@ std::vector<GpuReading> GpuReader::Read(uint64_t now_ns, bool processes) {
 }
 
 void GpuReader::ReadGpm(uint32_t index, Device& d, uint64_t now_ns, GpuReading& out) {
-  if (d.current >= 0 && now_ns - d.sampled_ns <= kGpmMinPeriodNs) return;  // too soon: the next reading spans more
+  // The samples' own times, not the reading's: the figures read before this
+  // one (per-process ones take milliseconds) or a preemption on a loaded
+  // machine put a sample later than |now_ns|, and NVML refuses two samples
+  // 100 ms apart or less (Invalid Argument). |now_ns| plus the time this
+  // reading has taken so far.
+  const uint64_t before = now_ns + (Now(CLOCK_MONOTONIC) - read_started_);
+  if (d.current >= 0 && before - d.sampled_ns <= kGpmMinPeriodNs) return;  // too soon: the next reading spans more
   const int next = d.current < 0 ? 0 : 1 - d.current;
   if (int e = api_.gpm_sample(d.handle, d.samples[next]); e != kNvmlSuccess) {
     Missing(index, "GPM sample", e);
@@ -237,7 +244,7 @@ void GpuReader::ReadGpm(uint32_t index, Device& d, uint64_t now_ns, GpuReading& 
   Read(index, "GPM sample");
   const int previous = d.current;
   d.current = next;
-  d.sampled_ns = now_ns;
+  d.sampled_ns = now_ns + (Now(CLOCK_MONOTONIC) - read_started_);  // after the call: the sample is no later
   if (previous < 0) return;  // the first sample: metrics need two
   NvmlGpmMetricsGet get{};
   get.version = 1;

@@ -192,6 +192,7 @@ class GpuReader {
   std::unique_ptr<Nvml> nvml_;
   NvmlReadingApi api_;
   std::vector<Device> devices_;
+  uint64_t read_started_ = 0;  // CLOCK_MONOTONIC at the current Read's start (ReadGpm times its samples from it)
   std::vector<GpuIdentity> gpus_;
   std::vector<NvmlProcessUtilization> buffer_;
   std::map<std::string, std::string> missing_;
