@@ -190,33 +190,38 @@ IdleJoin Utilization::JoinIdle(const std::map<std::pair<pid_t, uint32_t>, uint64
     auto syncs = sync_spans_.find(pid);
     for (const Gap& g : lane.gaps()) {
       join.gaps++;
-      const uint64_t len = g.end_ns - g.start_ns;
       const bool start_up = g.end_ns <= steady_ns;
       if (syncs != sync_spans_.end() && !start_up)
         join.sync_in_gaps_ns[key] += Covered(syncs->second, g.start_ns, g.end_ns);
-      const std::optional<uint64_t> a = clock_.ToMonotonic(pid, g.start_ns);
-      const std::optional<uint64_t> b = clock_.ToMonotonic(pid, g.end_ns);
-      if (!a || !b || *b < *a) {
-        join.gaps_unaligned++;
-        join.unaligned_ns += len;
-        continue;
-      }
-      auto lo = std::lower_bound(first, last, *a, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
-      auto hi = std::lower_bound(lo, last, *b, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
-      const auto n = static_cast<uint64_t>(hi - lo);
-      if (n == 0) {
-        join.gaps_without_sample++;
-        join.ns[{pid, device, StackTable::kNone, start_up}] += len;
-        continue;
-      }
-      // Evenly, the remainder to the first samples: the shares add up to
-      // the gap exactly.
-      const uint64_t share = len / n, extra = len % n;
-      uint64_t i = 0;
-      for (auto s = lo; s != hi; ++s, ++i) join.ns[{pid, device, s->stack, start_up}] += share + (i < extra ? 1 : 0);
+      JoinGap(pid, device, g, start_up, first, last, join);
     }
   }
   return join;
+}
+
+void Utilization::JoinGap(pid_t pid, uint32_t device, const Gap& g, bool start_up, SampleIt first, SampleIt last,
+                          IdleJoin& join) const {
+  const uint64_t len = g.end_ns - g.start_ns;
+  const std::optional<uint64_t> a = clock_.ToMonotonic(pid, g.start_ns);
+  const std::optional<uint64_t> b = clock_.ToMonotonic(pid, g.end_ns);
+  if (!a || !b || *b < *a) {
+    join.gaps_unaligned++;
+    join.unaligned_ns += len;
+    return;
+  }
+  auto lo = std::lower_bound(first, last, *a, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
+  auto hi = std::lower_bound(lo, last, *b, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
+  const auto n = static_cast<uint64_t>(hi - lo);
+  if (n == 0) {
+    join.gaps_without_sample++;
+    join.ns[{pid, device, StackTable::kNone, start_up}] += len;
+    return;
+  }
+  // Evenly, the remainder to the first samples: the shares add up to the
+  // gap exactly.
+  const uint64_t share = len / n, extra = len % n;
+  uint64_t i = 0;
+  for (auto s = lo; s != hi; ++s, ++i) join.ns[{pid, device, s->stack, start_up}] += share + (i < extra ? 1 : 0);
 }
 
 void Utilization::AddSpan(ProcessSpans& p, uint64_t start, uint64_t end) {
@@ -247,25 +252,7 @@ void Utilization::JoinGaps(pid_t pid, uint32_t device, const std::vector<Gap>& g
   auto last = std::upper_bound(first, samples_.end(), pid, [](pid_t p, const CpuSample& s) { return p < s.pid; });
   for (const Gap& g : gaps) {
     join.gaps++;
-    const uint64_t len = g.end_ns - g.start_ns;
-    const std::optional<uint64_t> a = clock_.ToMonotonic(pid, g.start_ns);
-    const std::optional<uint64_t> b = clock_.ToMonotonic(pid, g.end_ns);
-    if (!a || !b || *b < *a) {
-      join.gaps_unaligned++;
-      join.unaligned_ns += len;
-      continue;
-    }
-    auto lo = std::lower_bound(first, last, *a, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
-    auto hi = std::lower_bound(lo, last, *b, [](const CpuSample& s, uint64_t t) { return s.ts_ns < t; });
-    const auto n = static_cast<uint64_t>(hi - lo);
-    if (n == 0) {
-      join.gaps_without_sample++;
-      join.ns[{pid, device, StackTable::kNone, false}] += len;
-      continue;
-    }
-    const uint64_t share = len / n, extra = len % n;
-    uint64_t i = 0;
-    for (auto s = lo; s != hi; ++s, ++i) join.ns[{pid, device, s->stack, false}] += share + (i < extra ? 1 : 0);
+    JoinGap(pid, device, g, /*start_up=*/false, first, last, join);
   }
 }
 

@@ -173,6 +173,11 @@ class Utilization {
   };
   void AddSpan(ProcessSpans& p, uint64_t start, uint64_t end);
   void JoinGaps(pid_t pid, uint32_t device, const std::vector<Gap>& gaps, IdleJoin& join) const;
+  // One gap's time to the CPU samples of [first, last) taken in it, or to
+  // no stack; counted in |join|.
+  using SampleIt = std::vector<CpuSample>::const_iterator;
+  void JoinGap(pid_t pid, uint32_t device, const Gap& g, bool start_up, SampleIt first, SampleIt last,
+               IdleJoin& join) const;
   std::map<std::pair<pid_t, uint32_t>, WindowedLane> windowed_;
   absl::flat_hash_map<pid_t, ProcessSpans> spans_;
   timeline::GpuClock clock_;
