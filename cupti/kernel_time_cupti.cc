@@ -17,7 +17,7 @@
 //    the probability that makes GPUFLAME_LAUNCH_STACKS_PER_S per thread
 //    (launch_sampler.h; default 1000; 0: every launch). Kernels launched
 //    unsampled are charged to the sampled stacks of the same kernel
-//    (profiler/aggregate/kernel_joiner.h). NCCL's kernels (nccl_kernel_name.h) are
+//    (profiler/aggregate/kernel_joiner.h). NCCL's kernels (bpf/nccl_kernel_name.h) are
 //    the exception: each is taken whenever activity is on, so that its GPU
 //    time goes back to its NCCL call. The launch callbacks themselves
 //    are enabled once, when an agent first listens, and never switched
@@ -55,6 +55,7 @@
 #include <mutex>
 #include <string>
 
+#include "bpf/nccl_kernel_name.h"
 #include "cupti/activity_converter.h"
 #include "cupti/activity_tuning.h"
 #include "cupti/activity_windows.h"
@@ -63,7 +64,6 @@
 #include "cupti/duty_cycle.h"
 #include "cupti/launch_sampler.h"
 #include "cupti/library_util.h"
-#include "cupti/nccl_kernel_name.h"
 #include "cupti/probes.h"
 #include "inprocess/autograd_origin.h"
 #include "inprocess/tensor_events.h"
@@ -101,7 +101,7 @@ struct State {
   // time covers those converted on it).
   std::atomic<uint64_t> callback_timed_ns{0};
   std::atomic<uint64_t> buffer_ns{0};
-  // NCCL's kernel launches taken outside the sampler (nccl_kernel_name.h).
+  // NCCL's kernel launches taken outside the sampler (bpf/nccl_kernel_name.h).
   std::atomic<uint64_t> nccl_launches{0};
 };
 
@@ -328,8 +328,9 @@ uint32_t Tid() {
   return tid;
 }
 
+// The open span's exit (the caller has checked that one is open).
 void CloseApiSpan(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
-  if (!api_open || api_entry.correlation != cb->correlationId || api_entry.cbid != cbid ||
+  if (api_entry.correlation != cb->correlationId || api_entry.cbid != cbid ||
       api_entry.domain != static_cast<uint8_t>(domain))
     return;
   api_open = false;
@@ -371,8 +372,10 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
   }
   if (runtime) runtime_depth++;
   else if (runtime_depth > 0) return;
-  // The outermost call: its span, if an agent asks for spans (one load when not).
-  if (ApiProbeOn() && S().api_spans.enabled()) {
+  // The outermost call: its span, if an agent asks for spans (one load when
+  // not). Before the flusher has made room (within a tick of an agent
+  // attaching), ApiSpans::Add counts it as dropped.
+  if (ApiProbeOn()) {
     api_entry = {.start_ns = NowNs(),
                  .end_ns = 0,
                  .correlation = cb->correlationId,
@@ -386,7 +389,7 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
   if (!LaunchProbeOn()) return;
   // NCCL's kernels: every launch taken while activity is on, outside the
   // launch window and the sampler's budget, so that each kernel's GPU time
-  // goes back to the NCCL call that launched it (nccl_kernel_name.h says
+  // goes back to the NCCL call that launched it (bpf/nccl_kernel_name.h says
   // why it is worth a test per launch).
   if (activity_now.load(std::memory_order_relaxed) && IsNcclKernelName(KernelSymbol(domain, cbid, cb))) {
     S().nccl_launches.fetch_add(1, std::memory_order_relaxed);

@@ -54,16 +54,6 @@ std::optional<uint64_t> NcclBusBytes(uint16_t api, uint64_t bytes, int nranks) {
   }
 }
 
-bool IsNcclKernelName(std::string_view name) {
-  if (name.starts_with("_Z")) {
-    name.remove_prefix(2);
-    for (int i = 0; i < 3 && !name.empty() && name.front() >= '0' && name.front() <= '9'; i++) name.remove_prefix(1);
-  }
-  if (!name.starts_with("nccl")) return false;
-  name.remove_prefix(4);
-  return name.starts_with("DevKernel_") || name.starts_with("Kernel_") || name.starts_with("SymkDevKernel_");
-}
-
 bool IsNcclCollective(uint16_t api) {
   return api == GF_API_NCCL_ALL_REDUCE || api == GF_API_NCCL_BROADCAST || api == GF_API_NCCL_ALL_GATHER ||
          api == GF_API_NCCL_REDUCE_SCATTER;

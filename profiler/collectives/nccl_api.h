@@ -44,12 +44,6 @@ std::string NcclResultName(uint32_t result);
 // moves no data.
 std::optional<uint64_t> NcclBusBytes(uint16_t api, uint64_t bytes, int nranks);
 
-// Whether a GPU kernel is NCCL's, from its (mangled or plain) name:
-// ncclDevKernel_*, ncclSymkDevKernel_*, ncclKernel_* (the same test as the
-// injection library's, cupti/nccl_kernel_name.h, which user space may not
-// include).
-bool IsNcclKernelName(std::string_view name);
-
 // The peer's call that matches |api| on this rank: ncclSend's is ncclRecv,
 // a collective's is itself.
 std::string_view NcclMatchingCall(uint16_t api);

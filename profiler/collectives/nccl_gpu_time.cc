@@ -2,6 +2,7 @@
 // launched them (nccl_tracker.h says how, and what a group's kernels go to).
 #include <algorithm>
 
+#include "bpf/nccl_kernel_name.h"
 #include "profiler/aggregate/kernel_joiner.h"
 #include "profiler/collectives/nccl_api.h"
 #include "profiler/collectives/nccl_tracker.h"
@@ -62,7 +63,7 @@ void NcclTracker::OnLaunch(pid_t pid, uint32_t tid, uint32_t correlation, uint64
 }
 
 void NcclTracker::OnKernelName(pid_t pid, uint32_t name_id, std::string_view name) {
-  if (!IsNcclKernelName(name)) return;
+  if (!IsNcclKernelName(name.data(), name.size())) return;
   if (nccl_kernel_names_.size() >= kMaxNcclKernelNames) {
     stats_.dropped_kernel_names++;
     return;

@@ -28,7 +28,7 @@
 // GPU time (nccl_gpu_time.cc): a kernel launched on a thread while it is
 // inside a collective, a send/receive or ncclGroupEnd is that call's
 // (GF_EV_KERNEL_LAUNCH, whose correlation ID the injection library takes
-// for every NCCL kernel while CUPTI activity is on: cupti/nccl_kernel_name.h);
+// for every NCCL kernel while CUPTI activity is on: bpf/nccl_kernel_name.h);
 // the GPU time of the kernel records with that correlation ID goes to the
 // call's stack and operation. A group's kernels launch at its ncclGroupEnd
 // (NCCL fuses the group's operations into shared kernels), so they are

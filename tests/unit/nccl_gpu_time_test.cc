@@ -5,11 +5,13 @@
 // the kernel-name test the injection library and user space share.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <string>
 #include <vector>
 
 #include "bpf/gpuflame_abi.h"
-#include "cupti/nccl_kernel_name.h"
+#include "bpf/nccl_kernel_name.h"
 #include "profiler/collectives/nccl_api.h"
 #include "profiler/collectives/nccl_report.h"
 #include "profiler/collectives/nccl_tracker.h"
@@ -68,16 +70,19 @@ TEST(NcclKernelNameTest, NcclsKernelsMangledOrPlainAndNothingElse) {
                            "_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE", "ncclDevKernel_Generic",
                            "_Z42ncclSymkDevKernel_AllReduce_AGxLL_R_sum_f32P7ncclWork",
                            "_Z31ncclKernel_AllReduce_RING_LL_Sum_float13ncclWorkElem"}) {
-    EXPECT_TRUE(cupti::IsNcclKernelName(name)) << name;
     EXPECT_TRUE(IsNcclKernelName(name)) << name;
+    EXPECT_TRUE(IsNcclKernelName(name, std::strlen(name))) << name;
   }
   for (const char* name : {"", "_Z", "_Z39", "nccl", "ncclDev", "ncclDevKernel", "_Z5ncclX",
                            "_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_", "my_ncclDevKernel_x",
                            "_Z1234ncclDevKernel_x", "ncclAllReduce"}) {
-    EXPECT_FALSE(cupti::IsNcclKernelName(name)) << name;
     EXPECT_FALSE(IsNcclKernelName(name)) << name;
+    EXPECT_FALSE(IsNcclKernelName(name, std::strlen(name))) << name;
   }
-  EXPECT_FALSE(cupti::IsNcclKernelName(nullptr));
+  EXPECT_FALSE(IsNcclKernelName(nullptr));
+  // A length bound is kept: no byte past it is read (a name cut short is not NCCL's).
+  EXPECT_FALSE(IsNcclKernelName("ncclDevKernel_x", 13));
+  EXPECT_TRUE(IsNcclKernelName("ncclDevKernel_x", 14));
 }
 
 TEST(NcclApiTest, BusBytesAsNcclTestsCountThem) {

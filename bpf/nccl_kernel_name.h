@@ -17,34 +17,45 @@
 // reads at most ~20 bytes of a string CUPTI already has, with no
 // allocation and no call: a few nanoseconds against the microseconds a
 // launch costs. Any thread.
-#ifndef GPUFLAME_CUPTI_NCCL_KERNEL_NAME_H_
-#define GPUFLAME_CUPTI_NCCL_KERNEL_NAME_H_
+//
+// Here, beside the ABI, because both sides apply the one rule: the library
+// to pick the launches it takes, the agent to count NCCL kernels whose
+// launch it could not join (nccl_gpu_time.cc). C++ only.
+#ifndef GPUFLAME_BPF_NCCL_KERNEL_NAME_H_
+#define GPUFLAME_BPF_NCCL_KERNEL_NAME_H_
 
-namespace gpuflame::cupti {
+#include <cstddef>
+#include <cstdint>
+
+namespace gpuflame {
 
 namespace nccl_kernel_name_detail {
-// |s| starts with |prefix| (a literal); reads no byte past a NUL of |s|.
-inline bool StartsWith(const char* s, const char* prefix) {
-  for (; *prefix; s++, prefix++)
-    if (*s != *prefix) return false;
+// |s| (at most |n| bytes, or up to its NUL) starts with |prefix| (a literal).
+inline bool StartsWith(const char* s, size_t n, const char* prefix) {
+  for (size_t i = 0; prefix[i]; i++)
+    if (i >= n || s[i] != prefix[i]) return false;
   return true;
 }
 }  // namespace nccl_kernel_name_detail
 
-inline bool IsNcclKernelName(const char* name) {
+// |name|: at most |n| bytes, or up to its NUL, whichever comes first (the
+// library passes CUPTI's NUL-terminated string without a strlen).
+inline bool IsNcclKernelName(const char* name, size_t n = SIZE_MAX) {
   using nccl_kernel_name_detail::StartsWith;
   if (!name) return false;
   // A mangled name: `_Z`, the identifier's length (at most 3 digits here),
   // then the identifier.
-  if (name[0] == '_' && name[1] == 'Z') {
+  if (StartsWith(name, n, "_Z")) {
     name += 2;
-    for (int i = 0; i < 3 && *name >= '0' && *name <= '9'; i++) name++;
+    n -= 2;
+    for (int i = 0; i < 3 && n > 0 && *name >= '0' && *name <= '9'; i++, n--) name++;
   }
-  if (!StartsWith(name, "nccl")) return false;
+  if (!StartsWith(name, n, "nccl")) return false;
   name += 4;
-  return StartsWith(name, "DevKernel_") || StartsWith(name, "Kernel_") || StartsWith(name, "SymkDevKernel_");
+  n -= 4;
+  return StartsWith(name, n, "DevKernel_") || StartsWith(name, n, "Kernel_") || StartsWith(name, n, "SymkDevKernel_");
 }
 
-}  // namespace gpuflame::cupti
+}  // namespace gpuflame
 
-#endif  // GPUFLAME_CUPTI_NCCL_KERNEL_NAME_H_
+#endif  // GPUFLAME_BPF_NCCL_KERNEL_NAME_H_
