@@ -70,6 +70,7 @@ std::string RecordTimeline::SummaryJson() const {
                       ", \"dropped_over_max_bytes\": ", timeline::EventCountsJson(stats_.dropped_for_bytes),
                       ", \"gpu_records_without_clock\": ", stats_.gpu_uncalibrated, ", \"flows\": ", stats_.flows,
                       ", \"gpu_records_without_launch\": ", stats_.gpu_without_launch,
+                      ", \"memory_calls_joined\": ", stats_.memory_calls_joined,
                       ", \"api_calls_dropped_in_process\": ", t.api_calls_dropped_in_process,
                       ", \"max_events\": ", timeline_->options().max_events, ", \"max_bytes\": ", max_bytes_,
                       ", \"io\": ", io_json_, "}");

@@ -11,6 +11,10 @@
 //                    agent's defaults)
 //   inprocess-exact  the same with every tensor event and activity on all
 //                    the time (record's mode)
+//   inprocess-spans  inprocess-exact with every CUDA launch, copy, memset and
+//                    memory call recorded as a span (gpuflame:api_batch,
+//                    record --timeline's mode): its difference to
+//                    inprocess-exact, over the step's calls, is a call's cost
 //   history-python, history-all  PyTorch's own recorder (step_workload.py)
 //   agent     the real `gpuflame agent` as its own process (--agent BIN
 //             --pyroscope-url URL), at its defaults: everything the in-process
@@ -183,7 +187,7 @@ class AgentObserver {
   // |exact|: record's mode (every tensor event, CUPTI activity always on),
   // else the agent's (tensor events sampled by bytes, activity duty-cycled).
   bool Start(pid_t pid, bool inprocess, bool exact, uint32_t stop_at = 0, bool intern_stacks = true,
-             size_t ring_bytes = 0) {
+             size_t ring_bytes = 0, bool api_spans = false) {
     profiler::BpfProbes::Options opt;
     if (ring_bytes) opt.ring_bytes = ring_bytes;
     opt.filter_targets = true;
@@ -205,6 +209,7 @@ class AgentObserver {
     ropt.tensor_events = inprocess ? profiler::TensorEvents::kInProcess : profiler::TensorEvents::kProbes;
     ropt.kernel_time_exact = exact;
     ropt.tensor_exact = exact;
+    ropt.api_spans = api_spans;
     registry_ = std::make_unique<profiler::ProcessRegistry>(*probes_, elves_, ropt);
     resolver_ = std::make_unique<profiler::StackResolver>(registry_.get(), native_, profiler::StackResolver::Options{});
     events_ = std::make_unique<profiler::EventProcessor>(registry_.get(), *resolver_);
@@ -225,6 +230,8 @@ class AgentObserver {
     return events_->stats().inprocess_events ? events_->stats().inprocess_events : events_->stats().records;
   }
   uint64_t Dropped() const { return probes_ ? probes_->ReadStats()[GF_STAT_RINGBUF_FULL] : 0; }
+  // CUDA calls the library sent as spans (inprocess-spans). After Stop().
+  uint64_t ApiCalls() const { return events_ ? events_->stats().api_calls : 0; }
   // Each program's runs and run time since it was loaded. After Stop(): the
   // poller thread, which attaches through the registry, owns the object
   // until it is joined.
@@ -408,10 +415,10 @@ int main(int argc, char** argv) {
   for (const std::string& m : modes)
     if (m != "none" && m != "placebo" && m != "noop" && m != "gpuflame" && m != "gpuflame-nointern" && StageOf(m) == 0 &&
         m != "history-python" &&
-        m != "history-all" && ((m != "inprocess" && m != "inprocess-exact") || injection.empty()) &&
+        m != "history-all" && ((m != "inprocess" && m != "inprocess-exact" && m != "inprocess-spans") || injection.empty()) &&
         (m != "agent" || agent_bin.empty() || pyroscope_url.empty())) {
       fprintf(stderr,
-              "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, stage-1 ... stage-7; inprocess, inprocess-exact with --injection "
+              "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, stage-1 ... stage-7; inprocess, inprocess-exact, inprocess-spans with --injection "
               "LIB; agent with --agent BIN --pyroscope-url URL; history-python and history-all with "
               "step_workload.py)\n",
               m.c_str());
@@ -436,7 +443,7 @@ int main(int argc, char** argv) {
   // Per-round ratios to the neighbouring `none` round: drifts of the
   // workload over minutes (clocks, caches) cancel out.
   std::map<std::string, std::vector<double>> ratios;
-  std::map<std::string, uint64_t> events_seen, drops;
+  std::map<std::string, uint64_t> events_seen, drops, api_calls;
   std::map<std::string, std::vector<double>> agent_readings;  // per round, by metric
   const size_t n = modes.size();
   symbolizer::ElfCache elves;
@@ -464,7 +471,9 @@ int main(int argc, char** argv) {
       } else if (mode == "gpuflame" || mode.rfind("inprocess", 0) == 0) {
         agent = std::make_unique<AgentObserver>(elves);
         const bool inprocess = mode != "gpuflame";
-        if (!agent->Start(w.pid, inprocess, mode == "inprocess-exact", 0, true, size_t(ring_mib) << 20)) return 1;
+        const bool spans = mode == "inprocess-spans";
+        if (!agent->Start(w.pid, inprocess, mode == "inprocess-exact" || spans, 0, true, size_t(ring_mib) << 20, spans))
+          return 1;
         // The library installs its hook within a 100 ms tick of the first agent.
         if (inprocess) std::this_thread::sleep_for(std::chrono::milliseconds(300));
       }
@@ -486,6 +495,7 @@ int main(int argc, char** argv) {
       if (agent) {
         events_seen[mode] += agent->Stop();
         drops[mode] += agent->Dropped();
+        api_calls[mode] += agent->ApiCalls();
         AddRound(programs[mode], agent->Programs(stats));
       }
       if (noop) AddRound(programs[mode], noop->Programs(stats));
@@ -531,6 +541,14 @@ int main(int argc, char** argv) {
            Median(rs), p25, p75, mean, lo, hi, (median - none) / events_per_iter,
            static_cast<unsigned long long>(events_seen[mode]),
            static_cast<unsigned long long>(drops[mode]));
+  }
+  // A call's cost with spans: the step's added time over record's exact
+  // mode, per call the library sent (warm-up iterations ran under it too).
+  if (api_calls["inprocess-spans"] && !ns_per_iter["inprocess-exact"].empty()) {
+    const double calls = static_cast<double>(api_calls["inprocess-spans"]) / (static_cast<double>(rounds) * (iters + warm));
+    printf("  inprocess-spans: %.1f CUDA calls sent as spans per iteration; %.1f ns added per call over "
+           "inprocess-exact (medians)\n",
+           calls, (Median(ns_per_iter["inprocess-spans"]) - Median(ns_per_iter["inprocess-exact"])) / calls);
   }
   if (!agent_readings.empty()) {
     printf("  gpuflame agent's own readings at the end of each round (median, min-max over rounds):\n");

@@ -686,8 +686,11 @@ GF_STATIC_ASSERT(sizeof(struct gf_kernel_record) == 48, "gf_kernel_record ABI");
 /*
  * A CUDA API call of the application's, entry to return, as the injection
  * library's CUPTI callbacks saw it (cupti/api_spans.h): kernel and graph
- * launches, memcpy and memset, runtime or driver, the outermost call only (a
- * runtime launch's driver launch inside it is the same call). Times are
+ * launches, memcpy and memset, device memory allocation, free, host
+ * allocation and virtual-memory calls, runtime or driver, the outermost call
+ * only (a runtime launch's driver launch inside it is the same call). A
+ * memory call's bytes and stack are its eBPF allocation or free event's, on
+ * the same thread within the call (the timeline joins them). Times are
  * CLOCK_MONOTONIC, read in the process: the BPF clock, so the timeline needs
  * no calibration for them. No stack: a sampled launch's stack comes at
  * gpuflame:launch with the same correlation ID, and every other call is

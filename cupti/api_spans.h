@@ -1,6 +1,6 @@
 // CUDA API calls, entry to return, for the timeline (gf_api_record in
-// bpf/gpuflame_abi.h): every launch, copy and memset call the launch
-// callbacks see, kept here by the calling thread and handed to the agent by
+// bpf/gpuflame_abi.h): every launch, copy, memset and device memory call
+// the callbacks see, kept here by the calling thread and handed to the agent by
 // the flusher at gpuflame:api_batch, GF_API_BATCH_MAX records a probe hit.
 //
 // Why not a stack per call: a launch's stack costs a uprobe trap and a

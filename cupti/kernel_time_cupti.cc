@@ -87,7 +87,8 @@ struct State {
   bool callbacks_wanted = true, activity_wanted = true;
   // The flusher's alone, after start:
   std::unique_ptr<DutyCycle> launch_cycle, activity_cycle;
-  bool callbacks_enabled = false;  // with CUPTI: once on, for good
+  bool callbacks_enabled = false;         // with CUPTI: once on, for good
+  bool memory_callbacks_enabled = false;  // the same, for the memory calls' spans
   bool activity_on = false;
   uint16_t activity_weight = 0;  // of the open window
   uint64_t window_open_ns = 0;   // CUPTI's clock; 0: none open (or its time unread)
@@ -281,6 +282,58 @@ bool IsLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   return false;
 }
 
+// Device memory calls the application makes (allocations, frees, host
+// allocations, virtual memory): their callbacks go on only for API spans
+// (an agent with a timeline), since the eBPF probes see each allocation
+// already; what the spans add is how long each call took (cudaFree waits
+// for the device) and the calls that failed. Rare next to launches: the
+// caching allocator calls cudaMalloc for segments, not tensors.
+bool IsMemoryCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020: return true;
+      default: return false;
+    }
+  }
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    switch (cbid) {
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemCreate:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemMap:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree: return true;
+      default: return false;
+    }
+  }
+  return false;
+}
+
 // The kernel's name where the callback is a kernel launch's (CUPTI fills
 // symbolName for those alone), else null.
 const char* KernelSymbol(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
@@ -357,7 +410,8 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 }
 
 void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-  if (!IsLaunch(domain, cbid)) return;
+  const bool launch = IsLaunch(domain, cbid);
+  if (!launch && !IsMemoryCall(domain, cbid)) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   const uint32_t epoch = callback_epoch.load(std::memory_order_relaxed);
@@ -386,7 +440,7 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
                  .result = 0};
     api_open = true;
   }
-  if (!LaunchProbeOn()) return;
+  if (!launch || !LaunchProbeOn()) return;
   // NCCL's kernels: every launch taken while activity is on, outside the
   // launch window and the sampler's budget, so that each kernel's GPU time
   // goes back to the NCCL call that launched it (bpf/nccl_kernel_name.h says
@@ -406,6 +460,7 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
 
 void SetCallbacks(bool on);
 void EnableCallbacks();
+void EnableMemoryCallbacks();
 
 // Once a tick, on the flusher, while an agent asks: the calls since the
 // last tick go out (their records wait at most a tick, and a tick's fill
@@ -453,7 +508,10 @@ void Control(uint64_t now_ns) {
   const bool launch_tick = launch_window && s.launch_cycle->Next();
   SetCallbacks(s.callbacks_wanted && (startup || launch_tick));
   // API spans need every call's callbacks, whatever the stacks' window.
-  if (ApiProbeOn()) EnableCallbacks();
+  if (ApiProbeOn()) {
+    EnableCallbacks();
+    EnableMemoryCallbacks();
+  }
   if (!s.activity_wanted) return;
   if (exact) SetActivity(true, 1);
   else SetActivity(activity, static_cast<uint16_t>(s.activity_cycle->weight()));
@@ -485,6 +543,26 @@ void EnableCallbacks() {
       s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
   for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
     if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+}
+
+// The memory calls' callbacks, for their spans only, on for good once an
+// agent first asks for spans (the same rule as the launches': never
+// switched off again). Flusher thread.
+void EnableMemoryCallbacks() {
+  State& s = S();
+  if (s.memory_callbacks_enabled) return;
+  s.memory_callbacks_enabled = true;
+  Trace("memory call callbacks enabled, for good");
+  ToggleTimer timer;
+  // A runtime call already inside when they go on sees an exit without its
+  // entry: the depth counts start again.
+  callback_epoch.fetch_add(1, std::memory_order_relaxed);
+  for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
+    if (IsMemoryCall(CUPTI_CB_DOMAIN_RUNTIME_API, id))
+      s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+  for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
+    if (IsMemoryCall(CUPTI_CB_DOMAIN_DRIVER_API, id))
+      s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
 }
 
 // The open span so far, at each flush: after the records the flush

@@ -72,6 +72,7 @@ class Writer {
 
   std::string Run() {
     Place();
+    JoinMemoryCalls();
     Flows();
     Points();
     AssignTracks();
@@ -155,6 +156,55 @@ class Writer {
 
   static uint64_t CorrelationKey(const Event& e) { return uint64_t{e.pid} << 32 | e.correlation; }
 
+  static profiler::timeline::CudaApiKind ApiKind(const Event& e) {
+    return profiler::timeline::CudaApiKindOf(e.kind, e.api);
+  }
+
+  // How long after a device memory call's exit callback its eBPF event may
+  // come: a runtime call's own (not forwarded) event is taken at its return
+  // probe, after CUPTI's exit callback. Microseconds in practice; the bound
+  // only keeps a lone event from joining a call long gone (the nearest call
+  // that began before it is the only candidate anyway).
+  static constexpr uint64_t kMemoryJoinSlackNs = 1'000'000;
+
+  // A device allocation's or free's call span (the library's) and its eBPF
+  // memory event (bytes, address, stack) are one event of the application:
+  // each event joins the last such call its thread began before it, if of
+  // its direction, within the call (plus the slack) and not joined already.
+  // The call is drawn with the event's bytes and stack; the event is not
+  // drawn again as an instant (its counter still is).
+  void JoinMemoryCalls() {
+    using profiler::timeline::CudaApiKind;
+    absl::flat_hash_map<uint64_t, std::vector<size_t>> calls;  // ThreadKey -> its calls, by start
+    for (const Placed& p : placed_) {
+      const Event& e = events_[p.index];
+      if (e.type != EventType::kApi) continue;
+      const CudaApiKind kind = ApiKind(e);
+      if (kind == CudaApiKind::kAlloc || kind == CudaApiKind::kFree) calls[ThreadKey(e.pid, e.tid)].push_back(p.index);
+    }
+    if (calls.empty()) return;
+    for (auto& [thread, list] : calls)
+      std::stable_sort(list.begin(), list.end(),
+                       [&](size_t a, size_t b) { return events_[a].ts_ns < events_[b].ts_ns; });
+    for (const Placed& p : placed_) {
+      const Event& m = events_[p.index];
+      if (m.type != EventType::kMemory || m.kind == GF_DOMAIN_TORCH) continue;
+      auto list = calls.find(ThreadKey(m.pid, m.tid));
+      if (list == calls.end()) continue;
+      auto after = std::upper_bound(list->second.begin(), list->second.end(), m.ts_ns,
+                                    [&](uint64_t ts, size_t call) { return ts < events_[call].ts_ns; });
+      if (after == list->second.begin()) continue;
+      const size_t call = *std::prev(after);
+      const Event& c = events_[call];
+      const bool alloc = m.bytes > 0;
+      if (alloc != (ApiKind(c) == CudaApiKind::kAlloc)) continue;
+      if (m.ts_ns - c.ts_ns > c.end_ns - c.ts_ns + kMemoryJoinSlackNs) continue;
+      if (!memory_of_call_.try_emplace(call, p.index).second) continue;
+      memory_in_call_.insert(p.index);
+      s_.memory_calls_joined++;
+    }
+  }
+
   // Each launch (its API span, or its sampled launch) to its GPU work: one
   // arrow per launch, through the records with its correlation ID in time
   // order (a graph's kernels).
@@ -187,6 +237,11 @@ class Writer {
       }
       const Event& first = events[placed_[records.front()].index];
       launch_names_[key] = GpuName(first);
+      if (first.kind == GF_GPU_MEMCPY || first.kind == GF_GPU_MEMSET) {
+        int64_t bytes = 0;
+        for (size_t r : records) bytes += events[placed_[r].index].bytes;
+        launch_bytes_[key] = bytes;
+      }
       s_.flows++;
     }
   }
@@ -399,6 +454,11 @@ class Writer {
         return;
       }
       case EventType::kMemory: {
+        // Drawn as its call's span (JoinMemoryCalls): only its counter here.
+        if (memory_in_call_.contains(p.index)) {
+          InUseCounter(out, e, p.ts);
+          return;
+        }
         const bool alloc = e.bytes > 0;
         std::string name = e.kind == GF_DOMAIN_TORCH ? (alloc ? "tensor alloc" : "tensor free")
                                                      : std::string(profiler::ApiName(e.api));
@@ -409,11 +469,7 @@ class Writer {
         // A free's record carries no stack of its own here.
         if (e.ref < t_.stacks().size()) absl::StrAppend(&out, ",\"stack\":", Stack(e.ref));
         out += "}},\n";
-        // The process's in use at this level, after it.
-        absl::StrAppend(&out, "{\"ph\":\"C\",\"name\":\"GPU memory in use: ", LevelName(e.kind),
-                        " level\",\"pid\":", e.pid, ",\"ts\":");
-        AppendMicros(out, p.ts - base_);
-        absl::StrAppend(&out, ",\"args\":{\"bytes\":", e.in_use, "}},\n");
+        InUseCounter(out, e, p.ts);
         return;
       }
       case EventType::kLaunch: {
@@ -427,18 +483,31 @@ class Writer {
         return;
       }
       case EventType::kApi: {
-        // "cudaLaunchKernel: gemm", "cudaMemcpyAsync: [memcpy HtoD]": the
-        // call and the GPU work it made (when its record came).
+        // "cudaLaunchKernel: gemm", "cudaMemcpyAsync: [memcpy HtoD] 8.0 MiB",
+        // "cudaMalloc 16.0 MiB": the call and the GPU work it made (when its
+        // record came), or the memory it took or gave back.
         std::string name = profiler::timeline::CudaApiName(e.kind, e.api);
-        if (auto named = launch_names_.find(CorrelationKey(e)); named != launch_names_.end())
+        const uint64_t key = CorrelationKey(e);
+        if (auto named = launch_names_.find(key); named != launch_names_.end())
           absl::StrAppend(&name, ": ", named->second);
+        auto copied = launch_bytes_.find(key);
+        if (copied != launch_bytes_.end()) absl::StrAppend(&name, " ", HumanBytes(copied->second));
+        auto memory = memory_of_call_.find(p.index);
+        const Event* m = memory != memory_of_call_.end() ? &events_[memory->second] : nullptr;
+        if (m) absl::StrAppend(&name, " ", HumanBytes(m->bytes < 0 ? -m->bytes : m->bytes));
         Head(out, "X", "cuda", base::JsonString(name), e.pid, call_tracks_.at(ThreadKey(e.pid, e.tid)), p.ts);
         out += ",\"dur\":";
         AppendMicros(out, p.end - p.ts);
         Flow(out, p);
-        absl::StrAppend(&out, ",\"args\":{\"correlation\":", e.correlation, ",\"result\":", e.addr, ",\"stack\":");
-        if (auto stack = launch_stacks_.find(CorrelationKey(e)); stack != launch_stacks_.end())
-          out += Stack(stack->second);
+        absl::StrAppend(&out, ",\"args\":{\"correlation\":", e.correlation, ",\"result\":", e.addr);
+        if (copied != launch_bytes_.end()) absl::StrAppend(&out, ",\"bytes\":", copied->second);
+        if (m)
+          absl::StrAppend(&out, ",\"bytes\":", m->bytes < 0 ? -m->bytes : m->bytes, ",\"level\":\"",
+                          LevelName(m->kind), "\",\"address\":\"0x", absl::Hex(m->addr), "\",\"in_use\":", m->in_use);
+        out += ",\"stack\":";
+        if (auto stack = launch_stacks_.find(key); stack != launch_stacks_.end()) out += Stack(stack->second);
+        else if (m && m->ref < t_.stacks().size()) out += Stack(m->ref);
+        else if (m && m->bytes <= 0) out += "\"[a free takes no stack: the thread's track above shows where it was]\"";
         else out += "\"[not sampled: the thread's track above shows where it was]\"";
         out += "}},\n";
         return;
@@ -528,9 +597,18 @@ class Writer {
     }
   }
 
+  // The process's in use at the event's level, after it.
+  void InUseCounter(std::string& out, const Event& e, uint64_t ts) {
+    absl::StrAppend(&out, "{\"ph\":\"C\",\"name\":\"GPU memory in use: ", LevelName(e.kind),
+                    " level\",\"pid\":", e.pid, ",\"ts\":");
+    AppendMicros(out, ts - base_);
+    absl::StrAppend(&out, ",\"args\":{\"bytes\":", e.in_use, "}},\n");
+  }
+
   void Count(const Point& x) {
-    const Event& e = events_[placed_[x.placed].index];
-    s_.events += e.type == EventType::kMemory ? 2 : 1;
+    const size_t index = placed_[x.placed].index;
+    const Event& e = events_[index];
+    s_.events += e.type == EventType::kMemory && !memory_in_call_.contains(index) ? 2 : 1;
   }
 
   void WriteEvents() {
@@ -597,8 +675,9 @@ class Writer {
         ",\"clock\":\"CLOCK_MONOTONIC\",\"ts_zero_ns\":", base_,
         ",\"sample_period_ns\":", t_.options().sample_period_ns, ",\"precision\":",
         base::JsonString("cpu and phase spans: each edge within one sampling period; calls of one function with "
-                         "no sample between them read as one span; allocations, frees and sampled launches: exact "
-                         "instants; CUDA launch, copy and memset calls: exact spans, stacks of sampled launches only"),
+                         "no sample between them read as one span; tensor allocations and frees, and device ones "
+                         "outside a traced call: exact instants; CUDA launch, copy, memset and device memory calls: "
+                         "exact spans, with the stacks of sampled launches and of allocations"),
         ",\"limits\":{\"max_events\":", t_.options().max_events, ",\"max_bytes\":", o_.max_bytes, "}");
     absl::StrAppend(&out_, ",\"kept\":", profiler::timeline::EventCountsJson(ts.kept),
                     ",\"dropped\":{\"over_max_events\":", profiler::timeline::EventCountsJson(ts.dropped),
@@ -606,6 +685,7 @@ class Writer {
                     ",\"gpu_records_without_clock\":", s_.gpu_uncalibrated, "}");
     absl::StrAppend(&out_, ",\"flows\":", s_.flows, ",\"gpu_records_without_launch\":", s_.gpu_without_launch,
                     ",\"api_calls_dropped_in_process\":", ts.api_calls_dropped_in_process,
+                    ",\"memory_calls_joined\":", s_.memory_calls_joined,
                     ",\"gpu_records_duty_cycled\":", ts.gpu_weighted_records,
                     ",\"samples_reordered\":", ts.samples_reordered, ",\"phase_stacks_late\":", ts.phase_stacks_late,
                     ",\"samples_truncated\":", ts.samples_truncated,
@@ -646,6 +726,9 @@ class Writer {
   absl::flat_hash_map<uint64_t, std::string> launch_names_;
   absl::flat_hash_set<uint64_t> api_calls_;               // correlation keys of API spans
   absl::flat_hash_map<uint64_t, StackId> launch_stacks_;  // ... and their sampled launches' stacks
+  absl::flat_hash_map<uint64_t, int64_t> launch_bytes_;   // correlation key -> its copies' or memsets' bytes
+  absl::flat_hash_map<size_t, size_t> memory_of_call_;    // a memory call's event index -> its memory event's
+  absl::flat_hash_set<size_t> memory_in_call_;            // memory events drawn as their calls
   absl::flat_hash_map<StackId, std::string> stacks_;
   uint32_t next_tid_ = kFirstTrackTid;
 };

@@ -59,6 +59,7 @@ struct ChromeTraceStats {
   uint64_t gpu_uncalibrated = 0;    // GPU records of a process that sent no clock snapshot: left out
   uint64_t flows = 0;               // launches with an arrow to their GPU work
   uint64_t gpu_without_launch = 0;  // GPU records whose launch call was neither sent nor sampled: no arrow
+  uint64_t memory_calls_joined = 0;  // device allocations and frees drawn as their calls' spans
   uint64_t json_bytes = 0;
   uint64_t dropped_for_bytes_total() const {
     uint64_t n = 0;

@@ -119,7 +119,11 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
     ASSERT_TRUE(g.contains("bind_id")) << g;
     ASSERT_TRUE(launches.contains(g["bind_id"])) << g;
     const json& l = launches[g["bind_id"]];
-    EXPECT_EQ(l["name"], (span.name == kGemm ? "cudaLaunchKernel: " : "cudaMemcpy: ") + span.name);
+    // A copy's call says its bytes, in its name and its args.
+    EXPECT_EQ(l["name"], span.name == kGemm ? "cudaLaunchKernel: " + span.name : "cudaMemcpy: " + span.name + " 8.0 MiB");
+    if (span.name != kGemm) {
+      EXPECT_EQ(l["args"]["bytes"], 8 * kMiB) << l;
+    }
     EXPECT_EQ(threads[l["tid"]].rfind("CUDA/NCCL calls: ", 0), 0u) << threads[l["tid"]];
     EXPECT_GE(l["dur"].get<double>(), 0) << l;
     const std::string stack = l["args"]["stack"];
@@ -156,14 +160,27 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
   }
   EXPECT_EQ(count["tensor alloc"], 3);
   EXPECT_EQ(count["tensor free"], 3);
+  // Device-level allocations and frees are their calls' exact spans (the
+  // library's callbacks), with the eBPF event's bytes, address and stack,
+  // not instants: the weights' and the caching allocator's segments'.
+  EXPECT_EQ(count["cudaMalloc"] + count["cudaFree"] + count["cuMemAlloc_v2"] + count["cuMemFree_v2"], 0)
+      << mem.size();
+  std::vector<TraceSpan> memory_calls;
+  for (const TraceSpan& c : TraceSpans(doc, "cuda"))
+    if (c.name.rfind("cudaMalloc", 0) == 0 || c.name.rfind("cudaFree", 0) == 0) memory_calls.push_back(c);
   bool weights = false, freed = false;
-  for (const json& m : mem) {
-    weights |= m["name"] == "cudaMalloc" && m["args"]["bytes"] == 16 * kMiB &&
-               m["args"]["stack"].get<std::string>().find("<module>;cuda_malloc") != std::string::npos;
-    freed |= m["name"] == "cudaFree" && m["args"]["bytes"] == 16 * kMiB;
+  for (const TraceSpan& c : memory_calls) {
+    const json& args = c.begin["args"];
+    EXPECT_EQ(threads[c.tid].rfind("CUDA/NCCL calls: ", 0), 0u) << threads[c.tid];
+    EXPECT_EQ(args["result"], 0) << c.begin;
+    EXPECT_EQ(args["level"], "device") << c.begin;
+    EXPECT_GE(c.dur, 0);
+    weights |= c.name == "cudaMalloc 16.0 MiB" && args["bytes"] == 16 * kMiB &&
+               args["stack"].get<std::string>().find("<module>;cuda_malloc") != std::string::npos;
+    freed |= c.name == "cudaFree 16.0 MiB" && args["bytes"] == 16 * kMiB;
   }
-  EXPECT_TRUE(weights) << mem.size();
-  EXPECT_TRUE(freed);
+  EXPECT_TRUE(weights) << memory_calls.size();
+  EXPECT_TRUE(freed) << memory_calls.size();
   std::vector<int64_t> tensor_in_use;
   for (const json& e : doc["traceEvents"])
     if (e["ph"] == "C" && e["name"] == "GPU memory in use: tensor level") tensor_in_use.push_back(e["args"]["bytes"]);
@@ -202,7 +219,8 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
   // launches (it waits for their kernels).
   std::vector<TraceSpan> syncs;
   for (const TraceSpan& s : TraceSpans(doc, "cuda"))
-    if (!launches.contains(s.begin.value("bind_id", ""))) syncs.push_back(s);
+    if (!launches.contains(s.begin.value("bind_id", "")) && s.name.find("Synchronize") != std::string::npos)
+      syncs.push_back(s);
   ASSERT_EQ(syncs.size(), 3u);
   for (size_t i = 0; i < syncs.size(); i++) {
     const TraceSpan& s = syncs[i];
@@ -228,7 +246,10 @@ TEST(TimelineTest, StepsTheirMemoryLaunchesAndGpuWorkOnOneTimeAxis) {
   const json& tl = summary["timeline"];
   EXPECT_EQ(tl["file"], "timeline.json.gz");
   EXPECT_EQ(tl["kept"]["gpu"], 9);
-  EXPECT_EQ(tl["kept"]["api"], 9);  // six launches and three copies, each once
+  // Six launches, three copies and the memory calls, each once, every
+  // memory call with its eBPF event.
+  EXPECT_EQ(tl["kept"]["api"], 9 + memory_calls.size());
+  EXPECT_EQ(tl["memory_calls_joined"], memory_calls.size());
   EXPECT_EQ(tl["api_calls_dropped_in_process"], 0);
   EXPECT_EQ(tl["flows"], 9);
   EXPECT_EQ(tl["gpu_records_without_launch"], 0);

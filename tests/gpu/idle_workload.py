@@ -12,6 +12,9 @@ can be checked against it.
   matmul   Model > forward: ten 8192 x 8192 bf16 matmuls per step, queued
            back to back. Expected: busy (not memory bound: GEMMs this large
            are bound by the tensor cores, not DRAM)
+  stream   Model > forward: ten copies of a 2 GiB tensor into another per
+           step, back to back: each kernel reads and writes DRAM and does
+           nothing else. Expected: memory_bound (where GPM is available)
 
 argv: MODE STEPS [torch-profiler]. With torch-profiler the whole run (model
 set-up included) is recorded by torch.profiler and the kernels it saw are
@@ -77,12 +80,22 @@ class Matmul:
             self.c = self.a @ self.b
 
 
+class Stream:
+    def __init__(self):
+        self.a = torch.empty(1 << 30, device=dev, dtype=torch.bfloat16).normal_()
+        self.b = torch.empty_like(self.a)
+
+    def forward(self):
+        for _ in range(10):
+            self.b.copy_(self.a)
+
+
 if mode == "starved":
     loader, trainer = DataLoader(), Trainer()
     work = lambda: trainer.step(next(loader).to(dev, non_blocking=True))
     warm = lambda: trainer.step(torch.randn(256, 4096, device=dev))
 else:
-    model = Tiny() if mode == "tiny" else Matmul()
+    model = {"tiny": Tiny, "matmul": Matmul, "stream": Stream}[mode]()
     work = warm = model.forward
 for _ in range(5):  # warm-up: cuBLAS handles, allocator segments
     warm()

@@ -1,29 +1,36 @@
 #!/usr/bin/env bash
 # The agent's GPU figures on a real GPU: `gpuflame agent` (pushing to a stub
-# Pyroscope on loopback) while idle_workload.py matmul runs; prints every
-# gpuflame_gpu_* series of /metrics, scraped mid-run, and nvidia-smi's own
-# reading at that moment. With the bundle from scripts/gpu-bundle.sh in
-# .carry/; output under $OUT.
+# Pyroscope on loopback) while each of idle_workload.py's cases runs
+# (CASES, default: starved tiny matmul stream); prints the case's
+# gpuflame_gpu_* series of /metrics, scraped mid-run, the agent's own cost
+# figures, and nvidia-smi's reading at that moment. With the bundle from
+# scripts/gpu-bundle.sh in .carry/; output under $OUT.
 GF_OUT_SUFFIX=/agent-gpus . "$(dirname "$0")/common.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port) metrics=$(free_port)
-python3 "$root/bench/stub_pyroscope.py" "$port" &
-stub=$!
-timeout -s INT 120 "$bundle/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --metrics-port "$metrics" --metrics-address 127.0.0.1 \
-    --node h200 2>"$out/agent.log" &
-agent=$!
-trap 'kill $stub $agent 2>/dev/null' EXIT
-sleep 3
-timeout 100 $py "$here/idle_workload.py" matmul ${MATMUL_STEPS:-400} &
-work=$!
-sleep ${SCRAPE_AFTER:-12}
-# Not with the bundle's libraries: the host's curl and python are not built against them.
-env -u LD_LIBRARY_PATH python3 -c "
-import urllib.request; open('$out/metrics.txt','wb').write(urllib.request.urlopen('http://127.0.0.1:$metrics/metrics', timeout=5).read())" ||
-  status=1
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=utilization.gpu,power.draw,clocks.sm --format=csv,noheader
-grep "^gpuflame_gpu_" "$out/metrics.txt" || { echo "no gpuflame_gpu_ series"; status=1; }
-wait $work || status=1
-kill -INT $agent; wait $agent
-grep -i "gpu figures\|error" "$out/agent.log" | head -5
+declare -A steps=([starved]=${STARVED_STEPS:-600} [tiny]=${TINY_STEPS:-6000} [matmul]=${MATMUL_STEPS:-400} [stream]=${STREAM_STEPS:-1500})
+for case in ${CASES:-starved tiny matmul stream}; do
+  echo "== $case"
+  port=$(free_port) metrics=$(free_port)
+  python3 "$root/bench/stub_pyroscope.py" "$port" &
+  stub=$!
+  timeout -s INT 120 "$bundle/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --metrics-port "$metrics" \
+      --metrics-address 127.0.0.1 --node h200 2>"$out/agent-$case.log" &
+  agent=$!
+  sleep 3
+  timeout 100 $py "$here/idle_workload.py" "$case" "${steps[$case]}" >"$out/workload-$case.json" &
+  work=$!
+  sleep ${SCRAPE_AFTER:-15}
+  # Not with the bundle's libraries: the host's curl and python are not built against them.
+  env -u LD_LIBRARY_PATH python3 -c "
+import urllib.request; open('$out/metrics-$case.txt','wb').write(urllib.request.urlopen('http://127.0.0.1:$metrics/metrics', timeout=5).read())" ||
+    status=1
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=utilization.gpu,utilization.memory,power.draw,clocks.sm --format=csv,noheader
+  grep "^gpuflame_gpu_" "$out/metrics-$case.txt" | grep -v "_bucket\|^# " | head -60 || { echo "no gpuflame_gpu_ series"; status=1; }
+  grep "^gpuflame_overhead\|^gpuflame_shedding\|^gpuflame_self_" "$out/metrics-$case.txt" | head -12
+  wait $work || status=1
+  cat "$out/workload-$case.json"
+  kill -INT $agent 2>/dev/null; wait $agent
+  kill $stub 2>/dev/null; wait $stub 2>/dev/null
+  grep -i "gpu figures\|error" "$out/agent-$case.log" | head -5
+done
 exit $status

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Why is the GPU idle, on a real GPU (the H200 `device` machine), with the
 # bundle from scripts/gpu-bundle.sh in .carry/: for each of idle_workload.py's
-# three cases, `gpuflame record` (verdict lines, the summary's utilization
-# figures, NVML's figures), nvidia-smi's own utilisation readings taken
+# cases (CASES; default all four: starved, tiny, matmul, stream), `gpuflame
+# record` (verdict lines, the summary's utilization figures, NVML's
+# figures), nvidia-smi's own utilisation readings taken
 # alongside (an independent reader), then a plain run and a torch.profiler
 # run of the same steps without gpuflame (its kernel count and kernel time).
 GF_OUT_SUFFIX=/idle . "$(dirname "$0")/common.sh"
-declare -A steps=([starved]=${STARVED_STEPS:-120} [tiny]=${TINY_STEPS:-1500} [matmul]=${MATMUL_STEPS:-200})
-for mode in starved tiny matmul; do
+declare -A steps=([starved]=${STARVED_STEPS:-120} [tiny]=${TINY_STEPS:-1500} [matmul]=${MATMUL_STEPS:-200} [stream]=${STREAM_STEPS:-300})
+for mode in ${CASES:-starved tiny matmul stream}; do
   echo "== $mode"
   mkdir -p "$out/$mode"
   smi=""

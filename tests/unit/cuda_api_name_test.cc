@@ -47,6 +47,43 @@ TEST(CudaApiNameTest, NamesEveryCallTheLibrarySendsByCuptisIds) {
   DRIVER(cuGraphLaunch_ptsz, CudaApiKind::kGraphLaunch);
   EXPECT_EQ(CudaApiKindOf(kCuptiRuntimeDomain, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020), CudaApiKind::kMemcpy);
   EXPECT_EQ(CudaApiKindOf(kCuptiRuntimeDomain, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020), CudaApiKind::kMemset);
+  // Device memory calls: every ID the library's IsMemoryCall enables.
+#define RUNTIME(id, name, kind)                                                               \
+  EXPECT_EQ(CudaApiName(kCuptiRuntimeDomain, CUPTI_RUNTIME_TRACE_CBID_##id), name);           \
+  EXPECT_EQ(CudaApiKindOf(kCuptiRuntimeDomain, CUPTI_RUNTIME_TRACE_CBID_##id), CudaApiKind::kind)
+  RUNTIME(cudaMalloc_v3020, "cudaMalloc", kAlloc);
+  RUNTIME(cudaMallocPitch_v3020, "cudaMallocPitch", kAlloc);
+  RUNTIME(cudaFree_v3020, "cudaFree", kFree);
+  RUNTIME(cudaMallocHost_v3020, "cudaMallocHost", kHostAlloc);
+  RUNTIME(cudaFreeHost_v3020, "cudaFreeHost", kHostFree);
+  RUNTIME(cudaHostAlloc_v3020, "cudaHostAlloc", kHostAlloc);
+  RUNTIME(cudaMallocManaged_v6000, "cudaMallocManaged", kAlloc);
+  RUNTIME(cudaMallocAsync_v11020, "cudaMallocAsync", kAlloc);
+  RUNTIME(cudaMallocAsync_ptsz_v11020, "cudaMallocAsync_ptsz", kAlloc);
+  RUNTIME(cudaFreeAsync_v11020, "cudaFreeAsync", kFree);
+  RUNTIME(cudaFreeAsync_ptsz_v11020, "cudaFreeAsync_ptsz", kFree);
+  RUNTIME(cudaMallocFromPoolAsync_v11020, "cudaMallocFromPoolAsync", kAlloc);
+  RUNTIME(cudaMallocFromPoolAsync_ptsz_v11020, "cudaMallocFromPoolAsync_ptsz", kAlloc);
+  DRIVER(cuMemFreeHost, CudaApiKind::kHostFree);
+  DRIVER(cuMemHostAlloc, CudaApiKind::kHostAlloc);
+  DRIVER(cuMemAlloc_v2, CudaApiKind::kAlloc);
+  DRIVER(cuMemAllocPitch_v2, CudaApiKind::kAlloc);
+  DRIVER(cuMemFree_v2, CudaApiKind::kFree);
+  DRIVER(cuMemAllocHost_v2, CudaApiKind::kHostAlloc);
+  DRIVER(cuMemAllocManaged, CudaApiKind::kAlloc);
+  DRIVER(cuMemAddressReserve, CudaApiKind::kAddress);
+  DRIVER(cuMemAddressFree, CudaApiKind::kAddress);
+  DRIVER(cuMemCreate, CudaApiKind::kAlloc);
+  DRIVER(cuMemRelease, CudaApiKind::kFree);
+  DRIVER(cuMemMap, CudaApiKind::kMap);
+  DRIVER(cuMemUnmap, CudaApiKind::kMap);
+  DRIVER(cuMemAllocAsync, CudaApiKind::kAlloc);
+  DRIVER(cuMemAllocAsync_ptsz, CudaApiKind::kAlloc);
+  DRIVER(cuMemFreeAsync, CudaApiKind::kFree);
+  DRIVER(cuMemFreeAsync_ptsz, CudaApiKind::kFree);
+  DRIVER(cuMemAllocFromPoolAsync, CudaApiKind::kAlloc);
+  DRIVER(cuMemAllocFromPoolAsync_ptsz, CudaApiKind::kAlloc);
+#undef RUNTIME
   // Another ID is named by its number, not guessed.
   EXPECT_EQ(CudaApiName(kCuptiRuntimeDomain, 1), "[runtime call 1]");
   EXPECT_EQ(CudaApiKindOf(kCuptiDriverDomain, 1), CudaApiKind::kOther);

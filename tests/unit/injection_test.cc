@@ -29,6 +29,17 @@
 namespace {
 
 constexpr const char* kChildEnv = "GF_INJECTION_TEST_CHILD";
+constexpr const char* kChildLibEnv = "GF_INJECTION_TEST_LIB";
+
+// The library the child loads: a private copy of GPUFLAME_CUPTI_LIB. A
+// USDT probe attached by path raises its semaphore in every process that
+// maps that file, so a `gpuflame record` of another test running beside
+// this one would otherwise switch this child's callbacks on before the
+// test does (seen: the switch it waits for came and went inside cuInit).
+const char* ChildLib() {
+  const char* lib = std::getenv(kChildLibEnv);
+  return lib ? lib : GPUFLAME_CUPTI_LIB;
+}
 
 struct Dim3 {
   unsigned x, y, z;
@@ -96,8 +107,8 @@ uint64_t SymbolValue(const std::string& path, const char* name) {
 
 // What the kernel does to a USDT semaphore when a tracer attaches.
 bool RaiseSemaphore(const char* name) {
-  const uintptr_t base = LoadBase(GPUFLAME_CUPTI_LIB);
-  const uint64_t at = SymbolValue(GPUFLAME_CUPTI_LIB, name);
+  const uintptr_t base = LoadBase(ChildLib());
+  const uint64_t at = SymbolValue(ChildLib(), name);
   if (!base || !at) return false;
   __atomic_add_fetch(reinterpret_cast<unsigned short*>(base + at), 1, __ATOMIC_RELAXED);
   return true;
@@ -122,12 +133,22 @@ std::pair<int, std::string> RunChild(const std::string& name, const std::vector<
   char out_path[] = "/tmp/injection_test_XXXXXX";
   const int out = mkstemp(out_path);
   if (out < 0) return {-1, "mkstemp failed"};
+  char lib_path[] = "/tmp/injection_test_lib_XXXXXX";
+  const int lib = mkstemp(lib_path);
+  if (lib < 0) return {-1, "mkstemp failed"};
+  {
+    std::ifstream from(GPUFLAME_CUPTI_LIB, std::ios::binary);
+    std::ofstream to(lib_path, std::ios::binary);
+    to << from.rdbuf();
+  }
+  close(lib);
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(out, STDOUT_FILENO);
     dup2(out, STDERR_FILENO);
     setenv(kChildEnv, "1", 1);
-    setenv("CUDA_INJECTION64_PATH", GPUFLAME_CUPTI_LIB, 1);
+    setenv("CUDA_INJECTION64_PATH", lib_path, 1);
+    setenv(kChildLibEnv, lib_path, 1);
     for (const std::string& kv : env) putenv(strdup(kv.c_str()));
     const std::string filter = "--gtest_filter=InjectionChild." + name;
     execl("/proc/self/exe", "injection_test_child", filter.c_str(), static_cast<char*>(nullptr));
@@ -139,6 +160,7 @@ std::pair<int, std::string> RunChild(const std::string& name, const std::vector<
   std::stringstream text;
   text << f.rdbuf();
   unlink(out_path);
+  unlink(lib_path);
   return {status, text.str()};
 }
 

@@ -473,7 +473,8 @@ TEST(ChromeTraceTest, CudaCallsAreExactSpansWithArrowsAndTheSampledLaunchesStack
   EXPECT_EQ(api[0]["args"]["correlation"], 301);
   EXPECT_EQ(api[1]["name"], "cuLaunchKernelEx: gemm()");
   EXPECT_EQ(api[1]["args"]["stack"], "[not sampled: the thread's track above shows where it was]");
-  EXPECT_EQ(api[2]["name"], "cudaMemcpyAsync: [memcpy HtoD]");
+  EXPECT_EQ(api[2]["name"], "cudaMemcpyAsync: [memcpy HtoD] 39.1 KiB");
+  EXPECT_EQ(api[2]["args"]["bytes"], 40'000);  // the copy's, on its call too
   std::map<uint64_t, std::string> thread_names;
   for (const json& e : Events(doc, "M"))
     if (e["name"] == "thread_name") thread_names[e["tid"]] = e["args"]["name"];
@@ -491,6 +492,84 @@ TEST(ChromeTraceTest, CudaCallsAreExactSpansWithArrowsAndTheSampledLaunchesStack
   EXPECT_EQ(gpu[2].begin["args"]["gb_per_s"], 20.0);  // 40 kB in 2 us
   EXPECT_EQ(doc["metadata"]["api_calls_dropped_in_process"], 3);
   EXPECT_EQ(doc["metadata"]["kept"]["api"], 3);
+}
+
+// A device allocation's or free's call (the library's span) and its eBPF
+// memory event are one event: the span takes the event's bytes, address and
+// stack, and the event is drawn as its counter only. Joined by thread and
+// time: the last call of the event's direction begun before it, within the
+// call plus a millisecond (a runtime call's own event comes at its return
+// probe, after CUPTI's exit callback). A tensor event, an event outside any
+// call, a call of the other direction and a second event in one call stay
+// instants; host allocations have no event to join.
+TEST(ChromeTraceTest, DeviceMemoryCallsAreSpansWithTheirAllocationsBytesAndStack) {
+  Tables t;
+  constexpr pid_t kPid = 91;
+  constexpr uint32_t kTid = 92;
+  const StackId s = t.Stack(kPid, {{"Trainer > load", 1}, {"cuda_malloc", 2}});
+  Timeline tl(t.stacks, t.frames, {});
+  const uint64_t T = 5'000'000;
+  constexpr int64_t kMiB = 1 << 20;
+  auto call = [](uint64_t start, uint64_t end, uint32_t correlation, uint16_t cbid, uint8_t domain, uint32_t result) {
+    gf_api_record r{};
+    r.start_ns = start;
+    r.end_ns = end;
+    r.correlation = correlation;
+    r.tid = kTid;
+    r.cbid = cbid;
+    r.domain = domain;
+    r.result = result;
+    return r;
+  };
+  const gf_api_record calls[] = {
+      call(T, T + 2'000, 1, 20, 2, 0),                 // cudaMalloc: its driver event inside
+      call(T + 10'000, T + 11'000, 2, 22, 2, 0),       // cudaFree: its event at its return probe, after
+      call(T + 20'000, T + 21'000, 3, 20, 2, 2),       // cudaMalloc out of memory: no event
+      call(T + 30'000, T + 31'000, 4, 27, 2, 0),       // cudaHostAlloc: not followed by the probes
+      call(T + 40'000, T + 41'000, 5, 549, 1, 0),      // cuMemCreate: a handle
+  };
+  tl.OnApiCalls(kPid, calls, 0);
+  tl.OnMemory(kPid, kTid, T + 1'500, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x7000, 16 * kMiB, s, 16 * kMiB);
+  tl.OnMemory(kPid, kTid, T + 1'600, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 0x7000, 4 * kMiB, s, 4 * kMiB);
+  tl.OnMemory(kPid, kTid, T + 11'004, GF_DOMAIN_GPU, GF_API_CUDA_FREE, 0x7000, -16 * kMiB, StackTable::kNone, 0);
+  tl.OnMemory(kPid, kTid, T + 41'000, GF_DOMAIN_GPU, GF_API_CU_MEM_CREATE, 0x1001, 2 * kMiB, s, 2 * kMiB);
+  tl.OnMemory(kPid, kTid, T + 41'001, GF_DOMAIN_GPU, GF_API_CU_MEM_CREATE, 0x1002, 2 * kMiB, s, 4 * kMiB);
+  tl.OnMemory(kPid, kTid, T + 45'000'000, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x9000, kMiB, s, 5 * kMiB);
+  tl.Finish(UINT64_MAX);
+  exporters::ChromeTraceStats stats;
+  const json doc = Parse(exporters::ChromeTraceJson(tl, {}, &stats));
+  CheckTraceSchema(doc);
+
+  std::vector<json> api = Events(doc, "X", "cuda");
+  ASSERT_EQ(api.size(), 5u);
+  EXPECT_EQ(api[0]["name"], "cudaMalloc 16.0 MiB");
+  EXPECT_EQ(api[0]["dur"], 2.0);
+  EXPECT_EQ(api[0]["args"]["bytes"], 16 * kMiB);
+  EXPECT_EQ(api[0]["args"]["level"], "device");
+  EXPECT_EQ(api[0]["args"]["address"], "0x7000");
+  EXPECT_EQ(api[0]["args"]["stack"], "Trainer > load;cuda_malloc");
+  EXPECT_EQ(api[1]["name"], "cudaFree 16.0 MiB");
+  EXPECT_EQ(api[1]["args"]["bytes"], 16 * kMiB);
+  EXPECT_EQ(api[1]["args"]["stack"], "[a free takes no stack: the thread's track above shows where it was]");
+  EXPECT_EQ(api[2]["name"], "cudaMalloc");            // failed: nothing allocated, its result says why
+  EXPECT_EQ(api[2]["args"]["result"], 2);
+  EXPECT_FALSE(api[2]["args"].contains("bytes"));
+  EXPECT_EQ(api[3]["name"], "cudaHostAlloc");
+  EXPECT_EQ(api[4]["name"], "cuMemCreate 2.0 MiB");
+  // Left as instants: the tensor, the second handle in one call, the late one.
+  std::vector<json> instants = Events(doc, "i", "memory");
+  ASSERT_EQ(instants.size(), 3u);
+  EXPECT_EQ(instants[0]["name"], "tensor alloc");
+  EXPECT_EQ(instants[1]["name"], "cuMemCreate");
+  EXPECT_EQ(instants[1]["args"]["address"], "0x1002");
+  EXPECT_EQ(instants[2]["name"], "cudaMalloc");
+  // Every event's counter is still drawn: six memory events, six counters.
+  int counters = 0;
+  for (const json& e : Events(doc, "C"))
+    if (e["name"].get<std::string>().rfind("GPU memory in use: ", 0) == 0) counters++;
+  EXPECT_EQ(counters, 6);
+  EXPECT_EQ(stats.memory_calls_joined, 3u);
+  EXPECT_EQ(doc["metadata"]["memory_calls_joined"], 3);
 }
 
 TEST(ChromeTraceTest, EachGpusBusyFractionPerMillisecondFromItsKernels) {
