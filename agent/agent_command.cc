@@ -142,14 +142,17 @@ int RunAgent(const AgentConfig& cfg) {
   Session& session = **started;
   auto delivery = Delivery::Start(cfg);
   if (!delivery.ok()) return Fail(delivery.status());
-  // The driver's figures of every GPU (NVML), for /metrics: a reading a
-  // second on a thread of its own, the last minute kept.
+  // The driver's figures of every GPU (NVML), for /metrics and the lanes'
+  // verdict: a reading a second on a thread of its own, the last minute kept,
+  // or a window and the reorder horizon's 3 s behind it (a lane's judged
+  // stretch) with room to spare.
   std::unique_ptr<utilization::GpuSampler> gpus;
   if (cfg.metrics_port != 0) {
+    const auto keep = std::chrono::seconds(std::max<int64_t>(60, static_cast<int64_t>(2 * cfg.window_seconds) + 10));
     if (auto reader = GpuReader::Open(); reader.ok())
       gpus = std::make_unique<utilization::GpuSampler>(
-          std::move(*reader), utilization::GpuSamplerOptions{.interval = std::chrono::milliseconds(1000),
-                                                             .retention = std::chrono::seconds(60)});
+          std::move(*reader),
+          utilization::GpuSamplerOptions{.interval = std::chrono::milliseconds(1000), .retention = keep});
     else logging::Info("GPU figures not read", {{"why", std::string(reader.status().message())}});
   }
   // Before the metrics server, which may still be answering /timeline
@@ -173,16 +176,23 @@ int RunAgent(const AgentConfig& cfg) {
     uo.windowed = true;
     util = std::make_unique<utilization::Utilization>(uo);
     session.events().SetUtilization(util.get());
-    snapshots.SetUtilization(util.get(), &util_metrics, [&gpus](pid_t pid) -> std::optional<GpuIdentity> {
-      if (!gpus) return std::nullopt;
-      std::optional<GpuIdentity> found;
-      for (const utilization::GpuNow& g : gpus->Recent(0))
-        if (g.stats.process_sm.contains(static_cast<uint32_t>(pid))) {
-          if (found) return std::nullopt;  // on more than one GPU: which lane is which is not known
-          found = g.id;
-        }
-      return found;
-    });
+    GpuOf gpu_of;
+    DeviceOver over;
+    if (gpus) {
+      gpu_of = [&gpus](pid_t pid) -> std::optional<GpuIdentity> {
+        std::optional<GpuIdentity> found;
+        for (const utilization::GpuNow& g : gpus->Recent(0))
+          if (g.stats.process_sm.contains(static_cast<uint32_t>(pid))) {
+            if (found) return std::nullopt;  // on more than one GPU: which lane is which is not known
+            found = g.id;
+          }
+        return found;
+      };
+      // The readings of the lane's judged stretch: a minute is kept, the
+      // stretch is a window and the reorder horizon (3 s) behind.
+      over = [&gpus](uint32_t index, uint64_t from, uint64_t to) { return gpus->Over(index, from, to); };
+    }
+    snapshots.SetUtilization(util.get(), &util_metrics, std::move(gpu_of), std::move(over));
   }
   NcclWatch nccl(session, cfg.nccl_hang_seconds);
   NcclRankTotals rank_totals;  // the straggler counters, retired ranks' kept 10 minutes

@@ -6,8 +6,40 @@
 
 namespace gpuflame::profiler {
 
+LaneDevice JoinLaneDevice(const utilization::JudgedLane& lane, size_t lanes, const GpuOf& gpu_of,
+                          const DeviceOver& over) {
+  LaneDevice d;
+  if (!gpu_of || !over) {
+    d.not_joined = "no_nvml";
+    return d;
+  }
+  // Named only where it cannot be another: one lane, one GPU in NVML.
+  // CUDA_VISIBLE_DEVICES renumbers, so a process's ordinal says nothing of
+  // NVML's index, and two lanes on two GPUs cannot be told apart.
+  if (lanes != 1) {
+    d.not_joined = "several_lanes";
+    return d;
+  }
+  d.gpu = gpu_of(lane.pid);
+  if (!d.gpu) {
+    d.not_joined = "gpu_unknown";
+    return d;
+  }
+  if (!lane.from_mono_ns || !lane.to_mono_ns) {
+    d.not_joined = "no_clock";
+    return d;
+  }
+  utilization::DeviceStats s = over(d.gpu->index, *lane.from_mono_ns, *lane.to_mono_ns);
+  if (s.readings == 0) {
+    d.not_joined = "no_readings";
+    return d;
+  }
+  d.stats = std::move(s);
+  return d;
+}
+
 void GpuUtilizationMetrics::Update(const std::vector<utilization::JudgedLane>& judged, const PodOf& pod_of,
-                                   const GpuOf& gpu_of, uint64_t now_ns) {
+                                   const DeviceOf& device_of, uint64_t now_ns) {
   // Ended lanes past their time go first, so that new ones find room.
   std::erase_if(lanes_, [&](const auto& e) { return e.second.ended_ns && e.second.ended_ns + kKeepNs <= now_ns; });
   for (const utilization::JudgedLane& j : judged) {
@@ -32,9 +64,10 @@ void GpuUtilizationMetrics::Update(const std::vector<utilization::JudgedLane>& j
     }
     Lane& l = it->second;
     if (const PodInfo* pod = pod_of(j.pid)) l.pod = *pod;
-    if (std::optional<GpuIdentity> gpu = gpu_of(j.pid)) {
-      l.gpu = absl::StrCat(gpu->index);
-      l.uuid = gpu->uuid;
+    const LaneDevice device = device_of(j);
+    if (device.gpu) {
+      l.gpu = absl::StrCat(device.gpu->index);
+      l.uuid = device.gpu->uuid;
     }
     const utilization::LaneJudgement& w = j.judgement;
     const utilization::PartStats& f = w.figures;
@@ -55,11 +88,25 @@ void GpuUtilizationMetrics::Update(const std::vector<utilization::JudgedLane>& j
     l.p50_ns = f.kernel_durations.Quantile(0.50);
     l.p95_ns = f.kernel_durations.Quantile(0.95);
     l.max_ns = f.kernel_durations.max_ns();
+    // record's rule (report.h), with the driver's figures of the same stretch.
+    const utilization::DeviceStats* stats = device.stats ? &*device.stats : nullptr;
+    if (!stats) not_joined_[device.not_joined ? device.not_joined : "no_nvml"]++;
     utilization::LaneReport r;
     r.steady = f;
     r.gap_threshold_ns = 0;
-    utilization::Judge(r, 0, nullptr, "the agent does not read NVML's GPM figures per process");
+    utilization::Judge(r, 0, stats,
+                       absl::StrCat("its GPU's figures were not joined: ", device.not_joined ? device.not_joined : ""));
     l.verdict = r.verdict;
+    l.device_sm = l.device_dram = -1;
+    l.sm_source = "";
+    if (stats && stats->gpm_sm.n) {
+      l.device_sm = stats->gpm_sm.mean() / 100;
+      l.sm_source = "gpm";
+    } else if (stats && stats->util_gpu.n) {
+      l.device_sm = stats->util_gpu.mean() / 100;
+      l.sm_source = "classic";
+    }
+    if (stats && stats->gpm_dram.n) l.device_dram = stats->gpm_dram.mean() / 100;
   }
 }
 
@@ -135,6 +182,24 @@ std::vector<Metric> GpuUtilizationMetrics::Metrics(const std::string& node) cons
                        "counter", static_cast<double>(l.copy_bytes[d]), std::move(m));
     }
   for (const auto& [key, l] : lanes_) {
+    if (l.device_sm < 0) continue;
+    Metric::Labels m = labels(key, l);
+    m.emplace_back("source", l.sm_source);
+    out.emplace_back("gpuflame_gpu_lane_device_sm_ratio",
+                     "The lane's GPU, all its processes, over the stretch of the last window that observed the lane: "
+                     "SMs active (NVML GPM, source=gpm) or the classic utilisation (source=classic, no GPM).",
+                     "gauge", l.device_sm, std::move(m));
+  }
+  for (const auto& [key, l] : lanes_) {
+    if (l.device_dram < 0) continue;
+    Metric::Labels m = labels(key, l);
+    m.emplace_back("source", "gpm");
+    out.emplace_back("gpuflame_gpu_lane_device_dram_bandwidth_ratio",
+                     "The lane's GPU, all its processes, over the stretch of the last window that observed the lane: "
+                     "DRAM bandwidth against its peak (NVML GPM); at 0.6 or more a busy lane is memory_bound.",
+                     "gauge", l.device_dram, std::move(m));
+  }
+  for (const auto& [key, l] : lanes_) {
     if (!l.judged_once) continue;
     Metric::Labels m = labels(key, l);
     m.emplace_back("verdict", utilization::VerdictName(l.verdict));
@@ -147,6 +212,11 @@ std::vector<Metric> GpuUtilizationMetrics::Metrics(const std::string& node) cons
       "gpuflame_gpu_lane_omitted_total",
       "Window judgements of lanes (process, GPU) not exported past the cap of 256 lanes: one per lane and window.",
       "counter", static_cast<double>(omitted_));
+  for (const auto& [why, n] : not_joined_)
+    out.emplace_back("gpuflame_gpu_lane_device_not_joined_total",
+                     "Lane windows judged without the driver's figures of their GPU (the verdict's step 3 not "
+                     "judged), by why: no_nvml, several_lanes, gpu_unknown, no_clock, no_readings.",
+                     "counter", static_cast<double>(n), Metric::Labels{{"reason", why}});
   out.emplace_back("gpuflame_gpu_lane_ended_dropped_total",
                    "Ended lanes whose last figures were dropped before their 10 minutes, to make room.", "counter",
                    static_cast<double>(ended_dropped_));

@@ -17,9 +17,22 @@
 // Labels: node, pid, device (the CUDA ordinal in the process), gpu and uuid
 // where NVML shows the process on exactly one GPU and it has one lane (else
 // not said: CUDA_VISIBLE_DEVICES renumbers), namespace/pod/container in
-// Kubernetes. Cardinality: at most kMaxLanes lanes, live and ended, 18
-// series each (4,608 in all); past the cap, lanes are counted
-// (gpuflame_gpu_lane_omitted_total), not exported. An ended process's lanes
+// Kubernetes.
+//
+// The verdict's step 3 (memory bound or not) needs the driver's figures of
+// the lane's GPU over the same stretch (JoinLaneDevice): only where that GPU
+// is known by the rule above, and the stretch is on CLOCK_MONOTONIC (a clock
+// pair of the process), the sampler's readings in it are passed to report.h's
+// Judge, record's own rule. The figures joined are gauges of the lane too:
+// SM activity (source="gpm", or NVML's classic utilisation, source="classic",
+// on a GPU without GPM) and GPM's DRAM bandwidth. A lane judged but not joined
+// is counted by why (gpuflame_gpu_lane_device_not_joined_total{reason}), its
+// step 3 not judged: a GPU is never guessed.
+//
+// Cardinality: at most kMaxLanes lanes, live and ended, 20 series each
+// (5,120 in all), and one not-joined series per reason (5); past the cap,
+// lanes are counted (gpuflame_gpu_lane_omitted_total), not exported. An
+// ended process's lanes
 // keep their last figures for kKeepNs (10 minutes: many 15 s scrapes see a
 // short job), the ones ended longest ago dropped first when full (counted).
 // Event loop only.
@@ -45,23 +58,45 @@
 
 namespace gpuflame::profiler {
 
+// What the driver said of a lane's GPU over the stretch one window judged.
+struct LaneDevice {
+  std::optional<GpuIdentity> gpu;                 // where NVML makes it certain
+  std::optional<utilization::DeviceStats> stats;  // its readings in the stretch; nullopt: not joined
+  const char* not_joined = nullptr;               // why not, a label value (stats unset only)
+};
+
+// The NVML GPU the driver lists |pid| on, where exactly one.
+using GpuOf = std::function<std::optional<GpuIdentity>(pid_t)>;
+// An NVML GPU's figures over [from, to) on CLOCK_MONOTONIC (GpuSampler::Over).
+using DeviceOver = std::function<utilization::DeviceStats(uint32_t index, uint64_t from_mono_ns, uint64_t to_mono_ns)>;
+
+// The join rule: |lanes| is how many lanes |lane|'s process has this window;
+// |gpu_of| or |over| null: NVML is not read. Reasons: "no_nvml",
+// "several_lanes" (which lane is which GPU is not known), "gpu_unknown" (NVML
+// lists the process on no GPU or several), "no_clock" (no clock pair to put
+// the stretch on the sampler's clock), "no_readings" (none in the stretch).
+LaneDevice JoinLaneDevice(const utilization::JudgedLane& lane, size_t lanes, const GpuOf& gpu_of,
+                          const DeviceOver& over);
+
 class GpuUtilizationMetrics {
  public:
   static constexpr size_t kMaxLanes = 256;
   static constexpr uint64_t kKeepNs = 600'000'000'000ull;  // 10 minutes
 
-  // A lane's pod (null: not in the registry any more) and its NVML GPU.
+  // A lane's pod (null: not in the registry any more) and its NVML GPU and
+  // figures over the lane's judged stretch (JoinLaneDevice).
   using PodOf = std::function<const PodInfo*(pid_t)>;
-  using GpuOf = std::function<std::optional<GpuIdentity>(pid_t)>;
+  using DeviceOf = std::function<LaneDevice(const utilization::JudgedLane&)>;
 
   // One window's judgements (Utilization::JudgeWindows), at CLOCK_MONOTONIC |now_ns|.
-  void Update(const std::vector<utilization::JudgedLane>& judged, const PodOf& pod_of, const GpuOf& gpu_of,
+  void Update(const std::vector<utilization::JudgedLane>& judged, const PodOf& pod_of, const DeviceOf& device_of,
               uint64_t now_ns);
   std::vector<Metric> Metrics(const std::string& node) const;
 
   size_t size() const { return lanes_.size(); }
   uint64_t omitted() const { return omitted_; }
   uint64_t ended_dropped() const { return ended_dropped_; }
+  const std::map<std::string, uint64_t>& not_joined() const { return not_joined_; }
 
  private:
   struct Lane {
@@ -73,6 +108,10 @@ class GpuUtilizationMetrics {
     uint64_t p50_ns = 0, p95_ns = 0, max_ns = 0;
     utilization::Verdict verdict = utilization::Verdict::kNotJudged;
     bool judged_once = false;
+    // The driver's figures joined to that window (-1: not given).
+    double device_sm = -1, device_dram = -1;
+    const char* sm_source = "";  // "gpm" or "classic"
+
     // Totals.
     uint64_t observed_ns = 0, busy_ns = 0, gap_ns = 0, gaps = 0, kernels = 0, sync_ns = 0;
     std::array<uint64_t, utilization::kCopyDirections> copy_bytes{};
@@ -83,6 +122,7 @@ class GpuUtilizationMetrics {
   uint64_t next_order_ = 0;
   uint64_t omitted_ = 0;        // judgements of lanes not kept (past kMaxLanes), one per lane and window
   uint64_t ended_dropped_ = 0;  // ended lanes dropped before kKeepNs
+  std::map<std::string, uint64_t> not_joined_;  // judged windows without the driver's figures, by why
 };
 
 }  // namespace gpuflame::profiler

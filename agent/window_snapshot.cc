@@ -117,10 +117,8 @@ absl::flat_hash_map<pid_t, Profile> WindowSnapshotter::JudgeUtilization(
           const ProcessInfo* info = registry.Find(pid);
           return info ? &info->pod : nullptr;
         },
-        [&](pid_t pid) -> std::optional<GpuIdentity> {
-          // Named only where it cannot be another: one lane, one GPU in NVML.
-          if (lanes_of[pid] != 1 || !gpu_of_) return std::nullopt;
-          return gpu_of_(pid);
+        [&](const utilization::JudgedLane& l) {
+          return JoinLaneDevice(l, static_cast<size_t>(lanes_of[l.pid]), gpu_of_, over_);
         },
         now_ns);
   absl::flat_hash_map<pid_t, utilization::IdleJoin> by_pid;

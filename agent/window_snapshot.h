@@ -51,11 +51,13 @@ class WindowSnapshotter {
   // Why the GPU idles (null: off, no kernel time): each close judges the
   // lanes (Utilization in windowed mode, fed by the pipeline), updates
   // |metrics| and adds each process's gpu_idle profile to its window.
-  void SetUtilization(utilization::Utilization* u, GpuUtilizationMetrics* metrics,
-                      GpuUtilizationMetrics::GpuOf gpu_of) {
+  // |gpu_of| and |over| (null: NVML not read) join each lane's judged
+  // stretch to its GPU's figures (JoinLaneDevice) for the verdict's step 3.
+  void SetUtilization(utilization::Utilization* u, GpuUtilizationMetrics* metrics, GpuOf gpu_of, DeviceOver over) {
     util_ = u;
     util_metrics_ = metrics;
     gpu_of_ = std::move(gpu_of);
+    over_ = std::move(over);
   }
 
   // Closes the window that began at |start_wall| and lasted |duration| ns:
@@ -84,7 +86,8 @@ class WindowSnapshotter {
   const AgentConfig& cfg_;
   utilization::Utilization* util_ = nullptr;
   GpuUtilizationMetrics* util_metrics_ = nullptr;
-  GpuUtilizationMetrics::GpuOf gpu_of_;
+  GpuOf gpu_of_;
+  DeviceOver over_;
   WindowAccumulator window_;
   NcclWindow nccl_;
   absl::flat_hash_set<pid_t> reported_;  // live pids that had a window

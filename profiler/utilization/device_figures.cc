@@ -30,12 +30,13 @@ void DeviceFigures::OnComputeProcess(uint32_t index, uint32_t pid) {
   seen_on_[pid].insert(index);
 }
 
-DeviceStats DeviceFigures::Over(uint32_t index, uint64_t from_mono_ns) const {
+DeviceStats DeviceFigures::Over(uint32_t index, uint64_t from_mono_ns, uint64_t to_mono_ns) const {
   DeviceStats s;
   auto it = readings_.find(index);
   if (it == readings_.end()) return s;
   for (const Reading& k : it->second) {
     if (k.mono_ns < from_mono_ns) continue;
+    if (k.mono_ns >= to_mono_ns) continue;
     const GpuReading& r = k.reading;
     s.readings++;
     if (r.util_gpu) s.util_gpu.Add(*r.util_gpu);

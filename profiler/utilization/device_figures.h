@@ -1,7 +1,8 @@
 // What the driver said about each GPU over a recording (NVML readings,
 // profiler/devices/gpu_reader.h), kept per reading so that any stretch of
-// it can be summed: the whole recording, or a lane's steady state, which
-// the verdict's step 3 (memory bound or not) reads. Which GPU a lane is on
+// it can be summed: the whole recording, or a lane's steady state (record)
+// or judged window (the agent), which the verdict's step 3 (memory bound or
+// not) reads. Which GPU a lane is on
 // comes from the driver too: the NVML GPUs on which it listed the lane's
 // process as a compute process.
 // Not thread-safe: the sampler thread adds, the caller reads after joining it.
@@ -64,8 +65,9 @@ class DeviceFigures {
     if (auto it = readings_.find(index); it != readings_.end())
       for (const Reading& r : it->second) f(r.mono_ns, r.reading);
   }
-  // GPU |index|'s figures over readings taken at or after |from_mono_ns|.
-  DeviceStats Over(uint32_t index, uint64_t from_mono_ns = 0) const;
+  // GPU |index|'s figures over readings taken at or after |from_mono_ns|
+  // and before |to_mono_ns| (the agent: one lane's judged stretch).
+  DeviceStats Over(uint32_t index, uint64_t from_mono_ns = 0, uint64_t to_mono_ns = UINT64_MAX) const;
   // The NVML GPU a process's lane is on, where the driver's lists make it
   // certain: the process was seen on exactly one GPU and uses one CUDA
   // device (|lanes| of it), or the machine has one GPU. nullopt otherwise,

@@ -61,6 +61,11 @@ std::vector<GpuNow> GpuSampler::Recent(uint64_t from_mono_ns) const {
   return out;
 }
 
+DeviceStats GpuSampler::Over(uint32_t index, uint64_t from_mono_ns, uint64_t to_mono_ns) const {
+  std::lock_guard lock(figures_mu_);
+  return figures_.Over(index, from_mono_ns, to_mono_ns);
+}
+
 std::map<std::string, std::string> GpuSampler::Missing() const {
   std::lock_guard lock(figures_mu_);
   return missing_;

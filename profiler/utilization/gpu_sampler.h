@@ -48,6 +48,9 @@ class GpuSampler {
   // at or after |from_mono_ns|, and the figures missing so far.
   std::vector<GpuNow> Recent(uint64_t from_mono_ns) const;
   std::map<std::string, std::string> Missing() const;
+  // Any thread: GPU |index|'s figures over readings taken in
+  // [from_mono_ns, to_mono_ns) (the agent's join of a lane's window).
+  DeviceStats Over(uint32_t index, uint64_t from_mono_ns, uint64_t to_mono_ns) const;
 
   const DeviceFigures& figures() const { return figures_; }  // after Stop
   const GpuReader& reader() const { return *reader_; }       // after Stop

@@ -274,6 +274,9 @@ std::vector<JudgedLane> Utilization::JudgeWindows(const std::function<bool(pid_t
     l.device = device;
     l.judgement = it->second.Judge(p.spans, p.newest_ns, gone);
     l.judgement.sync_ns = p.sync_ns;
+    l.from_mono_ns = clock_.ToMonotonic(pid, l.judgement.from_ns);
+    l.to_mono_ns = clock_.ToMonotonic(pid, l.judgement.to_ns);
+    if (!l.from_mono_ns || !l.to_mono_ns) l.from_mono_ns = l.to_mono_ns = std::nullopt;
     l.counts = it->second.counts();
     l.ended = gone;
     JoinGaps(pid, device, l.judgement.idle_gaps, join);

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -55,6 +56,10 @@ struct JudgedLane {
   pid_t pid = 0;
   uint32_t device = 0;  // the process's CUDA ordinal
   LaneJudgement judgement;
+  // The judged stretch on CLOCK_MONOTONIC (the NVML sampler's clock), through
+  // the process's clock pairs, for the driver's figures over it; nullopt
+  // without a pair. Here, since an ended process's pairs go with its lanes.
+  std::optional<uint64_t> from_mono_ns, to_mono_ns;
   WindowedCounts counts;
   bool ended = false;  // its process ended: the last judgement, the lane is gone
 };

@@ -484,7 +484,8 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
       std::string(profiler::kNcclStragglerProfile) + ":time:nanoseconds:time:nanoseconds",
       std::string(profiler::utilization::kGpuIdleProfile) + ":idle:nanoseconds:idle:nanoseconds"};
   // The agent's /metrics the GPU utilisation row reads (agent/gpu_utilization.h,
-  // agent/gpu_metrics.h): busy / idle-gap ratio, the four numbers, the verdict and its inputs.
+  // agent/gpu_metrics.h): busy / idle-gap ratio, the four numbers, the verdict and its inputs
+  // (step 3's: the lane's GPU's DRAM bandwidth and SM activity over its window).
   const std::set<std::string> want_metrics = {"gpuflame_gpu_lane_busy_ratio",
                                               "gpuflame_gpu_lane_idle_gap_ratio",
                                               "gpuflame_gpu_lane_kernel_p50_seconds",
@@ -494,7 +495,9 @@ TEST(DashboardTest, PanelsQueryTheProfilesTheAgentPushes) {
                                               "gpuflame_gpu_lane_verdict",
                                               "gpuflame_gpu_lane_short_kernel_ratio",
                                               "gpuflame_gpu_lane_sync_wait_seconds_total",
-                                              "gpuflame_gpu_lane_coverage_ratio"};
+                                              "gpuflame_gpu_lane_coverage_ratio",
+                                              "gpuflame_gpu_lane_device_dram_bandwidth_ratio",
+                                              "gpuflame_gpu_lane_device_sm_ratio"};
   std::set<std::string> flame, metrics;
   bool per_pod_series = false, oom_series = false, hang_series = false;
   for (const auto& p : d["panels"]) {

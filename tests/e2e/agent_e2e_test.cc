@@ -1667,5 +1667,54 @@ TEST(AgentTest, ExportsTheBusyAndIdleGapRatioOfADutyCycledWorkloadAndPushesGpuId
               idle ? 100.0 * static_cast<double>(loading) / static_cast<double>(idle) : 0.0);
 }
 
+// Step 3 of the agent's verdict (issue 16): a busy, duty-cycled workload on
+// a GPU whose GPM DRAM bandwidth the simulated NVML puts at 75% is judged
+// memory_bound, on the figures of the lane's own stretch, which the lane
+// says; its GPU is certain (one GPU, one lane), so nothing is counted not
+// joined for it.
+TEST(AgentTest, JudgesABusyLaneMemoryBoundFromItsGpusDramBandwidth) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  const std::string dir = TempDir("agent_memory_bound");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  const int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {},
+                     {SimNvmlEnv(), "GF_SIM_NVML_DRAM_PCT=75", "GF_SIM_NVML_NO_POWER=1"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string env = SimEnv() +
+                          " GPUFLAME_LAUNCH_STACKS_PER_S=0 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ONE_IN=2 "
+                          "CUDA_INJECTION64_PATH=" GPUFLAME_CUPTI_LIB;
+  const std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 5);
+  const std::string pidfile = dir + "/workload.pid";
+  // At nice -10, as above: a launch loop kept off the CPU idles the simulated GPU.
+  RunResult r =
+      Sh(env + " nice -n -10 sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("idle.py") + " busy 6'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string pid = std::to_string(std::stoi(ReadFile(pidfile)));
+  const std::string lane = "pid=\"" + pid + "\",device=\"0\",gpu=\"0\"";
+  std::string body;
+  for (int i = 0; i < 100; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (auto res = httplib::Client("127.0.0.1", metrics_port).Get("/metrics")) body = res->body;
+    if (body.find(lane) != std::string::npos && Metric(metrics_port, "gpuflame_processes_known") == 0) break;
+  }
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(body, m,
+                                std::regex("gpuflame_gpu_lane_device_dram_bandwidth_ratio\\{[^}]*" + lane +
+                                           "[^}]*source=\"gpm\"\\} ([0-9.e+-]+)")))
+      << body << agent.Log();
+  EXPECT_DOUBLE_EQ(std::stod(m[1]), 0.75) << body;
+  EXPECT_TRUE(std::regex_search(
+      body, std::regex("gpuflame_gpu_lane_device_sm_ratio\\{[^}]*" + lane + "[^}]*source=\"gpm\"\\} ")))
+      << body;
+  EXPECT_TRUE(std::regex_search(
+      body, std::regex("gpuflame_gpu_lane_verdict\\{[^}]*" + lane + "[^}]*verdict=\"memory_bound\"\\} 1")))
+      << body;
+}
+
 }  // namespace
 }  // namespace gpuflame::e2e

@@ -1,6 +1,8 @@
 // The agent's per-window GPU utilisation metrics (agent/gpu_utilization.h):
 // valid exposition (one HELP and TYPE per family, its series together), the
-// figures of a judgement, the cap on lanes and the retention of ended ones.
+// figures of a judgement, the cap on lanes and the retention of ended ones;
+// the join of a lane's window to its GPU's NVML figures (JoinLaneDevice) and
+// the verdict's step 3 on them.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -9,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/gpu_utilization.h"
 #include "agent/metrics_server.h"
+#include "profiler/utilization/device_figures.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -40,8 +44,12 @@ utilization::JudgedLane Lane(pid_t pid, uint32_t device, uint64_t observed, uint
 GpuUtilizationMetrics::PodOf Pods(const PodInfo* pod) {
   return [pod](pid_t) { return pod; };
 }
-GpuUtilizationMetrics::GpuOf NoGpu() {
-  return [](pid_t) { return std::optional<GpuIdentity>(); };
+GpuUtilizationMetrics::DeviceOf NoGpu() {
+  return [](const utilization::JudgedLane&) {
+    LaneDevice d;
+    d.not_joined = "no_nvml";
+    return d;
+  };
 }
 
 // The families in order of appearance, checked for one HELP and TYPE each,
@@ -87,11 +95,14 @@ TEST(GpuUtilizationMetricsTest, AJudgementsFiguresAsValidExposition) {
   // 1 s observed of a 10 s window: 600 ms busy, 250 ms in idle gaps.
   m.Update(
       {Lane(42, 0, 1 * kS, 600 * kMs, 250 * kMs)}, Pods(&pod),
-      [](pid_t) {
+      [](const utilization::JudgedLane&) {
         GpuIdentity g;
         g.index = 3;
         g.uuid = "GPU-abc";
-        return std::optional<GpuIdentity>(g);
+        LaneDevice d;
+        d.gpu = g;
+        d.not_joined = "no_readings";
+        return d;
       },
       1);
   const std::string text = PrometheusText(m.Metrics("node-a"));
@@ -154,6 +165,167 @@ TEST(GpuUtilizationMetricsTest, LanesAreCappedAndEndedOnesKeptTenMinutesThenGone
   m.Update({}, Pods(nullptr), NoGpu(), 4 * kS + GpuUtilizationMetrics::kKeepNs);
   s = CheckExposition(PrometheusText(m.Metrics("")));
   EXPECT_FALSE(s.contains("gpuflame_gpu_lane_busy_ratio{pid=\"2\",device=\"0\"}"));
+}
+
+// A busy lane: 1 s observed of the stretch [100, 110) s on CUPTI's clock,
+// [50, 60) s on CLOCK_MONOTONIC; 900 ms busy, 20 ms in one idle gap, 100
+// kernels of 1 ms (no slow tail, none tiny): steps 1 and 2 pass it.
+utilization::JudgedLane Busy(pid_t pid, uint32_t device = 0) {
+  utilization::JudgedLane l;
+  l.pid = pid;
+  l.device = device;
+  l.judgement.from_ns = 100 * kS;
+  l.judgement.to_ns = 110 * kS;
+  l.from_mono_ns = 50 * kS;
+  l.to_mono_ns = 60 * kS;
+  l.judgement.observed_ns = kS;
+  l.judgement.figures.end_ns = kS;
+  l.judgement.figures.busy_ns = 900 * kMs;
+  l.judgement.figures.gap_ns = 20 * kMs;
+  l.judgement.figures.gaps = 1;
+  for (int i = 0; i < 100; i++) {
+    l.judgement.figures.kernels++;
+    l.judgement.figures.kernel_durations.Add(kMs);
+  }
+  return l;
+}
+
+GpuIdentity Gpu(uint32_t index) {
+  GpuIdentity g;
+  g.index = index;
+  g.uuid = absl::StrCat("GPU-", index);
+  g.gpm = true;
+  return g;
+}
+
+// GPU 1 read once a second from 49 s to 60 s on CLOCK_MONOTONIC: GPM's DRAM
+// bandwidth 70% and 80% in turn inside [50, 60) s (mean 75%), SMs 90%; the
+// readings at 49 s and 60 s, outside the stretch, at 0% and 100%. With
+// |gpm| false, no GPM: the classic utilisation 95% inside.
+bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+utilization::DeviceFigures Figures(bool gpm = true) {
+  utilization::DeviceFigures f({Gpu(0), Gpu(1)});
+  for (uint64_t t = 49; t <= 60; t++) {
+    const bool inside = t >= 50 && t < 60;
+    GpuReading r;
+    r.index = 1;
+    r.util_gpu = inside ? 95 : 10;
+    if (gpm) {
+      GpmFigures g;
+      g.sm_util = inside ? 90 : 0;
+      g.dram_bw_util = !inside ? (t == 49 ? 0 : 100) : t % 2 ? 80 : 70;
+      r.gpm = g;
+    }
+    f.Add(t * kS, {r});
+  }
+  return f;
+}
+
+GpuUtilizationMetrics::DeviceOf Join(const utilization::DeviceFigures& f, std::optional<uint32_t> on,
+                                     size_t lanes = 1) {
+  return [&f, on, lanes](const utilization::JudgedLane& l) {
+    return JoinLaneDevice(
+        l, lanes, [on](pid_t) { return on ? std::optional<GpuIdentity>(Gpu(*on)) : std::nullopt; },
+        [&f](uint32_t index, uint64_t from, uint64_t to) { return f.Over(index, from, to); });
+  };
+}
+
+TEST(GpuUtilizationMetricsTest, ABusyLaneOnAGpuAtSixtyPercentDramOrMoreIsMemoryBound) {
+  const utilization::DeviceFigures f = Figures();
+  GpuUtilizationMetrics m;
+  m.Update({Busy(42)}, Pods(nullptr), Join(f, 1), kS);
+  const std::string text = PrometheusText(m.Metrics("node-a"));
+  std::map<std::string, double> s = CheckExposition(text);
+  const std::string l = "{node=\"node-a\",pid=\"42\",device=\"0\",gpu=\"1\",uuid=\"GPU-1\"";
+  // The readings of [50, 60) s only: 75%, not the 100% at 60 s nor the 0% at 49 s.
+  EXPECT_DOUBLE_EQ(s["gpuflame_gpu_lane_device_dram_bandwidth_ratio" + l + ",source=\"gpm\"}"], 0.75) << text;
+  EXPECT_DOUBLE_EQ(s["gpuflame_gpu_lane_device_sm_ratio" + l + ",source=\"gpm\"}"], 0.9) << text;
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict" + l + ",verdict=\"memory_bound\"}"], 1) << text;
+  EXPECT_FALSE(Has(text, "verdict=\"busy\""));
+  EXPECT_TRUE(m.not_joined().empty());
+  EXPECT_FALSE(Has(text, "gpuflame_gpu_lane_device_not_joined_total"));
+
+  // The same lane on a GPU at 40% (under 60%): busy, the figure still said.
+  utilization::DeviceFigures low({Gpu(0), Gpu(1)});
+  for (uint64_t t = 50; t < 60; t++) {
+    GpuReading r;
+    r.index = 1;
+    GpmFigures g;
+    g.sm_util = 50;
+    g.dram_bw_util = 40;
+    r.gpm = g;
+    low.Add(t * kS, {r});
+  }
+  GpuUtilizationMetrics b;
+  b.Update({Busy(42)}, Pods(nullptr), Join(low, 1), kS);
+  s = CheckExposition(PrometheusText(b.Metrics("node-a")));
+  EXPECT_DOUBLE_EQ(s["gpuflame_gpu_lane_device_dram_bandwidth_ratio" + l + ",source=\"gpm\"}"], 0.4);
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict" + l + ",verdict=\"busy\"}"], 1);
+}
+
+TEST(GpuUtilizationMetricsTest, ALaneWhoseGpuIsAmbiguousIsNeverJudgedMemoryBound) {
+  const utilization::DeviceFigures f = Figures();
+  GpuUtilizationMetrics m;
+  // NVML lists pid 42 on two GPUs (gpu_of says none); pid 43 has two lanes,
+  // listed on GPU 1 alone: which of its lanes is GPU 1 is not known.
+  m.Update({Busy(42)}, Pods(nullptr), Join(f, std::nullopt), kS);
+  m.Update({Busy(43, 0), Busy(43, 1)}, Pods(nullptr), Join(f, 1, /*lanes=*/2), kS);
+  const std::string text = PrometheusText(m.Metrics(""));
+  std::map<std::string, double> s = CheckExposition(text);
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict{pid=\"42\",device=\"0\",verdict=\"busy\"}"], 1) << text;
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict{pid=\"43\",device=\"0\",verdict=\"busy\"}"], 1) << text;
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict{pid=\"43\",device=\"1\",verdict=\"busy\"}"], 1) << text;
+  EXPECT_FALSE(Has(text, "verdict=\"memory_bound\""));
+  EXPECT_FALSE(Has(text, "gpuflame_gpu_lane_device_dram_bandwidth_ratio{"));
+  EXPECT_FALSE(Has(text, "gpuflame_gpu_lane_device_sm_ratio{"));
+  EXPECT_FALSE(Has(text, "gpu=\""));  // nor named
+  EXPECT_EQ(s["gpuflame_gpu_lane_device_not_joined_total{reason=\"gpu_unknown\"}"], 1);
+  EXPECT_EQ(s["gpuflame_gpu_lane_device_not_joined_total{reason=\"several_lanes\"}"], 2);
+}
+
+TEST(GpuUtilizationMetricsTest, JoinsOnlyWithAClockPairAndReadingsInTheStretchAndSaysWhyNot) {
+  const utilization::DeviceFigures f = Figures();
+  const GpuOf on1 = [](pid_t) { return std::optional<GpuIdentity>(Gpu(1)); };
+  const DeviceOver over = [&f](uint32_t index, uint64_t from, uint64_t to) { return f.Over(index, from, to); };
+  LaneDevice d = JoinLaneDevice(Busy(1), 1, on1, over);
+  ASSERT_TRUE(d.stats);
+  EXPECT_EQ(d.stats->readings, 10u);
+  EXPECT_EQ(d.stats->gpm_dram.sum, 750);
+  EXPECT_EQ(d.gpu->index, 1u);
+  EXPECT_EQ(d.not_joined, nullptr);
+  EXPECT_STREQ(JoinLaneDevice(Busy(1), 1, nullptr, nullptr).not_joined, "no_nvml");
+  EXPECT_STREQ(JoinLaneDevice(Busy(1), 3, on1, over).not_joined, "several_lanes");
+  utilization::JudgedLane no_clock = Busy(1);
+  no_clock.from_mono_ns = no_clock.to_mono_ns = std::nullopt;
+  d = JoinLaneDevice(no_clock, 1, on1, over);
+  EXPECT_STREQ(d.not_joined, "no_clock");
+  EXPECT_FALSE(d.stats);
+  EXPECT_EQ(d.gpu->index, 1u);  // named still: the rule for the labels holds
+  utilization::JudgedLane later = Busy(1);
+  later.from_mono_ns = 70 * kS;  // the readings end at 60 s
+  later.to_mono_ns = 80 * kS;
+  EXPECT_STREQ(JoinLaneDevice(later, 1, on1, over).not_joined, "no_readings");
+  // GPU 0 was never read.
+  const GpuOf on0 = [](pid_t) { return std::optional<GpuIdentity>(Gpu(0)); };
+  EXPECT_STREQ(JoinLaneDevice(Busy(1), 1, on0, over).not_joined, "no_readings");
+}
+
+TEST(GpuUtilizationMetricsTest, WithoutGpmTheClassicUtilisationIsSaidAndStepThreeIsNotJudged) {
+  const utilization::DeviceFigures f = Figures(/*gpm=*/false);
+  GpuUtilizationMetrics m;
+  m.Update({Busy(42)}, Pods(nullptr), Join(f, 1), kS);
+  const std::string text = PrometheusText(m.Metrics(""));
+  std::map<std::string, double> s = CheckExposition(text);
+  const std::string l = "{pid=\"42\",device=\"0\",gpu=\"1\",uuid=\"GPU-1\"";
+  EXPECT_DOUBLE_EQ(s["gpuflame_gpu_lane_device_sm_ratio" + l + ",source=\"classic\"}"], 0.95) << text;
+  EXPECT_FALSE(Has(text, "gpuflame_gpu_lane_device_dram_bandwidth_ratio{"));
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict" + l + ",verdict=\"busy\"}"], 1);
+  EXPECT_TRUE(m.not_joined().empty());  // joined: the GPU has no GPM, which is no failure to join
+  // A later window not joined clears the figures: they were of another stretch.
+  m.Update({Busy(42)}, Pods(nullptr), Join(f, std::nullopt), 2 * kS);
+  const std::string after = PrometheusText(m.Metrics(""));
+  EXPECT_FALSE(Has(after, "gpuflame_gpu_lane_device_sm_ratio{")) << after;
 }
 
 }  // namespace

@@ -530,6 +530,26 @@ TEST(WindowedLaneTest, GapsAreJoinedWithTheCpuSamplesTakenDuringThem) {
   EXPECT_EQ(join.ns.size(), 1u);
 }
 
+TEST(WindowedLaneTest, TheJudgedStretchIsPutOnTheMonotonicClockBeforeAnEndedProcessIsForgotten) {
+  // The agent joins it to the NVML sampler's readings (CLOCK_MONOTONIC) after
+  // JudgeWindows, which forgets an ended process's clock pairs.
+  Utilization u{Windowed()};
+  constexpr uint64_t M0 = T0 - 5 * kS;  // T0 on the monotonic clock
+  u.OnClock(4, T0, M0, M0);
+  u.OnClock(4, T0 + kS, M0 + kS, M0 + kS);
+  std::vector<gf_kernel_record> r = {OnSpan(T0, T0 + 100 * kMs), Kernel(T0, 10 * kMs)};
+  u.OnGpuRecords(4, r);
+  u.OnGpuRecords(5, r);  // no clock pair: not put on it
+  IdleJoin join;
+  std::vector<JudgedLane> judged = JudgeAll(u, join, true);
+  ASSERT_EQ(judged.size(), 2u);
+  EXPECT_EQ(judged[0].from_mono_ns, M0);
+  EXPECT_EQ(judged[0].to_mono_ns, M0 + 100 * kMs);
+  EXPECT_FALSE(judged[1].from_mono_ns);
+  EXPECT_FALSE(judged[1].to_mono_ns);
+  EXPECT_FALSE(u.clock().ToMonotonic(4, T0));  // forgotten
+}
+
 TEST(WindowedLaneTest, RecordModeIgnoresOnSpansAndUnknownKinds) {
   // Exact mode (record): the spans change nothing; a kind from a newer
   // library is no lane's work.
