@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # The agent's GPU figures on a real GPU: `gpuflame agent` (pushing to a stub
-# Pyroscope on loopback) while each of idle_workload.py's cases runs
-# (CASES, default: starved tiny matmul stream); prints the case's
-# gpuflame_gpu_* series of /metrics, scraped mid-run, the agent's own cost
-# figures, and nvidia-smi's reading at that moment. With the bundle from
+# Pyroscope on loopback, --window WINDOW, default 5 s) while each of
+# idle_workload.py's cases runs with the injection library, as a pod the
+# agent serves does (CASES, default: starved tiny matmul stream); prints the
+# case's gpuflame_gpu_* series of /metrics (per GPU, and per lane: the
+# verdict and its inputs), scraped mid-run, the agent's own cost figures,
+# and nvidia-smi's reading at that moment. With the bundle from
 # scripts/gpu-bundle.sh in .carry/; output under $OUT.
 GF_OUT_SUFFIX=/agent-gpus . "$(dirname "$0")/common.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-declare -A steps=([starved]=${STARVED_STEPS:-600} [tiny]=${TINY_STEPS:-6000} [matmul]=${MATMUL_STEPS:-400} [stream]=${STREAM_STEPS:-1500})
+declare -A steps=([starved]=${STARVED_STEPS:-500} [tiny]=${TINY_STEPS:-5000} [matmul]=${MATMUL_STEPS:-1000} [stream]=${STREAM_STEPS:-1500})
 for case in ${CASES:-starved tiny matmul stream}; do
   echo "== $case"
   port=$(free_port) metrics=$(free_port)
   python3 "$root/bench/stub_pyroscope.py" "$port" &
   stub=$!
   timeout -s INT 120 "$bundle/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --metrics-port "$metrics" \
-      --metrics-address 127.0.0.1 --node h200 2>"$out/agent-$case.log" &
+      --metrics-address 127.0.0.1 --node h200 --window "${WINDOW:-5}" 2>"$out/agent-$case.log" &
   agent=$!
   sleep 3
-  timeout 100 $py "$here/idle_workload.py" "$case" "${steps[$case]}" >"$out/workload-$case.json" &
+  CUDA_INJECTION64_PATH=$bundle/libgpuflame_cupti.so timeout 100 $py "$here/idle_workload.py" "$case" \
+      "${steps[$case]}" >"$out/workload-$case.json" &
   work=$!
   sleep ${SCRAPE_AFTER:-15}
   # Not with the bundle's libraries: the host's curl and python are not built against them.
