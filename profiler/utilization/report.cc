@@ -48,6 +48,14 @@ void Judge(LaneReport& r, uint64_t sync_in_gaps_ns, const DeviceStats* gpu, cons
         "%.1f%% of which ran under 10 us (P50 %.1f us): launch overhead rules; fewer, larger kernels help "
         "(torch.compile, CUDA graphs)",
         100 * busy, 100 * gap, 100 * tiny, static_cast<double>(p50) / 1e3);
+  } else if (!s.kernels && busy < kLaunchBoundBusy) {
+    // Copies and memsets alone, and little of them (seen on the H200: an
+    // agent's window that caught a data loader's host-to-device copies and
+    // no kernel): neither starved by the gap rule nor busy.
+    r.reason = absl::StrFormat(
+        "the GPU was busy %.1f%% of the time with idle gaps %.1f%%, and ran no kernel in it (copies and memsets "
+        "only): too little GPU work to judge",
+        100 * busy, 100 * gap);
   } else if (s.kernels && p50 && static_cast<double>(p95) >= kSlowTailRatio * static_cast<double>(p50)) {
     r.verdict = Verdict::kSlowKernels;
     r.reason = absl::StrFormat(

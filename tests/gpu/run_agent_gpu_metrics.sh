@@ -9,7 +9,10 @@
 # scripts/gpu-bundle.sh in .carry/; output under $OUT.
 GF_OUT_SUFFIX=/agent-gpus . "$(dirname "$0")/common.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-declare -A steps=([starved]=${STARVED_STEPS:-500} [tiny]=${TINY_STEPS:-5000} [matmul]=${MATMUL_STEPS:-1000} [stream]=${STREAM_STEPS:-1500})
+# Steps for ~25 s a case: the scrape (SCRAPE_AFTER, 24 s) must come after
+# the import, the 5 s start-up and a few judged windows (at 15 s, matmul had
+# none yet on the H200).
+declare -A steps=([starved]=${STARVED_STEPS:-900} [tiny]=${TINY_STEPS:-8000} [matmul]=${MATMUL_STEPS:-1500} [stream]=${STREAM_STEPS:-2400})
 for case in ${CASES:-starved tiny matmul stream}; do
   echo "== $case"
   port=$(free_port) metrics=$(free_port)
@@ -19,10 +22,13 @@ for case in ${CASES:-starved tiny matmul stream}; do
       --metrics-address 127.0.0.1 --node h200 --window "${WINDOW:-5}" 2>"$out/agent-$case.log" &
   agent=$!
   sleep 3
-  CUDA_INJECTION64_PATH=$bundle/libgpuflame_cupti.so timeout 100 $py "$here/idle_workload.py" "$case" \
+  # ONE_IN: the library's activity duty cycle (1 s on in ONE_IN, default
+  # the agent's 10): a short case may fall between two on-spans at 10.
+  GPUFLAME_ACTIVITY_ONE_IN=${ONE_IN:-10} CUDA_INJECTION64_PATH=$bundle/libgpuflame_cupti.so \
+    timeout 100 $py "$here/idle_workload.py" "$case" \
       "${steps[$case]}" >"$out/workload-$case.json" &
   work=$!
-  sleep ${SCRAPE_AFTER:-15}
+  sleep ${SCRAPE_AFTER:-24}
   # Not with the bundle's libraries: the host's curl and python are not built against them.
   env -u LD_LIBRARY_PATH python3 -c "
 import urllib.request; open('$out/metrics-$case.txt','wb').write(urllib.request.urlopen('http://127.0.0.1:$metrics/metrics', timeout=5).read())" ||

@@ -186,6 +186,21 @@ TEST(ReportTest, PausesThatRecurWithTheWorkStayInTheSteadyState) {
       << r.reason;
 }
 
+// A stretch with copies only, the GPU mostly idle in gaps under the
+// threshold: not busy, not starved by the gap rule, not launch bound
+// without kernels: not judged, and the reason says so.
+TEST(ReportTest, CopiesAloneWithTheGpuMostlyIdleAreNotJudgedBusy) {
+  BusyLane lane{LaneOptions{}};
+  for (int i = 0; i < 250; i++) lane.Add(Copy(T0 + static_cast<uint64_t>(i) * 2 * kMs, 100 * kUs, 1 << 20, 1));
+  lane.Settle(true);
+  LaneReport r = SteadyState(1, 0, lane);
+  Judge(r, 0);
+  EXPECT_EQ(r.steady.kernels, 0u);
+  EXPECT_LT(Ratio(r.steady.busy_ns, r.steady.span_ns()), kLaunchBoundBusy);
+  EXPECT_EQ(r.verdict, Verdict::kNotJudged) << r.reason;
+  EXPECT_NE(r.reason.find("ran no kernel in it"), std::string::npos) << r.reason;
+}
+
 TEST(ReportTest, TheThreeSteps) {
   struct Case {
     const char* what;
