@@ -528,41 +528,30 @@ void SetCallbacks(bool on) {
   if (on) EnableCallbacks();
 }
 
-// The launch, copy and memset callbacks, on for good (see SetCallbacks).
-void EnableCallbacks() {
+// Enables every callback of a set, once and for good (|enabled| says it
+// was done): CUPTI does not survive their switching (SetCallbacks). Calls
+// already inside one when they go on see an exit without its entry: the
+// depth counts start again. Flusher thread (and start-up).
+void EnableForGood(bool& enabled, const char* what, bool (*in_set)(CUpti_CallbackDomain, CUpti_CallbackId)) {
   State& s = S();
-  if (s.callbacks_enabled) return;
-  s.callbacks_enabled = true;
-  Trace("launch callbacks enabled, for good");
+  if (enabled) return;
+  enabled = true;
+  Trace(what);
   ToggleTimer timer;
-  // Calls already inside a launch when they go on see an exit without its
-  // entry: their depth counts start again.
   callback_epoch.fetch_add(1, std::memory_order_relaxed);
   for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
-    if (IsLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, id))
-      s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+    if (in_set(CUPTI_CB_DOMAIN_RUNTIME_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
   for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
-    if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    if (in_set(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
 }
 
-// The memory calls' callbacks, for their spans only, on for good once an
-// agent first asks for spans (the same rule as the launches': never
-// switched off again). Flusher thread.
+// The launch, copy and memset callbacks (see SetCallbacks).
+void EnableCallbacks() { EnableForGood(S().callbacks_enabled, "launch callbacks enabled, for good", IsLaunch); }
+
+// The memory calls' callbacks, for their spans only: once an agent first
+// asks for spans.
 void EnableMemoryCallbacks() {
-  State& s = S();
-  if (s.memory_callbacks_enabled) return;
-  s.memory_callbacks_enabled = true;
-  Trace("memory call callbacks enabled, for good");
-  ToggleTimer timer;
-  // A runtime call already inside when they go on sees an exit without its
-  // entry: the depth counts start again.
-  callback_epoch.fetch_add(1, std::memory_order_relaxed);
-  for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
-    if (IsMemoryCall(CUPTI_CB_DOMAIN_RUNTIME_API, id))
-      s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
-  for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
-    if (IsMemoryCall(CUPTI_CB_DOMAIN_DRIVER_API, id))
-      s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  EnableForGood(S().memory_callbacks_enabled, "memory call callbacks enabled, for good", IsMemoryCall);
 }
 
 // The open span so far, at each flush: after the records the flush

@@ -75,6 +75,7 @@ def parse_args():
     p.add_argument("--batch", type=int, help="sequences per step (default: per model)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--recorder", choices=["none", "history-python", "history-all", "torch-profiler"], default="none")
+    p.add_argument("--profiler-trace", help="with --recorder torch-profiler: its Chrome trace to this file")
     p.add_argument("--fake", action="store_true", help="CPU sleep loop, no torch")
     p.add_argument("--fake-ms", type=float, default=2.0, help="step time of --fake")
     args = p.parse_args()
@@ -279,6 +280,8 @@ def main(args):
         profiler.__exit__(None, None, None)
         # Proof that it traced: the kernels it saw (warm-up and timed steps).
         kernels = sum(e.count for e in profiler.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA)
+        if args.profiler_trace:
+            profiler.export_chrome_trace(args.profiler_trace)
 
     def per_step(key):
         return round((after.get(key, 0) - before.get(key, 0)) / args.steps, 2)

@@ -188,6 +188,20 @@ gf_kernel_record Kernel(uint64_t start, uint64_t end, uint32_t correlation, uint
   return r;
 }
 
+// A CUDA call the library sent as a span (gf_api_record).
+gf_api_record ApiCall(uint32_t tid, uint64_t start, uint64_t end, uint32_t correlation, uint16_t cbid, uint8_t domain,
+                      uint32_t result = 0) {
+  gf_api_record r{};
+  r.start_ns = start;
+  r.end_ns = end;
+  r.correlation = correlation;
+  r.tid = tid;
+  r.cbid = cbid;
+  r.domain = domain;
+  r.result = result;
+  return r;
+}
+
 TEST(ChromeTraceTest, AStepOnOneThreadWithItsMemoryLaunchesAndKernels) {
   Tables t;
   constexpr pid_t kPid = 4242;
@@ -439,14 +453,7 @@ TEST(ChromeTraceTest, CudaCallsAreExactSpansWithArrowsAndTheSampledLaunchesStack
   tl.OnKernelName(kPid, 5, "_Z4gemmv");
   tl.OnLaunch(kPid, kTid, T + 1'200, 301, 211, s);  // the sampled launch of call 301
   auto call = [](uint64_t start, uint64_t end, uint32_t correlation, uint16_t cbid, uint8_t domain) {
-    gf_api_record r{};
-    r.start_ns = start;
-    r.end_ns = end;
-    r.correlation = correlation;
-    r.tid = kTid;
-    r.cbid = cbid;
-    r.domain = domain;
-    return r;
+    return ApiCall(kTid, start, end, correlation, cbid, domain);
   };
   const gf_api_record calls[] = {call(T + 1'000, T + 4'000, 301, 211, 2),  // cudaLaunchKernel, sampled
                                  call(T + 5'000, T + 6'000, 302, 652, 1),  // cuLaunchKernelEx, not sampled
@@ -511,15 +518,7 @@ TEST(ChromeTraceTest, DeviceMemoryCallsAreSpansWithTheirAllocationsBytesAndStack
   const uint64_t T = 5'000'000;
   constexpr int64_t kMiB = 1 << 20;
   auto call = [](uint64_t start, uint64_t end, uint32_t correlation, uint16_t cbid, uint8_t domain, uint32_t result) {
-    gf_api_record r{};
-    r.start_ns = start;
-    r.end_ns = end;
-    r.correlation = correlation;
-    r.tid = kTid;
-    r.cbid = cbid;
-    r.domain = domain;
-    r.result = result;
-    return r;
+    return ApiCall(kTid, start, end, correlation, cbid, domain, result);
   };
   const gf_api_record calls[] = {
       call(T, T + 2'000, 1, 20, 2, 0),                 // cudaMalloc: its driver event inside
