@@ -494,7 +494,8 @@ class Writer {
         if (copied != launch_bytes_.end()) absl::StrAppend(&name, " ", HumanBytes(copied->second));
         auto memory = memory_of_call_.find(p.index);
         const Event* m = memory != memory_of_call_.end() ? &events_[memory->second] : nullptr;
-        if (m) absl::StrAppend(&name, " ", HumanBytes(m->bytes < 0 ? -m->bytes : m->bytes));
+        // A free that matched no allocation gpuflame saw released an unknown size: no "0 B".
+        if (m && m->bytes != 0) absl::StrAppend(&name, " ", HumanBytes(m->bytes < 0 ? -m->bytes : m->bytes));
         Head(out, "X", "cuda", base::JsonString(name), e.pid, call_tracks_.at(ThreadKey(e.pid, e.tid)), p.ts);
         out += ",\"dur\":";
         AppendMicros(out, p.end - p.ts);

@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -133,22 +134,19 @@ std::pair<int, std::string> RunChild(const std::string& name, const std::vector<
   char out_path[] = "/tmp/injection_test_XXXXXX";
   const int out = mkstemp(out_path);
   if (out < 0) return {-1, "mkstemp failed"};
-  char lib_path[] = "/tmp/injection_test_lib_XXXXXX";
-  const int lib = mkstemp(lib_path);
-  if (lib < 0) return {-1, "mkstemp failed"};
-  {
-    std::ifstream from(GPUFLAME_CUPTI_LIB, std::ios::binary);
-    std::ofstream to(lib_path, std::ios::binary);
-    to << from.rdbuf();
-  }
-  close(lib);
+  char lib_dir[] = "/tmp/injection_test_lib_XXXXXX";
+  if (!mkdtemp(lib_dir)) return {-1, "mkdtemp failed"};
+  const std::string lib_path = std::string(lib_dir) + "/libgpuflame_cupti.so";
+  std::error_code copy_error;
+  if (!std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib_path, copy_error))
+    return {-1, "copying the library: " + copy_error.message()};
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(out, STDOUT_FILENO);
     dup2(out, STDERR_FILENO);
     setenv(kChildEnv, "1", 1);
-    setenv("CUDA_INJECTION64_PATH", lib_path, 1);
-    setenv(kChildLibEnv, lib_path, 1);
+    setenv("CUDA_INJECTION64_PATH", lib_path.c_str(), 1);
+    setenv(kChildLibEnv, lib_path.c_str(), 1);
     for (const std::string& kv : env) putenv(strdup(kv.c_str()));
     const std::string filter = "--gtest_filter=InjectionChild." + name;
     execl("/proc/self/exe", "injection_test_child", filter.c_str(), static_cast<char*>(nullptr));
@@ -160,7 +158,7 @@ std::pair<int, std::string> RunChild(const std::string& name, const std::vector<
   std::stringstream text;
   text << f.rdbuf();
   unlink(out_path);
-  unlink(lib_path);
+  std::filesystem::remove_all(lib_dir);
   return {status, text.str()};
 }
 
