@@ -1565,6 +1565,25 @@ TEST(AgentTest, RejectsBadConfigurationWithOneLine) {
   EXPECT_NE(ok.output.find("configuration OK"), std::string::npos);
 }
 
+// Runs tests/workloads/idle.py |args| to its end with the injection library,
+// CUPTI activity duty-cycled one second in two from the start (no exact
+// start-up), under the agent on |metrics_port| (its libraries attached
+// first); returns the workload's pid. At nice -10, as the NVML test's: the
+// simulated GPU runs on the wall clock, and a loop that ctest's other job
+// keeps off the CPU idles it more.
+std::string RunDutyCycledIdleCase(int metrics_port, const std::string& dir, const std::string& args) {
+  const std::string env = SimEnv() +
+                          " GPUFLAME_LAUNCH_STACKS_PER_S=0 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ONE_IN=2 "
+                          "CUDA_INJECTION64_PATH=" GPUFLAME_CUPTI_LIB;
+  const std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 5);
+  const std::string pidfile = dir + "/workload.pid";
+  RunResult r = Sh(env + " nice -n -10 sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("idle.py") + " " +
+                   args + "'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  return r.status == 0 ? std::to_string(std::stoi(ReadFile(pidfile))) : std::string();
+}
+
 // Why the GPU idles, continuously (issue 16): the agent's CUPTI activity is
 // duty-cycled, here on one second in two from the start (no exact start-up),
 // and the starved workload of IdleTest (each step 20 ms of CPU under
@@ -1584,18 +1603,8 @@ TEST(AgentTest, ExportsTheBusyAndIdleGapRatioOfADutyCycledWorkloadAndPushesGpuId
   const int metrics_port = FreePort();
   AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
-  const std::string env = SimEnv() +
-                          " GPUFLAME_LAUNCH_STACKS_PER_S=0 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ONE_IN=2 "
-                          "CUDA_INJECTION64_PATH=" GPUFLAME_CUPTI_LIB;
-  const std::string py = PyenvPython("3.12");
-  AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 5);
-  const std::string pidfile = dir + "/workload.pid";
-  // At nice -10, as the NVML test's: the simulated GPU runs on the wall
-  // clock, and a loop that ctest's other job keeps off the CPU idles it more.
-  RunResult r =
-      Sh(env + " nice -n -10 sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("idle.py") + " starved 8'");
-  ASSERT_EQ(r.status, 0) << r.output;
-  const std::string pid = std::to_string(std::stoi(ReadFile(pidfile)));
+  const std::string pid = RunDutyCycledIdleCase(metrics_port, dir, "starved 8");
+  ASSERT_FALSE(pid.empty());
   // Its lanes are judged to their end at the first window close after its
   // exit, and kept 10 minutes: read once they are there.
   std::map<std::string, double> m;
@@ -1683,17 +1692,8 @@ TEST(AgentTest, JudgesABusyLaneMemoryBoundFromItsGpusDramBandwidth) {
   AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {},
                      {SimNvmlEnv(), "GF_SIM_NVML_DRAM_PCT=75", "GF_SIM_NVML_NO_POWER=1"});
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
-  const std::string env = SimEnv() +
-                          " GPUFLAME_LAUNCH_STACKS_PER_S=0 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ONE_IN=2 "
-                          "CUDA_INJECTION64_PATH=" GPUFLAME_CUPTI_LIB;
-  const std::string py = PyenvPython("3.12");
-  AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 5);
-  const std::string pidfile = dir + "/workload.pid";
-  // At nice -10, as above: a launch loop kept off the CPU idles the simulated GPU.
-  RunResult r =
-      Sh(env + " nice -n -10 sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("idle.py") + " busy 6'");
-  ASSERT_EQ(r.status, 0) << r.output;
-  const std::string pid = std::to_string(std::stoi(ReadFile(pidfile)));
+  const std::string pid = RunDutyCycledIdleCase(metrics_port, dir, "busy 6");
+  ASSERT_FALSE(pid.empty());
   const std::string lane = "pid=\"" + pid + "\",device=\"0\",gpu=\"0\"";
   std::string body;
   for (int i = 0; i < 100; i++) {

@@ -452,12 +452,9 @@ TEST(ChromeTraceTest, CudaCallsAreExactSpansWithArrowsAndTheSampledLaunchesStack
   tl.OnClock(kPid, T, T - 10, T + 10);  // CUPTI's clock is the host's here
   tl.OnKernelName(kPid, 5, "_Z4gemmv");
   tl.OnLaunch(kPid, kTid, T + 1'200, 301, 211, s);  // the sampled launch of call 301
-  auto call = [](uint64_t start, uint64_t end, uint32_t correlation, uint16_t cbid, uint8_t domain) {
-    return ApiCall(kTid, start, end, correlation, cbid, domain);
-  };
-  const gf_api_record calls[] = {call(T + 1'000, T + 4'000, 301, 211, 2),  // cudaLaunchKernel, sampled
-                                 call(T + 5'000, T + 6'000, 302, 652, 1),  // cuLaunchKernelEx, not sampled
-                                 call(T + 7'000, T + 9'000, 303, 41, 2)};  // cudaMemcpyAsync
+  const gf_api_record calls[] = {ApiCall(kTid, T + 1'000, T + 4'000, 301, 211, 2),  // cudaLaunchKernel, sampled
+                                 ApiCall(kTid, T + 5'000, T + 6'000, 302, 652, 1),  // cuLaunchKernelEx, not sampled
+                                 ApiCall(kTid, T + 7'000, T + 9'000, 303, 41, 2)};  // cudaMemcpyAsync
   tl.OnApiCalls(kPid, calls, 3);
   gf_kernel_record copy = Kernel(T + 8'000, T + 10'000, 303, 0);
   copy.kind = GF_GPU_MEMCPY;
@@ -517,15 +514,12 @@ TEST(ChromeTraceTest, DeviceMemoryCallsAreSpansWithTheirAllocationsBytesAndStack
   Timeline tl(t.stacks, t.frames, {});
   const uint64_t T = 5'000'000;
   constexpr int64_t kMiB = 1 << 20;
-  auto call = [](uint64_t start, uint64_t end, uint32_t correlation, uint16_t cbid, uint8_t domain, uint32_t result) {
-    return ApiCall(kTid, start, end, correlation, cbid, domain, result);
-  };
   const gf_api_record calls[] = {
-      call(T, T + 2'000, 1, 20, 2, 0),                 // cudaMalloc: its driver event inside
-      call(T + 10'000, T + 11'000, 2, 22, 2, 0),       // cudaFree: its event at its return probe, after
-      call(T + 20'000, T + 21'000, 3, 20, 2, 2),       // cudaMalloc out of memory: no event
-      call(T + 30'000, T + 31'000, 4, 27, 2, 0),       // cudaHostAlloc: not followed by the probes
-      call(T + 40'000, T + 41'000, 5, 549, 1, 0),      // cuMemCreate: a handle
+      ApiCall(kTid, T, T + 2'000, 1, 20, 2, 0),             // cudaMalloc: its driver event inside
+      ApiCall(kTid, T + 10'000, T + 11'000, 2, 22, 2, 0),   // cudaFree: its event at its return probe, after
+      ApiCall(kTid, T + 20'000, T + 21'000, 3, 20, 2, 2),   // cudaMalloc out of memory: no event
+      ApiCall(kTid, T + 30'000, T + 31'000, 4, 27, 2, 0),   // cudaHostAlloc: not followed by the probes
+      ApiCall(kTid, T + 40'000, T + 41'000, 5, 549, 1, 0),  // cuMemCreate: a handle
   };
   tl.OnApiCalls(kPid, calls, 0);
   tl.OnMemory(kPid, kTid, T + 1'500, GF_DOMAIN_GPU, GF_API_CUDA_MALLOC, 0x7000, 16 * kMiB, s, 16 * kMiB);
