@@ -235,8 +235,15 @@ TEST_F(IdleTest, StartUpIsSetApartAndTheVerdictJudgesTheSteadyState) {
   EXPECT_GE(r.gpu["start_up"]["seconds"].get<double>(), 1.4) << dump;
   EXPECT_EQ(r.gpu["start_up"]["pauses"], 1) << dump;
   EXPECT_EQ(r.gpu["verdict"], "busy") << dump;
-  EXPECT_LT(r.gpu["steady"]["idle_gaps"]["ratio"].get<double>(), 0.1) << dump;
-  EXPECT_GT(r.gpu["whole"]["idle_gaps"]["ratio"].get<double>(), 0.3) << dump;  // the whole run was half idle
+  // The whole run was half idle (supply, had it been judged); the steady
+  // state is not. Its gaps are the workload's thread held off the CPU after
+  // a synchronise: near zero on a quiet machine, up to ~0.12 measured on a
+  // loaded 2-core CI machine (two ~90 ms gaps), so the bound is the verdict's
+  // threshold, not a figure of this machine's scheduler.
+  const double whole_gaps = r.gpu["whole"]["idle_gaps"]["ratio"], steady_gaps = r.gpu["steady"]["idle_gaps"]["ratio"];
+  EXPECT_GT(whole_gaps, 0.3) << dump;
+  EXPECT_LT(steady_gaps, 0.3) << dump;
+  EXPECT_LT(steady_gaps, whole_gaps / 2) << dump;
   EXPECT_EQ(r.gpu["whole"]["copies"]["h2d"]["bytes"], 64 << 20) << dump;
   EXPECT_EQ(r.gpu["whole"]["copies"]["h2d"]["count"], 8) << dump;
   EXPECT_TRUE(r.gpu["steady"]["copies"].empty()) << dump;
