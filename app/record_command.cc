@@ -239,8 +239,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"allocations_ambiguous\": ", st.lent_allocations_ambiguous, ", \"launches\": ", st.lent_launches,
                   ", \"launches_ambiguous\": ", st.lent_launches_ambiguous, ", \"cpu_samples\": ", st.lent_cpu_samples,
                   ", \"cpu_samples_ambiguous\": ", st.lent_cpu_samples_ambiguous, "},\n");
-  // Processes held until probes were attached: record's own command at each
-  // mapping, or, machine-wide, the first mapper of each new library file.
+  // Processes held until probes were attached: record's own command and its
+  // children at each mapping, exec and fork (without exec), or,
+  // machine-wide, the first mapper of each new library file.
   const ProcessRegistry::GateStats gates = reg.gate_stats();
   absl::StrAppend(&out, "  \"gates\": {\"held\": ", gates.count,
                   ", \"p50_ms\": ", absl::StrFormat("%.3f", static_cast<double>(gates.p50_ns) / 1e6),

@@ -49,6 +49,13 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* libbpf's USDT specs, one per USDT site attached: `record` attaches its
+ * probes per process (about a dozen sites each in libgpuflame_cupti.so and
+ * libc10_cuda.so), so a job with DataLoader workers on a few GPUs passes
+ * libbpf's default of 256. 2048 specs is an array of ~420 KiB, allocated
+ * once; past it an attach fails and says so (ProcessRegistry's warnings). */
+#define BPF_USDT_MAX_SPEC_CNT 2048
+
 #include "cuda_alloc.bpf.h"
 #include "torch_alloc.bpf.h"
 #include "cpu_sampler.bpf.h"

@@ -198,6 +198,15 @@ enum gf_event_kind {
                              * attaches it: record --timeline); arg0 = the records the
                              * library could not keep so far (its buffer was full),
                              * cumulative. Additive. */
+  GF_EV_FORKED = 29,        /* a followed process's child returned from fork() or clone() as
+                             * a process of its own (not a thread, not sharing its parent's
+                             * memory: vfork and posix_spawn children run on their parent's
+                             * probes until they exec), sent by the child itself before its
+                             * first instruction (header only): arg0 = its parent's tgid.
+                             * Only where probes are attached per process (record,
+                             * follow_forks): a child inherits its parent's breakpoints but
+                             * not their listeners. Gated (GF_EVF_GATED) when its parent
+                             * was: it waits for its own probes. Additive. */
 };
 
 /* GF_EV_IO's api. */

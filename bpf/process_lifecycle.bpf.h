@@ -107,6 +107,36 @@ static __always_inline struct file *fd_file(int fd) {
   return file;
 }
 
+/* x86-64's numbers: a child returns from these into its own copy of its
+ * parent (vfork, 58, always shares its parent's memory). */
+#define GF_NR_CLONE 56
+#define GF_NR_FORK 57
+#define GF_NR_CLONE3 435
+
+/* In a child, as it returns from fork() or clone() (the syscall-exit hook
+ * runs in the new task too, before its first user instruction): a followed
+ * process's child that has memory of its own needs probes of its own
+ * (follow_forks), and a gated one waits for them here. */
+static __always_inline void say_forked_child(void) {
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  if ((__u32)id != tgid)
+    return; /* a new thread: its process's probes fire for it */
+  /* watch_fork made the child of a followed process a target before it ran. */
+  __u32 tflags = target_flags(tgid);
+  if (!(tflags & GF_TARGET_TRACE) || tgid == self_tgid)
+    return;
+  struct task_struct *task = bpf_get_current_task_btf();
+  struct task_struct *parent = BPF_CORE_READ(task, real_parent);
+  if (BPF_CORE_READ(task, mm) == BPF_CORE_READ(parent, mm))
+    return; /* CLONE_VM: the parent's memory, where the parent's probes fire */
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_FORKED, GF_DOMAIN_NONE, 0, 0, 0);
+  ev.arg0 = BPF_CORE_READ(parent, tgid);
+  ev.flags = maybe_gate(tflags);
+  submit_lifecycle(&ev);
+}
+
 /*
  * Every executable file mapping (how ld.so maps a library's text) whose file
  * name says CUDA, PyTorch (libc10*, and libtorch_cpu.so for backward()
@@ -114,15 +144,21 @@ static __always_inline struct file *fd_file(int fd) {
  * hook because this kernel class offers neither kprobes without tracefs nor
  * fentry; the syscall-number test keeps every other syscall to a few
  * instructions. At exit the mapping exists, so a gated process stopped here
- * shows it in /proc/PID/maps.
+ * shows it in /proc/PID/maps. The same hook hears a forked child's first
+ * return (say_forked_child), where probes are per process.
  */
 #define GF_NR_MMAP 9
 SEC("tp_btf/sys_exit")
 int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
   /* Every syscall of the machine passes here: one direct load (a BTF
-   * pointer) rejects the others, before any copy. */
-  if (regs->orig_ax != GF_NR_MMAP)
+   * pointer) rejects the others, before any copy. Where probes are per
+   * process, a return of 0 from the fork calls is a child's first step. */
+  long nr = regs->orig_ax;
+  if (nr != GF_NR_MMAP) {
+    if (follow_forks && ret == 0 && (nr == GF_NR_CLONE || nr == GF_NR_FORK || nr == GF_NR_CLONE3))
+      say_forked_child();
     return 0;
+  }
   struct pt_regs r;
   if (bpf_probe_read_kernel(&r, sizeof(r), regs))
     return 0;

@@ -39,6 +39,11 @@ const volatile __u32 io_max_per_process = 20000;
 /* Machine-wide: stop a process that maps a watched library file no process
  * has mapped before (not in covered_files) until user space has attached. */
 const volatile bool gate_new_files = false;
+/* Probes are attached per process (record), not per file for the machine
+ * (the agent): a followed process's forked child has its parent's
+ * breakpoints but none that fire for it, so it says so (GF_EV_FORKED) as
+ * it returns from fork, before it runs anything. */
+const volatile bool follow_forks = false;
 
 /* gpuflame's own process: never watched nor gated. It loads the driver's
  * NVML, which maps libcuda.so.1: machine-wide, the gate for new library

@@ -86,7 +86,11 @@ struct signal_struct {
   unsigned int flags;
 } __attribute__((preserve_access_index));
 
+struct mm_struct;
+
 struct task_struct {
+  struct mm_struct *mm;
+  struct task_struct *real_parent;
   struct files_struct *files;
   struct signal_struct *signal;
   int pid;

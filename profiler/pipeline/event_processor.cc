@@ -876,6 +876,10 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == ev.pid; });
       if (registry_) registry_->OnExec(pid, gated);
       break;
+    case GF_EV_FORKED:
+      // Sent from the child itself: pid is the child, arg0 its parent.
+      if (registry_) registry_->OnForked(pid, static_cast<pid_t>(ev.arg0), gated, ev.ts_ns);
+      break;
     case GF_EV_PY_FINALIZE:
       tracker_.FreezeProcess(pid, ev.ts_ns);
       if (registry_) registry_->OnFinalize(pid, gated);

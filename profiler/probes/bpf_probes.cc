@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   skel->rodata->ring_bytes = options.ring_bytes;
   skel->rodata->native_stacks = static_cast<uint32_t>(options.native_stacks);
   skel->rodata->gate_new_files = options.gate_new_files;
+  skel->rodata->follow_forks = options.follow_forks;
   // Our pid is the kernel's tgid: gpuflame runs in the host's pid namespace (hostPID).
   skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
   skel->rodata->bench_stop_at = options.bench_stop_at;
@@ -88,6 +89,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");
   if (int err = gpuflame_bpf__load(skel)) return Errno(err, "loading the BPF programs");
+  if (options.follow_forks) p->reaper_ = std::make_unique<LinkReaper>(p->usdt_mutex_);
 
   // Before any gate can fire: a process stopped by the machine-wide gate is
   // known to no one but this map until its record is read, so the machine-wide
@@ -123,35 +125,87 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
 }
 
 // Teardown order is the members' declaration order, reversed (see the header).
-BpfProbes::~BpfProbes() = default;
+BpfProbes::~BpfProbes() {
+  // The probes of processes alive at the end (record's command still
+  // running, Ctrl-C) and those the reaper had not come to are left to the
+  // kernel, which closes them as gpuflame exits: waiting a grace period
+  // each here would hold the user's terminal for seconds.
+  reaper_.reset();
+  for (auto& [pid, links] : process_links_)
+    for (ProcessLink& l : links) AbandonLink(std::move(l.link));
+}
 
 void BpfProbes::SkeletonDeleter::operator()(gpuflame_bpf* skel) const { gpuflame_bpf__destroy(skel); }
-void BpfProbes::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 
-absl::Status BpfProbes::AttachUprobe(const std::string& path, uint64_t offset, ProbeProgram program,
+void BpfProbes::Keep(pid_t pid, LinkPtr link, bool usdt) {
+  last_attached_ = pid;
+  if (pid == kEveryProcess) {
+    links_.push_back(std::move(link));
+  } else {
+    process_links_[pid].push_back({std::move(link), usdt});
+  }
+}
+
+void BpfProbes::Destroy(ProcessLink link) {
+  if (reaper_) {
+    reaper_->Reap(std::move(link.link), link.usdt);
+    return;
+  }
+  std::lock_guard lock(usdt_mutex_);
+  link.link.reset();
+}
+
+absl::Status BpfProbes::AttachUprobe(pid_t pid, const std::string& path, uint64_t offset, ProbeProgram program,
                                      bool retprobe, uint64_t cookie, uint64_t semaphore_offset) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = semaphore_offset, .bpf_cookie = cookie,
               .retprobe = retprobe);
-  LinkPtr link(bpf_program__attach_uprobe_opts(ProgramFor(skel_.get(), program), -1, path.c_str(),
-                                               offset, &opts));
+  LinkPtr link(bpf_program__attach_uprobe_opts(ProgramFor(skel_.get(), program), pid, path.c_str(), offset, &opts));
   if (!link) return Errno(errno, absl::StrCat("uprobe on ", path, "+0x", absl::Hex(offset)));
-  links_.push_back(std::move(link));
+  Keep(pid, std::move(link), /*usdt=*/false);
   return absl::OkStatus();
 }
 
-absl::Status BpfProbes::AttachUsdt(const std::string& path, const char* provider,
-                                   const char* name, ProbeProgram program) {
+absl::Status BpfProbes::AttachUsdt(pid_t pid, const std::string& path, const char* provider, const char* name,
+                                   ProbeProgram program) {
   bpf_program* prog = program == ProbeProgram::kAllocEnter  ? skel_->progs.torch_malloc
                       : program == ProbeProgram::kFreeEnter ? skel_->progs.torch_free
                                                             : ProgramFor(skel_.get(), program);
-  LinkPtr link(bpf_program__attach_usdt(prog, -1, path.c_str(), provider, name, nullptr));
+  LinkPtr link;
+  {
+    std::lock_guard lock(usdt_mutex_);  // the reaper may be returning spec IDs
+    link.reset(bpf_program__attach_usdt(prog, pid, path.c_str(), provider, name, nullptr));
+  }
   if (!link) return Errno(errno, absl::StrCat("USDT ", provider, ":", name, " in ", path));
-  links_.push_back(std::move(link));
+  Keep(pid, std::move(link), /*usdt=*/true);
   return absl::OkStatus();
 }
 
 void BpfProbes::DetachLast() {
-  if (!links_.empty()) links_.pop_back();
+  if (last_attached_ == kEveryProcess) {
+    if (!links_.empty()) links_.pop_back();
+    return;
+  }
+  auto it = process_links_.find(last_attached_);
+  if (it == process_links_.end() || it->second.empty()) return;
+  ProcessLink last = std::move(it->second.back());
+  it->second.pop_back();
+  Destroy(std::move(last));
+}
+
+void BpfProbes::DetachProcess(pid_t pid) {
+  // Its uprobes go, and libbpf's USDT specs return for reuse: a pid
+  // reused later starts with none.
+  auto it = process_links_.find(pid);
+  if (it == process_links_.end()) return;
+  std::vector<ProcessLink> links = std::move(it->second);
+  process_links_.erase(it);
+  for (ProcessLink& l : links) Destroy(std::move(l));
+}
+
+size_t BpfProbes::link_count() const {
+  size_t n = links_.size();
+  for (const auto& [pid, links] : process_links_) n += links.size();
+  return n;
 }
 
 absl::Status BpfProbes::StartCpuSampling(int hz) {

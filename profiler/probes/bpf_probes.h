@@ -14,10 +14,11 @@
 // the object's lazily built USDT manager) or are single syscalls on map
 // descriptors (bpf_map__update_elem/lookup/delete), which the kernel
 // serialises. libbpf objects are not safe for concurrent use, so:
-//   worker thread only: Load, Attach*, StartCpuSampling, Set*/Remove*,
-//     StartRingReader, the destructor (after the RingReader it started has
-//     been stopped or not, either way: the reader holds its own descriptor);
-//   any thread: ReadStats (map lookups only), link_count.
+//   worker thread only: Load, Attach*, Detach*, StartCpuSampling,
+//     Set*/Remove*, StartRingReader, link_count, the destructor (after the
+//     RingReader it started has been stopped or not, either way: the reader
+//     holds its own descriptor);
+//   any thread: ReadStats (map lookups only).
 #ifndef GPUFLAME_PROFILER_PROBES_BPF_PROBES_H_
 #define GPUFLAME_PROFILER_PROBES_BPF_PROBES_H_
 
@@ -27,14 +28,17 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "bpf/gpuflame_abi.h"
+#include "profiler/probes/link_reaper.h"
 #include "profiler/probes/probe_table.h"
 #include "profiler/probes/ring_reader.h"
 
@@ -61,6 +65,9 @@ class BpfProbes {
     bool native_fallback = true;      // frame-pointer stacks for threads without Python
     int native_stacks = 1;            // stack copies for DWARF: 0 off, 1 device level, 2 all
     bool gate_new_files = false;      // machine-wide: stop the first mapper of an uncovered library
+    // Probes attached per process (record): a followed process's forked
+    // child says so (GF_EV_FORKED) so that its own can be attached.
+    bool follow_forks = false;
     uint32_t bench_stop_at = 0;       // benchmarks only: enum gf_bench_stage (bench/overhead_harness.cc)
     bool intern_stacks = true;        // known Python stacks sent as IDs (off: benchmarks measuring it)
     bool sync_returns_all = true;     // every synchronise call's GF_EV_CUDA_SYNC (off: NCCL processes' only)
@@ -78,17 +85,22 @@ class BpfProbes {
   BpfProbes(const BpfProbes&) = delete;
   BpfProbes& operator=(const BpfProbes&) = delete;
 
-  // Attaches |program| at |offset| in the file at |path| for every process
-  // (pid -1): uprobes live on the inode, so processes that map the same file
-  // later are covered without another attach. A |semaphore_offset| (a file
-  // offset) is raised in each process while the probe is attached, as
-  // USDT semaphores are.
-  absl::Status AttachUprobe(const std::string& path, uint64_t offset, ProbeProgram program,
-                            bool retprobe, uint64_t cookie, uint64_t semaphore_offset = 0);
-  absl::Status AttachUsdt(const std::string& path, const char* provider, const char* name,
+  // Attaches |program| at |offset| in the file at |path|, for process |pid|
+  // only (its threads, and across its execs), or for every process (pid
+  // kEveryProcess): uprobes live on the inode, so processes that map the
+  // same file later are covered without another attach. A
+  // |semaphore_offset| (a file offset) is raised in each process the probe
+  // is for while it is attached, as USDT semaphores are: in no other.
+  static constexpr pid_t kEveryProcess = -1;
+  absl::Status AttachUprobe(pid_t pid, const std::string& path, uint64_t offset, ProbeProgram program, bool retprobe,
+                            uint64_t cookie, uint64_t semaphore_offset = 0);
+  absl::Status AttachUsdt(pid_t pid, const std::string& path, const char* provider, const char* name,
                           ProbeProgram program);
   // Undoes the last successful Attach*: a hello site another agent held.
   void DetachLast();
+  // Drops every probe attached for |pid| alone (it exited), on the reaper's
+  // thread: the call returns at once.
+  void DetachProcess(pid_t pid);
 
   // One cpu-clock perf event per online CPU, |hz| samples per second of CPU
   // time, feeding the cpu_sample program (which keeps profiled processes only).
@@ -122,7 +134,7 @@ class BpfProbes {
   // Why the machine-wide gate asked for is off (the map of held processes
   // could not be shared); empty when it is on or was not asked for.
   const std::string& gate_warning() const { return gate_warning_; }
-  size_t link_count() const { return links_.size(); }
+  size_t link_count() const;
   // Whether the I/O programs are loaded and attached (IoSpanOptions::on).
   bool io_spans_attached() const { return io_spans_attached_; }
   // The loaded libbpf object, for ProgramStats::Read (each program's run-time
@@ -132,21 +144,33 @@ class BpfProbes {
  private:
   BpfProbes() = default;
 
-  // Owners of the libbpf objects (deleters in the .cc, where the skeleton's
-  // type is complete). Members are destroyed in reverse order, which is the
-  // teardown order: the links (they point at the skeleton's programs), then
-  // the skeleton (programs and maps). A RingReader keeps its own duplicate
-  // of the events map's descriptor, so it may outlive this object.
+  // Owners of the libbpf objects (the skeleton's deleter in the .cc, where
+  // its type is complete). Members are destroyed in reverse order, which is
+  // the teardown order: the reaper and the links (they point at the
+  // skeleton's programs, and USDT links at its USDT manager), then the
+  // skeleton (programs and maps). A RingReader keeps its own duplicate of
+  // the events map's descriptor, so it may outlive this object.
   struct SkeletonDeleter {
     void operator()(gpuflame_bpf* skel) const;
   };
-  struct LinkDeleter {
-    void operator()(bpf_link* link) const;
+  using LinkPtr = BpfLinkPtr;
+  struct ProcessLink {
+    LinkPtr link;
+    bool usdt = false;  // its destroy touches the object's USDT manager
   };
-  using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+
+  // Keeps |link|, a probe for |pid| (kEveryProcess: the machine's).
+  void Keep(pid_t pid, LinkPtr link, bool usdt);
+  // Destroys |link|: a per-process probe on the reaper's thread (its close
+  // waits for a grace period), any other here.
+  void Destroy(ProcessLink link);
 
   std::unique_ptr<gpuflame_bpf, SkeletonDeleter> skel_;
-  std::vector<LinkPtr> links_;
+  std::vector<LinkPtr> links_;  // the lifecycle hooks, the sampler, probes for every process
+  absl::flat_hash_map<pid_t, std::vector<ProcessLink>> process_links_;  // probes for one process
+  pid_t last_attached_ = kEveryProcess;                                 // whose list DetachLast pops
+  std::mutex usdt_mutex_;               // libbpf's USDT manager: AttachUsdt and the reaper
+  std::unique_ptr<LinkReaper> reaper_;  // with follow_forks (per-process probes) only
   std::string gate_warning_;
   bool io_spans_attached_ = false;
   uint32_t py_generation_ = 0;  // SetPython's last seed (the registry's thread)

@@ -131,6 +131,15 @@ void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symboli
       break;
     }
   }
+  if (const ProcessInfo* info = Find(pid); info && info->forked) {
+    // Our site's breakpoint came with its parent's memory, so attaching it
+    // raises no count here (the kernel counts a breakpoint it writes, not
+    // one it finds): the parent's site, unchecked.
+    if (auto site_offset = elf.VaddrToOffset(*sites + hello_site_ * kSiteBytes))
+      (void)probes_.AttachUprobe(ProbeScope(pid), path, *site_offset, ProbeProgram::kHello, false, 0,
+                                 *semaphore_offset);
+    return;
+  }
   inspect::RemoteProcessMemory memory(pid);
   auto count = [&]() -> std::optional<uint16_t> {
     uint16_t v = 0;
@@ -144,7 +153,9 @@ void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symboli
     const std::optional<uint16_t> before = count();
     // Failing costs a greeting, not data: what the library says once
     // (names, stacks) is then said to us only when the next agent comes.
-    if (!probes_.AttachUprobe(path, *site_offset, ProbeProgram::kHello, false, 0, *semaphore_offset).ok()) return;
+    if (!probes_.AttachUprobe(ProbeScope(pid), path, *site_offset, ProbeProgram::kHello, false, 0, *semaphore_offset)
+             .ok())
+      return;
     const std::optional<uint16_t> after = count();
     // Unreadable (the process left): keep the site, the next one tells.
     if (!before || !after || *after != *before) {
@@ -250,10 +261,11 @@ void ProcessRegistry::Scan(pid_t pid) {
         info.python = p.layout;
         info.python_module = p.mapping->path;
         info.code = std::make_unique<symbolizer::PythonCodeReader>(*info.memory, p.layout);
-        FileKey key = FileKey::Of(*p.mapping);
+        const AttachKey key = Attached(pid, FileKey::Of(*p.mapping));
         inspect::PinnedFile file = inspect::PinnedFile::Open(pid, *p.mapping);
         if (p.finalize_offset && !attached_.contains(key) && file.ok()) {
-          auto st = probes_.AttachUprobe(file.path(), *p.finalize_offset, ProbeProgram::kPyFinalize, false, 0);
+          auto st = probes_.AttachUprobe(ProbeScope(pid), file.path(), *p.finalize_offset, ProbeProgram::kPyFinalize,
+                                         false, 0);
           if (st.ok()) attached_.emplace(key, LibraryKind::kPython);
         }
       }
@@ -285,7 +297,7 @@ void ProcessRegistry::Scan(pid_t pid) {
 
 void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kind,
                                     const std::vector<Mapping>& maps, ProcessInfo& info) {
-  FileKey key = FileKey::Of(m);
+  const AttachKey key = Attached(pid, FileKey::Of(m));
   if (attached_.contains(key)) return;
   // libc10.so is probed for libc10_cuda.so's sake (below), never alone: a
   // CPU-only PyTorch process has no GPU tensors.
@@ -306,7 +318,8 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     }
     const std::string path = file.path();
     if (auto offset = symbolizer::ElfFile::ExportedFunctionOffset(path, GF_TORCH_ENGINE_EXECUTE_SYMBOL)) {
-      if (auto st = probes_.AttachUprobe(path, *offset, ProbeProgram::kEngineExecute, false, 0); !st.ok())
+      if (auto st = probes_.AttachUprobe(ProbeScope(pid), path, *offset, ProbeProgram::kEngineExecute, false, 0);
+          !st.ok())
         Warn(absl::StrCat("pid ", pid, ": backward() callers unavailable: ", st.message()));
     }
     attached_.emplace(key, kind);
@@ -325,25 +338,28 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     // A library from before duty cycles has no such probe: its activity is
     // always on anyway.
     if (options_.kernel_time_exact)
-      (void)probes_.AttachUsdt(path, "gpuflame", "kernel_time_exact", ProbeProgram::kKernelTimeExact);
+      (void)probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "kernel_time_exact", ProbeProgram::kKernelTimeExact);
     static constexpr std::pair<const char*, ProbeProgram> kProbes[] = {
         {"launch", ProbeProgram::kKernelLaunch}, {"kernel_batch", ProbeProgram::kKernelBatch},
         {"kernel_name", ProbeProgram::kKernelName}, {"status", ProbeProgram::kCuptiStatus}};
     for (const auto& [name, program] : kProbes) {
-      if (auto st = probes_.AttachUsdt(path, "gpuflame", name, program); !st.ok()) {
+      if (auto st = probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", name, program); !st.ok()) {
         Warn(absl::StrCat("pid ", pid, ": kernel time unavailable: ", st.message()));
         return;
       }
     }
     // A library from before API spans has no such probe: its timeline has
     // sampled launches only.
-    if (options_.api_spans) (void)probes_.AttachUsdt(path, "gpuflame", "api_batch", ProbeProgram::kApiBatch);
+    if (options_.api_spans)
+      (void)probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "api_batch", ProbeProgram::kApiBatch);
     // Also from before self-costing: its cost is then not counted (said in summary.json).
-    (void)probes_.AttachUsdt(path, "gpuflame", "lib_cost", ProbeProgram::kLibCost);
+    (void)probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "lib_cost", ProbeProgram::kLibCost);
     if (options_.tensor_events != TensorEvents::kProbes) {
       // The switch first, as for kernel time: no sampled event before it.
-      if (options_.tensor_exact) (void)probes_.AttachUsdt(path, "gpuflame", "tensor_exact", ProbeProgram::kTensorExact);
-      if (auto st = probes_.AttachUsdt(path, "gpuflame", "tensor_batch", ProbeProgram::kTensorBatch); !st.ok())
+      if (options_.tensor_exact)
+        (void)probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "tensor_exact", ProbeProgram::kTensorExact);
+      if (auto st = probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "tensor_batch", ProbeProgram::kTensorBatch);
+          !st.ok())
         Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
     }
@@ -364,8 +380,8 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
       case TorchReport::kAttached: attached_.emplace(key, kind); return;
       case TorchReport::kUnavailable: break;
     }
-    auto a = probes_.AttachUsdt(path, "pytorch", "malloc", ProbeProgram::kAllocEnter);
-    auto f = probes_.AttachUsdt(path, "pytorch", "free", ProbeProgram::kFreeEnter);
+    auto a = probes_.AttachUsdt(ProbeScope(pid), path, "pytorch", "malloc", ProbeProgram::kAllocEnter);
+    auto f = probes_.AttachUsdt(ProbeScope(pid), path, "pytorch", "free", ProbeProgram::kFreeEnter);
     attached_.emplace(key, kind);
     if (!a.ok() || !f.ok())
       Warn(absl::StrCat("pid ", pid, ": PyTorch has neither c10::reportMemoryUsageToProfiler nor USDT probes",
@@ -380,8 +396,8 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     auto vaddr = elf->FindSymbol(spec.symbol);
     auto offset = vaddr ? elf->VaddrToOffset(*vaddr) : std::nullopt;
     if (!offset) continue;
-    auto st = probes_.AttachUprobe(path, *offset, spec.entry, false, spec.api);
-    if (st.ok() && spec.has_exit) st = probes_.AttachUprobe(path, *offset, spec.exit, true, spec.api);
+    auto st = probes_.AttachUprobe(ProbeScope(pid), path, *offset, spec.entry, false, spec.api);
+    if (st.ok() && spec.has_exit) st = probes_.AttachUprobe(ProbeScope(pid), path, *offset, spec.exit, true, spec.api);
     if (!st.ok()) {
       Warn(absl::StrCat("pid ", pid, ": ", st.message()));
       continue;
@@ -457,7 +473,7 @@ ProcessRegistry::TorchReport ProcessRegistry::AttachTorchReport(pid_t pid, const
     if (!c10 || dir_of(m.path) == dir_of(c10_cuda.path)) c10 = &m;
   }
   if (!c10) return TorchReport::kNotMappedYet;
-  FileKey key = FileKey::Of(*c10);
+  const AttachKey key = Attached(pid, FileKey::Of(*c10));
   if (attached_.contains(key)) return TorchReport::kAttached;
   const symbolizer::ElfFile* elf = elves_.Get(pid, *c10);
   auto vaddr = elf ? elf->FindSymbol(kTorchReportSymbol) : std::nullopt;
@@ -465,7 +481,8 @@ ProcessRegistry::TorchReport ProcessRegistry::AttachTorchReport(pid_t pid, const
   if (!offset) return TorchReport::kUnavailable;
   inspect::PinnedFile file = inspect::PinnedFile::Open(pid, *c10);
   if (!file.ok()) return TorchReport::kNotMappedYet;  // gone meanwhile: the next mapper tries again
-  auto st = probes_.AttachUprobe(file.path(), *offset, ProbeProgram::kTorchReport, false, GF_API_TORCH_REPORT);
+  auto st = probes_.AttachUprobe(ProbeScope(pid), file.path(), *offset, ProbeProgram::kTorchReport, false,
+                                 GF_API_TORCH_REPORT);
   if (!st.ok()) {
     Warn(absl::StrCat("pid ", pid, ": ", st.message()));
     return TorchReport::kUnavailable;
@@ -483,7 +500,9 @@ void ProcessRegistry::AttachTorchOom(pid_t pid, const std::string& path, const s
     auto vaddr = c10.FindSymbol(symbol);
     auto offset = vaddr ? c10.VaddrToOffset(*vaddr) : std::nullopt;
     if (!offset) continue;
-    if (auto st = probes_.AttachUprobe(path, *offset, ProbeProgram::kTorchOom, false, GF_API_TORCH_REPORT); !st.ok())
+    if (auto st =
+            probes_.AttachUprobe(ProbeScope(pid), path, *offset, ProbeProgram::kTorchOom, false, GF_API_TORCH_REPORT);
+        !st.ok())
       Warn(absl::StrCat("pid ", pid, ": PyTorch's out-of-memory report: ", st.message()));
     return;
   }
@@ -491,7 +510,8 @@ void ProcessRegistry::AttachTorchOom(pid_t pid, const std::string& path, const s
                     "is seen at the failed device calls, without whether PyTorch raised it"));
 }
 
-void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated, uint64_t inode, uint64_t dev, uint64_t stopped_ns) {
+void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated, uint64_t inode, uint64_t dev, uint64_t stopped_ns,
+                                      std::string_view held_for) {
   if (gated) {
     if (WaitStopped(pid, 2000)) Scan(pid);
     if (inode) Cover(inode, dev);
@@ -513,7 +533,7 @@ void ProcessRegistry::OnLibraryMapped(pid_t pid, bool gated, uint64_t inode, uin
       if (pause > slowest_gate_ns_) {
         // Which file made a user's process wait longest: read again only for a new maximum.
         slowest_gate_ns_ = pause;
-        std::string_view name = inode ? "?" : "(exec)";  // a gate at exec maps no file
+        std::string_view name = inode ? "?" : held_for;  // a gate at exec or fork maps no file
         auto maps = inode ? inspect::ReadProcMaps(pid) : absl::StatusOr<std::vector<Mapping>>();
         if (maps.ok()) {
           for (const Mapping& m : *maps)
@@ -545,6 +565,42 @@ void ProcessRegistry::OnExec(pid_t pid, bool gated) {
   OnLibraryMapped(pid, gated);
 }
 
+void ProcessRegistry::OnForked(pid_t pid, pid_t parent, bool gated, uint64_t forked_ns) {
+  // A copy of its parent: the same libraries and interpreter, and the
+  // injection library's in-process hooks as the parent had them (patched
+  // there before the fork, so here too; the library tells the child's own
+  // pid at its first event). What the parent had decided stands: no
+  // fallback to probes for a worker that never touches CUDA.
+  Ensure(pid).forked = true;
+  if (const ProcessInfo* p = Find(parent); p && p != Find(pid)) {
+    ProcessInfo& info = Ensure(pid);
+    info.tensor_inprocess = p->tensor_inprocess;
+    info.tensor_hook = p->tensor_hook;
+    info.tensor_hook_python = p->tensor_hook_python;
+    info.tensor_sample_bytes = p->tensor_sample_bytes;
+    info.autograd_hook = p->autograd_hook;
+    info.cupti_status = p->cupti_status;
+    info.cupti_abi = p->cupti_abi;
+  }
+  if (gated) {
+    OnLibraryMapped(pid, true, 0, 0, forked_ns, "(fork)");
+    return;
+  }
+  // Not held (its parent was found running, `record --pid`): it ran on
+  // from its fork while we attached, and what it did until then is missed.
+  Scan(pid);
+  rescans_[pid] = 3;
+  const ProcessInfo* info = Find(pid);
+  if (!info || !(info->has_cuda || info->has_torch)) return;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const int64_t late_ns = now.tv_sec * 1'000'000'000ll + now.tv_nsec - static_cast<int64_t>(forked_ns);
+  Warn(absl::StrCat("pid ", pid, " (", info->comm, "), forked by pid ", parent, ": its probes were attached ",
+                    std::max<int64_t>(late_ns, 0) / 1'000'000,
+                    " ms after its fork, which it was not held for (its parent was found running): what it "
+                    "allocated in between is not in the profiles"));
+}
+
 void ProcessRegistry::OnFinalize(pid_t pid, bool gated) {
   // Nothing to read here: the caller has drained every earlier record and
   // resolved its frames before this one. Just let the process finish.
@@ -563,6 +619,13 @@ void ProcessRegistry::OnExit(pid_t pid) {
   probes_.RemovePython(pid);
   probes_.RemoveTarget(pid);
   rescans_.erase(pid);
+  DetachProcess(pid);
+}
+
+void ProcessRegistry::DetachProcess(pid_t pid) {
+  if (!options_.per_process_probes) return;
+  probes_.DetachProcess(pid);
+  absl::erase_if(attached_, [pid](const auto& kv) { return kv.first.first == pid; });
 }
 
 std::string CuptiAbiMismatchWarning(pid_t pid, const std::string& comm, uint32_t library_abi) {
@@ -703,6 +766,7 @@ void ProcessRegistry::Forget(pid_t pid) {
   inspect::ForgetPoisoned(pid);  // the pid may come back as another process
   processes_.erase(pid);
   rescans_.erase(pid);
+  DetachProcess(pid);  // its exit record may have been lost
   if (native_) native_->Forget(pid);
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -57,6 +58,9 @@ struct ProcessInfo {
   // Found running with CUDA or PyTorch already loaded (the agent's start,
   // `--pid`): what it allocated before then was not seen.
   bool attached_late = false;
+  // Forked from a followed process without exec (GF_EV_FORKED): it has its
+  // parent's breakpoints and semaphore counts already (see SayHello).
+  bool forked = false;
   std::optional<inspect::PythonLayout> python;
   std::string python_module;  // libpython's or the static interpreter's path
   std::unique_ptr<inspect::RemoteProcessMemory> memory;
@@ -81,6 +85,13 @@ class ProcessRegistry {
     // Ask libgpuflame_cupti.so for every launch, copy and memset call,
     // entry to return (gpuflame:api_batch): the timeline's spans and arrows.
     bool api_spans = false;
+    // Probes for the followed processes alone (record), each attached for
+    // its pid; else for every process mapping the file (the agent, which
+    // follows the machine). Per process, a process outside the recording
+    // that maps the same library takes no trap and has no semaphore
+    // raised: its USDT-gated work (the injection library's CUPTI
+    // callbacks) stays off.
+    bool per_process_probes = false;
   };
   // |native| (optional) is given each process's maps as they are read.
   ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
@@ -94,7 +105,9 @@ class ProcessRegistry {
 
   // |inode|/|dev|: the mapped file as the kernel names it; |stopped_ns|: when
   // the gate stopped it (CLOCK_MONOTONIC), for the pause's length.
-  void OnLibraryMapped(pid_t pid, bool gated, uint64_t inode = 0, uint64_t dev = 0, uint64_t stopped_ns = 0);
+  // |held_for|: what the gate was for when no file was mapped (the pause's name).
+  void OnLibraryMapped(pid_t pid, bool gated, uint64_t inode = 0, uint64_t dev = 0, uint64_t stopped_ns = 0,
+                       std::string_view held_for = "(exec)");
   // How long gates held processes: count and quantiles, in nanoseconds.
   struct GateStats {
     uint64_t count = 0;
@@ -103,6 +116,9 @@ class ProcessRegistry {
   };
   GateStats gate_stats() const;
   void OnExec(pid_t pid, bool gated);
+  // A followed process's child from fork() (GF_EV_FORKED; per-process
+  // probes only), at |forked_ns| (CLOCK_MONOTONIC), held there if |gated|.
+  void OnForked(pid_t pid, pid_t parent, bool gated, uint64_t forked_ns);
   void OnFinalize(pid_t pid, bool gated);
   void OnExit(pid_t pid);
   // The injection library said what it does (enum gf_cupti_status) and
@@ -145,10 +161,18 @@ class ProcessRegistry {
   }
   // Messages for the user, each once ("pid 42: Python 3.8 is not supported...").
   std::vector<std::string> TakeWarnings();
+  // Library files probed: (process, file) pairs with per-process probes.
   size_t attached_files() const { return attached_.size(); }
 
  private:
   using FileKey = inspect::FileKey;
+  // A file probed, and for which process (0: every process, the agent).
+  using AttachKey = std::pair<pid_t, FileKey>;
+  AttachKey Attached(pid_t pid, const FileKey& file) const { return {options_.per_process_probes ? pid : 0, file}; }
+  // The pid a probe for |pid|'s sake is attached for.
+  pid_t ProbeScope(pid_t pid) const { return options_.per_process_probes ? pid : BpfProbes::kEveryProcess; }
+  // Its own probes go with it (per-process probes).
+  void DetachProcess(pid_t pid);
 
   void Scan(pid_t pid);
   void AttachLibrary(pid_t pid, const inspect::Mapping& m, LibraryKind kind,
@@ -198,7 +222,7 @@ class ProcessRegistry {
   absl::flat_hash_map<pid_t, std::unique_ptr<ProcessInfo>> processes_;
   uint64_t followed_cpu_ticks_ = 0;  // SampleFollowedCpuNs's running total
   int64_t next_hook_check_ns_ = 0;   // Tick looks for overdue hooks once a second
-  absl::flat_hash_map<FileKey, LibraryKind> attached_;
+  absl::flat_hash_map<AttachKey, LibraryKind> attached_;
   absl::flat_hash_map<pid_t, int> rescans_;  // pid -> scans left
   static constexpr size_t kMaxWarned = 4096;
   absl::flat_hash_set<std::string> warned_;

@@ -11,7 +11,8 @@ stuck in its call, as in a real job.
                                    rank's pid
   nccl_ranks.py rank R IDHEX MODE  one rank
 
-Each rank: ncclCommInitRank(2 ranks), then STEPS steps of Trainer > step:
+Each rank: a rendezvous with the other (files), ncclCommInitRank(2 ranks), then
+STEPS steps of Trainer > step:
 an all-reduce of 1 MiB of float32 (Comm > all_reduce), a broadcast of
 256 KiB from rank 0 (Comm > broadcast), and an exchange (Comm > exchange):
 rank 0 ncclSend 4 MiB of float32 to rank 1, rank 1 ncclRecv them from rank 0.
@@ -105,6 +106,22 @@ def device_buffer(nbytes):
     p = ctypes.c_void_p()
     check("cudaMalloc", cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(nbytes)))
     return p
+
+
+def rendezvous(rank, idhex):
+    """Both ranks here before either calls NCCL, as torchrun's ranks meet at
+    their store first: how long each took to start (imports, gpuflame's
+    gates holding it while its probes are attached, a loaded machine) is
+    not a wait inside NCCL. Files in the simulated NCCL's directory,
+    bounded to 60 s."""
+    d = os.environ.get("GF_SIM_NCCL_DIR") or "/tmp"
+    mine, theirs = (os.path.join(d, f"rendezvous-{idhex[:16]}-{r}") for r in (rank, 1 - rank))
+    open(mine, "w").close()
+    for _ in range(6000):
+        if os.path.exists(theirs):
+            return
+        time.sleep(0.01)
+    raise SystemExit(f"nccl_ranks.py: rank {1 - rank} never came to the rendezvous")
 
 
 class Comm:
@@ -218,6 +235,7 @@ def run_rank(rank, idhex, mode):
     uid = UniqueId()
     # All 128 bytes: assigning to a c_char array stops at its first NUL.
     ctypes.memmove(ctypes.byref(uid), bytes.fromhex(idhex), ctypes.sizeof(uid))
+    rendezvous(rank, idhex)
     comm = Comm(rank, uid, mode)
     trainer = Trainer(comm, mode)
     steps = STRAGGLER_STEPS if mode == "straggler" else STEPS

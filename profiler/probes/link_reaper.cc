@@ -1,0 +1,70 @@
+#include "profiler/probes/link_reaper.h"
+
+#include <bpf/libbpf.h>
+#include <pthread.h>
+
+#include <utility>
+
+namespace gpuflame::profiler {
+
+void BpfLinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
+
+void AbandonLink(BpfLinkPtr link) {
+  if (!link) return;
+  // Disconnected, libbpf's destroy frees its memory and leaves the
+  // descriptors (and the probe) to the kernel, which closes them at exit.
+  bpf_link__disconnect(link.get());
+}
+
+LinkReaper::LinkReaper(std::mutex& usdt_mutex) : usdt_mutex_(usdt_mutex), thread_([this] { Run(); }) {}
+
+LinkReaper::~LinkReaper() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+  for (Doomed& d : queue_) AbandonLink(std::move(d.link));
+}
+
+void LinkReaper::Reap(BpfLinkPtr link, bool usdt) {
+  if (!link) return;
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({std::move(link), usdt});
+  }
+  wake_.notify_one();
+}
+
+size_t LinkReaper::pending() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+size_t LinkReaper::destroyed() const {
+  std::lock_guard lock(mutex_);
+  return destroyed_;
+}
+
+void LinkReaper::Run() {
+  pthread_setname_np(pthread_self(), "gf-link-reaper");
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Doomed d = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    if (d.usdt) {
+      std::lock_guard usdt(usdt_mutex_);
+      d.link.reset();
+    } else {
+      d.link.reset();  // no libbpf state shared with the worker
+    }
+    lock.lock();
+    destroyed_++;
+  }
+}
+
+}  // namespace gpuflame::profiler

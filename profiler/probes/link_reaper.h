@@ -1,0 +1,71 @@
+// Destroys the probes of processes that are gone, off the worker thread.
+//
+// Why a thread of its own: closing a uprobe bound to one process (record's
+// probes, attached per pid) waits for an RCU grace period in the kernel
+// (perf_uprobe_destroy -> perf_trace_event_unreg ->
+// synchronize_rcu_tasks_trace): 84-90 ms a probe on the development VM
+// (kernel 6.18), against ~25 us for a machine-wide one. A process's ~50
+// probes would hold the event loop for 4.4 s at its exit (measured), its
+// ring buffer unread. Here only this thread waits.
+//
+// Threads: Reap from the worker thread; the destroys run on the reaper's
+// own. libbpf's USDT links share the BPF object's USDT manager with
+// BpfProbes::AttachUsdt (a USDT link's destroy returns its spec IDs to
+// it), so both hold |usdt_mutex| around those calls, one link at a time: an
+// attach waits at most one destroy.
+#ifndef GPUFLAME_PROFILER_PROBES_LINK_REAPER_H_
+#define GPUFLAME_PROFILER_PROBES_LINK_REAPER_H_
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+struct bpf_link;
+
+namespace gpuflame::profiler {
+
+struct BpfLinkDeleter {
+  void operator()(bpf_link* link) const;  // bpf_link__destroy
+};
+using BpfLinkPtr = std::unique_ptr<bpf_link, BpfLinkDeleter>;
+
+// Hands |link| to the kernel to close as gpuflame exits, without waiting
+// here: its descriptors stay open (the probe attached) until then, and
+// libbpf's memory for it is freed now.
+void AbandonLink(BpfLinkPtr link);
+
+class LinkReaper {
+ public:
+  explicit LinkReaper(std::mutex& usdt_mutex);
+  // Joins the thread after the link it is destroying; those still queued
+  // are abandoned (AbandonLink): at gpuflame's end, not worth its wait.
+  ~LinkReaper();
+  LinkReaper(const LinkReaper&) = delete;
+  LinkReaper& operator=(const LinkReaper&) = delete;
+
+  void Reap(BpfLinkPtr link, bool usdt);
+  // Links queued and not yet destroyed, and destroyed so far (tests, stats).
+  size_t pending() const;
+  size_t destroyed() const;
+
+ private:
+  struct Doomed {
+    BpfLinkPtr link;
+    bool usdt = false;
+  };
+  void Run();
+
+  std::mutex& usdt_mutex_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Doomed> queue_;
+  size_t destroyed_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;  // last: started once the rest exists
+};
+
+}  // namespace gpuflame::profiler
+
+#endif  // GPUFLAME_PROFILER_PROBES_LINK_REAPER_H_
