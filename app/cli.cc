@@ -85,6 +85,12 @@ Options:
                           milliseconds, 50 to 1000 (default 100)
       --idle-gap-ms MS    a GPU idle this long or longer is an idle gap
                           (default 5; 1 to 1000)
+      --per-process-probes
+                          attach the probes for each followed process alone,
+                          not for every process mapping the same libraries:
+                          other jobs on the machine take no trap and no
+                          semaphore (experimental: each probe's close costs
+                          the kernel a grace period, ~85 ms measured)
       --sync-waits        also CUPTI's synchronisation records (off by
                           default: they cost a launch-bound step more than
                           the kernels' own records). Synchronise waits are
@@ -360,6 +366,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args,
       if (r.ec != std::errc() || r.ptr != v->data() + v->size() || n < lo || n > hi)
         return Bad("record", absl::StrCat(a, " wants ", lo, " to ", hi, " milliseconds, not '", *v, "'"));
       (interval ? o.utilization.interval_ms : o.utilization.idle_gap_ms) = n;
+    } else if (a == "--per-process-probes") {
+      o.per_process_probes = true;
     } else if (a == "--sync-waits") {
       o.utilization.sync_waits = true;
     } else if (a == "--nccl-hang-s") {

@@ -402,6 +402,7 @@ int RunRecord(const RecordOptions& opt) {
   profiling.io_spans.max_per_process = opt.timeline.io_max_per_process;
   Session::Options sopt;
   sopt.system_wide = system_wide;
+  sopt.per_process_probes = opt.per_process_probes;
   sopt.profiling = profiling;
   auto started = Session::Start(sopt);
   if (!started.ok()) return Fail(started.status());

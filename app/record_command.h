@@ -60,6 +60,10 @@ struct RecordOptions {
   TimelineRequest timeline;
   UtilizationRequest utilization;
   double nccl_hang_s = kDefaultNcclHangSeconds;  // an NCCL call outstanding this long is a hang
+  // Probes attached for each followed process alone, not for every process
+  // mapping the library (Session::Options::per_process_probes). Opt-in:
+  // closing them costs the kernel a grace period each (README).
+  bool per_process_probes = false;
 };
 
 // Returns the process exit status: the command's own when one was run.

@@ -32,9 +32,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   bopt.ring_bytes = options.profiling.ring_buffer_kb << 10;
   bopt.native_stacks = static_cast<int>(options.profiling.native_stacks);
   bopt.gate_new_files = options.system_wide && options.profiling.gate_new_libraries;
-  // Following chosen processes (record), their probes are theirs alone:
-  // another job mapping the same libraries pays nothing for them.
-  bopt.follow_forks = !options.system_wide;
+  const bool per_process = options.per_process_probes && !options.system_wide;
+  bopt.follow_forks = per_process;
   // Every synchronise call's record where utilization or the timeline takes
   // them; else only NCCL processes', for their GPU-side hangs.
   bopt.sync_returns_all = options.profiling.sync_waits;
@@ -59,7 +58,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   ropt.sync_waits = options.profiling.sync_waits || options.profiling.nccl_gpu_hangs;
   ropt.api_spans = options.profiling.api_spans;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
-  ropt.per_process_probes = !options.system_wide;
+  ropt.per_process_probes = per_process;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());
   s->resolver_ = std::make_unique<StackResolver>(
       s->registry_.get(), *s->native_,

@@ -43,6 +43,12 @@ class Session {
   struct Options {
     ProfilingOptions profiling;
     bool system_wide = false;  // every CUDA process, not only targets
+    // Targets' probes attached for each target's pid alone (record
+    // --per-process-probes): another job mapping the same libraries pays
+    // nothing for them, and a target's child forked without exec is held
+    // at its fork for its own. Else (and always machine-wide) the probes are
+    // the library file's, for every process that maps it.
+    bool per_process_probes = false;
     // The hand-off queue between the reader and the worker; never smaller
     // than the ring buffer (see RingReader).
     size_t queue_bytes = 16u << 20;

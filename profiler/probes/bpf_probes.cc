@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -89,7 +90,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");
   if (int err = gpuflame_bpf__load(skel)) return Errno(err, "loading the BPF programs");
-  if (options.follow_forks) p->reaper_ = std::make_unique<LinkReaper>(p->usdt_mutex_);
+  if (options.follow_forks) p->reaper_ = std::make_unique<LinkReaper>(p->usdt_mutex_, p->last_attach_ns_);
 
   // Before any gate can fire: a process stopped by the machine-wide gate is
   // known to no one but this map until its record is read, so the machine-wide
@@ -155,8 +156,15 @@ void BpfProbes::Destroy(ProcessLink link) {
   link.link.reset();
 }
 
+void BpfProbes::NoteAttach() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  last_attach_ns_.store(now.tv_sec * 1'000'000'000ll + now.tv_nsec, std::memory_order_relaxed);
+}
+
 absl::Status BpfProbes::AttachUprobe(pid_t pid, const std::string& path, uint64_t offset, ProbeProgram program,
                                      bool retprobe, uint64_t cookie, uint64_t semaphore_offset) {
+  NoteAttach();
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = semaphore_offset, .bpf_cookie = cookie,
               .retprobe = retprobe);
   LinkPtr link(bpf_program__attach_uprobe_opts(ProgramFor(skel_.get(), program), pid, path.c_str(), offset, &opts));
@@ -167,6 +175,7 @@ absl::Status BpfProbes::AttachUprobe(pid_t pid, const std::string& path, uint64_
 
 absl::Status BpfProbes::AttachUsdt(pid_t pid, const std::string& path, const char* provider, const char* name,
                                    ProbeProgram program) {
+  NoteAttach();
   bpf_program* prog = program == ProbeProgram::kAllocEnter  ? skel_->progs.torch_malloc
                       : program == ProbeProgram::kFreeEnter ? skel_->progs.torch_free
                                                             : ProgramFor(skel_.get(), program);

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -159,6 +160,8 @@ class BpfProbes {
     bool usdt = false;  // its destroy touches the object's USDT manager
   };
 
+  // An attach starts: the reaper waits for the burst to end.
+  void NoteAttach();
   // Keeps |link|, a probe for |pid| (kEveryProcess: the machine's).
   void Keep(pid_t pid, LinkPtr link, bool usdt);
   // Destroys |link|: a per-process probe on the reaper's thread (its close
@@ -170,7 +173,8 @@ class BpfProbes {
   absl::flat_hash_map<pid_t, std::vector<ProcessLink>> process_links_;  // probes for one process
   pid_t last_attached_ = kEveryProcess;                                 // whose list DetachLast pops
   std::mutex usdt_mutex_;               // libbpf's USDT manager: AttachUsdt and the reaper
-  std::unique_ptr<LinkReaper> reaper_;  // with follow_forks (per-process probes) only
+  std::atomic<int64_t> last_attach_ns_{0};  // CLOCK_MONOTONIC of the latest attach: the reaper gives way
+  std::unique_ptr<LinkReaper> reaper_;      // with follow_forks (per-process probes) only
   std::string gate_warning_;
   bool io_spans_attached_ = false;
   uint32_t py_generation_ = 0;  // SetPython's last seed (the registry's thread)

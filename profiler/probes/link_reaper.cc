@@ -3,6 +3,9 @@
 #include <bpf/libbpf.h>
 #include <pthread.h>
 
+#include <time.h>
+
+#include <chrono>
 #include <utility>
 
 namespace gpuflame::profiler {
@@ -16,7 +19,8 @@ void AbandonLink(BpfLinkPtr link) {
   bpf_link__disconnect(link.get());
 }
 
-LinkReaper::LinkReaper(std::mutex& usdt_mutex) : usdt_mutex_(usdt_mutex), thread_([this] { Run(); }) {}
+LinkReaper::LinkReaper(std::mutex& usdt_mutex, const std::atomic<int64_t>& last_attach_ns)
+    : usdt_mutex_(usdt_mutex), last_attach_ns_(last_attach_ns), thread_([this] { Run(); }) {}
 
 LinkReaper::~LinkReaper() {
   {
@@ -47,11 +51,22 @@ size_t LinkReaper::destroyed() const {
   return destroyed_;
 }
 
+void LinkReaper::GiveWay(std::unique_lock<std::mutex>& lock) {
+  for (;;) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const int64_t quiet = now.tv_sec * 1'000'000'000ll + now.tv_nsec - last_attach_ns_.load(std::memory_order_relaxed);
+    if (stopping_ || quiet >= kQuietNs) return;
+    wake_.wait_for(lock, std::chrono::nanoseconds(kQuietNs - quiet));
+  }
+}
+
 void LinkReaper::Run() {
   pthread_setname_np(pthread_self(), "gf-link-reaper");
   std::unique_lock lock(mutex_);
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    GiveWay(lock);
     if (stopping_) return;
     Doomed d = std::move(queue_.front());
     queue_.pop_front();

@@ -8,6 +8,15 @@
 // probes would hold the event loop for 4.4 s at its exit (measured), its
 // ring buffer unread. Here only this thread waits.
 //
+// One thread, and it gives way: the kernel destroys these probes under its
+// global event_mutex, grace period included, and every uprobe attach takes
+// that mutex too. More threads would not overlap their waits (measured: 8
+// threads destroyed no faster than one) and would queue ahead of the
+// worker's attaches, which hold a process at its gate. So before each
+// destroy the reaper waits until no attach has started for kQuietNs: a
+// burst of attaches (a process's ~50 probes) waits for at most the one
+// destroy already under way.
+//
 // Threads: Reap from the worker thread; the destroys run on the reaper's
 // own. libbpf's USDT links share the BPF object's USDT manager with
 // BpfProbes::AttachUsdt (a USDT link's destroy returns its spec IDs to
@@ -16,7 +25,9 @@
 #ifndef GPUFLAME_PROFILER_PROBES_LINK_REAPER_H_
 #define GPUFLAME_PROFILER_PROBES_LINK_REAPER_H_
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -38,7 +49,9 @@ void AbandonLink(BpfLinkPtr link);
 
 class LinkReaper {
  public:
-  explicit LinkReaper(std::mutex& usdt_mutex);
+  // |last_attach_ns|: CLOCK_MONOTONIC of the worker's latest attach.
+  LinkReaper(std::mutex& usdt_mutex, const std::atomic<int64_t>& last_attach_ns);
+  static constexpr int64_t kQuietNs = 20'000'000;
   // Joins the thread after the link it is destroying; those still queued
   // are abandoned (AbandonLink): at gpuflame's end, not worth its wait.
   ~LinkReaper();
@@ -57,7 +70,11 @@ class LinkReaper {
   };
   void Run();
 
+  // Waits (bounded by stopping) until no attach started for kQuietNs.
+  void GiveWay(std::unique_lock<std::mutex>& lock);
+
   std::mutex& usdt_mutex_;
+  const std::atomic<int64_t>& last_attach_ns_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Doomed> queue_;

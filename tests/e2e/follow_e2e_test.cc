@@ -1,6 +1,7 @@
-// Which processes `gpuflame record` touches: the ones it follows, each from
-// its first instruction (a child forked without exec included), and no
-// other. Real BPF on the simulated CUDA runtime (a test fixture, not a GPU).
+// Which processes `gpuflame record --per-process-probes` touches: the ones
+// it follows, each from its first instruction (a child forked without exec
+// included), and no other. Real BPF on the simulated CUDA runtime (a test
+// fixture, not a GPU).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -40,8 +41,8 @@ TEST(FollowTest, WorkersForkedWithoutExecAreSeenFromTheirFirstAllocation) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   const std::string out = TempDir("forked-workers");
-  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q -o " + out + " -- " + PyenvPython("3.12") + " " +
-                   Workload("forked_workers.py") + " 4");
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record -q --per-process-probes -o " + out + " -- " +
+                   PyenvPython("3.12") + " " + Workload("forked_workers.py") + " 4");
   ASSERT_EQ(r.status, 0) << r.output;
   pprof::Profile gpu, torch;
   ASSERT_TRUE(LoadPprof(out + "/gpu_memory.pb.gz", &gpu)) << r.output;
@@ -74,8 +75,8 @@ TEST(FollowTest, AProcessOutsideTheRecordingGetsNoBreakpointAndNoSemaphore) {
   ASSERT_TRUE(WaitForFile(beside + ".ready", 20)) << ReadFile(dir + "/beside.log");
 
   const std::string inside = dir + "/inside.json";
-  RunResult r = Sh(env + GPUFLAME_BIN + " record -q -o " + dir + "/out -- " + python + " " + Workload("bystander.py") +
-                   " " + inside + " - 1.5");
+  RunResult r = Sh(env + GPUFLAME_BIN + " record -q --per-process-probes -o " + dir + "/out -- " + python + " " +
+                   Workload("bystander.py") + " " + inside + " - 1.5");
   Sh("touch " + stop);
   ASSERT_EQ(r.status, 0) << r.output;
   ASSERT_TRUE(WaitForFile(beside, 20)) << ReadFile(dir + "/beside.log");
