@@ -41,16 +41,6 @@ void LinkReaper::Reap(BpfLinkPtr link, bool usdt) {
   wake_.notify_one();
 }
 
-size_t LinkReaper::pending() const {
-  std::lock_guard lock(mutex_);
-  return queue_.size();
-}
-
-size_t LinkReaper::destroyed() const {
-  std::lock_guard lock(mutex_);
-  return destroyed_;
-}
-
 void LinkReaper::GiveWay(std::unique_lock<std::mutex>& lock) {
   for (;;) {
     timespec now{};
@@ -78,7 +68,6 @@ void LinkReaper::Run() {
       d.link.reset();  // no libbpf state shared with the worker
     }
     lock.lock();
-    destroyed_++;
   }
 }
 

@@ -59,9 +59,6 @@ class LinkReaper {
   LinkReaper& operator=(const LinkReaper&) = delete;
 
   void Reap(BpfLinkPtr link, bool usdt);
-  // Links queued and not yet destroyed, and destroyed so far (tests, stats).
-  size_t pending() const;
-  size_t destroyed() const;
 
  private:
   struct Doomed {
@@ -78,7 +75,6 @@ class LinkReaper {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Doomed> queue_;
-  size_t destroyed_ = 0;
   bool stopping_ = false;
   std::thread thread_;  // last: started once the rest exists
 };
