@@ -280,6 +280,8 @@ void ProcessRegistry::Scan(pid_t pid) {
     const std::string_view comm = info.comm;
     const bool resolver = comm.starts_with("ld-linux") || comm == "ld.so" || comm.starts_with("ldconfig");
     if ((*kind == LibraryKind::kCudaRuntime || *kind == LibraryKind::kCudaDriver) && !resolver) info.has_cuda = true;
+    if (*kind == LibraryKind::kCudaDriver && !resolver && info.cuda_driver_since_ns == 0)
+      info.cuda_driver_since_ns = NowNs(CLOCK_MONOTONIC);
     if (*kind == LibraryKind::kTorchCuda) info.has_torch = true;
     if (*kind == LibraryKind::kCupti && !info.has_cupti) {
       info.has_cupti = true;
@@ -448,6 +450,22 @@ uint64_t ProcessRegistry::SampleFollowedCpuNs() {
   return ticks_per_s > 0 ? followed_cpu_ticks_ * (1'000'000'000ull / static_cast<uint64_t>(ticks_per_s)) : 0;
 }
 
+namespace {
+
+// Whether the process's environment has CUDA load libgpuflame_cupti.so at
+// cuInit (an absolute path to a regular file in its root). Read once.
+bool NamesInjectionLibrary(ProcessInfo& info) {
+  if (!info.injection_named) {
+    auto path = inspect::EnvironmentValue(info.pid, "CUDA_INJECTION64_PATH");
+    info.injection_named = path && !path->empty() && (*path)[0] == '/' &&
+                           std::string_view(*path).substr(path->rfind('/') + 1).starts_with("libgpuflame_cupti.so") &&
+                           IsRegularFileInRoot(info.pid, *path);
+  }
+  return *info.injection_named;
+}
+
+}  // namespace
+
 bool ProcessRegistry::TensorInProcess(ProcessInfo& info) {
   if (info.tensor_inprocess) return *info.tensor_inprocess;
   bool inprocess = options_.tensor_events == TensorEvents::kInProcess;
@@ -455,10 +473,7 @@ bool ProcessRegistry::TensorInProcess(ProcessInfo& info) {
     // libc10_cuda.so maps at `import torch`, before CUDA loads the injection
     // library (at cuInit): its environment says whether it will, and the
     // file must be there, or nothing would observe the tensors.
-    auto path = inspect::EnvironmentValue(info.pid, "CUDA_INJECTION64_PATH");
-    inprocess = path && !path->empty() && (*path)[0] == '/' &&
-                std::string_view(*path).substr(path->rfind('/') + 1).starts_with("libgpuflame_cupti.so") &&
-                IsRegularFileInRoot(info.pid, *path);
+    inprocess = NamesInjectionLibrary(info);
   }
   info.tensor_inprocess = inprocess;
   return inprocess;
@@ -732,14 +747,25 @@ void ProcessRegistry::FallBackToProbes(ProcessInfo& info, const std::string& why
   if (!info.exited) Scan(info.pid);
 }
 
-void ProcessRegistry::CheckKernelTime() {
+void ProcessRegistry::CheckKernelTime(std::optional<int64_t> now_ns) {
+  // CUDA loads the library inside cuInit, and `import torch` maps libcudart
+  // seconds before anything calls cuInit: a running process is judged only
+  // once the driver is mapped (the real runtime maps it at its first call,
+  // moments before cuInit). One whose environment names the library has it
+  // loaded at cuInit unless that failed, which takes far less than a minute
+  // to show; the simulated runtime maps the driver at import.
+  constexpr int64_t kNamedGraceNs = 60'000'000'000;
   for (auto& [pid, info] : processes_) {
     if (info->kernel_time_reported || !info->has_cuda || info->has_cupti) continue;
+    if (now_ns && info->cuda_driver_since_ns == 0) continue;
+    const bool named = info->exited ? info->injection_named.value_or(false) : NamesInjectionLibrary(*info);
+    if (now_ns && named && *now_ns - info->cuda_driver_since_ns < kNamedGraceNs) continue;
     info->kernel_time_reported = true;
-    Warn(absl::StrCat("pid ", pid, " (", info->comm,
-                      "): kernel time unavailable: libgpuflame_cupti.so is not loaded (start the "
-                      "workload with CUDA_INJECTION64_PATH=/path/to/libgpuflame_cupti.so); memory and "
-                      "CPU profiles are unaffected"));
+    Warn(absl::StrCat("pid ", pid, " (", info->comm, "): kernel time unavailable: ",
+                      named ? "CUDA_INJECTION64_PATH names libgpuflame_cupti.so, but CUDA has not loaded it"
+                            : "libgpuflame_cupti.so is not loaded (start the workload with "
+                              "CUDA_INJECTION64_PATH=/path/to/libgpuflame_cupti.so)",
+                      "; memory and CPU profiles are unaffected"));
   }
 }
 

@@ -53,6 +53,8 @@ struct ProcessInfo {
   uint64_t tensor_sample_bytes = 0;  // while live: its sampling interval, 0 when every allocation is sent
   uint32_t autograd_hook = 0;       // enum gf_autograd_hook: the backward-origin hook's state, 0 until it reports
   bool kernel_time_reported = false;  // "kernel time unavailable" said once
+  int64_t cuda_driver_since_ns = 0;   // when libcuda.so was first seen mapped (CLOCK_MONOTONIC), 0: not yet
+  std::optional<bool> injection_named;  // its environment names libgpuflame_cupti.so (read once, when needed)
   std::optional<uint64_t> cpu_ticks;  // its CPU time (user + system) when last sampled
   bool exited = false;
   // Found running with CUDA or PyTorch already loaded (the agent's start,
@@ -138,8 +140,12 @@ class ProcessRegistry {
   // read, which never blocks). What gpuflame's cost is a share of.
   uint64_t SampleFollowedCpuNs();
   // Says once per CUDA process without the injection library that it gets
-  // no kernel time (called when kernel time was asked for).
-  void CheckKernelTime();
+  // no kernel time (called when kernel time was asked for). |now_ns|
+  // (CLOCK_MONOTONIC): a check while the process runs (the agent's window
+  // cut), which must not judge it before CUDA had its chance to load the
+  // library (see the .cc); none: the recording's end, which judges every
+  // CUDA process.
+  void CheckKernelTime(std::optional<int64_t> now_ns = std::nullopt);
   // Drops everything known about an exited pid (the pid may be reused).
   void Forget(pid_t pid);
   // A watched library file has been handled (probes attached, or given up

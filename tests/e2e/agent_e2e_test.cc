@@ -736,11 +736,15 @@ TEST(AgentTest, PushesCpuAndKernelTimePerProcess) {
   // CUDA libraries, libpython and the injection library attached
   AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 5);
   std::string pidfile = dir + "/workload.pid";
-  RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("kernels.py") + "'");
+  // CUDA mapped 2.5 s (two windows) before cuInit loads the library, as
+  // `import torch` maps libcudart long before the first CUDA call: no
+  // window may call its kernel time unavailable meanwhile.
+  RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("late_cuinit.py") + " 2.5'");
   ASSERT_EQ(r.status, 0) << r.output;
   pid_t pid = std::stoi(ReadFile(pidfile));
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  EXPECT_EQ(agent.Log().find("kernel time unavailable"), std::string::npos) << agent.Log();
   EXPECT_TRUE(receiver.Rejections().empty()) << receiver.Rejections()[0];
   int64_t kernel_ns = 0, launches = 0, cpu_ns = 0;
   for (const ReceivedSeries& s : receiver.Accepted()) {
