@@ -18,7 +18,10 @@ std::vector<ProcessWindow> WindowSnapshotter::Close(Session& session, int64_t st
   session.RefreshFrames();
   EventProcessor& events = session.events();
   events.joiner().Flush(NowNs(CLOCK_MONOTONIC));  // unsampled kernels charged before the cut
-  if (cfg_.profiling.kernel_time) session.registry().CheckKernelTime(NowNs(CLOCK_MONOTONIC));
+  if (cfg_.profiling.kernel_time)
+    session.registry().CheckKernelTime(
+        [&](pid_t pid) { return events.tracker().Peak(pid, GF_DOMAIN_GPU, PeakScope::kAllTime).bytes > 0; },
+        NowNs(CLOCK_MONOTONIC));
   // Processes found running (a restarted agent): what they held already.
   session.AccountBeforeAttach();
   // Each stack's in use at its process's peak in this window; the next

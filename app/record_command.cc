@@ -560,7 +560,9 @@ int RunRecord(const RecordOptions& opt) {
   for (const profiler::Profile& p : oom_profiles) profiles.push_back(&p);
   const std::optional<profiler::Profile> nccl_profile = nccl.BuildProfile(session, comm, start_wall, duration);
   if (nccl_profile) profiles.push_back(&*nccl_profile);
-  if (opt.profiling.kernel_time) registry.CheckKernelTime();
+  if (opt.profiling.kernel_time)
+    registry.CheckKernelTime(
+        [&](pid_t pid) { return events.tracker().Peak(pid, GF_DOMAIN_GPU, PeakScope::kAllTime).bytes > 0; });
 
   const size_t said_live = warnings.size();  // already on the terminal
   for (std::string& w : session.TakeWarnings()) warnings.push_back(std::move(w));

@@ -747,17 +747,17 @@ void ProcessRegistry::FallBackToProbes(ProcessInfo& info, const std::string& why
   if (!info.exited) Scan(info.pid);
 }
 
-void ProcessRegistry::CheckKernelTime(std::optional<int64_t> now_ns) {
+void ProcessRegistry::CheckKernelTime(absl::FunctionRef<bool(pid_t)> used_gpu, std::optional<int64_t> now_ns) {
   // CUDA loads the library inside cuInit, and `import torch` maps libcudart
-  // seconds before anything calls cuInit: a running process is judged only
-  // once the driver is mapped (the real runtime maps it at its first call,
-  // moments before cuInit). One whose environment names the library has it
-  // loaded at cuInit unless that failed, which takes far less than a minute
-  // to show; the simulated runtime maps the driver at import.
-  constexpr int64_t kNamedGraceNs = 60'000'000'000;
+  // seconds before anything calls cuInit: a process is judged once it has
+  // allocated device memory, after cuInit. One whose environment names the
+  // library then had it loaded unless that failed; while it runs it is
+  // given 10 s from the driver's mapping, for the library's mapping to be
+  // scanned (the simulated runtime maps the driver at import, and the real
+  // one at its first call).
+  constexpr int64_t kNamedGraceNs = 10'000'000'000;
   for (auto& [pid, info] : processes_) {
-    if (info->kernel_time_reported || !info->has_cuda || info->has_cupti) continue;
-    if (now_ns && info->cuda_driver_since_ns == 0) continue;
+    if (info->kernel_time_reported || !info->has_cuda || info->has_cupti || !used_gpu(pid)) continue;
     const bool named = info->exited ? info->injection_named.value_or(false) : NamesInjectionLibrary(*info);
     if (now_ns && named && *now_ns - info->cuda_driver_since_ns < kNamedGraceNs) continue;
     info->kernel_time_reported = true;

@@ -17,12 +17,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
+#include "inspect/process_memory.h"
 #include "profiler/probes/bpf_probes.h"
 #include "profiler/process/k8s_metadata.h"
 #include "profiler/process/service_hints.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
-#include "inspect/process_memory.h"
 #include "symbolizer/python_code.h"
 
 namespace gpuflame::profiler {
@@ -140,12 +141,12 @@ class ProcessRegistry {
   // read, which never blocks). What gpuflame's cost is a share of.
   uint64_t SampleFollowedCpuNs();
   // Says once per CUDA process without the injection library that it gets
-  // no kernel time (called when kernel time was asked for). |now_ns|
-  // (CLOCK_MONOTONIC): a check while the process runs (the agent's window
-  // cut), which must not judge it before CUDA had its chance to load the
-  // library (see the .cc); none: the recording's end, which judges every
-  // CUDA process.
-  void CheckKernelTime(std::optional<int64_t> now_ns = std::nullopt);
+  // no kernel time (called when kernel time was asked for). |used_gpu|: it
+  // has allocated device memory, so it has run cuInit, where CUDA loads the
+  // library (tools that only map the driver, like nvidia-smi, are not
+  // judged). |now_ns| (CLOCK_MONOTONIC): a check while the process runs (the
+  // agent's window cut); none: the recording's end.
+  void CheckKernelTime(absl::FunctionRef<bool(pid_t)> used_gpu, std::optional<int64_t> now_ns = std::nullopt);
   // Drops everything known about an exited pid (the pid may be reused).
   void Forget(pid_t pid);
   // A watched library file has been handled (probes attached, or given up

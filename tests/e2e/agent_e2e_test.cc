@@ -762,6 +762,39 @@ TEST(AgentTest, PushesCpuAndKernelTimePerProcess) {
   EXPECT_GT(cpu_ns, 0);
 }
 
+// "Kernel time unavailable" is for a process that uses the GPU without the
+// injection library, not for one that maps CUDA and never runs cuInit
+// (nvidia-smi, monitoring tools).
+TEST(AgentTest, SaysKernelTimeIsUnavailableOnlyToProcessesThatUseTheGpuWithoutTheLibrary) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  std::string dir = TempDir("agent-no-library");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool");
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  std::string py = SimEnv() + " " + PyenvPython("3.12") + " " + Workload("cuda_mapped_only.py") + " 3";
+  AttachLibraries(metrics_port, SimEnv() + " " + PyenvPython("3.12") + " -c 'import sim_torch'", 5);
+  RunResult r = Sh("(" + py + " > " + dir + "/mapped &) ; " + py + " alloc > " + dir + "/alloc; wait");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto pid_in = [&](const char* file) {
+    const std::string text = ReadFile(dir + file);
+    return text.empty() ? text : std::to_string(std::stoi(text));
+  };
+  const std::string mapped = pid_in("/mapped"), alloc = pid_in("/alloc");
+  ASSERT_FALSE(mapped.empty());
+  ASSERT_FALSE(alloc.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a window past both
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  const std::string log = agent.Log();
+  EXPECT_NE(log.find("pid " + alloc + " (python3.12): kernel time unavailable: libgpuflame_cupti.so is not loaded"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("pid " + mapped + " ("), std::string::npos) << log;
+}
+
 TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
