@@ -35,6 +35,8 @@ using profiler::timeline::Timeline;
 constexpr uint32_t kFirstTrackTid = 1u << 30;
 // Room kept for the metadata after the last event.
 constexpr uint64_t kTrailerBytes = 64 << 10;
+// Tracks a GPU stream's overlapping work may take (AssignGpuLanes), its own included.
+constexpr size_t kMaxGpuLanes = 8;
 
 // Nanoseconds as the format's microseconds, exactly: "12345.678".
 void AppendMicros(std::string& out, uint64_t ns) {
@@ -51,6 +53,7 @@ struct Placed {
   size_t index = 0;
   uint64_t flow = 0;  // its arrow's ID (0: none)
   bool flow_in = false, flow_out = false;
+  uint8_t lane = 0;  // GPU work: its stream's track (0) or one below it (AssignGpuLanes)
 };
 
 // What one written event is of a placed one. Spans are written as B/E
@@ -72,6 +75,7 @@ class Writer {
 
   std::string Run() {
     Place();
+    AssignGpuLanes();
     JoinMemoryCalls();
     Flows();
     Points();
@@ -102,8 +106,8 @@ class Writer {
       Placed p{e.ts_ns, e.end_ns, i};
       if (e.type == EventType::kGpu) {
         // Both ends through the clock (monotonic, so work in order on a
-        // stream stays in order and never overlaps; a duration may read a
-        // nanosecond off CUPTI's, the offset's rounding).
+        // stream stays in order; a duration may read a nanosecond off
+        // CUPTI's, the offset's rounding).
         std::optional<uint64_t> ts = t_.clock().ToMonotonic(static_cast<pid_t>(e.pid), e.ts_ns);
         std::optional<uint64_t> end = t_.clock().ToMonotonic(static_cast<pid_t>(e.pid), e.end_ns);
         if (!ts || !end) {
@@ -117,6 +121,42 @@ class Writer {
     }
     base_ = placed_.empty() ? 0 : UINT64_MAX;
     for (const Placed& p : placed_) base_ = std::min(base_, p.ts);
+  }
+
+  // Work on one stream may overlap: on Hopper a kernel launched with
+  // programmatic dependent launch (cuBLAS's split-K GEMMs) starts before
+  // the one ahead of it ends (39 of 18,440 kernels of a launch-bound GPT's
+  // steps on the H200, by ~0.1 us). A track's B/E pairs must nest, so such
+  // work goes on a track of its own below the stream's: the first whose
+  // last work ended before it began. Past kMaxGpuLanes (hostile records:
+  // real streams overlap two deep), on the last, counted.
+  void AssignGpuLanes() {
+    std::vector<uint32_t> gpu;
+    for (size_t i = 0; i < placed_.size(); i++)
+      if (events_[placed_[i].index].type == EventType::kGpu) gpu.push_back(static_cast<uint32_t>(i));
+    auto stream = [&](uint32_t i) {
+      const Event& e = events_[placed_[i].index];
+      return std::tuple{e.pid, e.tid, e.addr};
+    };
+    std::sort(gpu.begin(), gpu.end(), [&](uint32_t a, uint32_t b) {
+      return std::tuple{stream(a), placed_[a].ts, placed_[a].end} <
+             std::tuple{stream(b), placed_[b].ts, placed_[b].end};
+    });
+    std::vector<uint64_t> ends;  // the current stream's lanes: when their last work ends
+    for (size_t k = 0; k < gpu.size(); k++) {
+      Placed& p = placed_[gpu[k]];
+      if (k == 0 || stream(gpu[k]) != stream(gpu[k - 1])) ends.clear();
+      size_t lane = 0;
+      while (lane < ends.size() && ends[lane] > p.ts) lane++;
+      if (lane == ends.size() && ends.size() < kMaxGpuLanes) ends.push_back(0);
+      if (lane == ends.size()) {
+        lane = ends.size() - 1;
+        s_.gpu_overlap_beyond_lanes++;
+      }
+      if (lane > 0) s_.gpu_overlapping++;
+      ends[lane] = std::max(ends[lane], p.end);
+      p.lane = static_cast<uint8_t>(lane);
+    }
   }
 
   // Calls are written whole (X, with their exact duration), not as B/E
@@ -285,7 +325,7 @@ class Writer {
       const Event& e = events_[placed_[x.placed].index];
       pids_.insert(e.pid);
       if (e.type == EventType::kGpu) {
-        auto [it, fresh] = gpu_tracks_.try_emplace(std::tuple{e.pid, e.tid, e.addr}, 0);
+        auto [it, fresh] = gpu_tracks_.try_emplace(GpuTrackKey(e, placed_[x.placed].lane), 0);
         if (fresh) it->second = next_tid_++;
       } else {
         threads_.insert({e.pid, e.tid});
@@ -400,12 +440,13 @@ class Writer {
       }
       rank++;
     }
-    std::vector<std::pair<std::tuple<uint32_t, uint32_t, uint64_t>, uint32_t>> gpu(gpu_tracks_.begin(),
-                                                                                   gpu_tracks_.end());
+    std::vector<std::pair<GpuTrack, uint32_t>> gpu(gpu_tracks_.begin(), gpu_tracks_.end());
     std::sort(gpu.begin(), gpu.end());
     for (const auto& [key, tid] : gpu) {
-      const auto& [pid, device, stream] = key;
-      Metadata("thread_name", pid, tid, absl::StrCat("{\"name\":\"GPU ", device, " stream ", stream, "\"}"));
+      const auto& [pid, device, stream, lane] = key;
+      Metadata("thread_name", pid, tid,
+               absl::StrCat("{\"name\":\"GPU ", device, " stream ", stream,
+                            lane ? absl::StrCat(", overlapping work ", lane) : std::string(), "\"}"));
       Metadata("thread_sort_index", pid, tid, absl::StrCat("{\"sort_index\":", 1'000'000 + rank++, "}"));
     }
   }
@@ -578,8 +619,7 @@ class Writer {
         return;
       }
       case EventType::kGpu: {
-        SpanHead(out, x.edge, "gpu", base::JsonString(GpuName(e)), e.pid,
-                 gpu_tracks_.at(std::tuple{e.pid, e.tid, e.addr}), x.at);
+        SpanHead(out, x.edge, "gpu", base::JsonString(GpuName(e)), e.pid, gpu_tracks_.at(GpuTrackKey(e, p.lane)), x.at);
         // The end repeats the begin's args: readers match a pair by name and args.
         if (x.edge != Edge::kEnd) Flow(out, p);
         absl::StrAppend(&out, ",\"args\":{\"correlation\":", e.correlation, ",\"device\":", e.tid,
@@ -684,13 +724,14 @@ class Writer {
                     ",\"dropped\":{\"over_max_events\":", profiler::timeline::EventCountsJson(ts.dropped),
                     ",\"over_max_bytes\":", profiler::timeline::EventCountsJson(s_.dropped_for_bytes),
                     ",\"gpu_records_without_clock\":", s_.gpu_uncalibrated, "}");
-    absl::StrAppend(&out_, ",\"flows\":", s_.flows, ",\"gpu_records_without_launch\":", s_.gpu_without_launch,
-                    ",\"api_calls_dropped_in_process\":", ts.api_calls_dropped_in_process,
-                    ",\"memory_calls_joined\":", s_.memory_calls_joined,
-                    ",\"gpu_records_duty_cycled\":", ts.gpu_weighted_records,
-                    ",\"samples_reordered\":", ts.samples_reordered, ",\"phase_stacks_late\":", ts.phase_stacks_late,
-                    ",\"samples_truncated\":", ts.samples_truncated,
-                    ",\"samples_of_threads_over_cap\":", ts.samples_over_threads);
+    absl::StrAppend(
+        &out_, ",\"flows\":", s_.flows, ",\"gpu_records_without_launch\":", s_.gpu_without_launch,
+        ",\"api_calls_dropped_in_process\":", ts.api_calls_dropped_in_process,
+        ",\"memory_calls_joined\":", s_.memory_calls_joined, ",\"gpu_work_overlapping\":", s_.gpu_overlapping,
+        ",\"gpu_work_overlapping_beyond_tracks\":", s_.gpu_overlap_beyond_lanes,
+        ",\"gpu_records_duty_cycled\":", ts.gpu_weighted_records, ",\"samples_reordered\":", ts.samples_reordered,
+        ",\"phase_stacks_late\":", ts.phase_stacks_late, ",\"samples_truncated\":", ts.samples_truncated,
+        ",\"samples_of_threads_over_cap\":", ts.samples_over_threads);
     out_ += ",\"marks\":[";
     for (size_t i = 0; i < t_.options().marks.size(); i++)
       absl::StrAppend(&out_, i ? "," : "", base::JsonString(t_.options().marks[i]));
@@ -720,7 +761,10 @@ class Writer {
   std::string out_;
   std::set<uint32_t> pids_;
   std::set<std::pair<uint32_t, uint32_t>> threads_;
-  absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint64_t>, uint32_t> gpu_tracks_;
+  // A GPU stream's track, or one of its lanes for overlapping work: pid, device, stream, lane.
+  using GpuTrack = std::tuple<uint32_t, uint32_t, uint64_t, uint8_t>;
+  static GpuTrack GpuTrackKey(const Event& e, uint8_t lane) { return {e.pid, e.tid, e.addr, lane}; }
+  absl::flat_hash_map<GpuTrack, uint32_t> gpu_tracks_;
   absl::flat_hash_map<uint64_t, uint32_t> phase_tracks_;
   absl::flat_hash_map<uint64_t, uint32_t> call_tracks_;  // ThreadKey -> its calls' track
   absl::flat_hash_map<uint64_t, uint32_t> io_tracks_;    // ThreadKey -> its I/O syscalls' track

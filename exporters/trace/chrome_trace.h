@@ -60,6 +60,8 @@ struct ChromeTraceStats {
   uint64_t flows = 0;               // launches with an arrow to their GPU work
   uint64_t gpu_without_launch = 0;  // GPU records whose launch call was neither sent nor sampled: no arrow
   uint64_t memory_calls_joined = 0;  // device allocations and frees drawn as their calls' spans
+  uint64_t gpu_overlapping = 0;      // GPU work begun before earlier work on its stream ended: on a track below it
+  uint64_t gpu_overlap_beyond_lanes = 0;  // ... of which past the tracks a stream may take: on its last (mis-nested)
   uint64_t json_bytes = 0;
   uint64_t dropped_for_bytes_total() const {
     uint64_t n = 0;

@@ -588,6 +588,41 @@ TEST(ChromeTraceTest, EachGpusBusyFractionPerMillisecondFromItsKernels) {
   EXPECT_EQ(busy, (std::vector<std::pair<double, double>>{{0, 1}, {6000, 0}, {10000, 1}, {12000, 0}}));
 }
 
+// Work on one stream that overlaps (Hopper's programmatic dependent launch:
+// a split-K GEMM's reduce starts before the GEMM ends) goes on a track of
+// its own below the stream's, so every track's begins and ends nest and
+// each kernel keeps its exact duration; work after both is on the stream's
+// own track again.
+TEST(ChromeTraceTest, OverlappingWorkOnAStreamTakesATrackBelowItAndKeepsItsDuration) {
+  Tables t;
+  Timeline tl(t.stacks, t.frames, {});
+  tl.OnClock(1, 1000, 999, 1001);
+  tl.OnKernelName(1, 1, "nvjet_sm90_tst_128x64");
+  tl.OnKernelName(1, 2, "splitKreduce_kernel");
+  const gf_kernel_record k[] = {Kernel(10'000, 20'000, 1, 1), Kernel(19'800, 23'000, 2, 2),
+                                Kernel(24'000, 25'000, 3, 1)};
+  tl.OnGpuRecords(1, k);
+  tl.Finish(UINT64_MAX);
+  exporters::ChromeTraceStats stats;
+  const json doc = Parse(exporters::ChromeTraceJson(tl, {}, &stats));
+  CheckTraceSchema(doc);  // every end the innermost span's
+  std::map<uint64_t, std::string> track_names;
+  for (const json& e : Events(doc, "M"))
+    if (e["name"] == "thread_name") track_names[e["tid"]] = e["args"]["name"];
+  std::vector<TraceSpan> gpu = TraceSpans(doc, "gpu");
+  ASSERT_EQ(gpu.size(), 3u);
+  EXPECT_EQ(gpu[0].name, "nvjet_sm90_tst_128x64");
+  EXPECT_EQ(gpu[0].dur, 10.0);
+  EXPECT_EQ(gpu[1].name, "splitKreduce_kernel");
+  EXPECT_NEAR(gpu[1].dur, 3.2, 1e-9);
+  EXPECT_EQ(track_names[gpu[0].tid], "GPU 1 stream 7");
+  EXPECT_EQ(track_names[gpu[1].tid], "GPU 1 stream 7, overlapping work 1");
+  EXPECT_EQ(gpu[2].tid, gpu[0].tid);
+  EXPECT_EQ(stats.gpu_overlapping, 1u);
+  EXPECT_EQ(doc["metadata"]["gpu_work_overlapping"], 1);
+  EXPECT_EQ(doc["metadata"]["gpu_work_overlapping_beyond_tracks"], 0);
+}
+
 TEST(ChromeTraceTest, LimitsDropTheLatestEventsAndCountThem) {
   Tables t;
   const StackId s = t.Stack(1, {{"alloc_loop", 1}});
