@@ -44,6 +44,9 @@ Timeline::Timeline(const StackTable& stacks, const FrameTable& frames, TimelineO
       options_(std::move(options)),
       stack_spans_(options_.sample_period_ns, SpanSink(EventType::kStackSpan)),
       mark_spans_(options_.sample_period_ns, SpanSink(EventType::kMarkSpan)),
+      phase_order_([this](uint64_t thread, uint64_t ts_ns, StackId stack, bool exact) {
+        ReleasePhase(thread, ts_ns, stack, exact);
+      }),
       ring_(ring) {
   if (ring_) clock_.KeepRecentOnly();  // an agent's process may run for days
 }
@@ -106,6 +109,7 @@ const Timeline::Sampled& Timeline::SampledStack(StackId stack) {
     const SampledFrame sf{Identity(f), f};
     s.all.push_back(sf);
     const std::string& name = frames_.Get(f).name;
+    s.python |= frames_.Get(f).kind == symbolizer::FrameKind::kPython;
     if (std::find(options_.marks.begin(), options_.marks.end(), name) != options_.marks.end()) s.marked.push_back(sf);
   }
   return s;
@@ -127,19 +131,30 @@ void Timeline::OnCpuSample(pid_t pid, uint32_t tid, uint64_t ts_ns, StackId stac
   const Sampled& s = SampledStack(stack);
   const uint64_t key = ThreadKey(pid, tid);
   stack_spans_.OnSample(key, ts_ns, s.all);
-  if (!options_.marks.empty()) mark_spans_.OnSample(key, ts_ns, s.marked);
+  if (!options_.marks.empty()) phase_order_.Add(key, ts_ns, stack, false);
 }
 
 void Timeline::PhaseAt(pid_t pid, uint32_t tid, uint64_t ts_ns, StackId stack) {
-  if (options_.marks.empty()) return;
+  if (options_.marks.empty() || stack == StackTable::kNone) return;
+  phase_order_.Add(ThreadKey(pid, tid), ts_ns, stack, true);
+}
+
+void Timeline::ReleasePhase(uint64_t thread, uint64_t ts_ns, StackId stack, bool exact) {
   const Sampled& s = SampledStack(stack);
-  // A call without a stack says nothing of the phases (an empty one would end them).
-  if (!s.all.empty()) mark_spans_.OnExactStack(ThreadKey(pid, tid), ts_ns, s.marked);
+  if (!exact) {
+    mark_spans_.OnSample(thread, ts_ns, s.marked);
+    return;
+  }
+  // A call or allocation whose stack has no Python frame (none taken, a
+  // native thread, a walk that failed) says nothing of the phases: taken as
+  // a sample it would end them.
+  if (s.python) mark_spans_.OnExactStack(thread, ts_ns, s.marked);
 }
 
 void Timeline::OnMemory(pid_t pid, uint32_t tid, uint64_t ts_ns, uint8_t domain, uint16_t api, uint64_t addr,
                         int64_t bytes, StackId stack, int64_t in_use) {
   SeeThread(pid, tid);
+  PhaseAt(pid, tid, ts_ns, stack);  // an allocation's own stack (a free has none)
   Add({.ts_ns = ts_ns,
        .end_ns = ts_ns,
        .bytes = bytes,
@@ -334,6 +349,7 @@ void Timeline::EndUnfinished(size_t index, uint64_t ts_ns) {
 }
 
 void Timeline::OnProcessExit(pid_t pid, uint64_t ts_ns) {
+  phase_order_.Drain();  // its threads' phases end after their last input
   for (const auto& [key, name] : thread_names_) {
     if (key >> 32 != static_cast<uint32_t>(pid)) continue;
     stack_spans_.EndThread(key);
@@ -360,6 +376,7 @@ void Timeline::OnProcessExit(pid_t pid, uint64_t ts_ns) {
 
 void Timeline::Finish(uint64_t now_ns) {
   stack_spans_.EndAll();
+  phase_order_.Drain();
   mark_spans_.EndAll();
   for (const auto& [key, index] : open_calls_) EndUnfinished(index, now_ns);
   open_calls_.clear();

@@ -54,6 +54,7 @@
 #include "profiler/resolve/stack_table.h"
 #include "profiler/timeline/flight_ring.h"
 #include "profiler/timeline/gpu_clock.h"
+#include "profiler/timeline/phase_order.h"
 #include "profiler/timeline/stack_spans.h"
 #include "profiler/timeline/timeline_event.h"
 
@@ -152,11 +153,14 @@ class Timeline {
   struct Sampled {
     std::vector<SampledFrame> all;
     std::vector<SampledFrame> marked;
+    bool python = false;  // it has a Python frame (else it says nothing of the phases)
   };
   const Sampled& SampledStack(StackId stack);
-  // A call's stack at its exact time, for the phases: an edge known to the
-  // call, not to the next sampling tick.
+  // A call's or allocation's stack at its exact time, for the phases: an
+  // edge known to the call, not to the next sampling tick.
   void PhaseAt(pid_t pid, uint32_t tid, uint64_t ts_ns, StackId stack);
+  // PhaseOrder's release: a phase input, in time order, to its merger.
+  void ReleasePhase(uint64_t thread, uint64_t ts_ns, StackId stack, bool exact);
   uint32_t Identity(FrameId frame);
   // Where it is kept (events_' index or the ring's sequence number), or
   // kNotKept when over the bounds (counted).
@@ -180,6 +184,7 @@ class Timeline {
   GpuClock clock_;
   StackSpans stack_spans_;
   StackSpans mark_spans_;
+  PhaseOrder phase_order_;  // mark_spans_' inputs, back in time order
   absl::flat_hash_map<StackId, Sampled> sampled_;
   std::vector<uint32_t> identity_of_;                        // FrameId -> identity + 1 (0: not yet)
   absl::flat_hash_map<std::string, uint32_t> identities_;    // kind, name, file

@@ -408,6 +408,42 @@ TEST(ChromeTraceTest, SynchroniseAndNcclCallsAreExactSpansOnTheirThreadsCallTrac
   EXPECT_EQ(cuda[1].begin["args"]["stack"], "Trainer > step;Trainer > log");
 }
 
+// A step's first allocation begins its phase, though its stack came (in a
+// batch from the injection library) after two later CPU samples; an
+// allocation whose stack has no Python frame does not end it; the phase
+// ends exactly at the synchronise call after the step.
+TEST(ChromeTraceTest, APhaseBeginsAtItsFirstAllocationThoughItsStackCameLate) {
+  Tables t;
+  constexpr pid_t kPid = 4242;
+  constexpr uint32_t kTid = 4243;
+  const StackId loop = t.Stack(kPid, {{"<module>", 1}, {"timed_steps", 5}});
+  const StackId step = t.Stack(kPid, {{"<module>", 1}, {"timed_steps", 6}, {"Trainer > step", 10}});
+  const StackId native = t.stacks.Insert("4242:native", {});  // no frame at all: a failed walk
+  TimelineOptions o;
+  o.sample_period_ns = 10'000'000;
+  o.marks = {"Trainer > step"};
+  Timeline tl(t.stacks, t.frames, o);
+  const uint64_t T = 1'000'000'000, kMs = 1'000'000;
+  tl.OnCpuSample(kPid, kTid, T, loop);
+  tl.OnCpuSample(kPid, kTid, T + 10 * kMs, step);
+  tl.OnCpuSample(kPid, kTid, T + 20 * kMs, step);
+  // The batch: the step's first allocation at 1 ms, a stackless one at 2 ms.
+  tl.OnMemory(kPid, kTid, T + 1 * kMs, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0xa000, 4096, step, 4096);
+  tl.OnMemory(kPid, kTid, T + 2 * kMs, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0xb000, 4096, native, 8192);
+  tl.OnSyncCall(kPid, kTid, T + 25 * kMs, T + 27 * kMs, GF_API_CUDA_DEVICE_SYNC, 0, loop, 0);
+  tl.OnCpuSample(kPid, kTid, T + 30 * kMs, loop);
+  tl.Finish(UINT64_MAX);
+  exporters::ChromeTraceStats stats;
+  const json doc = Parse(exporters::ChromeTraceJson(tl, {}, &stats));
+  CheckTraceSchema(doc);
+  std::vector<TraceSpan> phases = TraceSpans(doc, "phase");
+  ASSERT_EQ(phases.size(), 1u);
+  EXPECT_EQ(phases[0].name, "Trainer > step");
+  EXPECT_EQ(phases[0].ts, 1000.0);  // us from the trace's start, T
+  EXPECT_NEAR(phases[0].dur, 23999.999, 1e-6);
+  EXPECT_EQ(doc["metadata"]["phase_stacks_late"], 0);
+}
+
 TEST(ChromeTraceTest, AGraphsKernelsChainOnOneArrowAndUncalibratedRecordsAreCounted) {
   Tables t;
   const StackId s = t.Stack(1, {{"run", 1}});
