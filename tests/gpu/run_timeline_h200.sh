@@ -50,7 +50,13 @@ print("gpu_clock:", json.dumps(md.get("gpu_clock")))
 print("kept:", json.dumps(md.get("kept")), "dropped:", json.dumps(md.get("dropped")))
 print("flows", md.get("flows"), "gpu_records_without_launch", md.get("gpu_records_without_launch"),
       "api_calls_dropped_in_process", md.get("api_calls_dropped_in_process"),
-      "memory_calls_joined", md.get("memory_calls_joined"))
+      "memory_calls_joined", md.get("memory_calls_joined"), "gpu_work_overlapping", md.get("gpu_work_overlapping"),
+      "phase_stacks_late", md.get("phase_stacks_late"))
+# The timed steps' phases (the last STEPS): how much of each step's period they cover.
+b = sorted(e["ts"] for e in ev if e.get("cat") == "phase" and e["ph"] == "B")
+ends = sorted(e["ts"] for e in ev if e.get("cat") == "phase" and e["ph"] == "E")
+spans = [(x, min((y for y in ends if y > x), default=x)) for x in b]
+print("phases (ms, begin and length, the last 8):", [(round(x / 1e3, 2), round((y - x) / 1e3, 2)) for x, y in spans[-8:]])
 PY
 echo "== model load: a 1 GiB weights file read and copied to the GPU"
 cat > "$work/load.py" <<'PY'
