@@ -8,7 +8,8 @@
 #   beside    a process not followed, while `record --timeline` records another
 #             (what every other process of the machine pays)
 # Prints each run's line and, per setting and figure, the range over the
-# rounds. Needs root. Usage: bench/io_syscall_cost.sh [BUILD_DIR] [ROUNDS] [N]
+# rounds. Needs root. Usage: bench/io_syscall_cost.sh [BUILD_DIR] [ROUNDS] [N];
+# COST_BIN: a prebuilt io_syscall_cost (a host without a compiler).
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
@@ -16,7 +17,7 @@ n=${3:-200000}
 gpuflame=$build/gpuflame
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cc -O2 -o "$work/cost" "$(dirname "$0")/io_syscall_cost.c"
+if [ -n "${COST_BIN:-}" ]; then cp "$COST_BIN" "$work/cost"; else cc -O2 -o "$work/cost" "$(dirname "$0")/io_syscall_cost.c"; fi
 head -c $((1 << 20)) /dev/urandom >"$work/file"
 "$work/cost" "$work/file" 1000 >/dev/null  # page cache warm
 for ((r = 0; r < rounds; r++)); do

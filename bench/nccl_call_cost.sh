@@ -9,17 +9,18 @@
 # Prints each run's line, the probes' own run time per hit (BPF_ENABLE_STATS,
 # robust to a loaded machine, unlike wall time) and, per setting and figure,
 # the range over the rounds. Needs root.
-# Usage: bench/nccl_call_cost.sh [BUILD_DIR] [ROUNDS] [N]
+# Usage: bench/nccl_call_cost.sh [BUILD_DIR] [ROUNDS] [N]; COST_BIN and
+# NCCL_LIB: a prebuilt nccl_call_cost and library (a host without a compiler).
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
 n=${3:-100000}
 gpuflame=$build/gpuflame
-nccl=$(cd "$build/cuda_sim" && pwd)/libnccl.so.2
+nccl=${NCCL_LIB:-$(cd "$build/cuda_sim" && pwd)/libnccl.so.2}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export GF_SIM_NCCL_DIR=$work  # the simulated communicator's shared file
-cc -O2 -o "$work/cost" "$(dirname "$0")/nccl_call_cost.c" -ldl
+if [ -n "${COST_BIN:-}" ]; then cp "$COST_BIN" "$work/cost"; else cc -O2 -o "$work/cost" "$(dirname "$0")/nccl_call_cost.c" -ldl; fi
 bpf() {
   python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["self_cost"]["programs"]
 print("bpf", " ".join("%s_ns_per_hit %s" % (k, p[k]["ns_per_hit"]) for k in ("nccl_enter", "nccl_exit")))' "$1" >&2

@@ -12,6 +12,12 @@ ldd "$build/gpuflame" "$build/bench/gpuflame_overhead" | awk '/=> \// {print $3}
     *) cp -L -n "$lib" "$root/.carry/lib/" ;;
   esac
 done
+# Benchmarks that run there too (tests/gpu/run_nccl_one_rank.sh), and the
+# simulated NCCL one of them calls: the GPU host has no compiler.
+mkdir -p "$root/.carry/bench"
+cc -O2 -o "$root/.carry/bench/nccl_call_cost" "$root/bench/nccl_call_cost.c" -ldl
+cc -O2 -o "$root/.carry/bench/io_syscall_cost" "$root/bench/io_syscall_cost.c"
+cp -L "$build/cuda_sim/libnccl.so.2" "$root/.carry/bench/"
 # The crash reporter for runs on the device (tests/gpu/segv_backtrace.c).
 cc -O1 -g -shared -fPIC -o "$root/.carry/libsegv_backtrace.so" "$root/tests/gpu/segv_backtrace.c"
 # Debug info stays on this machine: the transfer to the GPU host is bounded.
