@@ -23,7 +23,8 @@ namespace gpuflame::profiler::timeline {
 class PhaseOrder {
  public:
   static constexpr uint64_t kDelayNs = 300'000'000;
-  static constexpr size_t kMaxHeld = size_t{1} << 18;  // 6 MiB; a launch-bound step loop sends ~125k a second
+  // 8 MiB (32 bytes each); a launch-bound step loop sends ~125k a second.
+  static constexpr size_t kMaxHeld = size_t{1} << 18;
   // |exact|: a call's or allocation's stack at its time; else a CPU sample.
   using Release = std::function<void(uint64_t thread, uint64_t ts_ns, StackId stack, bool exact)>;
   explicit PhaseOrder(Release release) : release_(std::move(release)) {}
