@@ -757,7 +757,10 @@ void ProcessRegistry::CheckKernelTime(absl::FunctionRef<bool(pid_t)> used_gpu, s
   // one at its first call).
   constexpr int64_t kNamedGraceNs = 10'000'000'000;
   for (auto& [pid, info] : processes_) {
-    if (info->kernel_time_reported || !info->has_cuda || info->has_cupti || !used_gpu(pid)) continue;
+    if (info->kernel_time_reported || !info->has_cuda || info->has_cupti) continue;
+    // Found running with the driver mapped (`--pid`, an agent's start): it
+    // may have allocated everything before gpuflame looked.
+    if (!used_gpu(pid) && !(info->attached_late && info->cuda_driver_since_ns != 0)) continue;
     const bool named = info->exited ? info->injection_named.value_or(false) : NamesInjectionLibrary(*info);
     if (now_ns && named && *now_ns - info->cuda_driver_since_ns < kNamedGraceNs) continue;
     info->kernel_time_reported = true;

@@ -144,7 +144,8 @@ class ProcessRegistry {
   // no kernel time (called when kernel time was asked for). |used_gpu|: it
   // has allocated device memory, so it has run cuInit, where CUDA loads the
   // library (tools that only map the driver, like nvidia-smi, are not
-  // judged). |now_ns| (CLOCK_MONOTONIC): a check while the process runs (the
+  // judged); a process found running with the driver mapped is judged
+  // anyway. |now_ns| (CLOCK_MONOTONIC): a check while the process runs (the
   // agent's window cut); none: the recording's end.
   void CheckKernelTime(absl::FunctionRef<bool(pid_t)> used_gpu, std::optional<int64_t> now_ns = std::nullopt);
   // Drops everything known about an exited pid (the pid may be reused).
