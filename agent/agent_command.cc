@@ -179,7 +179,12 @@ int RunAgent(const AgentConfig& cfg) {
     GpuOf gpu_of;
     DeviceOver over;
     if (gpus) {
-      gpu_of = [&gpus](pid_t pid) -> std::optional<GpuIdentity> {
+      gpu_of = [&gpus](pid_t pid, const std::string& uuid) -> std::optional<GpuIdentity> {
+        if (!uuid.empty()) {
+          for (const GpuIdentity& g : gpus->gpus())
+            if (g.uuid == uuid) return g;
+          return std::nullopt;
+        }
         std::optional<GpuIdentity> found;
         for (const utilization::GpuNow& g : gpus->Recent(0))
           if (g.stats.process_sm.contains(static_cast<uint32_t>(pid))) {

@@ -13,17 +13,26 @@ LaneDevice JoinLaneDevice(const utilization::JudgedLane& lane, size_t lanes, con
     d.not_joined = "no_nvml";
     return d;
   }
-  // Named only where it cannot be another: one lane, one GPU in NVML.
-  // CUDA_VISIBLE_DEVICES renumbers, so a process's ordinal says nothing of
-  // NVML's index, and two lanes on two GPUs cannot be told apart.
-  if (lanes != 1) {
-    d.not_joined = "several_lanes";
-    return d;
-  }
-  d.gpu = gpu_of(lane.pid);
-  if (!d.gpu) {
-    d.not_joined = "gpu_unknown";
-    return d;
+  if (!lane.uuid.empty()) {
+    // The driver's name of the device: certain, however many lanes.
+    d.gpu = gpu_of(lane.pid, lane.uuid);
+    if (!d.gpu) {
+      d.not_joined = "uuid_unlisted";
+      return d;
+    }
+  } else {
+    // Named only where it cannot be another: one lane, one GPU in NVML.
+    // CUDA_VISIBLE_DEVICES renumbers, so a process's ordinal says nothing
+    // of NVML's index, and two lanes on two GPUs cannot be told apart.
+    if (lanes != 1) {
+      d.not_joined = "several_lanes";
+      return d;
+    }
+    d.gpu = gpu_of(lane.pid, lane.uuid);
+    if (!d.gpu) {
+      d.not_joined = "gpu_unknown";
+      return d;
+    }
   }
   if (!lane.from_mono_ns || !lane.to_mono_ns) {
     d.not_joined = "no_clock";
@@ -215,7 +224,7 @@ std::vector<Metric> GpuUtilizationMetrics::Metrics(const std::string& node) cons
   for (const auto& [why, n] : not_joined_)
     out.emplace_back("gpuflame_gpu_lane_device_not_joined_total",
                      "Lane windows judged without the driver's figures of their GPU (the verdict's step 3 not "
-                     "judged), by why: no_nvml, several_lanes, gpu_unknown, no_clock, no_readings.",
+                     "judged), by why: no_nvml, uuid_unlisted, several_lanes, gpu_unknown, no_clock, no_readings.",
                      "counter", static_cast<double>(n), Metric::Labels{{"reason", why}});
   out.emplace_back("gpuflame_gpu_lane_ended_dropped_total",
                    "Ended lanes whose last figures were dropped before their 10 minutes, to make room.", "counter",

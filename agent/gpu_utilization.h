@@ -14,14 +14,17 @@
 // never scaled by the duty cycle's weight: rates of them are a tenth of the
 // process's in the steady state; the coverage says by how much.
 //
-// Labels: node, pid, device (the CUDA ordinal in the process), gpu and uuid
-// where NVML shows the process on exactly one GPU and it has one lane (else
-// not said: CUDA_VISIBLE_DEVICES renumbers), namespace/pod/container in
-// Kubernetes.
+// Labels: node, pid, device (the CUDA ordinal in the process), gpu (NVML's
+// index) and uuid where the lane's GPU is certain, namespace/pod/container
+// in Kubernetes. Certain means: the process's library said the device's
+// UUID (GF_GPU_DEVICE) and NVML lists a GPU of that UUID; or, without a
+// UUID from the library, NVML lists the process on exactly one GPU and it
+// has one lane. Otherwise not said: CUDA_VISIBLE_DEVICES renumbers, so an
+// ordinal says nothing of NVML's index.
 //
 // The verdict's step 3 (memory bound or not) needs the driver's figures of
 // the lane's GPU over the same stretch (JoinLaneDevice): only where that GPU
-// is known by the rule above, and the stretch is on CLOCK_MONOTONIC (a clock
+// is certain by the rule above, and the stretch is on CLOCK_MONOTONIC (a clock
 // pair of the process), the sampler's readings in it are passed to report.h's
 // Judge, record's own rule. The figures joined are gauges of the lane too:
 // SM activity (source="gpm", or NVML's classic utilisation, source="classic",
@@ -30,7 +33,7 @@
 // step 3 not judged: a GPU is never guessed.
 //
 // Cardinality: at most kMaxLanes lanes, live and ended, 20 series each
-// (5,120 in all), and one not-joined series per reason (5); past the cap,
+// (5,120 in all), and one not-joined series per reason (6); past the cap,
 // lanes are counted (gpuflame_gpu_lane_omitted_total), not exported. An
 // ended process's lanes
 // keep their last figures for kKeepNs (10 minutes: many 15 s scrapes see a
@@ -65,16 +68,20 @@ struct LaneDevice {
   const char* not_joined = nullptr;               // why not, a label value (stats unset only)
 };
 
-// The NVML GPU the driver lists |pid| on, where exactly one.
-using GpuOf = std::function<std::optional<GpuIdentity>(pid_t)>;
+// NVML's GPU of UUID |uuid| where it is not empty; else the one GPU NVML
+// lists |pid| on, where exactly one.
+using GpuOf = std::function<std::optional<GpuIdentity>(pid_t pid, const std::string& uuid)>;
 // An NVML GPU's figures over [from, to) on CLOCK_MONOTONIC (GpuSampler::Over).
 using DeviceOver = std::function<utilization::DeviceStats(uint32_t index, uint64_t from_mono_ns, uint64_t to_mono_ns)>;
 
 // The join rule: |lanes| is how many lanes |lane|'s process has this window;
 // |gpu_of| or |over| null: NVML is not read. Reasons: "no_nvml",
-// "several_lanes" (which lane is which GPU is not known), "gpu_unknown" (NVML
-// lists the process on no GPU or several), "no_clock" (no clock pair to put
-// the stretch on the sampler's clock), "no_readings" (none in the stretch).
+// "uuid_unlisted" (the library said the lane's UUID and NVML lists no GPU
+// of it: a MIG instance, whose GPU's figures are shared, or a GPU NVML
+// does not show), and without a UUID "several_lanes" (which lane is which
+// GPU is not known) and "gpu_unknown" (NVML lists the process on no GPU or
+// several); then "no_clock" (no clock pair to put the stretch on the
+// sampler's clock), "no_readings" (none in the stretch).
 LaneDevice JoinLaneDevice(const utilization::JudgedLane& lane, size_t lanes, const GpuOf& gpu_of,
                           const DeviceOver& over);
 

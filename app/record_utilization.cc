@@ -145,9 +145,11 @@ void RecordUtilization::Finish() {
   for (const utilization::LaneReport& r : reports_) lanes_of[r.pid]++;
   for (utilization::LaneReport& r : reports_) {
     LaneGpu& g = lane_gpus_.emplace_back();
+    g.uuid = utilization_->uuids().Of(r.pid, r.device);
     if (!sampler_) {
       g.why = absl::StrCat("NVML is not read: ", no_nvml_);
-    } else if (g.index = sampler_->figures().GpuOf(static_cast<uint32_t>(r.pid), lanes_of[r.pid], &g.why); g.index) {
+    } else if (g.index = sampler_->figures().GpuOf(static_cast<uint32_t>(r.pid), lanes_of[r.pid], g.uuid, &g.why);
+               g.index) {
       // The steady state on the sampler's clock; the whole run without a clock pair.
       const std::optional<uint64_t> from = utilization_->clock().ToMonotonic(r.pid, r.steady_start_ns);
       g.steady = sampler_->figures().Over(*g.index, from.value_or(0));
@@ -316,7 +318,10 @@ std::string RecordUtilization::SummaryJson(const absl::flat_hash_map<pid_t, std:
                                   : nlohmann::json(nullptr);
     l["idle_gaps_in_sync_s"] = Round(Seconds(r.sync_in_gaps_ns), 6);
     const LaneGpu g = ri < lane_gpus_.size() ? lane_gpus_[ri] : LaneGpu{};
-    l["nvml"] = g.index ? nlohmann::json{{"index", *g.index}, {"steady", StatsJson(g.steady, comm)}}
+    if (!g.uuid.empty()) l["uuid"] = g.uuid;
+    l["nvml"] = g.index ? nlohmann::json{{"index", *g.index},
+                                         {"by", g.uuid.empty() ? "process list" : "uuid"},
+                                         {"steady", StatsJson(g.steady, comm)}}
                         : nlohmann::json{{"not_joined", g.why}};
     if (auto s = utilization_->syncs().find(r.pid); s != utilization_->syncs().end())
       l["sync"] = {{"calls", s->second.calls},

@@ -57,6 +57,7 @@ class RecordUtilization {
   // What NVML said of a lane's GPU over its steady state.
   struct LaneGpu {
     std::optional<uint32_t> index;  // NVML's; none: not known (why)
+    std::string uuid;               // the device's, as the process's library said; empty: not said
     std::string why;
     utilization::DeviceStats steady;
   };

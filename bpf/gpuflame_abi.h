@@ -661,6 +661,17 @@ enum gf_gpu_activity_kind {
    * after it without a record (utilization/windowed_lane.h says how both
    * are judged). */
   GF_GPU_ACTIVITY_WINDOW = 6,
+  /* Not GPU work: which GPU the process's CUDA device |device| (its ordinal,
+   * as in the work records) is: the driver's UUID of it (cuDeviceGetUuid_v2,
+   * the 16 bytes of CUuuid in order), its first 8 bytes in start_ns and
+   * its last 8 in end_ns, each as memcpy'd (byte order as in memory); the
+   * other fields 0. NVML names the same GPU by the same bytes ("GPU-" and
+   * them in hex, 8-4-4-4-12), whatever CUDA_VISIBLE_DEVICES renumbered.
+   * Sent for every device of the process at each flush while an agent
+   * listens (an agent may attach at any time), once the process has run
+   * work on a GPU (the driver is initialised by then). Additive (the v5
+   * rule): an older agent skips it. */
+  GF_GPU_DEVICE = 7,
 };
 /* GPU work: kernels, copies, memsets (the kinds busy time is made of). */
 #define GF_GPU_IS_WORK(kind) ((kind) >= GF_GPU_KERNEL && (kind) <= GF_GPU_MEMSET)

@@ -9,6 +9,8 @@
 //    exit, at gpuflame:kernel_batch, with kernel names once each. CUPTI's
 //    synchronisation and overhead records only where asked for by name
 //    (activity_tuning.h: they cost a launch-bound step more than they tell).
+//    With them, each CUDA device's UUID (device_uuids.h), so that the agent
+//    ties a lane to NVML's GPU whatever CUDA_VISIBLE_DEVICES says.
 // Both cost the workload on every launch (CUPTI's callback dispatch, and its
 // timestamp instrumentation), so both are duty-cycled (duty_cycle.h), on the
 // flusher's 100 ms ticks:
@@ -61,6 +63,7 @@
 #include "cupti/activity_windows.h"
 #include "cupti/api_spans.h"
 #include "cupti/cupti_api.h"
+#include "cupti/device_uuids.h"
 #include "cupti/duty_cycle.h"
 #include "cupti/launch_sampler.h"
 #include "cupti/library_util.h"
@@ -104,6 +107,10 @@ struct State {
   std::atomic<uint64_t> buffer_ns{0};
   // NCCL's kernel launches taken outside the sampler (bpf/nccl_kernel_name.h).
   std::atomic<uint64_t> nccl_launches{0};
+  // Which GPU each CUDA device is (device_uuids.h): read by the flusher
+  // once a launch has been seen, said at each flush.
+  std::atomic<bool> launched{false};
+  DeviceUuids devices;
 };
 
 // Times one switch of callbacks or activity.
@@ -440,6 +447,9 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
                  .result = 0};
     api_open = true;
   }
+  // The driver is initialised: the flusher may ask it for the devices'
+  // UUIDs. Written once (a load on every later launch, no shared write).
+  if (launch && !S().launched.load(std::memory_order_relaxed)) S().launched.store(true, std::memory_order_relaxed);
   if (!launch || !LaunchProbeOn()) return;
   // NCCL's kernels: every launch taken while activity is on, outside the
   // launch window and the sampler's budget, so that each kernel's GPU time
@@ -475,6 +485,25 @@ void DrainApiSpans() {
 
 bool ExactProbeOn() { return gpuflame_kernel_time_exact_semaphore != 0; }
 
+// The devices' UUIDs, once the process has launched (device_uuids.h says
+// why not sooner). Flusher thread, while an agent listens.
+void ReadDevices() {
+  State& s = S();
+  if (s.devices.done() || s.devices.attempts() >= DeviceUuids::kMaxAttempts) return;
+  if (!s.launched.load(std::memory_order_relaxed)) return;
+  const std::string err = s.devices.Read();
+  if (!err.empty() && s.devices.attempts() >= DeviceUuids::kMaxAttempts)
+    Trace(("devices' UUIDs not read, GPU lanes are tied by NVML's process lists only: " + err).c_str());
+  else if (s.devices.done()) Trace(("devices' UUIDs read: " + std::to_string(s.devices.records().size())).c_str());
+}
+
+// Every device's UUID, at each flush: an agent may have attached since the
+// last (nothing in the process says when). One probe hit a flush.
+void SayDevices() {
+  const std::vector<gf_kernel_record>& r = S().devices.records();
+  if (!r.empty()) FireBatch(r.data(), r.size());
+}
+
 // gpuflame:kernel_time_exact is a switch, not an event: only its semaphore
 // is read. The site exists so that an agent can attach to it; nothing calls it.
 __attribute__((used, noinline)) void KernelTimeExactSite() { DTRACE_PROBE(gpuflame, kernel_time_exact); }
@@ -493,6 +522,7 @@ void Control(uint64_t now_ns) {
     return;
   }
   DrainApiSpans();
+  ReadDevices();
   const bool startup = now_ns - s.start_ns < s.startup_ns;
   // The activity cycle advances every tick an agent listens, used or not,
   // so its phase stays uniform.
@@ -637,6 +667,7 @@ void KernelTimeFlush() {
     Trace("flush");
     s.api.ActivityFlushAll(0);
   }
+  SayDevices();
   SayOpenWindow();
 }
 
@@ -656,6 +687,7 @@ void KernelTimeLastApiSpans() {
 
 void KernelTimeFinalFlush() {
   S().api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  SayDevices();  // as read: the driver is not asked at exit
   SayOpenWindow();
 }
 

@@ -57,7 +57,16 @@ DeviceStats DeviceFigures::Over(uint32_t index, uint64_t from_mono_ns, uint64_t 
   return s;
 }
 
-std::optional<uint32_t> DeviceFigures::GpuOf(uint32_t pid, size_t lanes, std::string* why) const {
+std::optional<uint32_t> DeviceFigures::GpuOf(uint32_t pid, size_t lanes, const std::string& uuid,
+                                             std::string* why) const {
+  if (!uuid.empty()) {
+    for (const GpuIdentity& g : gpus_)
+      if (g.uuid == uuid) return g.index;
+    // A MIG instance's UUID is its own (its GPU's figures are shared by
+    // every instance on it), or NVML does not show the GPU.
+    *why = absl::StrCat("the CUDA device's UUID (", uuid, ") is not among NVML's GPUs");
+    return std::nullopt;
+  }
   if (gpus_.size() == 1) return gpus_[0].index;
   auto it = seen_on_.find(pid);
   if (it == seen_on_.end()) {

@@ -31,6 +31,10 @@ void Utilization::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> reco
   uint32_t lane_device = 0;
   ProcessSpans* windowed = o_.windowed ? &spans_[pid] : nullptr;
   for (const gf_kernel_record& r : records) {
+    if (r.kind == GF_GPU_DEVICE) {  // not work, in either mode: which GPU a lane is
+      uuids_.OnRecord(pid, r);
+      continue;
+    }
     if (windowed) {
       windowed->newest_ns = std::max(windowed->newest_ns, std::max(r.start_ns, r.end_ns));
       if (r.kind == GF_GPU_ACTIVITY_WINDOW) {
@@ -272,6 +276,7 @@ std::vector<JudgedLane> Utilization::JudgeWindows(const std::function<bool(pid_t
     JudgedLane l;
     l.pid = pid;
     l.device = device;
+    l.uuid = uuids_.Of(pid, device);
     l.judgement = it->second.Judge(p.spans, p.newest_ns, gone);
     l.judgement.sync_ns = p.sync_ns;
     l.from_mono_ns = clock_.ToMonotonic(pid, l.judgement.from_ns);
@@ -297,6 +302,7 @@ std::vector<JudgedLane> Utilization::JudgeWindows(const std::function<bool(pid_t
     auto open = still_open.find(it->first);
     if (open == still_open.end() && ended(it->first)) {
       clock_.Forget(it->first);
+      uuids_.Forget(it->first);
       spans_.erase(it++);
       continue;
     }

@@ -25,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "profiler/resolve/stack_table.h"
 #include "profiler/timeline/gpu_clock.h"
 #include "profiler/utilization/busy_lane.h"
+#include "profiler/utilization/lane_uuids.h"
 #include "profiler/utilization/windowed_lane.h"
 
 namespace gpuflame::profiler::utilization {
@@ -55,6 +57,7 @@ struct UtilizationOptions {
 struct JudgedLane {
   pid_t pid = 0;
   uint32_t device = 0;  // the process's CUDA ordinal
+  std::string uuid;     // its GPU's, as the process's library said (lane_uuids.h); empty: not said
   LaneJudgement judgement;
   // The judged stretch on CLOCK_MONOTONIC (the NVML sampler's clock), through
   // the process's clock pairs, for the driver's figures over it; nullopt
@@ -149,6 +152,8 @@ class Utilization {
   uint64_t samples() const { return samples_.size(); }
   const UtilizationOptions& options() const { return o_; }
   const timeline::GpuClock& clock() const { return clock_; }
+  // Which GPU each lane is, where the process's library said (GF_GPU_DEVICE).
+  const LaneUuids& uuids() const { return uuids_; }
 
  private:
   struct CpuSample {
@@ -186,6 +191,7 @@ class Utilization {
   std::map<std::pair<pid_t, uint32_t>, WindowedLane> windowed_;
   absl::flat_hash_map<pid_t, ProcessSpans> spans_;
   timeline::GpuClock clock_;
+  LaneUuids uuids_;
 };
 
 }  // namespace gpuflame::profiler::utilization

@@ -1608,8 +1608,9 @@ TEST(AgentTest, RejectsBadConfigurationWithOneLine) {
 // first); returns the workload's pid. At nice -10, as the NVML test's: the
 // simulated GPU runs on the wall clock, and a loop that ctest's other job
 // keeps off the CPU idles it more.
-std::string RunDutyCycledIdleCase(int metrics_port, const std::string& dir, const std::string& args) {
-  const std::string env = SimEnv() +
+std::string RunDutyCycledIdleCase(int metrics_port, const std::string& dir, const std::string& args,
+                                  const std::string& more_env = "") {
+  const std::string env = SimEnv() + " " + more_env +
                           " GPUFLAME_LAUNCH_STACKS_PER_S=0 GPUFLAME_STARTUP_S=0 GPUFLAME_ACTIVITY_ONE_IN=2 "
                           "CUDA_INJECTION64_PATH=" GPUFLAME_CUPTI_LIB;
   const std::string py = PyenvPython("3.12");
@@ -1751,6 +1752,54 @@ TEST(AgentTest, JudgesABusyLaneMemoryBoundFromItsGpusDramBandwidth) {
   EXPECT_TRUE(std::regex_search(
       body, std::regex("gpuflame_gpu_lane_verdict\\{[^}]*" + lane + "[^}]*verdict=\"memory_bound\"\\} 1")))
       << body;
+}
+
+// One process on two GPUs (issue 16): CUDA_VISIBLE_DEVICES=1,0 makes its
+// CUDA device 0 NVML's GPU 1. NVML lists the process on both GPUs, so its
+// lists cannot say which lane is which; the library's device UUIDs do:
+// each lane carries its GPU's index and UUID and its step 3 reads that
+// GPU's figures, and no lane is counted not joined for want of knowing.
+TEST(AgentTest, TiesEachOfAProcesssTwoGpusToNvmlsGpuByItsUuid) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  const std::string dir = TempDir("agent_two_gpus");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  const int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {},
+                     {SimNvmlEnv(), "GF_SIM_NVML_DEVICES=2"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string pid =
+      RunDutyCycledIdleCase(metrics_port, dir, "two 6", "GF_SIM_NVML_DEVICES=2 CUDA_VISIBLE_DEVICES=1,0");
+  ASSERT_FALSE(pid.empty());
+  auto lane = [&](int ordinal) {
+    const int gpu = 1 - ordinal;
+    return "pid=\"" + pid + "\",device=\"" + std::to_string(ordinal) + "\",gpu=\"" + std::to_string(gpu) +
+           "\",uuid=\"GPU-5eed0000-0000-4000-8000-00000000000" + std::to_string(gpu) + "\"";
+  };
+  std::string body;
+  for (int i = 0; i < 100; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (auto res = httplib::Client("127.0.0.1", metrics_port).Get("/metrics")) body = res->body;
+    if (body.find(lane(0)) != std::string::npos && body.find(lane(1)) != std::string::npos &&
+        Metric(metrics_port, "gpuflame_processes_known") == 0)
+      break;
+  }
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  for (int ordinal : {0, 1}) {
+    EXPECT_TRUE(std::regex_search(
+        body, std::regex("gpuflame_gpu_lane_verdict\\{[^}]*" + lane(ordinal) + "[^}]*verdict=\"[a-z_]+\"\\} 1")))
+        << lane(ordinal) << "\n"
+        << body << agent.Log();
+    EXPECT_TRUE(std::regex_search(
+        body, std::regex("gpuflame_gpu_lane_device_sm_ratio\\{[^}]*" + lane(ordinal) + "[^}]*source=\"gpm\"\\} ")))
+        << lane(ordinal) << "\n"
+        << body;
+  }
+  EXPECT_EQ(body.find("reason=\"several_lanes\""), std::string::npos) << body;
+  EXPECT_EQ(body.find("reason=\"gpu_unknown\""), std::string::npos) << body;
+  EXPECT_EQ(body.find("reason=\"uuid_unlisted\""), std::string::npos) << body;
 }
 
 }  // namespace

@@ -161,6 +161,30 @@ TEST_F(IdleTest, ABusyGpuIsBusyAndItsIntervalIsTheOneAskedFor) {
       << r.run.output;
 }
 
+// One process on two GPUs, CUDA_VISIBLE_DEVICES=1,0: its CUDA device 0 is
+// NVML's GPU 1. NVML lists the process on both GPUs, so its lists cannot
+// say which lane is which; the library's device UUIDs do.
+TEST_F(IdleTest, EachOfTwoGpusOfOneProcessIsTiedToNvmlsGpuByItsUuid) {
+  Recorded r = RecordIdle("two", "2", "GF_SIM_NVML_DEVICES=2 CUDA_VISIBLE_DEVICES=1,0");
+  ASSERT_EQ(r.run.status, 0) << r.run.output;
+  const auto& lanes = r.utilization["gpus"];
+  ASSERT_EQ(lanes.size(), 2u) << r.utilization.dump();
+  for (const auto& l : lanes) {
+    const int ordinal = l["gpu"].get<int>();
+    const int nvml = 1 - ordinal;
+    EXPECT_EQ(l["uuid"], "GPU-5eed0000-0000-4000-8000-00000000000" + std::to_string(nvml)) << l.dump();
+    EXPECT_EQ(l["nvml"]["index"], nvml) << l.dump();
+    EXPECT_EQ(l["nvml"]["by"], "uuid") << l.dump();
+    // Device 0 runs 20 kernels a step, device 1 ten.
+    EXPECT_EQ(l["steady"]["kernels"]["count"].get<int64_t>() % (ordinal == 0 ? 20 : 10), 0) << l.dump();
+  }
+  EXPECT_EQ(lanes[0]["steady"]["kernels"]["count"].get<int64_t>(),
+            2 * lanes[1]["steady"]["kernels"]["count"].get<int64_t>())
+      << r.utilization.dump();
+  EXPECT_NE(r.run.output.find("GPU 0 of pid"), std::string::npos) << r.run.output;
+  EXPECT_NE(r.run.output.find("NVML GPU 1 over this steady state"), std::string::npos) << r.run.output;
+}
+
 TEST_F(IdleTest, TinyKernelsLaunchedOneByOneAreLaunchBound) {
   Recorded r = RecordIdle("tiny", "2");
   ASSERT_EQ(r.run.status, 0) << r.run.output;

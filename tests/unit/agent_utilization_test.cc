@@ -222,12 +222,24 @@ utilization::DeviceFigures Figures(bool gpm = true) {
   return f;
 }
 
+// NVML's GPUs 0 and 1 (Gpu()), the process listed on |on| alone (or on
+// none, or several: nullopt).
+GpuOf ListedOn(std::optional<uint32_t> on) {
+  return [on](pid_t, const std::string& uuid) -> std::optional<GpuIdentity> {
+    if (!uuid.empty()) {
+      for (uint32_t i : {0u, 1u})
+        if (Gpu(i).uuid == uuid) return Gpu(i);
+      return std::nullopt;
+    }
+    return on ? std::optional<GpuIdentity>(Gpu(*on)) : std::nullopt;
+  };
+}
+
 GpuUtilizationMetrics::DeviceOf Join(const utilization::DeviceFigures& f, std::optional<uint32_t> on,
                                      size_t lanes = 1) {
   return [&f, on, lanes](const utilization::JudgedLane& l) {
-    return JoinLaneDevice(
-        l, lanes, [on](pid_t) { return on ? std::optional<GpuIdentity>(Gpu(*on)) : std::nullopt; },
-        [&f](uint32_t index, uint64_t from, uint64_t to) { return f.Over(index, from, to); });
+    return JoinLaneDevice(l, lanes, ListedOn(on),
+                          [&f](uint32_t index, uint64_t from, uint64_t to) { return f.Over(index, from, to); });
   };
 }
 
@@ -284,9 +296,38 @@ TEST(GpuUtilizationMetricsTest, ALaneWhoseGpuIsAmbiguousIsNeverJudgedMemoryBound
   EXPECT_EQ(s["gpuflame_gpu_lane_device_not_joined_total{reason=\"several_lanes\"}"], 2);
 }
 
+// The library's UUIDs tie each lane to its GPU however many the process
+// uses and whatever NVML's process lists say; a UUID NVML does not list
+// (a MIG instance's) ties nothing.
+TEST(GpuUtilizationMetricsTest, TheLibrarysUuidsTieEachOfTwoLanesToItsGpu) {
+  const utilization::DeviceFigures f = Figures();
+  GpuUtilizationMetrics m;
+  // Ordinal 0 is NVML's GPU 1 and ordinal 1 GPU 0 (CUDA_VISIBLE_DEVICES=1,0);
+  // NVML lists the process on both, so its lists alone tie neither.
+  utilization::JudgedLane a = Busy(43, 0), b = Busy(43, 1), mig = Busy(44, 0);
+  a.uuid = Gpu(1).uuid;
+  b.uuid = Gpu(0).uuid;
+  mig.uuid = "GPU-5eed0000-0000-4000-8000-00000000009f";
+  m.Update({a, b}, Pods(nullptr), Join(f, std::nullopt, /*lanes=*/2), kS);
+  m.Update({mig}, Pods(nullptr), Join(f, 1), kS);
+  const std::string text = PrometheusText(m.Metrics(""));
+  std::map<std::string, double> s = CheckExposition(text);
+  // GPU 1 has readings in the stretch (GPM: DRAM 75%), GPU 0 none.
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict{pid=\"43\",device=\"0\",gpu=\"1\",uuid=\"GPU-1\",verdict=\"memory_bound\"}"],
+            1)
+      << text;
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict{pid=\"43\",device=\"1\",gpu=\"0\",uuid=\"GPU-0\",verdict=\"busy\"}"], 1)
+      << text;
+  // NVML lists pid 44 on GPU 1, but its library names a GPU NVML does not list.
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict{pid=\"44\",device=\"0\",verdict=\"busy\"}"], 1) << text;
+  EXPECT_EQ(s["gpuflame_gpu_lane_device_not_joined_total{reason=\"no_readings\"}"], 1);
+  EXPECT_EQ(s["gpuflame_gpu_lane_device_not_joined_total{reason=\"uuid_unlisted\"}"], 1);
+  EXPECT_FALSE(m.not_joined().contains("several_lanes"));
+}
+
 TEST(GpuUtilizationMetricsTest, JoinsOnlyWithAClockPairAndReadingsInTheStretchAndSaysWhyNot) {
   const utilization::DeviceFigures f = Figures();
-  const GpuOf on1 = [](pid_t) { return std::optional<GpuIdentity>(Gpu(1)); };
+  const GpuOf on1 = ListedOn(1);
   const DeviceOver over = [&f](uint32_t index, uint64_t from, uint64_t to) { return f.Over(index, from, to); };
   LaneDevice d = JoinLaneDevice(Busy(1), 1, on1, over);
   ASSERT_TRUE(d.stats);
@@ -307,7 +348,7 @@ TEST(GpuUtilizationMetricsTest, JoinsOnlyWithAClockPairAndReadingsInTheStretchAn
   later.to_mono_ns = 80 * kS;
   EXPECT_STREQ(JoinLaneDevice(later, 1, on1, over).not_joined, "no_readings");
   // GPU 0 was never read.
-  const GpuOf on0 = [](pid_t) { return std::optional<GpuIdentity>(Gpu(0)); };
+  const GpuOf on0 = ListedOn(0);
   EXPECT_STREQ(JoinLaneDevice(Busy(1), 1, on0, over).not_joined, "no_readings");
 }
 

@@ -220,14 +220,37 @@ TEST(DeviceFiguresTest, SumsAStretchAndJoinsALaneToItsGpuOnlyWhenCertain) {
   EXPECT_DOUBLE_EQ(steady.process_sm.at(42).mean(), 90);
   EXPECT_EQ(f.Over(1).gpm_dram.n, 0u);
   std::string why;
-  EXPECT_FALSE(f.GpuOf(42, 1, &why));
+  EXPECT_FALSE(f.GpuOf(42, 1, "", &why));
   EXPECT_NE(why.find("never listed"), std::string::npos);
   f.OnComputeProcess(1, 42);
-  EXPECT_EQ(f.GpuOf(42, 1, &why), 1u);
+  EXPECT_EQ(f.GpuOf(42, 1, "", &why), 1u);
   f.OnComputeProcess(0, 42);
-  EXPECT_FALSE(f.GpuOf(42, 1, &why)) << "on two GPUs: which lane is which is not known";
+  EXPECT_FALSE(f.GpuOf(42, 1, "", &why)) << "on two GPUs: which lane is which is not known";
   utilization::DeviceFigures one({GpuIdentity{}});
-  EXPECT_EQ(one.GpuOf(7, 3, &why), 0u) << "one GPU on the machine: every lane is on it";
+  EXPECT_EQ(one.GpuOf(7, 3, "", &why), 0u) << "one GPU on the machine: every lane is on it";
+}
+
+TEST(DeviceFiguresTest, ALaneWithItsDevicesUuidIsTiedByItAlone) {
+  std::vector<GpuIdentity> gpus(2);
+  gpus[0].uuid = "GPU-5eed0000-0000-4000-8000-000000000000";
+  gpus[1].index = 1;
+  gpus[1].uuid = "GPU-5eed0000-0000-4000-8000-000000000001";
+  utilization::DeviceFigures f(gpus);
+  f.OnComputeProcess(0, 42);
+  f.OnComputeProcess(1, 42);
+  std::string why;
+  // Two lanes on two GPUs: the lists cannot tell them apart, the UUIDs can.
+  EXPECT_FALSE(f.GpuOf(42, 2, "", &why));
+  EXPECT_EQ(f.GpuOf(42, 2, gpus[1].uuid, &why), 1u);
+  EXPECT_EQ(f.GpuOf(42, 2, gpus[0].uuid, &why), 0u);
+  // Never listed by NVML (another PID namespace): the UUID still ties it.
+  EXPECT_EQ(f.GpuOf(77, 1, gpus[1].uuid, &why), 1u);
+  // A UUID NVML does not list (a MIG instance's) is never guessed, even on
+  // a machine of one GPU.
+  EXPECT_FALSE(f.GpuOf(42, 1, "GPU-00000000-0000-0000-0000-000000000000", &why));
+  EXPECT_NE(why.find("not among NVML's GPUs"), std::string::npos) << why;
+  utilization::DeviceFigures one({gpus[0]});
+  EXPECT_FALSE(one.GpuOf(42, 1, "GPU-00000000-0000-0000-0000-000000000000", &why));
 }
 
 TEST(ReportTest, StepThreeReadsGpmDramBandwidthOverTheSteadyState) {

@@ -12,10 +12,12 @@
 #include "cupti/activity_converter.h"
 #include "cupti/activity_tuning.h"
 #include "cupti/activity_windows.h"
+#include "cupti/device_uuids.h"
 #include "cupti/duty_cycle.h"
 #include "cupti/launch_sampler.h"
 #include "cupti/token_bucket.h"
 #include "profiler/aggregate/kernel_joiner.h"
+#include "profiler/utilization/lane_uuids.h"
 
 namespace gpuflame {
 namespace {
@@ -138,6 +140,18 @@ TEST(ActivityConverterTest, EmptyAndTruncatedBuffersAreHarmless) {
   cupti::ConvertStats st = conv.Convert(b.data(), b.size() / 2, cuptiActivityGetNextRecord, rec);
   EXPECT_EQ(st.kernels, 0u);
   EXPECT_TRUE(rec.batches.empty());
+}
+
+// The library's device record, read back by the agent: NVML's text of the
+// driver's bytes, in order.
+TEST(DeviceUuidsTest, TheAgentReadsTheLibrarysRecordAsNvmlWritesTheUuid) {
+  const unsigned char uuid[16] = {0xc3, 0x9a, 0x01, 0xff, 0x10, 0x20, 0x4e, 0x5d,
+                                  0x8f, 0x00, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc};
+  const gf_kernel_record r = cupti::DeviceRecord(3, uuid);
+  EXPECT_EQ(r.kind, GF_GPU_DEVICE);
+  EXPECT_EQ(r.device, 3u);
+  EXPECT_FALSE(GF_GPU_IS_WORK(r.kind));
+  EXPECT_EQ(profiler::utilization::GpuUuidText(r), "GPU-c39a01ff-1020-4e5d-8f00-123456789abc");
 }
 
 TEST(TokenBucketTest, RateAndBurst) {

@@ -3,12 +3,14 @@
 // verdict, and the join of idle gaps with CPU samples (gpu_idle).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <vector>
 
 #include "profiler/utilization/busy_lane.h"
 #include "profiler/utilization/duration_histogram.h"
 #include "profiler/utilization/idle_profile.h"
+#include "profiler/utilization/lane_uuids.h"
 #include "profiler/utilization/report.h"
 #include "profiler/utilization/utilization.h"
 
@@ -439,6 +441,63 @@ UtilizationOptions Windowed() {
 
 std::vector<JudgedLane> JudgeAll(Utilization& u, IdleJoin& join, bool ended = false) {
   return u.JudgeWindows([ended](pid_t) { return ended; }, join);
+}
+
+// A GF_GPU_DEVICE record: ordinal |device| is the GPU of UUID bytes 5eed... |last|.
+gf_kernel_record DeviceOf(uint32_t device, uint8_t last) {
+  const unsigned char uuid[16] = {0x5e, 0xed, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, last};
+  gf_kernel_record r{};
+  r.kind = GF_GPU_DEVICE;
+  r.device = device;
+  std::memcpy(&r.start_ns, uuid, 8);
+  std::memcpy(&r.end_ns, uuid + 8, 8);
+  return r;
+}
+
+TEST(LaneUuidsTest, ADeviceRecordIsNvmlsTextOfTheSameBytesAndIsNeverWork) {
+  EXPECT_EQ(GpuUuidText(DeviceOf(0, 0xa7)), "GPU-5eed0000-0000-4000-8000-0000000000a7");
+  for (bool windowed : {false, true}) {
+    UtilizationOptions o;
+    o.windowed = windowed;
+    Utilization u{o};
+    // Ordinal 1 is the GPU ending in 01, ordinal 0 the one ending in 02;
+    // said again at a later flush (the same), and by another process.
+    std::vector<gf_kernel_record> r = {OnSpan(T0, T0 + 100 * kMs), DeviceOf(1, 1), DeviceOf(0, 2), Kernel(T0, kMs, 1),
+                                       DeviceOf(1, 1)};
+    u.OnGpuRecords(5, r);
+    u.OnGpuRecords(6, std::vector<gf_kernel_record>{DeviceOf(0, 3)});
+    EXPECT_EQ(u.uuids().Of(5, 1), "GPU-5eed0000-0000-4000-8000-000000000001");
+    EXPECT_EQ(u.uuids().Of(5, 0), "GPU-5eed0000-0000-4000-8000-000000000002");
+    EXPECT_EQ(u.uuids().Of(6, 0), "GPU-5eed0000-0000-4000-8000-000000000003");
+    EXPECT_EQ(u.uuids().Of(6, 1), "");
+    if (!windowed) {
+      u.Finish();
+      ASSERT_EQ(u.lanes().size(), 1u) << "device records make no lane";
+      EXPECT_EQ(u.lanes().begin()->first, (std::pair<pid_t, uint32_t>{5, 1}));
+      continue;
+    }
+    IdleJoin join;
+    std::vector<JudgedLane> judged = u.JudgeWindows([](pid_t pid) { return pid == 5; }, join);
+    ASSERT_EQ(judged.size(), 1u) << "device records make no lane";
+    EXPECT_EQ(judged[0].device, 1u);
+    EXPECT_EQ(judged[0].uuid, "GPU-5eed0000-0000-4000-8000-000000000001");
+    EXPECT_EQ(judged[0].judgement.figures.kernels, 1u);
+    // An ended process's UUIDs go with its lanes; the live one's stay.
+    EXPECT_EQ(u.uuids().Of(5, 1), "");
+    EXPECT_EQ(u.uuids().Of(6, 0), "GPU-5eed0000-0000-4000-8000-000000000003");
+  }
+}
+
+TEST(LaneUuidsTest, BoundedAndOrdinalsPastTheLibrarysLimitAreCounted) {
+  LaneUuids u;
+  u.OnRecord(1, DeviceOf(LaneUuids::kMaxOrdinal, 1));
+  EXPECT_EQ(u.dropped(), 1u);
+  for (pid_t pid = 1; pid <= static_cast<pid_t>(LaneUuids::kMaxEntries) + 5; pid++) u.OnRecord(pid, DeviceOf(0, 1));
+  EXPECT_EQ(u.size(), LaneUuids::kMaxEntries);
+  EXPECT_EQ(u.dropped(), 6u);
+  u.Forget(1);
+  EXPECT_EQ(u.size(), LaneUuids::kMaxEntries - 1);
+  EXPECT_EQ(u.Of(1, 0), "");
 }
 
 TEST(WindowedLaneTest, JudgedOnlyInsideOnSpansAndAGapAcrossAnOffPeriodIsNotIdle) {

@@ -14,6 +14,9 @@
   warmup   load_weights copies 64 MiB, 1.5 s with nothing for the GPU
            (compiling), then the busy loop: the start-up is set apart and
            the steady state judged `busy`
+  two      each step 20 kernels of 500 us on CUDA device 0, then 10 on
+           device 1, each followed by a synchronise: one process, two GPUs
+           (which ones, CUDA_VISIBLE_DEVICES says)
 
 argv: MODE SECONDS (of the loop)."""
 import sys
@@ -67,5 +70,9 @@ while time.monotonic() < deadline:
         trainer.step(10)
     elif mode == "tiny":
         trainer.step(200, ADD, 2)
+    elif mode == "two":
+        for device, kernels in ((0, 20), (1, 10)):
+            sim_torch.set_device(device)
+            trainer.step(kernels)
     else:
         trainer.step(40)
