@@ -318,7 +318,7 @@ int RunAgent(const AgentConfig& cfg) {
                             processes == 1 ? " process" : " processes"),
                fields);
   logging::Flush();
-  Session::DetachProbesInBackground();
+  session.DetachProbesInBackground();
   return 0;
 }
 

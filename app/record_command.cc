@@ -501,7 +501,7 @@ int RunRecord(const RecordOptions& opt) {
     progress.Finish();
     logging::Error(absl::StrCat("could not run ", opt.command[0], ": ", std::strerror(exec_errno)));
     if (!dir_existed) rmdir(opt.output_dir.c_str());  // only if still empty
-    Session::DetachProbesInBackground();
+    session.DetachProbesInBackground();
     return 127;
   }
   session.OpenGatesAndDrain();
@@ -674,7 +674,7 @@ int RunRecord(const RecordOptions& opt) {
       std::fprintf(stderr, "%s%s\n", i ? "" : "gpuflame: ", growth_lines[i].c_str());
   }
   logging::Flush();
-  Session::DetachProbesInBackground();
+  session.DetachProbesInBackground();
   return opt.command.empty() ? 0 : exit_status;
 }
 

@@ -215,6 +215,7 @@ void Session::CollectLosses() {
 }
 
 void Session::DetachProbesInBackground() {
+  if (probes_) probes_->CloseUprobeMultiLinks();
   // The child reads |alive| until EOF, which comes when the last write end
   // closes. Close-on-exec, so no command we might still start holds it open.
   std::optional<base::Pipe> alive = base::Pipe::Open();

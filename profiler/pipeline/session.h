@@ -115,9 +115,12 @@ class Session {
   std::vector<ProgramRunStats> BpfProgramStats() const { return program_stats_.Read(probes_->object()); }
   const ProgramStats& program_stats() const { return program_stats_; }
 
-  // Uprobe unregistration waits for an RCU grace period per probe (~100 ms
-  // here): a child inherits the descriptors and drops them after we exit.
-  static void DetachProbesInBackground();
+  // The recording ends. Uprobe_multi links are closed here: their
+  // breakpoints are gone when it returns, so that no process started after
+  // gpuflame traps on them. A perf-event uprobe's unregistration waits for
+  // grace periods, one probe after another (54-160 ms each here): a child
+  // inherits those descriptors and drops them after we exit.
+  void DetachProbesInBackground();
 
  private:
   explicit Session(GuardrailLimits limits) : guardrails_(limits) {}

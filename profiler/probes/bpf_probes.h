@@ -95,6 +95,27 @@ class BpfProbes {
   static constexpr pid_t kEveryProcess = -1;
   absl::Status AttachUprobe(pid_t pid, const std::string& path, uint64_t offset, ProbeProgram program, bool retprobe,
                             uint64_t cookie, uint64_t semaphore_offset = 0);
+  // The same for many sites of one file: where the kernel makes
+  // uprobe_multi links (uprobe_multi.h), one link per program and kind
+  // (entry or return) holds them all, removed at once and in one grace
+  // period; else one perf-event uprobe each. A group the kernel refuses is
+  // skipped (it attaches all of a link or none): |attached| counts the
+  // sites in place, |status| says the first refusal.
+  struct UprobeSite {
+    uint64_t offset = 0;
+    ProbeProgram program{};
+    bool retprobe = false;
+    uint64_t cookie = 0;
+    uint64_t semaphore_offset = 0;
+  };
+  struct Attached {
+    size_t attached = 0;
+    absl::Status status;
+  };
+  Attached AttachUprobes(pid_t pid, const std::string& path, std::span<const UprobeSite> sites);
+  // Whether uprobes are uprobe_multi links (the kernel makes them, and
+  // GPUFLAME_UPROBE_MULTI=0 did not ask for perf events).
+  bool uprobe_multi() const { return uprobe_multi_; }
   absl::Status AttachUsdt(pid_t pid, const std::string& path, const char* provider, const char* name,
                           ProbeProgram program);
   // Undoes the last successful Attach*: a hello site another agent held.
@@ -102,6 +123,11 @@ class BpfProbes {
   // Drops every probe attached for |pid| alone (it exited), on the reaper's
   // thread: the call returns at once.
   void DetachProcess(pid_t pid);
+  // Closes every uprobe_multi link now (the recording ends): their
+  // breakpoints are gone when this returns, one grace period each, waited
+  // for side by side. The perf-event links stay (DetachProbesInBackground).
+  // Returns how many were closed.
+  size_t CloseUprobeMultiLinks();
 
   // One cpu-clock perf event per online CPU, |hz| samples per second of CPU
   // time, feeding the cpu_sample program (which keeps profiled processes only).
@@ -156,20 +182,20 @@ class BpfProbes {
   };
   using LinkPtr = BpfLinkPtr;
   struct ProcessLink {
-    LinkPtr link;
+    ProbeLink link;
     bool usdt = false;  // its destroy touches the object's USDT manager
   };
 
   // An attach starts: the reaper waits for the burst to end.
   void NoteAttach();
   // Keeps |link|, a probe for |pid| (kEveryProcess: the machine's).
-  void Keep(pid_t pid, LinkPtr link, bool usdt);
+  void Keep(pid_t pid, ProbeLink link, bool usdt);
   // Destroys |link|: a per-process probe on the reaper's thread (its close
   // waits for a grace period), any other here.
   void Destroy(ProcessLink link);
 
   std::unique_ptr<gpuflame_bpf, SkeletonDeleter> skel_;
-  std::vector<LinkPtr> links_;  // the lifecycle hooks, the sampler, probes for every process
+  std::vector<ProbeLink> links_;  // the lifecycle hooks, the sampler, probes for every process
   absl::flat_hash_map<pid_t, std::vector<ProcessLink>> process_links_;  // probes for one process
   pid_t last_attached_ = kEveryProcess;                                 // whose list DetachLast pops
   std::mutex usdt_mutex_;               // libbpf's USDT manager: AttachUsdt and the reaper
@@ -177,6 +203,7 @@ class BpfProbes {
   std::unique_ptr<LinkReaper> reaper_;      // with follow_forks (per-process probes) only
   std::string gate_warning_;
   bool io_spans_attached_ = false;
+  bool uprobe_multi_ = false;   // plain uprobes as uprobe_multi links (set at Load)
   uint32_t py_generation_ = 0;  // SetPython's last seed (the registry's thread)
 };
 

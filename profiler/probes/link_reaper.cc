@@ -12,11 +12,11 @@ namespace gpuflame::profiler {
 
 void BpfLinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 
-void AbandonLink(BpfLinkPtr link) {
-  if (!link) return;
+void AbandonLink(ProbeLink link) {
   // Disconnected, libbpf's destroy frees its memory and leaves the
   // descriptors (and the probe) to the kernel, which closes them at exit.
-  bpf_link__disconnect(link.get());
+  if (link.bpf) bpf_link__disconnect(link.bpf.get());
+  (void)link.fd.release();  // the same: open until gpuflame's exit closes it
 }
 
 LinkReaper::LinkReaper(std::mutex& usdt_mutex, const std::atomic<int64_t>& last_attach_ns)
@@ -32,7 +32,7 @@ LinkReaper::~LinkReaper() {
   for (Doomed& d : queue_) AbandonLink(std::move(d.link));
 }
 
-void LinkReaper::Reap(BpfLinkPtr link, bool usdt) {
+void LinkReaper::Reap(ProbeLink link, bool usdt) {
   if (!link) return;
   {
     std::lock_guard lock(mutex_);
@@ -63,9 +63,9 @@ void LinkReaper::Run() {
     lock.unlock();
     if (d.usdt) {
       std::lock_guard usdt(usdt_mutex_);
-      d.link.reset();
+      d.link = {};
     } else {
-      d.link.reset();  // no libbpf state shared with the worker
+      d.link = {};  // no libbpf state shared with the worker
     }
     lock.lock();
   }

@@ -1,12 +1,14 @@
 // Destroys the probes of processes that are gone, off the worker thread.
 //
-// Why a thread of its own: closing a uprobe bound to one process (record's
-// probes, attached per pid) waits for an RCU grace period in the kernel
+// Why a thread of its own: closing a uprobe made as a perf event (USDT
+// probes always; every uprobe on a kernel without uprobe_multi,
+// uprobe_multi.h) waits for grace periods in the kernel
 // (perf_uprobe_destroy -> perf_trace_event_unreg ->
-// synchronize_rcu_tasks_trace): 84-90 ms a probe on the development VM
-// (kernel 6.18), against ~25 us for a machine-wide one. A process's ~50
-// probes would hold the event loop for 4.4 s at its exit (measured), its
-// ring buffer unread. Here only this thread waits.
+// synchronize_rcu_tasks_trace, and two more): 54-160 ms a probe on the
+// development VM (kernel 6.18). A process's ~50 such probes would hold the
+// event loop for 4.4 s at its exit (measured), its ring buffer unread. A
+// uprobe_multi link waits for one (8-44 ms), and goes here too. Here only
+// this thread waits.
 //
 // One thread, and it gives way: the kernel destroys these probes under its
 // global event_mutex, grace period included, and every uprobe attach takes
@@ -33,6 +35,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/scoped_fd.h"
+
 struct bpf_link;
 
 namespace gpuflame::profiler {
@@ -42,10 +46,19 @@ struct BpfLinkDeleter {
 };
 using BpfLinkPtr = std::unique_ptr<bpf_link, BpfLinkDeleter>;
 
+// A probe's kernel link: libbpf's (perf-event uprobes, USDT, tracepoints,
+// perf events) or a bare link descriptor (uprobe_multi, which libbpf 1.1
+// cannot make). One of the two is set.
+struct ProbeLink {
+  BpfLinkPtr bpf;
+  base::ScopedFd fd;
+  explicit operator bool() const { return bpf || fd; }
+};
+
 // Hands |link| to the kernel to close as gpuflame exits, without waiting
 // here: its descriptors stay open (the probe attached) until then, and
 // libbpf's memory for it is freed now.
-void AbandonLink(BpfLinkPtr link);
+void AbandonLink(ProbeLink link);
 
 class LinkReaper {
  public:
@@ -58,11 +71,11 @@ class LinkReaper {
   LinkReaper(const LinkReaper&) = delete;
   LinkReaper& operator=(const LinkReaper&) = delete;
 
-  void Reap(BpfLinkPtr link, bool usdt);
+  void Reap(ProbeLink link, bool usdt);
 
  private:
   struct Doomed {
-    BpfLinkPtr link;
+    ProbeLink link;
     bool usdt = false;
   };
   void Run();

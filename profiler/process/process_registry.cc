@@ -390,7 +390,9 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
                         ": tensor-level memory unavailable"));
     return;
   }
-  int attached = 0;
+  // Every API of the library at once: one link per program and kind where
+  // the kernel makes uprobe_multi links (BpfProbes::AttachUprobes).
+  std::vector<BpfProbes::UprobeSite> sites;
   for (const UprobeSpec& spec : UprobeSpecs()) {
     if (spec.library != kind) continue;
     if (spec.entry == ProbeProgram::kCudaSyncEnter && !options_.sync_waits) continue;
@@ -398,15 +400,12 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     auto vaddr = elf->FindSymbol(spec.symbol);
     auto offset = vaddr ? elf->VaddrToOffset(*vaddr) : std::nullopt;
     if (!offset) continue;
-    auto st = probes_.AttachUprobe(ProbeScope(pid), path, *offset, spec.entry, false, spec.api);
-    if (st.ok() && spec.has_exit) st = probes_.AttachUprobe(ProbeScope(pid), path, *offset, spec.exit, true, spec.api);
-    if (!st.ok()) {
-      Warn(absl::StrCat("pid ", pid, ": ", st.message()));
-      continue;
-    }
-    attached++;
+    sites.push_back({.offset = *offset, .program = spec.entry, .retprobe = false, .cookie = spec.api});
+    if (spec.has_exit) sites.push_back({.offset = *offset, .program = spec.exit, .retprobe = true, .cookie = spec.api});
   }
-  if (attached == 0) {
+  const BpfProbes::Attached attached = probes_.AttachUprobes(ProbeScope(pid), path, sites);
+  if (!attached.status.ok()) Warn(absl::StrCat("pid ", pid, ": ", attached.status.message()));
+  if (attached.attached == 0) {
     Warn(absl::StrCat("pid ", pid, ": ", m.path,
                       kind == LibraryKind::kNccl ? " exports none of the NCCL functions"
                                                  : " exports none of the CUDA allocation functions"));
