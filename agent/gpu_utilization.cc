@@ -13,24 +13,22 @@ LaneDevice JoinLaneDevice(const utilization::JudgedLane& lane, size_t lanes, con
     d.not_joined = "no_nvml";
     return d;
   }
-  if (!lane.uuid.empty()) {
-    // The driver's name of the device: certain, however many lanes.
-    d.gpu = gpu_of(lane.pid, lane.uuid);
-    if (!d.gpu) {
-      d.not_joined = "uuid_unlisted";
-      return d;
-    }
-  } else {
-    // Named only where it cannot be another: one lane, one GPU in NVML.
-    // CUDA_VISIBLE_DEVICES renumbers, so a process's ordinal says nothing
-    // of NVML's index, and two lanes on two GPUs cannot be told apart.
+  // The driver's name of the device: certain, however many lanes.
+  if (!lane.uuid.empty()) d.gpu = gpu_of(lane.pid, lane.uuid);
+  if (!d.gpu) {
+    // Else named only where it cannot be another: one lane, one GPU in
+    // NVML's lists. CUDA_VISIBLE_DEVICES renumbers, so a process's ordinal
+    // says nothing of NVML's index, and two lanes on two GPUs cannot be
+    // told apart. (A UUID NVML does not list, a MIG instance's, falls back
+    // to this too: NVML lists its processes on the parent GPU.)
+    const char* why = lane.uuid.empty() ? nullptr : "uuid_unlisted";
     if (lanes != 1) {
-      d.not_joined = "several_lanes";
+      d.not_joined = why ? why : "several_lanes";
       return d;
     }
-    d.gpu = gpu_of(lane.pid, lane.uuid);
+    d.gpu = gpu_of(lane.pid, "");
     if (!d.gpu) {
-      d.not_joined = "gpu_unknown";
+      d.not_joined = why ? why : "gpu_unknown";
       return d;
     }
   }

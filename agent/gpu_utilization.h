@@ -17,9 +17,8 @@
 // Labels: node, pid, device (the CUDA ordinal in the process), gpu (NVML's
 // index) and uuid where the lane's GPU is certain, namespace/pod/container
 // in Kubernetes. Certain means: the process's library said the device's
-// UUID (GF_GPU_DEVICE) and NVML lists a GPU of that UUID; or, without a
-// UUID from the library, NVML lists the process on exactly one GPU and it
-// has one lane. Otherwise not said: CUDA_VISIBLE_DEVICES renumbers, so an
+// UUID (GF_GPU_DEVICE) and NVML lists a GPU of that UUID; or else NVML
+// lists the process on exactly one GPU and it has one lane. Otherwise not said: CUDA_VISIBLE_DEVICES renumbers, so an
 // ordinal says nothing of NVML's index.
 //
 // The verdict's step 3 (memory bound or not) needs the driver's figures of
@@ -76,10 +75,10 @@ using DeviceOver = std::function<utilization::DeviceStats(uint32_t index, uint64
 
 // The join rule: |lanes| is how many lanes |lane|'s process has this window;
 // |gpu_of| or |over| null: NVML is not read. Reasons: "no_nvml",
-// "uuid_unlisted" (the library said the lane's UUID and NVML lists no GPU
-// of it: a MIG instance, whose GPU's figures are shared, or a GPU NVML
-// does not show), and without a UUID "several_lanes" (which lane is which
-// GPU is not known) and "gpu_unknown" (NVML lists the process on no GPU or
+// "uuid_unlisted" (the library said the lane's UUID, NVML lists no GPU of
+// it, as for a MIG instance, and its process lists do not settle it
+// either), and without a UUID "several_lanes" (which lane is which GPU is
+// not known) and "gpu_unknown" (NVML lists the process on no GPU or
 // several); then "no_clock" (no clock pair to put the stretch on the
 // sampler's clock), "no_readings" (none in the stretch).
 LaneDevice JoinLaneDevice(const utilization::JudgedLane& lane, size_t lanes, const GpuOf& gpu_of,

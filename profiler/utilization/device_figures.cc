@@ -62,19 +62,19 @@ std::optional<uint32_t> DeviceFigures::GpuOf(uint32_t pid, size_t lanes, const s
   if (!uuid.empty()) {
     for (const GpuIdentity& g : gpus_)
       if (g.uuid == uuid) return g.index;
-    // A MIG instance's UUID is its own (its GPU's figures are shared by
-    // every instance on it), or NVML does not show the GPU.
-    *why = absl::StrCat("the CUDA device's UUID (", uuid, ") is not among NVML's GPUs");
-    return std::nullopt;
   }
+  // Else (no UUID, or one NVML does not list: a MIG instance's, whose
+  // processes NVML lists on the parent GPU) the process lists decide.
+  const std::string unlisted =
+      uuid.empty() ? "" : absl::StrCat("the CUDA device's UUID (", uuid, ") is not among NVML's GPUs, and ");
   if (gpus_.size() == 1) return gpus_[0].index;
   auto it = seen_on_.find(pid);
   if (it == seen_on_.end()) {
-    *why = "NVML never listed the process as a compute process";
+    *why = unlisted + "NVML never listed the process as a compute process";
     return std::nullopt;
   }
   if (it->second.size() == 1 && lanes == 1) return *it->second.begin();
-  *why = absl::StrCat("the process used ", lanes, " CUDA devices and NVML listed it on ", it->second.size(),
+  *why = absl::StrCat(unlisted, "the process used ", lanes, " CUDA devices and NVML listed it on ", it->second.size(),
                       " GPUs: which is which is not known");
   return std::nullopt;
 }

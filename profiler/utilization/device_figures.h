@@ -69,10 +69,10 @@ class DeviceFigures {
   // and before |to_mono_ns| (the agent: one lane's judged stretch).
   DeviceStats Over(uint32_t index, uint64_t from_mono_ns = 0, uint64_t to_mono_ns = UINT64_MAX) const;
   // The NVML GPU a process's lane is on, where it is certain: NVML's GPU of
-  // the lane's |uuid| (the process's library said it, lane_uuids.h); else,
-  // with |uuid| empty, the process was seen on exactly one GPU and uses one
-  // CUDA device (|lanes| of it), or the machine has one GPU. nullopt
-  // otherwise, with why in |why|.
+  // the lane's |uuid| (the process's library said it, lane_uuids.h); else
+  // the process was seen on exactly one GPU and uses one CUDA device
+  // (|lanes| of it), or the machine has one GPU. nullopt otherwise, with
+  // why in |why|.
   std::optional<uint32_t> GpuOf(uint32_t pid, size_t lanes, const std::string& uuid, std::string* why) const;
 
   const std::vector<GpuIdentity>& gpus() const { return gpus_; }

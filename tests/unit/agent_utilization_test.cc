@@ -298,18 +298,19 @@ TEST(GpuUtilizationMetricsTest, ALaneWhoseGpuIsAmbiguousIsNeverJudgedMemoryBound
 
 // The library's UUIDs tie each lane to its GPU however many the process
 // uses and whatever NVML's process lists say; a UUID NVML does not list
-// (a MIG instance's) ties nothing.
+// (a MIG instance's) leaves it to the lists.
 TEST(GpuUtilizationMetricsTest, TheLibrarysUuidsTieEachOfTwoLanesToItsGpu) {
   const utilization::DeviceFigures f = Figures();
   GpuUtilizationMetrics m;
   // Ordinal 0 is NVML's GPU 1 and ordinal 1 GPU 0 (CUDA_VISIBLE_DEVICES=1,0);
   // NVML lists the process on both, so its lists alone tie neither.
-  utilization::JudgedLane a = Busy(43, 0), b = Busy(43, 1), mig = Busy(44, 0);
+  utilization::JudgedLane a = Busy(43, 0), b = Busy(43, 1), mig = Busy(44, 0), mig_listed = Busy(45, 0);
   a.uuid = Gpu(1).uuid;
   b.uuid = Gpu(0).uuid;
-  mig.uuid = "GPU-5eed0000-0000-4000-8000-00000000009f";
+  mig.uuid = mig_listed.uuid = "GPU-5eed0000-0000-4000-8000-00000000009f";
   m.Update({a, b}, Pods(nullptr), Join(f, std::nullopt, /*lanes=*/2), kS);
-  m.Update({mig}, Pods(nullptr), Join(f, 1), kS);
+  m.Update({mig}, Pods(nullptr), Join(f, std::nullopt), kS);
+  m.Update({mig_listed}, Pods(nullptr), Join(f, 1), kS);
   const std::string text = PrometheusText(m.Metrics(""));
   std::map<std::string, double> s = CheckExposition(text);
   // GPU 1 has readings in the stretch (GPM: DRAM 75%), GPU 0 none.
@@ -318,8 +319,12 @@ TEST(GpuUtilizationMetricsTest, TheLibrarysUuidsTieEachOfTwoLanesToItsGpu) {
       << text;
   EXPECT_EQ(s["gpuflame_gpu_lane_verdict{pid=\"43\",device=\"1\",gpu=\"0\",uuid=\"GPU-0\",verdict=\"busy\"}"], 1)
       << text;
-  // NVML lists pid 44 on GPU 1, but its library names a GPU NVML does not list.
+  // Pid 44's library names a GPU NVML does not list, and NVML lists pid 44
+  // on none; pid 45 likewise, but NVML lists it on GPU 1 alone.
   EXPECT_EQ(s["gpuflame_gpu_lane_verdict{pid=\"44\",device=\"0\",verdict=\"busy\"}"], 1) << text;
+  EXPECT_EQ(s["gpuflame_gpu_lane_verdict{pid=\"45\",device=\"0\",gpu=\"1\",uuid=\"GPU-1\",verdict=\"memory_bound\"}"],
+            1)
+      << text;
   EXPECT_EQ(s["gpuflame_gpu_lane_device_not_joined_total{reason=\"no_readings\"}"], 1);
   EXPECT_EQ(s["gpuflame_gpu_lane_device_not_joined_total{reason=\"uuid_unlisted\"}"], 1);
   EXPECT_FALSE(m.not_joined().contains("several_lanes"));
