@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "profiler/pipeline/event_processor.h"
-#include "tests/support/records.h"
+#include "profiler/timeline/phase_order.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
+#include "tests/support/records.h"
 
 namespace {
 
@@ -127,6 +128,34 @@ void BM_FlightRing_Push(benchmark::State& state) {
   state.counters["held"] = static_cast<double>(ring.stats().events);
 }
 BENCHMARK(BM_FlightRing_Push);
+
+// The phases' reorder buffer (--mark: every CPU sample, call and
+// allocation with a Python stack goes through it, profiler/timeline/
+// phase_order.h): one input added and, in the steady state, the oldest
+// released. |gap_ns| apart in time: 8 us is the H200's launch-bound loop's
+// ~125k inputs a second, which holds ~37,500 over the 300 ms delay; 0 never
+// ages anything out, so the heap stays at its bound (kMaxHeld) and each
+// input evicts the oldest, the worst case.
+void BM_PhaseOrder_Add(benchmark::State& state) {
+  const auto gap_ns = static_cast<uint64_t>(state.range(0));
+  uint64_t released = 0;
+  profiler::timeline::PhaseOrder order([&released](uint64_t, uint64_t, profiler::StackId, bool) { released++; });
+  uint64_t t = 1;
+  // Filled first, untimed: the steady state, not the heap's growth.
+  const size_t fill =
+      gap_ns ? profiler::timeline::PhaseOrder::kDelayNs / gap_ns : profiler::timeline::PhaseOrder::kMaxHeld;
+  for (size_t i = 0; i < fill; i++, t += gap_ns) order.Add(i & 7, t, static_cast<profiler::StackId>(i & 1023), i & 1);
+  uint64_t i = 0;
+  for (auto _ : state) {
+    order.Add(i & 7, t, static_cast<profiler::StackId>(i & 1023), i & 1);
+    t += gap_ns;
+    i++;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+  state.counters["held"] = static_cast<double>(order.held());
+  benchmark::DoNotOptimize(released);
+}
+BENCHMARK(BM_PhaseOrder_Add)->Arg(8000)->Arg(0);
 
 // The same with the blocks inside device segments (cudaMalloc records of
 // the same process), |segments| of 2 MiB in all: each tensor event finds
