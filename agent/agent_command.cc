@@ -181,9 +181,8 @@ int RunAgent(const AgentConfig& cfg) {
     if (gpus) {
       gpu_of = [&gpus](pid_t pid, const std::string& uuid) -> std::optional<GpuIdentity> {
         if (!uuid.empty()) {
-          for (const GpuIdentity& g : gpus->gpus())
-            if (g.uuid == uuid) return g;
-          return std::nullopt;
+          const GpuIdentity* g = gpus->GpuWithUuid(uuid);
+          return g ? std::optional<GpuIdentity>(*g) : std::nullopt;
         }
         std::optional<GpuIdentity> found;
         for (const utilization::GpuNow& g : gpus->Recent(0))

@@ -18,8 +18,9 @@
 // index) and uuid where the lane's GPU is certain, namespace/pod/container
 // in Kubernetes. Certain means: the process's library said the device's
 // UUID (GF_GPU_DEVICE) and NVML lists a GPU of that UUID; or else NVML
-// lists the process on exactly one GPU and it has one lane. Otherwise not said: CUDA_VISIBLE_DEVICES renumbers, so an
-// ordinal says nothing of NVML's index.
+// lists the process on exactly one GPU and it has one lane. Otherwise not
+// said: CUDA_VISIBLE_DEVICES renumbers, so an ordinal says nothing of
+// NVML's index.
 //
 // The verdict's step 3 (memory bound or not) needs the driver's figures of
 // the lane's GPU over the same stretch (JoinLaneDevice): only where that GPU

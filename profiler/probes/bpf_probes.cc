@@ -277,7 +277,7 @@ void BpfProbes::DetachProcess(pid_t pid) {
   for (ProcessLink& l : links) Destroy(std::move(l));
 }
 
-size_t BpfProbes::CloseUprobeMultiLinks() {
+void BpfProbes::CloseUprobeMultiLinks() {
   std::vector<base::ScopedFd> fds;
   auto take = [&fds](ProbeLink& l) {
     if (l.fd) fds.push_back(std::move(l.fd));
@@ -307,7 +307,6 @@ size_t BpfProbes::CloseUprobeMultiLinks() {
   }
   for (std::thread& t : closers) t.join();
   fds.clear();  // what no thread came to
-  return n;
 }
 
 size_t BpfProbes::link_count() const {

@@ -113,9 +113,6 @@ class BpfProbes {
     absl::Status status;
   };
   Attached AttachUprobes(pid_t pid, const std::string& path, std::span<const UprobeSite> sites);
-  // Whether uprobes are uprobe_multi links (the kernel makes them, and
-  // GPUFLAME_UPROBE_MULTI=0 did not ask for perf events).
-  bool uprobe_multi() const { return uprobe_multi_; }
   absl::Status AttachUsdt(pid_t pid, const std::string& path, const char* provider, const char* name,
                           ProbeProgram program);
   // Undoes the last successful Attach*: a hello site another agent held.
@@ -126,8 +123,7 @@ class BpfProbes {
   // Closes every uprobe_multi link now (the recording ends): their
   // breakpoints are gone when this returns, one grace period each, waited
   // for side by side. The perf-event links stay (DetachProbesInBackground).
-  // Returns how many were closed.
-  size_t CloseUprobeMultiLinks();
+  void CloseUprobeMultiLinks();
 
   // One cpu-clock perf event per online CPU, |hz| samples per second of CPU
   // time, feeding the cpu_sample program (which keeps profiled processes only).

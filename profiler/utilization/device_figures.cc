@@ -57,12 +57,16 @@ DeviceStats DeviceFigures::Over(uint32_t index, uint64_t from_mono_ns, uint64_t 
   return s;
 }
 
+const GpuIdentity* DeviceFigures::GpuWithUuid(const std::string& uuid) const {
+  if (uuid.empty()) return nullptr;
+  for (const GpuIdentity& g : gpus_)
+    if (g.uuid == uuid) return &g;
+  return nullptr;
+}
+
 std::optional<uint32_t> DeviceFigures::GpuOf(uint32_t pid, size_t lanes, const std::string& uuid,
                                              std::string* why) const {
-  if (!uuid.empty()) {
-    for (const GpuIdentity& g : gpus_)
-      if (g.uuid == uuid) return g.index;
-  }
+  if (const GpuIdentity* g = GpuWithUuid(uuid)) return g->index;
   // Else (no UUID, or one NVML does not list: a MIG instance's, whose
   // processes NVML lists on the parent GPU) the process lists decide.
   const std::string unlisted =

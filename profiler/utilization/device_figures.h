@@ -76,6 +76,9 @@ class DeviceFigures {
   std::optional<uint32_t> GpuOf(uint32_t pid, size_t lanes, const std::string& uuid, std::string* why) const;
 
   const std::vector<GpuIdentity>& gpus() const { return gpus_; }
+  // NVML's GPU of that UUID (as nvmlDeviceGetUUID writes it), or null. Any
+  // thread: the GPUs are fixed at construction.
+  const GpuIdentity* GpuWithUuid(const std::string& uuid) const;
   uint64_t readings_dropped() const { return dropped_; }  // past kMaxReadings
 
  private:

@@ -53,8 +53,8 @@ class GpuSampler {
   DeviceStats Over(uint32_t index, uint64_t from_mono_ns, uint64_t to_mono_ns) const;
 
   const DeviceFigures& figures() const { return figures_; }  // after Stop
-  // Any thread: the GPUs read, fixed when the sampler was made.
-  const std::vector<GpuIdentity>& gpus() const { return figures_.gpus(); }
+  // Any thread: NVML's GPU of that UUID, or null (DeviceFigures::GpuWithUuid).
+  const GpuIdentity* GpuWithUuid(const std::string& uuid) const { return figures_.GpuWithUuid(uuid); }
   const GpuReader& reader() const { return *reader_; }       // after Stop
   // gpuflame's own cost of the readings: CPU time in them, and how many
   // (any thread).
