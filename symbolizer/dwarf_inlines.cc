@@ -3,6 +3,8 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 
+#include "symbolizer/elf_begin.h"
+
 namespace gpuflame::symbolizer {
 namespace {
 
@@ -81,10 +83,12 @@ bool FindSubprogram(Dwarf_Die* scope, Dwarf_Addr pc, int depth, Dwarf_Die* out) 
 }  // namespace
 
 struct DwarfInlines::Handles {
-  base::ScopedFd fd;  // closed after the destructor's body has ended |dwarf|
+  base::ScopedFd fd;  // closed after the destructor's body has ended |dwarf| and |elf|
+  Elf* elf = nullptr;
   Dwarf* dwarf = nullptr;
   ~Handles() {
     if (dwarf) dwarf_end(dwarf);
+    if (elf) elf_end(elf);
   }
   // The compile unit holding |pc|: through .debug_aranges when present, else
   // by scanning unit ranges (GCC omits aranges for some units).
@@ -108,7 +112,10 @@ std::unique_ptr<DwarfInlines> DwarfInlines::Open(base::ScopedFd fd) {
   if (!fd) return nullptr;
   auto h = std::make_unique<Handles>();
   h->fd = std::move(fd);
-  h->dwarf = dwarf_begin(h->fd.get(), DWARF_C_READ);
+  // Not dwarf_begin: it maps the file read-only (see elf_begin.h).
+  h->elf = BeginElf(h->fd.get());
+  if (!h->elf) return nullptr;
+  h->dwarf = dwarf_begin_elf(h->elf, DWARF_C_READ, nullptr);
   if (!h->dwarf) return nullptr;  // no .debug_info: the common pip-wheel case
   return std::unique_ptr<DwarfInlines>(new DwarfInlines(std::move(h)));
 }

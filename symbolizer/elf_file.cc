@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/regular_file.h"
 #include "base/scoped_fd.h"
+#include "symbolizer/elf_begin.h"
 
 namespace gpuflame::symbolizer {
 namespace {
@@ -35,12 +36,11 @@ struct OpenedElf {
 };
 
 absl::StatusOr<OpenedElf> OpenX86Elf(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return absl::InternalError("libelf: version mismatch");
   OpenedElf o;
   // Paths come from profiled processes' views: never open a FIFO or device.
   o.fd = base::OpenRegularFile(path);
   if (!o.fd) return absl::NotFoundError(absl::StrCat("cannot open ", path, " as a regular file"));
-  o.elf.reset(elf_begin(o.fd.get(), ELF_C_READ_MMAP, nullptr));
+  o.elf.reset(BeginElf(o.fd.get()));
   if (!o.elf || elf_kind(o.elf.get()) != ELF_K_ELF)
     return absl::InvalidArgumentError(absl::StrCat(path, " is not an ELF file"));
   if (!gelf_getehdr(o.elf.get(), &o.ehdr) || o.ehdr.e_machine != EM_X86_64)

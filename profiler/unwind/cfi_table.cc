@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "symbolizer/elf_begin.h"
+
 namespace gpuflame::profiler {
 namespace {
 
@@ -97,8 +99,7 @@ std::unique_ptr<CfiTable> CfiTable::Open(base::ScopedFd fd) {
   if (!fd) return nullptr;
   auto h = std::make_unique<Handles>();
   h->fd = std::move(fd);
-  elf_version(EV_CURRENT);
-  h->elf = elf_begin(h->fd.get(), ELF_C_READ_MMAP, nullptr);
+  h->elf = symbolizer::BeginElf(h->fd.get());
   if (!h->elf || elf_kind(h->elf) != ELF_K_ELF) return nullptr;
   h->eh = dwarf_getcfi_elf(h->elf);
   return std::unique_ptr<CfiTable>(new CfiTable(std::move(h)));

@@ -1,5 +1,7 @@
 #include "e2e/e2e_support.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,6 +76,31 @@ std::string MissingKernelTime() {
   return GPUFLAME_HAVE_CUPTI ? ""
                              : "needs kernel time, which this build lacks (no CUPTI headers at configure time: "
                                "cupti/CMakeLists.txt)";
+}
+
+KernelLogOf::KernelLogOf(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    char hex[32];
+    snprintf(hex, sizeof(hex), "inode: 0x%llx ", static_cast<unsigned long long>(st.st_ino));
+    inode_hex_ = hex;
+  }
+  fd_ = base::ScopedFd(open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd_) lseek(fd_.get(), 0, SEEK_END);
+}
+
+std::vector<std::string> KernelLogOf::NewLines() {
+  std::vector<std::string> out;
+  if (!fd_ || inode_hex_.empty()) return out;
+  char record[8192];
+  for (int i = 0; i < 100000; i++) {  // one record per read
+    ssize_t n = read(fd_.get(), record, sizeof(record) - 1);
+    if (n < 0 && errno == EPIPE) continue;  // overwritten before we read it
+    if (n <= 0) break;                      // EAGAIN: nothing more
+    std::string line(record, static_cast<size_t>(n));
+    if (line.find(inode_hex_) != std::string::npos) out.push_back(line);
+  }
+  return out;
 }
 
 std::string SimEnv() {

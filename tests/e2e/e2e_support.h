@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/scoped_fd.h"
 #include "profile.pb.h"
 
 namespace gpuflame::e2e {
@@ -35,6 +36,20 @@ struct Interpreter {
 inline void PrintTo(const Interpreter& i, std::ostream* os) {
   *os << i.label << " (" << (i.path.empty() ? "not installed" : i.path) << ")";
 }
+// What the kernel logs about uprobes on one file from now on: its
+// "ref_ctr ... failed for inode: 0x..." lines, which come just before it
+// says it leaks a uprobe it could not remove. Read from /dev/kmsg (root).
+class KernelLogOf {
+ public:
+  explicit KernelLogOf(const std::string& path);
+  // The lines naming the file's inode since construction (or the last call).
+  std::vector<std::string> NewLines();
+
+ private:
+  base::ScopedFd fd_;
+  std::string inode_hex_;
+};
+
 // Every interpreter the tests cover, installed or not (a test of one that
 // is missing is skipped by InterpreterTest, never dropped from the list):
 // pyenv CPython 3.10-3.13 (shared libpython) and Debian's static python3.11.

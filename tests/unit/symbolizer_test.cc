@@ -9,14 +9,15 @@
 
 #include "base/scoped_fd.h"
 #include "bpf/gpuflame_abi.h"
+#include "inspect/proc_maps.h"
+#include "inspect/process_memory.h"
+#include "inspect/python_layout.h"
 #include "symbolizer/build_id_index.h"
 #include "symbolizer/demangle.h"
 #include "symbolizer/dwarf_inlines.h"
 #include "symbolizer/elf_file.h"
-#include "inspect/proc_maps.h"
-#include "inspect/process_memory.h"
 #include "symbolizer/python_code.h"
-#include "inspect/python_layout.h"
+#include "tests/support/own_mappings.h"
 
 namespace gpuflame::symbolizer {
 namespace {
@@ -164,7 +165,7 @@ TEST(BuildIdIndexTest, FindsDebugFilesByTheBuildIdLayoutAndByScanning) {
   ASSERT_TRUE(stripped.ok());
   const std::string id = stripped->build_id();
   ASSERT_GT(id.size(), 4u);
-  std::string root = testing::TempDir() + "/gf_buildid_" + std::to_string(getpid());
+  std::string root = ::testing::TempDir() + "/gf_buildid_" + std::to_string(getpid());
   std::filesystem::remove_all(root);
   std::string layout = root + "/layout/.build-id/" + id.substr(0, 2);
   std::filesystem::create_directories(layout);
@@ -216,6 +217,25 @@ TEST(DwarfInlinesTest, NamesInlinedCallsWithTheirLines) {
   EXPECT_TRUE(saw_inline);
   EXPECT_EQ(DwarfInlines::Open(base::ScopedFd(open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC))), nullptr);
   EXPECT_EQ(DwarfInlines::Open(base::ScopedFd()), nullptr);
+}
+
+TEST(ElfFileTest, ReadsFilesWhereNoUprobeWritesABreakpoint) {
+  // A file-wide uprobe's breakpoint goes into every private read-only
+  // mapping of its file, gpuflame's own included, and is counted in the
+  // file's semaphore in whatever writable mapping gpuflame holds then: the
+  // count went negative and the kernel leaked the hello site's uprobe.
+  const std::string path = GPUFLAME_SIM_DIR "/libc10_cuda.so";  // not loaded by this test
+  ASSERT_EQ(testing::OwnMappingsOf(path).total, 0);
+  auto elf = ElfFile::Open(path);
+  ASSERT_TRUE(elf.ok());
+  auto fn = elf->FindSymbol("gf_sim_empty");
+  ASSERT_TRUE(fn.has_value());
+  auto dw = DwarfInlines::Open(base::ScopedFd(open(path.c_str(), O_RDONLY | O_CLOEXEC)));
+  ASSERT_NE(dw, nullptr);
+  for (uint64_t a = *fn; a < *fn + 64; a++) (void)dw->At(a);
+  const testing::OwnMappings own = testing::OwnMappingsOf(path);
+  EXPECT_GE(own.total, 1) << "DwarfInlines reads it through a mapping (ElfFile's is gone once it is indexed)";
+  EXPECT_EQ(own.breakpoint_targets, 0);
 }
 
 TEST(DemangleTest, CxxNamesAndPlainNames) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,9 +16,10 @@
 #include "base/scoped_fd.h"
 #include "profiler/unwind/cfi_table.h"
 #include "profiler/unwind/native_unwinder.h"
-#include "tests/support/capture_stack.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
+#include "tests/support/capture_stack.h"
+#include "tests/support/own_mappings.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -88,6 +90,19 @@ TEST(NativeUnwinderTest, CopiedStackReadsAreBoundedForAnyAddress) {
 }
 
 base::ScopedFd OpenSelf() { return base::ScopedFd(open("/proc/self/exe", O_RDONLY | O_CLOEXEC)); }
+
+TEST(CfiTableTest, ReadsItsFileWhereNoUprobeWritesABreakpoint) {
+  // See ElfFileTest.ReadsFilesWhereNoUprobeWritesABreakpoint. The loader's
+  // own mappings of this binary are counted before and after.
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  const testing::OwnMappings before = testing::OwnMappingsOf(self);
+  auto table = CfiTable::Open(OpenSelf());
+  ASSERT_NE(table, nullptr);
+  (void)table->Find(reinterpret_cast<uint64_t>(&gf_test_unwind_depth));
+  const testing::OwnMappings after = testing::OwnMappingsOf(self);
+  EXPECT_GT(after.total, before.total) << "it reads the file through a mapping";
+  EXPECT_EQ(after.breakpoint_targets, before.breakpoint_targets);
+}
 
 TEST(CfiTableTest, FunctionEntryHasTheCallRule) {
   auto table = CfiTable::Open(OpenSelf());
