@@ -49,11 +49,11 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* libbpf's USDT specs, one per USDT site attached: `record` attaches its
- * probes per process (about a dozen sites each in libgpuflame_cupti.so and
- * libc10_cuda.so), so a job with DataLoader workers on a few GPUs passes
- * libbpf's default of 256. 2048 specs is an array of ~420 KiB, allocated
- * once; past it an attach fails and says so (ProcessRegistry's warnings). */
+/* USDT specs (struct gf_usdt_spec), written by user space, one per distinct
+ * argument layout: a library's sites share theirs across every process that
+ * maps it (profiler/probes/usdt_specs.h). 2048 is an array of ~420 KiB,
+ * allocated once; past it an attach fails and says so (ProcessRegistry's
+ * warnings). */
 #define BPF_USDT_MAX_SPEC_CNT 2048
 
 #include "cuda_alloc.bpf.h"
@@ -66,3 +66,28 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "cuda_sync.bpf.h"
 #include "process_lifecycle.bpf.h" /* its exit hook clears the per-thread maps above */
 #include "io_calls.bpf.h"           /* after it: its fd_file() */
+
+/* User space writes libbpf's USDT specs in the ABI's layout. */
+_Static_assert(sizeof(struct __bpf_usdt_spec) == sizeof(struct gf_usdt_spec), "USDT spec size");
+_Static_assert(BPF_USDT_MAX_ARG_CNT == GF_USDT_MAX_ARGS, "USDT argument count");
+_Static_assert(__builtin_offsetof(struct __bpf_usdt_spec, usdt_cookie) ==
+                   __builtin_offsetof(struct gf_usdt_spec, usdt_cookie),
+               "USDT spec cookie");
+_Static_assert(__builtin_offsetof(struct __bpf_usdt_spec, arg_cnt) == __builtin_offsetof(struct gf_usdt_spec, arg_cnt),
+               "USDT spec argument count");
+_Static_assert(sizeof(struct __bpf_usdt_arg_spec) == sizeof(struct gf_usdt_arg_spec), "USDT argument spec size");
+_Static_assert(__builtin_offsetof(struct __bpf_usdt_arg_spec, arg_type) ==
+                   __builtin_offsetof(struct gf_usdt_arg_spec, arg_type),
+               "USDT argument type");
+_Static_assert(__builtin_offsetof(struct __bpf_usdt_arg_spec, reg_off) ==
+                   __builtin_offsetof(struct gf_usdt_arg_spec, reg_off),
+               "USDT argument register");
+_Static_assert(__builtin_offsetof(struct __bpf_usdt_arg_spec, arg_signed) ==
+                   __builtin_offsetof(struct gf_usdt_arg_spec, arg_signed),
+               "USDT argument sign");
+_Static_assert(__builtin_offsetof(struct __bpf_usdt_arg_spec, arg_bitshift) ==
+                   __builtin_offsetof(struct gf_usdt_arg_spec, arg_bitshift),
+               "USDT argument shift");
+_Static_assert(BPF_USDT_ARG_CONST == GF_USDT_ARG_CONST && BPF_USDT_ARG_REG == GF_USDT_ARG_REG &&
+                   BPF_USDT_ARG_REG_DEREF == GF_USDT_ARG_REG_DEREF,
+               "USDT argument types");

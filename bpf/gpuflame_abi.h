@@ -863,4 +863,32 @@ enum gf_autograd_hook {
  * (profiler/timeline/gpu_clock.h).
  */
 
+/*
+ * A USDT site's argument spec, as the BPF programs read it: libbpf's
+ * struct __bpf_usdt_spec (bpf/usdt.bpf.h, libbpf 1.1), whose BPF_USDT() and
+ * bpf_usdt_arg() the programs use, in its map __bpf_usdt_specs, indexed by
+ * the site's BPF cookie. User space writes it (profiler/probes/usdt_notes.h
+ * parses .note.stapsdt), not libbpf's bpf_program__attach_usdt, which makes
+ * only perf-event uprobes; gpuflame.bpf.c asserts the two layouts are one.
+ */
+#define GF_USDT_MAX_ARGS 12
+enum gf_usdt_arg_type {
+  GF_USDT_ARG_CONST = 0,     /* val_off is the value */
+  GF_USDT_ARG_REG = 1,       /* the register at reg_off in struct pt_regs */
+  GF_USDT_ARG_REG_DEREF = 2, /* user memory at that register plus val_off */
+};
+struct gf_usdt_arg_spec {
+  gf_u64 val_off;
+  gf_u32 arg_type; /* enum gf_usdt_arg_type */
+  gf_u16 reg_off; /* a small offset: gf_u16 is the same bits as libbpf's short */
+  gf_u8 arg_signed;
+  gf_u8 arg_bitshift; /* 64 - 8 * the argument's size */
+};
+struct gf_usdt_spec {
+  struct gf_usdt_arg_spec args[GF_USDT_MAX_ARGS];
+  gf_u64 usdt_cookie;
+  gf_u16 arg_cnt;
+  gf_u8 pad[6];
+};
+
 #endif /* GPUFLAME_BPF_GPUFLAME_ABI_H_ */

@@ -23,6 +23,8 @@ namespace {
 constexpr size_t kMaxSymbols = 8'000'000;
 constexpr size_t kMaxNameBytes = 512u << 20;
 constexpr size_t kMaxSymbolName = 4096;
+// libtorch_cpu's notes are a few KiB; Python's, Node's, a JVM's, tens.
+constexpr size_t kMaxUsdtNoteBytes = 4u << 20;
 
 struct ElfCloser {
   void operator()(Elf* e) const { elf_end(e); }
@@ -79,11 +81,28 @@ absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
   out.is_exec_ = opened->ehdr.e_type == ET_EXEC;
   out.loads_ = LoadSegments(elf);
 
+  size_t names = 0;
+  const bool have_names = elf_getshdrstrndx(elf, &names) == 0;
+  auto name_of = [&](const GElf_Shdr& sh) -> std::string_view {
+    const char* n = have_names ? elf_strptr(elf, names, sh.sh_name) : nullptr;
+    return n ? std::string_view(n, strnlen(n, 64)) : std::string_view();
+  };
   Elf_Scn* scn = nullptr;
   size_t sections = 0;
   while ((scn = elf_nextscn(elf, scn)) != nullptr && sections++ < 65536) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh)) continue;
+    if (sh.sh_type == SHT_NOTE && name_of(sh) == ".note.stapsdt") {
+      // USDT probes: kept raw, parsed by whoever attaches them.
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      if (data && data->d_buf && data->d_size <= kMaxUsdtNoteBytes && out.usdt_notes_.empty())
+        out.usdt_notes_.assign(static_cast<const char*>(data->d_buf), data->d_size);  // the first, as libbpf
+      continue;
+    }
+    if (sh.sh_type == SHT_PROGBITS && name_of(sh) == ".stapsdt.base") {
+      out.usdt_base_ = sh.sh_addr;
+      continue;
+    }
     if (sh.sh_type == SHT_NOTE && out.build_id_.empty()) {
       Elf_Data* data = elf_getdata(scn, nullptr);
       size_t off = 0, name_off = 0, desc_off = 0;
@@ -188,6 +207,12 @@ std::optional<ElfFile::Hit> ElfFile::Lookup(uint64_t vaddr) const {
 
 std::optional<uint64_t> ElfFile::VaddrToOffset(uint64_t vaddr) const { return OffsetOf(loads_, vaddr); }
 
+std::optional<uint64_t> ElfFile::CodeVaddrToOffset(uint64_t vaddr) const {
+  for (const LoadSegment& l : loads_)
+    if (l.executable && vaddr >= l.vaddr && vaddr < l.vaddr + l.filesz) return vaddr - l.vaddr + l.offset;
+  return std::nullopt;
+}
+
 std::optional<uint64_t> ElfFile::LoadBias(uint64_t map_start, uint64_t map_offset) const {
   if (is_exec_) return 0;
   constexpr uint64_t kPage = 4096;
@@ -211,7 +236,7 @@ std::optional<std::string> ElfFile::ReadVaddr(uint64_t vaddr, size_t len) const 
 
 size_t ElfFile::MemoryUsage() const {
   return sizeof(*this) + symbols_.capacity() * sizeof(Symbol) + names_.capacity() +
-         loads_.capacity() * sizeof(LoadSegment);
+         loads_.capacity() * sizeof(LoadSegment) + usdt_notes_.capacity();
 }
 
 }  // namespace gpuflame::symbolizer

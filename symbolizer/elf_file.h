@@ -50,6 +50,12 @@ class ElfFile {
 
   // File offset of a virtual address (what uprobes attach to).
   std::optional<uint64_t> VaddrToOffset(uint64_t vaddr) const;
+  // The same for an address in an executable segment only (a probe site).
+  std::optional<uint64_t> CodeVaddrToOffset(uint64_t vaddr) const;
+  // The .note.stapsdt section's bytes, raw (USDT probes; "" without), and
+  // the address of .stapsdt.base (0: none), which prelink moves them by.
+  std::string_view usdt_notes() const { return usdt_notes_; }
+  uint64_t usdt_base() const { return usdt_base_; }
   // Load bias of a mapping of this file at |map_start| with file offset |map_offset|.
   std::optional<uint64_t> LoadBias(uint64_t map_start, uint64_t map_offset) const;
   // Bytes of the file's initialised data at |vaddr| (e.g. a constant like Py_Version).
@@ -78,6 +84,8 @@ class ElfFile {
   std::vector<LoadSegment> loads_;
   std::vector<Symbol> symbols_;  // sorted by start
   std::string names_;            // NUL-separated symbol names
+  std::string usdt_notes_;
+  uint64_t usdt_base_ = 0;
 };
 
 }  // namespace gpuflame::symbolizer

@@ -64,13 +64,26 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
   return nullptr;
 }
 
-// The programs attached as plain uprobes (AttachUprobe); every other
-// program is USDT's (libbpf's perf events) or a tracepoint's.
+// USDT probes' programs: the pytorch:malloc/free notes have their own
+// (their arguments are read through the spec), the rest are USDT-only.
+bpf_program* UsdtProgramFor(gpuflame_bpf* s, ProbeProgram p) {
+  if (p == ProbeProgram::kAllocEnter) return s->progs.torch_malloc;
+  if (p == ProbeProgram::kFreeEnter) return s->progs.torch_free;
+  return ProgramFor(s, p);
+}
+
+// The programs attached as uprobes (AttachUprobe, AttachUsdt); every other
+// is a tracepoint's or a perf event's.
 constexpr ProbeProgram kPlainUprobes[] = {
     ProbeProgram::kAllocEnter, ProbeProgram::kAllocExit,     ProbeProgram::kFreeEnter,    ProbeProgram::kFreeExit,
     ProbeProgram::kMapEnter,   ProbeProgram::kMapExit,       ProbeProgram::kTorchReport,  ProbeProgram::kPyFinalize,
     ProbeProgram::kHello,      ProbeProgram::kEngineExecute, ProbeProgram::kTorchOom,     ProbeProgram::kNcclEnter,
     ProbeProgram::kNcclExit,   ProbeProgram::kCudaSyncEnter, ProbeProgram::kCudaSyncExit,
+};
+constexpr ProbeProgram kUsdtPrograms[] = {
+    ProbeProgram::kAllocEnter,      ProbeProgram::kFreeEnter,  ProbeProgram::kKernelLaunch, ProbeProgram::kKernelBatch,
+    ProbeProgram::kApiBatch,        ProbeProgram::kKernelName, ProbeProgram::kCuptiStatus,  ProbeProgram::kTensorBatch,
+    ProbeProgram::kKernelTimeExact, ProbeProgram::kLibCost,    ProbeProgram::kTensorExact,
 };
 
 }  // namespace
@@ -103,18 +116,24 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");
-  // Plain uprobes as uprobe_multi links where the kernel makes them
-  // (uprobe_multi.h says why); GPUFLAME_UPROBE_MULTI=0 keeps perf events
-  // (benchmarks comparing the two). Decided before load: a program loaded
-  // for one kind cannot attach as the other.
+  // Uprobes (USDT sites too) as uprobe_multi links where the kernel makes
+  // them (uprobe_multi.h says why); GPUFLAME_UPROBE_MULTI=0 keeps perf
+  // events (benchmarks comparing the two). Decided before load: a program
+  // loaded for one kind cannot attach as the other.
   const char* multi_env = getenv("GPUFLAME_UPROBE_MULTI");
   p->uprobe_multi_ = !(multi_env && std::strcmp(multi_env, "0") == 0) && UprobeMultiSupported();
-  if (p->uprobe_multi_)
+  if (p->uprobe_multi_) {
     for (ProbeProgram program : kPlainUprobes)
       bpf_program__set_expected_attach_type(ProgramFor(skel, program),
                                             static_cast<bpf_attach_type>(kBpfTraceUprobeMulti));
+    for (ProbeProgram program : kUsdtPrograms)
+      bpf_program__set_expected_attach_type(UsdtProgramFor(skel, program),
+                                            static_cast<bpf_attach_type>(kBpfTraceUprobeMulti));
+  }
   if (int err = gpuflame_bpf__load(skel)) return Errno(err, "loading the BPF programs");
-  if (options.follow_forks) p->reaper_ = std::make_unique<LinkReaper>(p->usdt_mutex_, p->last_attach_ns_);
+  p->usdt_specs_ = std::make_shared<UsdtSpecTable>(bpf_map__fd(skel->maps.__bpf_usdt_specs),
+                                                   bpf_map__max_entries(skel->maps.__bpf_usdt_specs));
+  if (options.follow_forks) p->reaper_ = std::make_unique<LinkReaper>(p->last_attach_ns_);
 
   // Before any gate can fire: a process stopped by the machine-wide gate is
   // known to no one but this map until its record is read, so the machine-wide
@@ -135,14 +154,14 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
     LinkPtr link(bpf_program__attach(prog));
     if (!link)
       return Errno(errno, absl::StrCat("attaching ", bpf_program__name(prog)));
-    p->links_.push_back({.bpf = std::move(link), .fd = {}});
+    p->links_.push_back(ProbeLink(std::move(link)));
   }
   if (options.io_spans.on) {
     for (bpf_program* prog : {skel->progs.io_exit, skel->progs.io_enter}) {
       LinkPtr link(bpf_program__attach(prog));
       if (!link)
         return Errno(errno, absl::StrCat("attaching ", bpf_program__name(prog), " (the timeline's I/O spans)"));
-      p->links_.push_back({.bpf = std::move(link), .fd = {}});
+      p->links_.push_back(ProbeLink(std::move(link)));
     }
     p->io_spans_attached_ = true;
   }
@@ -157,27 +176,23 @@ BpfProbes::~BpfProbes() {
   // each here would hold the user's terminal for seconds.
   reaper_.reset();
   for (auto& [pid, links] : process_links_)
-    for (ProcessLink& l : links) AbandonLink(std::move(l.link));
+    for (ProbeLink& l : links) AbandonLink(std::move(l));
 }
 
 void BpfProbes::SkeletonDeleter::operator()(gpuflame_bpf* skel) const { gpuflame_bpf__destroy(skel); }
 
-void BpfProbes::Keep(pid_t pid, ProbeLink link, bool usdt) {
+void BpfProbes::Keep(pid_t pid, ProbeLink link) {
   last_attached_ = pid;
   if (pid == kEveryProcess) {
     links_.push_back(std::move(link));
   } else {
-    process_links_[pid].push_back({std::move(link), usdt});
+    process_links_[pid].push_back(std::move(link));
   }
 }
 
-void BpfProbes::Destroy(ProcessLink link) {
-  if (reaper_) {
-    reaper_->Reap(std::move(link.link), link.usdt);
-    return;
-  }
-  std::lock_guard lock(usdt_mutex_);
-  link.link = {};
+void BpfProbes::Destroy(ProbeLink link) {
+  if (reaper_) reaper_->Reap(std::move(link));
+  // else destroyed on return: the link closes, then its specs go
 }
 
 void BpfProbes::NoteAttach() {
@@ -197,7 +212,19 @@ absl::Status BpfProbes::AttachUprobe(pid_t pid, const std::string& path, uint64_
 }
 
 BpfProbes::Attached BpfProbes::AttachUprobes(pid_t pid, const std::string& path, std::span<const UprobeSite> sites) {
+  return AttachSites(pid, path, sites, /*usdt=*/false);
+}
+
+BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, std::span<const UprobeSite> sites,
+                                           bool usdt) {
   NoteAttach();
+  auto program_of = [&](ProbeProgram p) { return usdt ? UsdtProgramFor(skel_.get(), p) : ProgramFor(skel_.get(), p); };
+  // Each link's own references to its sites' specs (AttachUsdt holds one
+  // for the call's duration).
+  auto specs_of = [&](std::span<const uint64_t> cookies) {
+    if (!usdt) return UsdtSpecRefs();
+    return UsdtSpecRefs(usdt_specs_, std::vector<uint32_t>(cookies.begin(), cookies.end()));
+  };
   Attached out;
   auto refused = [&out](absl::Status st) {
     if (out.status.ok()) out.status = std::move(st);
@@ -206,13 +233,12 @@ BpfProbes::Attached BpfProbes::AttachUprobes(pid_t pid, const std::string& path,
     for (const UprobeSite& s : sites) {
       LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = s.semaphore_offset, .bpf_cookie = s.cookie,
                   .retprobe = s.retprobe);
-      LinkPtr link(
-          bpf_program__attach_uprobe_opts(ProgramFor(skel_.get(), s.program), pid, path.c_str(), s.offset, &opts));
+      LinkPtr link(bpf_program__attach_uprobe_opts(program_of(s.program), pid, path.c_str(), s.offset, &opts));
       if (!link) {
         refused(Errno(errno, absl::StrCat("uprobe on ", path, "+0x", absl::Hex(s.offset))));
         continue;
       }
-      Keep(pid, {.bpf = std::move(link), .fd = {}}, /*usdt=*/false);
+      Keep(pid, ProbeLink(std::move(link), specs_of({&s.cookie, 1})));
       out.attached++;
     }
     return out;
@@ -226,33 +252,47 @@ BpfProbes::Attached BpfProbes::AttachUprobes(pid_t pid, const std::string& path,
     it->second.push_back({.offset = s.offset, .cookie = s.cookie, .semaphore = s.semaphore_offset});
   }
   for (const auto& [key, group] : groups) {
-    const int prog_fd = bpf_program__fd(ProgramFor(skel_.get(), key.first));
+    const int prog_fd = bpf_program__fd(program_of(key.first));
     absl::StatusOr<base::ScopedFd> fd =
         CreateUprobeMultiLink(prog_fd, path, group, key.second, pid == kEveryProcess ? 0 : pid);
     if (!fd.ok()) {
       refused(fd.status());
       continue;
     }
-    Keep(pid, {.bpf = nullptr, .fd = std::move(*fd)}, /*usdt=*/false);
+    std::vector<uint64_t> cookies;
+    for (const MultiSite& m : group) cookies.push_back(m.cookie);
+    Keep(pid, ProbeLink(std::move(*fd), specs_of(cookies)));
     out.attached += group.size();
   }
   return out;
 }
 
-absl::Status BpfProbes::AttachUsdt(pid_t pid, const std::string& path, const char* provider, const char* name,
-                                   ProbeProgram program) {
-  NoteAttach();
-  bpf_program* prog = program == ProbeProgram::kAllocEnter  ? skel_->progs.torch_malloc
-                      : program == ProbeProgram::kFreeEnter ? skel_->progs.torch_free
-                                                            : ProgramFor(skel_.get(), program);
-  LinkPtr link;
-  {
-    std::lock_guard lock(usdt_mutex_);  // the reaper may be returning spec IDs
-    link.reset(bpf_program__attach_usdt(prog, pid, path.c_str(), provider, name, nullptr));
+BpfProbes::Attached BpfProbes::AttachUsdt(pid_t pid, const std::string& path, std::span<const UsdtSite> sites,
+                                          ProbeProgram program) {
+  if (sites.empty())
+    return {.attached = 0, .status = absl::NotFoundError(absl::StrCat("no such USDT probe in ", path))};
+  std::vector<UprobeSite> uprobes;
+  std::vector<uint32_t> ids;
+  absl::Status refused;
+  for (const UsdtSite& s : sites) {
+    absl::StatusOr<uint32_t> id = usdt_specs_->Acquire(s.spec);
+    if (!id.ok()) {
+      refused = id.status();
+      continue;
+    }
+    ids.push_back(*id);
+    uprobes.push_back({.offset = s.offset,
+                       .program = program,
+                       .retprobe = false,
+                       .cookie = *id,
+                       .semaphore_offset = s.semaphore_offset});
   }
-  if (!link) return Errno(errno, absl::StrCat("USDT ", provider, ":", name, " in ", path));
-  Keep(pid, {.bpf = std::move(link), .fd = {}}, /*usdt=*/true);
-  return absl::OkStatus();
+  // Held while the links take theirs: a spec is never free in between.
+  const UsdtSpecRefs held(usdt_specs_, ids);
+  for (uint32_t id : ids) usdt_specs_->Release(id);  // Acquire's references, now |held|'s
+  Attached a = AttachSites(pid, path, uprobes, /*usdt=*/true);
+  if (a.status.ok()) a.status = refused;
+  return a;
 }
 
 void BpfProbes::DetachLast() {
@@ -262,51 +302,54 @@ void BpfProbes::DetachLast() {
   }
   auto it = process_links_.find(last_attached_);
   if (it == process_links_.end() || it->second.empty()) return;
-  ProcessLink last = std::move(it->second.back());
+  ProbeLink last = std::move(it->second.back());
   it->second.pop_back();
   Destroy(std::move(last));
 }
 
 void BpfProbes::DetachProcess(pid_t pid) {
-  // Its uprobes go, and libbpf's USDT specs return for reuse: a pid
-  // reused later starts with none.
+  // Its uprobes go, and the USDT specs only they held return for reuse: a
+  // pid reused later starts with none.
   auto it = process_links_.find(pid);
   if (it == process_links_.end()) return;
-  std::vector<ProcessLink> links = std::move(it->second);
+  std::vector<ProbeLink> links = std::move(it->second);
   process_links_.erase(it);
-  for (ProcessLink& l : links) Destroy(std::move(l));
+  for (ProbeLink& l : links) Destroy(std::move(l));
 }
 
 void BpfProbes::CloseUprobeMultiLinks() {
-  std::vector<base::ScopedFd> fds;
-  auto take = [&fds](ProbeLink& l) {
-    if (l.fd) fds.push_back(std::move(l.fd));
+  std::vector<ProbeLink> doomed;
+  auto take = [&doomed](std::vector<ProbeLink>& links) {
+    for (ProbeLink& l : links)
+      if (l.fd) doomed.push_back(std::move(l));
+    std::erase_if(links, [](const ProbeLink& l) { return !l; });
   };
-  for (ProbeLink& l : links_) take(l);
-  std::erase_if(links_, [](const ProbeLink& l) { return !l; });
-  for (auto& [pid, links] : process_links_) {
-    for (ProcessLink& l : links) take(l.link);
-    std::erase_if(links, [](const ProcessLink& l) { return !l.link; });
-  }
+  take(links_);
+  for (auto& [pid, links] : process_links_) take(links);
   // Each close waits for its own grace period (uprobe_unregister_sync),
   // under no global lock: closed side by side, the waits overlap (17 links
   // one after another took 0.43-0.46 s on the development VM, side by side
   // 23 ms). At most kClosers threads (record may follow many processes,
   // each with its own links), each closing every kClosers-th.
   constexpr size_t kClosers = 32;
-  const size_t n = fds.size();
+  const size_t n = doomed.size();
   std::vector<std::thread> closers;
   for (size_t first = 0; first < std::min(n, kClosers); first++) {
     try {
-      closers.emplace_back([&fds, first, n] {
-        for (size_t i = first; i < n; i += kClosers) fds[i].reset();
+      closers.emplace_back([&doomed, first, n] {
+        for (size_t i = first; i < n; i += kClosers) {
+          ProbeLink gone = std::move(doomed[i]);  // closes, then drops its specs
+        }
       });
     } catch (const std::system_error&) {
       break;  // no thread to be had: the rest close below, one after another
     }
   }
   for (std::thread& t : closers) t.join();
-  fds.clear();  // what no thread came to
+  while (!doomed.empty()) {  // what no thread came to
+    ProbeLink gone = std::move(doomed.back());
+    doomed.pop_back();
+  }
 }
 
 size_t BpfProbes::link_count() const {
@@ -336,7 +379,7 @@ absl::Status BpfProbes::StartCpuSampling(int hz) {
     if (!link) return Errno(errno, "attaching the CPU sampler");  // |fd| closed on return
     // The link owns the perf event fd from here (bpf_link__destroy closes it).
     (void)fd.release();
-    links_.push_back({.bpf = std::move(link), .fd = {}});
+    links_.push_back(ProbeLink(std::move(link)));
     started++;
   }
   if (started == 0) return absl::UnavailableError("no online CPU accepted a cpu-clock perf event");

@@ -10,10 +10,9 @@
 // object: the reader uses its own ring_buffer (built from a duplicate of the
 // events map's descriptor; libbpf's ring code touches only that struct and
 // its mmap'd pages), and the calls made here work on the skeleton
-// (bpf_program__attach_uprobe_opts/_usdt: the programs and, for USDT,
-// the object's lazily built USDT manager) or are single syscalls on map
-// descriptors (bpf_map__update_elem/lookup/delete), which the kernel
-// serialises. libbpf objects are not safe for concurrent use, so:
+// (bpf_program__attach_uprobe_opts: the programs) or are single syscalls on
+// map descriptors (bpf_map__update_elem/lookup/delete), which the kernel
+// serialises; the USDT spec table locks (usdt_specs.h). libbpf objects are not safe for concurrent use, so:
 //   worker thread only: Load, Attach*, Detach*, StartCpuSampling,
 //     Set*/Remove*, StartRingReader, link_count, the destructor (after the
 //     RingReader it started has been stopped or not, either way: the reader
@@ -113,9 +112,19 @@ class BpfProbes {
     absl::Status status;
   };
   Attached AttachUprobes(pid_t pid, const std::string& path, std::span<const UprobeSite> sites);
-  absl::Status AttachUsdt(pid_t pid, const std::string& path, const char* provider, const char* name,
-                          ProbeProgram program);
-  // Undoes the last successful Attach*: a hello site another agent held.
+  // The sites of one USDT probe (a provider:name's notes, usdt_notes.h),
+  // attached as uprobes the way AttachUprobes attaches them, each with its
+  // argument spec's ID as its cookie (usdt_specs.h) and its semaphore.
+  // |attached| counts the sites in place, |status| says the first refusal
+  // (NotFound without sites).
+  struct UsdtSite {
+    uint64_t offset = 0;
+    uint64_t semaphore_offset = 0;  // 0: none
+    gf_usdt_spec spec{};
+  };
+  Attached AttachUsdt(pid_t pid, const std::string& path, std::span<const UsdtSite> sites, ProbeProgram program);
+  // Undoes the last link made: a hello site another agent held (one site,
+  // one link).
   void DetachLast();
   // Drops every probe attached for |pid| alone (it exited), on the reaper's
   // thread: the call returns at once.
@@ -170,31 +179,30 @@ class BpfProbes {
   // Owners of the libbpf objects (the skeleton's deleter in the .cc, where
   // its type is complete). Members are destroyed in reverse order, which is
   // the teardown order: the reaper and the links (they point at the
-  // skeleton's programs, and USDT links at its USDT manager), then the
+  // skeleton's programs, and USDT links hold specs in its map), then the
   // skeleton (programs and maps). A RingReader keeps its own duplicate of
   // the events map's descriptor, so it may outlive this object.
   struct SkeletonDeleter {
     void operator()(gpuflame_bpf* skel) const;
   };
   using LinkPtr = BpfLinkPtr;
-  struct ProcessLink {
-    ProbeLink link;
-    bool usdt = false;  // its destroy touches the object's USDT manager
-  };
 
   // An attach starts: the reaper waits for the burst to end.
   void NoteAttach();
+  // AttachUprobes, and AttachUsdt's sites (|usdt|: their cookies are spec
+  // IDs, each link holds references to its own).
+  Attached AttachSites(pid_t pid, const std::string& path, std::span<const UprobeSite> sites, bool usdt);
   // Keeps |link|, a probe for |pid| (kEveryProcess: the machine's).
-  void Keep(pid_t pid, ProbeLink link, bool usdt);
+  void Keep(pid_t pid, ProbeLink link);
   // Destroys |link|: a per-process probe on the reaper's thread (its close
   // waits for a grace period), any other here.
-  void Destroy(ProcessLink link);
+  void Destroy(ProbeLink link);
 
   std::unique_ptr<gpuflame_bpf, SkeletonDeleter> skel_;
   std::vector<ProbeLink> links_;  // the lifecycle hooks, the sampler, probes for every process
-  absl::flat_hash_map<pid_t, std::vector<ProcessLink>> process_links_;  // probes for one process
-  pid_t last_attached_ = kEveryProcess;                                 // whose list DetachLast pops
-  std::mutex usdt_mutex_;               // libbpf's USDT manager: AttachUsdt and the reaper
+  absl::flat_hash_map<pid_t, std::vector<ProbeLink>> process_links_;  // probes for one process
+  pid_t last_attached_ = kEveryProcess;                               // whose list DetachLast pops
+  std::shared_ptr<UsdtSpecTable> usdt_specs_;  // in the skeleton's map; its links hold references
   std::atomic<int64_t> last_attach_ns_{0};  // CLOCK_MONOTONIC of the latest attach: the reaper gives way
   std::unique_ptr<LinkReaper> reaper_;      // with follow_forks (per-process probes) only
   std::string gate_warning_;

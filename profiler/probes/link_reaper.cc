@@ -17,10 +17,11 @@ void AbandonLink(ProbeLink link) {
   // descriptors (and the probe) to the kernel, which closes them at exit.
   if (link.bpf) bpf_link__disconnect(link.bpf.get());
   (void)link.fd.release();  // the same: open until gpuflame's exit closes it
+  link.specs.Keep();        // still read by the open link
 }
 
-LinkReaper::LinkReaper(std::mutex& usdt_mutex, const std::atomic<int64_t>& last_attach_ns)
-    : usdt_mutex_(usdt_mutex), last_attach_ns_(last_attach_ns), thread_([this] { Run(); }) {}
+LinkReaper::LinkReaper(const std::atomic<int64_t>& last_attach_ns)
+    : last_attach_ns_(last_attach_ns), thread_([this] { Run(); }) {}
 
 LinkReaper::~LinkReaper() {
   {
@@ -29,14 +30,14 @@ LinkReaper::~LinkReaper() {
   }
   wake_.notify_one();
   thread_.join();
-  for (Doomed& d : queue_) AbandonLink(std::move(d.link));
+  for (ProbeLink& link : queue_) AbandonLink(std::move(link));
 }
 
-void LinkReaper::Reap(ProbeLink link, bool usdt) {
+void LinkReaper::Reap(ProbeLink link) {
   if (!link) return;
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back({std::move(link), usdt});
+    queue_.push_back(std::move(link));
   }
   wake_.notify_one();
 }
@@ -58,15 +59,11 @@ void LinkReaper::Run() {
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     GiveWay(lock);
     if (stopping_) return;
-    Doomed d = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    if (d.usdt) {
-      std::lock_guard usdt(usdt_mutex_);
-      d.link = {};
-    } else {
-      d.link = {};  // no libbpf state shared with the worker
-    }
+    {
+      ProbeLink doomed = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+    }  // destroyed here, unlocked: the link closes, then its specs go
     lock.lock();
   }
 }

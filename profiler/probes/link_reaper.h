@@ -20,10 +20,8 @@
 // destroy already under way.
 //
 // Threads: Reap from the worker thread; the destroys run on the reaper's
-// own. libbpf's USDT links share the BPF object's USDT manager with
-// BpfProbes::AttachUsdt (a USDT link's destroy returns its spec IDs to
-// it), so both hold |usdt_mutex| around those calls, one link at a time: an
-// attach waits at most one destroy.
+// own. A USDT link's destroy returns its spec IDs to their table, which
+// locks (usdt_specs.h).
 #ifndef GPUFLAME_PROFILER_PROBES_LINK_REAPER_H_
 #define GPUFLAME_PROFILER_PROBES_LINK_REAPER_H_
 
@@ -36,6 +34,7 @@
 #include <thread>
 
 #include "base/scoped_fd.h"
+#include "profiler/probes/usdt_specs.h"
 
 struct bpf_link;
 
@@ -46,10 +45,24 @@ struct BpfLinkDeleter {
 };
 using BpfLinkPtr = std::unique_ptr<bpf_link, BpfLinkDeleter>;
 
-// A probe's kernel link: libbpf's (perf-event uprobes, USDT, tracepoints,
-// perf events) or a bare link descriptor (uprobe_multi, which libbpf 1.1
-// cannot make). One of the two is set.
+// A probe's kernel link: libbpf's (perf-event uprobes, tracepoints, perf
+// events) or a bare link descriptor (uprobe_multi, which libbpf 1.1 cannot
+// make). One of the two is set. A USDT link holds its sites' argument
+// specs, which go only after the link has closed: declared first (destroyed
+// last), and dropped last when another link is assigned over this one.
 struct ProbeLink {
+  ProbeLink() = default;
+  explicit ProbeLink(BpfLinkPtr link, UsdtSpecRefs refs = {}) : specs(std::move(refs)), bpf(std::move(link)) {}
+  explicit ProbeLink(base::ScopedFd link, UsdtSpecRefs refs = {}) : specs(std::move(refs)), fd(std::move(link)) {}
+  ProbeLink(ProbeLink&&) noexcept = default;
+  ProbeLink& operator=(ProbeLink&& o) noexcept {
+    fd = std::move(o.fd);  // the old link closes here, before its specs go
+    bpf = std::move(o.bpf);
+    specs = std::move(o.specs);
+    return *this;
+  }
+
+  UsdtSpecRefs specs;
   BpfLinkPtr bpf;
   base::ScopedFd fd;
   explicit operator bool() const { return bpf || fd; }
@@ -63,7 +76,7 @@ void AbandonLink(ProbeLink link);
 class LinkReaper {
  public:
   // |last_attach_ns|: CLOCK_MONOTONIC of the worker's latest attach.
-  LinkReaper(std::mutex& usdt_mutex, const std::atomic<int64_t>& last_attach_ns);
+  explicit LinkReaper(const std::atomic<int64_t>& last_attach_ns);
   static constexpr int64_t kQuietNs = 20'000'000;
   // Joins the thread after the link it is destroying; those still queued
   // are abandoned (AbandonLink): at gpuflame's end, not worth its wait.
@@ -71,23 +84,18 @@ class LinkReaper {
   LinkReaper(const LinkReaper&) = delete;
   LinkReaper& operator=(const LinkReaper&) = delete;
 
-  void Reap(ProbeLink link, bool usdt);
+  void Reap(ProbeLink link);
 
  private:
-  struct Doomed {
-    ProbeLink link;
-    bool usdt = false;
-  };
   void Run();
 
   // Waits (bounded by stopping) until no attach started for kQuietNs.
   void GiveWay(std::unique_lock<std::mutex>& lock);
 
-  std::mutex& usdt_mutex_;
   const std::atomic<int64_t>& last_attach_ns_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Doomed> queue_;
+  std::deque<ProbeLink> queue_;
   bool stopping_ = false;
   std::thread thread_;  // last: started once the rest exists
 };

@@ -1,6 +1,7 @@
 #include "profiler/process/process_registry.h"
 
 #include "profiler/process/run_control.h"
+#include "profiler/process/usdt_sites.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -166,6 +167,23 @@ void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symboli
   }
   Warn(absl::StrCat("pid ", pid, ": every hello site of ", path,
                     " is held by another agent: names and stacks said before we came stay unknown"));
+}
+
+absl::Status ProcessRegistry::AttachUsdt(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf,
+                                         std::string_view provider, std::string_view name, ProbeProgram program) {
+  std::string why;
+  std::vector<BpfProbes::UsdtSite> sites = UsdtSites(elf, provider, name, &why);
+  BpfProbes::Attached a = probes_.AttachUsdt(ProbeScope(pid), path, sites, program);
+  if (!a.status.ok() && why.empty()) why = std::string(a.status.message());
+  if (a.attached == 0) {
+    absl::Status st = a.status.ok() ? absl::NotFoundError("no site attached") : a.status;
+    return why.empty() ? st : absl::Status(st.code(), absl::StrCat(st.message(), " (", why, ")"));
+  }
+  // Some sites of the probe, not all: its events from the others are missed.
+  if (!why.empty())
+    Warn(absl::StrCat("pid ", pid, ": USDT ", std::string(provider), ":", std::string(name), " in ", path, ": ",
+                      a.attached, " site(s) attached, others not: ", why));
+  return absl::OkStatus();
 }
 
 ProcessInfo& ProcessRegistry::Ensure(pid_t pid) {
@@ -340,28 +358,26 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     // A library from before duty cycles has no such probe: its activity is
     // always on anyway.
     if (options_.kernel_time_exact)
-      (void)probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "kernel_time_exact", ProbeProgram::kKernelTimeExact);
+      (void)AttachUsdt(pid, path, *elf, "gpuflame", "kernel_time_exact", ProbeProgram::kKernelTimeExact);
     static constexpr std::pair<const char*, ProbeProgram> kProbes[] = {
         {"launch", ProbeProgram::kKernelLaunch}, {"kernel_batch", ProbeProgram::kKernelBatch},
         {"kernel_name", ProbeProgram::kKernelName}, {"status", ProbeProgram::kCuptiStatus}};
     for (const auto& [name, program] : kProbes) {
-      if (auto st = probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", name, program); !st.ok()) {
+      if (auto st = AttachUsdt(pid, path, *elf, "gpuflame", name, program); !st.ok()) {
         Warn(absl::StrCat("pid ", pid, ": kernel time unavailable: ", st.message()));
         return;
       }
     }
     // A library from before API spans has no such probe: its timeline has
     // sampled launches only.
-    if (options_.api_spans)
-      (void)probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "api_batch", ProbeProgram::kApiBatch);
+    if (options_.api_spans) (void)AttachUsdt(pid, path, *elf, "gpuflame", "api_batch", ProbeProgram::kApiBatch);
     // Also from before self-costing: its cost is then not counted (said in summary.json).
-    (void)probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "lib_cost", ProbeProgram::kLibCost);
+    (void)AttachUsdt(pid, path, *elf, "gpuflame", "lib_cost", ProbeProgram::kLibCost);
     if (options_.tensor_events != TensorEvents::kProbes) {
       // The switch first, as for kernel time: no sampled event before it.
       if (options_.tensor_exact)
-        (void)probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "tensor_exact", ProbeProgram::kTensorExact);
-      if (auto st = probes_.AttachUsdt(ProbeScope(pid), path, "gpuflame", "tensor_batch", ProbeProgram::kTensorBatch);
-          !st.ok())
+        (void)AttachUsdt(pid, path, *elf, "gpuflame", "tensor_exact", ProbeProgram::kTensorExact);
+      if (auto st = AttachUsdt(pid, path, *elf, "gpuflame", "tensor_batch", ProbeProgram::kTensorBatch); !st.ok())
         Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
     }
@@ -382,8 +398,8 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
       case TorchReport::kAttached: attached_.emplace(key, kind); return;
       case TorchReport::kUnavailable: break;
     }
-    auto a = probes_.AttachUsdt(ProbeScope(pid), path, "pytorch", "malloc", ProbeProgram::kAllocEnter);
-    auto f = probes_.AttachUsdt(ProbeScope(pid), path, "pytorch", "free", ProbeProgram::kFreeEnter);
+    auto a = AttachUsdt(pid, path, *elf, "pytorch", "malloc", ProbeProgram::kAllocEnter);
+    auto f = AttachUsdt(pid, path, *elf, "pytorch", "free", ProbeProgram::kFreeEnter);
     attached_.emplace(key, kind);
     if (!a.ok() || !f.ok())
       Warn(absl::StrCat("pid ", pid, ": PyTorch has neither c10::reportMemoryUsageToProfiler nor USDT probes",

@@ -205,6 +205,9 @@ class ProcessRegistry {
   // kernel counts a breakpoint once, whoever else waits on it), so the
   // library would not greet us: where |pid|'s count did not rise, the next
   // site is tried. A library without the sites is from before them.
+  // USDT probe |provider|:|name| of |elf| (at |path|), for |pid|'s scope.
+  absl::Status AttachUsdt(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf, std::string_view provider,
+                          std::string_view name, ProbeProgram program);
   void SayHello(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf, const inspect::Mapping& lib,
                 const std::vector<inspect::Mapping>& maps);
   void Warn(std::string message);

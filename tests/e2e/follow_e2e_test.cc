@@ -96,12 +96,12 @@ TEST(FollowTest, AProcessOutsideTheRecordingGetsNoBreakpointAndNoSemaphore) {
 }
 
 // Record's uprobes leave with it (issue 11): a process started as record
-// returns finds no breakpoint in its code. Made as perf events, each probe
+// returns finds no breakpoint in its code and no USDT semaphore raised (the
+// injection library's work switched on). Made as perf events, each probe
 // was removed after its own grace periods, one after another, seconds after
 // record had returned, and every process that ran meanwhile trapped; as
-// uprobe_multi links (profiler/probes/uprobe_multi.h) they go at once, in
-// record's exit. (Its USDT probes are still perf events: their semaphores
-// may stay raised a moment longer, and are not checked here.)
+// uprobe_multi links (profiler/probes/uprobe_multi.h), USDT sites included
+// (BpfProbes::AttachUsdt), they go at once, in record's exit.
 TEST(FollowTest, AProcessStartedAsRecordReturnsFindsNoBreakpoint) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
@@ -122,9 +122,11 @@ TEST(FollowTest, AProcessStartedAsRecordReturnsFindsNoBreakpoint) {
     const nlohmann::json out = nlohmann::json::parse(ReadFile(after), nullptr, false);
     ASSERT_TRUE(in.is_object() && out.is_object()) << probes << r.output;
     EXPECT_TRUE(in["breakpoint"].get<bool>()) << probes << in.dump();
+    EXPECT_GE(in["semaphore_max"].get<int>(), 1) << probes << in.dump();
     EXPECT_GT(out["samples"].get<int>(), 10) << probes << out.dump();
     EXPECT_NE(out["original_byte"].get<int>(), 0xcc) << probes << out.dump();
     EXPECT_FALSE(out["breakpoint"].get<bool>()) << probes << out.dump();
+    EXPECT_EQ(out["semaphore_max"].get<int>(), 0) << probes << out.dump();
   }
 }
 
