@@ -36,6 +36,7 @@ declare -A max_len=(
   [elf_file]=131072        # the seeds are small real ELF files (up to ~70 KB)
   [cfi]=131072
   [dwarf_inlines]=131072
+  [usdt_notes]=16384      # a library's .note.stapsdt: about 1 KB here, a few KB in libtorch
   [python_code]=16384
   [python_linetable]=8192
   [cupti_activity]=65536
@@ -52,7 +53,7 @@ declare -A extra_flags=(
   [pprof_symbolize]=-close_fd_mask=2
   [spool]=-close_fd_mask=2
 )
-all_targets="record proc_maps proc_environ mountinfo proc_stat k8s_metadata service_hints elf_file cfi dwarf_inlines python_code python_linetable
+all_targets="record proc_maps proc_environ mountinfo proc_stat k8s_metadata service_hints elf_file cfi dwarf_inlines usdt_notes python_code python_linetable
              cupti_activity pprof_symbolize spool diff agent_config trace_query"
 if [ "${1:-}" = --list ]; then
   echo $all_targets
