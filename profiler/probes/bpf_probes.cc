@@ -219,8 +219,8 @@ BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, s
                                            bool usdt) {
   NoteAttach();
   auto program_of = [&](ProbeProgram p) { return usdt ? UsdtProgramFor(skel_.get(), p) : ProgramFor(skel_.get(), p); };
-  // Each link's own references to its sites' specs (AttachUsdt holds one
-  // for the call's duration).
+  // Each link's own references to its sites' specs (AttachUsdt holds
+  // Acquire's until the links have theirs).
   auto specs_of = [&](std::span<const uint64_t> cookies) {
     if (!usdt) return UsdtSpecRefs();
     return UsdtSpecRefs(usdt_specs_, std::vector<uint32_t>(cookies.begin(), cookies.end()));
@@ -287,10 +287,8 @@ BpfProbes::Attached BpfProbes::AttachUsdt(pid_t pid, const std::string& path, st
                        .cookie = *id,
                        .semaphore_offset = s.semaphore_offset});
   }
-  // Held while the links take theirs: a spec is never free in between.
-  const UsdtSpecRefs held(usdt_specs_, ids);
-  for (uint32_t id : ids) usdt_specs_->Release(id);  // Acquire's references, now |held|'s
   Attached a = AttachSites(pid, path, uprobes, /*usdt=*/true);
+  for (uint32_t id : ids) usdt_specs_->Release(id);  // Acquire's: each link holds its own
   if (a.status.ok()) a.status = refused;
   return a;
 }
@@ -346,10 +344,7 @@ void BpfProbes::CloseUprobeMultiLinks() {
     }
   }
   for (std::thread& t : closers) t.join();
-  while (!doomed.empty()) {  // what no thread came to
-    ProbeLink gone = std::move(doomed.back());
-    doomed.pop_back();
-  }
+  doomed.clear();  // what no thread came to
 }
 
 size_t BpfProbes::link_count() const {

@@ -44,6 +44,8 @@ class KernelLogOf {
   explicit KernelLogOf(const std::string& path);
   // The lines naming the file's inode since construction (or the last call).
   std::vector<std::string> NewLines();
+  // Whether the log could be read at all (else NewLines says nothing).
+  bool readable() const { return fd_ && !inode_hex_.empty(); }
 
  private:
   base::ScopedFd fd_;

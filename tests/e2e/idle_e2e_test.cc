@@ -356,6 +356,7 @@ TEST_F(IdleTest, ARunningJobIsJudgedByPid) {
   // The recording ended while the job ran: its probes came off a live
   // process, the hello site's semaphore with them, and none was leaked.
   // (Before symbolizer/elf_begin.h, 2 runs in 3 leaked the hello uprobe.)
+  ASSERT_TRUE(kernel_log.readable()) << "/dev/kmsg";
   const std::vector<std::string> leaks = kernel_log.NewLines();
   EXPECT_TRUE(leaks.empty()) << leaks.front();
 }
