@@ -23,10 +23,10 @@
 //             that rounds see window closes (7.5 times as often as the default)
 //   placebo   nothing, like none: its ratio to none is this host's noise
 //             between rounds (an A/A test), the resolution of every other ratio
-//   stage-1 ... stage-7  gpuflame's probes stopping after one part of the
-//             allocation path (enum gf_bench_stage: entry, header, thread
-//             state, innermost frame, data-stack copy, walk, stack ID; nothing is
-//             emitted past the header): their BPF time per hit, against
+//   stage-1 ... stage-8  gpuflame's probes stopping after one part of the
+//             allocation path (enum gf_bench_stage: entry, frees whole,
+//             header, thread state, innermost frame, data-stack copy, walk,
+//             stack ID; no allocation is emitted): their BPF time per hit, against
 //             each other and gpuflame's, is each part's cost
 //   gpuflame-nointern  gpuflame with every Python stack sent whole, as before
 //             stacks were interned in the kernel (struct gf_stack_id): its
@@ -418,7 +418,7 @@ int main(int argc, char** argv) {
         m != "history-all" && ((m != "inprocess" && m != "inprocess-exact" && m != "inprocess-spans") || injection.empty()) &&
         (m != "agent" || agent_bin.empty() || pyroscope_url.empty())) {
       fprintf(stderr,
-              "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, stage-1 ... stage-7; inprocess, inprocess-exact, inprocess-spans with --injection "
+              "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, stage-1 ... stage-8; inprocess, inprocess-exact, inprocess-spans with --injection "
               "LIB; agent with --agent BIN --pyroscope-url URL; history-python and history-all with "
               "step_workload.py)\n",
               m.c_str());

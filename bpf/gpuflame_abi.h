@@ -476,21 +476,24 @@ struct gf_stack_id {
 GF_STATIC_ASSERT(sizeof(struct gf_stack_id) == 16, "gf_stack_id ABI");
 
 /*
- * Benchmarks only (bench/overhead_harness.cc, modes stage-1 ... stage-7):
+ * Benchmarks only (bench/overhead_harness.cc, modes stage-1 ... stage-8):
  * the allocation path returns after stage N, so that the kernel's
- * per-program run time splits an event's cost into its parts. Outside the
- * benchmark the knob (bench_stop_at, rodata) is 0 and the verifier prunes
- * every test of it.
+ * per-program run time splits an event's cost into its parts. A probe whose
+ * hits are half frees (c10::reportMemoryUsageToProfiler) emits its frees
+ * whole from stage 2 on, before any allocation goes past its entry, so that
+ * no later stage's increase mixes the two. Outside the benchmark the knob
+ * (bench_stop_at, rodata) is 0 and the verifier prunes every test of it.
  */
 enum gf_bench_stage {
   GF_STAGE_ENTRY = 1,  /* the program ran and found its target */
-  GF_STAGE_HEADER = 2, /* the record's header filled, the process's Python layout found */
-  GF_STAGE_TSTATE = 3, /* the calling thread's PyThreadState found */
-  GF_STAGE_THREAD = 4, /* its innermost frame and data-stack bounds read */
-  GF_STAGE_WINDOW = 5, /* the top of its data stack copied */
-  GF_STAGE_WALK = 6,   /* its frames walked, nothing emitted */
-  GF_STAGE_INTERN = 7, /* its stack's ID finished and looked up (struct gf_stack_id), nothing emitted;
-                        * past stage 6 also the backward() caller's stack walked for a thread without Python */
+  GF_STAGE_FREE = 2,   /* frees emitted in full; allocations still stop at their entry */
+  GF_STAGE_HEADER = 3, /* the record's header filled, the process's Python layout found */
+  GF_STAGE_TSTATE = 4, /* the calling thread's PyThreadState found */
+  GF_STAGE_THREAD = 5, /* its innermost frame and data-stack bounds read */
+  GF_STAGE_WINDOW = 6, /* the top of its data stack copied */
+  GF_STAGE_WALK = 7,   /* its frames walked, nothing emitted */
+  GF_STAGE_INTERN = 8, /* its stack's ID finished and looked up (struct gf_stack_id), nothing emitted;
+                        * past stage 7 also the backward() caller's stack walked for a thread without Python */
 };
 
 /* targets map value */

@@ -35,6 +35,8 @@ int BPF_USDT(torch_malloc, __u64 ptr, __s64 device, __u64 size, __u64 stream) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!wanted(id >> 32) || tensor_events_shed() || bench_stop(GF_STAGE_ENTRY))
     return 0;
+  if (bench_stop(GF_STAGE_FREE))
+    return 0;
   submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 0, ptr, size, (__u64)device,
                     stream, 0);
   return 0;
@@ -67,6 +69,8 @@ int torch_report(struct pt_regs *ctx) {
   __u64 reserved = PT_REGS_PARM4(ctx);
   __u64 device = (PT_REGS_PARM5(ctx) >> 8) & 0xff; /* c10::Device{type, index} */
   if (delta > 0) {
+    if (bench_stop(GF_STAGE_FREE))
+      return 0;
     submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0, ptr, (__u64)delta, device,
                       allocated, reserved);
   } else if (delta < 0) {

@@ -2,7 +2,8 @@
 # The probes' path per part (issue 11, item 4), on the H200 `device` machine
 # with the bundle from scripts/gpu-bundle.sh in .carry/: the overhead
 # harness's stage-N modes stop each allocator event after one part (entry,
-# header, thread state, innermost frame, data-stack copy, walk; enum
+# frees whole, header, thread state, innermost frame, data-stack copy, walk,
+# stack ID; enum
 # gf_bench_stage), so each mode's BPF time per hit, against the next and the
 # full path's, is that part's cost; noop is the bare probe (the trap).
 # Two workloads: tensors allocated 20 Python frames deep
@@ -13,7 +14,7 @@
 # Environment: ROUNDS (6), ITERS (20000 allocations), STEPS (40 steps),
 # MODES (default: all of the above).
 . "$(dirname "$0")/common.sh"
-modes=${MODES:-none,noop,gpuflame,gpuflame-nointern,stage-1,stage-2,stage-3,stage-4,stage-5,stage-6}
+modes=${MODES:-none,noop,gpuflame,gpuflame-nointern,stage-1,stage-2,stage-3,stage-4,stage-5,stage-6,stage-7,stage-8}
 echo "== tensors 20 frames deep: $modes"
 "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/overhead_workload.py" --modes "$modes" \
     --rounds "${ROUNDS:-6}" --iters "${ITERS:-20000}" || status=1
