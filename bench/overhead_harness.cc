@@ -418,7 +418,8 @@ int main(int argc, char** argv) {
         m != "history-all" && ((m != "inprocess" && m != "inprocess-exact" && m != "inprocess-spans") || injection.empty()) &&
         (m != "agent" || agent_bin.empty() || pyroscope_url.empty())) {
       fprintf(stderr,
-              "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, stage-1 ... stage-8; inprocess, inprocess-exact, inprocess-spans with --injection "
+              "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, stage-1 ... stage-8; "
+              "inprocess, inprocess-exact, inprocess-spans with --injection "
               "LIB; agent with --agent BIN --pyroscope-url URL; history-python and history-all with "
               "step_workload.py)\n",
               m.c_str());

@@ -36,6 +36,8 @@ struct Slot {
   std::vector<uint8_t> buf;
 };
 
+void LetGoOfStuckWorker();
+
 void Work(std::shared_ptr<Slot> slot) {
   std::unique_lock<std::mutex> lock(slot->mu);
   for (;;) {
@@ -49,7 +51,11 @@ void Work(std::shared_ptr<Slot> slot) {
     slot->has_job = false;
     slot->done = true;
     slot->ok = ok;
-    if (slot->abandoned) return;  // the caller gave up on us long ago
+    if (slot->abandoned) {  // the caller gave up on us long ago
+      lock.unlock();
+      LetGoOfStuckWorker();
+      return;
+    }
     slot->cv.notify_all();
   }
 }
@@ -67,6 +73,9 @@ struct Reader {
   std::vector<pid_t> newly;
   std::atomic<int> poisoned_count{0};       // lets ReadDirect skip poison_mu when none
   std::atomic<uint64_t> refused_direct{0};  // not under |mu|: a worker read may hold it
+  // Abandoned workers still blocked in the kernel. Not under |mu|: one that
+  // returns lowers it while a caller may hold |mu| waiting on another.
+  std::atomic<int> stuck_workers{0};
 };
 
 // Never destroyed: abandoned workers may still touch what they hold after
@@ -75,6 +84,11 @@ Reader& R() {
   static Reader* reader = new Reader;
   return *reader;
 }
+
+// An abandoned worker's read came back (its server answered, or its target
+// died): it no longer counts against kMaxStuckWorkers, so a long-lived agent
+// that met a few stuck reads over its life keeps its worker reads.
+void LetGoOfStuckWorker() { R().stuck_workers.fetch_sub(1, std::memory_order_relaxed); }
 
 void Poison(Reader& r, pid_t pid) {
   std::lock_guard<std::mutex> lock(r.poison_mu);
@@ -106,7 +120,7 @@ bool ReadWithDeadline(pid_t pid, uint64_t addr, void* out, size_t len) {
   Reader& r = R();
   const bool poisoned = Poisoned(pid);
   std::lock_guard<std::mutex> one_at_a_time(r.mu);
-  if (poisoned || len > kMaxWorkerRead || r.stats.stuck_workers >= kMaxStuckWorkers) {
+  if (poisoned || len > kMaxWorkerRead || r.stuck_workers.load(std::memory_order_relaxed) >= kMaxStuckWorkers) {
     r.stats.refused++;
     return false;
   }
@@ -131,10 +145,10 @@ bool ReadWithDeadline(pid_t pid, uint64_t addr, void* out, size_t len) {
   s.cv.notify_all();
   if (!s.cv.wait_for(lock, kReadDeadline, [&] { return s.done; })) {
     s.abandoned = true;  // it exits once its read returns, if ever
+    r.stuck_workers.fetch_add(1, std::memory_order_relaxed);  // before it can see |abandoned|
     lock.unlock();
     r.worker.reset();
     r.stats.overran++;
-    r.stats.stuck_workers++;
     Poison(r, pid);
     return false;
   }
@@ -161,6 +175,7 @@ BoundedReadStats ReadStats() {
   std::lock_guard<std::mutex> lock(r.mu);
   BoundedReadStats out = r.stats;
   out.refused += r.refused_direct.load(std::memory_order_relaxed);
+  out.stuck_workers = r.stuck_workers.load(std::memory_order_relaxed);
   return out;
 }
 

@@ -10,8 +10,9 @@
 // (it stays blocked in the kernel until the server answers or the target
 // dies; it then exits), poisons the pid (nothing more is read from it in user
 // space: the stuck fault may hold its mmap lock), and the next read starts a
-// fresh worker. After kMaxStuckWorkers abandoned workers, no more reads go
-// through a worker at all. Memory with no file behind it (anonymous: the
+// fresh worker. While kMaxStuckWorkers abandoned workers are still blocked,
+// no more reads go through a worker at all (a thread each is what a stuck
+// read costs); one whose read comes back no longer counts. Memory with no file behind it (anonymous: the
 // heap, Python's arenas, the stack) cannot wait on a server and is read
 // directly by the caller (RemoteProcessMemory's fast path), unless its pid
 // is poisoned.
@@ -39,7 +40,7 @@ struct BoundedReadStats {
   uint64_t worker_reads = 0;  // reads that went through a worker
   uint64_t overran = 0;       // of those, not back within kReadDeadline
   uint64_t refused = 0;       // not attempted: a poisoned pid, or no worker left to use
-  int stuck_workers = 0;      // workers abandoned (still blocked or since gone)
+  int stuck_workers = 0;      // abandoned workers still blocked in the kernel
 };
 
 // Copies |len| bytes at |addr| of |pid| into |out| through a worker, within

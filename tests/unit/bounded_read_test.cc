@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "base/scoped_fd.h"
 #include "inspect/bounded_read.h"
@@ -122,6 +123,17 @@ TEST(BoundedReadTest, AReadThatNeverReturnsCostsTheDeadlineOnceAndPoisonsOnlyIts
   EXPECT_TRUE(TakeNewlyPoisoned().empty());  // said once
   ForgetPoisoned(child.pid);
   EXPECT_FALSE(Poisoned(child.pid));
+  // Once its target dies the stuck read returns, and its worker no longer
+  // counts against kMaxStuckWorkers: a long-lived agent that met a few stuck
+  // reads keeps its worker reads.
+  kill(child.pid, SIGKILL);
+  waitpid(child.pid, nullptr, 0);
+  child.pid = -1;
+  const auto killed = std::chrono::steady_clock::now();
+  while (ReadStats().stuck_workers >= after_one.stuck_workers &&
+         std::chrono::steady_clock::now() - killed < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(ReadStats().stuck_workers, after_one.stuck_workers - 1);
 }
 
 }  // namespace
