@@ -9,7 +9,8 @@
 #  2. how long record's uprobes outlive it (issue 11): bench/probe_teardown.sh
 #     (uprobe_multi links against perf events), then NCCL's per-call cost with
 #     each (bench/nccl_call_cost.sh), on the simulated libnccl.so.2 carried
-#     prebuilt (the host has no compiler). ROUNDS: 3.
+#     prebuilt (the host has no compiler). ROUNDS: 3; SKIP_TEARDOWN=1 runs
+#     the first check alone.
 GF_OUT_SUFFIX=/uuid-teardown . "$(dirname "$0")/common.sh"
 echo "== nvidia-smi -L"
 nvidia-smi -L || status=1
@@ -24,6 +25,7 @@ PY
 echo "== agent: the lane's labels"
 CASES=matmul SCRAPES=${SCRAPES:-24} RUN_FOR=${RUN_FOR:-30} bash "$here/run_agent_gpu_metrics.sh" >"$out/agent.txt" 2>&1 || status=1
 grep -E "gpu_lane_verdict|not_joined|lane_device_sm" "$out/agent.txt" | head -8
+[ -n "${SKIP_TEARDOWN:-}" ] && exit $status
 export COST_BIN=$bundle/bench/nccl_call_cost NCCL_LIB=$bundle/bench/libnccl.so.2
 echo "== record's uprobes after it returns: uprobe_multi against perf events"
 bash "$root/bench/probe_teardown.sh" "$bundle" "${ROUNDS:-3}" || status=1
