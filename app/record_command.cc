@@ -197,8 +197,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "io_small_reads_not_sent",
                                         "io_over_per_process_cap",
                                         "api_call_records",
-                                        "api_batches_unreadable"};
-  static_assert(GF_STAT_MAX == 40, "name every BPF counter");
+                                        "api_batches_unreadable",
+                                        "tensor_allocations_not_sampled"};
+  static_assert(GF_STAT_MAX == 41, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it
@@ -209,8 +210,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   absl::StrAppend(
       &out, "},\n  \"events\": {\"records\": ", ev.stats().records, ", \"malformed\": ", ev.stats().malformed,
       ", \"allocs\": ", t.allocs, ", \"frees\": ", t.frees, ", \"unmatched_frees\": ", t.unmatched_frees,
-      ", \"sampled_allocs\": ", t.sampled_allocs, ", \"replaced_live\": ", t.replaced_live,
-      ", \"shutdown_frees\": ", t.shutdown_frees,
+      ", \"unsampled_frees\": ", t.unsampled_frees, ", \"sampled_allocs\": ", t.sampled_allocs,
+      ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees,
       // Lost in the ring but kept by BPF without a stack, applied to the live set.
       ", \"lost_allocs_kept\": ", t.lost_allocs, ", \"lost_frees_kept\": ", t.lost_frees,
       ", \"exits_inferred\": ", ev.stats().exits_inferred,

@@ -342,7 +342,10 @@ enum gf_event_flags {
    * work this is cannot be told; the u64 that follows is their count. */
   GF_EVF_AUTOGRAD_AMBIGUOUS = 1u << 12,
   /* In-process GF_EV_ALLOC taken by sampling (below): after the stack ID,
-   * a second u64 says how many bytes it stands for. */
+   * a second u64 says how many bytes it stands for. A probe's tensor-level
+   * GF_EV_ALLOC taken by sampling stands for max(size,
+   * GF_PROBE_TENSOR_SAMPLE_BYTES); its GF_EV_FREE sent while sampling may
+   * be of a block never taken. */
   GF_EVF_SAMPLED = 1u << 13,
   /* A probe's record from a thread that runs no Python while backward()
    * runs in its process (bpf/lib/backward_callers.bpf.h): its Python frames
@@ -592,7 +595,24 @@ enum gf_shed {
   GF_SHED_NATIVE_STACKS = 1u << 0, /* no user-stack copies: Python frames only */
   GF_SHED_CPU_SAMPLES = 1u << 1,   /* no CPU-time samples */
   GF_SHED_TENSOR_EVENTS = 1u << 2, /* no caching-allocator events */
+  /* Bit 3 is user space's own (profiler/pipeline/guardrails.h). */
+  GF_SHED_TENSOR_SAMPLED = 1u << 4, /* caching-allocator events through the probes sampled by
+                                     * bytes (GF_PROBE_TENSOR_SAMPLE_BYTES, below) */
 };
+
+/*
+ * The guardrails' rung before tensor events stop (GF_SHED_TENSOR_SAMPLED):
+ * an allocation the probes see of fewer bytes than this is taken with
+ * probability size / GF_PROBE_TENSOR_SAMPLE_BYTES and then stands for that
+ * many bytes; a larger one is always taken and stands for itself. Either
+ * way it carries GF_EVF_SAMPLED, and user space counts it as
+ * max(size, GF_PROBE_TENSOR_SAMPLE_BYTES): on average its own bytes. Every
+ * free still goes out, with GF_EVF_SAMPLED while sampling (its block may
+ * not have been taken: user space counts such an unmatched free apart). The
+ * in-process hook's default interval, so that both paths' estimates read
+ * alike.
+ */
+#define GF_PROBE_TENSOR_SAMPLE_BYTES (4ull << 20)
 
 enum gf_stat {
   GF_STAT_EVENTS = 0,
@@ -635,6 +655,7 @@ enum gf_stat {
   GF_STAT_IO_OVER_CAP,        /* I/O calls of a process past io_max_per_process: not sent */
   GF_STAT_API_RECORDS,        /* CUDA API call records copied from the injection library (gpuflame:api_batch) */
   GF_STAT_API_BATCH_READ_FAILED, /* an API batch the probe could not read (records lost) */
+  GF_STAT_TENSOR_NOT_SAMPLED, /* probes' caching-allocator allocations not taken while sampling (GF_SHED_TENSOR_SAMPLED) */
   GF_STAT_MAX,
 };
 

@@ -30,14 +30,38 @@ static __always_inline bool tensor_events_shed(void) {
   return true;
 }
 
+/* Over budget, before tensor events stop, allocations are sampled by bytes
+ * (GF_SHED_TENSOR_SAMPLED, gpuflame_abi.h): a Bernoulli draw per allocation,
+ * taken with probability size / GF_PROBE_TENSOR_SAMPLE_BYTES, so that no
+ * sampler state is shared between CPUs or threads. False for an allocation
+ * not taken (counted); one taken gets GF_EVF_SAMPLED in |flags|. */
+static __always_inline bool tensor_taken(__u64 size, __u32 *flags) {
+  if (!(shed & GF_SHED_TENSOR_SAMPLED))
+    return true;
+  *flags = GF_EVF_SAMPLED;
+  if (size >= GF_PROBE_TENSOR_SAMPLE_BYTES)
+    return true;
+  /* Both sides under 2^54: the draw is 32 bits, the interval 2^22. */
+  if ((__u64)bpf_get_prandom_u32() * GF_PROBE_TENSOR_SAMPLE_BYTES < size << 32)
+    return true;
+  bump(GF_STAT_TENSOR_NOT_SAMPLED);
+  return false;
+}
+
+/* A free while allocations are sampled may be of a block never taken. */
+static __always_inline __u32 tensor_free_flags(void) {
+  return (shed & GF_SHED_TENSOR_SAMPLED) ? GF_EVF_SAMPLED : 0;
+}
+
 SEC("usdt")
 int BPF_USDT(torch_malloc, __u64 ptr, __s64 device, __u64 size, __u64 stream) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!wanted(id >> 32) || tensor_events_shed() || bench_stop(GF_STAGE_ENTRY))
     return 0;
-  if (bench_stop(GF_STAGE_FREE))
+  __u32 flags = 0;
+  if (bench_stop(GF_STAGE_FREE) || !tensor_taken(size, &flags))
     return 0;
-  submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, 0, ptr, size, (__u64)device,
+  submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, flags, ptr, size, (__u64)device,
                     stream, 0);
   return 0;
 }
@@ -47,7 +71,7 @@ int BPF_USDT(torch_free, __u64 ptr) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!wanted(id >> 32) || tensor_events_shed() || bench_stop(GF_STAGE_ENTRY))
     return 0;
-  submit_free(GF_DOMAIN_TORCH, GF_API_TORCH_FREE, 0, ptr);
+  submit_free(GF_DOMAIN_TORCH, GF_API_TORCH_FREE, tensor_free_flags(), ptr);
   return 0;
 }
 
@@ -69,13 +93,15 @@ int torch_report(struct pt_regs *ctx) {
   __u64 reserved = PT_REGS_PARM4(ctx);
   __u64 device = (PT_REGS_PARM5(ctx) >> 8) & 0xff; /* c10::Device{type, index} */
   if (delta > 0) {
-    if (bench_stop(GF_STAGE_FREE))
+    __u32 flags = 0;
+    if (bench_stop(GF_STAGE_FREE) || !tensor_taken((__u64)delta, &flags))
       return 0;
-    submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0, ptr, (__u64)delta, device,
+    submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, flags, ptr, (__u64)delta, device,
                       allocated, reserved);
   } else if (delta < 0) {
     struct gf_event ev;
     fill_header(&ev, GF_EV_FREE, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, ptr, (__u64)(-delta));
+    ev.flags = tensor_free_flags();
     ev.arg0 = device;
     ev.arg1 = allocated;
     ev.arg2 = reserved;

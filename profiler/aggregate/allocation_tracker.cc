@@ -200,7 +200,8 @@ void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint6
   if (!found) Remember(lost_frees_, key, ts_ns);
 }
 
-void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns) {
+void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns,
+                               bool maybe_unsampled) {
   stats_.frees++;
   if (!frozen_.empty()) {
     auto frozen = frozen_.find(static_cast<uint32_t>(pid));
@@ -213,6 +214,11 @@ void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t 
   LiveTable* live = FindLive(key.pid);
   auto it = live ? live->find(key.at) : LiveTable::iterator{};
   if (!live || it == live->end()) {
+    if (maybe_unsampled) {
+      // Most frees of a sampled run: remembering each would flood the table.
+      stats_.unsampled_frees++;
+      return;
+    }
     stats_.unmatched_frees++;
     Remember(unmatched_frees_, key, ts_ns);
     return;

@@ -48,6 +48,7 @@ struct TrackerStats {
   uint64_t allocs = 0;
   uint64_t frees = 0;
   uint64_t unmatched_frees = 0;   // free of an address we never saw allocated
+  uint64_t unsampled_frees = 0;   // free, while the probes sampled allocations, of one not taken
   uint64_t replaced_live = 0;     // alloc of an address already live (missed free)
   uint64_t shutdown_frees = 0;    // frees after the live set was frozen
   uint64_t sampled_allocs = 0;    // taken by sampling: each stands for more than itself
@@ -82,7 +83,10 @@ class AllocationTracker {
   void OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns);
   // |ts_ns| is when the free happened (CLOCK_MONOTONIC), which may be before
   // records that arrived earlier: in-process tensor events come in batches.
-  void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns);
+  // |maybe_unsampled|: sent while the probes sampled allocations
+  // (GF_SHED_TENSOR_SAMPLED), so its block may never have been taken: if
+  // none is live it is counted apart, not kept for a lost allocation.
+  void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns, bool maybe_unsampled = false);
   // An expandable segment's chunk: physical memory |handle| (a live
   // cuMemCreate of |pid|) mapped at [va, va + size), and ranges unmapped.
   // Only the slack (unused_*) sees them: in use is the handle's.

@@ -55,8 +55,9 @@ Profile BuildMemoryProfile(StackSource source, const std::vector<StackCounters>&
             c.unused_bytes != 0) &&
            (!pid || stack.pid == *pid);
   };
-  // Where the library sampled tensor allocations by bytes, the values are
-  // estimates; what was seen is in the profile itself (alloc_samples).
+  // Where tensor allocations were sampled by bytes (by the library in the
+  // process, or by the probes over budget), the values are estimates; what
+  // was seen is in the profile itself (alloc_samples).
   int64_t estimated_bytes = 0, observed_bytes = 0;
   bool estimated = false;
   for (StackId id = 0; id < source.stacks.size() && id < counters.size(); id++) {
@@ -68,7 +69,7 @@ Profile BuildMemoryProfile(StackSource source, const std::vector<StackCounters>&
   if (estimated) {
     p.sample_types.push_back({"alloc_samples", "count"});
     p.comments.push_back(absl::StrFormat(
-        "gpuflame: tensor allocations sampled by bytes in the process: %.1f%% of the bytes allocated observed; "
+        "gpuflame: tensor allocations sampled by bytes: %.1f%% of the bytes allocated observed; "
         "values are unbiased estimates (alloc_samples: allocations seen)",
         estimated_bytes > 0 ? 100.0 * static_cast<double>(observed_bytes) / static_cast<double>(estimated_bytes)
                             : 0.0));

@@ -831,7 +831,12 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (ev.domain == GF_DOMAIN_GPU) oom_.OnDeviceAlloc(pid, ev.tid, ev.ts_ns);
       else oom_.BeforeTensorEvent(pid, ev.ts_ns);
       const int64_t before = InUseIfTimeline(ev, ev.domain);
-      tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, 0, ev.ts_ns);
+      // Taken by the probes' sampling (GF_SHED_TENSOR_SAMPLED): it stands for
+      // at least the interval, as the draw that took it assumed.
+      const uint64_t stands_for = ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED)
+                                      ? std::max<uint64_t>(ev.size, GF_PROBE_TENSOR_SAMPLE_BYTES)
+                                      : 0;
+      tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
       TimelineMemory(ev, ev.domain, stack, before);
       if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);
       break;
@@ -841,7 +846,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (ev.domain == GF_DOMAIN_TORCH) oom_.BeforeTensorEvent(pid, ev.ts_ns);
       {
         const int64_t before = InUseIfTimeline(ev, ev.domain);
-        tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns);
+        tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns,
+                        ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED));
         TimelineMemory(ev, ev.domain, StackTable::kNone, before);
       }
       if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);

@@ -15,7 +15,7 @@
 namespace gpuflame::profiler {
 namespace {
 
-constexpr uint32_t kCpuLadder[] = {kShedNativeStacks, kShedCpuSamples, kShedTensorEvents};
+constexpr uint32_t kCpuLadder[] = {kShedNativeStacks, kShedCpuSamples, kSampleTensorEvents, kShedTensorEvents};
 constexpr uint32_t kMemLadder[] = {kShedNativeStacks, kFreezeStacks};
 constexpr int kCpuSteps = sizeof(kCpuLadder) / sizeof(kCpuLadder[0]);
 constexpr int kMemSteps = sizeof(kMemLadder) / sizeof(kMemLadder[0]);
@@ -41,6 +41,8 @@ std::string DescribeShed(uint32_t actions) {
   if (actions & kShedNativeStacks) parts.push_back("native stacks");
   if (actions & kShedCpuSamples) parts.push_back("CPU samples");
   if (actions & kShedTensorEvents) parts.push_back("tensor-level events");
+  else if (actions & kSampleTensorEvents)
+    parts.push_back("exact tensor-level events (the probes sample them by bytes)");
   if (actions & kFreezeStacks) parts.push_back("new stacks");
   return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
 }

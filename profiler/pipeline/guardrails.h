@@ -6,7 +6,15 @@
 //   CPU over budget:    1. native stacks off (no 16 KB stack copies, no DWARF
 //                          unwinding: the largest per-event cost)
 //                       2. CPU-time samples off
-//                       3. tensor-level (caching-allocator) events off
+//                       3. tensor-level (caching-allocator) events through
+//                          the probes sampled by bytes: an allocation under
+//                          4 MiB is taken with probability size / 4 MiB and
+//                          stands for 4 MiB (gpuflame_abi.h,
+//                          GF_SHED_TENSOR_SAMPLED), so the memory profiles
+//                          stay, as unbiased estimates, for a small share of
+//                          the stack walks (the in-process hook samples so
+//                          by default in the agent already)
+//                       4. tensor-level events off
 //   memory over budget: 1. native stacks off (mixed stacks are most of the
 //                          distinct stacks, and their unwind tables)
 //                       2. no new stacks: events on stacks not seen before are
@@ -49,8 +57,9 @@ enum ShedAction : uint32_t {
   kShedCpuSamples = GF_SHED_CPU_SAMPLES,
   kShedTensorEvents = GF_SHED_TENSOR_EVENTS,
   kFreezeStacks = 1u << 3,  // user space only: new stacks go to a marker
+  kSampleTensorEvents = GF_SHED_TENSOR_SAMPLED,
 };
-inline constexpr uint32_t kShedInBpf = kShedNativeStacks | kShedCpuSamples | kShedTensorEvents;
+inline constexpr uint32_t kShedInBpf = kShedNativeStacks | kShedCpuSamples | kShedTensorEvents | kSampleTensorEvents;
 static_assert((kFreezeStacks & kShedInBpf) == 0, "the freeze is not a BPF bit");
 
 // "native stacks, CPU samples" for the flags set; "nothing" for none.

@@ -27,10 +27,14 @@ TEST(GuardrailsTest, ShedsCpuWorkInTheDocumentedOrderOneStepAtATime) {
   EXPECT_EQ(g.Decide(t += kSec, {0.9, 0}), kShedNativeStacks);
   EXPECT_EQ(g.Decide(t += 9 * kSec, {0.9, 0}), kShedNativeStacks) << "one step per 10 s";
   EXPECT_EQ(g.Decide(t += kSec, {0.9, 0}), kShedNativeStacks | kShedCpuSamples);
-  EXPECT_EQ(g.Decide(t += 10 * kSec, {0.9, 0}), kShedNativeStacks | kShedCpuSamples | kShedTensorEvents);
-  EXPECT_EQ(g.Decide(t += 10 * kSec, {0.9, 0}), kShedNativeStacks | kShedCpuSamples | kShedTensorEvents)
-      << "nothing more to shed";
-  ASSERT_EQ(g.changes().size(), 3u);
+  // Tensor events are sampled before they go: the memory profiles stay, as estimates.
+  const uint32_t sampled = kShedNativeStacks | kShedCpuSamples | kSampleTensorEvents;
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0.9, 0}), sampled);
+  EXPECT_EQ(DescribeShed(g.actions()),
+            "native stacks, CPU samples, exact tensor-level events (the probes sample them by bytes)");
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0.9, 0}), sampled | kShedTensorEvents);
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0.9, 0}), sampled | kShedTensorEvents) << "nothing more to shed";
+  ASSERT_EQ(g.changes().size(), 4u);
   EXPECT_EQ(g.changes()[0].reason, "CPU 0.90 cores > 0.5");
   EXPECT_EQ(DescribeShed(g.actions()), "native stacks, CPU samples, tensor-level events");
 }

@@ -104,6 +104,19 @@ TEST(AllocationTrackerTest, ASampledAllocationCountsAsWhatItStandsForUntilItsFre
   EXPECT_EQ(c[0].inuse_objects, 1);
 }
 
+TEST(AllocationTrackerTest, AFreeWhileTheProbesSampledIsOfATakenBlockOrCountedApart) {
+  AllocationTracker t;
+  t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 64 << 10, 0, /*stands_for=*/4 << 20);
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000, 0, /*maybe_unsampled=*/true);  // taken: released
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x2000, 0, /*maybe_unsampled=*/true);  // never taken
+  EXPECT_EQ(t.stats().unsampled_frees, 1u);
+  EXPECT_EQ(t.stats().unmatched_frees, 0u);
+  // Not kept for a lost allocation to pair with: it would flood that table.
+  t.OnLostAlloc(1, GF_DOMAIN_TORCH, false, 0x2000, 10, 0, /*ts_ns=*/0);
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 10);
+}
+
 TEST(AllocationTrackerTest, KeysSeparateProcessesDomainsAndHandles) {
   AllocationTracker t;
   t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 0);
