@@ -28,6 +28,8 @@
 //             header, thread state, innermost frame, data-stack copy, walk,
 //             stack ID; no allocation is emitted): their BPF time per hit, against
 //             each other and gpuflame's, is each part's cost
+//   gpuflame-sampled  gpuflame with its tensor events sampled by bytes in BPF,
+//             as the guardrails' third CPU rung does (GF_SHED_TENSOR_SAMPLED)
 //   gpuflame-nointern  gpuflame with every Python stack sent whole, as before
 //             stacks were interned in the kernel (struct gf_stack_id): its
 //             difference to gpuflame is what interning saves
@@ -186,8 +188,10 @@ class AgentObserver {
   // on libc10_cuda.so (--tensor-events inprocess).
   // |exact|: record's mode (every tensor event, CUPTI activity always on),
   // else the agent's (tensor events sampled by bytes, activity duty-cycled).
+  // |shed|: enum gf_shed bits in force from the start (gpuflame-sampled:
+  // the guardrails' sampled rung).
   bool Start(pid_t pid, bool inprocess, bool exact, uint32_t stop_at = 0, bool intern_stacks = true,
-             size_t ring_bytes = 0, bool api_spans = false) {
+             size_t ring_bytes = 0, bool api_spans = false, uint32_t shed = 0) {
     profiler::BpfProbes::Options opt;
     if (ring_bytes) opt.ring_bytes = ring_bytes;
     opt.filter_targets = true;
@@ -199,6 +203,7 @@ class AgentObserver {
       return false;
     }
     probes_ = std::move(*probes);
+    if (shed) probes_->SetShed(shed);
     auto reader = probes_->StartRingReader({});
     if (!reader.ok()) {
       fprintf(stderr, "gpuflame: %s\n", std::string(reader.status().message()).c_str());
@@ -413,12 +418,13 @@ int main(int argc, char** argv) {
     }
   }
   for (const std::string& m : modes)
-    if (m != "none" && m != "placebo" && m != "noop" && m != "gpuflame" && m != "gpuflame-nointern" && StageOf(m) == 0 &&
-        m != "history-python" &&
-        m != "history-all" && ((m != "inprocess" && m != "inprocess-exact" && m != "inprocess-spans") || injection.empty()) &&
+    if (m != "none" && m != "placebo" && m != "noop" && m != "gpuflame" && m != "gpuflame-nointern" &&
+        m != "gpuflame-sampled" && StageOf(m) == 0 && m != "history-python" && m != "history-all" &&
+        ((m != "inprocess" && m != "inprocess-exact" && m != "inprocess-spans") || injection.empty()) &&
         (m != "agent" || agent_bin.empty() || pyroscope_url.empty())) {
       fprintf(stderr,
-              "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, stage-1 ... stage-8; "
+              "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, gpuflame-sampled, "
+              "stage-1 ... stage-8; "
               "inprocess, inprocess-exact, inprocess-spans with --injection "
               "LIB; agent with --agent BIN --pyroscope-url URL; history-python and history-all with "
               "step_workload.py)\n",
@@ -465,6 +471,10 @@ int main(int argc, char** argv) {
       } else if (mode == "noop") {
         noop = std::make_unique<NoopObserver>();
         if (!noop->Start(lib)) return 1;
+      } else if (mode == "gpuflame-sampled") {
+        agent = std::make_unique<AgentObserver>(elves);
+        if (!agent->Start(w.pid, false, false, 0, true, size_t(ring_mib) << 20, false, GF_SHED_TENSOR_SAMPLED))
+          return 1;
       } else if (StageOf(mode) != 0 || mode == "gpuflame-nointern") {
         agent = std::make_unique<AgentObserver>(elves);
         if (!agent->Start(w.pid, false, false, StageOf(mode), mode != "gpuflame-nointern", size_t(ring_mib) << 20))
