@@ -18,6 +18,16 @@ int64_t Bytes(uint64_t v) { return static_cast<int64_t>(v > kMaxBytes ? kMaxByte
 using base::SaturatingAdd;
 void Add(int64_t& to, int64_t v) { SaturatingAdd(to, v); }
 
+// MurmurHash3's 64-bit finaliser: every input bit moves every output bit.
+uint64_t Mix(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  k ^= k >> 33;
+  return k;
+}
+
 }  // namespace
 
 AllocationTracker::LiveTable& AllocationTracker::LiveOf(uint32_t pid) {
@@ -105,12 +115,16 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
   if (stack >= counters_.size()) counters_.resize(stack + 1);
   stats_.allocs++;
   const uint64_t bytes = stands_for ? stands_for : size;
-  // Objects rounded per allocation (pprof values are integers): unbiased
-  // where sizes are small against the interval, as most sampled ones are.
+  // Objects per allocation are stands_for / size, an integer for pprof:
+  // rounded up with probability equal to the fraction, so that the count
+  // stays unbiased however close the size is to the interval (a 3 MiB
+  // block taken for 4 MiB counts 1 or 2, 1.33 on average). The draw is a
+  // hash of the allocation itself: the same records give the same profile.
   int64_t objects = 1;
   if (stands_for && size && stands_for != size) {
     stats_.sampled_allocs++;
-    objects = std::max<int64_t>(1, Bytes(stands_for / size + (stands_for % size >= size - size / 2 ? 1 : 0)));
+    const uint64_t draw = Mix(addr ^ ts_ns ^ (size * 0x9e3779b97f4a7c15ull)) % size;
+    objects = std::max<int64_t>(1, Bytes(stands_for / size + (draw < stands_for % size ? 1 : 0)));
   }
   StackCounters& c = counters_[stack];
   Add(c.alloc_objects, objects);
@@ -159,6 +173,11 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
   if (auto freed = unmatched_frees_.find(key); freed != unmatched_frees_.end() && freed->second >= ts_ns) {
     unmatched_frees_.erase(freed);
     if (stats_.unmatched_frees) stats_.unmatched_frees--;
+    return;
+  }
+  if (auto freed = unsampled_frees_.find(key); freed != unsampled_frees_.end() && freed->second >= ts_ns) {
+    unsampled_frees_.erase(freed);
+    if (stats_.unsampled_frees) stats_.unsampled_frees--;
     return;
   }
   // Its free was lost too and was taken out of the map first.
@@ -215,8 +234,10 @@ void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t 
   auto it = live ? live->find(key.at) : LiveTable::iterator{};
   if (!live || it == live->end()) {
     if (maybe_unsampled) {
-      // Most frees of a sampled run: remembering each would flood the table.
+      // Most frees of a sampled run: apart, so that unmatched_frees keeps
+      // meaning "allocated before gpuflame attached".
       stats_.unsampled_frees++;
+      Remember(unsampled_frees_, key, ts_ns);
       return;
     }
     stats_.unmatched_frees++;
@@ -247,6 +268,7 @@ void AllocationTracker::OnProcessExit(pid_t pid) {
   slack_.ForgetProcess(upid);
   auto of = [upid](const auto& kv) { return kv.first.pid == upid; };
   if (!unmatched_frees_.empty()) absl::erase_if(unmatched_frees_, of);
+  if (!unsampled_frees_.empty()) absl::erase_if(unsampled_frees_, of);
   if (!lost_frees_.empty()) absl::erase_if(lost_frees_, of);
   frozen_.erase(static_cast<uint32_t>(pid));
 }
@@ -271,7 +293,8 @@ size_t AllocationTracker::MemoryUsage() const {
   size_t live = live_.capacity() * (sizeof(std::pair<uint32_t, std::unique_ptr<LiveTable>>) + 1);
   for (const auto& [pid, table] : live_) live += sizeof(LiveTable) + table->capacity() * (sizeof(std::pair<AddrKey, Live>) + 1);
   return live +
-         (unmatched_frees_.capacity() + lost_frees_.capacity()) * (sizeof(std::pair<Key, uint64_t>) + 1) +
+         (unmatched_frees_.capacity() + unsampled_frees_.capacity() + lost_frees_.capacity()) *
+             (sizeof(std::pair<Key, uint64_t>) + 1) +
          counters_.capacity() * sizeof(StackCounters) + peaks_.MemoryUsage() + slack_.MemoryUsage();
 }
 

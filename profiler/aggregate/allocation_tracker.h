@@ -84,8 +84,10 @@ class AllocationTracker {
   // |ts_ns| is when the free happened (CLOCK_MONOTONIC), which may be before
   // records that arrived earlier: in-process tensor events come in batches.
   // |maybe_unsampled|: sent while the probes sampled allocations
-  // (GF_SHED_TENSOR_SAMPLED), so its block may never have been taken: if
-  // none is live it is counted apart, not kept for a lost allocation.
+  // (GF_SHED_TENSOR_SAMPLED), or of a process whose allocations were so
+  // sampled before: its block may never have been taken, so if none is live
+  // it is counted apart from unmatched frees (a lost allocation still pairs
+  // with it).
   void OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns, bool maybe_unsampled = false);
   // An expandable segment's chunk: physical memory |handle| (a live
   // cuMemCreate of |pid|) mapped at [va, va + size), and ranges unmapped.
@@ -202,6 +204,7 @@ class AllocationTracker {
   uint32_t cached_pid_ = 0;
   LiveTable* cached_ = nullptr;  // live_[cached_pid_], or null
   absl::flat_hash_map<Key, uint64_t> unmatched_frees_;  // -> when freed (a lost allocation may pair up)
+  absl::flat_hash_map<Key, uint64_t> unsampled_frees_;  // the same, for frees counted as unsampled
   absl::flat_hash_map<Key, uint64_t> lost_frees_;       // -> when freed (its allocation may be on its way)
   absl::flat_hash_map<uint32_t, uint64_t> frozen_;  // pid -> when its live set froze
   std::vector<StackCounters> counters_;

@@ -35,7 +35,7 @@ OomLiveSet OomEpisodes::LiveSet(pid_t pid, uint8_t domain) const {
     set.holders.push_back({stack.frames, c.inuse_objects, c.inuse_bytes});
     set.objects += c.inuse_objects;
     set.bytes += c.inuse_bytes;
-    set.estimated |= c.alloc_samples != c.alloc_objects;
+    set.estimated |= c.alloc_samples != c.alloc_objects || c.observed_bytes != c.alloc_bytes;
   }
   // Largest first; equal ones in a fixed order (by frames), so output is stable.
   std::sort(set.holders.begin(), set.holders.end(), [](const OomHolder& a, const OomHolder& b) {

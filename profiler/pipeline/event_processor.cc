@@ -640,6 +640,7 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
   joiner_.ForgetProcess(pid);
   foreign_abi_.erase(upid);
   inprocess_since_.erase(upid);
+  probe_sampled_.erase(upid);
   absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == upid; });
   kernel_stacks_.ForgetProcess(upid);
   if (timeline_) timeline_->OnProcessExit(pid, ts_ns);
@@ -833,9 +834,9 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       const int64_t before = InUseIfTimeline(ev, ev.domain);
       // Taken by the probes' sampling (GF_SHED_TENSOR_SAMPLED): it stands for
       // at least the interval, as the draw that took it assumed.
-      const uint64_t stands_for = ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED)
-                                      ? std::max<uint64_t>(ev.size, GF_PROBE_TENSOR_SAMPLE_BYTES)
-                                      : 0;
+      const bool sampled = ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED);
+      if (sampled) probe_sampled_.insert(ev.pid);
+      const uint64_t stands_for = sampled ? std::max<uint64_t>(ev.size, GF_PROBE_TENSOR_SAMPLE_BYTES) : 0;
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
       TimelineMemory(ev, ev.domain, stack, before);
       if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);
@@ -846,8 +847,14 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (ev.domain == GF_DOMAIN_TORCH) oom_.BeforeTensorEvent(pid, ev.ts_ns);
       {
         const int64_t before = InUseIfTimeline(ev, ev.domain);
-        tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns,
-                        ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED));
+        bool maybe_unsampled = false;
+        if (ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED)) {
+          probe_sampled_.insert(ev.pid);
+          maybe_unsampled = true;
+        } else if (ev.domain == GF_DOMAIN_TORCH && !probe_sampled_.empty()) {
+          maybe_unsampled = probe_sampled_.contains(ev.pid);
+        }
+        tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns, maybe_unsampled);
         TimelineMemory(ev, ev.domain, StackTable::kNone, before);
       }
       if (ev.api == GF_API_TORCH_REPORT) UpdateTotals(ev);

@@ -109,12 +109,27 @@ TEST(AllocationTrackerTest, AFreeWhileTheProbesSampledIsOfATakenBlockOrCountedAp
   t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 64 << 10, 0, /*stands_for=*/4 << 20);
   t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000, 0, /*maybe_unsampled=*/true);  // taken: released
   EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
-  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x2000, 0, /*maybe_unsampled=*/true);  // never taken
-  EXPECT_EQ(t.stats().unsampled_frees, 1u);
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x2000, 100, /*maybe_unsampled=*/true);  // never taken
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x3000, 100, /*maybe_unsampled=*/true);
+  EXPECT_EQ(t.stats().unsampled_frees, 2u);
   EXPECT_EQ(t.stats().unmatched_frees, 0u);
-  // Not kept for a lost allocation to pair with: it would flood that table.
-  t.OnLostAlloc(1, GF_DOMAIN_TORCH, false, 0x2000, 10, 0, /*ts_ns=*/0);
-  EXPECT_EQ(t.counters()[0].inuse_bytes, 10);
+  // Or taken, and its record lost in a full ring (kept by BPF, applied
+  // later): it pairs with its free, as an unmatched one would.
+  t.OnLostAlloc(1, GF_DOMAIN_TORCH, false, 0x2000, 10, 0, /*ts_ns=*/50);
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
+  EXPECT_EQ(t.stats().unsampled_frees, 1u);
+}
+
+TEST(AllocationTrackerTest, ASampledAllocationsObjectsAreUnbiasedWhateverItsSize) {
+  // 3 MiB taken for 4 MiB stands for 4/3 allocations: rounded to 1 always,
+  // 10,000 of them would count 7,500 too few.
+  AllocationTracker t;
+  constexpr int kN = 10000;
+  for (int i = 0; i < kN; i++)
+    t.OnAlloc(1, GF_DOMAIN_TORCH, false, 0x100000ull * (i + 1), 3 << 20, 0, /*stands_for=*/4 << 20,
+              /*ts_ns=*/1000 + i);
+  EXPECT_NEAR(static_cast<double>(t.counters()[0].alloc_objects), kN * 4.0 / 3.0, kN * 4.0 / 3.0 * 0.02);
+  EXPECT_EQ(t.counters()[0].alloc_bytes, int64_t{kN} * (4 << 20));
 }
 
 TEST(AllocationTrackerTest, KeysSeparateProcessesDomainsAndHandles) {

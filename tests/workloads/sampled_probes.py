@@ -1,10 +1,9 @@
 """Workload: the probes' tensor sampling, the guardrails' third CPU rung (a
 test fixture on the simulated allocator). Ten 8 MiB weights that stay
-allocated, then, for DURATION seconds (argv[2], default 28), activations of
-64 KiB from Trainer > step, each freed at once, and every 500th step an
-8 MiB snapshot from Trainer > snapshot, freed at once too. Writes the
-number of steps and snapshots to argv[1] as it ends: the truth the
-recording's estimates are held to."""
+allocated, then activations of 64 KiB from Trainer > step, each freed at
+once, and every 500th step an 8 MiB snapshot from Trainer > snapshot, freed
+at once too, for argv[2] seconds. Writes the number of steps and snapshots
+to argv[1] as it ends: the truth the recording's estimates are held to."""
 import sys
 import time
 
@@ -29,7 +28,7 @@ class Trainer:
 weights = Loader().load_weights()
 trainer = Trainer()
 steps = snapshots = 0
-end = time.monotonic() + (float(sys.argv[2]) if len(sys.argv) > 2 else 28)
+end = time.monotonic() + float(sys.argv[2])
 while time.monotonic() < end:
     trainer.step()
     steps += 1
