@@ -12,10 +12,10 @@
 // space: the stuck fault may hold its mmap lock), and the next read starts a
 // fresh worker. While kMaxStuckWorkers abandoned workers are still blocked,
 // no more reads go through a worker at all (a thread each is what a stuck
-// read costs); one whose read comes back no longer counts. Memory with no file behind it (anonymous: the
-// heap, Python's arenas, the stack) cannot wait on a server and is read
-// directly by the caller (RemoteProcessMemory's fast path), unless its pid
-// is poisoned.
+// read costs); one whose read comes back no longer counts. Memory with no
+// file behind it (anonymous: the heap, Python's arenas, the stack) cannot
+// wait on a server and is read directly by the caller (RemoteProcessMemory's
+// fast path), unless its pid is poisoned.
 //
 // Thread-safe; one worker read at a time.
 #ifndef GPUFLAME_INSPECT_BOUNDED_READ_H_

@@ -847,13 +847,11 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (ev.domain == GF_DOMAIN_TORCH) oom_.BeforeTensorEvent(pid, ev.ts_ns);
       {
         const int64_t before = InUseIfTimeline(ev, ev.domain);
-        bool maybe_unsampled = false;
-        if (ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED)) {
-          probe_sampled_.insert(ev.pid);
-          maybe_unsampled = true;
-        } else if (ev.domain == GF_DOMAIN_TORCH && !probe_sampled_.empty()) {
-          maybe_unsampled = probe_sampled_.contains(ev.pid);
-        }
+        const bool torch = ev.domain == GF_DOMAIN_TORCH;
+        if (torch && (ev.flags & GF_EVF_SAMPLED)) probe_sampled_.insert(ev.pid);
+        // Sent while the probes sampled, or in a process they sampled before:
+        // its block may never have been taken.
+        const bool maybe_unsampled = torch && !probe_sampled_.empty() && probe_sampled_.contains(ev.pid);
         tracker_.OnFree(pid, ev.domain, handle, ev.addr, ev.ts_ns, maybe_unsampled);
         TimelineMemory(ev, ev.domain, StackTable::kNone, before);
       }

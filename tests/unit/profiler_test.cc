@@ -122,7 +122,7 @@ TEST(AllocationTrackerTest, AFreeWhileTheProbesSampledIsOfATakenBlockOrCountedAp
 
 TEST(AllocationTrackerTest, ASampledAllocationsObjectsAreUnbiasedWhateverItsSize) {
   // 3 MiB taken for 4 MiB stands for 4/3 allocations: rounded to 1 always,
-  // 10,000 of them would count 7,500 too few.
+  // 10,000 of them would count 3,333 too few.
   AllocationTracker t;
   constexpr int kN = 10000;
   for (int i = 0; i < kN; i++)
@@ -686,6 +686,28 @@ TEST_F(EventProcessorTest, RejectsMalformedStackIdRecords) {
   // None of them taught the processor an ID.
   events_.OnRecord(testing::StackIdRecord(ev, 2, id));
   EXPECT_EQ(events_.stats().stack_id_unknown, 1u);
+}
+
+TEST_F(EventProcessorTest, AProbeSampledAllocationStandsForTheIntervalAndItsProcesssFreesStayApart) {
+  auto sampled = [](std::vector<uint8_t> r) {
+    reinterpret_cast<gf_event*>(r.data())->flags |= GF_EVF_SAMPLED;
+    return r;
+  };
+  events_.OnRecord(sampled(Record(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0x100, 64 << 10)));
+  events_.OnRecord(sampled(Record(GF_EV_ALLOC, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0x200, 8 << 20)));
+  int64_t bytes = 0;
+  for (const StackCounters& c : events_.tracker().counters()) bytes += c.alloc_bytes;
+  EXPECT_EQ(bytes, int64_t{GF_PROBE_TENSOR_SAMPLE_BYTES} + (8 << 20)) << "the interval; a larger one, itself";
+  // Frees of blocks never taken: while sampling (flagged), and after the
+  // guardrails stepped back (unflagged), neither is "allocated before attach".
+  events_.OnRecord(sampled(Record(GF_EV_FREE, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0x300, 0)));
+  events_.OnRecord(Record(GF_EV_FREE, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0x400, 0));
+  events_.OnRecord(Record(GF_EV_FREE, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, 0x100, 0));
+  EXPECT_EQ(events_.tracker().stats().unsampled_frees, 2u);
+  EXPECT_EQ(events_.tracker().stats().unmatched_frees, 0u);
+  // A device-level free of nothing is still unmatched.
+  events_.OnRecord(Record(GF_EV_FREE, GF_DOMAIN_GPU, GF_API_CUDA_FREE, 0x500, 0));
+  EXPECT_EQ(events_.tracker().stats().unmatched_frees, 1u);
 }
 
 TEST_F(EventProcessorTest, InProcessTensorEventsAccountLikeProbeEvents) {
