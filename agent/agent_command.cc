@@ -202,11 +202,15 @@ int RunAgent(const AgentConfig& cfg) {
   NcclRankTotals rank_totals;  // the straggler counters, retired ranks' kept 10 minutes
   WindowExporter exporter(SeriesLabeler(cfg.service_name, cfg.node, cfg.kubelet, cfg.labels), (*delivery)->queue());
   InstallStopHandlers(/*sigint=*/true);
-  logging::Info("agent pushing to Pyroscope", {{"url", base::RedactUrl(cfg.pyroscope.url)},
-                                               {"protocol", cfg.protocol},
-                                               {"window_seconds", cfg.window_seconds},
-                                               {"metrics_port", cfg.metrics_port ? metrics.port() : 0},
-                                               {"node", cfg.node}});
+  logging::Info("agent pushing to Pyroscope",
+                {{"url", base::RedactUrl(cfg.pyroscope.url)},
+                 {"protocol", cfg.protocol},
+                 {"window_seconds", cfg.window_seconds},
+                 {"metrics_port", cfg.metrics_port ? metrics.port() : 0},
+                 {"node", cfg.node},
+                 {"kernel_activity", cfg.profiling.kernel_time_exact ? "exact" : "sampled"},
+                 {"tensor_sampling", cfg.profiling.tensor_exact ? "exact" : "sampled"},
+                 {"tensor_startup_s", cfg.profiling.tensor_startup_s}});
 
   const auto window_ns = static_cast<int64_t>(cfg.window_seconds * 1e9);
   int64_t window_start = NowNs(CLOCK_MONOTONIC);

@@ -488,6 +488,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_KERNEL_TIME", "kernel_time"},
       {"GPUFLAME_KERNEL_ACTIVITY", "kernel_activity"},
       {"GPUFLAME_TENSOR_SAMPLING", "tensor_sampling"},
+      {"GPUFLAME_TENSOR_STARTUP_S", "tensor_startup_s"},
       {"GPUFLAME_GATE_NEW_LIBRARIES", "gate_new_libraries"},
       {"GPUFLAME_KUBELET_URL", "kubelet_url"},
       {"GPUFLAME_KUBELET_INSECURE_SKIP_VERIFY", "kubelet_insecure_skip_verify"},

@@ -154,7 +154,7 @@ class Progress {
 std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const std::array<uint64_t, GF_STAT_MAX>& bpf, const RingReaderStats& reader,
                         const StackResolver& res, const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
-                        const Guardrails& guard, const std::string& self_cost, TensorEvents tensor_events,
+                        const Guardrails& guard, const std::string& self_cost, const ProfilingOptions& profiling,
                         const std::string& oom, const std::string& growth, const std::string& timeline,
                         const std::string& utilization, const std::string& nccl, double seconds,
                         const std::vector<std::string>& warnings) {
@@ -222,7 +222,15 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
       ", \"cu_mem_mapped_bytes\": ", ev.stats().mapped_bytes, ", \"cpu_samples\": ", ev.stats().cpu_samples,
       ", \"sync_calls\": ", ev.stats().sync_calls, ", \"sync_calls_unused\": ", ev.stats().sync_calls_unused, "},\n");
   // Where tensor events came from; those of libgpuflame_cupti.so's in-process hook.
-  absl::StrAppend(&out, "  \"tensor_events\": \"", TensorEventsName(tensor_events), "\",\n");
+  absl::StrAppend(&out, "  \"tensor_events\": \"", TensorEventsName(profiling.tensor_events), "\",\n");
+  // Exact, or sampled by bytes: in-process by the library's own interval
+  // (each process's tensor_sample_bytes), through the probes by
+  // GF_PROBE_TENSOR_SAMPLE_BYTES once a process is tensor_startup_s old.
+  absl::StrAppend(&out, "  \"tensor_sampling\": {\"mode\": \"", profiling.tensor_exact ? "exact" : "sampled", "\"");
+  if (!profiling.tensor_exact)
+    absl::StrAppend(&out, ", \"probe_sample_bytes\": ", GF_PROBE_TENSOR_SAMPLE_BYTES,
+                    ", \"probe_startup_s\": ", profiling.tensor_startup_s);
+  absl::StrAppend(&out, "},\n");
   absl::StrAppend(&out, "  \"inprocess\": {\"events\": ", ev.stats().inprocess_events,
                   ", \"stacks\": ", ev.stats().inprocess_stacks,
                   ", \"events_with_unknown_stack\": ", ev.stats().inprocess_unknown_stacks,
@@ -634,12 +642,11 @@ int RunRecord(const RecordOptions& opt) {
   if (auto s = timeline.Finish(comm, title, io_json); !s.ok()) return Fail(s);
   if (std::optional<std::string> w = timeline.Warning()) warnings.push_back(std::move(*w));
   const std::string utilization_json = utilization.SummaryJson(comm);
-  std::string summary =
-      SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
-                  session.native_symbols(), session.guardrails(), SelfCostJson(self_cost), profiling.tensor_events,
-                  oom.Json(session), GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(),
-                  utilization_json, nccl.Json(session, comm, static_cast<uint64_t>(start)),
-                  static_cast<double>(duration) / 1e9, warnings);
+  std::string summary = SummaryJson(
+      events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
+      session.native_symbols(), session.guardrails(), SelfCostJson(self_cost), profiling, oom.Json(session),
+      GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(), utilization_json,
+      nccl.Json(session, comm, static_cast<uint64_t>(start)), static_cast<double>(duration) / 1e9, warnings);
   // The page's notes: each out-of-memory capture, then each NCCL hang.
   std::vector<std::string> notes = oom.Lines(session);
   for (std::string& line : nccl.HangLines(session)) notes.push_back(std::move(line));

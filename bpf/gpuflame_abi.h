@@ -601,8 +601,10 @@ enum gf_shed {
 };
 
 /*
- * The guardrails' rung before tensor events stop (GF_SHED_TENSOR_SAMPLED):
- * an allocation the probes see of fewer bytes than this is taken with
+ * The probes' sampling of tensor allocations, by configuration once a
+ * process is past its start-up (tensor_sample_after_ns, bpf/lib/config.bpf.h:
+ * the agent's default) or as the guardrails' rung before tensor events stop
+ * (GF_SHED_TENSOR_SAMPLED): an allocation of fewer bytes than this is taken with
  * probability size / GF_PROBE_TENSOR_SAMPLE_BYTES and then stands for that
  * many bytes; a larger one is always taken and stands for itself. Either
  * way it carries GF_EVF_SAMPLED, and user space counts it as
@@ -655,7 +657,7 @@ enum gf_stat {
   GF_STAT_IO_OVER_CAP,        /* I/O calls of a process past io_max_per_process: not sent */
   GF_STAT_API_RECORDS,        /* CUDA API call records copied from the injection library (gpuflame:api_batch) */
   GF_STAT_API_BATCH_READ_FAILED, /* an API batch the probe could not read (records lost) */
-  GF_STAT_TENSOR_NOT_SAMPLED, /* probes' caching-allocator allocations not taken while sampling (GF_SHED_TENSOR_SAMPLED) */
+  GF_STAT_TENSOR_NOT_SAMPLED, /* probes' caching-allocator allocations not taken while sampling (GF_PROBE_TENSOR_SAMPLE_BYTES) */
   GF_STAT_MAX,
 };
 

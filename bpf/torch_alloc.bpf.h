@@ -10,6 +10,7 @@
 
 #include "lib/vmlinux_min.h"
 
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
@@ -30,13 +31,28 @@ static __always_inline bool tensor_events_shed(void) {
   return true;
 }
 
-/* Over budget, before tensor events stop, allocations are sampled by bytes
- * (GF_SHED_TENSOR_SAMPLED, gpuflame_abi.h): a Bernoulli draw per allocation,
- * taken with probability size / GF_PROBE_TENSOR_SAMPLE_BYTES, so that no
- * sampler state is shared between CPUs or threads. False for an allocation
- * not taken (counted); one taken gets GF_EVF_SAMPLED in |flags|. */
+/* Whether the probes sample tensor allocations by bytes now: over budget,
+ * before tensor events stop (GF_SHED_TENSOR_SAMPLED, gpuflame_abi.h), or by
+ * configuration once the process is past its start-up (tensor_sample_after_ns,
+ * lib/config.bpf.h: its age from the leader's start, as /proc/PID/stat's
+ * starttime says it). The same test for allocations and frees: a free while
+ * sampling may be of a block never taken. */
+static __always_inline bool tensor_sampling(void) {
+  if (shed & GF_SHED_TENSOR_SAMPLED)
+    return true;
+  if (!tensor_sample_after_ns)
+    return false;
+  struct task_struct *task = bpf_get_current_task_btf();
+  __u64 started = BPF_CORE_READ(task, group_leader, start_boottime);
+  return bpf_ktime_get_boot_ns() - started >= tensor_sample_after_ns;
+}
+
+/* While sampling, a Bernoulli draw per allocation, taken with probability
+ * size / GF_PROBE_TENSOR_SAMPLE_BYTES, so that no sampler state is shared
+ * between CPUs or threads. False for an allocation not taken (counted); one
+ * taken while sampling gets GF_EVF_SAMPLED in |flags|. */
 static __always_inline bool tensor_taken(__u64 size, __u32 *flags) {
-  if (!(shed & GF_SHED_TENSOR_SAMPLED))
+  if (!tensor_sampling())
     return true;
   *flags = GF_EVF_SAMPLED;
   if (size >= GF_PROBE_TENSOR_SAMPLE_BYTES)
@@ -48,9 +64,8 @@ static __always_inline bool tensor_taken(__u64 size, __u32 *flags) {
   return false;
 }
 
-/* A free while allocations are sampled may be of a block never taken. */
 static __always_inline __u32 tensor_free_flags(void) {
-  return (shed & GF_SHED_TENSOR_SAMPLED) ? GF_EVF_SAMPLED : 0;
+  return tensor_sampling() ? GF_EVF_SAMPLED : 0;
 }
 
 SEC("usdt")

@@ -45,6 +45,13 @@ const volatile bool gate_new_files = false;
  * it returns from fork, before it runs anything. */
 const volatile bool follow_forks = false;
 
+/* The probes' tensor allocations sampled by bytes (as under
+ * GF_SHED_TENSOR_SAMPLED) in a process whose leader started at least this
+ * long ago (ns): the agent's default (tensor_sampling: sampled), which keeps
+ * a process's start-up (model load, KV cache) exact. 0: exact, unless the
+ * guardrails sample. */
+const volatile __u64 tensor_sample_after_ns = 0;
+
 /* gpuflame's own process: never watched nor gated. It loads the driver's
  * NVML, which maps libcuda.so.1: machine-wide, the gate for new library
  * files stopped gpuflame itself there, with nobody left to resume it. */

@@ -12,8 +12,9 @@
 //                          stands for 4 MiB (gpuflame_abi.h,
 //                          GF_SHED_TENSOR_SAMPLED), so the memory profiles
 //                          stay, as unbiased estimates, for a small share of
-//                          the stack walks (the in-process hook samples so
-//                          by default in the agent already)
+//                          the stack walks (the agent samples so by default
+//                          already, past each process's start-up: this rung
+//                          samples the start-ups too)
 //                       4. tensor-level events off
 //   memory over budget: 1. native stacks off (mixed stacks are most of the
 //                          distinct stacks, and their unwind tables)

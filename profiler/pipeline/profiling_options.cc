@@ -11,11 +11,14 @@
 namespace gpuflame::profiler {
 namespace {
 
-constexpr absl::string_view kKeys[] = {"native_stacks", "cpu_hz",           "thread_names",
-                                      "kernel_time",   "hide_trampolines", "keep_interpreter_frames",
-                                      "binaries",      "max_cpu",          "max_memory_mb",
-                                      "tensor_events", "max_overhead",     "kernel_activity",
-                                      "tensor_sampling", "gate_new_libraries", "ring_buffer_kb"};
+constexpr absl::string_view kKeys[] = {"native_stacks",    "cpu_hz",
+                                       "thread_names",     "kernel_time",
+                                       "hide_trampolines", "keep_interpreter_frames",
+                                       "binaries",         "max_cpu",
+                                       "max_memory_mb",    "tensor_events",
+                                       "max_overhead",     "kernel_activity",
+                                       "tensor_sampling",  "gate_new_libraries",
+                                       "ring_buffer_kb",   "tensor_startup_s"};
 
 absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
@@ -108,6 +111,14 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     o.guardrails.max_rss_bytes = *mb << 20;
     return absl::OkStatus();
   }
+  if (key == "tensor_startup_s") {
+    auto secs = NumberIn<uint64_t>(value, 0, 86400);
+    if (!secs)
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor_startup_s wants seconds from 0 to 86400, not '", value, "'"));
+    o.tensor_startup_s = *secs;
+    return absl::OkStatus();
+  }
   if (key == "ring_buffer_kb") {
     // The kernel wants a power-of-two multiple of the page size; 4 GiB is
     // the ring buffer's limit.
@@ -157,17 +168,18 @@ absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& a
     (a == "--no-kernel-time" ? options_.kernel_time : options_.show_trampolines) = false;
     return size_t{1};
   }
-  const char* key = a == "--native-stacks"   ? "native_stacks"
-                    : a == "--cpu-hz"        ? "cpu_hz"
-                    : a == "--binaries"      ? "binaries"
-                    : a == "--max-cpu"       ? "max_cpu"
-                    : a == "--max-memory-mb" ? "max_memory_mb"
-                    : a == "--tensor-events" ? "tensor_events"
-                    : a == "--max-overhead"  ? "max_overhead"
-                    : a == "--kernel-activity" ? "kernel_activity"
-                    : a == "--tensor-sampling" ? "tensor_sampling"
-                    : a == "--ring-buffer-kb" ? "ring_buffer_kb"
-                                             : nullptr;
+  const char* key = a == "--native-stacks"      ? "native_stacks"
+                    : a == "--cpu-hz"           ? "cpu_hz"
+                    : a == "--binaries"         ? "binaries"
+                    : a == "--max-cpu"          ? "max_cpu"
+                    : a == "--max-memory-mb"    ? "max_memory_mb"
+                    : a == "--tensor-events"    ? "tensor_events"
+                    : a == "--max-overhead"     ? "max_overhead"
+                    : a == "--kernel-activity"  ? "kernel_activity"
+                    : a == "--tensor-sampling"  ? "tensor_sampling"
+                    : a == "--ring-buffer-kb"   ? "ring_buffer_kb"
+                    : a == "--tensor-startup-s" ? "tensor_startup_s"
+                                                : nullptr;
   if (!key) return size_t{0};
   if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
   const std::string& value = args[i + 1];
@@ -201,10 +213,14 @@ std::string ProfilingFlags::Help(int column) {
                               "sampled (one second in ten at a random phase, records\n"
                               "weighted ten: the agent's default; the first 5 s of a\n"
                               "process are seen whole)"},
-      {"--tensor-sampling S", "in-process tensor allocations exact (every one: record's\n"
-                              "default) or sampled (by bytes, one per 4 MiB on average,\n"
-                              "values scaled to unbiased estimates: the agent's default;\n"
-                              "allocations of 4 MiB or more and the first 5 s are exact)"},
+      {"--tensor-sampling S", "tensor allocations exact (every one: record's default) or\n"
+                              "sampled (by bytes, one per 4 MiB on average, values scaled\n"
+                              "to unbiased estimates: the agent's default; allocations of\n"
+                              "4 MiB or more and a process's start-up are exact)"},
+      {"--tensor-startup-s N", "with sampled tensor events through the probes, a process's\n"
+                               "first N seconds from its start are exact (default 30; the\n"
+                               "injection library's start-up is GPUFLAME_STARTUP_S, 5 s\n"
+                               "from cuInit, in the workload's environment)"},
       {"--ring-buffer-kb N", "BPF ring buffer size in KiB, a power of two (default 16384):\n"
                              "what it has no room for is under \"[lost: ring buffer full]\""},
       {"--tensor-events W", "where PyTorch's allocator is observed: inprocess\n"

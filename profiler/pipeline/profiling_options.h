@@ -42,6 +42,11 @@ struct ProfilingOptions {
   // scaled to unbiased estimates (record: exact; agent: sampled).
   // bpf/gpuflame_abi.h, gpuflame:tensor_exact.
   bool tensor_exact = true;
+  // Sampled through the probes, a process's first seconds from its start
+  // are still exact (bpf/lib/config.bpf.h, tensor_sample_after_ns): model
+  // load and KV cache. The injection library has its own start-up
+  // (GPUFLAME_STARTUP_S in the workload, from cuInit).
+  uint64_t tensor_startup_s = 30;
   // The probes on the CUDA synchronise calls (bpf/cuda_sync.bpf.h): two
   // probe hits and a record with a stack per call, taken only where
   // profiler/utilization joins them with the idle gaps (record with kernel
@@ -83,7 +88,8 @@ struct ProfilingOptions {
 // The configuration keys of ProfilingOptions ("native_stacks", "cpu_hz",
 // "thread_names", "kernel_time", "hide_trampolines",
 // "keep_interpreter_frames", "binaries", "max_cpu", "max_memory_mb",
-// "tensor_events", "max_overhead", "kernel_activity", "ring_buffer_kb"); flags
+// "tensor_events", "max_overhead", "kernel_activity", "tensor_sampling",
+// "tensor_startup_s", "ring_buffer_kb"); flags
 // are the same with dashes.
 bool IsProfilingOption(absl::string_view key);
 
@@ -97,7 +103,8 @@ absl::Status SetProfilingOption(ProfilingOptions& options, absl::string_view key
 // --hide-trampolines, --keep-interpreter-frames, --binaries DIR (repeatable,
 // or a comma-separated list; the first replaces the default), --max-cpu C,
 // --max-memory-mb N, --tensor-events auto|probes|inprocess, --max-overhead P,
-// --kernel-activity exact|sampled, --ring-buffer-kb N.
+// --kernel-activity exact|sampled, --tensor-sampling exact|sampled,
+// --tensor-startup-s N, --ring-buffer-kb N.
 class ProfilingFlags {
  public:
   explicit ProfilingFlags(ProfilingOptions& options) : options_(options) {}

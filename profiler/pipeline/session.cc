@@ -1,5 +1,6 @@
 #include "profiler/pipeline/session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -38,6 +39,10 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   // them; else only NCCL processes', for their GPU-side hangs.
   bopt.sync_returns_all = options.profiling.sync_waits;
   bopt.io_spans = options.profiling.io_spans;
+  // Sampled: a process's start-up stays exact (0 would sample from its first
+  // allocation; the rodata's 0 means "never", hence at least 1 ns).
+  if (!options.profiling.tensor_exact)
+    bopt.tensor_sample_after_ns = std::max<uint64_t>(options.profiling.tensor_startup_s * 1'000'000'000, 1);
   bopt.share_held_map = ShareHeldMapWithGuardian;  // what the gates stop, for a guardian that outlives us
   auto probes = BpfProbes::Load(bopt);
   if (!probes.ok()) return ExplainBpfFailure(probes.status());

@@ -106,6 +106,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   skel->rodata->bench_stop_at = options.bench_stop_at;
   skel->rodata->intern_stacks = options.intern_stacks;
   skel->rodata->sync_returns_all = options.sync_returns_all;
+  skel->rodata->tensor_sample_after_ns = options.tensor_sample_after_ns;
   skel->rodata->io_min_bytes = options.io_spans.min_bytes;
   skel->rodata->io_min_ns = options.io_spans.min_us * 1000;
   skel->rodata->io_max_per_process = options.io_spans.max_per_process;

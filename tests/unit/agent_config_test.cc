@@ -122,6 +122,28 @@ TEST(AgentConfigTest, NcclHangThresholdComesFromAnySourceAndIsBounded) {
             "nccl_hang_seconds wants 0.1 to 86400 seconds, not 100000");
 }
 
+// The agent samples tensor events by default, its probes after a start-up
+// that any source may set; record's defaults are exact.
+TEST(AgentConfigTest, TensorSamplingIsTheDefaultWithAStartUpFromAnySource) {
+  auto d = LoadAgentConfig({"--pyroscope-url", "http://p"}, {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->profiling.tensor_exact);
+  EXPECT_EQ(d->profiling.tensor_startup_s, 30u);
+  EXPECT_TRUE(profiler::ProfilingOptions{}.tensor_exact);
+  auto flag = LoadAgentConfig({"--pyroscope-url", "http://p", "--tensor-startup-s", "120"}, {});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->profiling.tensor_startup_s, 120u);
+  auto env = LoadAgentConfig({"--pyroscope-url", "http://p"},
+                             {{"GPUFLAME_TENSOR_STARTUP_S", "0"}, {"GPUFLAME_TENSOR_SAMPLING", "exact"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->profiling.tensor_startup_s, 0u);
+  EXPECT_TRUE(env->profiling.tensor_exact);
+  EXPECT_EQ(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--tensor-startup-s", "-1"}, {})),
+            "--tensor-startup-s: tensor_startup_s wants seconds from 0 to 86400, not '-1'");
+  EXPECT_EQ(Message(LoadAgentConfig({"--pyroscope-url", "http://p"}, {{"GPUFLAME_TENSOR_STARTUP_S", "1.5"}})),
+            "GPUFLAME_TENSOR_STARTUP_S: tensor_startup_s wants seconds from 0 to 86400, not '1.5'");
+}
+
 // Credentials in the URL become basic auth at load time: nothing downstream
 // (clients, gRPC's own messages, the start line, --check-config) holds them.
 TEST(AgentSecretsTest, UrlCredentialsBecomeBasicAuthAndAreNeverPrinted) {

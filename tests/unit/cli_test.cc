@@ -147,6 +147,7 @@ TEST(AgentHelpTest, ListsEveryFlagAndProfileType) {
                            "--no-kernel-time",
                            "--kernel-activity",
                            "--tensor-sampling",
+                           "--tensor-startup-s",
                            "--ring-buffer-kb",
                            "--tensor-events",
                            "--binaries",
