@@ -7,7 +7,9 @@ the profiles' totals can be checked exactly.
 argv: threads, allocations per thread, and optionally "stall-parent": the
 workload then stops its parent (gpuflame record) for the burst and resumes
 it after, so the ring fills whatever the machine's speed (a reader that
-keeps up would otherwise leave a loss test with nothing to check)."""
+keeps up would otherwise leave a loss test with nothing to check); then
+optionally "tensors": the allocations are tensors of the simulated caching
+allocator instead of cudaMalloc's."""
 import json
 import os
 import signal
@@ -22,14 +24,21 @@ allocated = [0] * threads
 start = threading.Barrier(threads)
 
 
+tensors = len(sys.argv) > 4 and sys.argv[4] == "tensors"
+held = [[] for _ in range(threads)]
+
+
 def work(t):
     start.wait()
     for i in range(per_thread):
         size = ((i * 7 + t) % 64 + 1) * 4096
-        p = sim_torch.cuda_malloc(size)
+        p = sim_torch.empty(size) if tensors else sim_torch.cuda_malloc(size)
         allocated[t] += size
         if i % 4 == 0:
             kept[t].append(size)
+            held[t].append(p)
+        elif tensors:
+            del p
         else:
             sim_torch.cuda_free(p)
 
