@@ -578,7 +578,12 @@ std::string DescribeConfig(const AgentConfig& c) {
       "\nprocesses: ", list(c.select.processes), "\npids: ", list(c.select.pids), "\nspool: ",
       c.spool_dir.empty() ? std::string("off") : absl::StrCat(c.spool_dir, " (", c.spool_max_bytes >> 20, " MiB)"),
       "\nlog: ", logging::FormatName(c.log.format), ", ", logging::LevelName(c.log.level), ", repeats every ",
-      c.log.repeat_interval_s, "s\n");
+      c.log.repeat_interval_s, "s\nkernel_activity: ", c.profiling.kernel_time_exact ? "exact" : "sampled",
+      "\ntensor_sampling: ",
+      c.profiling.tensor_exact ? std::string("exact")
+                               : absl::StrCat("sampled (the probes from ", c.profiling.tensor_startup_s,
+                                              " s after a process's first tensor)"),
+      "\n");
 }
 
 }  // namespace gpuflame::profiler

@@ -30,6 +30,9 @@
 //             each other and gpuflame's, is each part's cost
 //   gpuflame-sampled  gpuflame with its tensor events sampled by bytes in BPF,
 //             as the guardrails' third CPU rung does (GF_SHED_TENSOR_SAMPLED)
+//   gpuflame-sampled-past-startup  the same, as the agent's default samples
+//             past a process's start-up (tensor_sample_after_ns, here 1 ns:
+//             every event also pays the start-up test's map lookup)
 //   gpuflame-nointern  gpuflame with every Python stack sent whole, as before
 //             stacks were interned in the kernel (struct gf_stack_id): its
 //             difference to gpuflame is what interning saves
@@ -191,8 +194,9 @@ class AgentObserver {
   // |shed|: enum gf_shed bits in force from the start (gpuflame-sampled:
   // the guardrails' sampled rung).
   bool Start(pid_t pid, bool inprocess, bool exact, uint32_t stop_at = 0, bool intern_stacks = true,
-             size_t ring_bytes = 0, bool api_spans = false, uint32_t shed = 0) {
+             size_t ring_bytes = 0, bool api_spans = false, uint32_t shed = 0, uint64_t tensor_sample_after_ns = 0) {
     profiler::BpfProbes::Options opt;
+    opt.tensor_sample_after_ns = tensor_sample_after_ns;
     if (ring_bytes) opt.ring_bytes = ring_bytes;
     opt.filter_targets = true;
     opt.bench_stop_at = stop_at;
@@ -419,11 +423,13 @@ int main(int argc, char** argv) {
   }
   for (const std::string& m : modes)
     if (m != "none" && m != "placebo" && m != "noop" && m != "gpuflame" && m != "gpuflame-nointern" &&
-        m != "gpuflame-sampled" && StageOf(m) == 0 && m != "history-python" && m != "history-all" &&
+        m != "gpuflame-sampled" && m != "gpuflame-sampled-past-startup" && StageOf(m) == 0 && m != "history-python" &&
+        m != "history-all" &&
         ((m != "inprocess" && m != "inprocess-exact" && m != "inprocess-spans") || injection.empty()) &&
         (m != "agent" || agent_bin.empty() || pyroscope_url.empty())) {
       fprintf(stderr,
               "overhead: unknown mode %s (none, placebo, noop, gpuflame, gpuflame-nointern, gpuflame-sampled, "
+              "gpuflame-sampled-past-startup, "
               "stage-1 ... stage-8; "
               "inprocess, inprocess-exact, inprocess-spans with --injection "
               "LIB; agent with --agent BIN --pyroscope-url URL; history-python and history-all with "
@@ -471,9 +477,11 @@ int main(int argc, char** argv) {
       } else if (mode == "noop") {
         noop = std::make_unique<NoopObserver>();
         if (!noop->Start(lib)) return 1;
-      } else if (mode == "gpuflame-sampled") {
+      } else if (mode == "gpuflame-sampled" || mode == "gpuflame-sampled-past-startup") {
         agent = std::make_unique<AgentObserver>(elves);
-        if (!agent->Start(w.pid, false, false, 0, true, size_t(ring_mib) << 20, false, GF_SHED_TENSOR_SAMPLED))
+        const bool shed = mode == "gpuflame-sampled";
+        if (!agent->Start(w.pid, false, false, 0, true, size_t(ring_mib) << 20, false,
+                          shed ? GF_SHED_TENSOR_SAMPLED : 0, shed ? 0 : 1))
           return 1;
       } else if (StageOf(mode) != 0 || mode == "gpuflame-nointern") {
         agent = std::make_unique<AgentObserver>(elves);

@@ -29,6 +29,7 @@
 #include "lib/maps.bpf.h"
 #include "lib/stats.bpf.h"
 #include "lib/targets.bpf.h"
+#include "lib/tensor_sampling.bpf.h"
 #include "nccl_calls.bpf.h"
 
 #define GF_SIGCONT 18
@@ -198,6 +199,7 @@ int BPF_PROG(watch_mmap, struct pt_regs *regs, long ret) {
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(watch_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) {
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  tensor_sampling_forget(tgid); /* machine-wide too: every process may be sampled */
   __u32 tflags = target_flags(tgid);
   if (!(tflags & GF_TARGET_TRACE))
     return 0;
@@ -283,6 +285,7 @@ int BPF_PROG(watch_exit, struct task_struct *p) {
     return 0;
   bpf_map_delete_elem(&nccl_procs, &tgid);
   bpf_map_delete_elem(&backward_calls, &tgid);
+  tensor_sampling_forget(tgid);
   /* Before its pid can be reused: no entry outlives its process. */
   bpf_map_delete_elem(&held, &tgid);
   if (!bpf_map_lookup_elem(&targets, &tgid))

@@ -10,7 +10,6 @@
 
 #include "lib/vmlinux_min.h"
 
-#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
@@ -20,6 +19,7 @@
 #include "lib/config.bpf.h"
 #include "lib/emit.bpf.h"
 #include "lib/targets.bpf.h"
+#include "lib/tensor_sampling.bpf.h"
 
 #define GF_TORCH_DEVICE_CUDA 1 /* c10::DeviceType::CUDA */
 
@@ -31,28 +31,12 @@ static __always_inline bool tensor_events_shed(void) {
   return true;
 }
 
-/* Whether the probes sample tensor allocations by bytes now: over budget,
- * before tensor events stop (GF_SHED_TENSOR_SAMPLED, gpuflame_abi.h), or by
- * configuration once the process is past its start-up (tensor_sample_after_ns,
- * lib/config.bpf.h: its age from the leader's start, as /proc/PID/stat's
- * starttime says it). The same test for allocations and frees: a free while
- * sampling may be of a block never taken. */
-static __always_inline bool tensor_sampling(void) {
-  if (shed & GF_SHED_TENSOR_SAMPLED)
-    return true;
-  if (!tensor_sample_after_ns)
-    return false;
-  struct task_struct *task = bpf_get_current_task_btf();
-  __u64 started = BPF_CORE_READ(task, group_leader, start_boottime);
-  return bpf_ktime_get_boot_ns() - started >= tensor_sample_after_ns;
-}
-
 /* While sampling, a Bernoulli draw per allocation, taken with probability
  * size / GF_PROBE_TENSOR_SAMPLE_BYTES, so that no sampler state is shared
  * between CPUs or threads. False for an allocation not taken (counted); one
  * taken while sampling gets GF_EVF_SAMPLED in |flags|. */
-static __always_inline bool tensor_taken(__u64 size, __u32 *flags) {
-  if (!tensor_sampling())
+static __always_inline bool tensor_taken(__u32 tgid, __u64 size, __u32 *flags) {
+  if (!tensor_sampling(tgid))
     return true;
   *flags = GF_EVF_SAMPLED;
   if (size >= GF_PROBE_TENSOR_SAMPLE_BYTES)
@@ -64,8 +48,8 @@ static __always_inline bool tensor_taken(__u64 size, __u32 *flags) {
   return false;
 }
 
-static __always_inline __u32 tensor_free_flags(void) {
-  return tensor_sampling() ? GF_EVF_SAMPLED : 0;
+static __always_inline __u32 tensor_free_flags(__u32 tgid) {
+  return tensor_sampling(tgid) ? GF_EVF_SAMPLED : 0;
 }
 
 SEC("usdt")
@@ -74,7 +58,7 @@ int BPF_USDT(torch_malloc, __u64 ptr, __s64 device, __u64 size, __u64 stream) {
   if (!wanted(id >> 32) || tensor_events_shed() || bench_stop(GF_STAGE_ENTRY))
     return 0;
   __u32 flags = 0;
-  if (bench_stop(GF_STAGE_FREE) || !tensor_taken(size, &flags))
+  if (bench_stop(GF_STAGE_FREE) || !tensor_taken(id >> 32, size, &flags))
     return 0;
   submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_MALLOC, flags, ptr, size, (__u64)device,
                     stream, 0);
@@ -86,7 +70,7 @@ int BPF_USDT(torch_free, __u64 ptr) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!wanted(id >> 32) || tensor_events_shed() || bench_stop(GF_STAGE_ENTRY))
     return 0;
-  submit_free(GF_DOMAIN_TORCH, GF_API_TORCH_FREE, tensor_free_flags(), ptr);
+  submit_free(GF_DOMAIN_TORCH, GF_API_TORCH_FREE, tensor_free_flags(id >> 32), ptr);
   return 0;
 }
 
@@ -109,14 +93,14 @@ int torch_report(struct pt_regs *ctx) {
   __u64 device = (PT_REGS_PARM5(ctx) >> 8) & 0xff; /* c10::Device{type, index} */
   if (delta > 0) {
     __u32 flags = 0;
-    if (bench_stop(GF_STAGE_FREE) || !tensor_taken((__u64)delta, &flags))
+    if (bench_stop(GF_STAGE_FREE) || !tensor_taken(id >> 32, (__u64)delta, &flags))
       return 0;
     submit_with_stack(ctx, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, flags, ptr, (__u64)delta, device,
                       allocated, reserved);
   } else if (delta < 0) {
     struct gf_event ev;
     fill_header(&ev, GF_EV_FREE, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, ptr, (__u64)(-delta));
-    ev.flags = tensor_free_flags();
+    ev.flags = tensor_free_flags(id >> 32);
     ev.arg0 = device;
     ev.arg1 = allocated;
     ev.arg2 = reserved;

@@ -46,10 +46,10 @@ const volatile bool gate_new_files = false;
 const volatile bool follow_forks = false;
 
 /* The probes' tensor allocations sampled by bytes (as under
- * GF_SHED_TENSOR_SAMPLED) in a process whose leader started at least this
- * long ago (ns): the agent's default (tensor_sampling: sampled), which keeps
- * a process's start-up (model load, KV cache) exact. 0: exact, unless the
- * guardrails sample. */
+ * GF_SHED_TENSOR_SAMPLED) from this long (ns) after a process's first
+ * caching-allocator event on: the agent's default (tensor_sampling:
+ * sampled), which keeps a process's start-up (model load, KV cache) exact
+ * (lib/tensor_sampling.bpf.h). 0: exact, unless the guardrails sample. */
 const volatile __u64 tensor_sample_after_ns = 0;
 
 /* gpuflame's own process: never watched nor gated. It loads the driver's

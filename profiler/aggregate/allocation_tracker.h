@@ -83,8 +83,8 @@ class AllocationTracker {
   void OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns);
   // |ts_ns| is when the free happened (CLOCK_MONOTONIC), which may be before
   // records that arrived earlier: in-process tensor events come in batches.
-  // |maybe_unsampled|: sent while the probes sampled allocations
-  // (GF_SHED_TENSOR_SAMPLED), or of a process whose allocations were so
+  // |maybe_unsampled|: sent while the probes sampled allocations (past the
+  // process's start-up, or GF_SHED_TENSOR_SAMPLED), or of a process whose allocations were so
   // sampled before: its block may never have been taken, so if none is live
   // it is counted apart from unmatched frees (a lost allocation still pairs
   // with it).

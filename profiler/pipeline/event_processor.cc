@@ -383,8 +383,13 @@ void EventProcessor::TimelineMemory(const gf_event& ev, uint8_t domain, StackId 
   const int64_t after = tracker_.InUse(pid, domain);
   if (after == before && ev.kind == GF_EV_FREE) return;
   // An allocation's own size; a free's, what it released (its allocation's).
-  timeline_->OnMemory(pid, ev.tid, ev.ts_ns, domain, ev.api, ev.addr,
-                      ev.kind == GF_EV_FREE ? after - before : static_cast<int64_t>(ev.size), stack, after);
+  // A sampled tensor block released the bytes it stood for from in use (the
+  // counter), but its slice says its own size, as its allocation's did,
+  // where the record has it (not USDT's pytorch:free).
+  int64_t bytes = ev.kind == GF_EV_FREE ? after - before : static_cast<int64_t>(ev.size);
+  if (ev.kind == GF_EV_FREE && domain == GF_DOMAIN_TORCH && ev.size && ev.size < uint64_t{1} << 50)
+    bytes = -static_cast<int64_t>(ev.size);
+  timeline_->OnMemory(pid, ev.tid, ev.ts_ns, domain, ev.api, ev.addr, bytes, stack, after);
 }
 
 void EventProcessor::OnLibCost(const gf_event& ev) {
@@ -832,7 +837,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (ev.domain == GF_DOMAIN_GPU) oom_.OnDeviceAlloc(pid, ev.tid, ev.ts_ns);
       else oom_.BeforeTensorEvent(pid, ev.ts_ns);
       const int64_t before = InUseIfTimeline(ev, ev.domain);
-      // Taken by the probes' sampling (GF_SHED_TENSOR_SAMPLED): it stands for
+      // Taken by the probes' sampling (past the process's start-up where
+      // tensor_sampling is sampled, or GF_SHED_TENSOR_SAMPLED): it stands for
       // at least the interval, as the draw that took it assumed.
       const bool sampled = ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED);
       if (sampled) probe_sampled_.insert(ev.pid);

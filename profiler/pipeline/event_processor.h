@@ -355,10 +355,10 @@ class EventProcessor {
   // since when its hook is live.
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StackId> inprocess_stacks_;
   absl::flat_hash_map<uint32_t, uint64_t> inprocess_since_;
-  // Processes whose tensor allocations the probes have sampled
-  // (GF_SHED_TENSOR_SAMPLED) at some point: once the guardrails step back,
-  // the frees of blocks not taken come unflagged, and are still no
-  // allocation made before gpuflame attached.
+  // Processes whose tensor allocations the probes have sampled at some
+  // point (past their start-up, or GF_SHED_TENSOR_SAMPLED): once the
+  // guardrails step back, the frees of blocks not taken come unflagged, and
+  // are still no allocation made before gpuflame attached.
   absl::flat_hash_set<uint32_t> probe_sampled_;
   KernelStackIds kernel_stacks_;
   bool stack_unknown_ = false;  // the record being handled named a stack ID not kept

@@ -218,9 +218,9 @@ std::string ProfilingFlags::Help(int column) {
                               "to unbiased estimates: the agent's default; allocations of\n"
                               "4 MiB or more and a process's start-up are exact)"},
       {"--tensor-startup-s N", "with sampled tensor events through the probes, a process's\n"
-                               "first N seconds from its start are exact (default 30; the\n"
-                               "injection library's start-up is GPUFLAME_STARTUP_S, 5 s\n"
-                               "from cuInit, in the workload's environment)"},
+                               "first N seconds from its first tensor are exact (default\n"
+                               "30; the injection library's start-up is GPUFLAME_STARTUP_S,\n"
+                               "5 s from cuInit, in the workload's environment)"},
       {"--ring-buffer-kb N", "BPF ring buffer size in KiB, a power of two (default 16384):\n"
                              "what it has no room for is under \"[lost: ring buffer full]\""},
       {"--tensor-events W", "where PyTorch's allocator is observed: inprocess\n"

@@ -42,9 +42,9 @@ struct ProfilingOptions {
   // scaled to unbiased estimates (record: exact; agent: sampled).
   // bpf/gpuflame_abi.h, gpuflame:tensor_exact.
   bool tensor_exact = true;
-  // Sampled through the probes, a process's first seconds from its start
-  // are still exact (bpf/lib/config.bpf.h, tensor_sample_after_ns): model
-  // load and KV cache. The injection library has its own start-up
+  // Sampled through the probes, a process's first seconds from its first
+  // caching-allocator event are still exact (bpf/lib/tensor_sampling.bpf.h):
+  // model load and KV cache. The injection library has its own start-up
   // (GPUFLAME_STARTUP_S in the workload, from cuInit).
   uint64_t tensor_startup_s = 30;
   // The probes on the CUDA synchronise calls (bpf/cuda_sync.bpf.h): two

@@ -72,8 +72,8 @@ class BpfProbes {
     bool intern_stacks = true;        // known Python stacks sent as IDs (off: benchmarks measuring it)
     bool sync_returns_all = true;     // every synchronise call's GF_EV_CUDA_SYNC (off: NCCL processes' only)
     IoSpanOptions io_spans;           // the timeline's I/O spans
-    // Tensor allocations through the probes sampled by bytes in processes
-    // at least this old (ns from the leader's start); 0: exact unless shed.
+    // Tensor allocations through the probes sampled by bytes from this long
+    // (ns) after a process's first tensor event; 0: exact unless shed.
     uint64_t tensor_sample_after_ns = 0;
     // Called with the descriptor of the map of held processes (`held`,
     // struct gf_held) after the object loads and before any gate can fire:

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -1098,22 +1099,24 @@ TEST(RecordTest, OverItsCpuBudgetGpuflameSamplesTheProbesTensorEventsBeforeDropp
 }
 
 // The agent's default through the probes (tensor_sampling: sampled), asked
-// of record: a process's first seconds exact, sampled by bytes after.
+// of record: a process's first seconds from its first tensor exact, sampled
+// by bytes after, on every thread.
 TEST(RecordTest, SampledProbesKeepAProcesssStartUpExact) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   std::string out = TempDir("probe-startup");
   const std::string truth_file = out + "-truth";
   RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN +
-                   " record --no-progress --tensor-events probes --tensor-sampling sampled --tensor-startup-s 5 -o " +
-                   out + " -- " + PyenvPython("3.12") + " " + Workload("probe_startup.py") + " " + truth_file + " 5 6");
+                   " record --no-progress --tensor-events probes --tensor-sampling sampled --tensor-startup-s 3 -o " +
+                   out + " -- " + PyenvPython("3.12") + " " + Workload("probe_startup.py") + " " + truth_file + " 3 6");
   ASSERT_EQ(r.status, 0) << r.output;
   int64_t steps = 0;
   ASSERT_EQ(std::sscanf(ReadFile(truth_file).c_str(), "%ld", &steps), 1);
+  ASSERT_GT(steps, 5000) << "too slow a machine for an estimate to say anything";
   const auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  ASSERT_EQ(summary["bpf"]["ringbuf_full_drops"], 0) << "losses would blur the estimate: " << summary["bpf"].dump();
   EXPECT_EQ(summary["guardrails"]["shedding"], "nothing") << summary["guardrails"].dump();
   EXPECT_EQ(summary["tensor_sampling"]["mode"], "sampled") << summary["tensor_sampling"].dump();
-  EXPECT_EQ(summary["tensor_sampling"]["probe_startup_s"], 5) << summary["tensor_sampling"].dump();
   EXPECT_GT(summary["bpf"]["tensor_allocations_not_sampled"], 0) << summary["bpf"].dump();
   EXPECT_GT(summary["events"]["unsampled_frees"], 0) << summary["events"].dump();
   EXPECT_EQ(summary["events"]["unmatched_frees"], 0) << summary["events"].dump();
@@ -1127,19 +1130,22 @@ TEST(RecordTest, SampledProbesKeepAProcesssStartUpExact) {
   auto objects = Stacks(torch, "alloc_objects", true, true);
   auto samples = Stacks(torch, "alloc_samples", true, true);
   const std::string kFill = "<module>;Warmup > fill;empty;Tensor > __init__;" + kTorchLeaf;  // 3.12: no <listcomp>
-  const std::string kStep = "<module>;Trainer > step;empty;Tensor > __init__;" + kTorchLeaf;
-  const std::string kLoad = "<module>;Loader > load_weights;empty;Tensor > __init__;" + kTorchLeaf;
-  // The start-up: every small buffer taken as itself, and still in use.
+  const std::string kStep =
+      "Thread > _bootstrap;Thread > _bootstrap_inner;Thread > run;train;Trainer > step;empty;"
+      "Tensor > __init__;" +
+      kTorchLeaf;
+  // The start-up: every small buffer taken as itself; the half freed after
+  // it (its frees flagged as sampled) released exactly.
   EXPECT_EQ(alloc[kFill], 200 * (64 << 10)) << Dump(alloc);
   EXPECT_EQ(objects[kFill], 200) << Dump(objects);
   EXPECT_EQ(samples[kFill], 200) << Dump(samples);
-  EXPECT_EQ(inuse[kFill], 200 * (64 << 10)) << Dump(inuse);
-  EXPECT_EQ(alloc[kLoad], 80 * MiB) << Dump(alloc);
-  EXPECT_EQ(inuse[kLoad], 80 * MiB) << Dump(inuse);
-  // After it: about one activation in 64 taken, each standing for 4 MiB;
-  // the estimate within 15 % (thousands taken), nothing left in use.
+  EXPECT_EQ(inuse[kFill], 100 * (64 << 10)) << Dump(inuse);
+  // After it, on a thread of its own: about one activation in 64 taken,
+  // each standing for 4 MiB (a binomial count: relative error
+  // sqrt(64 / steps)); the estimate within 5 of those, nothing left in use.
   const double truth = static_cast<double>(steps) * (64 << 10);
-  EXPECT_NEAR(static_cast<double>(alloc[kStep]), truth, 0.15 * truth) << steps << " steps\n" << Dump(alloc);
+  const double tolerance = 5 * std::sqrt(64.0 / static_cast<double>(steps));
+  EXPECT_NEAR(static_cast<double>(alloc[kStep]), truth, tolerance * truth) << steps << " steps\n" << Dump(alloc);
   EXPECT_LT(samples[kStep], steps / 16) << steps << " steps\n" << Dump(samples);
   EXPECT_EQ(inuse[kStep], 0) << Dump(inuse);
 }

@@ -14,7 +14,7 @@
 # Environment: ROUNDS (6), ITERS (20000 allocations), STEPS (40 steps),
 # MODES (default: all of the above).
 . "$(dirname "$0")/common.sh"
-modes=${MODES:-none,noop,gpuflame,gpuflame-sampled,gpuflame-nointern,stage-1,stage-2,stage-3,stage-4,stage-5,stage-6,stage-7,stage-8}
+modes=${MODES:-none,noop,gpuflame,gpuflame-sampled,gpuflame-sampled-past-startup,gpuflame-nointern,stage-1,stage-2,stage-3,stage-4,stage-5,stage-6,stage-7,stage-8}
 echo "== tensors 20 frames deep: $modes"
 "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/overhead_workload.py" --modes "$modes" \
     --rounds "${ROUNDS:-6}" --iters "${ITERS:-20000}" || status=1

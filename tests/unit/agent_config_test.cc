@@ -133,6 +133,10 @@ TEST(AgentConfigTest, TensorSamplingIsTheDefaultWithAStartUpFromAnySource) {
   auto flag = LoadAgentConfig({"--pyroscope-url", "http://p", "--tensor-startup-s", "120"}, {});
   ASSERT_TRUE(flag.ok()) << flag.status();
   EXPECT_EQ(flag->profiling.tensor_startup_s, 120u);
+  EXPECT_NE(profiler::DescribeConfig(*flag).find(
+                "tensor_sampling: sampled (the probes from 120 s after a process's first tensor)"),
+            std::string::npos)
+      << profiler::DescribeConfig(*flag);
   auto env = LoadAgentConfig({"--pyroscope-url", "http://p"},
                              {{"GPUFLAME_TENSOR_STARTUP_S", "0"}, {"GPUFLAME_TENSOR_SAMPLING", "exact"}});
   ASSERT_TRUE(env.ok()) << env.status();

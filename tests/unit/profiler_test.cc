@@ -710,6 +710,29 @@ TEST_F(EventProcessorTest, AProbeSampledAllocationStandsForTheIntervalAndItsProc
   EXPECT_EQ(events_.tracker().stats().unmatched_frees, 1u);
 }
 
+// On the timeline, a sampled block's allocation and free say its own size;
+// the in-use counter, the estimate (the interval while it lives).
+TEST_F(EventProcessorTest, ATimelinesSampledBlockSaysItsOwnSizeBothWays) {
+  timeline::Timeline tl(events_.stacks(), events_.frames(), {});
+  events_.SetTimeline(&tl);
+  auto record = [&](uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size) {
+    auto r = Record(kind, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, addr, size);
+    auto* ev = reinterpret_cast<gf_event*>(r.data());
+    ev->flags |= GF_EVF_SAMPLED;
+    ev->ts_ns = ts;
+    events_.OnRecord(r);
+  };
+  record(GF_EV_ALLOC, 10, 0x100, 64 << 10);
+  record(GF_EV_FREE, 20, 0x200, 64 << 10);  // a block never taken: no slice
+  record(GF_EV_FREE, 30, 0x100, 64 << 10);
+  events_.SetTimeline(nullptr);
+  std::vector<std::pair<int64_t, int64_t>> memory;  // bytes, in use after
+  for (const timeline::Event& e : tl.events())
+    if (e.type == timeline::EventType::kMemory) memory.emplace_back(e.bytes, e.in_use);
+  EXPECT_EQ(memory, (std::vector<std::pair<int64_t, int64_t>>{{64 << 10, int64_t{GF_PROBE_TENSOR_SAMPLE_BYTES}},
+                                                              {-(64 << 10), 0}}));
+}
+
 TEST_F(EventProcessorTest, InProcessTensorEventsAccountLikeProbeEvents) {
   // Probe events before the hook went live count; the hook's own count
   // from then on, and a probe event after that would be counted twice.
