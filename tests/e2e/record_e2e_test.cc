@@ -1051,6 +1051,20 @@ TEST(RecordTest, OverItsOverheadBudgetGpuflameShedsAndSaysWhy) {
 // tensor events by bytes before it drops them: the memory profiles stay, as
 // unbiased estimates that say so, allocations of 4 MiB or more stay exact,
 // and the frees of blocks not taken are counted apart, not as unmatched.
+// What a recording whose probes sampled tensor allocations says of it: the
+// draws not taken, the frees of blocks never taken counted apart (none
+// unmatched), and a torch profile that says its values are estimates.
+void LoadProbeSampled(const std::string& out, const nlohmann::json& summary, const std::string& output,
+                      pprof::Profile& torch) {
+  EXPECT_GT(summary["bpf"]["tensor_allocations_not_sampled"], 0) << summary["bpf"].dump();
+  EXPECT_GT(summary["events"]["unsampled_frees"], 0) << summary["events"].dump();
+  EXPECT_EQ(summary["events"]["unmatched_frees"], 0) << summary["events"].dump();
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << output;
+  bool said = false;
+  for (int64_t c : torch.comment()) said |= torch.string_table(c).find("unbiased estimates") != std::string::npos;
+  EXPECT_TRUE(said) << "the profile says its values are estimates";
+}
+
 TEST(RecordTest, OverItsCpuBudgetGpuflameSamplesTheProbesTensorEventsBeforeDroppingThem) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
@@ -1070,15 +1084,9 @@ TEST(RecordTest, OverItsCpuBudgetGpuflameSamplesTheProbesTensorEventsBeforeDropp
   ASSERT_EQ(summary["guardrails"]["shedding"],
             "native stacks, CPU samples, exact tensor-level events (the probes sample them by bytes)")
       << summary["guardrails"].dump() << r.output;
-  EXPECT_GT(summary["bpf"]["tensor_allocations_not_sampled"], 0) << summary["bpf"].dump();
-  EXPECT_GT(summary["events"]["unsampled_frees"], 0) << summary["events"].dump();
-  EXPECT_EQ(summary["events"]["unmatched_frees"], 0) << summary["events"].dump();
   EXPECT_EQ(summary["bpf"]["shed_tensor_events"], 0) << "the last rung was not reached: " << summary["bpf"].dump();
   pprof::Profile torch;
-  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
-  bool said = false;
-  for (int64_t c : torch.comment()) said |= torch.string_table(c).find("unbiased estimates") != std::string::npos;
-  EXPECT_TRUE(said) << "the profile says its values are estimates";
+  ASSERT_NO_FATAL_FAILURE(LoadProbeSampled(out, summary, r.output, torch));
   auto alloc = Stacks(torch, "alloc_space", true, true);
   auto inuse = Stacks(torch, "inuse_space", true, true);
   const std::string kStep = "<module>;Trainer > step;empty;Tensor > __init__;" + kTorchLeaf;
@@ -1117,14 +1125,8 @@ TEST(RecordTest, SampledProbesKeepAProcesssStartUpExact) {
   ASSERT_EQ(summary["bpf"]["ringbuf_full_drops"], 0) << "losses would blur the estimate: " << summary["bpf"].dump();
   EXPECT_EQ(summary["guardrails"]["shedding"], "nothing") << summary["guardrails"].dump();
   EXPECT_EQ(summary["tensor_sampling"]["mode"], "sampled") << summary["tensor_sampling"].dump();
-  EXPECT_GT(summary["bpf"]["tensor_allocations_not_sampled"], 0) << summary["bpf"].dump();
-  EXPECT_GT(summary["events"]["unsampled_frees"], 0) << summary["events"].dump();
-  EXPECT_EQ(summary["events"]["unmatched_frees"], 0) << summary["events"].dump();
   pprof::Profile torch;
-  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
-  bool said = false;
-  for (int64_t c : torch.comment()) said |= torch.string_table(c).find("unbiased estimates") != std::string::npos;
-  EXPECT_TRUE(said) << "the profile says its values are estimates";
+  ASSERT_NO_FATAL_FAILURE(LoadProbeSampled(out, summary, r.output, torch));
   auto alloc = Stacks(torch, "alloc_space", true, true);
   auto inuse = Stacks(torch, "inuse_space", true, true);
   auto objects = Stacks(torch, "alloc_objects", true, true);
