@@ -225,7 +225,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   absl::StrAppend(&out, "  \"tensor_events\": \"", TensorEventsName(profiling.tensor_events), "\",\n");
   // Exact, or sampled by bytes: in-process by the library's own interval
   // (each process's tensor_sample_bytes), through the probes by
-  // GF_PROBE_TENSOR_SAMPLE_BYTES once a process is tensor_startup_s old.
+  // GF_PROBE_TENSOR_SAMPLE_BYTES from tensor_startup_s after a process's
+  // first tensor on (bpf/lib/tensor_sampling.bpf.h).
   absl::StrAppend(&out, "  \"tensor_sampling\": {\"mode\": \"", profiling.tensor_exact ? "exact" : "sampled", "\"");
   if (!profiling.tensor_exact)
     absl::StrAppend(&out, ", \"probe_sample_bytes\": ", GF_PROBE_TENSOR_SAMPLE_BYTES,
