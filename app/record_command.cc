@@ -214,7 +214,7 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
       ", \"replaced_live\": ", t.replaced_live, ", \"shutdown_frees\": ", t.shutdown_frees,
       // Lost in the ring but kept by BPF without a stack, applied to the live set.
       ", \"lost_allocs_kept\": ", t.lost_allocs, ", \"lost_frees_kept\": ", t.lost_frees,
-      ", \"exits_inferred\": ", ev.stats().exits_inferred,
+      ", \"lost_frees_forgotten\": ", t.lost_frees_forgotten, ", \"exits_inferred\": ", ev.stats().exits_inferred,
       // Python stacks sent as IDs (gpuflame_abi.h, struct gf_stack_id), and those
       // naming frames not kept (charged to [stack not received]).
       ", \"stack_id_records\": ", ev.stats().stack_id_records, ", \"stack_id_unknown\": ", ev.stats().stack_id_unknown,
@@ -589,9 +589,10 @@ int RunRecord(const RecordOptions& opt) {
     }
     const profiler::TrackerStats& t = session.events().tracker().stats();
     // BPF keeps each lost allocation and free in an LRU map; what it evicted
-    // before we read it is only counted, and in use is off by it.
-    const uint64_t unkept =
-        (allocs > t.lost_allocs ? allocs - t.lost_allocs : 0) + (frees > t.lost_frees ? frees - t.lost_frees : 0);
+    // before we read it is only counted, and in use is off by it; so is a
+    // kept free forgotten while it waited for its allocation.
+    const uint64_t unkept = (allocs > t.lost_allocs ? allocs - t.lost_allocs : 0) +
+                            (frees > t.lost_frees ? frees - t.lost_frees : 0) + t.lost_frees_forgotten;
     warnings.push_back(absl::StrFormat(
         "%d records were lost because the ring buffer was full (a larger --ring-buffer-kb holds more): "
         "%d allocations (%s), %d frees, %d CPU samples are under \"%s\" in the profiles; %s",

@@ -40,7 +40,9 @@
 // (default 2000) without it: the kernel lets go of a session's uprobes, and
 // so of the library's semaphores, a while after the session ends, and the
 // library turns CUPTI off on its next tick after that.
-// Reports ns added per allocator event and gpuflame's cost relative to noop,
+// Reports ns added per allocator event (or per --events-per-iter N: the
+// kernel loop's 500 launches, where no allocator event happens) and
+// gpuflame's cost relative to noop,
 // and splits the added time per event into the BPF programs' own run time
 // (the kernel's per-program run-time stats, per program) and the rest: the
 // uprobe trap and machinery, which the kernel's figure leaves out. Run-time
@@ -293,20 +295,55 @@ class RealAgent {
     fprintf(stderr, "overhead: gpuflame agent did not attach to %d within 60 s\n", target);
     return false;
   }
-  // A counter or gauge from its /metrics, -1 when it does not answer.
-  double Metric(const char* name) const {
+  // Its /metrics, line by line (empty when it does not answer).
+  std::vector<std::string> Scrape() const {
     // The host's curl, not with the libraries a bundle puts on LD_LIBRARY_PATH for gpuflame.
     const std::string cmd =
         "env -u LD_LIBRARY_PATH curl -s --max-time 1 http://127.0.0.1:" + std::to_string(metrics_port_) + "/metrics";
+    std::vector<std::string> lines;
     FILE* f = popen(cmd.c_str(), "r");
-    if (!f) return -1;
-    double value = -1;
-    std::array<char, 512> line;
-    const size_t n = strlen(name);
-    while (fgets(line.data(), line.size(), f))
-      if (strncmp(line.data(), name, n) == 0 && line[n] == ' ') value = atof(line.data() + n + 1);
+    if (!f) return lines;
+    std::array<char, 1024> line;
+    while (fgets(line.data(), line.size(), f)) lines.emplace_back(line.data());
     pclose(f);
+    return lines;
+  }
+  // A counter or gauge from its /metrics, -1 when it does not answer.
+  double Metric(const char* name) const {
+    double value = -1;
+    const size_t n = strlen(name);
+    for (const std::string& line : Scrape())
+      if (line.compare(0, n, name) == 0 && line.size() > n && line[n] == ' ') value = atof(line.c_str() + n + 1);
     return value;
+  }
+  // Its BPF programs' run-time stats as its /metrics gives them (since it
+  // loaded them: one agent per round), the same table as the in-harness
+  // observers'.
+  std::vector<profiler::ProgramRunStats> Programs() const {
+    std::map<std::string, profiler::ProgramRunStats> by_name;
+    auto program = [](const std::string& line, const std::string& family) -> std::optional<std::string> {
+      const std::string head = family + "{program=\"";
+      if (line.compare(0, head.size(), head) != 0) return std::nullopt;
+      const size_t end = line.find('"', head.size());
+      if (end == std::string::npos) return std::nullopt;
+      return line.substr(head.size(), end - head.size());
+    };
+    for (const std::string& line : Scrape()) {
+      const size_t space = line.rfind(' ');
+      if (space == std::string::npos) continue;
+      const double value = atof(line.c_str() + space + 1);
+      if (auto name = program(line, "gpuflame_bpf_program_runs_total")) {
+        by_name[*name].name = *name;
+        by_name[*name].run_cnt = static_cast<uint64_t>(value);
+        by_name[*name].machine_wide = line.find("scope=\"node\"") != std::string::npos;
+      } else if (auto name = program(line, "gpuflame_bpf_program_run_seconds_total")) {
+        by_name[*name].name = *name;
+        by_name[*name].run_time_ns = static_cast<uint64_t>(value * 1e9);
+      }
+    }
+    std::vector<profiler::ProgramRunStats> out;
+    for (auto& [name, p] : by_name) out.push_back(std::move(p));
+    return out;
   }
   ~RealAgent() {
     if (pid_ <= 0) return;
@@ -326,12 +363,15 @@ double Median(std::vector<double> v) {
 
 // The agent's own account, read from /metrics at the end of each round.
 constexpr const char* kAgentReadings[] = {
-    "gpuflame_overhead_ratio",          // BPF + library time per unit of the workload's CPU time, last 10 s
-    "gpuflame_self_cpu_cores",          // its own threads, last 10 s
-    "gpuflame_library_time_seconds_total",  // libgpuflame_cupti.so inside the workload
-    "gpuflame_records_total",           // records handled (in-process batches count once)
+    "gpuflame_overhead_ratio",                     // BPF + library time per unit of the workload's CPU time, last 10 s
+    "gpuflame_self_cpu_cores",                     // its own threads, last 10 s
+    "gpuflame_library_time_seconds_total",         // libgpuflame_cupti.so inside the workload
+    "gpuflame_library_tensor_hook_seconds_total",  // of which the tensor hook
+    "gpuflame_library_cupti_callback_seconds_total",  // our CUPTI callbacks
+    "gpuflame_library_thread_seconds_total",          // its own threads
+    "gpuflame_records_total",                         // records handled (in-process batches count once)
     "gpuflame_cpu_samples_total",
-    "gpuflame_shedding",                // anything shed to stay in budget
+    "gpuflame_shedding",  // anything shed to stay in budget
 };
 
 // The 95% interval of the mean of |v| by resampling its rounds (percentile
@@ -392,6 +432,7 @@ int main(int argc, char** argv) {
   int metrics_port = 9499;
   bool kernel_time = false;
   int settle_ms = -1;
+  double events_per_iter_given = 0;  // --events-per-iter: what an iteration is made of, where no allocator event is
   std::vector<std::string> modes = {"none", "noop", "gpuflame"};
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -416,6 +457,7 @@ int main(int argc, char** argv) {
     else if (a == "--agent") agent_bin = v;
     else if (a == "--pyroscope-url") pyroscope_url = v;
     else if (a == "--metrics-port") metrics_port = atoi(v);
+    else if (a == "--events-per-iter") events_per_iter_given = atof(v);
     else if (a == "--modes") {
       modes.clear();
       for (absl::string_view m : absl::StrSplit(v, ',')) modes.emplace_back(m);
@@ -509,6 +551,7 @@ int main(int argc, char** argv) {
         // /metrics is refreshed when a window closes.
         std::this_thread::sleep_for(std::chrono::milliseconds(2100));
         for (const char* name : kAgentReadings) agent_readings[name].push_back(real_agent->Metric(name));
+        AddRound(programs[mode], real_agent->Programs());
         drops[mode] += static_cast<uint64_t>(std::max(0.0, real_agent->Metric("gpuflame_lost_records_total")));
       }
       if (agent) {
@@ -541,9 +584,10 @@ int main(int argc, char** argv) {
   double events_per_iter = 0;
   for (const auto& [mode, e] : events_seen)
     events_per_iter = std::max(events_per_iter, static_cast<double>(e) / (static_cast<double>(rounds) * (iters + warm)));
+  if (events_per_iter_given > 0) events_per_iter = events_per_iter_given;
   if (events_per_iter == 0) events_per_iter = 2;
-  printf("overhead harness: backend=%s rounds=%d iters/round=%ld workload-cpu=%d, %.1f allocator events/iter\n",
-         w.backend.c_str(), rounds, iters, cpu, events_per_iter);
+  printf("overhead harness: backend=%s rounds=%d iters/round=%ld workload-cpu=%d, %.1f %s/iter\n", w.backend.c_str(),
+         rounds, iters, cpu, events_per_iter, events_per_iter_given > 0 ? "events (given)" : "allocator events");
   // The mean ratio too: with duty-cycled activity a round may fall in or
   // out of an "on" window, and the cost is the average over both.
   printf("  %-15s %14s %8s %15s %8s %15s %15s %12s %8s\n", "mode", "median ns/iter", "ratio", "ratio p25-p75",

@@ -1,8 +1,9 @@
 """The overhead harness's training workload: Trainer.step of
 tests/gpu/train_bench.py (the launch-bound GPT unless GPUFLAME_BENCH_MODEL
-says otherwise), in rounds of steps the harness starts over stdin. One
-process for every mode: observers are switched between rounds, so the
-run-to-run swings of a fresh process (bimodal on the H200) cancel out."""
+says otherwise: "large", the ~1B one; "kernels", the kernel loop), in
+rounds of steps the harness starts over stdin. One process for every
+mode: observers are switched between rounds, so the run-to-run swings of a
+fresh process (bimodal on the H200) cancel out."""
 import os
 import sys
 import time
@@ -15,7 +16,10 @@ import train_bench  # noqa: E402
 def main():
     model = os.environ.get("GPUFLAME_BENCH_MODEL", "launch")
     shape = train_bench.SHAPES[model]
-    trainer = train_bench.Trainer(shape, shape.batch, seed=0)
+    # "kernels": 500 single-kernel in-place ops a step and no allocation, so
+    # that the added time over 500 is the cost of one launch.
+    trainer = train_bench.KernelLoop(shape.batch) if model == "kernels" else \
+        train_bench.Trainer(shape, shape.batch, seed=0)
     for _ in range(shape.warmup):
         trainer.step()
     torch.cuda.synchronize()

@@ -555,9 +555,11 @@ GF_STATIC_ASSERT(sizeof(struct gf_loss_key) == 8, "gf_loss_key ABI");
 
 struct gf_loss {
   gf_u64 records;
-  gf_u64 bytes; /* GF_EV_ALLOC: the sizes they carried */
+  gf_u64 bytes;   /* GF_EV_ALLOC: what they stood for (a probe-sampled one: the interval) */
+  gf_u64 objects; /* GF_EV_ALLOC: likewise, in allocations (a probe-sampled one: about
+                   * the interval over its size, gf_lost_event) */
 };
-GF_STATIC_ASSERT(sizeof(struct gf_loss) == 16, "gf_loss ABI");
+GF_STATIC_ASSERT(sizeof(struct gf_loss) == 24, "gf_loss ABI");
 
 /*
  * `lost_events` (LRU): each lost GPU or tensor GF_EV_ALLOC / GF_EV_FREE
@@ -574,16 +576,21 @@ struct gf_lost_key {
   gf_u32 pid;
   gf_u8 domain;
   gf_u8 kind;
-  gf_u8 handle; /* GF_EVF_HANDLE */
-  gf_u8 pad;
+  gf_u8 handle;  /* GF_EVF_HANDLE */
+  gf_u8 sampled; /* GF_EVF_SAMPLED: a free of a block the probes may never have taken */
 };
 GF_STATIC_ASSERT(sizeof(struct gf_lost_key) == 24, "gf_lost_key ABI");
 
 struct gf_lost_event {
   gf_u64 ts_ns;
-  gf_u64 size;
+  gf_u64 size; /* GF_EV_ALLOC: the bytes it stands for */
+  /* GF_EV_ALLOC: the allocations it stands for: 1, or for a probe-sampled
+   * one the interval over its own size, rounded up with probability equal
+   * to the fraction (unbiased, as user space counts a sampled allocation
+   * that arrived) */
+  gf_u64 objects;
 };
-GF_STATIC_ASSERT(sizeof(struct gf_lost_event) == 16, "gf_lost_event ABI");
+GF_STATIC_ASSERT(sizeof(struct gf_lost_event) == 24, "gf_lost_event ABI");
 
 /* Per-CPU counters, indices into the `stats` map. */
 /*

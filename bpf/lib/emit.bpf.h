@@ -42,11 +42,18 @@ static __always_inline __u64 wakeup_flags(bool urgent) {
  */
 static __noinline void note_loss(const struct gf_event *ev) {
   /* A probe-sampled tensor allocation stands for GF_PROBE_TENSOR_SAMPLE_BYTES
-   * (torch_alloc.bpf.h): kept so, as one object, for the estimate to stay
-   * unbiased in bytes ([lost] counts records, not what they stood for). */
-  __u64 bytes = ev->size;
-  if ((ev->flags & GF_EVF_SAMPLED) && ev->kind == GF_EV_ALLOC && bytes < GF_PROBE_TENSOR_SAMPLE_BYTES)
+   * (torch_alloc.bpf.h) and for about that over its size in allocations:
+   * kept so, for the estimate to stay unbiased in both ([lost] counts
+   * records, not what they stood for). */
+  __u64 bytes = ev->size, objects = 1;
+  if ((ev->flags & GF_EVF_SAMPLED) && ev->kind == GF_EV_ALLOC && bytes < GF_PROBE_TENSOR_SAMPLE_BYTES) {
     bytes = GF_PROBE_TENSOR_SAMPLE_BYTES;
+    if (ev->size) { /* under 2^22, so the draw's 32 bits cover it */
+      objects = GF_PROBE_TENSOR_SAMPLE_BYTES / ev->size;
+      if (bpf_get_prandom_u32() % ev->size < GF_PROBE_TENSOR_SAMPLE_BYTES % ev->size)
+        objects++;
+    }
+  }
   struct gf_loss_key k = {.pid = ev->pid, .domain = ev->domain, .kind = ev->kind};
   struct gf_loss *l = bpf_map_lookup_elem(&losses, &k);
   if (!l) {
@@ -56,15 +63,22 @@ static __noinline void note_loss(const struct gf_event *ev) {
   }
   if (l) {
     __sync_fetch_and_add(&l->records, 1);
-    if (ev->kind == GF_EV_ALLOC)
+    if (ev->kind == GF_EV_ALLOC) {
       __sync_fetch_and_add(&l->bytes, bytes);
+      __sync_fetch_and_add(&l->objects, objects);
+    }
   }
   if ((ev->kind != GF_EV_ALLOC && ev->kind != GF_EV_FREE) ||
       (ev->domain != GF_DOMAIN_GPU && ev->domain != GF_DOMAIN_TORCH))
     return;
-  struct gf_lost_key lk = {.addr = ev->addr, .ts_ns = ev->ts_ns, .pid = ev->pid, .domain = ev->domain, .kind = ev->kind,
-                           .handle = (ev->flags & GF_EVF_HANDLE) ? 1 : 0};
-  struct gf_lost_event le = {.ts_ns = ev->ts_ns, .size = bytes};
+  struct gf_lost_key lk = {.addr = ev->addr,
+                           .ts_ns = ev->ts_ns,
+                           .pid = ev->pid,
+                           .domain = ev->domain,
+                           .kind = ev->kind,
+                           .handle = (ev->flags & GF_EVF_HANDLE) ? 1 : 0,
+                           .sampled = (ev->flags & GF_EVF_SAMPLED) ? 1 : 0};
+  struct gf_lost_event le = {.ts_ns = ev->ts_ns, .size = bytes, .objects = objects};
   bpf_map_update_elem(&lost_events, &lk, &le, BPF_ANY);
 }
 

@@ -31,6 +31,38 @@ struct {
   __type(value, __u64);
 } tensor_sample_from SEC(".maps");
 
+/* The last answer on this CPU: a process's events come in runs on the CPU
+ * its thread runs on, so the hash lookup above (and, once its start-up is
+ * over, the clock) is paid once per run, not per event. |from| 0: sampling
+ * already, for good (until an exec or exit, which bump tensor_sample_gen and
+ * so retire every CPU's answer). |check| ties the three fields together: a
+ * program preempted while writing them (a preemptible kernel) and another on
+ * the same CPU writing in between leave a mix that fails it, and the next
+ * event asks the hash again. */
+struct tensor_sample_cache {
+  __u64 key; /* tgid << 32 | tensor_sample_gen */
+  __u64 from;
+  __u64 check; /* key ^ from ^ GF_TENSOR_CACHE_SALT */
+};
+#define GF_TENSOR_CACHE_SALT 0x9e3779b97f4a7c15ull
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct tensor_sample_cache);
+} tensor_sample_cache SEC(".maps");
+
+/* Bumped at every exec and exit while the start-up rule is on (machine-wide:
+ * a few a second on a busy node, each costing every CPU one hash lookup). */
+volatile __u32 tensor_sample_gen = 0;
+
+static __always_inline void tensor_cache_put(struct tensor_sample_cache *c, __u64 key, __u64 from) {
+  c->key = key;
+  c->from = from;
+  c->check = key ^ from ^ GF_TENSOR_CACHE_SALT;
+}
+
 /* Whether the probes sample tensor allocations of |tgid| now. The same test
  * for allocations and frees: a free while sampling may be of a block never
  * taken. */
@@ -39,20 +71,36 @@ static __always_inline bool tensor_sampling(__u32 tgid) {
     return true;
   if (!tensor_sample_after_ns)
     return false;
-  __u64 now = bpf_ktime_get_ns();
-  __u64 *from = bpf_map_lookup_elem(&tensor_sample_from, &tgid);
-  if (from)
-    return now >= *from;
-  __u64 until = now + tensor_sample_after_ns;
-  bpf_map_update_elem(&tensor_sample_from, &tgid, &until, BPF_NOEXIST);
-  return false;
+  __u32 zero = 0;
+  struct tensor_sample_cache *c = bpf_map_lookup_elem(&tensor_sample_cache, &zero);
+  if (!c)
+    return false; /* cannot happen: an array's one entry */
+  const __u64 key = (__u64)tgid << 32 | tensor_sample_gen;
+  __u64 from = c->from;
+  if (c->key != key || c->check != (key ^ from ^ GF_TENSOR_CACHE_SALT)) {
+    __u64 *known = bpf_map_lookup_elem(&tensor_sample_from, &tgid);
+    if (known) {
+      from = *known;
+    } else {
+      from = bpf_ktime_get_ns() + tensor_sample_after_ns;
+      bpf_map_update_elem(&tensor_sample_from, &tgid, &from, BPF_NOEXIST);
+    }
+  } else if (!from) {
+    return true;
+  }
+  const bool sampling = bpf_ktime_get_ns() >= from;
+  tensor_cache_put(c, key, sampling ? 0 : from);
+  return sampling;
 }
 
 /* An exec or the exit of |tgid|: its next image starts a start-up of its own,
- * and a reused pid does not inherit one. */
+ * and a reused pid does not inherit one. The entry goes before the
+ * generation moves on, so that no CPU caches it again under the new one. */
 static __always_inline void tensor_sampling_forget(__u32 tgid) {
-  if (tensor_sample_after_ns)
-    bpf_map_delete_elem(&tensor_sample_from, &tgid);
+  if (!tensor_sample_after_ns)
+    return;
+  bpf_map_delete_elem(&tensor_sample_from, &tgid);
+  __sync_fetch_and_add(&tensor_sample_gen, 1);
 }
 
 #endif /* GPUFLAME_BPF_LIB_TENSOR_SAMPLING_BPF_H_ */

@@ -102,12 +102,25 @@ void AllocationTracker::OnUnmap(pid_t pid, uint64_t va, uint64_t size, uint64_t 
   ApplySlack([&](auto& changes) { slack_.RemoveMapped(static_cast<uint32_t>(pid), va, size, changes); });
 }
 
-void AllocationTracker::Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns) {
+size_t AllocationTracker::Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns) {
+  size_t forgotten = 0;
   if (pending.size() >= kMaxPending) {
-    absl::erase_if(pending, [&](const auto& kv) { return kv.second + kPendingNs < ts_ns; });
-    if (pending.size() >= kMaxPending) pending.clear();  // a flood: forget rather than grow
+    forgotten = absl::erase_if(pending, [&](const auto& kv) { return kv.second + kPendingNs < ts_ns; });
+    if (pending.size() >= kMaxPending) {  // a flood: forget rather than grow
+      forgotten += pending.size();
+      pending.clear();
+    }
   }
   pending[key] = ts_ns;
+  return forgotten;
+}
+
+bool AllocationTracker::FreedAlready(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns) {
+  if (pending.empty()) return false;
+  auto freed = pending.find(key);
+  if (freed == pending.end() || freed->second < ts_ns) return false;
+  pending.erase(freed);
+  return true;
 }
 
 void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr,
@@ -132,15 +145,9 @@ void AllocationTracker::OnAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t
   c.alloc_samples += 1;
   Add(c.observed_bytes, Bytes(size));
   const Key key = KeyOf(pid, domain, handle, addr);
-  if (!lost_frees_.empty() && ts_ns) {
-    // Its free was lost and came first: it was freed already (and was never
-    // in use as far as anything here can tell).
-    auto freed = lost_frees_.find(key);
-    if (freed != lost_frees_.end() && freed->second >= ts_ns) {
-      lost_frees_.erase(freed);
-      return;
-    }
-  }
+  // Its free was lost and came first: it was freed already (and was never
+  // in use as far as anything here can tell).
+  if (ts_ns && (FreedAlready(lost_frees_, key, ts_ns) || FreedAlready(lost_unsampled_frees_, key, ts_ns))) return;
   auto [it, inserted] = LiveOf(key.pid).try_emplace(key.at, Live{bytes, objects, stack, 0, ts_ns});
   if (!inserted) {
     stats_.replaced_live++;
@@ -165,7 +172,7 @@ void AllocationTracker::SetInUse(pid_t pid, uint8_t domain, StackId stack, int64
 }
 
 void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size,
-                                    StackId stack, uint64_t ts_ns) {
+                                    int64_t objects, StackId stack, uint64_t ts_ns) {
   if (stack >= counters_.size()) counters_.resize(stack + 1);
   stats_.lost_allocs++;
   const Key key = KeyOf(pid, domain, handle, addr);
@@ -181,10 +188,7 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
     return;
   }
   // Its free was lost too and was taken out of the map first.
-  if (auto freed = lost_frees_.find(key); freed != lost_frees_.end() && freed->second >= ts_ns) {
-    lost_frees_.erase(freed);
-    return;
-  }
+  if (FreedAlready(lost_frees_, key, ts_ns) || FreedAlready(lost_unsampled_frees_, key, ts_ns)) return;
   LiveTable& live = LiveOf(key.pid);
   auto it = live.find(key.at);
   // A later allocation at the address is live: this one was freed before
@@ -195,11 +199,13 @@ void AllocationTracker::OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint
     Release(it->second, key, ts_ns);
     live.erase(it);
   }
-  ChangeInUse(stack, key, 1, Bytes(size), ts_ns);
-  live.emplace(key.at, Live{size, 1, stack, TrackSlack(key, size, stack), ts_ns});
+  objects = std::max<int64_t>(objects, 1);
+  ChangeInUse(stack, key, objects, Bytes(size), ts_ns);
+  live.emplace(key.at, Live{size, objects, stack, TrackSlack(key, size, stack), ts_ns});
 }
 
-void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns) {
+void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns,
+                                   bool maybe_unsampled) {
   stats_.lost_frees++;
   if (!frozen_.empty()) {
     auto frozen = frozen_.find(static_cast<uint32_t>(pid));
@@ -216,7 +222,9 @@ void AllocationTracker::OnLostFree(pid_t pid, uint8_t domain, bool handle, uint6
   }
   // Not live yet (its allocation is still in the ring behind us), or a
   // later one is: only an allocation older than the free may take it.
-  if (!found) Remember(lost_frees_, key, ts_ns);
+  if (found) return;
+  if (maybe_unsampled) Remember(lost_unsampled_frees_, key, ts_ns);
+  else stats_.lost_frees_forgotten += Remember(lost_frees_, key, ts_ns);
 }
 
 void AllocationTracker::OnFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns,
@@ -270,6 +278,7 @@ void AllocationTracker::OnProcessExit(pid_t pid) {
   if (!unmatched_frees_.empty()) absl::erase_if(unmatched_frees_, of);
   if (!unsampled_frees_.empty()) absl::erase_if(unsampled_frees_, of);
   if (!lost_frees_.empty()) absl::erase_if(lost_frees_, of);
+  if (!lost_unsampled_frees_.empty()) absl::erase_if(lost_unsampled_frees_, of);
   frozen_.erase(static_cast<uint32_t>(pid));
 }
 
@@ -293,7 +302,8 @@ size_t AllocationTracker::MemoryUsage() const {
   size_t live = live_.capacity() * (sizeof(std::pair<uint32_t, std::unique_ptr<LiveTable>>) + 1);
   for (const auto& [pid, table] : live_) live += sizeof(LiveTable) + table->capacity() * (sizeof(std::pair<AddrKey, Live>) + 1);
   return live +
-         (unmatched_frees_.capacity() + unsampled_frees_.capacity() + lost_frees_.capacity()) *
+         (unmatched_frees_.capacity() + unsampled_frees_.capacity() + lost_frees_.capacity() +
+          lost_unsampled_frees_.capacity()) *
              (sizeof(std::pair<Key, uint64_t>) + 1) +
          counters_.capacity() * sizeof(StackCounters) + peaks_.MemoryUsage() + slack_.MemoryUsage();
 }

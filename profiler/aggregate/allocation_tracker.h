@@ -56,6 +56,11 @@ struct TrackerStats {
   // (bpf/gpuflame_abi.h, struct gf_lost_key): applied to the live set.
   uint64_t lost_allocs = 0;  // made live under the [lost] frame (or found freed already)
   uint64_t lost_frees = 0;   // applied to the allocation they freed (or to one still on its way)
+  // Lost frees that waited for an allocation still on its way and were
+  // forgotten (a flood filled the pending map): if it comes after all, it
+  // stays in use. Those sent while the probes sampled are not counted: most
+  // are of blocks never taken, which nothing will come for.
+  uint64_t lost_frees_forgotten = 0;
   uint64_t maps_of_unknown_handles = 0;  // cuMemMap of a handle not live here: no segment
 };
 
@@ -74,13 +79,16 @@ class AllocationTracker {
   // size is known from elsewhere (the allocator's own totals, the driver),
   // not from allocations we saw.
   void SetInUse(pid_t pid, uint8_t domain, StackId stack, int64_t objects, int64_t bytes, uint64_t ts_ns = 0);
-  // A lost allocation itself (address, size, time): live under |stack|
-  // until its free, unless its free came already.
-  void OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, StackId stack,
+  // A lost allocation itself (address, the bytes and allocations it stands
+  // for, time): live under |stack| until its free, unless its free came
+  // already.
+  void OnLostAlloc(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t size, int64_t objects, StackId stack,
                    uint64_t ts_ns);
   // A lost free: releases the allocation it freed (made before |ts_ns|),
-  // or, if that one has not arrived yet, waits for it.
-  void OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns);
+  // or, if that one has not arrived yet, waits for it. |maybe_unsampled| as
+  // for OnFree: it waits apart, so that a sampled run's many frees of blocks
+  // never taken cannot push out the others.
+  void OnLostFree(pid_t pid, uint8_t domain, bool handle, uint64_t addr, uint64_t ts_ns, bool maybe_unsampled = false);
   // |ts_ns| is when the free happened (CLOCK_MONOTONIC), which may be before
   // records that arrived earlier: in-process tensor events come in batches.
   // |maybe_unsampled|: sent while the probes sampled allocations (past the
@@ -196,7 +204,11 @@ class AllocationTracker {
   }
   // A free whose allocation is not (yet) live: kept a while (by time, and at
   // most kMaxPending of them) so that a lost record arriving later pairs up.
-  void Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns);
+  // Returns how many were forgotten to make room (a flood).
+  static size_t Remember(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns);
+  // Whether a lost free in |pending| took the allocation |key| made at
+  // |ts_ns| (it came before it): the entry goes.
+  static bool FreedAlready(absl::flat_hash_map<Key, uint64_t>& pending, const Key& key, uint64_t ts_ns);
   static constexpr size_t kMaxPending = 65536;
   static constexpr uint64_t kPendingNs = 30'000'000'000;
 
@@ -206,6 +218,7 @@ class AllocationTracker {
   absl::flat_hash_map<Key, uint64_t> unmatched_frees_;  // -> when freed (a lost allocation may pair up)
   absl::flat_hash_map<Key, uint64_t> unsampled_frees_;  // the same, for frees counted as unsampled
   absl::flat_hash_map<Key, uint64_t> lost_frees_;       // -> when freed (its allocation may be on its way)
+  absl::flat_hash_map<Key, uint64_t> lost_unsampled_frees_;  // the same, sent while the probes sampled
   absl::flat_hash_map<uint32_t, uint64_t> frozen_;  // pid -> when its live set froze
   std::vector<StackCounters> counters_;
   PeakTracker peaks_;

@@ -520,6 +520,7 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
       oom_.BeforeTensorEvent(pid, ev.ts_ns);
       const int64_t before = InUseIfTimeline(ev, GF_DOMAIN_TORCH);
       tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
+      if (stands_for > ev.size) sampled_in_use_.insert(ev.pid);
       TimelineMemory(ev, GF_DOMAIN_TORCH, stack, before);
       UpdateTotals(ev);
       return;
@@ -592,6 +593,7 @@ void EventProcessor::OnLosses(std::span<const std::pair<gf_loss_key, gf_loss>> t
     if (total.records <= seen.records) continue;
     const uint64_t records = total.records - seen.records;
     const uint64_t bytes = total.bytes > seen.bytes ? total.bytes - seen.bytes : 0;
+    const uint64_t objects = total.objects > seen.objects ? total.objects - seen.objects : 0;
     seen = total;
     ProcessLoss& p = losses_[key.pid];
     p.records += records;
@@ -599,7 +601,7 @@ void EventProcessor::OnLosses(std::span<const std::pair<gf_loss_key, gf_loss>> t
     if (key.kind == GF_EV_ALLOC && (key.domain == GF_DOMAIN_GPU || key.domain == GF_DOMAIN_TORCH)) {
       p.allocs += records;
       p.alloc_bytes += bytes;
-      tracker_.AddLostAllocated(LostStack(key.pid, key.domain), static_cast<int64_t>(records),
+      tracker_.AddLostAllocated(LostStack(key.pid, key.domain), static_cast<int64_t>(std::max(objects, records)),
                                 static_cast<int64_t>(bytes));
     } else if (key.kind == GF_EV_FREE) {
       p.frees += records;
@@ -624,9 +626,11 @@ void EventProcessor::OnLostEvents(std::vector<std::pair<gf_lost_key, gf_lost_eve
     if (registry_)
       if (const ProcessInfo* info = registry_->Find(pid); info && info->exited) continue;  // its live set is gone
     if (key.kind == GF_EV_ALLOC)
-      tracker_.OnLostAlloc(pid, key.domain, key.handle, key.addr, lost.size, LostStack(key.pid, key.domain),
-                           lost.ts_ns);
-    else if (key.kind == GF_EV_FREE) tracker_.OnLostFree(pid, key.domain, key.handle, key.addr, lost.ts_ns);
+      tracker_.OnLostAlloc(pid, key.domain, key.handle, key.addr, lost.size,
+                           static_cast<int64_t>(std::min<uint64_t>(lost.objects, GF_PROBE_TENSOR_SAMPLE_BYTES)),
+                           LostStack(key.pid, key.domain), lost.ts_ns);
+    else if (key.kind == GF_EV_FREE)
+      tracker_.OnLostFree(pid, key.domain, key.handle, key.addr, lost.ts_ns, key.sampled);
   }
 }
 
@@ -646,6 +650,7 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
   foreign_abi_.erase(upid);
   inprocess_since_.erase(upid);
   probe_sampled_.erase(upid);
+  sampled_in_use_.erase(upid);
   absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == upid; });
   kernel_stacks_.ForgetProcess(upid);
   if (timeline_) timeline_->OnProcessExit(pid, ts_ns);
@@ -674,20 +679,28 @@ void EventProcessor::AccountAllocatedBeforeAttach() {
   if (tracked.empty()) return;
   AddInUse(GF_DOMAIN_TORCH, tracked);
   const std::vector<StackCounters>& counters = tracker_.counters();
+  auto in_use = [&](const absl::flat_hash_map<uint32_t, StackId>& markers, uint32_t pid) -> int64_t {
+    auto it = markers.find(pid);
+    return it != markers.end() && it->second < counters.size() ? counters[it->second].inuse_bytes : 0;
+  };
   for (const auto& [pid, seen] : tracked) {
-    auto marker = before_attach_stacks_.find(pid);
-    const int64_t marked = marker != before_attach_stacks_.end() && marker->second < counters.size()
-                               ? counters[marker->second].inuse_bytes
-                               : 0;
-    const int64_t gap = static_cast<int64_t>(totals_[pid].allocated) - (seen - marked);
-    if (gap <= 0 && marker == before_attach_stacks_.end()) continue;
-    if (marker == before_attach_stacks_.end()) {
+    const int64_t marked = in_use(before_attach_stacks_, pid) + in_use(before_attach_estimate_stacks_, pid);
+    const int64_t gap = std::max<int64_t>(static_cast<int64_t>(totals_[pid].allocated) - (seen - marked), 0);
+    // Once its in use is sampled the gap is an estimate, and moves to a
+    // marker that says so; the exact one keeps 0 from then on.
+    const bool estimate = sampled_in_use_.contains(pid);
+    auto& markers = estimate ? before_attach_estimate_stacks_ : before_attach_stacks_;
+    if (auto exact = before_attach_stacks_.find(pid); estimate && exact != before_attach_stacks_.end())
+      tracker_.SetInUse(static_cast<pid_t>(pid), GF_DOMAIN_TORCH, exact->second, 0, 0);
+    auto marker = markers.find(pid);
+    if (gap == 0 && marker == markers.end()) continue;
+    if (marker == markers.end()) {
       gf_event ev{};
       ev.pid = pid;
       ev.domain = GF_DOMAIN_TORCH;
-      marker = before_attach_stacks_.emplace(pid, MarkerStack(ev, kBeforeAttachFrame)).first;
+      marker = markers.emplace(pid, MarkerStack(ev, estimate ? kBeforeAttachEstimateFrame : kBeforeAttachFrame)).first;
     }
-    tracker_.SetInUse(static_cast<pid_t>(pid), GF_DOMAIN_TORCH, marker->second, 0, std::max<int64_t>(gap, 0));
+    tracker_.SetInUse(static_cast<pid_t>(pid), GF_DOMAIN_TORCH, marker->second, 0, gap);
   }
 }
 
@@ -756,6 +769,7 @@ std::vector<StackId> EventProcessor::RetireProcesses(std::span<const pid_t> pids
     library_cost_by_pid_.erase(upid);
     losses_.erase(upid);
     before_attach_stacks_.erase(upid);
+    before_attach_estimate_stacks_.erase(upid);
   }
   // Whatever still names a retired stack by id goes with it, in one pass
   // each: the ids are about to mean other processes' stacks.
@@ -842,6 +856,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       // at least the interval, as the draw that took it assumed.
       const bool sampled = ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED);
       if (sampled) probe_sampled_.insert(ev.pid);
+      if (sampled && ev.size < GF_PROBE_TENSOR_SAMPLE_BYTES) sampled_in_use_.insert(ev.pid);
       const uint64_t stands_for = sampled ? std::max<uint64_t>(ev.size, GF_PROBE_TENSOR_SAMPLE_BYTES) : 0;
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
       TimelineMemory(ev, ev.domain, stack, before);

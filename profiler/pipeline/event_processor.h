@@ -128,6 +128,10 @@ inline constexpr const char* kStackUnknownFrame = "[stack not received]";
 inline constexpr const char* kLostFrame = "[lost: ring buffer full]";
 // The frame for tensor memory a process held when gpuflame attached to it.
 inline constexpr const char* kBeforeAttachFrame = "[allocated before gpuflame attached]";
+// The same once the process's tensor allocations are sampled: the
+// allocator's exact total less an estimate of what gpuflame saw in use, so
+// an estimate itself (noisy, never below 0). The name says so.
+inline constexpr const char* kBeforeAttachEstimateFrame = "[allocated before gpuflame attached: estimate]";
 // The frame for device memory a process held when gpuflame attached to it,
 // as the driver counts it (NVML): its CUDA context too (hundreds of MiB on a
 // real GPU), which no allocation call made, so it is not the sum of the
@@ -226,7 +230,8 @@ class EventProcessor {
   // Tensor bytes a process allocated before gpuflame attached to it (the
   // agent restarted, `record --pid`): what its caching allocator says it
   // holds beyond the in-use bytes we track goes to kBeforeAttachFrame's
-  // in use (no object count: not known). Only for processes found running
+  // in use (no object count: not known); to kBeforeAttachEstimateFrame's
+  // once what we track is an estimate (sampled allocations). Only for processes found running
   // (ProcessInfo::attached_late); call before building memory profiles.
   void AccountAllocatedBeforeAttach();
   // Device memory |pid| held when gpuflame attached to it, as the driver
@@ -345,7 +350,8 @@ class EventProcessor {
   absl::flat_hash_map<uint64_t, gf_loss> losses_seen_;  // pid << 16 | domain << 8 | kind -> last total
   absl::flat_hash_map<uint32_t, ProcessLoss> losses_;
   std::function<void()> collect_losses_;
-  absl::flat_hash_map<uint32_t, StackId> before_attach_stacks_;  // pid -> its kBeforeAttachFrame stack
+  // pid -> its kBeforeAttachFrame stack, and its kBeforeAttachEstimateFrame one
+  absl::flat_hash_map<uint32_t, StackId> before_attach_stacks_, before_attach_estimate_stacks_;
   struct PidCost {
     LibraryCost cost;  // its last report
     uint64_t ts_ns = 0;
@@ -360,6 +366,10 @@ class EventProcessor {
   // guardrails step back, the frees of blocks not taken come unflagged, and
   // are still no allocation made before gpuflame attached.
   absl::flat_hash_set<uint32_t> probe_sampled_;
+  // Processes with a sampled tensor allocation (in-process or probes): their
+  // tensor in use is an estimate, and so is what AccountAllocatedBeforeAttach
+  // derives from it.
+  absl::flat_hash_set<uint32_t> sampled_in_use_;
   KernelStackIds kernel_stacks_;
   bool stack_unknown_ = false;  // the record being handled named a stack ID not kept
 };

@@ -736,6 +736,40 @@ TEST(RecordTest, WhatWasHeldBeforeAttachStaysSaidWhenTheProcessExitsFirst) {
   EXPECT_EQ(Total(torch, "inuse_space"), 16 * MiB) << Dump(t);
 }
 
+TEST(RecordTest, WhatWasHeldBeforeAttachIsSaidToBeAnEstimateOnceTheProbesSample) {
+  // Sampled from the first event on: what it held before is the allocator's
+  // exact total less a sampled estimate, and its frame says so.
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  std::string dir = TempDir("pid-sampled");
+  const std::string pidfile = dir + "/pid", go = dir + "/go";
+  const pid_t pid = StartSteadyWorkload(PyenvPython("3.12"), pidfile, go, "sampled");
+  ASSERT_GT(pid, 0);
+  const RunResult r =
+      RecordAttached(SimNvmlEnv() + " " + GPUFLAME_BIN +
+                         " record --no-progress -d 3 --tensor-sampling sampled --tensor-startup-s 0 -o " + dir +
+                         "/out -p " + std::to_string(pid),
+                     go);
+  const std::string& log = r.output;
+  kill(pid, SIGKILL);
+  ASSERT_EQ(r.status, 0) << log;
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(dir + "/out/torch_memory.pb.gz", &torch)) << log;
+  auto t = Stacks(torch, "inuse_space");
+  // 16 blocks of 2 MiB, each taken with probability 1/2 for 4 MiB, then
+  // one of 4 MiB, always: the 2 MiB ones' estimate (at most 64 MiB) never
+  // exceeds the 64 + 32 MiB the gap is taken from.
+  const int64_t blocks = ValueEndingWith(t, "<module>;small_blocks;empty;Tensor > __init__;" + kTorchLeaf) - 4 * MiB;
+  ASSERT_GE(blocks, 0) << Dump(t) << log;
+  EXPECT_EQ(blocks % (4 * MiB), 0) << Dump(t);
+  EXPECT_EQ(t.count("[allocated before gpuflame attached]"), 0u) << Dump(t);
+  EXPECT_EQ(t["[allocated before gpuflame attached: estimate]"], 64 * MiB + 32 * MiB - blocks) << Dump(t);
+  EXPECT_EQ(ValueEndingWith(t, "<module>;hold;empty;Tensor > __init__;" + kTorchLeaf), 10 * MiB) << Dump(t);
+  // Sampled or not, the process's whole in use is the allocator's total
+  // (the last record's: an allocation not taken sends none).
+  EXPECT_EQ(Total(torch, "inuse_space"), 110 * MiB) << Dump(t);
+}
+
 TEST(RecordTest, WithoutNvmlWhatWasHeldBeforeAttachIsSaidToBeMissingOnce) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");

@@ -8,8 +8,9 @@
 # whether the in-process walker's checks pass on real PyTorch. Carries a
 # build from scripts/gpu-bundle.sh (.carry/). Output goes to $OUT.
 #   ROUNDS (10), ITERS (launch model steps per round, 100),
-#   LARGE_ITERS (10), ON_S / ONE_IN (the duty cycle: 1 / 10); parts are
-#   skipped with SKIP_LAUNCH, SKIP_MEMORY, SKIP_LARGE, SKIP_RECORD, SKIP_BACKWARD
+#   LARGE_ITERS (10), KERNEL_ROUNDS (10), KERNEL_ITERS (400), ON_S / ONE_IN
+#   (the duty cycle: 1 / 10); parts are skipped with SKIP_LAUNCH,
+#   SKIP_MEMORY, SKIP_KERNELS, SKIP_LARGE, SKIP_RECORD, SKIP_BACKWARD
 . "$(dirname "$0")/common.sh"
 export GPUFLAME_ACTIVITY_ON_S=${ON_S:-1} GPUFLAME_ACTIVITY_ONE_IN=${ONE_IN:-10}
 modes=none,inprocess,inprocess-exact,history-python
@@ -26,6 +27,14 @@ if [ -z "${SKIP_MEMORY:-}" ]; then
   "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/step_workload.py" \
       --injection "$bundle/libgpuflame_cupti.so" --modes none,inprocess,inprocess-exact,history-python \
       --settle-ms 2000 --rounds "${ROUNDS:-10}" --iters "${ITERS:-100}" || status=1
+fi
+if [ -z "${SKIP_KERNELS:-}" ]; then
+  # 500 launches a step and no allocation: "added ns/event" is per launch
+  # (issue 11, item 5: at most 1 µs), beside the placebo's spread.
+  echo "== kernel loop: kernel time per launch (duty cycle ${GPUFLAME_ACTIVITY_ON_S} s in ${GPUFLAME_ACTIVITY_ONE_IN})"
+  GPUFLAME_BENCH_MODEL=kernels "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/step_workload.py" \
+      --kernel-time --injection "$bundle/libgpuflame_cupti.so" --modes none,placebo,inprocess,inprocess-exact \
+      --events-per-iter 500 --rounds "${KERNEL_ROUNDS:-10}" --iters "${KERNEL_ITERS:-400}" || status=1
 fi
 if [ -z "${SKIP_LARGE:-}" ]; then
   echo "== ~1B-parameter GPT"

@@ -115,7 +115,7 @@ TEST(AllocationTrackerTest, AFreeWhileTheProbesSampledIsOfATakenBlockOrCountedAp
   EXPECT_EQ(t.stats().unmatched_frees, 0u);
   // Or taken, and its record lost in a full ring (kept by BPF, applied
   // later): it pairs with its free, as an unmatched one would.
-  t.OnLostAlloc(1, GF_DOMAIN_TORCH, false, 0x2000, 10, 0, /*ts_ns=*/50);
+  t.OnLostAlloc(1, GF_DOMAIN_TORCH, false, 0x2000, 10, 1, 0, /*ts_ns=*/50);
   EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
   EXPECT_EQ(t.stats().unsampled_frees, 1u);
 }
@@ -183,22 +183,54 @@ TEST(AllocationTrackerTest, ALostAllocationIsInUseUnderItsStackUntilItsFree) {
   AllocationTracker t;
   const StackId lost = 3;
   t.AddLostAllocated(lost, 3, 60);  // what the loss counters said
-  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, lost, 100);
+  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 1, lost, 100);
   t.OnFree(1, GF_DOMAIN_GPU, false, 0x1000, 150);
-  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x2000, 20, lost, 200);
+  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x2000, 20, 1, lost, 200);
   // Its free came through first (a free of nothing then): they pair up.
   t.OnFree(1, GF_DOMAIN_GPU, false, 0x3000, 350);
   EXPECT_EQ(t.stats().unmatched_frees, 1u);
-  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x3000, 30, lost, 300);
+  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x3000, 30, 1, lost, 300);
   EXPECT_EQ(t.stats().unmatched_frees, 0u);
   // Lost with its free, the free taken out of the map first.
   t.OnLostFree(1, GF_DOMAIN_GPU, false, 0x4000, 500);
-  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x4000, 40, lost, 400);
+  t.OnLostAlloc(1, GF_DOMAIN_GPU, false, 0x4000, 40, 1, lost, 400);
   EXPECT_EQ(t.counters()[lost].alloc_objects, 3);
   EXPECT_EQ(t.counters()[lost].alloc_bytes, 60);
   EXPECT_EQ(t.counters()[lost].inuse_objects, 1);
   EXPECT_EQ(t.counters()[lost].inuse_bytes, 20);
   EXPECT_EQ(t.live_count(), 1u);
+}
+
+TEST(AllocationTrackerTest, ALostSampledAllocationIsInUseAsTheObjectsItStoodFor) {
+  // A 64 KiB block taken for 4 MiB stands for 64 allocations: lost in the
+  // ring, BPF keeps that count (note_loss), and its free takes all of them.
+  AllocationTracker t;
+  const StackId lost = 2;
+  t.OnLostAlloc(1, GF_DOMAIN_TORCH, false, 0x1000, 4 << 20, 64, lost, 100);
+  EXPECT_EQ(t.counters()[lost].inuse_objects, 64);
+  EXPECT_EQ(t.counters()[lost].inuse_bytes, 4 << 20);
+  t.OnFree(1, GF_DOMAIN_TORCH, false, 0x1000, 200, /*maybe_unsampled=*/true);
+  EXPECT_EQ(t.counters()[lost].inuse_objects, 0);
+  EXPECT_EQ(t.counters()[lost].inuse_bytes, 0);
+}
+
+TEST(AllocationTrackerTest, ASampledRunsLostFreesOfBlocksNeverTakenPushOutNoOtherLostFree) {
+  AllocationTracker t;
+  // An exact lost free whose allocation is still in the ring...
+  t.OnLostFree(1, GF_DOMAIN_GPU, false, 0x1000, 100);
+  // ...then a flood of lost frees of tensor blocks the probes never took,
+  // far more than a pending map holds.
+  for (uint64_t i = 0; i < 200'000; i++)
+    t.OnLostFree(1, GF_DOMAIN_TORCH, false, 0x100000 + 512 * i, 110 + i, /*maybe_unsampled=*/true);
+  EXPECT_EQ(t.stats().lost_frees_forgotten, 0u);
+  // The allocation arrives: its free is still known, so it is not in use.
+  t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 10, 0, 0, /*ts_ns=*/50);
+  EXPECT_EQ(t.counters()[0].inuse_bytes, 0);
+  EXPECT_EQ(t.live_count(), 0u);
+  // A flood of exact ones is counted as it is forgotten: their allocations,
+  // should they come, would stay in use.
+  for (uint64_t i = 0; i < 70'000; i++) t.OnLostFree(2, GF_DOMAIN_GPU, false, 0x100000 + 512 * i, 1000 + i);
+  EXPECT_GT(t.stats().lost_frees_forgotten, 0u);
 }
 
 TEST(AllocationTrackerTest, FrozenAndExitedProcessesKeepTheirLiveSet) {
@@ -447,13 +479,13 @@ TEST_F(EventProcessorTest, RingLossesAreChargedToTheLostFrameOnceEach) {
     k.pid = pid;
     k.domain = domain;
     k.kind = kind;
-    return std::pair{k, gf_loss{records, bytes}};
+    return std::pair{k, gf_loss{records, bytes, kind == GF_EV_ALLOC ? records : 0}};
   };
   std::vector<std::pair<gf_loss_key, gf_loss>> totals = {loss(7, GF_DOMAIN_GPU, GF_EV_ALLOC, 3, 3000),
                                                          loss(7, GF_DOMAIN_CPU, GF_EV_CPU_SAMPLE, 5, 0),
                                                          loss(7, GF_DOMAIN_GPU, GF_EV_FREE, 2, 0)};
   events_.OnLosses(totals);
-  totals[0].second = {4, 3500};  // BPF's totals are cumulative: only the growth counts
+  totals[0].second = {4, 3500, 4};  // BPF's totals are cumulative: only the growth counts
   events_.OnLosses(totals);
   // Two of the lost allocations kept by BPF, one freed by a kept free.
   std::vector<std::pair<gf_lost_key, gf_lost_event>> kept;
@@ -464,7 +496,7 @@ TEST_F(EventProcessorTest, RingLossesAreChargedToTheLostFrameOnceEach) {
     k.pid = 7;
     k.domain = GF_DOMAIN_GPU;
     k.kind = kind;
-    return std::pair{k, gf_lost_event{ts, size}};
+    return std::pair{k, gf_lost_event{ts, size, 1}};
   };
   kept.push_back(lost(GF_EV_FREE, 0x1000, 30, 0));  // taken out of the map before its allocation
   kept.push_back(lost(GF_EV_ALLOC, 0x1000, 10, 1000));
@@ -488,6 +520,34 @@ TEST_F(EventProcessorTest, RingLossesAreChargedToTheLostFrameOnceEach) {
       EXPECT_EQ(events_.cpu().totals().at(TimeKey{id, 0}).nanos, 5 * 10'000'000);
     }
   }
+}
+
+TEST_F(EventProcessorTest, LostSampledAllocationsCountTheObjectsTheyStoodFor) {
+  // Two probe-sampled 64 KiB blocks lost in the ring: 8 MiB and, by BPF's
+  // draw (note_loss), 64 allocations each, allocated and in use alike.
+  gf_loss_key k{};
+  k.pid = 7;
+  k.domain = GF_DOMAIN_TORCH;
+  k.kind = GF_EV_ALLOC;
+  const std::vector<std::pair<gf_loss_key, gf_loss>> totals = {{k, gf_loss{2, 8 << 20, 128}}};
+  events_.OnLosses(totals);
+  std::vector<std::pair<gf_lost_key, gf_lost_event>> kept;
+  for (uint64_t i = 0; i < 2; i++) {
+    gf_lost_key lk{};
+    lk.addr = 0x1000 * (i + 1);
+    lk.ts_ns = 10 + i;
+    lk.pid = 7;
+    lk.domain = GF_DOMAIN_TORCH;
+    lk.kind = GF_EV_ALLOC;
+    kept.push_back({lk, gf_lost_event{10 + i, 4 << 20, 64}});
+  }
+  events_.OnLostEvents(kept);
+  ASSERT_EQ(events_.stacks().size(), 1u);
+  const StackCounters& c = events_.tracker().counters()[0];
+  EXPECT_EQ(c.alloc_objects, 128);
+  EXPECT_EQ(c.alloc_bytes, 8 << 20);
+  EXPECT_EQ(c.inuse_objects, 128);
+  EXPECT_EQ(c.inuse_bytes, 8 << 20);
 }
 
 // A synchronise call from the probes (bpf/cuda_sync.bpf.h): entered at

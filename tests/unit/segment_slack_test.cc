@@ -171,8 +171,8 @@ TEST(SegmentSlackTest, AWindowCarriesTheSlackAtItsEnd) {
 
 TEST(SegmentSlackTest, LostRecordsAreAccountedLikeTheirOwn) {
   AllocationTracker t;
-  t.OnLostAlloc(kPid, GF_DOMAIN_GPU, false, 0x10000000, 2 * kMiB, kSmallSeg, 10);
-  t.OnLostAlloc(kPid, GF_DOMAIN_TORCH, false, 0x10000000, 4096, kTensor, 11);
+  t.OnLostAlloc(kPid, GF_DOMAIN_GPU, false, 0x10000000, 2 * kMiB, 1, kSmallSeg, 10);
+  t.OnLostAlloc(kPid, GF_DOMAIN_TORCH, false, 0x10000000, 4096, 1, kTensor, 11);
   EXPECT_EQ(Unused(t, kSmallSeg), 2 * kMiB - 4096);
   t.OnLostFree(kPid, GF_DOMAIN_TORCH, false, 0x10000000, 12);
   EXPECT_EQ(Unused(t, kSmallSeg), 2 * kMiB);
