@@ -126,6 +126,7 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_gpu_activity_unattributed_total", "GPU activity charged to [launch stack not sampled] (its kernel never had a sampled launch).", "counter", double(s.joiner.unattributed)},
       {"gpuflame_library_time_seconds_total", "libgpuflame_cupti.so's own time in the profiled processes (tensor hook, CUPTI callbacks, its threads), as the processes report it.", "counter", double(s.events_library.ns()) / 1e9},
       {"gpuflame_library_tensor_hook_seconds_total", "The in-process tensor hook's time (estimated from one event in 64).", "counter", double(s.events_library.hook_ns) / 1e9},
+      {"gpuflame_library_tensor_hook_calls_total", "Allocator events the in-process tensor hook handled (taken or not).", "counter", double(s.events_library.hook_calls)},
       {"gpuflame_library_cupti_callback_seconds_total", "libgpuflame_cupti.so's CUPTI callbacks' time (estimated from one call in 64).", "counter", double(s.events_library.callback_ns) / 1e9},
       {"gpuflame_library_thread_seconds_total", "libgpuflame_cupti.so's own threads' CPU time (flusher, activity-buffer conversion).", "counter", double(s.events_library.thread_ns) / 1e9},
       {"gpuflame_gpu_activity_weighted_records_total", "Activity records of duty-cycled CUPTI activity, each standing for N (one period in N observed).", "counter", double(s.joiner.weighted_records)},

@@ -49,37 +49,48 @@ uint64_t NowNs() {
 }
 
 struct State {
-  std::atomic<TorchReportFn> original{nullptr};
+  // What every allocator event reads or writes, on one cache line. The hook
+  // runs amid PyTorch's own work, which evicts our lines between events, so
+  // each line it touches is a likely cache miss: a sampled run's event
+  // touches this one, the semaphores' and, for a free, one slot of |blocks|.
+  struct alignas(64) Hot {
+    std::atomic<TorchReportFn> original{nullptr};
+    // Our own cost: events recorded (under |lock|), and the time of about
+    // one in kTimedOneIn, and how many those were.
+    std::atomic<uint64_t> hook_calls{0}, hook_timed_ns{0};
+    std::atomic<uint64_t> hook_timed{0};
+    SpinLock lock;
+    // The current agent has been told we are live (an agent ignores our
+    // events until it is: that record carries the ABI version and the
+    // hand-over time).
+    std::atomic<bool> announced{false};
+    std::atomic<bool> starting{false};  // cleared by the flusher once start-up is over
+    // Guarded by |lock|:
+    bool announce_pending = false;  // the next record goes after a LIVE announcement
+    bool every_free = false;        // |blocks| overflowed: every free goes out (until the next agent)
+    ByteSampler sampler{0, 1};
+  } hot;
   std::atomic<bool> hooked{false};
-  GotHookResult patch;  // flusher thread only, once hooked
-  // The current agent has been told we are live (an agent ignores our events
-  // until it is: that record carries the ABI version and the hand-over time).
-  std::atomic<bool> announced{false};
-  // Our own cost: events recorded, and the time of one in kTimedOneIn.
-  std::atomic<uint64_t> hook_calls{0}, hook_timed_ns{0};
+  GotHookResult patch;         // flusher thread only, once hooked
   bool said_no_torch = false;  // flusher thread only
   uint32_t said_python = 0;    // flusher thread only: the walker's state last said
   int polls = 0;               // flusher thread only
   bool greet = false;          // flusher thread only: an agent has just attached
   PythonWalker walker;
   BackwardOrigins backward;
-  uint32_t pid = 0;  // our own view; the agent uses the probe's host pid
-  SpinLock lock;
+  uint32_t pid = 0;             // our own view; the agent uses the probe's host pid
   bool said_exact = false;      // flusher thread only: the mode last said
   uint64_t exact_until_ns = 0;  // the process's start-up: every allocation
-  std::atomic<bool> starting{false};  // cleared by the flusher once start-up is over
-  // Guarded by |lock|:
-  bool announce_pending = false;  // the next record goes after a LIVE announcement
-  ByteSampler sampler{0, 1};
+  // Guarded by |hot.lock|:
   // The blocks whose allocation the agent was told of: only their frees go
-  // out. All frees once it overflowed (until the next agent).
+  // out.
   BlockSet<kBlockSlots> blocks;
-  bool every_free = false;
   alignas(8) uint8_t batch[GF_TENSOR_BATCH_MAX];
   size_t used = 0;
   uint64_t sent[kSentSlots] = {};
   size_t sent_count = 0;
 };
+static_assert(sizeof(State::Hot) == 64, "one cache line");
 
 State& S() {
   static State* s = new State();  // never destroyed: the allocator may call us during exit
@@ -87,7 +98,7 @@ State& S() {
 }
 
 // Every allocation goes out: asked for, or still starting up.
-bool Exact() { return ExactSwitch() || S().starting.load(std::memory_order_relaxed); }
+bool Exact() { return ExactSwitch() || S().hot.starting.load(std::memory_order_relaxed); }
 
 uint32_t Tid() {
   thread_local uint32_t tid = 0;
@@ -162,7 +173,7 @@ void AnnounceLocked(State& s, uint32_t python) {
   ev.arg0 = GF_TENSOR_HOOK_LIVE;
   ev.arg1 = python;
   ev.arg2 = GF_ABI_VERSION;  // the agent's check: nothing else says it when CUPTI is off
-  ev.size = Exact() ? 0 : s.sampler.interval();  // the sampling interval in bytes, 0: every allocation
+  ev.size = Exact() ? 0 : s.hot.sampler.interval();  // the sampling interval in bytes, 0: every allocation
   std::memset(s.sent, 0, sizeof(s.sent));
   s.sent_count = 0;
   AppendLocked(s, ev, nullptr, 0);
@@ -172,10 +183,10 @@ void AnnounceLocked(State& s, uint32_t python) {
 // goes first. It knows none of our blocks: their frees are not its business.
 // Under |lock|.
 void AnnounceIfPendingLocked(State& s) {
-  if (!s.announce_pending) return;
-  s.announce_pending = false;
+  if (!s.hot.announce_pending) return;
+  s.hot.announce_pending = false;
   s.blocks.Clear();
-  s.every_free = false;
+  s.hot.every_free = false;
   AnnounceLocked(s, s.walker.failure());
 }
 
@@ -213,22 +224,24 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   const uint64_t size = static_cast<uint64_t>(delta >= 0 ? delta : -delta);
   const bool exact = Exact();
   // Decided before anything costly: most events of a sampled run end here.
-  s.lock.lock();
+  s.hot.lock.lock();
+  // Counted under the lock, so no atomic write of its own (see Hook).
+  s.hot.hook_calls.store(s.hot.hook_calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   AnnounceIfPendingLocked(s);
   if (delta < 0) {
-    if (!s.blocks.Erase(addr) && !s.every_free) {
-      s.lock.unlock();
+    if (!s.blocks.Erase(addr) && !s.hot.every_free) {
+      s.hot.lock.unlock();
       return;
     }
     AppendLocked(s, TensorEvent(GF_EV_FREE, addr, size, device, allocated, reserved), nullptr, 0);
-    s.lock.unlock();
+    s.hot.lock.unlock();
     return;
   }
-  const uint64_t stands_for = exact ? size : s.sampler.Sample(size);
+  const uint64_t stands_for = exact ? size : s.hot.sampler.Sample(size);
   // Exact blocks are remembered too: a sampled run after an exact one must
   // still send their frees.
-  if (stands_for && !s.blocks.Insert(addr)) s.every_free = true;
-  s.lock.unlock();
+  if (stands_for && !s.blocks.Insert(addr)) s.hot.every_free = true;
+  s.hot.lock.unlock();
   if (!stands_for) return;
   gf_event ev = TensorEvent(GF_EV_ALLOC, addr, size, device, allocated, reserved);
   // Walked outside the lock: it reads only this thread's frames. On the
@@ -244,7 +257,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   uint64_t payload[2] = {id, stands_for};  // the stack, and with GF_EVF_SAMPLED the bytes it stands for
   uint64_t& ref = payload[0];
   if (n == 0 && !(flags & (GF_EVF_PY_READ_FAILED | GF_EVF_PY_KEY_UNSET))) ev.flags |= LendBackwardCaller(s, ref);
-  s.lock.lock();
+  s.hot.lock.lock();
   AnnounceIfPendingLocked(s);
   const bool new_stack = id && !SentLocked(s, id);
   if (new_stack) {
@@ -259,45 +272,51 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   // A new stack goes out at once: the agent names its frames from our code
   // objects, which must still exist (a module body's may be freed soon after).
   if (new_stack) SendLocked(s);
-  s.lock.unlock();
+  s.hot.lock.unlock();
 }
 
 void SayHook(uint32_t status, uint32_t python);
 
 void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
   State& s = S();
-  s.original.load(std::memory_order_acquire)(ptr, delta, allocated, reserved, device);
+  s.hot.original.load(std::memory_order_acquire)(ptr, delta, allocated, reserved, device);
   if (delta == 0) return;
   if (!Listening()) {
     // No agent: the next one to attach is told first that we are live.
-    if (s.announced.load(std::memory_order_relaxed)) s.announced.store(false, std::memory_order_relaxed);
+    if (s.hot.announced.load(std::memory_order_relaxed)) s.hot.announced.store(false, std::memory_order_relaxed);
     return;
   }
-  if (!s.announced.exchange(true, std::memory_order_relaxed)) {
+  // Read before it is exchanged: a write on every event would take the line
+  // from the other allocating threads' caches.
+  if (!s.hot.announced.load(std::memory_order_relaxed) && !s.hot.announced.exchange(true, std::memory_order_relaxed)) {
     // Whichever thread records next puts the announcement first in the
     // batch, in the same critical section as its event: no event of ours
     // reaches the agent before it.
-    s.lock.lock();
-    s.announce_pending = true;
-    s.lock.unlock();
+    s.hot.lock.lock();
+    s.hot.announce_pending = true;
+    s.hot.lock.unlock();
   }
-  // One event in kTimedOneIn is timed: two clock reads on each would cost
-  // more than the rest of some events.
-  if (s.hook_calls.fetch_add(1, std::memory_order_relaxed) % kTimedOneIn != 0) {
+  // About one event in kTimedOneIn is timed: two clock reads on each would
+  // cost more than the rest of some events. The count is read, not bumped,
+  // here (Record counts under its lock, with no second atomic write), so
+  // two threads may both time one: the timed ones are counted apart, and
+  // the estimate stays theirs times calls over timed.
+  if (s.hot.hook_calls.load(std::memory_order_relaxed) % kTimedOneIn != 0) {
     Record(ptr, delta, allocated, reserved, device);
     return;
   }
   const uint64_t start = NowNs();
   Record(ptr, delta, allocated, reserved, device);
-  s.hook_timed_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
+  s.hot.hook_timed_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
+  s.hot.hook_timed.fetch_add(1, std::memory_order_relaxed);
 }
 
 void SayHook(uint32_t status, uint32_t python) {
   State& s = S();
-  s.lock.lock();
+  s.hot.lock.lock();
   if (status == GF_TENSOR_HOOK_LIVE) {
     AnnounceLocked(s, python);
-    s.announce_pending = false;
+    s.hot.announce_pending = false;
   } else {
     gf_event ev = Header(GF_EV_TENSOR_HOOK, 0, 0);
     ev.arg0 = status;
@@ -305,7 +324,7 @@ void SayHook(uint32_t status, uint32_t python) {
     AppendLocked(s, ev, nullptr, 0);
   }
   SendLocked(s);  // at once: the agent learns from when our events count
-  s.lock.unlock();
+  s.hot.lock.unlock();
 }
 
 void AtForkChild() {
@@ -313,18 +332,18 @@ void AtForkChild() {
   // pid, and the lock free whoever held it.
   State& s = S();
   s.used = 0;
-  s.announce_pending = false;
+  s.hot.announce_pending = false;
   s.blocks.Clear();
-  s.every_free = false;
+  s.hot.every_free = false;
   s.sent_count = 0;
   std::memset(s.sent, 0, sizeof(s.sent));
   s.pid = static_cast<uint32_t>(getpid());
   // The agent knows the child by its own pid: it is told we are live there
   // too, at the child's first event. (The flusher thread is not forked: the
   // child's batches go out when full, after a new stack, and at exit.)
-  s.announced.store(false, std::memory_order_relaxed);
+  s.hot.announced.store(false, std::memory_order_relaxed);
   s.backward.ResetAfterFork();
-  s.lock.reset();
+  s.hot.lock.reset();
 }
 
 void TryHook() {
@@ -332,7 +351,7 @@ void TryHook() {
   if (s.hooked.load() || !Listening()) return;
   const uint32_t python = s.walker.Init();
   GotHookResult r = HookGot(kTorchCudaLibrary, kTorchReportSymbol, reinterpret_cast<void*>(&Hook), [](void* original) {
-    S().original.store(reinterpret_cast<TorchReportFn>(original), std::memory_order_release);
+    S().hot.original.store(reinterpret_cast<TorchReportFn>(original), std::memory_order_release);
   });
   if (r.slots == 0) {
     // Not a PyTorch process (yet): said once, tried again every period.
@@ -343,7 +362,7 @@ void TryHook() {
   s.patch = r;
   s.hooked.store(true);
   s.said_python = python;
-  s.announced.store(true);
+  s.hot.announced.store(true);
   SayHook(GF_TENSOR_HOOK_LIVE, python);
   PollAutogradOrigin();
   PollOomReport();
@@ -354,9 +373,9 @@ void TryHook() {
 void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns) {
   State& s = S();
   s.pid = static_cast<uint32_t>(getpid());
-  s.sampler = ByteSampler(sample_bytes, NowNs() ^ (uint64_t{s.pid} << 32));
+  s.hot.sampler = ByteSampler(sample_bytes, NowNs() ^ (uint64_t{s.pid} << 32));
   s.exact_until_ns = exact_until_ns;
-  s.starting.store(NowNs() < exact_until_ns, std::memory_order_relaxed);
+  s.hot.starting.store(NowNs() < exact_until_ns, std::memory_order_relaxed);
   s.said_exact = Exact();
   // Only a child handler: holding the lock across fork() would stall every
   // allocating thread for the whole page-table copy, and the child drops
@@ -376,18 +395,18 @@ void PollTensorEvents() {
   // Its stacks and events go through our batches: only once we are live.
   PollAutogradOrigin();
   PollOomReport();
-  s.lock.lock();
+  s.hot.lock.lock();
   SendLocked(s);
   // Say again that we are live and forget which stacks were sent when an
   // agent has just attached (maybe while another kept the semaphore up, so
   // the hook never saw it drop), and now and then in case that went unseen;
   // also when `record` has switched sampling off or back on.
-  if (s.starting.load(std::memory_order_relaxed) && NowNs() >= s.exact_until_ns)
-    s.starting.store(false, std::memory_order_relaxed);
+  if (s.hot.starting.load(std::memory_order_relaxed) && NowNs() >= s.exact_until_ns)
+    s.hot.starting.store(false, std::memory_order_relaxed);
   const bool exact = Exact();
   const bool again = ++s.polls % kForgetPolls == 0 || std::exchange(s.greet, false) || exact != s.said_exact;
   s.said_exact = exact;
-  s.lock.unlock();
+  s.hot.lock.unlock();
   // Also when the walker's first checks have turned it off since.
   if (uint32_t python = s.walker.failure(); again || python != s.said_python) {
     s.said_python = python;
@@ -399,10 +418,11 @@ void GreetNewListener() { S().greet = true; }
 
 HookCost HookCostSoFar() {
   State& s = S();
-  const uint64_t calls = s.hook_calls.load(std::memory_order_relaxed);
-  const uint64_t timed = (calls + kTimedOneIn - 1) / kTimedOneIn;
-  const uint64_t ns = s.hook_timed_ns.load(std::memory_order_relaxed);
-  return {calls, timed ? ns * calls / timed : 0};
+  const uint64_t calls = s.hot.hook_calls.load(std::memory_order_relaxed);
+  const uint64_t timed = s.hot.hook_timed.load(std::memory_order_relaxed);
+  const uint64_t ns = s.hot.hook_timed_ns.load(std::memory_order_relaxed);
+  // In 128 bits: hours of a busy process put ns * calls past 2^64.
+  return {calls, timed ? static_cast<uint64_t>(static_cast<unsigned __int128>(ns) * calls / timed) : 0};
 }
 
 bool TensorEventsListening() { return Listening(); }
@@ -414,7 +434,7 @@ uint64_t SendThisThreadsStack() {
   const uint32_t n = s.walker.Walk(frames, &flags);
   if (n == 0) return 0;
   const uint64_t id = HashFrames(frames, n);
-  s.lock.lock();
+  s.hot.lock.lock();
   AnnounceIfPendingLocked(s);
   if (!SentLocked(s, id)) {
     gf_event def = Header(GF_EV_PY_STACK, 0, 0);
@@ -426,7 +446,7 @@ uint64_t SendThisThreadsStack() {
     // reach the agent before the next flush.
     SendLocked(s);
   }
-  s.lock.unlock();
+  s.hot.lock.unlock();
   return id;
 }
 
@@ -434,13 +454,13 @@ bool ThisThreadRunsNoPython() { return S().walker.ThreadRunsNoPython(); }
 
 void SayAutogradHook(uint32_t status) {
   State& s = S();
-  s.lock.lock();
+  s.hot.lock.lock();
   AnnounceIfPendingLocked(s);
   gf_event ev = Header(GF_EV_AUTOGRAD_HOOK, 0, 0);
   ev.arg0 = status;
   AppendLocked(s, ev, nullptr, 0);
   SendLocked(s);
-  s.lock.unlock();
+  s.hot.lock.unlock();
 }
 
 BackwardOrigins& RunningBackwardCalls() { return S().backward; }
@@ -455,11 +475,11 @@ void SendOomReport(uint64_t bytes, size_t allocated, size_t reserved, TorchDevic
   uint64_t ref = SendThisThreadsStack();
   // An engine thread failing for a backward() call: charged as its allocations are.
   if (ref == 0) ev.flags |= LendBackwardCaller(s, ref);
-  s.lock.lock();
+  s.hot.lock.lock();
   AnnounceIfPendingLocked(s);
   AppendLocked(s, ev, &ref, sizeof(ref));
   SendLocked(s);
-  s.lock.unlock();
+  s.hot.lock.unlock();
 }
 
 void FlushTensorEvents() {
@@ -467,9 +487,9 @@ void FlushTensorEvents() {
   // exit() may run on a thread that holds the lock (a signal handler that
   // exits mid-record): try for a while, never wait forever.
   for (int i = 0; i < 1000; i++) {
-    if (s.lock.try_lock()) {
+    if (s.hot.lock.try_lock()) {
       SendLocked(s);
-      s.lock.unlock();
+      s.hot.lock.unlock();
       return;
     }
     __builtin_ia32_pause();
