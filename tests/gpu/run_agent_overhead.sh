@@ -9,7 +9,8 @@
 # says anything. Each ratio's mean comes with a 95% bootstrap interval.
 # With the bundle from scripts/gpu-bundle.sh in .carry/; output under $OUT.
 #   ROUNDS (16), ITERS (100) for the launch-bound GPT; LARGE_ROUNDS (5),
-#   LARGE_ITERS (10) for the ~1B-parameter one; SKIP_LAUNCH, SKIP_LARGE.
+#   LARGE_ITERS (10) for the ~1B-parameter one; SKIP_LAUNCH, SKIP_LARGE;
+#   MODES for the launch-bound GPT's (default: all five).
 GF_OUT_SUFFIX=/agent-overhead . "$(dirname "$0")/common.sh"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 "$root/bench/stub_pyroscope.py" "$port" "$out/pushes" &
@@ -22,7 +23,7 @@ harness() {
 }
 if [ -z "${SKIP_LAUNCH:-}" ]; then
   echo "== launch-bound GPT: the agent at its defaults, record's exact mode, PyTorch's recorder, placebo"
-  harness --modes none,placebo,agent,inprocess-exact,history-python \
+  harness --modes "${MODES:-none,placebo,agent,inprocess-exact,history-python}" \
       --rounds "${ROUNDS:-16}" --iters "${ITERS:-100}"
 fi
 if [ -z "${SKIP_LARGE:-}" ]; then
