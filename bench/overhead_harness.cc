@@ -553,6 +553,10 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(2100));
         for (const char* name : kAgentReadings) agent_readings[name].push_back(real_agent->Metric(name));
         AddRound(programs[mode], real_agent->Programs());
+        // Its tensor events, as the library counted them (none pass through
+        // an observer of ours in this mode).
+        events_seen[mode] +=
+            static_cast<uint64_t>(std::max(0.0, agent_readings["gpuflame_library_tensor_hook_calls_total"].back()));
         drops[mode] += static_cast<uint64_t>(std::max(0.0, real_agent->Metric("gpuflame_lost_records_total")));
       }
       if (agent) {
@@ -621,6 +625,12 @@ int main(int argc, char** argv) {
       std::sort(sorted.begin(), sorted.end());
       printf("    %-40s %12.6g (%g-%g)\n", name.c_str(), Median(sorted), sorted.front(), sorted.back());
     }
+    // The library's parts per iteration (each round's agent counts from its
+    // own start, so a round's figure covers its warm-up and timed iterations).
+    for (const auto& [name, v] : agent_readings)
+      if (name.find("_seconds_total") != std::string::npos)
+        printf("    %-40s %9.1f us per iteration (median round)\n", name.c_str(),
+               Median(v) * 1e6 / static_cast<double>(iters + warm));
   }
   if (!stats.available()) {
     printf("  BPF program time: %s\n", stats.Describe().c_str());

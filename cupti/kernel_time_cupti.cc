@@ -69,6 +69,7 @@
 #include "cupti/library_util.h"
 #include "cupti/probes.h"
 #include "inprocess/autograd_origin.h"
+#include "inprocess/self_timing.h"
 #include "inprocess/tensor_events.h"
 
 namespace gpuflame::cupti {
@@ -103,7 +104,8 @@ struct State {
   // Our callbacks' time (one in inprocess::kTimedOneIn timed, scaled), and
   // activity buffers converted on CUPTI's threads (the flusher's own CPU
   // time covers those converted on it).
-  std::atomic<uint64_t> callback_timed_ns{0};
+  std::atomic<uint64_t> callback_timed_ns{0}, callback_timed{0};
+  uint64_t empty_interval_ns = 0;  // inprocess/self_timing.h, measured at start
   std::atomic<uint64_t> buffer_ns{0};
   // NCCL's kernel launches taken outside the sampler (bpf/nccl_kernel_name.h).
   std::atomic<uint64_t> nccl_launches{0};
@@ -413,7 +415,9 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   }
   const uint64_t start = NowNs();
   Callback(domain, cbid, data);
-  S().callback_timed_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
+  State& s = S();
+  s.callback_timed_ns.fetch_add(inprocess::TimedPart(NowNs() - start, s.empty_interval_ns), std::memory_order_relaxed);
+  s.callback_timed.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
@@ -598,6 +602,7 @@ void SayOpenWindow() {
 
 bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
   State& s = S();
+  s.empty_interval_ns = inprocess::MeasureEmptyIntervalNs();
   const char* kernel_time = std::getenv("GPUFLAME_KERNEL_TIME");
   if (kernel_time && std::strcmp(kernel_time, "0") == 0) return false;
   s.start_ns = start_ns;
@@ -675,7 +680,10 @@ void KernelTimeSayNamesAgain() { S().converter.SayNamesAgain(); }
 
 KernelTimeCost KernelTimeCostSoFar() {
   const State& s = S();
-  return {s.callback_timed_ns.load(std::memory_order_relaxed) * inprocess::kTimedOneIn,
+  // Each thread times one callback in kTimedOneIn of its own; the timed
+  // ones' clock reads are a cost too (inprocess/self_timing.h).
+  return {s.callback_timed_ns.load(std::memory_order_relaxed) * inprocess::kTimedOneIn +
+              2 * s.callback_timed.load(std::memory_order_relaxed) * s.empty_interval_ns,
           s.buffer_ns.load(std::memory_order_relaxed), s.cupti_overhead_ns.load(std::memory_order_relaxed)};
 }
 

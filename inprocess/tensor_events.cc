@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -70,6 +71,7 @@ struct State {
     bool every_free = false;        // |blocks| overflowed: every free goes out (until the next agent)
     ByteSampler sampler{0, 1};
   } hot;
+  uint64_t empty_interval_ns = 0;  // self_timing.h, measured at start
   std::atomic<bool> hooked{false};
   GotHookResult patch;         // flusher thread only, once hooked
   bool said_no_torch = false;  // flusher thread only
@@ -307,7 +309,7 @@ void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevi
   }
   const uint64_t start = NowNs();
   Record(ptr, delta, allocated, reserved, device);
-  s.hot.hook_timed_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
+  s.hot.hook_timed_ns.fetch_add(TimedPart(NowNs() - start, s.empty_interval_ns), std::memory_order_relaxed);
   s.hot.hook_timed.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -374,6 +376,7 @@ void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns) {
   State& s = S();
   s.pid = static_cast<uint32_t>(getpid());
   s.hot.sampler = ByteSampler(sample_bytes, NowNs() ^ (uint64_t{s.pid} << 32));
+  s.empty_interval_ns = MeasureEmptyIntervalNs();
   s.exact_until_ns = exact_until_ns;
   s.hot.starting.store(NowNs() < exact_until_ns, std::memory_order_relaxed);
   s.said_exact = Exact();
@@ -420,7 +423,8 @@ HookCost HookCostSoFar() {
   State& s = S();
   const uint64_t calls = s.hot.hook_calls.load(std::memory_order_relaxed);
   const uint64_t timed = s.hot.hook_timed.load(std::memory_order_relaxed);
-  const uint64_t ns = s.hot.hook_timed_ns.load(std::memory_order_relaxed);
+  // The timed events' own clock reads (two each) are a cost too.
+  const uint64_t ns = s.hot.hook_timed_ns.load(std::memory_order_relaxed) + 2 * timed * s.empty_interval_ns;
   // In 128 bits: hours of a busy process put ns * calls past 2^64.
   return {calls, timed ? static_cast<uint64_t>(static_cast<unsigned __int128>(ns) * calls / timed) : 0};
 }

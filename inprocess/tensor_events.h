@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "inprocess/backward_origins.h"
+#include "inprocess/self_timing.h"
 #include "inprocess/torch_report.h"
 
 namespace gpuflame::inprocess {
@@ -45,8 +46,7 @@ void GreetNewListener();
 void FlushTensorEvents();
 
 // What the hook has cost the workload so far: events recorded and their
-// time, estimated from one event in kTimedOneIn (timed with two clock reads).
-inline constexpr uint64_t kTimedOneIn = 64;
+// time, estimated from about one event in kTimedOneIn (self_timing.h).
 struct HookCost {
   uint64_t calls = 0;
   uint64_t ns = 0;

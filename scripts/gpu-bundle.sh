@@ -17,6 +17,7 @@ done
 mkdir -p "$root/.carry/bench"
 cc -O2 -o "$root/.carry/bench/nccl_call_cost" "$root/bench/nccl_call_cost.c" -ldl
 cc -O2 -o "$root/.carry/bench/io_syscall_cost" "$root/bench/io_syscall_cost.c"
+cc -O2 -o "$root/.carry/bench/clock_cost" "$root/bench/clock_cost.c"
 cp -L "$build/cuda_sim/libnccl.so.2" "$root/.carry/bench/"
 # The crash reporter for runs on the device (tests/gpu/segv_backtrace.c).
 cc -O1 -g -shared -fPIC -o "$root/.carry/libsegv_backtrace.so" "$root/tests/gpu/segv_backtrace.c"
