@@ -368,6 +368,7 @@ constexpr const char* kAgentReadings[] = {
     "gpuflame_library_time_seconds_total",         // libgpuflame_cupti.so inside the workload
     "gpuflame_library_tensor_hook_seconds_total",  // of which the tensor hook
     "gpuflame_library_tensor_hook_calls_total",    // the events it handled
+    "gpuflame_sampled_tensor_allocations_total",   // those it took (and walked)
     "gpuflame_library_cupti_callback_seconds_total",  // our CUPTI callbacks
     "gpuflame_library_thread_seconds_total",          // its own threads
     "gpuflame_records_total",                         // records handled (in-process batches count once)

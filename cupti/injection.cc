@@ -171,8 +171,10 @@ int Initialize() {
   // and every tensor.
   s.startup_ns = static_cast<uint64_t>(EnvNumber("GPUFLAME_STARTUP_S", 5) * 1e9);
   // Before CUPTI: at cuInit no tensor has been allocated yet.
+  // Sampled, the tensor hook keeps itself under 0.5% of the process's CPU
+  // by default: half the agent's 1%, the rest for its probes and callbacks.
   inprocess::StartTensorEvents(static_cast<uint64_t>(EnvNumber("GPUFLAME_TENSOR_SAMPLE_BYTES", 4 << 20)),
-                               s.start_ns + s.startup_ns);
+                               s.start_ns + s.startup_ns, EnvNumber("GPUFLAME_TENSOR_HOOK_BUDGET", 0.5) / 100);
   StartKernelTime(s.start_ns, s.startup_ns);
   s.flusher_pid = getpid();
   s.flusher = std::thread(FlushLoop);

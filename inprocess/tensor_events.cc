@@ -19,6 +19,7 @@
 #include "inprocess/block_set.h"
 #include "inprocess/byte_sampler.h"
 #include "inprocess/got_hook.h"
+#include "inprocess/hook_budget.h"
 #include "inprocess/oom_report.h"
 #include "inprocess/python_walker.h"
 #include "inprocess/spin_lock.h"
@@ -43,6 +44,12 @@ bool Listening() { return __builtin_expect(gpuflame_tensor_batch_semaphore != 0,
 bool ExactSwitch() { return gpuflame_tensor_exact_semaphore != 0; }
 __attribute__((used, noinline)) void TensorExactSite() { DTRACE_PROBE(gpuflame, tensor_exact); }
 
+uint64_t ProcessCpuNs() {
+  timespec ts;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -56,10 +63,7 @@ struct State {
   // touches this one, the semaphores' and, for a free, one slot of |blocks|.
   struct alignas(64) Hot {
     std::atomic<TorchReportFn> original{nullptr};
-    // Our own cost: events recorded (under |lock|), and the time of about
-    // one in kTimedOneIn, and how many those were.
-    std::atomic<uint64_t> hook_calls{0}, hook_timed_ns{0};
-    std::atomic<uint64_t> hook_timed{0};
+    std::atomic<uint64_t> hook_calls{0};  // events recorded, counted under |lock|
     SpinLock lock;
     // The current agent has been told we are live (an agent ignores our
     // events until it is: that record carries the ABI version and the
@@ -71,7 +75,11 @@ struct State {
     bool every_free = false;        // |blocks| overflowed: every free goes out (until the next agent)
     ByteSampler sampler{0, 1};
   } hot;
-  uint64_t empty_interval_ns = 0;  // self_timing.h, measured at start
+  // The time of about one event in kTimedOneIn, and how many those were;
+  // self_timing.h's clock part, measured at start.
+  std::atomic<uint64_t> hook_timed_ns{0}, hook_timed{0};
+  uint64_t empty_interval_ns = 0;
+  HookBudget budget{0};  // flusher thread only
   std::atomic<bool> hooked{false};
   GotHookResult patch;         // flusher thread only, once hooked
   bool said_no_torch = false;  // flusher thread only
@@ -92,7 +100,7 @@ struct State {
   uint64_t sent[kSentSlots] = {};
   size_t sent_count = 0;
 };
-static_assert(sizeof(State::Hot) == 64, "one cache line");
+static_assert(sizeof(State::Hot) <= 64, "one cache line");
 
 State& S() {
   static State* s = new State();  // never destroyed: the allocator may call us during exit
@@ -309,8 +317,8 @@ void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevi
   }
   const uint64_t start = NowNs();
   Record(ptr, delta, allocated, reserved, device);
-  s.hot.hook_timed_ns.fetch_add(TimedPart(NowNs() - start, s.empty_interval_ns), std::memory_order_relaxed);
-  s.hot.hook_timed.fetch_add(1, std::memory_order_relaxed);
+  s.hook_timed_ns.fetch_add(TimedPart(NowNs() - start, s.empty_interval_ns), std::memory_order_relaxed);
+  s.hook_timed.fetch_add(1, std::memory_order_relaxed);
 }
 
 void SayHook(uint32_t status, uint32_t python) {
@@ -372,8 +380,9 @@ void TryHook() {
 
 }  // namespace
 
-void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns) {
+void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double budget_share) {
   State& s = S();
+  s.budget = HookBudget(budget_share);
   s.pid = static_cast<uint32_t>(getpid());
   s.hot.sampler = ByteSampler(sample_bytes, NowNs() ^ (uint64_t{s.pid} << 32));
   s.empty_interval_ns = MeasureEmptyIntervalNs();
@@ -398,7 +407,11 @@ void PollTensorEvents() {
   // Its stacks and events go through our batches: only once we are live.
   PollAutogradOrigin();
   PollOomReport();
+  // Our cost against the budget, while sampled: a coarser interval when over.
+  const uint32_t was = s.budget.scale();
+  const uint32_t scale = Exact() || !Listening() ? was : s.budget.Tick(NowNs(), HookCostSoFar().ns, ProcessCpuNs());
   s.hot.lock.lock();
+  if (scale != was) s.hot.sampler.SetScale(scale);
   SendLocked(s);
   // Say again that we are live and forget which stacks were sent when an
   // agent has just attached (maybe while another kept the semaphore up, so
@@ -407,7 +420,9 @@ void PollTensorEvents() {
   if (s.hot.starting.load(std::memory_order_relaxed) && NowNs() >= s.exact_until_ns)
     s.hot.starting.store(false, std::memory_order_relaxed);
   const bool exact = Exact();
-  const bool again = ++s.polls % kForgetPolls == 0 || std::exchange(s.greet, false) || exact != s.said_exact;
+  // The new interval is said too: the agent shows what each process samples.
+  const bool again =
+      ++s.polls % kForgetPolls == 0 || std::exchange(s.greet, false) || exact != s.said_exact || scale != was;
   s.said_exact = exact;
   s.hot.lock.unlock();
   // Also when the walker's first checks have turned it off since.
@@ -422,9 +437,9 @@ void GreetNewListener() { S().greet = true; }
 HookCost HookCostSoFar() {
   State& s = S();
   const uint64_t calls = s.hot.hook_calls.load(std::memory_order_relaxed);
-  const uint64_t timed = s.hot.hook_timed.load(std::memory_order_relaxed);
+  const uint64_t timed = s.hook_timed.load(std::memory_order_relaxed);
   // The timed events' own clock reads (two each) are a cost too.
-  const uint64_t ns = s.hot.hook_timed_ns.load(std::memory_order_relaxed) + 2 * timed * s.empty_interval_ns;
+  const uint64_t ns = s.hook_timed_ns.load(std::memory_order_relaxed) + 2 * timed * s.empty_interval_ns;
   // In 128 bits: hours of a busy process put ns * calls past 2^64.
   return {calls, timed ? static_cast<uint64_t>(static_cast<unsigned __int128>(ns) * calls / timed) : 0};
 }

@@ -34,8 +34,10 @@ namespace gpuflame::inprocess {
 // nothing (and Poll tries again). Called once, at injection. Allocations
 // are sampled by bytes (mean |sample_bytes|; 0: none is) unless an agent
 // asks for every one (gpuflame:tensor_exact), and until |exact_until_ns|
-// (CLOCK_MONOTONIC), the process's start-up.
-void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns);
+// (CLOCK_MONOTONIC), the process's start-up. While sampled, the interval
+// grows to keep the hook under |budget_share| of the process's CPU time
+// (hook_budget.h; 0: never).
+void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double budget_share);
 // Every 100 ms: installs the hook if an agent has started to listen and
 // sends what is batched.
 void PollTensorEvents();

@@ -10,6 +10,7 @@
 
 #include "inprocess/block_set.h"
 #include "inprocess/byte_sampler.h"
+#include "inprocess/hook_budget.h"
 
 namespace gpuflame::inprocess {
 namespace {
@@ -50,6 +51,84 @@ TEST(ByteSamplerTest, SmallAllocationsSumToAnUnbiasedEstimate) {
     mean_ratio += ratio / 20;
   }
   EXPECT_NEAR(mean_ratio, 1.0, 0.01);
+}
+
+TEST(ByteSamplerTest, ACoarserIntervalTakesFewerAndStaysUnbiased) {
+  // The hook's budget doubled the interval twice (hook_budget.h): a quarter
+  // of the draws, each standing for 16 MiB, and the sum still the truth's.
+  constexpr uint64_t kInterval = 4 << 20;
+  double mean_ratio = 0;
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    ByteSampler s(kInterval, seed);
+    std::mt19937_64 sizes(seed * 31);
+    uint64_t truth = 0, estimate = 0, taken_before = 0, taken_after = 0;
+    for (int i = 0; i < 400'000; i++) {
+      if (i == 200'000) s.SetScale(4);
+      const uint64_t size = 4096 + sizes() % (1 << 20);
+      truth += size;
+      const uint64_t w = s.Sample(size);
+      estimate += w;
+      (i < 200'000 ? taken_before : taken_after) += w != 0;
+      if (w && i >= 200'000) {
+        EXPECT_EQ(w % (4 * kInterval), 0u);
+      }
+    }
+    EXPECT_EQ(s.interval(), 4 * kInterval);
+    EXPECT_NEAR(static_cast<double>(taken_after) / static_cast<double>(taken_before), 0.25, 0.05) << "seed " << seed;
+    mean_ratio += static_cast<double>(estimate) / static_cast<double>(truth) / 20;
+  }
+  EXPECT_NEAR(mean_ratio, 1.0, 0.01);
+  // Allocations of the new interval or more are exact; between, sampled.
+  ByteSampler s(kInterval, 5);
+  s.SetScale(4);
+  EXPECT_EQ(s.Sample(16 << 20), uint64_t{16} << 20);
+  s.SetScale(1);
+  EXPECT_EQ(s.interval(), kInterval);
+  EXPECT_EQ(s.Sample(4 << 20), uint64_t{4} << 20);
+}
+
+TEST(HookBudgetTest, CoarsensOnceAWindowWhileOverAndComesBackSlowly) {
+  constexpr uint64_t kS = 1'000'000'000, kTick = 100'000'000;
+  HookBudget b(0.005);  // 0.5% of the process's CPU
+  uint64_t now = 1000 * kS, hook = 0, cpu = 0;
+  auto run = [&](double seconds, double share) {
+    for (int i = 0; i < static_cast<int>(seconds * 10); i++) {
+      now += kTick;
+      cpu += kTick;  // one busy core
+      hook += static_cast<uint64_t>(share * kTick);
+      b.Tick(now, hook, cpu);
+    }
+  };
+  run(9.5, 0.02);
+  EXPECT_EQ(b.scale(), 1u) << "no step before a whole window";
+  run(1, 0.02);
+  EXPECT_EQ(b.scale(), 2u);
+  EXPECT_NEAR(b.share(), 0.02, 0.001);
+  run(9.5, 0.02);
+  EXPECT_EQ(b.scale(), 2u) << "at most one step in 10 s";
+  run(1, 0.02);
+  EXPECT_EQ(b.scale(), 4u);
+  run(600, 0.02);
+  EXPECT_EQ(b.scale(), HookBudget::kMaxScale) << "bounded";
+  // Within budget but above a quarter of it: it stays.
+  run(120, 0.003);
+  EXPECT_EQ(b.scale(), HookBudget::kMaxScale);
+  // Well under: a step back after 30 s of a window's share under a quarter
+  // (the window's share gets there some 7 s after the change), the next
+  // 30 s later.
+  run(40, 0.0005);
+  EXPECT_EQ(b.scale(), HookBudget::kMaxScale / 2);
+  run(20, 0.0005);
+  EXPECT_EQ(b.scale(), HookBudget::kMaxScale / 2);
+  run(15, 0.0005);
+  EXPECT_EQ(b.scale(), HookBudget::kMaxScale / 4);
+  // Idle (no CPU): no share, no step.
+  const uint32_t idle = b.scale();
+  for (int i = 0; i < 1000; i++) b.Tick(now += kTick, hook, cpu);
+  EXPECT_EQ(b.scale(), idle);
+  // A budget of 0 never acts.
+  HookBudget off(0);
+  for (int i = 0; i < 1000; i++) EXPECT_EQ(off.Tick(now += kTick, (i + 1) * kTick, (i + 1) * kTick), 1u);
 }
 
 TEST(BlockSetTest, MatchesAReferenceSetUnderChurn) {
