@@ -78,6 +78,7 @@ struct State {
   // The time of about one event in kTimedOneIn, and how many those were;
   // self_timing.h's clock part, measured at start.
   std::atomic<uint64_t> hook_timed_ns{0}, hook_timed{0};
+  std::atomic<uint64_t> taken_ns{0};  // all taken allocations' time: their walks, mostly
   uint64_t empty_interval_ns = 0;
   HookBudget budget{0};  // flusher thread only
   std::atomic<bool> hooked{false};
@@ -253,6 +254,9 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   if (stands_for && !s.blocks.Insert(addr)) s.hot.every_free = true;
   s.hot.lock.unlock();
   if (!stands_for) return;
+  // A taken allocation's own cost, timed every time (its walk dwarfs the two
+  // clock reads): what the sampling interval controls (hook_budget.h).
+  const uint64_t taken_at = NowNs();
   gf_event ev = TensorEvent(GF_EV_ALLOC, addr, size, device, allocated, reserved);
   // Walked outside the lock: it reads only this thread's frames. On the
   // stack (3 KB), not thread_local: a dlopen'ed library's first TLS access
@@ -283,6 +287,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   // objects, which must still exist (a module body's may be freed soon after).
   if (new_stack) SendLocked(s);
   s.hot.lock.unlock();
+  s.taken_ns.fetch_add(TimedPart(NowNs() - taken_at, s.empty_interval_ns), std::memory_order_relaxed);
 }
 
 void SayHook(uint32_t status, uint32_t python);
@@ -407,9 +412,12 @@ void PollTensorEvents() {
   // Its stacks and events go through our batches: only once we are live.
   PollAutogradOrigin();
   PollOomReport();
-  // Our cost against the budget, while sampled: a coarser interval when over.
+  // The taken allocations' cost against the budget, while sampled: a
+  // coarser interval when over.
   const uint32_t was = s.budget.scale();
-  const uint32_t scale = Exact() || !Listening() ? was : s.budget.Tick(NowNs(), HookCostSoFar().ns, ProcessCpuNs());
+  const uint32_t scale = Exact() || !Listening()
+                             ? was
+                             : s.budget.Tick(NowNs(), s.taken_ns.load(std::memory_order_relaxed), ProcessCpuNs());
   s.hot.lock.lock();
   if (scale != was) s.hot.sampler.SetScale(scale);
   SendLocked(s);
