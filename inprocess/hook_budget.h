@@ -71,6 +71,13 @@ class HookBudget {
     return scale_;
   }
 
+  // Not governed for a while (exact, or no agent): the next window starts
+  // after it, its scale kept.
+  void Pause() {
+    next_ = 0;
+    under_since_ns_ = 0;
+  }
+
   uint32_t scale() const { return scale_; }
   double share() const { return share_; }  // over the last window, 0 until there is one
 

@@ -414,10 +414,13 @@ void PollTensorEvents() {
   PollOomReport();
   // The taken allocations' cost against the budget, while sampled: a
   // coarser interval when over.
+  // Exact or unheard, it is not governed, and a window must not reach back
+  // across that time (exact, every allocation is taken).
   const uint32_t was = s.budget.scale();
-  const uint32_t scale = Exact() || !Listening()
-                             ? was
-                             : s.budget.Tick(NowNs(), s.taken_ns.load(std::memory_order_relaxed), ProcessCpuNs());
+  const bool governed = !Exact() && Listening();
+  if (!governed) s.budget.Pause();
+  const uint32_t scale =
+      governed ? s.budget.Tick(NowNs(), s.taken_ns.load(std::memory_order_relaxed), ProcessCpuNs()) : was;
   s.hot.lock.lock();
   if (scale != was) s.hot.sampler.SetScale(scale);
   SendLocked(s);
@@ -446,10 +449,13 @@ HookCost HookCostSoFar() {
   State& s = S();
   const uint64_t calls = s.hot.hook_calls.load(std::memory_order_relaxed);
   const uint64_t timed = s.hook_timed.load(std::memory_order_relaxed);
-  // The timed events' own clock reads (two each) are a cost too.
-  const uint64_t ns = s.hook_timed_ns.load(std::memory_order_relaxed) + 2 * timed * s.empty_interval_ns;
-  // In 128 bits: hours of a busy process put ns * calls past 2^64.
-  return {calls, timed ? static_cast<uint64_t>(static_cast<unsigned __int128>(ns) * calls / timed) : 0};
+  if (!timed) return {calls, 0};
+  // The timed ones stand for all (in 128 bits: hours of a busy process put
+  // ns * calls past 2^64); their own clock reads, two each, only for
+  // themselves.
+  const uint64_t ns = s.hook_timed_ns.load(std::memory_order_relaxed);
+  return {calls,
+          static_cast<uint64_t>(static_cast<unsigned __int128>(ns) * calls / timed) + 2 * timed * s.empty_interval_ns};
 }
 
 bool TensorEventsListening() { return Listening(); }

@@ -520,7 +520,6 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
       oom_.BeforeTensorEvent(pid, ev.ts_ns);
       const int64_t before = InUseIfTimeline(ev, GF_DOMAIN_TORCH);
       tracker_.OnAlloc(pid, GF_DOMAIN_TORCH, false, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
-      if (stands_for > ev.size) sampled_in_use_.insert(ev.pid);
       TimelineMemory(ev, GF_DOMAIN_TORCH, stack, before);
       UpdateTotals(ev);
       return;
@@ -650,7 +649,6 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
   foreign_abi_.erase(upid);
   inprocess_since_.erase(upid);
   probe_sampled_.erase(upid);
-  sampled_in_use_.erase(upid);
   absl::erase_if(inprocess_stacks_, [&](const auto& kv) { return kv.first.first == upid; });
   kernel_stacks_.ForgetProcess(upid);
   if (timeline_) timeline_->OnProcessExit(pid, ts_ns);
@@ -688,7 +686,12 @@ void EventProcessor::AccountAllocatedBeforeAttach() {
     const int64_t gap = std::max<int64_t>(static_cast<int64_t>(totals_[pid].allocated) - (seen - marked), 0);
     // Once its in use is sampled the gap is an estimate, and moves to a
     // marker that says so; the exact one keeps 0 from then on.
-    const bool estimate = sampled_in_use_.contains(pid);
+    // Sampled now or before, in-process (its hook announced an interval) or
+    // by the probes: allocations made since may have been left out, taken
+    // or not.
+    const ProcessInfo* info = registry_->Find(static_cast<pid_t>(pid));
+    const bool estimate = probe_sampled_.contains(pid) || (info && info->tensor_sample_bytes > 0) ||
+                          before_attach_estimate_stacks_.contains(pid);  // for good, once said
     auto& markers = estimate ? before_attach_estimate_stacks_ : before_attach_stacks_;
     if (auto exact = before_attach_stacks_.find(pid); estimate && exact != before_attach_stacks_.end())
       tracker_.SetInUse(static_cast<pid_t>(pid), GF_DOMAIN_TORCH, exact->second, 0, 0);
@@ -856,7 +859,6 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       // at least the interval, as the draw that took it assumed.
       const bool sampled = ev.domain == GF_DOMAIN_TORCH && (ev.flags & GF_EVF_SAMPLED);
       if (sampled) probe_sampled_.insert(ev.pid);
-      if (sampled && ev.size < GF_PROBE_TENSOR_SAMPLE_BYTES) sampled_in_use_.insert(ev.pid);
       const uint64_t stands_for = sampled ? std::max<uint64_t>(ev.size, GF_PROBE_TENSOR_SAMPLE_BYTES) : 0;
       tracker_.OnAlloc(pid, ev.domain, handle, ev.addr, ev.size, stack, stands_for, ev.ts_ns);
       TimelineMemory(ev, ev.domain, stack, before);

@@ -231,7 +231,8 @@ class EventProcessor {
   // agent restarted, `record --pid`): what its caching allocator says it
   // holds beyond the in-use bytes we track goes to kBeforeAttachFrame's
   // in use (no object count: not known); to kBeforeAttachEstimateFrame's
-  // once what we track is an estimate (sampled allocations). Only for processes found running
+  // once what we track is an estimate (its allocations sampled, in-process
+  // or by the probes). Only for processes found running
   // (ProcessInfo::attached_late); call before building memory profiles.
   void AccountAllocatedBeforeAttach();
   // Device memory |pid| held when gpuflame attached to it, as the driver
@@ -366,10 +367,6 @@ class EventProcessor {
   // guardrails step back, the frees of blocks not taken come unflagged, and
   // are still no allocation made before gpuflame attached.
   absl::flat_hash_set<uint32_t> probe_sampled_;
-  // Processes with a sampled tensor allocation (in-process or probes): their
-  // tensor in use is an estimate, and so is what AccountAllocatedBeforeAttach
-  // derives from it.
-  absl::flat_hash_set<uint32_t> sampled_in_use_;
   KernelStackIds kernel_stacks_;
   bool stack_unknown_ = false;  // the record being handled named a stack ID not kept
 };

@@ -122,6 +122,15 @@ TEST(HookBudgetTest, CoarsensOnceAWindowWhileOverAndComesBackSlowly) {
   EXPECT_EQ(b.scale(), HookBudget::kMaxScale / 2);
   run(15, 0.0005);
   EXPECT_EQ(b.scale(), HookBudget::kMaxScale / 4);
+  // Exact for a while (every allocation taken, so far over budget): paused,
+  // and the window after it does not reach back into it.
+  const uint32_t before = b.scale();
+  b.Pause();
+  hook += 30 * kS;  // the exact period's walks
+  now += 60 * kS;
+  cpu += 60 * kS;
+  run(12, 0.003);
+  EXPECT_EQ(b.scale(), before);
   // Idle (no CPU): no share, no step.
   const uint32_t idle = b.scale();
   for (int i = 0; i < 1000; i++) b.Tick(now += kTick, hook, cpu);
