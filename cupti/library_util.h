@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "inprocess/self_timing.h"
+
 namespace gpuflame::cupti {
 
 // The flusher's tick (injection.cc): duty cycles and tensor events move on it.
@@ -19,11 +21,8 @@ inline constexpr int kTickMs = 100;
 // own CPU time, not timed again.
 inline thread_local bool on_flusher = false;
 
-inline uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+// CLOCK_MONOTONIC (the BPF clock), as the in-process code reads it.
+inline uint64_t NowNs() { return inprocess::MonotonicNs(); }
 
 // The calling thread's CPU time so far.
 inline uint64_t ThreadCpuNs() {

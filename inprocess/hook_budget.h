@@ -3,8 +3,8 @@
 // interval of them), under a share of its process's CPU time
 // (GPUFLAME_TENSOR_HOOK_BUDGET) by coarsening the interval of sampled runs:
 // doubling it about halves their number. The rest of the hook's cost, a
-// lock and a few cache lines on every allocator event (0.1-0.2 us each on
-// an H100 host's launch-bound step), no interval changes, so it is not
+// lock and a few cache lines on every allocator event (0.07-0.2 us each
+// on an H100 host's launch-bound step), no interval changes, so it is not
 // counted here: coarsening for it would widen the estimates for nothing.
 // Each taken allocation carries what it stands for, so every estimate stays
 // unbiased at any interval: only its spread grows, and the interval in use
@@ -36,9 +36,9 @@ class HookBudget {
 
   // A tick (the flusher's, every 100 ms): the taken allocations' time and
   // the process's CPU time so far. Returns the interval's scale from now on (1, 2, 4 ...).
-  uint32_t Tick(uint64_t now_ns, uint64_t hook_ns, uint64_t cpu_ns) {
+  uint32_t Tick(uint64_t now_ns, uint64_t taken_ns, uint64_t cpu_ns) {
     if (max_share_ <= 0) return scale_;
-    reads_[next_ % kReads] = {now_ns, hook_ns, cpu_ns};
+    reads_[next_ % kReads] = {now_ns, taken_ns, cpu_ns};
     next_++;
     // The oldest read at least a window back, if there is one.
     const Read* from = nullptr;
@@ -50,8 +50,8 @@ class HookBudget {
       }
     }
     // At least 10 ms of CPU in it: a share of almost nothing is noise.
-    if (!from || cpu_ns < from->cpu_ns + 10'000'000 || hook_ns < from->hook_ns) return scale_;
-    share_ = static_cast<double>(hook_ns - from->hook_ns) / static_cast<double>(cpu_ns - from->cpu_ns);
+    if (!from || cpu_ns < from->cpu_ns + 10'000'000 || taken_ns < from->taken_ns) return scale_;
+    share_ = static_cast<double>(taken_ns - from->taken_ns) / static_cast<double>(cpu_ns - from->cpu_ns);
     if (share_ > max_share_) {
       under_since_ns_ = 0;
       if (scale_ < kMaxScale && now_ns - stepped_ns_ >= kStepEveryNs) {
@@ -83,7 +83,7 @@ class HookBudget {
 
  private:
   struct Read {
-    uint64_t at_ns, hook_ns, cpu_ns;
+    uint64_t at_ns, taken_ns, cpu_ns;
   };
   // 100 ms ticks: 16 s of them, more than a window.
   static constexpr size_t kReads = 160;

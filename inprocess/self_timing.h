@@ -1,9 +1,9 @@
 // How the injection library times itself inside the workload (the tensor
 // hook, the CUPTI callbacks): one call in kTimedOneIn between two clock
 // reads, scaled. A timed interval also holds part of the two reads
-// themselves, which the untimed calls never pay: EmptyIntervalNs() is that
-// part, taken off each timed interval; the timed calls' own reads are then
-// counted as what they are (2 x EmptyIntervalNs() each).
+// themselves, which the untimed calls never pay: MeasureEmptyIntervalNs()
+// measures that part, taken off each timed interval (TimedPart); the timed
+// calls' own reads are then counted once, as what they are (two reads each).
 #ifndef GPUFLAME_INPROCESS_SELF_TIMING_H_
 #define GPUFLAME_INPROCESS_SELF_TIMING_H_
 

@@ -50,12 +50,6 @@ uint64_t ProcessCpuNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 struct State {
   // What every allocator event reads or writes, on one cache line. The hook
   // runs amid PyTorch's own work, which evicts our lines between events, so
@@ -141,7 +135,7 @@ gf_event Header(uint8_t kind, uint64_t addr, uint64_t size) {
   ev.api = GF_API_TORCH_REPORT;
   ev.pid = S().pid;
   ev.tid = Tid();
-  ev.ts_ns = NowNs();
+  ev.ts_ns = MonotonicNs();
   ev.addr = addr;
   ev.size = size;
   return ev;
@@ -256,7 +250,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   if (!stands_for) return;
   // A taken allocation's own cost, timed every time (its walk dwarfs the two
   // clock reads): what the sampling interval controls (hook_budget.h).
-  const uint64_t taken_at = NowNs();
+  const uint64_t taken_at = MonotonicNs();
   gf_event ev = TensorEvent(GF_EV_ALLOC, addr, size, device, allocated, reserved);
   // Walked outside the lock: it reads only this thread's frames. On the
   // stack (3 KB), not thread_local: a dlopen'ed library's first TLS access
@@ -287,7 +281,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   // objects, which must still exist (a module body's may be freed soon after).
   if (new_stack) SendLocked(s);
   s.hot.lock.unlock();
-  s.taken_ns.fetch_add(TimedPart(NowNs() - taken_at, s.empty_interval_ns), std::memory_order_relaxed);
+  s.taken_ns.fetch_add(TimedPart(MonotonicNs() - taken_at, s.empty_interval_ns), std::memory_order_relaxed);
 }
 
 void SayHook(uint32_t status, uint32_t python);
@@ -320,9 +314,9 @@ void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevi
     Record(ptr, delta, allocated, reserved, device);
     return;
   }
-  const uint64_t start = NowNs();
+  const uint64_t start = MonotonicNs();
   Record(ptr, delta, allocated, reserved, device);
-  s.hook_timed_ns.fetch_add(TimedPart(NowNs() - start, s.empty_interval_ns), std::memory_order_relaxed);
+  s.hook_timed_ns.fetch_add(TimedPart(MonotonicNs() - start, s.empty_interval_ns), std::memory_order_relaxed);
   s.hook_timed.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -389,10 +383,10 @@ void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double bu
   State& s = S();
   s.budget = HookBudget(budget_share);
   s.pid = static_cast<uint32_t>(getpid());
-  s.hot.sampler = ByteSampler(sample_bytes, NowNs() ^ (uint64_t{s.pid} << 32));
+  s.hot.sampler = ByteSampler(sample_bytes, MonotonicNs() ^ (uint64_t{s.pid} << 32));
   s.empty_interval_ns = MeasureEmptyIntervalNs();
   s.exact_until_ns = exact_until_ns;
-  s.hot.starting.store(NowNs() < exact_until_ns, std::memory_order_relaxed);
+  s.hot.starting.store(MonotonicNs() < exact_until_ns, std::memory_order_relaxed);
   s.said_exact = Exact();
   // Only a child handler: holding the lock across fork() would stall every
   // allocating thread for the whole page-table copy, and the child drops
@@ -413,14 +407,14 @@ void PollTensorEvents() {
   PollAutogradOrigin();
   PollOomReport();
   // The taken allocations' cost against the budget, while sampled: a
-  // coarser interval when over.
-  // Exact or unheard, it is not governed, and a window must not reach back
-  // across that time (exact, every allocation is taken).
+  // coarser interval when over. Exact or unheard, it is not governed, and
+  // no window may reach back across that time (exact, every allocation is
+  // taken).
   const uint32_t was = s.budget.scale();
   const bool governed = !Exact() && Listening();
   if (!governed) s.budget.Pause();
   const uint32_t scale =
-      governed ? s.budget.Tick(NowNs(), s.taken_ns.load(std::memory_order_relaxed), ProcessCpuNs()) : was;
+      governed ? s.budget.Tick(MonotonicNs(), s.taken_ns.load(std::memory_order_relaxed), ProcessCpuNs()) : was;
   s.hot.lock.lock();
   if (scale != was) s.hot.sampler.SetScale(scale);
   SendLocked(s);
@@ -428,7 +422,7 @@ void PollTensorEvents() {
   // agent has just attached (maybe while another kept the semaphore up, so
   // the hook never saw it drop), and now and then in case that went unseen;
   // also when `record` has switched sampling off or back on.
-  if (s.hot.starting.load(std::memory_order_relaxed) && NowNs() >= s.exact_until_ns)
+  if (s.hot.starting.load(std::memory_order_relaxed) && MonotonicNs() >= s.exact_until_ns)
     s.hot.starting.store(false, std::memory_order_relaxed);
   const bool exact = Exact();
   // The new interval is said too: the agent shows what each process samples.
