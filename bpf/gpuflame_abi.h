@@ -207,6 +207,13 @@ enum gf_event_kind {
                              * follow_forks): a child inherits its parent's breakpoints but
                              * not their listeners. Gated (GF_EVF_GATED) when its parent
                              * was: it waits for its own probes. Additive. */
+  GF_EV_TENSOR_TOTALS = 30, /* inner (GF_EV_TENSOR_BATCH): the caching allocator's totals
+                             * after its latest event, which was not sent (a sampled run
+                             * sends only the allocations it takes and their frees):
+                             * arg0 = device, arg1 = allocated, arg2 = reserved, as an
+                             * event's. Sent by the library's flusher, and before an
+                             * event on another device. Additive (an agent from before
+                             * it counts it as malformed and reads on). */
 };
 
 /* GF_EV_IO's api. */

@@ -19,9 +19,7 @@ namespace gpuflame::inprocess {
 class ByteSampler {
  public:
   // |interval| 0: every allocation is taken and stands for itself.
-  ByteSampler(uint64_t interval, uint64_t seed) : base_(interval), interval_(interval), rng_(seed | 1) {
-    until_next_ = Gap();
-  }
+  ByteSampler(uint64_t interval, uint64_t seed) : interval_(interval), rng_(seed | 1) { until_next_ = Gap(); }
 
   // The bytes an allocation of |size| stands for if taken, else 0. Not
   // thread-safe: the caller serializes.
@@ -38,12 +36,13 @@ class ByteSampler {
     return points * interval_;
   }
 
-  // The interval from now on: the base one times |scale| (hook_budget.h).
-  // The distance to the next point is drawn again, at the new mean: an
-  // exponential gap has no memory, so the estimate stays unbiased.
-  void SetScale(uint32_t scale) {
-    if (base_ == 0 || scale == 0 || base_ * scale == interval_) return;
-    interval_ = base_ * scale;
+  // The interval from now on (hook_budget.h scales the configured one). The
+  // distance to the next point is drawn again, at the new mean: an
+  // exponential gap has no memory, so the estimate stays unbiased. A
+  // sampler that takes every allocation (interval 0) stays one.
+  void SetInterval(uint64_t interval) {
+    if (interval_ == 0 || interval == 0 || interval == interval_) return;
+    interval_ = interval;
     until_next_ = Gap();
   }
 
@@ -62,7 +61,7 @@ class ByteSampler {
     return gap < 1 ? 1 : gap > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(gap);
   }
 
-  uint64_t base_;
+  // 24 bytes: the hook keeps it on its one hot cache line (tensor_events.cc).
   uint64_t interval_;
   uint64_t rng_;
   int64_t until_next_ = 0;

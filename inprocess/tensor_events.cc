@@ -58,6 +58,12 @@ struct State {
   struct alignas(64) Hot {
     std::atomic<TorchReportFn> original{nullptr};
     std::atomic<uint64_t> hook_calls{0};  // events recorded, counted under |lock|
+    // Guarded by |lock|:
+    ByteSampler sampler{0, 1};
+    // The allocator's totals as its latest event reported them, on |device|:
+    // a sampled run sends few events, so the flusher sends these when the
+    // latest went in no record (GF_EV_TENSOR_TOTALS).
+    uint64_t allocated = 0, reserved = 0;
     SpinLock lock;
     // The current agent has been told we are live (an agent ignores our
     // events until it is: that record carries the ABI version and the
@@ -67,14 +73,17 @@ struct State {
     // Guarded by |lock|:
     bool announce_pending = false;  // the next record goes after a LIVE announcement
     bool every_free = false;        // |blocks| overflowed: every free goes out (until the next agent)
-    ByteSampler sampler{0, 1};
+    int8_t device = 0;
+    bool totals_seen = false;    // |allocated|, |reserved| and |device| hold an event's
+    bool totals_unsent = false;  // ... and no record the agent will read carried them
   } hot;
   // The time of about one event in kTimedOneIn, and how many those were;
   // self_timing.h's clock part, measured at start.
   std::atomic<uint64_t> hook_timed_ns{0}, hook_timed{0};
   std::atomic<uint64_t> taken_ns{0};  // all taken allocations' time: their walks, mostly
   uint64_t empty_interval_ns = 0;
-  HookBudget budget{0};  // flusher thread only
+  uint64_t sample_bytes = 0;  // the configured interval, which the budget scales
+  HookBudget budget{0};       // flusher thread only
   std::atomic<bool> hooked{false};
   GotHookResult patch;         // flusher thread only, once hooked
   bool said_no_torch = false;  // flusher thread only
@@ -171,8 +180,32 @@ bool SentLocked(State& s, uint64_t id) {
   return false;
 }
 
+// The latest totals, if no record carried them. Under |lock|.
+void AppendTotalsIfUnsentLocked(State& s) {
+  if (!s.hot.totals_unsent) return;
+  s.hot.totals_unsent = false;
+  gf_event ev = Header(GF_EV_TENSOR_TOTALS, 0, 0);
+  ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(s.hot.device));
+  ev.arg1 = s.hot.allocated;
+  ev.arg2 = s.hot.reserved;
+  AppendLocked(s, ev, nullptr, 0);
+}
+
+// Keeps an event's totals, sent or not: three stores to the line the lock
+// has already brought in. An event on another device first sends the last
+// one's if they went in no record (a process on several GPUs; the agent
+// keeps each device's). Under |lock|.
+void KeepTotalsLocked(State& s, TorchDevice device, size_t allocated, size_t reserved) {
+  if (s.hot.device != device.index) AppendTotalsIfUnsentLocked(s);
+  s.hot.device = device.index;
+  s.hot.allocated = allocated;
+  s.hot.reserved = reserved;
+  s.hot.totals_seen = true;
+}
+
 // Says we are live, first in the batch, and forgets which stacks were sent:
-// the agent hearing it may be a new one. Under |lock|.
+// the agent hearing it may be a new one (it is owed the totals too). Under
+// |lock|.
 void AnnounceLocked(State& s, uint32_t python) {
   gf_event ev = Header(GF_EV_TENSOR_HOOK, 0, 0);
   ev.arg0 = GF_TENSOR_HOOK_LIVE;
@@ -181,6 +214,7 @@ void AnnounceLocked(State& s, uint32_t python) {
   ev.size = Exact() ? 0 : s.hot.sampler.interval();  // the sampling interval in bytes, 0: every allocation
   std::memset(s.sent, 0, sizeof(s.sent));
   s.sent_count = 0;
+  s.hot.totals_unsent = s.hot.totals_seen;
   AppendLocked(s, ev, nullptr, 0);
 }
 
@@ -231,14 +265,14 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   // Decided before anything costly: most events of a sampled run end here.
   s.hot.lock.lock();
   // Counted under the lock, so no atomic write of its own (see Hook).
-  s.hot.hook_calls.store(s.hot.hook_calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  const uint64_t seq = s.hot.hook_calls.load(std::memory_order_relaxed);
+  s.hot.hook_calls.store(seq + 1, std::memory_order_relaxed);
   AnnounceIfPendingLocked(s);
+  KeepTotalsLocked(s, device, allocated, reserved);
   if (delta < 0) {
-    if (!s.blocks.Erase(addr) && !s.hot.every_free) {
-      s.hot.lock.unlock();
-      return;
-    }
-    AppendLocked(s, TensorEvent(GF_EV_FREE, addr, size, device, allocated, reserved), nullptr, 0);
+    const bool send = s.blocks.Erase(addr) || s.hot.every_free;
+    if (send) AppendLocked(s, TensorEvent(GF_EV_FREE, addr, size, device, allocated, reserved), nullptr, 0);
+    s.hot.totals_unsent = !send;
     s.hot.lock.unlock();
     return;
   }
@@ -246,6 +280,8 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   // Exact blocks are remembered too: a sampled run after an exact one must
   // still send their frees.
   if (stands_for && !s.blocks.Insert(addr)) s.hot.every_free = true;
+  // Not sent; a taken one's record goes out below, with these totals.
+  if (!stands_for) s.hot.totals_unsent = true;
   s.hot.lock.unlock();
   if (!stands_for) return;
   // A taken allocation's own cost, timed every time (its walk dwarfs the two
@@ -277,6 +313,9 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
     AppendLocked(s, def, frames, n * sizeof(gf_py_frame));
   }
   AppendLocked(s, ev, payload, exact ? sizeof(uint64_t) : sizeof(payload));
+  // Its totals are the latest unless events came while it walked (then the
+  // latest's are kept, and the flusher sends them).
+  s.hot.totals_unsent = s.hot.hook_calls.load(std::memory_order_relaxed) != seq + 1;
   // A new stack goes out at once: the agent names its frames from our code
   // objects, which must still exist (a module body's may be freed soon after).
   if (new_stack) SendLocked(s);
@@ -344,6 +383,7 @@ void AtForkChild() {
   s.hot.announce_pending = false;
   s.blocks.Clear();
   s.hot.every_free = false;
+  s.hot.totals_seen = s.hot.totals_unsent = false;
   s.sent_count = 0;
   std::memset(s.sent, 0, sizeof(s.sent));
   s.pid = static_cast<uint32_t>(getpid());
@@ -383,6 +423,7 @@ void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double bu
   State& s = S();
   s.budget = HookBudget(budget_share);
   s.pid = static_cast<uint32_t>(getpid());
+  s.sample_bytes = sample_bytes;
   s.hot.sampler = ByteSampler(sample_bytes, MonotonicNs() ^ (uint64_t{s.pid} << 32));
   s.empty_interval_ns = MeasureEmptyIntervalNs();
   s.exact_until_ns = exact_until_ns;
@@ -416,7 +457,8 @@ void PollTensorEvents() {
   const uint32_t scale =
       governed ? s.budget.Tick(MonotonicNs(), s.taken_ns.load(std::memory_order_relaxed), ProcessCpuNs()) : was;
   s.hot.lock.lock();
-  if (scale != was) s.hot.sampler.SetScale(scale);
+  if (scale != was) s.hot.sampler.SetInterval(s.sample_bytes * scale);
+  AppendTotalsIfUnsentLocked(s);
   SendLocked(s);
   // Say again that we are live and forget which stacks were sent when an
   // agent has just attached (maybe while another kept the semaphore up, so
@@ -515,6 +557,7 @@ void FlushTensorEvents() {
   // exits mid-record): try for a while, never wait forever.
   for (int i = 0; i < 1000; i++) {
     if (s.hot.lock.try_lock()) {
+      AppendTotalsIfUnsentLocked(s);
       SendLocked(s);
       s.hot.lock.unlock();
       return;

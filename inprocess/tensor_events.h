@@ -13,7 +13,9 @@
 // bpf/gpuflame_abi.h.
 //
 // Bytes are the allocator's block sizes (what memory_allocated() counts),
-// with its allocated/reserved totals on every record.
+// with its allocated/reserved totals on every record; when the latest event
+// was not sent (a sampled run), its totals follow within a flush period
+// (GF_EV_TENSOR_TOTALS).
 //
 // Allocations made on a thread that runs no Python while a backward() call
 // runs (autograd's engine threads) carry that call's caller stack instead,

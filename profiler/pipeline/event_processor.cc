@@ -534,6 +534,11 @@ void EventProcessor::OnInProcessRecord(const gf_event& ev, std::span<const uint8
       UpdateTotals(ev);
       return;
     }
+    case GF_EV_TENSOR_TOTALS:
+      // A sampled run's latest totals, its event not sent: what summary.json
+      // and the before-attach marker read stays the allocator's own.
+      if (inprocess_since_.contains(ev.pid)) UpdateTotals(ev);
+      return;
     case GF_EV_OOM_REPORT: {
       // PyTorch gave up: after every tensor event it made before, in this
       // same stream, so the tensor level is as it was.

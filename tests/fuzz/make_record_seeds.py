@@ -325,6 +325,21 @@ def seeds():
                         tid=78, ts=1_000_050, size=4 << 20), struct.pack("<Q", 2)),
         ]),
         OOM_TICK)
+    # A sampled run's batch: a taken allocation standing for 1 MiB, then the
+    # allocator's totals after events that went in no record, on two devices.
+    s["tensor_totals"] = frame(
+        tensor_batch(4242, [
+            inner(event(A.GF_EV_TENSOR_HOOK, torch, torch_api, pid=77, ts=1_000_000, arg0=A.GF_TENSOR_HOOK_LIVE,
+                        arg2=A.GF_ABI_VERSION, size=1 << 20)),
+            inner(event(A.GF_EV_PY_STACK, torch, torch_api, pid=77, arg0=origin, py_count=4), py_frames(4, 12)),
+            inner(event(A.GF_EV_ALLOC, torch, torch_api, flags=A.GF_EVF_STACK_REF | A.GF_EVF_SAMPLED, pid=77,
+                        ts=1_000_010, addr=0x7f00_0000, size=64 << 10, arg1=64 << 10, arg2=2 << 20),
+                  struct.pack("<QQ", origin, 1 << 20)),
+            inner(event(A.GF_EV_TENSOR_TOTALS, torch, torch_api, pid=77, ts=1_000_020, arg0=0, arg1=96 << 10,
+                        arg2=2 << 20)),
+            inner(event(A.GF_EV_TENSOR_TOTALS, torch, torch_api, pid=77, ts=1_000_030, arg0=1, arg1=4 << 10,
+                        arg2=2 << 20)),
+        ]))
     # NCCL (bpf/nccl_calls.bpf.h): two ranks join one communicator by its
     # unique ID's hash, all-reduce, then rank 0's send waits past the hang
     # threshold for rank 1's recv; a group of send/recv whose end is stuck

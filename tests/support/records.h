@@ -142,6 +142,14 @@ class TensorBatch {
     ev.addr = addr;
     return Put(ev, nullptr, 0);
   }
+  // The allocator's totals after an event that was not sent (sampled).
+  TensorBatch& Totals(uint64_t ts_ns, uint64_t device, uint64_t allocated, uint64_t reserved) {
+    gf_event ev = Inner(GF_EV_TENSOR_TOTALS, ts_ns);
+    ev.arg0 = device;
+    ev.arg1 = allocated;
+    ev.arg2 = reserved;
+    return Put(ev, nullptr, 0);
+  }
   // The ring-buffer record the BPF program makes of it.
   Record Build() const {
     gf_event ev = Header(GF_EV_TENSOR_BATCH, GF_DOMAIN_TORCH, GF_API_TORCH_REPORT, pid_);

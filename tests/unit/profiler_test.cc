@@ -854,6 +854,26 @@ TEST_F(EventProcessorTest, SampledTensorAllocationsCountAsWhatTheyStandFor) {
   EXPECT_NE(p.comments[0].find("sampled by bytes"), std::string::npos);
 }
 
+TEST_F(EventProcessorTest, ASampledRunsTotalsRecordKeepsTheAllocatorsTotalsCurrent) {
+  // The last event sent said 8 KiB allocated; two not sent since left 12 KiB
+  // on device 0, and device 1 holds 1 MiB: the totals records say so.
+  events_.OnRecord(testing::TensorBatch(4242)
+                       .Hook(10)
+                       .Stack(0xabc1, 3, 1)
+                       .Alloc(11, 0x1000, 8192, 0xabc1, 8192, 2 << 20)
+                       .Totals(20, 0, 12288, 2 << 20)
+                       .Totals(21, 1, 1 << 20, 2 << 20)
+                       .Build());
+  EXPECT_EQ(events_.stats().malformed, 0u);
+  const AllocatorTotals& t = events_.allocator_totals().at(4242);
+  EXPECT_TRUE(t.known);
+  EXPECT_EQ(t.allocated, 12288u + (1 << 20));
+  EXPECT_EQ(t.reserved, 4u << 20);
+  // Tensor events they are not: nothing is allocated or freed by them.
+  EXPECT_EQ(events_.stats().inprocess_events, 1u);
+  EXPECT_EQ(events_.tracker().counters()[0].inuse_bytes, 8192);
+}
+
 TEST_F(EventProcessorTest, InProcessStackNeverReceivedIsChargedToAMarker) {
   events_.OnRecord(testing::TensorBatch(4242).Hook(1).Alloc(2, 0x1000, 4096, 0x77).Build());
   EXPECT_EQ(events_.stats().inprocess_unknown_stacks, 1u);

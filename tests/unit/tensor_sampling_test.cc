@@ -18,6 +18,8 @@ namespace {
 TEST(ByteSamplerTest, IntervalZeroTakesEveryAllocationAsItself) {
   ByteSampler s(0, 1);
   for (uint64_t size : {1ull, 512ull, 1ull << 30}) EXPECT_EQ(s.Sample(size), size);
+  s.SetInterval(4 << 20);  // a budget's step does not make an exact run sampled
+  EXPECT_EQ(s.Sample(1), 1u);
 }
 
 TEST(ByteSamplerTest, AllocationsOfAnIntervalOrMoreAreExact) {
@@ -63,7 +65,7 @@ TEST(ByteSamplerTest, ACoarserIntervalTakesFewerAndStaysUnbiased) {
     std::mt19937_64 sizes(seed * 31);
     uint64_t truth = 0, estimate = 0, taken_before = 0, taken_after = 0;
     for (int i = 0; i < 400'000; i++) {
-      if (i == 200'000) s.SetScale(4);
+      if (i == 200'000) s.SetInterval(4 * kInterval);
       const uint64_t size = 4096 + sizes() % (1 << 20);
       truth += size;
       const uint64_t w = s.Sample(size);
@@ -80,9 +82,9 @@ TEST(ByteSamplerTest, ACoarserIntervalTakesFewerAndStaysUnbiased) {
   EXPECT_NEAR(mean_ratio, 1.0, 0.01);
   // Allocations of the new interval or more are exact; between, sampled.
   ByteSampler s(kInterval, 5);
-  s.SetScale(4);
+  s.SetInterval(4 * kInterval);
   EXPECT_EQ(s.Sample(16 << 20), uint64_t{16} << 20);
-  s.SetScale(1);
+  s.SetInterval(kInterval);
   EXPECT_EQ(s.interval(), kInterval);
   EXPECT_EQ(s.Sample(4 << 20), uint64_t{4} << 20);
 }
@@ -159,6 +161,39 @@ TEST(BlockSetTest, MatchesAReferenceSetUnderChurn) {
   }
   for (uint64_t addr : ref) EXPECT_TRUE(set->Erase(addr));
   EXPECT_EQ(set->size(), 0u);
+}
+
+TEST(BlockSetTest, GrowsAsItFillsAndLosesNothingOnTheWay) {
+  // From 64 slots to 4096 and full, with erasures between: every answer
+  // equals std::set's through each doubling, and Clear starts over small.
+  auto set = std::make_unique<BlockSet<4096, 64>>();
+  std::set<uint64_t> ref;
+  std::mt19937_64 rng(11);
+  size_t last_capacity = set->capacity();
+  int doublings = 0;
+  for (int i = 0; i < 40'000; i++) {
+    const uint64_t addr = 0x7f0000000000ull + (rng() % 6000) * 512;
+    if (rng() % 4 != 0) {
+      const bool fits = ref.size() < 3072 || ref.contains(addr);
+      ASSERT_EQ(set->Insert(addr), fits) << i;
+      if (fits) ref.insert(addr);
+    } else {
+      ASSERT_EQ(set->Erase(addr), ref.erase(addr) == 1) << i;
+    }
+    ASSERT_EQ(set->size(), ref.size());
+    ASSERT_GE(set->capacity(), set->size() * 4 / 3);
+    if (set->capacity() != last_capacity) {
+      doublings++;
+      for (uint64_t a : ref) ASSERT_FALSE(set->Insert(a) && set->size() != ref.size()) << "lost in a doubling";
+      last_capacity = set->capacity();
+    }
+  }
+  EXPECT_EQ(doublings, 6);  // 64 -> 4096
+  EXPECT_EQ(set->capacity(), 4096u);
+  for (uint64_t addr : ref) EXPECT_TRUE(set->Erase(addr));
+  EXPECT_EQ(set->size(), 0u);
+  set->Clear();
+  EXPECT_EQ(set->capacity(), 64u);
 }
 
 TEST(BlockSetTest, RefusesPastThreeQuartersAndClears) {
