@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "base/scoped_fd.h"
 #include "inprocess/tensor_events.h"
 
 extern "C" {
@@ -167,17 +168,17 @@ Result RunMode(Mode mode, const Options& o, const std::vector<Event>& stream) {
 bool RunInChild(Mode mode, const Options& o, const std::vector<Event>& stream, Result* out) {
   int fds[2];
   if (pipe(fds) != 0) return false;
+  gpuflame::base::ScopedFd from_child(fds[0]), to_parent(fds[1]);
   const pid_t pid = fork();
   if (pid < 0) return false;
   if (pid == 0) {
-    close(fds[0]);
+    from_child.reset();
     const Result r = RunMode(mode, o, stream);
-    const ssize_t n = write(fds[1], &r, sizeof(r));
+    const ssize_t n = write(to_parent.get(), &r, sizeof(r));
     _exit(n == sizeof(r) ? 0 : 3);
   }
-  close(fds[1]);
-  const ssize_t n = read(fds[0], out, sizeof(*out));
-  close(fds[0]);
+  to_parent.reset();  // the child's end: a child that dies unheard reads as end of file
+  const ssize_t n = read(from_child.get(), out, sizeof(*out));
   int status = 0;
   waitpid(pid, &status, 0);
   return n == sizeof(*out) && WIFEXITED(status) && WEXITSTATUS(status) == 0;

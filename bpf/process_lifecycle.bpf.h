@@ -276,12 +276,15 @@ static __always_inline void say_thread_ended(struct task_struct *p, __u32 tgid, 
     bump(GF_STAT_THREAD_ENDED_SENT);
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(watch_exit, struct task_struct *p) {
+/* A thread's exit; |group_dead|: the last of its process's, so the process
+ * has ended. Not the leader's exit: a leader that ends first (pthread_exit,
+ * as a C++ main() may) leaves its process running in the other threads,
+ * whose events must still count. */
+static __always_inline int on_thread_exit(struct task_struct *p, bool group_dead) {
   __u32 pid = BPF_CORE_READ(p, pid);
   __u32 tgid = BPF_CORE_READ(p, tgid);
   say_thread_ended(p, tgid, forget_calls_in_flight((__u64)tgid << 32 | pid));
-  if (pid != tgid)
+  if (!group_dead)
     return 0;
   bpf_map_delete_elem(&nccl_procs, &tgid);
   bpf_map_delete_elem(&backward_calls, &tgid);
@@ -294,6 +297,25 @@ int BPF_PROG(watch_exit, struct task_struct *p) {
   fill_header(&ev, GF_EV_EXIT, GF_DOMAIN_NONE, 0, 0, 0);
   emit_lifecycle(&ev);
   return 0;
+}
+
+/* Where the tracepoint says whether the group died with this thread (its
+ * second argument: 6.18 has it), which the kernel decided atomically: one
+ * thread of a process, however many exit at once, ends it. User space
+ * loads this one or the next, by the kernel's BTF (bpf_probes.cc). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(watch_exit, struct task_struct *p, bool group_dead) {
+  return on_thread_exit(p, group_dead);
+}
+
+/* Older kernels pass the task only. signal->live cannot stand in for it:
+ * threads exiting together may all read it after the last decrement, and
+ * the process would end several times. So the leader's exit ends it there:
+ * on such kernels a process that outlives its leader is taken to have
+ * ended with it. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(watch_exit_leader, struct task_struct *p) {
+  return on_thread_exit(p, BPF_CORE_READ(p, pid) == BPF_CORE_READ(p, tgid));
 }
 
 /* Any SIGCONT that reaches a held process after its gate's SIGSTOP ends

@@ -25,6 +25,7 @@
 #include "cupti/library_util.h"
 #include "cupti/listeners.h"
 #include "cupti/probes.h"
+#include "inprocess/last_thread.h"
 #include "inprocess/tensor_events.h"
 
 extern "C" {
@@ -81,6 +82,16 @@ void FlushLoop() {
     s.cv.wait_for(lock, std::chrono::milliseconds(std::min(s.flush_ms, kTickMs)));
     if (s.stop) break;
     lock.unlock();
+    // main() ended with pthread_exit and every other thread has ended
+    // since: the process would have ended with the last of them, and only
+    // we keep it. End it as that thread would have (glibc's exit(0)); our
+    // exit handler sees it called on the flusher.
+    if (inprocess::OnlyThisThreadLeft()) {
+      Trace("flusher: the workload's threads have all ended, exiting as the last thread would");
+      KernelTimeFlush();  // here, before exit's teardown of CUDA, as AtExit does for any other thread
+      ReportCost();
+      std::exit(0);
+    }
     // A newcomer has heard nothing we said once: our stacks and names go
     // again, each at its next use.
     if (s.listeners.NewListener(BatchProbeOn() || StatusProbeOn() || inprocess::TensorEventsListening())) {

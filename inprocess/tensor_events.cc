@@ -391,6 +391,9 @@ void AtForkChild() {
   // too, at the child's first event. (The flusher thread is not forked: the
   // child's batches go out when full, after a new stack, and at exit.)
   s.hot.announced.store(false, std::memory_order_relaxed);
+  // The sampler keeps its interval, the budget's scaling included, with no
+  // flusher to change it: announced as it is at the child's first event.
+  // (A CUDA-using fork is rare: CUDA does not survive fork.)
   s.backward.ResetAfterFork();
   s.hot.lock.reset();
 }

@@ -38,4 +38,16 @@ std::optional<uint64_t> StartTicksFromStat(std::string_view stat) {
   return start;
 }
 
+std::optional<uint64_t> ThreadsFromStat(std::string_view stat) {
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  // num_threads is field 20: sixteen fields after the state.
+  const std::string rest(stat.substr(close + 1));
+  unsigned long long threads = 0;
+  if (std::sscanf(rest.c_str(), " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %llu",
+                  &threads) != 1)
+    return std::nullopt;
+  return threads;
+}
+
 }  // namespace gpuflame::inspect

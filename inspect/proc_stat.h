@@ -24,6 +24,11 @@ std::optional<StateAndParent> StateAndParentFromStat(std::string_view stat);
 // pid, what names one process for good (a pid alone is reused).
 std::optional<uint64_t> StartTicksFromStat(std::string_view stat);
 
+// The process's threads (field 20), a zombie leader's included: the
+// kernel counts a leader that ended before its other threads until the last
+// of them ends.
+std::optional<uint64_t> ThreadsFromStat(std::string_view stat);
+
 }  // namespace gpuflame::inspect
 
 #endif  // GPUFLAME_INSPECT_PROC_STAT_H_

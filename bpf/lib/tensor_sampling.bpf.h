@@ -54,7 +54,16 @@ struct {
 } tensor_sample_cache SEC(".maps");
 
 /* Bumped at every exec and exit while the start-up rule is on (machine-wide:
- * a few a second on a busy node, each costing every CPU one hash lookup). */
+ * a few a second on a busy node, each costing every CPU one hash lookup).
+ * Read without an acquire (BPF has none before Linux 6.15, and a fetching
+ * atomic on every cache miss would pull this line from every CPU's cache):
+ * a weakly ordered CPU (arm64) may read the new generation and still the
+ * deleted entry, and cache it under the new one. That takes a lookup within
+ * nanoseconds of the exec or exit, for the same tgid; its new image makes
+ * its first allocator call milliseconds later at the soonest. Likewise the
+ * LRU map forgetting a process that CPUs still cache as sampling: another
+ * CPU starts its start-up again, exact there. Either way each event is
+ * flagged as what it was (GF_EVF_SAMPLED or not), so totals stay unbiased. */
 volatile __u32 tensor_sample_gen = 0;
 
 static __always_inline void tensor_cache_put(struct tensor_sample_cache *c, __u64 key, __u64 from) {

@@ -281,6 +281,29 @@ TEST(RecordTest, TensorBytesAreTheAllocatorsBlocksOnBothPaths) {
   }
 }
 
+// A process whose leader thread ends first lives on in its other threads:
+// their allocations count, and it ends with the last of them, not held alive
+// by the library's flusher thread (which hung it for good before).
+// Not checked yet: the Python frames' names. Code objects are read through
+// /proc/PID, which a zombie leader no longer serves (see the notes).
+TEST(RecordTest, AProcessOutlivesItsLeaderThread) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  for (const std::string way : {"probes", "inprocess"}) {
+    std::string out = TempDir("leader-exits-" + way);
+    RunResult r = Record(out, PyenvPython("3.12"), "leader_exits.py", "", "--tensor-events " + way);
+    ASSERT_EQ(r.status, 0) << r.output;
+    pprof::Profile torch;
+    ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
+    auto inuse = Stacks(torch, "inuse_space", true, true);
+    EXPECT_EQ(Total(torch, "inuse_space"), 12 * MiB) << way << "\n" << Dump(inuse);
+    std::multiset<int64_t> held;
+    for (const auto& [stack, bytes] : inuse)
+      if (bytes) held.insert(bytes);
+    EXPECT_EQ(held, (std::multiset<int64_t>{4 * MiB, 8 * MiB})) << way << "\n" << Dump(inuse);
+  }
+}
+
 TEST(RecordTest, ASecondGpuflameHearsTheHookWhileTheFirstHoldsItsSemaphore) {
   // A fleet agent is attached, and someone runs `gpuflame record -p` on the
   // same process: the hook never sees its semaphore drop, yet the second one

@@ -14,10 +14,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto ticks = gpuflame::inspect::CpuTicksFromStat(stat);
   const auto state = gpuflame::inspect::StateAndParentFromStat(stat);
   const auto start = gpuflame::inspect::StartTicksFromStat(stat);
+  const auto threads = gpuflame::inspect::ThreadsFromStat(stat);
   // All count from the last ')': without one, none answers.
-  if (stat.rfind(')') == std::string_view::npos) FUZZ_CHECK(!ticks && !state && !start);
+  if (stat.rfind(')') == std::string_view::npos) FUZZ_CHECK(!ticks && !state && !start && !threads);
   // The CPU fields and the start time come after the state: no state, neither.
   if (ticks) FUZZ_CHECK(state.has_value());
   if (start) FUZZ_CHECK(state.has_value());
+  // The thread count lies between the CPU fields and the start time.
+  if (threads) FUZZ_CHECK(ticks.has_value());
+  if (start) FUZZ_CHECK(threads.has_value());
   return 0;
 }

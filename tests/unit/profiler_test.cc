@@ -74,6 +74,16 @@ TEST(ProcStatTest, StartTimeIsField22) {
   EXPECT_FALSE(inspect::StartTicksFromStat("no parenthesis 1 2 3"));
 }
 
+TEST(ProcStatTest, ThreadsIsField20) {
+  EXPECT_EQ(inspect::ThreadsFromStat("4929 (a) T 1 (py)) T 4909 4929 4909 34816 4929 1077936128 2190 0 0 0 4 1 0 "
+                                     "0 20 0 3 0 1273535 18210816 1958 18446744073709551615"),
+            3u);
+  std::ifstream self("/proc/self/stat");
+  const std::string line((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+  EXPECT_GE(inspect::ThreadsFromStat(line).value_or(0), 1u) << line;
+  EXPECT_FALSE(inspect::ThreadsFromStat("42 (py) S 1 1 1 0 -1 0 0 0 0 0 100 23 0 0"));
+}
+
 TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {
   AllocationTracker t;
   t.OnAlloc(1, GF_DOMAIN_GPU, false, 0x1000, 100, 0);
