@@ -96,7 +96,8 @@ enum gf_event_kind {
   GF_EV_UNMAP = 4,   /* cuMemUnmap (addr, size) */
   GF_EV_LIB_MAPPED = 5, /* a watched library was mmapped with PROT_EXEC */
   GF_EV_EXEC = 6,    /* a watched process exec()ed */
-  GF_EV_EXIT = 7,    /* a watched process exited (thread-group leader) */
+  GF_EV_EXIT = 7,    /* a watched process exited: its last thread (pid/tid: that thread), or,
+                      * where the exit tracepoint lacks group_dead, its leader */
   GF_EV_PY_FINALIZE = 8, /* Py_FinalizeEx entered: last chance to read code objects */
   GF_EV_CALL_STACK = 9,  /* stacks at the entry of an allocation call; its ALLOC
                           * (GF_EVF_STACK_AT_ENTRY) follows on the same thread */

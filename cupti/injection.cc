@@ -70,6 +70,8 @@ void ReportCost() {
               s.flusher_cpu_ns.load(std::memory_order_relaxed) + kernel.buffer_ns, kernel.overhead_ns);
 }
 
+void FinalKernelTimeFlush();
+
 // Ticks every 100 ms: the tensor events (so that at most that much of them
 // waits in the process when an agent stops), kernel time's duty cycles, and
 // its flush every flush period.
@@ -88,7 +90,10 @@ void FlushLoop() {
     // exit handler sees it called on the flusher.
     if (inprocess::OnlyThisThreadLeft()) {
       Trace("flusher: the workload's threads have all ended, exiting as the last thread would");
-      KernelTimeFlush();  // here, before exit's teardown of CUDA, as AtExit does for any other thread
+      // What AtExit does on any other thread, here, before exit's teardown
+      // (AtExit on the flusher only flushes the tensor events).
+      FinalKernelTimeFlush();
+      inprocess::FlushTensorEvents();
       ReportCost();
       std::exit(0);
     }
@@ -153,7 +158,14 @@ void AtExit() {
     s.flusher.detach();
     return;
   }
-  s.flusher.join();          // it has left its loop: this returns at once
+  s.flusher.join();  // it has left its loop: this returns at once
+  FinalKernelTimeFlush();
+}
+
+// What kernel time still holds at the process's end: the API spans, then
+// CUPTI's incomplete buffers, forced out on a helper thread abandoned after
+// 2 s (CUDA may be half torn down by now). With the flusher stopped, or on it.
+void FinalKernelTimeFlush() {
   KernelTimeLastApiSpans();  // no CUPTI call: safe whatever CUDA's state
   // Read only now: the flusher's last tick may have registered activity.
   if (!KernelTimeNeedsFinalFlush()) {

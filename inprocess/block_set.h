@@ -26,7 +26,7 @@ namespace gpuflame::inprocess {
 template <size_t kSlots, size_t kFirstSlots = (kSlots < 1024 ? kSlots : 1024)>
 class BlockSet {
   static_assert((kSlots & (kSlots - 1)) == 0 && (kFirstSlots & (kFirstSlots - 1)) == 0, "powers of two");
-  static_assert(kFirstSlots <= kSlots && kFirstSlots >= 4);
+  static_assert(kFirstSlots <= kSlots && kFirstSlots >= 4 && kSlots >= 8);
 
  public:
   // False when full (or for address 0, which marks an empty slot).
@@ -111,7 +111,6 @@ class BlockSet {
   size_t size_ = 0;
   uint64_t slots_[kSlots] = {};
   // Grow's scratch: at most three quarters of the half table it doubles.
-  // Never initialized: its pages are touched only by a growth.
   uint64_t moving_[kSlots / 8 * 3];
 };
 

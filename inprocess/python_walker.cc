@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -24,7 +25,12 @@ bool Read(uintptr_t addr, T* out) {
   if constexpr (kSafe) {
     iovec local{out, sizeof(T)};
     iovec remote{reinterpret_cast<void*>(addr), sizeof(T)};
-    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(T));
+    // Through this thread, not the process's pid: once the leader thread
+    // has ended (main()'s pthread_exit), the kernel serves its pid nothing,
+    // and a failed read would turn the walker off for good. Only the first
+    // few walks read this way.
+    return process_vm_readv(static_cast<pid_t>(syscall(SYS_gettid)), &local, 1, &remote, 1, 0) ==
+           static_cast<ssize_t>(sizeof(T));
   } else {
     std::memcpy(out, reinterpret_cast<const void*>(addr), sizeof(T));
     return true;

@@ -37,6 +37,7 @@ constexpr size_t kSentSlots = 4096;  // stack IDs remembered (a power of two)
 constexpr int kForgetPolls = 100;    // polls (100 ms apart) between re-sending every stack
 
 constexpr size_t kBlockSlots = 1 << 16;    // blocks the agent was told of (512 KiB)
+constexpr int kTotalsDevices = 32;         // devices whose totals are kept apart (more: sent at each switch)
 
 bool Listening() { return __builtin_expect(gpuflame_tensor_batch_semaphore != 0, 1); }
 // gpuflame:tensor_exact is a switch (`record`'s): every allocation, not a
@@ -96,6 +97,14 @@ struct State {
   bool said_exact = false;      // flusher thread only: the mode last said
   uint64_t exact_until_ns = 0;  // the process's start-up: every allocation
   // Guarded by |hot.lock|:
+  // Other devices' latest totals that went in no record (|hot| holds the
+  // current device's): a process allocating on several GPUs in turn writes
+  // here on each switch, and the flusher sends them.
+  struct DeviceTotals {
+    uint64_t allocated = 0, reserved = 0;
+  };
+  DeviceTotals other_devices[kTotalsDevices];
+  uint32_t other_devices_unsent = 0;  // a bit per device index
   // The blocks whose allocation the agent was told of: only their frees go
   // out.
   BlockSet<kBlockSlots> blocks;
@@ -180,23 +189,46 @@ bool SentLocked(State& s, uint64_t id) {
   return false;
 }
 
-// The latest totals, if no record carried them. Under |lock|.
-void AppendTotalsIfUnsentLocked(State& s) {
-  if (!s.hot.totals_unsent) return;
-  s.hot.totals_unsent = false;
+void AppendTotalsLocked(State& s, int8_t device, uint64_t allocated, uint64_t reserved) {
   gf_event ev = Header(GF_EV_TENSOR_TOTALS, 0, 0);
-  ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(s.hot.device));
-  ev.arg1 = s.hot.allocated;
-  ev.arg2 = s.hot.reserved;
+  ev.arg0 = static_cast<uint64_t>(static_cast<uint8_t>(device));
+  ev.arg1 = allocated;
+  ev.arg2 = reserved;
   AppendLocked(s, ev, nullptr, 0);
 }
 
+// Every device's latest totals that no record carried. Under |lock|.
+void AppendTotalsIfUnsentLocked(State& s) {
+  for (uint32_t unsent = std::exchange(s.other_devices_unsent, 0); unsent; unsent &= unsent - 1) {
+    const int d = __builtin_ctz(unsent);
+    AppendTotalsLocked(s, static_cast<int8_t>(d), s.other_devices[d].allocated, s.other_devices[d].reserved);
+  }
+  if (!s.hot.totals_unsent) return;
+  s.hot.totals_unsent = false;
+  AppendTotalsLocked(s, s.hot.device, s.hot.allocated, s.hot.reserved);
+}
+
 // Keeps an event's totals, sent or not: three stores to the line the lock
-// has already brought in. An event on another device first sends the last
-// one's if they went in no record (a process on several GPUs; the agent
-// keeps each device's). Under |lock|.
+// has already brought in. On a switch of device, the last one's, if they
+// went in no record, are set aside for the flusher (a process allocating on
+// several GPUs in turn; the agent keeps each device's). Under |lock|.
+//
+// The agent ends with a device's latest totals because the allocator
+// reports each device's events under that device's own lock: of two
+// events on one device, one is over before the other begins. Only a taken
+// allocation's record is appended after its walk, and it knows whether
+// another event came meanwhile (Record's |seq|).
 void KeepTotalsLocked(State& s, TorchDevice device, size_t allocated, size_t reserved) {
-  if (s.hot.device != device.index) AppendTotalsIfUnsentLocked(s);
+  if (s.hot.device != device.index && s.hot.totals_unsent) {
+    const auto d = static_cast<uint8_t>(s.hot.device);
+    if (d < kTotalsDevices) {
+      s.other_devices[d] = {s.hot.allocated, s.hot.reserved};
+      s.other_devices_unsent |= 1u << d;
+    } else {
+      AppendTotalsLocked(s, s.hot.device, s.hot.allocated, s.hot.reserved);
+    }
+    s.hot.totals_unsent = false;
+  }
   s.hot.device = device.index;
   s.hot.allocated = allocated;
   s.hot.reserved = reserved;
@@ -204,8 +236,8 @@ void KeepTotalsLocked(State& s, TorchDevice device, size_t allocated, size_t res
 }
 
 // Says we are live, first in the batch, and forgets which stacks were sent:
-// the agent hearing it may be a new one (it is owed the totals too). Under
-// |lock|.
+// the agent hearing it may be a new one (it is owed the current device's
+// totals too). Under |lock|.
 void AnnounceLocked(State& s, uint32_t python) {
   gf_event ev = Header(GF_EV_TENSOR_HOOK, 0, 0);
   ev.arg0 = GF_TENSOR_HOOK_LIVE;
@@ -221,12 +253,13 @@ void AnnounceLocked(State& s, uint32_t python) {
 // The announcement an agent is owed after a time nobody listened, if any,
 // goes first. It knows none of our blocks: their frees are not its business.
 // Under |lock|.
-void AnnounceIfPendingLocked(State& s) {
-  if (!s.hot.announce_pending) return;
+bool AnnounceIfPendingLocked(State& s) {
+  if (!s.hot.announce_pending) return false;
   s.hot.announce_pending = false;
   s.blocks.Clear();
   s.hot.every_free = false;
   AnnounceLocked(s, s.walker.failure());
+  return true;
 }
 
 // An allocator event's record, as GF_API_TORCH_REPORT carries it.
@@ -302,7 +335,9 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   uint64_t& ref = payload[0];
   if (n == 0 && !(flags & (GF_EVF_PY_READ_FAILED | GF_EVF_PY_KEY_UNSET))) ev.flags |= LendBackwardCaller(s, ref);
   s.hot.lock.lock();
-  AnnounceIfPendingLocked(s);
+  // A new agent, announced while we walked, forgot every block: this one's
+  // record goes to it, so its free must too.
+  if (AnnounceIfPendingLocked(s) && !s.blocks.Insert(addr)) s.hot.every_free = true;
   const bool new_stack = id && !SentLocked(s, id);
   if (new_stack) {
     gf_event def = ev;
@@ -384,6 +419,7 @@ void AtForkChild() {
   s.blocks.Clear();
   s.hot.every_free = false;
   s.hot.totals_seen = s.hot.totals_unsent = false;
+  s.other_devices_unsent = 0;
   s.sent_count = 0;
   std::memset(s.sent, 0, sizeof(s.sent));
   s.pid = static_cast<uint32_t>(getpid());

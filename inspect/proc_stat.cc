@@ -38,6 +38,15 @@ std::optional<uint64_t> StartTicksFromStat(std::string_view stat) {
   return start;
 }
 
+std::optional<uint64_t> FlagsFromStat(std::string_view stat) {
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  const std::string rest(stat.substr(close + 1));
+  unsigned long long flags = 0;
+  if (std::sscanf(rest.c_str(), " %*c %*d %*d %*d %*d %*d %llu", &flags) != 1) return std::nullopt;
+  return flags;
+}
+
 std::optional<uint64_t> ThreadsFromStat(std::string_view stat) {
   const size_t close = stat.rfind(')');
   if (close == std::string_view::npos) return std::nullopt;

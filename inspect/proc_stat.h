@@ -24,6 +24,11 @@ std::optional<StateAndParent> StateAndParentFromStat(std::string_view stat);
 // pid, what names one process for good (a pid alone is reused).
 std::optional<uint64_t> StartTicksFromStat(std::string_view stat);
 
+// The task's flags (field 9, PF_*): PF_EXITING (0x4) from the moment it
+// starts to exit, while its state letter may still say running.
+std::optional<uint64_t> FlagsFromStat(std::string_view stat);
+inline constexpr uint64_t kPfExiting = 0x4;
+
 // The process's threads (field 20), a zombie leader's included: the
 // kernel counts a leader that ended before its other threads until the last
 // of them ends.

@@ -1,16 +1,27 @@
 #include "inspect/process_memory.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <string>
 
+#include "absl/strings/str_cat.h"
+#include "base/scoped_fd.h"
 #include "inspect/bounded_read.h"
 #include "inspect/proc_maps.h"
+#include "inspect/proc_stat.h"
 
 namespace gpuflame::inspect {
 namespace {
 
 constexpr int64_t kReloadNs = 1'000'000'000;
+constexpr int64_t kFollowNs = 10'000'000;  // a failed read looks again after 10 ms at the soonest
+constexpr int kMaxThreadsLooked = 4096;
 
 int64_t MonotonicNs() {
   timespec ts{};
@@ -25,12 +36,60 @@ bool NoFileBehind(const Mapping& m) {
   return m.path.empty() || m.path == "[heap]" || m.path.starts_with("[stack") || m.path.starts_with("[anon");
 }
 
+// Whether the thread of this /proc stat file has its memory still: not
+// exiting (PF_EXITING: its memory goes early in its exit, while its state
+// may still say running), not a zombie, and there at all.
+bool HasMemory(const std::string& path) {
+  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  char buf[1024];  // a stat line: a 16-byte name and 50-odd numbers
+  const ssize_t n = read(fd.get(), buf, sizeof(buf));
+  if (n <= 0) return false;
+  const std::string_view stat(buf, static_cast<size_t>(n));
+  const auto st = StateAndParentFromStat(stat);
+  const auto flags = FlagsFromStat(stat);
+  return st && flags && st->state != 'Z' && st->state != 'X' && !(*flags & kPfExiting);
+}
+
 }  // namespace
+
+pid_t LiveThreadOf(pid_t pid) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  if (HasMemory(absl::StrCat(dir, "/", pid, "/stat"))) return pid;  // the leader, as long as it lives
+  std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
+  if (!d) return 0;
+  int looked = 0;
+  while (const dirent* e = readdir(d.get())) {
+    if (++looked > kMaxThreadsLooked) break;
+    char* end = nullptr;
+    const long tid = std::strtol(e->d_name, &end, 10);
+    if (tid <= 0 || *end != '\0' || tid == pid) continue;
+    if (HasMemory(absl::StrCat(dir, "/", tid, "/stat"))) return static_cast<pid_t>(tid);
+  }
+  return 0;
+}
+
+bool RemoteProcessMemory::FollowLiveThread() const {
+  const int64_t now = MonotonicNs();
+  if (followed_ns_ >= 0 && now - followed_ns_ < kFollowNs) return false;
+  followed_ns_ = now;
+  // The leader while it lives, else any other live thread: they share the
+  // address space.
+  const pid_t live = LiveThreadOf(pid_);
+  if (live == 0 || live == Via()) return false;
+  via_ = live == pid_ ? 0 : live;
+  loaded_ns_ = -1;  // its maps, at the next read
+  return true;
+}
 
 void RemoteProcessMemory::LoadAnonymous() const {
   loaded_ns_ = MonotonicNs();
-  if (Poisoned(pid_)) return;  // its maps take the lock a stuck read may hold
-  auto maps = ReadProcMaps(pid_);
+  if (Poisoned(Via())) return;  // its maps take the lock a stuck read may hold
+  auto maps = ReadProcMaps(Via());
+  if (!maps.ok() && FollowLiveThread()) {
+    loaded_ns_ = MonotonicNs();
+    maps = ReadProcMaps(Via());
+  }
   if (!maps.ok()) return;
   anonymous_.clear();
   for (const Mapping& m : *maps) {
@@ -59,10 +118,15 @@ bool RemoteProcessMemory::Read(uint64_t addr, void* out, size_t len) const {
   }
   if (anonymous) {
     direct_++;
-    return ReadDirect(pid_, addr, out, len);
+    if (ReadDirect(Via(), addr, out, len)) return true;
+  } else {
+    worker_++;
+    if (ReadWithDeadline(Via(), addr, out, len)) return true;
   }
-  worker_++;
-  return ReadWithDeadline(pid_, addr, out, len);
+  // Its leader may have ended with other threads running on: once more
+  // through one of them.
+  if (!FollowLiveThread()) return false;
+  return Read(addr, out, len);
 }
 
 }  // namespace gpuflame::inspect

@@ -37,6 +37,10 @@ class ProcessMemory {
 // Python process keeps mapping new arenas. A userfaultfd that catches the
 // kernel's faults can still hold a direct read; it takes privilege
 // (vm.unprivileged_userfaultfd is 0 by default).
+// A process whose leader thread has ended while others run on (main()'s
+// pthread_exit) is read through one of those: the kernel serves neither the
+// zombie leader's maps nor process_vm_readv on its pid, but does on any
+// live thread's (LiveThreadOf), whose address space is the same.
 // Not thread-safe (it caches the process's anonymous ranges).
 class RemoteProcessMemory final : public ProcessMemory {
  public:
@@ -49,13 +53,25 @@ class RemoteProcessMemory final : public ProcessMemory {
  private:
   bool Anonymous(uint64_t addr, size_t len) const;
   void LoadAnonymous() const;
+  // After a failed read, at most every 10 ms: whether to read through a
+  // live thread from now on (the leader may have ended). True if that
+  // changed.
+  bool FollowLiveThread() const;
+  pid_t Via() const { return via_ ? via_ : pid_; }
 
   pid_t pid_;
+  mutable pid_t via_ = 0;             // a live thread read instead of the ended leader; 0: the pid itself
+  mutable int64_t followed_ns_ = -1;  // when FollowLiveThread last looked
   mutable std::vector<std::pair<uint64_t, uint64_t>> anonymous_;  // [start, end), sorted
   mutable int64_t loaded_ns_ = -1;                                // CLOCK_MONOTONIC of the last maps read, -1: never
   mutable uint64_t direct_ = 0;
   mutable uint64_t worker_ = 0;
 };
+
+// A thread of |pid| whose memory can be read: the leader while it lives,
+// else another that has not begun to exit, or 0. From /proc/PID/task (at
+// most 4096 threads looked at).
+pid_t LiveThreadOf(pid_t pid);
 
 // A byte buffer mapped at a fixed address. For tests and offline data.
 class BufferMemory final : public ProcessMemory {

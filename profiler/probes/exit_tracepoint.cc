@@ -17,7 +17,12 @@ bool ReadFromBtf() {
   const btf_type* t = btf__type_by_id(vmlinux.get(), btf__type_by_id(vmlinux.get(), id)->type);
   if (!t || !btf_is_ptr(t)) return false;
   t = btf__type_by_id(vmlinux.get(), t->type);
-  return t && btf_is_func_proto(t) && btf_vlen(t) >= 3;
+  if (!t || !btf_is_func_proto(t) || btf_vlen(t) < 3) return false;
+  // The third is group_dead only if it is a bool (through its typedef):
+  // a kernel that added some other argument there must not get watch_exit.
+  const int arg = btf__resolve_type(vmlinux.get(), btf_params(t)[2].type);
+  const btf_type* bool_type = arg > 0 ? btf__type_by_id(vmlinux.get(), arg) : nullptr;
+  return bool_type && btf_is_int(bool_type) && bool_type->size == 1;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/userfaultfd.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -134,6 +135,52 @@ TEST(BoundedReadTest, AReadThatNeverReturnsCostsTheDeadlineOnceAndPoisonsOnlyIts
          std::chrono::steady_clock::now() - killed < std::chrono::seconds(10))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(ReadStats().stuck_workers, after_one.stuck_workers - 1);
+}
+
+// A child whose main thread has ended (as with pthread_exit) while another runs on:
+// its pid serves neither maps nor process_vm_readv any more, and its memory
+// is read through the thread that lives.
+uint64_t marker = 0;
+
+void* SleepThenExit(void*) {
+  sleep(5);
+  _exit(0);
+}
+
+TEST(BoundedReadTest, AProcessWhoseLeaderEndedIsReadThroughAThreadThatLives) {
+  marker = 0x600df1a9;
+  // A heap block, read directly (anonymous), and the global (file-backed
+  // .bss next to the binary's data: read through the worker).
+  auto* heap = new uint64_t(0x5eed);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pthread_t t;
+    if (pthread_create(&t, nullptr, SleepThenExit, nullptr) != 0) _exit(1);
+    // The leader's thread alone, as pthread_exit ends it, without unwinding
+    // into the test framework's frames.
+    syscall(SYS_exit, 0);
+  }
+  // Until its leader is a zombie (at most 2 s).
+  for (int i = 0; i < 200; i++) {
+    base::ScopedFd fd(open(("/proc/" + std::to_string(child) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+    char buf[512] = {};
+    if (fd && read(fd.get(), buf, sizeof(buf) - 1) > 0 && std::strstr(buf, ") Z ")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  uint64_t got = 0;
+  EXPECT_FALSE(ReadDirect(child, reinterpret_cast<uint64_t>(heap), &got, sizeof(got))) << "the zombie leader's pid";
+  const pid_t live = LiveThreadOf(child);
+  EXPECT_NE(live, 0);
+  EXPECT_NE(live, child);
+  RemoteProcessMemory memory(child);
+  EXPECT_EQ(memory.ReadValue<uint64_t>(reinterpret_cast<uint64_t>(heap)), 0x5eedu);
+  EXPECT_EQ(memory.ReadValue<uint64_t>(reinterpret_cast<uint64_t>(&marker)), 0x600df1a9u);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  delete heap;
+  // Gone altogether: nothing to read through.
+  EXPECT_EQ(LiveThreadOf(child), 0);
 }
 
 }  // namespace

@@ -82,6 +82,8 @@ TEST(ProcStatTest, ThreadsIsField20) {
   const std::string line((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
   EXPECT_GE(inspect::ThreadsFromStat(line).value_or(0), 1u) << line;
   EXPECT_FALSE(inspect::ThreadsFromStat("42 (py) S 1 1 1 0 -1 0 0 0 0 0 100 23 0 0"));
+  EXPECT_EQ(inspect::FlagsFromStat("4929 (a) T 1 (py)) T 4909 4929 4909 34816 4929 1077936128 2190"), 1077936128u);
+  EXPECT_FALSE(inspect::FlagsFromStat("42 (py) S 1 1 1 0"));
 }
 
 TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {
