@@ -160,7 +160,7 @@ Result RunMode(Mode mode, const Options& o, const std::vector<Event>& stream) {
   r.ns_per_event = static_cast<double>(ns) / events;
   r.hook_calls = after.calls - before.calls;
   r.self_ns_per_event = static_cast<double>(after.ns - before.ns) / events;
-  if (sink == 42) std::fprintf(stderr, " ");  // keeps the pollution's reads
+  asm volatile("" : : "r"(sink));  // keeps the pollution's reads
   return r;
 }
 

@@ -300,22 +300,22 @@ static __always_inline int on_thread_exit(struct task_struct *p, bool group_dead
 }
 
 /* Where the tracepoint says whether the group died with this thread (its
- * second argument: 6.18 has it), which the kernel decided atomically: one
- * thread of a process, however many exit at once, ends it. User space
- * loads this one or the next, by the kernel's BTF (bpf_probes.cc). */
+ * second argument, where its record has group_dead: 6.18 has it), the
+ * kernel decided it atomically: one thread of a process, however many exit
+ * at once, ends it. Older kernels pass the task only, and signal->live
+ * cannot stand in for it: threads exiting together may all read it after
+ * the last decrement, and the process would end several times. There the
+ * leader's exit ends it: a process that outlives its leader is taken to
+ * have ended with it. Which one is settled at load (CO-RE): the verifier
+ * never sees the second argument's read on a kernel without it. */
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(watch_exit, struct task_struct *p, bool group_dead) {
+int BPF_PROG(watch_exit, struct task_struct *p) {
+  bool group_dead;
+  if (bpf_core_field_exists(struct trace_event_raw_sched_process_exit, group_dead))
+    group_dead = (bool)ctx[1];
+  else
+    group_dead = BPF_CORE_READ(p, pid) == BPF_CORE_READ(p, tgid);
   return on_thread_exit(p, group_dead);
-}
-
-/* Older kernels pass the task only. signal->live cannot stand in for it:
- * threads exiting together may all read it after the last decrement, and
- * the process would end several times. So the leader's exit ends it there:
- * on such kernels a process that outlives its leader is taken to have
- * ended with it. */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(watch_exit_leader, struct task_struct *p) {
-  return on_thread_exit(p, BPF_CORE_READ(p, pid) == BPF_CORE_READ(p, tgid));
 }
 
 /* Any SIGCONT that reaches a held process after its gate's SIGSTOP ends

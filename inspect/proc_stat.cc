@@ -1,6 +1,7 @@
 #include "inspect/proc_stat.h"
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 namespace gpuflame::inspect {
@@ -15,6 +16,15 @@ std::optional<std::string> AfterName(std::string_view stat) {
 }
 
 }  // namespace
+
+std::optional<std::string> ReadStatFile(const char* path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path, "re"), std::fclose);
+  if (!f) return std::nullopt;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof(buf), f.get());
+  if (n == 0) return std::nullopt;
+  return std::string(buf, n);
+}
 
 std::optional<uint64_t> CpuTicksFromStat(std::string_view stat) {
   const auto rest = AfterName(stat);

@@ -6,9 +6,15 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace gpuflame::inspect {
+
+// One bounded read of a /proc/.../stat file (1 KiB: a 16-byte name and
+// the 50-odd numbers), for the parsers below; nothing if it cannot be read.
+// stdio only: the injection library compiles this file in.
+std::optional<std::string> ReadStatFile(const char* path);
 
 // CPU time: utime + stime, in clock ticks.
 std::optional<uint64_t> CpuTicksFromStat(std::string_view stat);

@@ -1,9 +1,7 @@
 #include "inspect/process_memory.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,7 +9,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "base/scoped_fd.h"
 #include "inspect/bounded_read.h"
 #include "inspect/proc_maps.h"
 #include "inspect/proc_stat.h"
@@ -40,14 +37,10 @@ bool NoFileBehind(const Mapping& m) {
 // exiting (PF_EXITING: its memory goes early in its exit, while its state
 // may still say running), not a zombie, and there at all.
 bool HasMemory(const std::string& path) {
-  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return false;
-  char buf[1024];  // a stat line: a 16-byte name and 50-odd numbers
-  const ssize_t n = read(fd.get(), buf, sizeof(buf));
-  if (n <= 0) return false;
-  const std::string_view stat(buf, static_cast<size_t>(n));
-  const auto st = StateAndParentFromStat(stat);
-  const auto flags = FlagsFromStat(stat);
+  const auto stat = ReadStatFile(path.c_str());
+  if (!stat) return false;
+  const auto st = StateAndParentFromStat(*stat);
+  const auto flags = FlagsFromStat(*stat);
   return st && flags && st->state != 'Z' && st->state != 'X' && !(*flags & kPfExiting);
 }
 

@@ -65,6 +65,12 @@ struct thread_struct {
   unsigned long fsbase;
 } __attribute__((preserve_access_index));
 
+/* sched_process_exit's record: only asked whether it has group_dead (the
+ * tracepoint then passes it as its second argument; 6.18 does). */
+struct trace_event_raw_sched_process_exit {
+  bool group_dead;
+} __attribute__((preserve_access_index));
+
 struct fdtable {
   unsigned int max_fds;
   struct file **fd;

@@ -17,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
 #include "gpuflame_bpf.skel.h"
-#include "profiler/probes/exit_tracepoint.h"
 #include "profiler/probes/uprobe_multi.h"
 
 namespace gpuflame::profiler {
@@ -115,10 +114,6 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   // the machine would otherwise run them.
   bpf_program__set_autoload(skel->progs.io_enter, options.io_spans.on);
   bpf_program__set_autoload(skel->progs.io_exit, options.io_spans.on);
-  // The one exit hook this kernel can load (exit_tracepoint.h).
-  const bool group_dead = ExitTracepointPassesGroupDead();
-  bpf_program__set_autoload(skel->progs.watch_exit, group_dead);
-  bpf_program__set_autoload(skel->progs.watch_exit_leader, !group_dead);
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<uint32_t>(options.ring_bytes)))
     return Errno(err, "sizing the ring buffer");
@@ -155,9 +150,8 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   }
   // The SIGCONT and exit hooks first: they keep `held` exact from the first
   // stop on.
-  for (bpf_program* prog :
-       {skel->progs.watch_sigcont, group_dead ? skel->progs.watch_exit : skel->progs.watch_exit_leader,
-        skel->progs.watch_mmap, skel->progs.watch_exec, skel->progs.watch_fork}) {
+  for (bpf_program* prog : {skel->progs.watch_sigcont, skel->progs.watch_exit, skel->progs.watch_mmap,
+                            skel->progs.watch_exec, skel->progs.watch_fork}) {
     LinkPtr link(bpf_program__attach(prog));
     if (!link)
       return Errno(errno, absl::StrCat("attaching ", bpf_program__name(prog)));

@@ -17,9 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <bpf/btf.h>
+
 #include "absl/strings/str_split.h"
 #include "e2e/e2e_support.h"
-#include "profiler/probes/exit_tracepoint.h"
 
 namespace gpuflame::e2e {
 namespace {
@@ -282,6 +283,20 @@ TEST(RecordTest, TensorBytesAreTheAllocatorsBlocksOnBothPaths) {
   }
 }
 
+// Whether the kernel's sched_process_exit says when a process's last thread
+// ends: what watch_exit asks by CO-RE (bpf/process_lifecycle.bpf.h).
+bool ExitTracepointHasGroupDead() {
+  std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), btf__free);
+  if (!vmlinux) return false;
+  const int id = btf__find_by_name_kind(vmlinux.get(), "trace_event_raw_sched_process_exit", BTF_KIND_STRUCT);
+  if (id <= 0) return false;
+  const btf_type* t = btf__type_by_id(vmlinux.get(), id);
+  const btf_member* m = btf_members(t);
+  for (int i = 0; i < btf_vlen(t); i++)
+    if (std::string_view(btf__name_by_offset(vmlinux.get(), m[i].name_off)) == "group_dead") return true;
+  return false;
+}
+
 // A process whose leader thread ends first lives on in its other threads:
 // their allocations count, with their stacks named (its memory read through
 // a live thread: the zombie leader's /proc/PID no longer serves it), and it
@@ -292,7 +307,7 @@ TEST(RecordTest, AProcessOutlivesItsLeaderThread) {
   GPUFLAME_REQUIRE_PYTHON("3.12");
   // Older kernels' exit tracepoint cannot tell the last thread: there the
   // leader's exit ends the process (bpf/process_lifecycle.bpf.h).
-  if (!profiler::ExitTracepointPassesGroupDead()) GTEST_SKIP() << "the exit tracepoint passes no group_dead";
+  if (!ExitTracepointHasGroupDead()) GTEST_SKIP() << "the exit tracepoint passes no group_dead";
   for (const std::string way : {"probes", "inprocess"}) {
     std::string out = TempDir("leader-exits-" + way);
     RunResult r = Record(out, PyenvPython("3.12"), "leader_exits.py", "", "--tensor-events " + way);
@@ -1281,10 +1296,7 @@ TEST(RecordTest, SummarySaysWhatItsBpfProgramsCost) {
   for (const auto& [name, p] : programs.items())
     if (p["machine_wide"].get<bool>()) machine_wide_ns += p["ns_total"].get<uint64_t>();
   EXPECT_EQ(programs["watch_mmap"]["machine_wide"], true) << cost.dump(2);
-  // Which exit hook ran depends on the kernel (profiler/probes/exit_tracepoint.h).
-  const std::string exit_hook = profiler::ExitTracepointPassesGroupDead() ? "watch_exit" : "watch_exit_leader";
-  ASSERT_TRUE(programs.contains(exit_hook)) << cost.dump(2);
-  EXPECT_EQ(programs[exit_hook]["machine_wide"], true) << cost.dump(2);
+  EXPECT_EQ(programs["watch_exit"]["machine_wide"], true) << cost.dump(2);
   EXPECT_EQ(programs["alloc_enter"]["machine_wide"], false) << cost.dump(2);
   EXPECT_EQ(programs["torch_report"]["machine_wide"], false) << cost.dump(2);
   EXPECT_EQ(cost["bpf_ns_machine_wide"].get<uint64_t>(), machine_wide_ns) << cost.dump(2);
