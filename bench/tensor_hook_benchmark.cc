@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "base/scoped_fd.h"
+#include "bench/child_rounds.h"
 #include "inprocess/tensor_events.h"
 
 extern "C" {
@@ -51,6 +51,8 @@ extern unsigned short gpuflame_tensor_exact_semaphore;
 }
 
 namespace {
+
+namespace bench = gpuflame::bench;
 
 enum class Mode { kNone, kSampled, kExact };
 constexpr const char* kModeNames[] = {"none", "sampled", "exact"};
@@ -67,12 +69,6 @@ struct Result {
   double self_ns_per_event = 0;  // the hook's estimate of itself
   uint64_t hook_calls = 0;
 };
-
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // One allocator event of the stream: an allocation of |size|, or (size 0)
 // the free of live block |victim| (an index into the live list).
@@ -125,12 +121,9 @@ Result RunMode(Mode mode, const Options& o, const std::vector<Event>& stream) {
     gpuflame_tensor_exact_semaphore = mode == Mode::kExact;
     gpuflame::inprocess::StartTensorEvents(o.interval, 0, 0);
   }
-  std::vector<uint8_t> pollution(64 << 20, 1);
-  size_t cursor = 0;
-  const size_t touch = o.pollute_kib << 10;
+  bench::Pollution pollution(o.pollute_kib);
   std::vector<void*> live;
   live.reserve(1024);
-  uint64_t sink = 0;
   auto replay = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; i++) {
       const Event& e = stream[i];
@@ -141,53 +134,22 @@ Result RunMode(Mode mode, const Options& o, const std::vector<Event>& stream) {
         free_(live.back(), 0);
         live.pop_back();
       }
-      for (size_t b = 0; b < touch; b += 64) {
-        pollution[cursor] += static_cast<uint8_t>(b);
-        sink += pollution[cursor];
-        cursor = (cursor + 64) & (pollution.size() - 1);
-      }
+      pollution.Touch();
     }
   };
   const size_t warm = std::min<size_t>(stream.size() / 10, 20'000);
   replay(0, warm);
   const auto before = gpuflame::inprocess::HookCostSoFar();
-  const uint64_t start = NowNs();
+  const uint64_t start = bench::NowNs();
   replay(warm, stream.size());
-  const uint64_t ns = NowNs() - start;
+  const uint64_t ns = bench::NowNs() - start;
   const auto after = gpuflame::inprocess::HookCostSoFar();
   const double events = static_cast<double>(stream.size() - warm);
   Result r;
   r.ns_per_event = static_cast<double>(ns) / events;
   r.hook_calls = after.calls - before.calls;
   r.self_ns_per_event = static_cast<double>(after.ns - before.ns) / events;
-  asm volatile("" : : "r"(sink));  // keeps the pollution's reads
   return r;
-}
-
-// Runs |mode| in a child process; its Result comes back through a pipe.
-bool RunInChild(Mode mode, const Options& o, const std::vector<Event>& stream, Result* out) {
-  int fds[2];
-  if (pipe(fds) != 0) return false;
-  gpuflame::base::ScopedFd from_child(fds[0]), to_parent(fds[1]);
-  const pid_t pid = fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    from_child.reset();
-    const Result r = RunMode(mode, o, stream);
-    const ssize_t n = write(to_parent.get(), &r, sizeof(r));
-    _exit(n == sizeof(r) ? 0 : 3);
-  }
-  to_parent.reset();  // the child's end: a child that dies unheard reads as end of file
-  const ssize_t n = read(from_child.get(), out, sizeof(*out));
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return n == sizeof(*out) && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -227,7 +189,7 @@ int main(int argc, char** argv) {
     Result r[kModes];
     for (int k = 0; k < kModes; k++) {
       const int m = round % 2 ? kModes - 1 - k : k;  // alternating order
-      if (!RunInChild(static_cast<Mode>(m), o, stream, &r[m])) {
+      if (!bench::RunInChild([&] { return RunMode(static_cast<Mode>(m), o, stream); }, &r[m])) {
         std::fprintf(stderr, "round %d: mode %s failed\n", round, kModeNames[m]);
         return 1;
       }
@@ -247,8 +209,8 @@ int main(int argc, char** argv) {
   for (int m = 0; m < kModes; m++) {
     const auto [lo, hi] = std::minmax_element(ns[m].begin(), ns[m].end());
     const auto [dlo, dhi] = std::minmax_element(delta[m].begin(), delta[m].end());
-    std::printf("%-8s %12.1f %8.1f-%-9.1f %14.1f %8.1f-%-9.1f %12.1f\n", kModeNames[m], Median(ns[m]), *lo, *hi,
-                Median(delta[m]), *dlo, *dhi, Median(self[m]));
+    std::printf("%-8s %12.1f %8.1f-%-9.1f %14.1f %8.1f-%-9.1f %12.1f\n", kModeNames[m], bench::Median(ns[m]), *lo, *hi,
+                bench::Median(delta[m]), *dlo, *dhi, bench::Median(self[m]));
   }
   std::printf("hook calls in the last round: sampled %llu, exact %llu\n", static_cast<unsigned long long>(calls[1]),
               static_cast<unsigned long long>(calls[2]));

@@ -37,8 +37,9 @@
 // With no agent attached the probes' semaphores are down: callbacks and
 // activity are off, so the library costs the workload nothing until an agent
 // first attaches; after it leaves, activity goes off and what stays is
-// CUPTI's dispatch of the launch callbacks to a callback that returns at
-// once (checked every tick).
+// CUPTI's dispatch of the launch callbacks to a callback that reads one
+// line and returns (Gate: the same as in an agent's ticks that ask nothing
+// of a launch; checked every tick).
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 // CUPTI is found at run time (cupti_api.cc); only its headers are needed
@@ -110,8 +111,7 @@ struct State {
   // NCCL's kernel launches taken outside the sampler (bpf/nccl_kernel_name.h).
   std::atomic<uint64_t> nccl_launches{0};
   // Which GPU each CUDA device is (device_uuids.h): read by the flusher
-  // once a launch has been seen, said at each flush.
-  std::atomic<bool> launched{false};
+  // once a launch has been seen (Gate::launched), said at each flush.
   DeviceUuids devices;
 };
 
@@ -126,8 +126,35 @@ class ToggleTimer {
 };
 
 // Whether activity is on: NCCL's launches are taken only then, when their
-// kernels' records will come. Written by the flusher, read by every launch.
+// kernels' records will come. Written by the flusher, read by launches
+// while the gate is open.
 std::atomic<bool> activity_now{false};
+
+// What every callback reads first, on one line of its own. Most of an
+// agent's time nothing is asked of a launch (no launch window, activity
+// off, no API spans: nine ticks in ten at the defaults), and the callback
+// then reads this line alone and returns: no thread-local state (in a
+// dlopen'ed library each thread_local is a call into the dynamic linker
+// and three or four more lines), no semaphores, no State. On an H100's
+// launch-bound step, with the step's own work evicting our lines between
+// launches, the full path cost about 54 ns a callback and four callbacks
+// a launch (session 30).
+struct alignas(64) Gate {
+  // Something for a callback to do: the flusher's alone to write, once a
+  // tick (Control).
+  std::atomic<bool> open{false};
+  // A launch has been seen, so the driver is initialised (ReadDevices).
+  // Written once; a load on every later launch, no shared write.
+  std::atomic<bool> launched{false};
+  // Runtime launches call the driver's launch inside them: only the
+  // outermost call's correlation ID is the one kernel records carry, so
+  // only it fires. The depth is counted per thread only while the gate is
+  // open, and callbacks may go on between a call's entry and its exit: a
+  // count from an earlier epoch is stale. The epoch advances each time the
+  // gate opens and when callbacks are first enabled.
+  std::atomic<uint32_t> epoch{0};
+};
+Gate gate;
 
 State& S() {
   static State* s = new State();  // never destroyed: CUPTI may call back during exit
@@ -368,11 +395,6 @@ const char* KernelSymbol(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
   }
 }
 
-// Runtime launches call the driver's launch inside them: only the outermost
-// call's correlation ID is the one kernel records carry, so only it fires.
-// Callbacks may go on between a call's entry and its exit, so the depth is
-// kept per callback epoch: a count from an earlier epoch is stale.
-std::atomic<uint32_t> callback_epoch{0};
 // Whether this tick takes launch stacks: the duty cycle, written by the
 // flusher, read by every launch callback.
 std::atomic<bool> launch_window{false};
@@ -403,29 +425,34 @@ void CloseApiSpan(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpt
   S().api_spans.Add(api_entry);
 }
 
-void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb);
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-  // One callback in kTimedOneIn is timed (our part only: CUPTI's dispatch
-  // to us is not ours to time).
-  thread_local uint32_t calls = 0;
-  if (calls++ % inprocess::kTimedOneIn != 0) {
-    Callback(domain, cbid, data);
+  // Only the API domains' callbacks are enabled; their data is this.
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  // One call in inprocess::kTimedOneIn is timed (our part only: CUPTI's
+  // dispatch to us is not ours to time), chosen by its correlation ID, which
+  // both of a call's callbacks share.
+  if (!inprocess::TimedById(cb->correlationId)) {
+    Callback(domain, cbid, cb);
     return;
   }
   const uint64_t start = NowNs();
-  Callback(domain, cbid, data);
+  Callback(domain, cbid, cb);
   State& s = S();
   s.callback_timed_ns.fetch_add(inprocess::TimedPart(NowNs() - start, s.empty_interval_ns), std::memory_order_relaxed);
   s.callback_timed.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   const bool launch = IsLaunch(domain, cbid);
+  // The driver is initialised: the flusher may ask it for the devices' UUIDs.
+  if (launch && !gate.launched.load(std::memory_order_relaxed)) gate.launched.store(true, std::memory_order_relaxed);
+  if (!gate.open.load(std::memory_order_acquire)) return;
   if (!launch && !IsMemoryCall(domain, cbid)) return;
-  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
-  const uint32_t epoch = callback_epoch.load(std::memory_order_relaxed);
+  const uint32_t epoch = gate.epoch.load(std::memory_order_relaxed);
   if (depth_epoch != epoch) {
     depth_epoch = epoch;
     runtime_depth = 0;
@@ -438,8 +465,9 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
   if (runtime) runtime_depth++;
   else if (runtime_depth > 0) return;
   // The outermost call: its span, if an agent asks for spans (one load when
-  // not). Before the flusher has made room (within a tick of an agent
-  // attaching), ApiSpans::Add counts it as dropped.
+  // not). The flusher opens the gate for spans after making room for them
+  // (Control); a call that ends after an agent has left adds one that
+  // ApiSpans::Add counts as dropped.
   if (ApiProbeOn()) {
     api_entry = {.start_ns = NowNs(),
                  .end_ns = 0,
@@ -451,9 +479,6 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
                  .result = 0};
     api_open = true;
   }
-  // The driver is initialised: the flusher may ask it for the devices'
-  // UUIDs. Written once (a load on every later launch, no shared write).
-  if (launch && !S().launched.load(std::memory_order_relaxed)) S().launched.store(true, std::memory_order_relaxed);
   if (!launch || !LaunchProbeOn()) return;
   // NCCL's kernels: every launch taken while activity is on, outside the
   // launch window and the sampler's budget, so that each kernel's GPU time
@@ -494,7 +519,7 @@ bool ExactProbeOn() { return gpuflame_kernel_time_exact_semaphore != 0; }
 void ReadDevices() {
   State& s = S();
   if (s.devices.done() || s.devices.attempts() >= DeviceUuids::kMaxAttempts) return;
-  if (!s.launched.load(std::memory_order_relaxed)) return;
+  if (!gate.launched.load(std::memory_order_relaxed)) return;
   const std::string err = s.devices.Read();
   if (!err.empty() && s.devices.attempts() >= DeviceUuids::kMaxAttempts)
     Trace(("devices' UUIDs not read, GPU lanes are tied by NVML's process lists only: " + err).c_str());
@@ -512,8 +537,21 @@ void SayDevices() {
 // is read. The site exists so that an agent can attach to it; nothing calls it.
 __attribute__((used, noinline)) void KernelTimeExactSite() { DTRACE_PROBE(gpuflame, kernel_time_exact); }
 
-// Once a tick, on the flusher: what is on for the coming tick.
-void Control(uint64_t now_ns) {
+// Opens or closes the gate (Gate): open while a callback may have anything
+// to do, spans, a launch window or NCCL's launches while activity is on.
+// After the switches it follows, so that what the callbacks find behind it
+// is set up. Flusher thread (and start-up, before it runs).
+void SetGate() {
+  const bool open = ApiProbeOn() || (LaunchProbeOn() && (launch_window.load(std::memory_order_relaxed) ||
+                                                         activity_now.load(std::memory_order_relaxed)));
+  if (open == gate.open.load(std::memory_order_relaxed)) return;
+  // Depths counted before it closed are stale: a call may have ended since.
+  if (open) gate.epoch.fetch_add(1, std::memory_order_relaxed);
+  gate.open.store(open, std::memory_order_release);
+}
+
+// What is on for the coming tick (Control).
+void Switch(uint64_t now_ns) {
   State& s = S();
   const bool listening = BatchProbeOn() || LaunchProbeOn();
   if (listening != s.tracing) {
@@ -551,6 +589,12 @@ void Control(uint64_t now_ns) {
   else SetActivity(activity, static_cast<uint16_t>(s.activity_cycle->weight()));
 }
 
+// Once a tick, on the flusher.
+void Control(uint64_t now_ns) {
+  Switch(now_ns);
+  SetGate();
+}
+
 // Opens or closes the launch window. The callbacks (the launch APIs only:
 // every other one would cost the workload a call into us for nothing) are
 // enabled the first time it opens and stay enabled: CUPTI does not survive
@@ -572,7 +616,7 @@ void EnableForGood(bool& enabled, const char* what, bool (*in_set)(CUpti_Callbac
   enabled = true;
   Trace(what);
   ToggleTimer timer;
-  callback_epoch.fetch_add(1, std::memory_order_relaxed);
+  gate.epoch.fetch_add(1, std::memory_order_relaxed);
   for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
     if (in_set(CUPTI_CB_DOMAIN_RUNTIME_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
   for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)

@@ -34,6 +34,18 @@ inline uint64_t MeasureEmptyIntervalNs() {
   return least;
 }
 
+// Whether the call with this |id| is one of the timed ones, where calls
+// carry an ID that counts up (CUPTI's correlation IDs): no counter to keep,
+// so no per-thread state on a path where a dlopen'ed library's thread_local
+// costs more than the rest. A multiplicative hash's top bits pick one in
+// kTimedOneIn of any arithmetic progression of IDs, where |id % 64| would
+// pick one kind of call only when calls take IDs in a fixed pattern (a
+// runtime launch and the driver launch inside it take two in a row).
+inline bool TimedById(uint64_t id) {
+  static_assert(kTimedOneIn == 64, "the hash keeps the top 6 bits");
+  return ((id * 0x9e3779b97f4a7c15ull) >> 58) == 0;
+}
+
 // A timed interval less the clock's own part.
 inline uint64_t TimedPart(uint64_t interval_ns, uint64_t empty_ns) {
   return interval_ns > empty_ns ? interval_ns - empty_ns : 0;

@@ -10,15 +10,19 @@
 # With the bundle from scripts/gpu-bundle.sh in .carry/; output under $OUT.
 #   ROUNDS (16), ITERS (100) for the launch-bound GPT; LARGE_ROUNDS (5),
 #   LARGE_ITERS (10) for the ~1B-parameter one; SKIP_LAUNCH, SKIP_LARGE;
-#   MODES for the launch-bound GPT's (default: all five).
+#   MODES for the launch-bound GPT's (default: all five); AGENT_BUILD, a
+#   folder with another build's gpuflame, gpuflame_overhead and
+#   libgpuflame_cupti.so (the shared libraries stay the bundle's), to
+#   compare builds on one host.
 GF_OUT_SUFFIX=/agent-overhead . "$(dirname "$0")/common.sh"
+build=${AGENT_BUILD:-$bundle}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 "$root/bench/stub_pyroscope.py" "$port" "$out/pushes" &
 stub=$!
 trap 'kill $stub 2>/dev/null' EXIT
 harness() {
-  "$bundle/gpuflame_overhead" --python "$py" --workload "$root/bench/step_workload.py" --kernel-time \
-      --injection "$bundle/libgpuflame_cupti.so" --agent "$bundle/gpuflame" \
+  "$build/gpuflame_overhead" --python "$py" --workload "$root/bench/step_workload.py" --kernel-time \
+      --injection "$build/libgpuflame_cupti.so" --agent "$build/gpuflame" \
       --pyroscope-url "http://127.0.0.1:$port" "$@" || status=1
 }
 if [ -z "${SKIP_LAUNCH:-}" ]; then

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/support/usdt_semaphore.h"
+
 namespace {
 
 constexpr const char* kChildEnv = "GF_INJECTION_TEST_CHILD";
@@ -66,54 +68,7 @@ Sim LoadSim() {
   return sim;
 }
 
-// Where the loader put |path|'s first byte, or 0.
-uintptr_t LoadBase(const std::string& path) {
-  char want[PATH_MAX];
-  if (!realpath(path.c_str(), want)) return 0;
-  std::pair<const char*, uintptr_t> arg{want, 0};
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* p) {
-        auto* a = static_cast<std::pair<const char*, uintptr_t>*>(p);
-        char got[PATH_MAX];
-        if (!info->dlpi_name || !*info->dlpi_name || !realpath(info->dlpi_name, got) || std::strcmp(got, a->first) != 0)
-          return 0;
-        a->second = info->dlpi_addr;
-        return 1;
-      },
-      &arg);
-  return arg.second;
-}
-
-// A symbol's address in the library file (.symtab: the semaphores are not
-// exported), or 0.
-uint64_t SymbolValue(const std::string& path, const char* name) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream buf;
-  buf << f.rdbuf();
-  const std::string elf = buf.str();
-  if (elf.size() < sizeof(Elf64_Ehdr)) return 0;
-  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(elf.data());
-  if (eh->e_shoff + uint64_t{eh->e_shnum} * sizeof(Elf64_Shdr) > elf.size()) return 0;
-  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(elf.data() + eh->e_shoff);
-  for (int i = 0; i < eh->e_shnum; i++) {
-    if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
-    const Elf64_Shdr& strtab = sh[sh[i].sh_link];
-    const auto* syms = reinterpret_cast<const Elf64_Sym*>(elf.data() + sh[i].sh_offset);
-    for (size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); j++)
-      if (syms[j].st_name < strtab.sh_size && std::strcmp(elf.data() + strtab.sh_offset + syms[j].st_name, name) == 0)
-        return syms[j].st_value;
-  }
-  return 0;
-}
-
-// What the kernel does to a USDT semaphore when a tracer attaches.
-bool RaiseSemaphore(const char* name) {
-  const uintptr_t base = LoadBase(ChildLib());
-  const uint64_t at = SymbolValue(ChildLib(), name);
-  if (!base || !at) return false;
-  __atomic_add_fetch(reinterpret_cast<unsigned short*>(base + at), 1, __ATOMIC_RELAXED);
-  return true;
-}
+bool RaiseSemaphore(const char* name) { return gpuflame::testing::RaiseSemaphore(ChildLib(), name); }
 
 // cuInit on the simulated driver loads the library (CUDA_INJECTION64_PATH),
 // then an agent "attaches": callbacks and activity follow the duty cycles.

@@ -1,0 +1,83 @@
+// What the in-workload benchmarks share (tensor_hook_benchmark.cc,
+// launch_callback_benchmark.cc): each mode runs in a process of its own, so
+// that one mode's state (a hook installed, CUPTI callbacks enabled for good)
+// cannot leak into another's; the step's own work between two events is
+// stood in for by touching a buffer, which evicts what the hot path keeps
+// in cache, as PyTorch's dispatch and the interpreter do on a real step.
+#ifndef GPUFLAME_BENCH_CHILD_ROUNDS_H_
+#define GPUFLAME_BENCH_CHILD_ROUNDS_H_
+
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "base/scoped_fd.h"
+
+namespace gpuflame::bench {
+
+inline uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+inline double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Touches |kib| KiB of a 64 MiB buffer per call, a line at a time, moving
+// on each time: what the event's neighbours in a step leave in cache.
+class Pollution {
+ public:
+  explicit Pollution(uint64_t kib) : touch_(kib << 10), buffer_(64 << 20, 1) {}
+  ~Pollution() { asm volatile("" : : "r"(sink_)); }  // keeps the reads
+
+  void Touch() {
+    for (size_t b = 0; b < touch_; b += 64) {
+      buffer_[cursor_] += static_cast<uint8_t>(b);
+      sink_ += buffer_[cursor_];
+      cursor_ = (cursor_ + 64) & (buffer_.size() - 1);
+    }
+  }
+
+ private:
+  size_t touch_;
+  std::vector<uint8_t> buffer_;
+  size_t cursor_ = 0;
+  uint64_t sink_ = 0;
+};
+
+// Runs |child| in a forked process and brings its result (plain data) back
+// through a pipe. False if the child failed or died.
+template <typename Result, typename Child>
+bool RunInChild(Child&& child, Result* out) {
+  static_assert(std::is_trivially_copyable_v<Result>);
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  base::ScopedFd from_child(fds[0]), to_parent(fds[1]);
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    from_child.reset();
+    const Result r = child();
+    const ssize_t n = write(to_parent.get(), &r, sizeof(r));
+    _exit(n == sizeof(r) ? 0 : 3);
+  }
+  to_parent.reset();  // the child's end: a child that dies unheard reads as end of file
+  const ssize_t n = read(from_child.get(), out, sizeof(*out));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return n == sizeof(*out) && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace gpuflame::bench
+
+#endif  // GPUFLAME_BENCH_CHILD_ROUNDS_H_

@@ -1,0 +1,45 @@
+#include "inprocess/self_timing.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace gpuflame::inprocess {
+namespace {
+
+// How many of |n| IDs from |first|, |stride| apart, are timed.
+uint64_t TimedOf(uint64_t first, uint64_t stride, uint64_t n) {
+  uint64_t timed = 0;
+  for (uint64_t i = 0; i < n; i++) timed += TimedById(first + i * stride);
+  return timed;
+}
+
+// CUPTI's correlation IDs count up, and calls take them in patterns: a
+// runtime launch and the driver launch inside it take two in a row, so
+// each kind alone is a progression of stride 2 (or more, with copies
+// between). Each must be timed one in kTimedOneIn, or the scaled estimate
+// would charge one kind's cost for the other's.
+TEST(SelfTimingTest, TimedByIdPicksOneInSixtyFourOfEveryProgression) {
+  constexpr uint64_t kN = 1 << 20;
+  const double expected = static_cast<double>(kN) / kTimedOneIn;
+  for (uint64_t stride : {1, 2, 3, 4, 8, 64, 1000}) {
+    for (uint64_t first : {0ull, 1ull, 12345ull}) {
+      const double timed = static_cast<double>(TimedOf(first, stride, kN));
+      EXPECT_NEAR(timed / expected, 1.0, 0.02) << "stride " << stride << ", first ID " << first;
+    }
+  }
+}
+
+// The timed ones are spread out: no run of 1,000 consecutive IDs goes untimed
+// (a burst of calls is timed within it, not only between bursts).
+TEST(SelfTimingTest, TimedByIdLeavesNoLongRunUntimed) {
+  uint64_t run = 0, longest = 0;
+  for (uint64_t id = 0; id < (1 << 22); id++) {
+    run = TimedById(id) ? 0 : run + 1;
+    if (run > longest) longest = run;
+  }
+  EXPECT_LT(longest, 1000u);
+}
+
+}  // namespace
+}  // namespace gpuflame::inprocess
