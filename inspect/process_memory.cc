@@ -12,13 +12,13 @@
 #include "inspect/bounded_read.h"
 #include "inspect/proc_maps.h"
 #include "inspect/proc_stat.h"
+#include "inspect/thread_group.h"
 
 namespace gpuflame::inspect {
 namespace {
 
 constexpr int64_t kReloadNs = 1'000'000'000;
 constexpr int64_t kFollowNs = 10'000'000;  // a failed read looks again after 10 ms at the soonest
-constexpr int kMaxThreadsLooked = 4096;
 
 int64_t MonotonicNs() {
   timespec ts{};
@@ -33,34 +33,7 @@ bool NoFileBehind(const Mapping& m) {
   return m.path.empty() || m.path == "[heap]" || m.path.starts_with("[stack") || m.path.starts_with("[anon");
 }
 
-// Whether the thread of this /proc stat file has its memory still: not
-// exiting (PF_EXITING: its memory goes early in its exit, while its state
-// may still say running), not a zombie, and there at all.
-bool HasMemory(const std::string& path) {
-  const auto stat = ReadStatFile(path.c_str());
-  if (!stat) return false;
-  const auto st = StateAndParentFromStat(*stat);
-  const auto flags = FlagsFromStat(*stat);
-  return st && flags && st->state != 'Z' && st->state != 'X' && !(*flags & kPfExiting);
-}
-
 }  // namespace
-
-pid_t LiveThreadOf(pid_t pid) {
-  const std::string dir = absl::StrCat("/proc/", pid, "/task");
-  if (HasMemory(absl::StrCat(dir, "/", pid, "/stat"))) return pid;  // the leader, as long as it lives
-  std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
-  if (!d) return 0;
-  int looked = 0;
-  while (const dirent* e = readdir(d.get())) {
-    if (++looked > kMaxThreadsLooked) break;
-    char* end = nullptr;
-    const long tid = std::strtol(e->d_name, &end, 10);
-    if (tid <= 0 || *end != '\0' || tid == pid) continue;
-    if (HasMemory(absl::StrCat(dir, "/", tid, "/stat"))) return static_cast<pid_t>(tid);
-  }
-  return 0;
-}
 
 bool RemoteProcessMemory::FollowLiveThread() const {
   const int64_t now = MonotonicNs();

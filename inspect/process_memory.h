@@ -40,7 +40,7 @@ class ProcessMemory {
 // A process whose leader thread has ended while others run on (main()'s
 // pthread_exit) is read through one of those: the kernel serves neither the
 // zombie leader's maps nor process_vm_readv on its pid, but does on any
-// live thread's (LiveThreadOf), whose address space is the same.
+// live thread's (thread_group.h's LiveThreadOf), whose address space is the same.
 // Not thread-safe (it caches the process's anonymous ranges).
 class RemoteProcessMemory final : public ProcessMemory {
  public:
@@ -67,11 +67,6 @@ class RemoteProcessMemory final : public ProcessMemory {
   mutable uint64_t direct_ = 0;
   mutable uint64_t worker_ = 0;
 };
-
-// A thread of |pid| whose memory can be read: the leader while it lives,
-// else another that has not begun to exit, or 0. From /proc/PID/task (at
-// most 4096 threads looked at).
-pid_t LiveThreadOf(pid_t pid);
 
 // A byte buffer mapped at a fixed address. For tests and offline data.
 class BufferMemory final : public ProcessMemory {

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "bpf/gpuflame_abi.h"
 #include "inspect/proc_stat.h"
+#include "inspect/thread_group.h"
 #include "profiler/probes/held_map.h"
 #include "profiler/process/run_control.h"
 
@@ -129,7 +130,9 @@ Message ReceiveWord(int sock) {
   return m;
 }
 
-// Every process's parent and state, from /proc/<pid>/stat (bounded).
+// Every process's parent and state, from /proc/<pid>/stat (bounded). A
+// zombie leader's state is its group's: a process whose main() ended with
+// pthread_exit lives on in threads that a gate's stop stops as any other.
 absl::flat_hash_map<pid_t, ProcState> ScanProcesses() {
   absl::flat_hash_map<pid_t, ProcState> out;
   DIR* dir = opendir("/proc");
@@ -141,7 +144,7 @@ absl::flat_hash_map<pid_t, ProcState> ScanProcesses() {
     const long pid = std::strtol(e->d_name, &end, 10);
     if (!end || *end != '\0' || pid <= 0) continue;
     if (auto st = inspect::StateAndParentFromStat(ReadStat(pid)))
-      out[static_cast<pid_t>(pid)] = ProcState{st->ppid, st->state};
+      out[static_cast<pid_t>(pid)] = ProcState{st->ppid, st->state == 'Z' ? inspect::GroupState(pid) : st->state};
   }
   closedir(dir);
   return out;
@@ -243,8 +246,11 @@ int ResumeGateHeld(int held_map_fd, int64_t boottime_offset_ns, ResumedStops& do
     const auto start = inspect::StartTicksFromStat(stat);
     const auto gate_start =
         static_cast<uint64_t>((static_cast<int64_t>(h.start_ns) + boottime_offset_ns) / ns_per_tick);
-    // Another process has its pid now; or it runs (or its stop has not landed yet: a later pass).
-    if (!state || !start || *start != gate_start || state->state != 'T') continue;
+    // Another process has its pid now; or it runs (or its stop has not
+    // landed yet: a later pass). A leader that ended is a zombie while the
+    // rest of its group stops: their state is the one that counts.
+    if (!state || !start || *start != gate_start) continue;
+    if ((state->state == 'Z' ? inspect::GroupState(h.pid) : state->state) != 'T') continue;
     if (syscall(SYS_pidfd_send_signal, pidfd.get(), SIGCONT, nullptr, 0) == 0) {
       done.insert({h.pid, h.stop_ns});
       resumed++;

@@ -22,11 +22,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
-#include "inspect/proc_environ.h"
 #include "inspect/bounded_read.h"
 #include "inspect/mount_types.h"
-#include "inspect/process_memory.h"
+#include "inspect/proc_environ.h"
 #include "inspect/proc_stat.h"
+#include "inspect/process_memory.h"
+#include "inspect/thread_group.h"
 #include "profiler/process/python_discovery.h"
 
 namespace gpuflame::profiler {
@@ -55,19 +56,6 @@ std::string ReadComm(pid_t pid) {
   return comm;
 }
 
-char ProcState(pid_t pid) {
-  std::string path = absl::StrCat("/proc/", pid, "/stat");
-  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return 0;
-  char buf[512];
-  ssize_t n = read(fd.get(), buf, sizeof(buf) - 1);
-  if (n <= 0) return 0;
-  std::string_view s(buf, static_cast<size_t>(n));
-  auto paren = s.rfind(')');  // comm may contain spaces and parentheses
-  if (paren == std::string_view::npos || paren + 2 >= s.size()) return 0;
-  return s[paren + 2];
-}
-
 // At random, so that two agents most likely differ; GPUFLAME_HELLO_SITE
 // fixes it (tests make two agents collide).
 uint32_t FirstHelloSite() {
@@ -81,7 +69,9 @@ bool WaitStopped(pid_t pid, int timeout_ms) {
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
-    char state = ProcState(pid);
+    // The group's: a leader that ended (pthread_exit) is a zombie while
+    // the rest of the process stops at the gate.
+    const char state = inspect::GroupState(pid);
     if (state == 'T' || state == 't') return true;
     if (state == 0 || state == 'Z' || state == 'X') return false;
     timespec now{};

@@ -17,6 +17,8 @@
 #include "base/scoped_fd.h"
 #include "inspect/bounded_read.h"
 #include "inspect/process_memory.h"
+#include "inspect/thread_group.h"
+#include "tests/support/ended_leader.h"
 
 namespace gpuflame::inspect {
 namespace {
@@ -142,32 +144,13 @@ TEST(BoundedReadTest, AReadThatNeverReturnsCostsTheDeadlineOnceAndPoisonsOnlyIts
 // is read through the thread that lives.
 uint64_t marker = 0;
 
-void* SleepThenExit(void*) {
-  sleep(5);
-  _exit(0);
-}
-
 TEST(BoundedReadTest, AProcessWhoseLeaderEndedIsReadThroughAThreadThatLives) {
   marker = 0x600df1a9;
   // A heap block, read directly (anonymous), and the global (file-backed
   // .bss next to the binary's data: read through the worker).
   auto* heap = new uint64_t(0x5eed);
-  const pid_t child = fork();
+  const pid_t child = testing::ForkWithEndedLeader();
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    pthread_t t;
-    if (pthread_create(&t, nullptr, SleepThenExit, nullptr) != 0) _exit(1);
-    // The leader's thread alone, as pthread_exit ends it, without unwinding
-    // into the test framework's frames.
-    syscall(SYS_exit, 0);
-  }
-  // Until its leader is a zombie (at most 2 s).
-  for (int i = 0; i < 200; i++) {
-    base::ScopedFd fd(open(("/proc/" + std::to_string(child) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
-    char buf[512] = {};
-    if (fd && read(fd.get(), buf, sizeof(buf) - 1) > 0 && std::strstr(buf, ") Z ")) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
   uint64_t got = 0;
   EXPECT_FALSE(ReadDirect(child, reinterpret_cast<uint64_t>(heap), &got, sizeof(got))) << "the zombie leader's pid";
   const pid_t live = LiveThreadOf(child);
@@ -181,6 +164,40 @@ TEST(BoundedReadTest, AProcessWhoseLeaderEndedIsReadThroughAThreadThatLives) {
   delete heap;
   // Gone altogether: nothing to read through.
   EXPECT_EQ(LiveThreadOf(child), 0);
+}
+
+// The state a gate's stop is checked by, and its guardian resumes by: the
+// leader's says 'Z' whether the rest of the group runs or stops.
+char StateWithin(pid_t pid, bool stopped) {
+  char state = 0;
+  for (int i = 0; i < 200; i++) {
+    state = GroupState(pid);
+    if ((state == 'T') == stopped) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return state;
+}
+
+TEST(ThreadGroupTest, AGroupWhoseLeaderEndedStopsAndRunsInTheThreadThatLives) {
+  const pid_t child = testing::ForkWithEndedLeader();
+  ASSERT_GT(child, 0);
+  const char running = StateWithin(child, false);
+  EXPECT_NE(running, 'T');
+  EXPECT_NE(running, 'Z');
+  EXPECT_NE(running, 0);
+  kill(child, SIGSTOP);
+  EXPECT_EQ(StateWithin(child, true), 'T');
+  kill(child, SIGCONT);
+  EXPECT_NE(StateWithin(child, false), 'T');
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(GroupState(child), 0) << "a process reaped";
+}
+
+TEST(ThreadGroupTest, ALivingLeaderIsTheGroup) {
+  EXPECT_NE(GroupState(getpid()), 'T');
+  EXPECT_NE(GroupState(getpid()), 0);
+  EXPECT_EQ(LiveThreadOf(getpid()), getpid());
 }
 
 }  // namespace

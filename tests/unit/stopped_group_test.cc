@@ -1,0 +1,71 @@
+// A process stopped at a gate, or left stopped by a gpuflame that died,
+// whose leader thread has ended (main()'s pthread_exit) while the rest of it
+// runs on: its pid's own /proc state says 'Z' whether the group runs or
+// stops, so both the gate's wait and the guardian go by the group's.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "inspect/thread_group.h"
+#include "profiler/process/guardian.h"
+#include "profiler/process/process_registry.h"
+#include "tests/support/ended_leader.h"
+
+namespace gpuflame::profiler {
+namespace {
+
+// Polls the group's state until it is (or is no longer) stopped, at most 2 s.
+bool StoppedWithin(pid_t pid, bool stopped) {
+  for (int i = 0; i < 200; i++) {
+    if ((inspect::GroupState(pid) == 'T') == stopped) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// A followed process whose main() ended with pthread_exit, stopped by a gate
+// while its other thread runs on: its pid's own state says 'Z', and a
+// guardian that took that for the process's would leave it stopped for ever
+// once gpuflame is gone.
+TEST(GuardianTest, ResumesAStoppedProcessWhoseLeaderEnded) {
+  const pid_t child = testing::ForkWithEndedLeader();
+  ASSERT_GT(child, 0);
+  kill(child, SIGSTOP);
+  ASSERT_TRUE(StoppedWithin(child, true));
+  EXPECT_EQ(ResumeHeldProcesses({child}), 1);
+  EXPECT_TRUE(StoppedWithin(child, false)) << "still stopped";
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+// The gate's wait for its stop to land (before the process's probes are
+// attached) sees it land; it used to give up at once on the zombie.
+TEST(GateTest, WaitStoppedSeesTheStopOfAProcessWhoseLeaderEnded) {
+  const pid_t child = testing::ForkWithEndedLeader();
+  ASSERT_GT(child, 0);
+  kill(child, SIGSTOP);
+  EXPECT_TRUE(WaitStopped(child, 2000));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_FALSE(WaitStopped(child, 2000)) << "a process gone";
+}
+
+// One it does not follow stays as it is.
+TEST(GuardianTest, LeavesAStoppedProcessItDoesNotFollow) {
+  const pid_t child = testing::ForkWithEndedLeader();
+  ASSERT_GT(child, 0);
+  kill(child, SIGSTOP);
+  ASSERT_TRUE(StoppedWithin(child, true));
+  EXPECT_EQ(ResumeHeldProcesses({child + 100000}), 0);
+  EXPECT_EQ(inspect::GroupState(child), 'T');
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+}  // namespace
+}  // namespace gpuflame::profiler
