@@ -724,7 +724,7 @@ void KernelTimeSayNamesAgain() { S().converter.SayNamesAgain(); }
 
 KernelTimeCost KernelTimeCostSoFar() {
   const State& s = S();
-  // Each thread times one callback in kTimedOneIn of its own; the timed
+  // One call in kTimedOneIn is timed (by its correlation ID); the timed
   // ones' clock reads are a cost too (inprocess/self_timing.h).
   return {s.callback_timed_ns.load(std::memory_order_relaxed) * inprocess::kTimedOneIn +
               2 * s.callback_timed.load(std::memory_order_relaxed) * s.empty_interval_ns,
