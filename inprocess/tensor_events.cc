@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <utility>
 
 #define _SDT_HAS_SEMAPHORES 1
@@ -115,10 +116,15 @@ struct State {
 };
 static_assert(sizeof(State::Hot) <= 64, "one cache line");
 
-State& S() {
-  static State* s = new State();  // never destroyed: the allocator may call us during exit
-  return *s;
-}
+// At a fixed address in our .bss, built when the library is loaded (its
+// constructors run before the hook can go in, at the flusher's first tick
+// at the soonest): every event finds it PC-relative, with no guard byte and
+// pointer to load first, a line the step's own work may have evicted.
+// Never destroyed: the allocator may call us during exit.
+alignas(State) unsigned char state_storage[sizeof(State)];
+__attribute__((constructor)) void BuildState() { new (state_storage) State(); }
+
+State& S() { return *std::launder(reinterpret_cast<State*>(state_storage)); }
 
 // Every allocation goes out: asked for, or still starting up.
 bool Exact() { return ExactSwitch() || S().hot.starting.load(std::memory_order_relaxed); }
