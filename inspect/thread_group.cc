@@ -30,7 +30,8 @@ char StateOf(const std::string& path) {
   const auto stat = ReadStatFile(path.c_str());
   if (!stat) return 0;
   const auto st = StateAndParentFromStat(*stat);
-  return st ? st->state : 0;
+  if (!st) return 0;
+  return st->state;
 }
 
 }  // namespace
@@ -58,7 +59,8 @@ char GroupState(pid_t pid) {
   if (live == 0) return 'Z';
   // It may end between the two reads: then the group is as good as ended.
   const char state = StateOf(absl::StrCat("/proc/", pid, "/task/", live, "/stat"));
-  return state ? state : 'Z';
+  if (state == 0) return 'Z';
+  return state;
 }
 
 }  // namespace gpuflame::inspect
