@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <type_traits>
 #include <vector>
 
@@ -31,6 +32,16 @@ inline double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// A mode's figures over rounds: the median and the range.
+struct Spread {
+  double median = 0, lo = 0, hi = 0;
+};
+inline Spread SpreadOf(const std::vector<double>& v) {
+  if (v.empty()) return {};
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return {Median(v), *lo, *hi};
 }
 
 // Touches |kib| KiB of a 64 MiB buffer per call, a line at a time, moving
@@ -76,6 +87,27 @@ bool RunInChild(Child&& child, Result* out) {
   int status = 0;
   waitpid(pid, &status, 0);
   return n == sizeof(*out) && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// |rounds| rounds of modes 0 .. |modes|-1, each in a process of its own
+// (RunInChild running |run(mode)|), in an order that alternates between
+// rounds, so that drift lands on every mode alike; |got(results)| after each
+// round, with every mode's Result by mode. False, said on stderr with the
+// mode's name from |names|, if a child failed.
+template <typename Result, typename Run, typename Got>
+bool RunAlternatingRounds(int rounds, int modes, const char* const* names, Run&& run, Got&& got) {
+  for (int round = 0; round < rounds; round++) {
+    std::vector<Result> r(static_cast<size_t>(modes));
+    for (int k = 0; k < modes; k++) {
+      const int m = round % 2 ? modes - 1 - k : k;
+      if (!RunInChild([&] { return run(m); }, &r[static_cast<size_t>(m)])) {
+        std::fprintf(stderr, "round %d: mode %s failed\n", round, names[m]);
+        return false;
+      }
+    }
+    got(r);
+  }
+  return true;
 }
 
 }  // namespace gpuflame::bench

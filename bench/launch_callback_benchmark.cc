@@ -157,31 +157,25 @@ int main(int argc, char** argv) {
   }
   std::vector<double> ns[kModes], delta[kModes];
   uint64_t callbacks[kModes] = {};
-  for (int round = 0; round < o.rounds; round++) {
-    Result r[kModes];
-    for (int k = 0; k < kModes; k++) {
-      const int m = round % 2 ? kModes - 1 - k : k;  // alternating order
-      if (!bench::RunInChild([&] { return RunMode(static_cast<Mode>(m), o); }, &r[m])) {
-        std::fprintf(stderr, "round %d: mode %s failed\n", round, kModeNames[m]);
-        return 1;
-      }
-    }
-    for (int m = 0; m < kModes; m++) {
-      ns[m].push_back(r[m].ns_per_launch);
-      delta[m].push_back(r[m].ns_per_launch - r[0].ns_per_launch);
-      callbacks[m] = r[m].callbacks;
-    }
-  }
+  const bool ok = bench::RunAlternatingRounds<Result>(
+      o.rounds, kModes, kModeNames, [&](int m) { return RunMode(static_cast<Mode>(m), o); },
+      [&](const std::vector<Result>& r) {
+        for (int m = 0; m < kModes; m++) {
+          ns[m].push_back(r[m].ns_per_launch);
+          delta[m].push_back(r[m].ns_per_launch - r[0].ns_per_launch);
+          callbacks[m] = r[m].callbacks;
+        }
+      });
+  if (!ok) return 1;
   std::printf("launch callbacks: %llu launches a round (%d rounds), %llu KiB touched between launches, %s\n",
               static_cast<unsigned long long>(o.launches), o.rounds, static_cast<unsigned long long>(o.pollute_kib),
               o.library.c_str());
   std::printf("%-8s %12s %18s %16s %18s %12s\n", "mode", "ns/launch", "(min-max)", "added ns/launch", "(min-max)",
               "callbacks");
   for (int m = 0; m < kModes; m++) {
-    const auto [lo, hi] = std::minmax_element(ns[m].begin(), ns[m].end());
-    const auto [dlo, dhi] = std::minmax_element(delta[m].begin(), delta[m].end());
-    std::printf("%-8s %12.1f %8.1f-%-9.1f %16.1f %8.1f-%-9.1f %12llu\n", kModeNames[m], bench::Median(ns[m]), *lo, *hi,
-                bench::Median(delta[m]), *dlo, *dhi, static_cast<unsigned long long>(callbacks[m]));
+    const bench::Spread n = bench::SpreadOf(ns[m]), d = bench::SpreadOf(delta[m]);
+    std::printf("%-8s %12.1f %8.1f-%-9.1f %16.1f %8.1f-%-9.1f %12llu\n", kModeNames[m], n.median, n.lo, n.hi, d.median,
+                d.lo, d.hi, static_cast<unsigned long long>(callbacks[m]));
   }
   return 0;
 }

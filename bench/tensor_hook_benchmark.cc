@@ -185,32 +185,26 @@ int main(int argc, char** argv) {
   constexpr int kModes = 3;
   std::vector<double> ns[kModes], self[kModes], delta[kModes];
   uint64_t calls[kModes] = {};
-  for (int round = 0; round < o.rounds; round++) {
-    Result r[kModes];
-    for (int k = 0; k < kModes; k++) {
-      const int m = round % 2 ? kModes - 1 - k : k;  // alternating order
-      if (!bench::RunInChild([&] { return RunMode(static_cast<Mode>(m), o, stream); }, &r[m])) {
-        std::fprintf(stderr, "round %d: mode %s failed\n", round, kModeNames[m]);
-        return 1;
-      }
-    }
-    for (int m = 0; m < kModes; m++) {
-      ns[m].push_back(r[m].ns_per_event);
-      self[m].push_back(r[m].self_ns_per_event);
-      delta[m].push_back(r[m].ns_per_event - r[0].ns_per_event);
-      calls[m] = r[m].hook_calls;
-    }
-  }
+  const bool ok = bench::RunAlternatingRounds<Result>(
+      o.rounds, kModes, kModeNames, [&](int m) { return RunMode(static_cast<Mode>(m), o, stream); },
+      [&](const std::vector<Result>& r) {
+        for (int m = 0; m < kModes; m++) {
+          ns[m].push_back(r[m].ns_per_event);
+          self[m].push_back(r[m].self_ns_per_event);
+          delta[m].push_back(r[m].ns_per_event - r[0].ns_per_event);
+          calls[m] = r[m].hook_calls;
+        }
+      });
+  if (!ok) return 1;
   std::printf("tensor hook: %llu events a round (%d rounds), %llu KiB touched between events, interval %llu bytes\n",
               static_cast<unsigned long long>(o.events), o.rounds, static_cast<unsigned long long>(o.pollute_kib),
               static_cast<unsigned long long>(o.interval));
   std::printf("%-8s %12s %18s %14s %18s %12s\n", "mode", "ns/event", "(min-max)", "hook ns/event", "(min-max)",
               "self-timed");
   for (int m = 0; m < kModes; m++) {
-    const auto [lo, hi] = std::minmax_element(ns[m].begin(), ns[m].end());
-    const auto [dlo, dhi] = std::minmax_element(delta[m].begin(), delta[m].end());
-    std::printf("%-8s %12.1f %8.1f-%-9.1f %14.1f %8.1f-%-9.1f %12.1f\n", kModeNames[m], bench::Median(ns[m]), *lo, *hi,
-                bench::Median(delta[m]), *dlo, *dhi, bench::Median(self[m]));
+    const bench::Spread n = bench::SpreadOf(ns[m]), d = bench::SpreadOf(delta[m]);
+    std::printf("%-8s %12.1f %8.1f-%-9.1f %14.1f %8.1f-%-9.1f %12.1f\n", kModeNames[m], n.median, n.lo, n.hi, d.median,
+                d.lo, d.hi, bench::Median(self[m]));
   }
   std::printf("hook calls in the last round: sampled %llu, exact %llu\n", static_cast<unsigned long long>(calls[1]),
               static_cast<unsigned long long>(calls[2]));
