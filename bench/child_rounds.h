@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -87,6 +89,33 @@ bool RunInChild(Child&& child, Result* out) {
   int status = 0;
   waitpid(pid, &status, 0);
   return n == sizeof(*out) && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The flags every such benchmark takes, and their defaults.
+struct RoundOptions {
+  int rounds = 5;
+  uint64_t pollute_kib = 64;
+};
+
+// Parses "--flag value" pairs: --rounds (1-1000) and --pollute-kib (at most
+// 65536) into |o|, any other by |own(flag, value)|, which says whether it
+// took it. False on a flag nobody takes, a value out of range, or a flag
+// without a value.
+template <typename Own>
+bool ParseFlags(int argc, char** argv, RoundOptions* o, Own&& own) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const char* value = argv[i + 1];
+    const uint64_t v = std::strtoull(value, nullptr, 10);
+    if (flag == "--rounds" && v >= 1 && v <= 1000) {
+      o->rounds = static_cast<int>(v);
+    } else if (flag == "--pollute-kib" && v <= 65536) {
+      o->pollute_kib = v;
+    } else if (!own(flag, value)) {
+      return false;
+    }
+  }
+  return argc % 2 == 1;
 }
 
 // |rounds| rounds of modes 0 .. |modes|-1, each in a process of its own

@@ -46,10 +46,8 @@ enum class Mode { kNone, kClosed, kWindow };
 constexpr const char* kModeNames[] = {"none", "closed", "window"};
 constexpr int kModes = 3;
 
-struct Options {
+struct Options : bench::RoundOptions {
   uint64_t launches = 200'000;
-  int rounds = 5;
-  uint64_t pollute_kib = 64;
   std::string library = GPUFLAME_CUPTI_LIB;  // another build's, to compare two
 };
 
@@ -127,22 +125,13 @@ Result RunMode(Mode mode, const Options& o) {
 }
 
 bool ParseArgs(int argc, char** argv, Options* o) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const uint64_t v = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--launches" && v >= 1000) {
-      o->launches = v;
-    } else if (flag == "--rounds" && v >= 1 && v <= 1000) {
-      o->rounds = static_cast<int>(v);
-    } else if (flag == "--pollute-kib" && v <= 65536) {
-      o->pollute_kib = v;
-    } else if (flag == "--library") {
-      o->library = argv[i + 1];
-    } else {
-      return false;
-    }
-  }
-  return argc % 2 == 1;
+  return bench::ParseFlags(argc, argv, o, [o](const std::string& flag, const char* value) {
+    const uint64_t v = std::strtoull(value, nullptr, 10);
+    if (flag == "--launches" && v >= 1000) o->launches = v;
+    else if (flag == "--library") o->library = value;
+    else return false;
+    return true;
+  });
 }
 
 }  // namespace

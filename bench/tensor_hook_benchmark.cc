@@ -57,10 +57,9 @@ namespace bench = gpuflame::bench;
 enum class Mode { kNone, kSampled, kExact };
 constexpr const char* kModeNames[] = {"none", "sampled", "exact"};
 
-struct Options {
+struct Options : bench::RoundOptions {
+  Options() { pollute_kib = 256; }
   uint64_t events = 200'000;
-  int rounds = 5;
-  uint64_t pollute_kib = 256;
   uint64_t interval = 4 << 20;
 };
 
@@ -153,22 +152,13 @@ Result RunMode(Mode mode, const Options& o, const std::vector<Event>& stream) {
 }
 
 bool ParseArgs(int argc, char** argv, Options* o) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const uint64_t v = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--events" && v >= 1000) {
-      o->events = v;
-    } else if (flag == "--rounds" && v >= 1 && v <= 1000) {
-      o->rounds = static_cast<int>(v);
-    } else if (flag == "--pollute-kib" && v <= 65536) {
-      o->pollute_kib = v;
-    } else if (flag == "--interval") {
-      o->interval = v;
-    } else {
-      return false;
-    }
-  }
-  return argc % 2 == 1;
+  return bench::ParseFlags(argc, argv, o, [o](const std::string& flag, const char* value) {
+    const uint64_t v = std::strtoull(value, nullptr, 10);
+    if (flag == "--events" && v >= 1000) o->events = v;
+    else if (flag == "--interval") o->interval = v;
+    else return false;
+    return true;
+  });
 }
 
 }  // namespace
