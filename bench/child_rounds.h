@@ -7,6 +7,7 @@
 #ifndef GPUFLAME_BENCH_CHILD_ROUNDS_H_
 #define GPUFLAME_BENCH_CHILD_ROUNDS_H_
 
+#include <errno.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,9 +86,13 @@ bool RunInChild(Child&& child, Result* out) {
     _exit(n == sizeof(r) ? 0 : 3);
   }
   to_parent.reset();  // the child's end: a child that dies unheard reads as end of file
-  const ssize_t n = read(from_child.get(), out, sizeof(*out));
+  ssize_t n;
+  do {
+    n = read(from_child.get(), out, sizeof(*out));
+  } while (n < 0 && errno == EINTR);
   int status = 0;
-  waitpid(pid, &status, 0);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   return n == sizeof(*out) && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 

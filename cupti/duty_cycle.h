@@ -19,17 +19,24 @@ class DutyCycle {
  public:
   // |one_in| <= 1: always on.
   DutyCycle(uint32_t on_ticks, uint32_t one_in, uint64_t seed)
-      : on_(on_ticks ? on_ticks : 1), one_in_(one_in ? one_in : 1), rng_(seed | 1) {}
+      : on_(on_ticks ? on_ticks : 1), one_in_(one_in ? one_in : 1), rng_(seed | 1) {
+    start_ = Random() % Period();
+  }
 
   // Whether the coming tick is on.
   bool Next() {
     if (one_in_ <= 1) return true;
-    const uint64_t period = static_cast<uint64_t>(on_) * one_in_;
-    if (tick_ == 0) start_ = Random() % period;
-    const uint64_t into = (tick_ + period - start_) % period;  // ticks since the window opened
-    tick_ = (tick_ + 1) % period;
-    return into < on_;
+    const bool on = On(tick_);
+    tick_ = (tick_ + 1) % Period();
+    // The next period's phase, drawn as this one ends so that Peek() can
+    // see across the boundary.
+    if (tick_ == 0) start_ = Random() % Period();
+    return on;
   }
+
+  // Whether the tick after the one Next() last answered for will be on,
+  // without moving on (what gets ready a tick ahead uses it).
+  bool Peek() const { return one_in_ <= 1 || On(tick_); }
 
   // What one observed record stands for.
   uint32_t weight() const { return one_in_; }
@@ -41,6 +48,13 @@ class DutyCycle {
     rng_ ^= rng_ << 25;
     rng_ ^= rng_ >> 27;
     return rng_ * 0x2545F4914F6CDD1Dull;
+  }
+
+  uint64_t Period() const { return static_cast<uint64_t>(on_) * one_in_; }
+  // Tick |tick| of the current period is in its window.
+  bool On(uint64_t tick) const {
+    const uint64_t period = Period();
+    return (tick + period - start_) % period < on_;  // ticks since the window opened
   }
 
   uint32_t on_;

@@ -132,13 +132,13 @@ std::atomic<bool> activity_now{false};
 
 // What every callback reads first, on one line of its own. Most of an
 // agent's time nothing is asked of a launch (no launch window, activity
-// off, no API spans: nine ticks in ten at the defaults), and the callback
-// then reads this line alone and returns: no thread-local state (in a
-// dlopen'ed library each thread_local is a call into the dynamic linker
-// and three or four more lines), no semaphores, no State. On an H100's
-// launch-bound step, with the step's own work evicting our lines between
-// launches, the full path cost about 54 ns a callback and four callbacks
-// a launch (session 30).
+// off, no API spans: 89 ticks in 100 at the defaults, the gate opening a
+// tick before activity), and the callback then reads this line alone and
+// returns: no thread-local state (in a dlopen'ed library each thread_local
+// is a call into the dynamic linker and three or four more lines), no
+// semaphores, no State. On an H100's launch-bound step, with the step's
+// own work evicting our lines between launches, the full path cost about
+// 54 ns a callback, four callbacks a launch (session 30).
 struct alignas(64) Gate {
   // Something for a callback to do: the flusher's alone to write, once a
   // tick (Control).
@@ -454,6 +454,13 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_Ca
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   const uint32_t epoch = gate.epoch.load(std::memory_order_relaxed);
   if (depth_epoch != epoch) {
+    // A count from before the gate last opened is stale. The thread may be
+    // inside a runtime call whose entry came while it was closed, and a
+    // driver call in it would then be taken for the outermost; so the gate
+    // opens a tick before activity does (Control), and whatever was under
+    // way then has ended before a launch is taken. (Skipping driver calls
+    // until the thread's depth is known instead would lose the first of
+    // NCCL's launches, which are the driver's own, each time.)
     depth_epoch = epoch;
     runtime_depth = 0;
   }
@@ -466,8 +473,8 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_Ca
   else if (runtime_depth > 0) return;
   // The outermost call: its span, if an agent asks for spans (one load when
   // not). The flusher opens the gate for spans after making room for them
-  // (Control); a call that ends after an agent has left adds one that
-  // ApiSpans::Add counts as dropped.
+  // (Control). A call under way when the gate closes (its agent gone) has
+  // no exit seen: its span is not recorded, as no agent is there to read it.
   if (ApiProbeOn()) {
     api_entry = {.start_ns = NowNs(),
                  .end_ns = 0,
@@ -538,12 +545,15 @@ void SayDevices() {
 __attribute__((used, noinline)) void KernelTimeExactSite() { DTRACE_PROBE(gpuflame, kernel_time_exact); }
 
 // Opens or closes the gate (Gate): open while a callback may have anything
-// to do, spans, a launch window or NCCL's launches while activity is on.
-// After the switches it follows, so that what the callbacks find behind it
-// is set up. Flusher thread (and start-up, before it runs).
-void SetGate() {
-  const bool open = ApiProbeOn() || (LaunchProbeOn() && (launch_window.load(std::memory_order_relaxed) ||
-                                                         activity_now.load(std::memory_order_relaxed)));
+// to do, spans, a launch window or NCCL's launches while activity is on,
+// and the tick before activity goes on (|activity_next|), so that each
+// thread's depth is counted from a call's start by then (Callback). After
+// the switches it follows, so that what the callbacks find behind it is set
+// up. Flusher thread (and start-up, before it runs).
+void SetGate(bool activity_next) {
+  const bool open =
+      ApiProbeOn() || (LaunchProbeOn() && (launch_window.load(std::memory_order_relaxed) ||
+                                           activity_now.load(std::memory_order_relaxed) || activity_next));
   if (open == gate.open.load(std::memory_order_relaxed)) return;
   // Depths counted before it closed are stale: a call may have ended since.
   if (open) gate.epoch.fetch_add(1, std::memory_order_relaxed);
@@ -592,7 +602,9 @@ void Switch(uint64_t now_ns) {
 // Once a tick, on the flusher.
 void Control(uint64_t now_ns) {
   Switch(now_ns);
-  SetGate();
+  const State& s = S();
+  // Activity's cycle has answered for this tick: whether it is on at the next.
+  SetGate(s.on && s.activity_wanted && s.activity_cycle && s.activity_cycle->Peek());
 }
 
 // Opens or closes the launch window. The callbacks (the launch APIs only:

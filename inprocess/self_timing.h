@@ -40,7 +40,9 @@ inline uint64_t MeasureEmptyIntervalNs() {
 // costs more than the rest. A multiplicative hash's top bits pick one in
 // kTimedOneIn of any arithmetic progression of IDs, where |id % 64| would
 // pick one kind of call only when calls take IDs in a fixed pattern (a
-// runtime launch and the driver launch inside it take two in a row).
+// runtime launch and the driver launch inside it take two in a row). ID 0
+// is always timed: were a source to give no IDs, its cost would read high,
+// never hide.
 inline bool TimedById(uint64_t id) {
   static_assert(kTimedOneIn == 64, "the hash keeps the top 6 bits");
   return ((id * 0x9e3779b97f4a7c15ull) >> 58) == 0;

@@ -51,6 +51,10 @@ inline uint64_t SymbolValue(const std::string& path, const char* name) {
   for (int i = 0; i < eh->e_shnum; i++) {
     if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
     const Elf64_Shdr& strtab = sh[sh[i].sh_link];
+    // A truncated or odd file: its tables must lie inside it.
+    if (sh[i].sh_offset > elf.size() || sh[i].sh_size > elf.size() - sh[i].sh_offset || strtab.sh_offset > elf.size() ||
+        strtab.sh_size > elf.size() - strtab.sh_offset)
+      continue;
     const auto* syms = reinterpret_cast<const Elf64_Sym*>(elf.data() + sh[i].sh_offset);
     for (size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); j++)
       if (syms[j].st_name < strtab.sh_size && std::strcmp(elf.data() + strtab.sh_offset + syms[j].st_name, name) == 0)

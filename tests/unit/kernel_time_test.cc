@@ -235,6 +235,24 @@ TEST(DutyCycleTest, EachPeriodHasItsShareAndEveryTickTheSameChance) {
   EXPECT_EQ(always.weight(), 1u);
 }
 
+// The library opens its callbacks' gate a tick before activity goes on
+// (kernel_time_cupti.cc's SetGate), by Peek: it must say what the next
+// Next() will, across period boundaries too (each period's phase is drawn
+// at random).
+TEST(DutyCycleTest, PeekSaysWhatTheNextTickWillBe) {
+  cupti::DutyCycle cycle(2, 7, /*seed=*/99);
+  int on = 0;
+  for (int t = 0; t < 14 * 500; t++) {
+    const bool peeked = cycle.Peek();
+    const bool next = cycle.Next();
+    ASSERT_EQ(peeked, next) << "tick " << t;
+    on += next;
+  }
+  EXPECT_EQ(on, 2 * 500);
+  cupti::DutyCycle always(1, 1, 7);
+  EXPECT_TRUE(always.Peek());
+}
+
 TEST(ActivityWindowsTest, ARecordTakesTheWeightOfTheWindowItStartedIn) {
   cupti::ActivityWindows w;
   EXPECT_EQ(w.WeightAt(5), 1) << "no window yet: itself";

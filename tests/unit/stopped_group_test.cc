@@ -19,10 +19,12 @@
 namespace gpuflame::profiler {
 namespace {
 
-// Polls the group's state until it is (or is no longer) stopped, at most 2 s.
+// Polls the group's state until it is stopped ('T'), or runs ('R' or 'S':
+// not merely "not stopped", which a process gone would pass), at most 2 s.
 bool StoppedWithin(pid_t pid, bool stopped) {
   for (int i = 0; i < 200; i++) {
-    if ((inspect::GroupState(pid) == 'T') == stopped) return true;
+    const char state = inspect::GroupState(pid);
+    if (stopped ? state == 'T' : (state == 'R' || state == 'S')) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
@@ -34,37 +36,38 @@ bool StoppedWithin(pid_t pid, bool stopped) {
 // once gpuflame is gone.
 TEST(GuardianTest, ResumesAStoppedProcessWhoseLeaderEnded) {
   const pid_t child = testing::ForkWithEndedLeader();
-  ASSERT_GT(child, 0);
+  ASSERT_GT(child, 0) << "no child whose leader ended";
+  testing::ChildGuard guard(child);
+  ASSERT_TRUE(StoppedWithin(child, false));
   kill(child, SIGSTOP);
   ASSERT_TRUE(StoppedWithin(child, true));
   EXPECT_EQ(ResumeHeldProcesses({child}), 1);
   EXPECT_TRUE(StoppedWithin(child, false)) << "still stopped";
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
 }
 
 // The gate's wait for its stop to land (before the process's probes are
 // attached) sees it land; it used to give up at once on the zombie.
 TEST(GateTest, WaitStoppedSeesTheStopOfAProcessWhoseLeaderEnded) {
   const pid_t child = testing::ForkWithEndedLeader();
-  ASSERT_GT(child, 0);
+  ASSERT_GT(child, 0) << "no child whose leader ended";
+  testing::ChildGuard guard(child);
   kill(child, SIGSTOP);
   EXPECT_TRUE(WaitStopped(child, 2000));
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+  guard.Reap();
   EXPECT_FALSE(WaitStopped(child, 2000)) << "a process gone";
 }
 
 // One it does not follow stays as it is.
 TEST(GuardianTest, LeavesAStoppedProcessItDoesNotFollow) {
   const pid_t child = testing::ForkWithEndedLeader();
-  ASSERT_GT(child, 0);
+  ASSERT_GT(child, 0) << "no child whose leader ended";
+  testing::ChildGuard guard(child);
   kill(child, SIGSTOP);
   ASSERT_TRUE(StoppedWithin(child, true));
-  EXPECT_EQ(ResumeHeldProcesses({child + 100000}), 0);
+  // A pid above any pid_max (4194304 at most): no process anywhere is it or
+  // descends from it, so nothing on the machine is resumed.
+  EXPECT_EQ(ResumeHeldProcesses({0x7fffffff}), 0);
   EXPECT_EQ(inspect::GroupState(child), 'T');
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
 }
 
 }  // namespace
