@@ -604,7 +604,7 @@ void Control(uint64_t now_ns) {
   Switch(now_ns);
   const State& s = S();
   // Activity's cycle has answered for this tick: whether it is on at the next.
-  SetGate(s.on && s.activity_wanted && s.activity_cycle && s.activity_cycle->Peek());
+  SetGate(s.activity_wanted && s.activity_cycle->Peek());
 }
 
 // Opens or closes the launch window. The callbacks (the launch APIs only:

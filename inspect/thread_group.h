@@ -20,6 +20,8 @@ pid_t LiveThreadOf(pid_t pid);
 // leader's, or, where the leader has ended, a live thread's ('Z' when none
 // lives); 0 when the process is gone or its stat unreadable.
 char GroupState(pid_t pid);
+// The same where the leader's state was read already (from its stat line).
+char GroupState(pid_t pid, char leader_state);
 
 }  // namespace gpuflame::inspect
 

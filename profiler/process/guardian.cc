@@ -144,7 +144,7 @@ absl::flat_hash_map<pid_t, ProcState> ScanProcesses() {
     const long pid = std::strtol(e->d_name, &end, 10);
     if (!end || *end != '\0' || pid <= 0) continue;
     if (auto st = inspect::StateAndParentFromStat(ReadStat(pid)))
-      out[static_cast<pid_t>(pid)] = ProcState{st->ppid, st->state == 'Z' ? inspect::GroupState(pid) : st->state};
+      out[static_cast<pid_t>(pid)] = ProcState{st->ppid, inspect::GroupState(pid, st->state)};
   }
   closedir(dir);
   return out;
@@ -250,7 +250,7 @@ int ResumeGateHeld(int held_map_fd, int64_t boottime_offset_ns, ResumedStops& do
     // landed yet: a later pass). A leader that ended is a zombie while the
     // rest of its group stops: their state is the one that counts.
     if (!state || !start || *start != gate_start) continue;
-    if ((state->state == 'Z' ? inspect::GroupState(h.pid) : state->state) != 'T') continue;
+    if (inspect::GroupState(h.pid, state->state) != 'T') continue;
     if (syscall(SYS_pidfd_send_signal, pidfd.get(), SIGCONT, nullptr, 0) == 0) {
       done.insert({h.pid, h.stop_ns});
       resumed++;

@@ -4,7 +4,6 @@
 #ifndef GPUFLAME_TESTS_SUPPORT_ENDED_LEADER_H_
 #define GPUFLAME_TESTS_SUPPORT_ENDED_LEADER_H_
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -12,11 +11,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
-#include "base/scoped_fd.h"
+#include "inspect/proc_stat.h"
+#include "inspect/thread_group.h"
 
 namespace gpuflame::testing {
 
@@ -38,10 +38,11 @@ inline pid_t ForkWithEndedLeader() {
     // into the test framework's frames.
     syscall(SYS_exit, 0);
   }
+  const std::string stat_path = "/proc/" + std::to_string(child) + "/stat";
   for (int i = 0; child > 0 && i < 200; i++) {
-    base::ScopedFd fd(open(("/proc/" + std::to_string(child) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
-    char buf[512] = {};
-    if (fd && read(fd.get(), buf, sizeof(buf) - 1) > 0 && std::strstr(buf, ") Z ")) return child;
+    const auto stat = inspect::ReadStatFile(stat_path.c_str());
+    const auto st = stat ? inspect::StateAndParentFromStat(*stat) : std::nullopt;
+    if (st && st->state == 'Z') return child;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (child > 0) {
@@ -49,6 +50,19 @@ inline pid_t ForkWithEndedLeader() {
     waitpid(child, nullptr, 0);
   }
   return -1;
+}
+
+// Polls |pid|'s group state (inspect::GroupState) until it is stopped
+// ('T'), or runs ('R' or 'S': not merely "not stopped", which a process
+// gone would pass), at most 2 s; the last state read.
+inline char GroupStateWithin(pid_t pid, bool stopped) {
+  char state = 0;
+  for (int i = 0; i < 200; i++) {
+    state = inspect::GroupState(pid);
+    if (stopped ? state == 'T' : (state == 'R' || state == 'S')) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return state;
 }
 
 // Kills and reaps the child when it goes out of scope: a stopped child

@@ -168,26 +168,16 @@ TEST(BoundedReadTest, AProcessWhoseLeaderEndedIsReadThroughAThreadThatLives) {
 
 // The state a gate's stop is checked by, and its guardian resumes by: the
 // leader's says 'Z' whether the rest of the group runs or stops.
-char StateWithin(pid_t pid, bool stopped) {
-  char state = 0;
-  for (int i = 0; i < 200; i++) {
-    state = GroupState(pid);
-    if ((state == 'T') == stopped) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return state;
-}
-
 TEST(ThreadGroupTest, AGroupWhoseLeaderEndedStopsAndRunsInTheThreadThatLives) {
   const pid_t child = testing::ForkWithEndedLeader();
   ASSERT_GT(child, 0) << "no child whose leader ended";
   testing::ChildGuard guard(child);
-  const char running = StateWithin(child, false);
+  const char running = testing::GroupStateWithin(child, false);
   EXPECT_TRUE(running == 'R' || running == 'S') << running;
   kill(child, SIGSTOP);
-  EXPECT_EQ(StateWithin(child, true), 'T');
+  EXPECT_EQ(testing::GroupStateWithin(child, true), 'T');
   kill(child, SIGCONT);
-  const char resumed = StateWithin(child, false);
+  const char resumed = testing::GroupStateWithin(child, false);
   EXPECT_TRUE(resumed == 'R' || resumed == 'S') << resumed;
   guard.Reap();
   EXPECT_EQ(GroupState(child), 0) << "a process reaped";

@@ -8,9 +8,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
-
 #include "inspect/thread_group.h"
 #include "profiler/process/guardian.h"
 #include "profiler/process/process_registry.h"
@@ -19,15 +16,9 @@
 namespace gpuflame::profiler {
 namespace {
 
-// Polls the group's state until it is stopped ('T'), or runs ('R' or 'S':
-// not merely "not stopped", which a process gone would pass), at most 2 s.
 bool StoppedWithin(pid_t pid, bool stopped) {
-  for (int i = 0; i < 200; i++) {
-    const char state = inspect::GroupState(pid);
-    if (stopped ? state == 'T' : (state == 'R' || state == 'S')) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  const char state = testing::GroupStateWithin(pid, stopped);
+  return stopped ? state == 'T' : (state == 'R' || state == 'S');
 }
 
 // A followed process whose main() ended with pthread_exit, stopped by a gate
