@@ -807,6 +807,26 @@ GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
  */
 #define GF_HELLO_SITES 64
 
+/*
+ * Thrift sites: how an agent over its budget for gpuflame's time inside the
+ * profiled processes (profiler/pipeline/guardrails.h, the overhead ladder)
+ * asks the library to do less. The library exports gpuflame_thrift_sites,
+ * GF_THRIFT_SITES never-run instructions laid out as the hello sites are,
+ * and gpuflame_thrift_semaphore; an agent at thrift level k holds uprobes on
+ * the first k sites with that semaphore as their reference counter, so the
+ * count is the level (the highest any agent asks for: a site two agents hold
+ * is counted once). The kernel lowers it when an agent detaches or dies: no
+ * process stays thinned for an agent that is gone. At level k >= 1 the
+ * in-process tensor hook samples even where gpuflame:tensor_exact asks for
+ * every allocation (a process's start-up stays exact), at
+ * GF_THRIFT_SAMPLE_FACTOR^k times its interval: a quarter of the taken
+ * allocations' stack walks per level, each estimate still unbiased. The LIVE
+ * announcement says the interval in effect. Additive: an agent skips a
+ * library without the symbols.
+ */
+#define GF_THRIFT_SITES 3
+#define GF_THRIFT_SAMPLE_FACTOR 4
+
 /* gpuflame:status(code, abi_version): what the injection library did, with
  * the GF_ABI_VERSION it was built with. A refusal is said once, at start;
  * GF_CUPTI_ACTIVE at start and again every flush period while an agent

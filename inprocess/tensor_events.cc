@@ -24,6 +24,7 @@
 #include "inprocess/oom_report.h"
 #include "inprocess/python_walker.h"
 #include "inprocess/spin_lock.h"
+#include "inprocess/thrift.h"
 #include "inprocess/torch_report.h"
 
 extern "C" {
@@ -39,6 +40,7 @@ constexpr int kForgetPolls = 100;    // polls (100 ms apart) between re-sending 
 
 constexpr size_t kBlockSlots = 1 << 16;    // blocks the agent was told of (512 KiB)
 constexpr int kTotalsDevices = 32;         // devices whose totals are kept apart (more: sent at each switch)
+constexpr uint64_t kMaxInterval = 1ull << 50;  // sampling interval in bytes: past any device's memory
 
 bool Listening() { return __builtin_expect(gpuflame_tensor_batch_semaphore != 0, 1); }
 // gpuflame:tensor_exact is a switch (`record`'s): every allocation, not a
@@ -71,7 +73,10 @@ struct State {
     // events until it is: that record carries the ABI version and the
     // hand-over time).
     std::atomic<bool> announced{false};
-    std::atomic<bool> starting{false};  // cleared by the flusher once start-up is over
+    // kStarting until the flusher sees start-up over; kThrifty while an
+    // agent over its budget asks for less (thrift.h): the exact switch is
+    // then not honoured. Written by the flusher only, read by every event.
+    std::atomic<uint8_t> mode{0};
     // Guarded by |lock|:
     bool announce_pending = false;  // the next record goes after a LIVE announcement
     bool every_free = false;        // |blocks| overflowed: every free goes out (until the next agent)
@@ -126,8 +131,22 @@ __attribute__((constructor)) void BuildState() { new (state_storage) State(); }
 
 State& S() { return *std::launder(reinterpret_cast<State*>(state_storage)); }
 
-// Every allocation goes out: asked for, or still starting up.
-bool Exact() { return ExactSwitch() || S().hot.starting.load(std::memory_order_relaxed); }
+constexpr uint8_t kStarting = 1, kThrifty = 2;
+
+// Every allocation goes out: still starting up, or asked for (and no agent
+// over its budget asks for less). The switch is read first: sampled runs,
+// the common case, read no more than before.
+bool Exact() {
+  const uint8_t mode = S().hot.mode.load(std::memory_order_relaxed);
+  return (ExactSwitch() && !(mode & kThrifty)) || (mode & kStarting);
+}
+
+// GF_THRIFT_SAMPLE_FACTOR to the |level|.
+uint64_t ThriftFactor(uint32_t level) {
+  uint64_t f = 1;
+  for (uint32_t i = 0; i < level && i < GF_THRIFT_SITES; i++) f *= GF_THRIFT_SAMPLE_FACTOR;
+  return f;
+}
 
 uint32_t Tid() {
   thread_local uint32_t tid = 0;
@@ -489,7 +508,7 @@ void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double bu
   s.hot.sampler = ByteSampler(sample_bytes, MonotonicNs() ^ (uint64_t{s.pid} << 32));
   s.empty_interval_ns = MeasureEmptyIntervalNs();
   s.exact_until_ns = exact_until_ns;
-  s.hot.starting.store(MonotonicNs() < exact_until_ns, std::memory_order_relaxed);
+  s.hot.mode.store(MonotonicNs() < exact_until_ns ? kStarting : 0, std::memory_order_relaxed);
   s.said_exact = Exact();
   // Only a child handler: holding the lock across fork() would stall every
   // allocating thread for the whole page-table copy, and the child drops
@@ -509,29 +528,39 @@ void PollTensorEvents() {
   // Its stacks and events go through our batches: only once we are live.
   PollAutogradOrigin();
   PollOomReport();
+  // What the agent's thrift asks for (thrift.h): a coarser interval, by
+  // GF_THRIFT_SAMPLE_FACTOR a level, on top of the process's own budget's.
+  const uint32_t thrift = ThriftLevel();
+  uint8_t mode = s.hot.mode.load(std::memory_order_relaxed);
+  if ((mode & kStarting) && MonotonicNs() >= s.exact_until_ns) mode &= ~kStarting;
+  mode = thrift ? (mode | kThrifty) : (mode & ~kThrifty);
+  s.hot.mode.store(mode, std::memory_order_relaxed);
   // The taken allocations' cost against the budget, while sampled: a
   // coarser interval when over. Exact or unheard, it is not governed, and
   // no window may reach back across that time (exact, every allocation is
   // taken).
-  const uint32_t was = s.budget.scale();
+  const uint32_t budget_was = s.budget.scale();
   const bool governed = !Exact() && Listening();
   if (!governed) s.budget.Pause();
-  const uint32_t scale =
-      governed ? s.budget.Tick(MonotonicNs(), s.taken_ns.load(std::memory_order_relaxed), ProcessCpuNs()) : was;
+  const uint32_t budget_scale =
+      governed ? s.budget.Tick(MonotonicNs(), s.taken_ns.load(std::memory_order_relaxed), ProcessCpuNs()) : budget_was;
+  // Bounded: the configured interval comes from the workload's environment.
+  const unsigned __int128 product =
+      static_cast<unsigned __int128>(s.sample_bytes) * budget_scale * ThriftFactor(thrift);
+  const uint64_t interval = product > kMaxInterval ? kMaxInterval : static_cast<uint64_t>(product);
   s.hot.lock.lock();
-  if (scale != was) s.hot.sampler.SetInterval(s.sample_bytes * scale);
+  const bool interval_changed = interval != s.hot.sampler.interval();
+  if (interval_changed) s.hot.sampler.SetInterval(interval);
   AppendTotalsIfUnsentLocked(s);
   SendLocked(s);
   // Say again that we are live and forget which stacks were sent when an
   // agent has just attached (maybe while another kept the semaphore up, so
   // the hook never saw it drop), and now and then in case that went unseen;
   // also when `record` has switched sampling off or back on.
-  if (s.hot.starting.load(std::memory_order_relaxed) && MonotonicNs() >= s.exact_until_ns)
-    s.hot.starting.store(false, std::memory_order_relaxed);
   const bool exact = Exact();
   // The new interval is said too: the agent shows what each process samples.
   const bool again =
-      ++s.polls % kForgetPolls == 0 || std::exchange(s.greet, false) || exact != s.said_exact || scale != was;
+      ++s.polls % kForgetPolls == 0 || std::exchange(s.greet, false) || exact != s.said_exact || interval_changed;
   s.said_exact = exact;
   s.hot.lock.unlock();
   // Also when the walker's first checks have turned it off since.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,9 +17,11 @@ namespace gpuflame::profiler {
 namespace {
 
 constexpr uint32_t kCpuLadder[] = {kShedNativeStacks, kShedCpuSamples, kSampleTensorEvents, kShedTensorEvents};
+constexpr uint32_t kOverheadLadder[] = {kShedNativeStacks, kSampleTensorEvents | kThrift1, kThrift2, kThrift3};
 constexpr uint32_t kMemLadder[] = {kShedNativeStacks, kFreezeStacks};
-constexpr int kCpuSteps = sizeof(kCpuLadder) / sizeof(kCpuLadder[0]);
-constexpr int kMemSteps = sizeof(kMemLadder) / sizeof(kMemLadder[0]);
+constexpr int kCpuSteps = std::size(kCpuLadder);
+constexpr int kOverheadSteps = std::size(kOverheadLadder);
+constexpr int kMemSteps = std::size(kMemLadder);
 
 // Reads a small /proc/self file from offset 0 (these files are regenerated
 // on each read from the start). Bounded: both are well under 1 KB.
@@ -43,6 +46,9 @@ std::string DescribeShed(uint32_t actions) {
   if (actions & kShedTensorEvents) parts.push_back("tensor-level events");
   else if (actions & kSampleTensorEvents)
     parts.push_back("exact tensor-level events (the probes sample them by bytes)");
+  if (const uint32_t thrift = ThriftLevel(actions))
+    parts.push_back(absl::StrCat("the injection library's stack walks but 1 in ", 1u << (2 * thrift),
+                                 " (its tensor sampling interval x", 1u << (2 * thrift), ")"));
   if (actions & kFreezeStacks) parts.push_back("new stacks");
   return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
 }
@@ -104,8 +110,9 @@ uint32_t Guardrails::Check(int64_t now_ns, uint64_t bpf_ns, uint64_t workload_cp
 
 uint32_t Guardrails::ActionsFor() const {
   uint32_t a = 0;
-  for (int i = 0; i < cpu_level_ && i < kCpuSteps; i++) a |= kCpuLadder[i];
-  for (int i = 0; i < mem_level_ && i < kMemSteps; i++) a |= kMemLadder[i];
+  for (int i = 0; i < cpu_.level && i < kCpuSteps; i++) a |= kCpuLadder[i];
+  for (int i = 0; i < overhead_.level && i < kOverheadSteps; i++) a |= kOverheadLadder[i];
+  for (int i = 0; i < mem_.level && i < kMemSteps; i++) a |= kMemLadder[i];
   return a;
 }
 
@@ -126,50 +133,51 @@ std::vector<std::string> Guardrails::Describe(int64_t start_ns) const {
   return out;
 }
 
+void Guardrails::Rate(int64_t now_ns, Ladder& ladder, int steps, bool over, bool under, const std::string& over_reason,
+                      const std::string& under_reason) {
+  const bool may_step = ladder.last_step_ns < 0 || now_ns - ladder.last_step_ns >= kCpuStepNs;
+  if (over && may_step && ladder.level < steps) {
+    Step(now_ns, ladder.level, +1, over_reason);
+    ladder.last_step_ns = now_ns;
+    ladder.under_since_ns = -1;
+  } else if (under && ladder.level > 0) {
+    if (ladder.under_since_ns < 0) ladder.under_since_ns = now_ns;
+    if (now_ns - ladder.under_since_ns >= kRecoverNs) {
+      Step(now_ns, ladder.level, -1, under_reason);
+      ladder.under_since_ns = now_ns;
+    }
+  } else if (!under) {
+    ladder.under_since_ns = -1;
+  }
+}
+
 uint32_t Guardrails::Decide(int64_t now_ns, Usage usage) {
   last_ = usage;
-  const bool cpu_limit = limits_.max_cpu_cores > 0, overhead_limit = limits_.max_overhead > 0;
-  if (cpu_limit || overhead_limit) {
-    // One ladder for both: each rung cuts gpuflame's own CPU and its time
-    // in the profiled processes alike.
-    const bool cpu_over = cpu_limit && usage.cpu_cores > limits_.max_cpu_cores;
-    const bool overhead_over = overhead_limit && usage.overhead > limits_.max_overhead;
-    const bool under = (!cpu_limit || usage.cpu_cores < limits_.max_cpu_cores * kRecoverShare) &&
-                       (!overhead_limit || usage.overhead < limits_.max_overhead * kRecoverShare);
-    const bool may_step = last_cpu_step_ns_ < 0 || now_ns - last_cpu_step_ns_ >= kCpuStepNs;
-    if ((cpu_over || overhead_over) && may_step && cpu_level_ < kCpuSteps) {
-      Step(now_ns, cpu_level_, +1,
-           cpu_over ? absl::StrFormat("CPU %.2f cores > %g", usage.cpu_cores, limits_.max_cpu_cores)
-                    : absl::StrFormat("overhead %.2f%% of the profiled processes' CPU > %g%%", usage.overhead * 100,
-                                      limits_.max_overhead * 100));
-      last_cpu_step_ns_ = now_ns;
-      cpu_under_since_ = -1;
-    } else if (under && cpu_level_ > 0) {
-      if (cpu_under_since_ < 0) cpu_under_since_ = now_ns;
-      if (now_ns - cpu_under_since_ >= kRecoverNs) {
-        Step(now_ns, cpu_level_, -1,
-             overhead_limit ? absl::StrFormat("back under budget (%.2f cores, overhead %.2f%%)", usage.cpu_cores,
-                                              std::max(usage.overhead, 0.0) * 100)
-                            : absl::StrFormat("CPU back under budget (%.2f cores)", usage.cpu_cores));
-        cpu_under_since_ = now_ns;
-      }
-    } else {
-      cpu_under_since_ = -1;
-    }
+  if (limits_.max_cpu_cores > 0) {
+    const double max = limits_.max_cpu_cores;
+    Rate(now_ns, cpu_, kCpuSteps, usage.cpu_cores > max, usage.cpu_cores < max * kRecoverShare,
+         absl::StrFormat("CPU %.2f cores > %g", usage.cpu_cores, max),
+         absl::StrFormat("CPU back under budget (%.2f cores)", usage.cpu_cores));
+  }
+  // Unknown (-1) is neither over nor under: a ladder waits for a reading.
+  if (limits_.max_overhead > 0 && usage.overhead >= 0) {
+    const double max = limits_.max_overhead;
+    Rate(now_ns, overhead_, kOverheadSteps, usage.overhead > max, usage.overhead < max * kRecoverShare,
+         absl::StrFormat("overhead %.2f%% of the profiled processes' CPU > %g%%", usage.overhead * 100, max * 100),
+         absl::StrFormat("overhead back under budget (%.2f%%)", usage.overhead * 100));
   }
   if (limits_.max_rss_bytes > 0) {
-    if (usage.rss_bytes > limits_.max_rss_bytes && mem_level_ < kMemSteps) {
-      Step(now_ns, mem_level_, +1,
-           absl::StrCat("RSS ", Bytes(usage.rss_bytes), " > ", Bytes(limits_.max_rss_bytes)));
-      mem_under_since_ = -1;
-    } else if (usage.rss_bytes < limits_.max_rss_bytes * kRecoverShare && mem_level_ > 0) {
-      if (mem_under_since_ < 0) mem_under_since_ = now_ns;
-      if (now_ns - mem_under_since_ >= kRecoverNs) {
-        Step(now_ns, mem_level_, -1, absl::StrCat("RSS back under budget (", Bytes(usage.rss_bytes), ")"));
-        mem_under_since_ = now_ns;
+    if (usage.rss_bytes > limits_.max_rss_bytes && mem_.level < kMemSteps) {
+      Step(now_ns, mem_.level, +1, absl::StrCat("RSS ", Bytes(usage.rss_bytes), " > ", Bytes(limits_.max_rss_bytes)));
+      mem_.under_since_ns = -1;
+    } else if (usage.rss_bytes < limits_.max_rss_bytes * kRecoverShare && mem_.level > 0) {
+      if (mem_.under_since_ns < 0) mem_.under_since_ns = now_ns;
+      if (now_ns - mem_.under_since_ns >= kRecoverNs) {
+        Step(now_ns, mem_.level, -1, absl::StrCat("RSS back under budget (", Bytes(usage.rss_bytes), ")"));
+        mem_.under_since_ns = now_ns;
       }
     } else if (usage.rss_bytes >= limits_.max_rss_bytes * kRecoverShare) {
-      mem_under_since_ = -1;
+      mem_.under_since_ns = -1;
     }
   }
   return actions_;

@@ -21,18 +21,35 @@
 //                       2. no new stacks: events on stacks not seen before are
 //                          charged to `[gpuflame over memory budget]`
 //
-// The CPU ladder also runs on gpuflame's cost inside the profiled processes:
-// the time its BPF programs ran (the kernel's run-time stats), as a share of
-// the CPU time those processes used, over the same window (max_overhead).
-// That is time the workload lost: the share a user sees in step time. The
-// lifecycle programs on kernel tracepoints run in every process of the node
-// and are left out (ProgramRunStats::machine_wide): shedding a workload's
-// profiles would not make them cheaper, and a busy node's syscalls would
-// otherwise push an idle workload's share over budget.
+//   overhead over budget (gpuflame's time inside the profiled processes):
+//                       1. native stacks off (their copies are most of the
+//                          BPF programs' time)
+//                       2. thrift 1: libgpuflame_cupti.so's tensor hook
+//                          samples even where exact was asked (`record`; a
+//                          process's start-up stays exact) and takes a
+//                          quarter of the allocations it took (interval x4,
+//                          inprocess/thrift.h); the probes' tensor events
+//                          sampled by bytes, as on the CPU ladder
+//                       3. thrift 2: interval x16
+//                       4. thrift 3: interval x64
+// That share is the time gpuflame's BPF programs ran in those processes (the
+// kernel's run-time stats) plus what the injection library says its hook,
+// callbacks and threads took there, over the CPU time the processes used in
+// the same window (max_overhead): time the workload lost, the share a user
+// sees in step time. Its ladder takes only what cuts that time and keeps
+// every profile type: CPU samples cost a workload a few microseconds a
+// second, and dropping tensor events in BPF would leave the library's hook
+// paying for events nobody reads. Past its last rung what remains is the
+// per-event floor (the library's allocator hook and CUPTI callbacks, the
+// probes' trap): the metrics and summary show the share, and nothing more
+// goes. The lifecycle programs on kernel tracepoints run in every process
+// of the node and are left out (ProgramRunStats::machine_wide): shedding a
+// workload's profiles would not make them cheaper, and a busy node's
+// syscalls would otherwise push an idle workload's share over budget.
 //
-// CPU is averaged over the last 10 s, so a burst (symbol tables loaded for
-// a new library, a flood of new stacks to unwind) is not a trend; a CPU step
-// is taken at most every 10 s. A step is taken back only after usage has
+// CPU and overhead are averaged over the last 10 s, so a burst (symbol
+// tables loaded for a new library, a flood of new stacks to unwind) is not a
+// trend; each of their ladders takes a step at most every 10 s. A step is taken back only after usage has
 // stayed well under budget for 30 s (hysteresis), so gpuflame does not
 // oscillate. Every change is kept with its time and reason: the summary, the
 // metrics and the profiles themselves say what was shed and when.
@@ -59,9 +76,22 @@ enum ShedAction : uint32_t {
   kShedTensorEvents = GF_SHED_TENSOR_EVENTS,
   kFreezeStacks = 1u << 3,  // user space only: new stacks go to a marker
   kSampleTensorEvents = GF_SHED_TENSOR_SAMPLED,
+  // The injection library's thrift level (inprocess/thrift.h), one bit a
+  // level: user space holds that many of the library's thrift sites.
+  kThrift1 = 1u << 5,
+  kThrift2 = 1u << 6,
+  kThrift3 = 1u << 7,
 };
 inline constexpr uint32_t kShedInBpf = kShedNativeStacks | kShedCpuSamples | kShedTensorEvents | kSampleTensorEvents;
+inline constexpr uint32_t kThriftBits = kThrift1 | kThrift2 | kThrift3;
 static_assert((kFreezeStacks & kShedInBpf) == 0, "the freeze is not a BPF bit");
+static_assert((kThriftBits & (kShedInBpf | kFreezeStacks)) == 0, "thrift is not a BPF bit");
+static_assert(GF_THRIFT_SITES == 3, "one bit per thrift level");
+
+// The thrift level the |actions| ask of the injection library: 0-3.
+inline uint32_t ThriftLevel(uint32_t actions) {
+  return static_cast<uint32_t>(__builtin_popcount(actions & kThriftBits));
+}
 
 // "native stacks, CPU samples" for the flags set; "nothing" for none.
 std::string DescribeShed(uint32_t actions);
@@ -126,6 +156,16 @@ class Guardrails {
  private:
   bool ReadCpuTicks(uint64_t& ticks) const;
   bool ReadUsage(int64_t now_ns, uint64_t bpf_ns, uint64_t workload_cpu_ns, Usage& out);
+  // One ladder's position, and when it last moved.
+  struct Ladder {
+    int level = 0;
+    int64_t last_step_ns = -1;
+    int64_t under_since_ns = -1;
+  };
+  // A rate ladder (CPU, overhead): a step up when |over| (at most every
+  // kCpuStepNs), one back after kRecoverNs |under|.
+  void Rate(int64_t now_ns, Ladder& ladder, int steps, bool over, bool under, const std::string& over_reason,
+            const std::string& under_reason);
   void Step(int64_t now_ns, int& level, int delta, std::string reason);
   uint32_t ActionsFor() const;
 
@@ -141,12 +181,10 @@ class Guardrails {
     uint64_t workload_cpu_ns;
   };
   std::vector<Read> reads_;  // the last kCpuWindowNs
-  int64_t last_cpu_step_ns_ = -1;
   Usage last_;
-  int cpu_level_ = 0;  // steps taken on the CPU ladder
-  int mem_level_ = 0;  // steps taken on the memory ladder
-  int64_t cpu_under_since_ = -1;
-  int64_t mem_under_since_ = -1;
+  Ladder cpu_;       // gpuflame's own CPU
+  Ladder overhead_;  // its time in the profiled processes
+  Ladder mem_;       // its resident memory
   uint32_t actions_ = 0;
   std::vector<Change> changes_;
 };

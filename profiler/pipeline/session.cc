@@ -168,6 +168,7 @@ void Session::CheckGuardrails() {
   if (now_shed == before) return;
   probes_->SetShed(now_shed & kShedInBpf);
   events_->SetFrozen(now_shed & kFreezeStacks);
+  registry_->SetThrift(ThriftLevel(now_shed));
 }
 
 void Session::OpenGatesAndDrain() {

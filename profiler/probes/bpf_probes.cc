@@ -53,6 +53,7 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kKernelTimeExact: return s->progs.kernel_time_exact;
     case ProbeProgram::kLibCost: return s->progs.lib_cost;
     case ProbeProgram::kHello: return s->progs.hello;
+    case ProbeProgram::kThrift: return s->progs.thrift;
     case ProbeProgram::kTensorExact: return s->progs.tensor_exact;
     case ProbeProgram::kEngineExecute: return s->progs.engine_execute;
     case ProbeProgram::kTorchOom: return s->progs.torch_oom;
@@ -73,7 +74,9 @@ bpf_program* UsdtProgramFor(gpuflame_bpf* s, ProbeProgram p) {
 }
 
 // The programs attached as uprobes (AttachUprobe, AttachUsdt); every other
-// is a tracepoint's or a perf event's.
+// is a tracepoint's or a perf event's, or kThrift's (AttachSwitch: one
+// perf-event uprobe per link, which a program loaded for uprobe_multi links
+// could not take).
 constexpr ProbeProgram kPlainUprobes[] = {
     ProbeProgram::kAllocEnter, ProbeProgram::kAllocExit,     ProbeProgram::kFreeEnter,    ProbeProgram::kFreeExit,
     ProbeProgram::kMapEnter,   ProbeProgram::kMapExit,       ProbeProgram::kTorchReport,  ProbeProgram::kPyFinalize,
@@ -293,6 +296,17 @@ BpfProbes::Attached BpfProbes::AttachUsdt(pid_t pid, const std::string& path, st
   if (a.status.ok()) a.status = refused;
   return a;
 }
+
+absl::StatusOr<ProbeLink> BpfProbes::AttachSwitch(pid_t pid, const std::string& path, uint64_t offset,
+                                                  uint64_t semaphore_offset, ProbeProgram program) {
+  NoteAttach();
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = semaphore_offset);
+  LinkPtr link(bpf_program__attach_uprobe_opts(ProgramFor(skel_.get(), program), pid, path.c_str(), offset, &opts));
+  if (!link) return Errno(errno, absl::StrCat("uprobe on ", path, "+0x", absl::Hex(offset)));
+  return ProbeLink(std::move(link));
+}
+
+void BpfProbes::Release(ProbeLink link) { Destroy(std::move(link)); }
 
 void BpfProbes::DetachLast() {
   if (last_attached_ == kEveryProcess) {

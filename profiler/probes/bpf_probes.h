@@ -129,6 +129,15 @@ class BpfProbes {
   // Undoes the last link made: a hello site another agent held (one site,
   // one link).
   void DetachLast();
+  // A uprobe on a site that never runs, attached only to raise its
+  // |semaphore_offset| (the library's thrift sites, GF_THRIFT_SITES), owned
+  // by the caller, who gives it back with Release. A perf-event link: one
+  // site gains nothing from an uprobe_multi one.
+  absl::StatusOr<ProbeLink> AttachSwitch(pid_t pid, const std::string& path, uint64_t offset, uint64_t semaphore_offset,
+                                         ProbeProgram program);
+  // Detaches a link AttachSwitch made (a per-process one on the reaper's
+  // thread, as DetachProcess does).
+  void Release(ProbeLink link);
   // Drops every probe attached for |pid| alone (it exited), on the reaper's
   // thread: the call returns at once.
   void DetachProcess(pid_t pid);

@@ -42,22 +42,23 @@ enum class ProbeProgram : uint8_t {
   kMapExit,
   kTorchReport,
   kPyFinalize,
-  kKernelLaunch,  // USDT gpuflame:launch
-  kKernelBatch,   // USDT gpuflame:kernel_batch
-  kKernelName,    // USDT gpuflame:kernel_name
-  kCuptiStatus,   // USDT gpuflame:status
-  kTensorBatch,   // USDT gpuflame:tensor_batch (in-process tensor events)
+  kKernelLaunch,     // USDT gpuflame:launch
+  kKernelBatch,      // USDT gpuflame:kernel_batch
+  kKernelName,       // USDT gpuflame:kernel_name
+  kCuptiStatus,      // USDT gpuflame:status
+  kTensorBatch,      // USDT gpuflame:tensor_batch (in-process tensor events)
   kKernelTimeExact,  // USDT gpuflame:kernel_time_exact: a switch (its semaphore), never hit
-  kLibCost,       // USDT gpuflame:lib_cost: the library's own cost in its process
-  kTensorExact,   // USDT gpuflame:tensor_exact: a switch (its semaphore), never hit
-  kHello,         // a hello site of the library (GF_HELLO_SITES): its semaphore, never hit
-  kEngineExecute, // torch::autograd::Engine::execute's entry: a backward() caller
-  kTorchOom,      // c10::reportOutOfMemoryToProfiler: PyTorch is about to raise OutOfMemoryError
-  kNcclEnter,     // an NCCL API's entry: the call, with its stack
-  kNcclExit,      // its return
-  kCudaSyncEnter, // a CUDA synchronise call's entry: remembered per thread
-  kCudaSyncExit,  // its return: the wait, with its stack
+  kLibCost,          // USDT gpuflame:lib_cost: the library's own cost in its process
+  kTensorExact,      // USDT gpuflame:tensor_exact: a switch (its semaphore), never hit
+  kHello,            // a hello site of the library (GF_HELLO_SITES): its semaphore, never hit
+  kEngineExecute,    // torch::autograd::Engine::execute's entry: a backward() caller
+  kTorchOom,         // c10::reportOutOfMemoryToProfiler: PyTorch is about to raise OutOfMemoryError
+  kNcclEnter,        // an NCCL API's entry: the call, with its stack
+  kNcclExit,         // its return
+  kCudaSyncEnter,    // a CUDA synchronise call's entry: remembered per thread
+  kCudaSyncExit,     // its return: the wait, with its stack
   kApiBatch,         // USDT gpuflame:api_batch: CUDA API calls, entry to return (the timeline's)
+  kThrift,           // a thrift site of the library (GF_THRIFT_SITES): its semaphore, never hit
 };
 
 struct UprobeSpec {

@@ -372,6 +372,9 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
     }
     SayHello(pid, path, *elf, m, maps);
+    // Kept open: the overhead ladder may ask for thrift at any time.
+    if (std::string why = thrift_.Add(ProbeScope(pid), std::move(file), *elf, m.path); !why.empty())
+      Warn(absl::StrCat("pid ", pid, ": ", why));
     attached_.emplace(key, kind);
     return;
   }
@@ -800,8 +803,13 @@ void ProcessRegistry::Forget(pid_t pid) {
   inspect::ForgetPoisoned(pid);  // the pid may come back as another process
   processes_.erase(pid);
   rescans_.erase(pid);
-  DetachProcess(pid);  // its exit record may have been lost
+  thrift_.Forget(pid);  // before its other probes: all of them go
+  DetachProcess(pid);   // its exit record may have been lost
   if (native_) native_->Forget(pid);
+}
+
+void ProcessRegistry::SetThrift(uint32_t level) {
+  for (std::string& why : thrift_.SetLevel(level)) Warn(std::move(why));
 }
 
 void ProcessRegistry::Tick(const std::function<void()>& catch_up) {

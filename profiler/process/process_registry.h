@@ -22,6 +22,7 @@
 #include "profiler/probes/bpf_probes.h"
 #include "profiler/process/k8s_metadata.h"
 #include "profiler/process/service_hints.h"
+#include "profiler/process/thrift_sites.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 #include "symbolizer/python_code.h"
@@ -171,6 +172,10 @@ class ProcessRegistry {
   std::vector<std::string> TakeWarnings();
   // Library files probed: (process, file) pairs with per-process probes.
   size_t attached_files() const { return attached_.size(); }
+  // The thrift sites held in the injection library files probed: the
+  // overhead ladder's level (Session::CheckGuardrails sets it).
+  void SetThrift(uint32_t level);
+  const ThriftSites& thrift() const { return thrift_; }
 
  private:
   using FileKey = inspect::FileKey;
@@ -218,6 +223,7 @@ class ProcessRegistry {
 
   BpfProbes& probes_;
   symbolizer::ElfCache& elves_;
+  ThriftSites thrift_{probes_};
   // This agent's hello site, first chosen at random: another agent (or the
   // last session's probes, lingering) most likely holds another; where it
   // does, the next free one.

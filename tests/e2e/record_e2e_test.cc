@@ -1128,6 +1128,40 @@ TEST(RecordTest, OverItsOverheadBudgetGpuflameShedsAndSaysWhy) {
   EXPECT_GT(summary["guardrails"]["overhead"].get<double>(), 0) << summary["guardrails"].dump();
 }
 
+// Over its overhead budget, with tensor events from libgpuflame_cupti.so,
+// gpuflame's second rung asks the library for thrift: it holds one of the
+// library's thrift sites, whose semaphore the hook reads as a level, and the
+// hook samples (record asked for every allocation) at four times its
+// interval. The library's own announcement of its interval proves it heard;
+// the memory profile stays, as estimates that say so.
+TEST(RecordTest, OverItsOverheadBudgetTheInjectionLibrarySamplesMoreThinly) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  std::string out = TempDir("thrift");
+  RunResult r = Sh(SimEnv() + " " + GPUFLAME_BIN + " record --no-progress --max-overhead 0.0001 -o " + out + " -- " +
+                   PyenvPython("3.12") + " " + Workload("thrift.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("the injection library's stack walks but 1 in 4 (its tensor sampling interval x4)"),
+            std::string::npos)
+      << r.output;
+  auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  const int level = summary["guardrails"]["thrift_level"].get<int>();
+  ASSERT_GE(level, 1) << summary["guardrails"].dump();
+  ASSERT_EQ(summary["processes"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["processes"][0]["tensor_sample_bytes"].get<uint64_t>(), (4ull << 20) << (2 * level))
+      << "the library's own word for the interval it samples at\n"
+      << summary["processes"][0].dump();
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(out + "/torch_memory.pb.gz", &torch)) << r.output;
+  bool estimates = false;
+  for (int64_t c : torch.comment()) estimates |= torch.string_table(c).find("unbiased estimates") != std::string::npos;
+  EXPECT_TRUE(estimates) << "the profile says its values are estimates";
+  auto inuse = Stacks(torch, "inuse_space", true, true);
+  EXPECT_EQ(inuse["<module>;empty;Tensor > __init__;" + kTorchLeaf], 16 * MiB)  // 3.12: no <listcomp>
+      << "the weights, taken exactly (start-up), stay in use\n"
+      << Dump(inuse);
+}
+
 // Still over its CPU budget after native stacks and CPU samples went (here
 // a thousandth of a core, 21 s or so in), gpuflame samples the probes'
 // tensor events by bytes before it drops them: the memory profiles stay, as

@@ -78,6 +78,8 @@ def parse_args():
     p.add_argument("--profiler-trace", help="with --recorder torch-profiler: its Chrome trace to this file")
     p.add_argument("--fake", action="store_true", help="CPU sleep loop, no torch")
     p.add_argument("--fake-ms", type=float, default=2.0, help="step time of --fake")
+    p.add_argument("--step-log", help="also each timed step as a line 'end_ns ms' (CLOCK_MONOTONIC), "
+                   "written as it ends: for runs watched over time (run_agent_continuous.sh)")
     args = p.parse_args()
     shape = SHAPES[args.model]
     for name in ("steps", "warmup", "batch"):
@@ -101,13 +103,18 @@ def report(args, step_ms, **extra):
 def run_fake(args):
     for _ in range(args.warmup):
         time.sleep(args.fake_ms / 1e3)
+    log = open(args.step_log, "w", buffering=1) if args.step_log else None
     step_ms = []
-    last = time.perf_counter_ns()
+    last = time.monotonic_ns()
     for _ in range(args.steps):
         time.sleep(args.fake_ms / 1e3)
-        now = time.perf_counter_ns()
+        now = time.monotonic_ns()
         step_ms.append((now - last) / 1e6)
+        if log:
+            log.write(f"{now} {step_ms[-1]:.4f}\n")
         last = now
+    if log:
+        log.close()
     report(args, step_ms, params=0, torch=None, allocs_per_step=None, alloc_retries_per_step=None)
 
 
@@ -237,17 +244,19 @@ class KernelLoop:
             self.x.add_(1.0)
 
 
-def timed_steps(trainer, steps):
+def timed_steps(trainer, steps, log=None):
     # One synchronize per step: each time is one step's CPU and GPU work,
     # with no queue carried into the next.
     torch.cuda.synchronize()
     step_ms = []
-    last = time.perf_counter_ns()
+    last = time.monotonic_ns()
     for _ in range(steps):
         trainer.step()
         torch.cuda.synchronize()
-        now = time.perf_counter_ns()
+        now = time.monotonic_ns()
         step_ms.append((now - last) / 1e6)
+        if log:
+            log.write(f"{now} {step_ms[-1]:.4f}\n")
         last = now
     return step_ms
 
@@ -273,7 +282,11 @@ def main(args):
     for _ in range(args.warmup):
         trainer.step()
     before = torch.cuda.memory_stats()
-    step_ms = timed_steps(trainer, args.steps)
+    # Line-buffered: a watcher reads it while the steps run.
+    log = open(args.step_log, "w", buffering=1) if args.step_log else None
+    step_ms = timed_steps(trainer, args.steps, log)
+    if log:
+        log.close()
     after = torch.cuda.memory_stats()
     kernels = None
     if profiler is not None:

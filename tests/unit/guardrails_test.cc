@@ -39,7 +39,11 @@ TEST(GuardrailsTest, ShedsCpuWorkInTheDocumentedOrderOneStepAtATime) {
   EXPECT_EQ(DescribeShed(g.actions()), "native stacks, CPU samples, tensor-level events");
 }
 
-TEST(GuardrailsTest, OverheadInTheProfiledProcessesTakesTheSameSteps) {
+// Over its budget inside the profiled processes, gpuflame takes only what
+// cuts that time, and keeps every profile type: native stacks, then thrift
+// asked of the injection library (with the probes' tensor events sampled),
+// one level a step; never CPU samples or tensor events.
+TEST(GuardrailsTest, OverheadTakesItsOwnLadderAndKeepsEveryProfile) {
   GuardrailLimits l = Limits(0, 0);
   l.max_overhead = 0.01;  // 1% of the workload's CPU time
   Guardrails g(l, {}, {});
@@ -48,11 +52,43 @@ TEST(GuardrailsTest, OverheadInTheProfiledProcessesTakesTheSameSteps) {
   EXPECT_EQ(g.Decide(t += kSec, {0, 0, 0.009}), 0u);
   EXPECT_EQ(g.Decide(t += kSec, {0, 0, 0.03}), kShedNativeStacks);
   EXPECT_EQ(g.changes()[0].reason, "overhead 3.00% of the profiled processes' CPU > 1%");
-  EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), kShedNativeStacks | kShedCpuSamples);
+  EXPECT_EQ(g.Decide(t += 9 * kSec, {0, 0, 0.03}), kShedNativeStacks) << "one step per 10 s";
+  const uint32_t thrift1 = kShedNativeStacks | kSampleTensorEvents | kThrift1;
+  EXPECT_EQ(g.Decide(t += kSec, {0, 0, 0.02}), thrift1);
+  EXPECT_EQ(ThriftLevel(g.actions()), 1u);
+  EXPECT_EQ(DescribeShed(g.actions()),
+            "native stacks, exact tensor-level events (the probes sample them by bytes), the injection library's "
+            "stack walks but 1 in 4 (its tensor sampling interval x4)");
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), thrift1 | kThrift2);
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), thrift1 | kThrift2 | kThrift3);
+  EXPECT_EQ(ThriftLevel(g.actions()), 3u);
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), thrift1 | kThrift2 | kThrift3) << "nothing more to take";
+  EXPECT_EQ(g.actions() & (kShedCpuSamples | kShedTensorEvents), 0u) << "every profile type stays";
+  // Unknown for a while (no workload CPU): neither over nor under.
+  for (int i = 0; i < 40; i++) g.Decide(t += kSec, {0, 0, -1});
+  EXPECT_EQ(ThriftLevel(g.actions()), 3u);
   // Well under (< 70% of the budget) for 30 s: one step back.
   for (int i = 0; i < 31; i++) g.Decide(t += kSec, {0, 0, 0.005});
-  EXPECT_EQ(g.actions(), kShedNativeStacks);
-  EXPECT_EQ(g.changes().back().reason, "back under budget (0.00 cores, overhead 0.50%)");
+  EXPECT_EQ(g.actions(), thrift1 | kThrift2);
+  EXPECT_EQ(g.changes().back().reason, "overhead back under budget (0.50%)");
+}
+
+// Each ladder answers for its own limit: gpuflame's own CPU sheds what it
+// costs gpuflame, the overhead what it costs the workload; a rung both hold
+// (native stacks) stays while either wants it.
+TEST(GuardrailsTest, CpuAndOverheadLaddersStepApart) {
+  GuardrailLimits l = Limits(0.5, 0);
+  l.max_overhead = 0.01;
+  Guardrails g(l, {}, {});
+  int64_t t = kSec;
+  EXPECT_EQ(g.Decide(t, {0.9, 0, 0.02}), kShedNativeStacks);
+  EXPECT_EQ(g.Decide(t += 10 * kSec, {0.9, 0, 0.02}),
+            kShedNativeStacks | kShedCpuSamples | kSampleTensorEvents | kThrift1);
+  // The overhead recovers, the CPU does not.
+  for (int i = 0; i < 31; i++) g.Decide(t += kSec, {0.45, 0, 0.001});
+  EXPECT_EQ(g.actions(), kShedNativeStacks | kShedCpuSamples);
+  for (int i = 0; i < 31; i++) g.Decide(t += kSec, {0.45, 0, 0.001});
+  EXPECT_EQ(g.actions(), kShedNativeStacks | kShedCpuSamples) << "the CPU ladder still holds native stacks";
 }
 
 TEST(GuardrailsTest, OverheadIsBpfTimeOverTheWorkloadsCpuTimeInTheWindow) {

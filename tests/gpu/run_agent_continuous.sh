@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The agent in continuous use (issue 11, targets 2 and 3): its budget ladder
+# acts over tens of seconds, which the one-process harness's short agent
+# rounds (run_agent_overhead.sh) never reach. One launch-bound training
+# process (tests/gpu/train_bench.py, the library injected as a deployment
+# injects it) runs throughout; after PLAIN_S seconds of timed steps the
+# agent attaches at its defaults (1% overhead budget) and stays AGENT_S
+# seconds, then leaves for the rest. Prints the median step time of each
+# 10-s window against the plain windows before and after (this host's drift
+# shows between those two), next to the agent's own account read from its
+# /metrics every 5 s: its overhead ratio, the thrift level asked of the
+# library, what it sheds. With the bundle from scripts/gpu-bundle.sh in
+# .carry/; output under $OUT.
+#   PLAIN_S (20), AGENT_S (60), AFTER_S (15), MODEL (launch); FAKE=1 sleeps
+#   instead of training (train_bench.py --fake), to try the script without a GPU
+GF_OUT_SUFFIX=/agent-continuous . "$(dirname "$0")/common.sh"
+plain_s=${PLAIN_S:-20} agent_s=${AGENT_S:-60} after_s=${AFTER_S:-15}
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 "$root/bench/stub_pyroscope.py" "$port" "$out/pushes" &
+stub=$!
+workload=
+agent=
+trap 'kill $stub $agent $workload 2>/dev/null' EXIT
+steps_log=$out/steps.log metrics_log=$out/metrics.log marks=$out/marks
+: > "$steps_log"; : > "$metrics_log"; : > "$marks"
+# Enough steps for every phase at the slowest plain step seen on these hosts
+# (19 ms); the workload is stopped once the phases are over.
+total_s=$((plain_s + agent_s + after_s))
+CUDA_INJECTION64_PATH=$bundle/libgpuflame_cupti.so "$py" "$here/train_bench.py" --model "${MODEL:-launch}" ${FAKE:+--fake --fake-ms 10} \
+    --warmup 100 --steps $((total_s * 1000 / 8)) --step-log "$steps_log" > "$out/workload.json" 2>&1 &
+workload=$!
+# Timed steps have begun once the log has lines.
+for _ in $(seq 600); do [ -s "$steps_log" ] && break; sleep 0.1; done
+[ -s "$steps_log" ] || { echo "the workload never started its timed steps"; cat "$out/workload.json"; exit 1; }
+now_ns() { python3 -c 'import time; print(time.monotonic_ns())'; }
+echo "plain_from $(now_ns)" >> "$marks"
+sleep "$plain_s"
+echo "agent_at $(now_ns)" >> "$marks"
+"$bundle/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --pid "$workload" \
+    --metrics-port "$metrics_port" --spool-dir "" > "$out/agent.log" 2>&1 &
+agent=$!
+end=$(( $(date +%s) + agent_s ))
+while [ "$(date +%s)" -lt "$end" ]; do
+  sleep 5
+  m=$(env -u LD_LIBRARY_PATH curl -s --max-time 1 "http://127.0.0.1:$metrics_port/metrics" |
+      grep -E '^gpuflame_(overhead_ratio|thrift_level|shedding|library_tensor_hook_seconds_total|library_cupti_callback_seconds_total|library_thread_seconds_total|library_tensor_hook_calls_total) ' | tr '\n' ' ')
+  echo "$(now_ns) $m" >> "$metrics_log"
+done
+echo "agent_gone $(now_ns)" >> "$marks"
+kill -INT $agent 2>/dev/null; wait $agent 2>/dev/null; agent=
+sleep "$after_s"
+echo "end $(now_ns)" >> "$marks"
+kill $workload 2>/dev/null; wait $workload 2>/dev/null; workload=
+python3 - "$steps_log" "$marks" "$metrics_log" <<'PY'
+import statistics, sys
+steps = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if len(l.split()) == 2]
+marks = {k: int(v) for k, v in (l.split() for l in open(sys.argv[2]))}
+metrics = []
+for line in open(sys.argv[3]):
+    parts = line.split()
+    if not parts:
+        continue
+    at, kv = int(parts[0]), dict(zip(parts[1::2], parts[2::2]))
+    metrics.append((at, kv))
+t0 = marks["agent_at"]
+
+def window(lo, hi):
+    ms = [m for at, m in steps if lo <= at < hi]
+    return statistics.median(ms) if len(ms) >= 20 else None, len(ms)
+
+def phase(lo, hi, name):
+    rows, t = [], lo
+    while t + 5e9 <= hi:
+        med, n = window(t, min(t + 10e9, hi))
+        rows.append((name, (t - t0) / 1e9, med, n))
+        t += 10e9
+    return rows
+
+rows = phase(marks["plain_from"], marks["agent_at"], "plain") + \
+       phase(marks["agent_at"], marks["agent_gone"], "agent") + \
+       phase(marks["agent_gone"], marks["end"], "plain after")
+before = [m for at, m in steps if marks["plain_from"] <= at < marks["agent_at"]]
+after = [m for at, m in steps if marks["agent_gone"] + 2e9 <= at < marks["end"]]
+plain = statistics.median(before + after) if before or after else None
+print(f"plain median {plain:.3f} ms (before {statistics.median(before):.3f}, after "
+      f"{statistics.median(after) if after else float('nan'):.3f}; {len(before)} + {len(after)} steps)")
+print("window from attach  phase        median ms  vs plain  steps  | agent's own account at the window's end")
+for name, start, med, n in rows:
+    acct = ""
+    if name == "agent":
+        end_ns = t0 + (start + 10) * 1e9
+        seen = [kv for at, kv in metrics if at <= end_ns]
+        if seen:
+            kv = seen[-1]
+            ratio = float(kv.get('gpuflame_overhead_ratio', -1))
+            acct = (f"overhead {f'{ratio * 100:.2f}%' if ratio >= 0 else 'unknown'}  thrift "
+                    f"{kv.get('gpuflame_thrift_level', '?')}  shedding {kv.get('gpuflame_shedding', '?')}")
+    ratio = f"{med / plain:.3f}" if med and plain else "-"
+    print(f"{start:+8.0f} s          {name:12s} {med if med else float('nan'):9.3f}  {ratio:>8s}  {n:5d}  | {acct}")
+# Per step, the library's parts over the agent's whole stay (counters).
+if len(metrics) >= 2:
+    a, b = metrics[0][1], metrics[-1][1]
+    dt_steps = sum(1 for at, _ in steps if metrics[0][0] <= at < metrics[-1][0])
+    if dt_steps:
+        for key in ("gpuflame_library_tensor_hook_seconds_total", "gpuflame_library_cupti_callback_seconds_total",
+                    "gpuflame_library_thread_seconds_total"):
+            if key in a and key in b:
+                print(f"{key}: {(float(b[key]) - float(a[key])) * 1e6 / dt_steps:.1f} us a step "
+                      f"over {dt_steps} steps")
+PY
+grep -iE "sheds|thrift|warning" "$out/agent.log" | head -20
+echo "pushes received by the stub Pyroscope: $(cat "$out/pushes" 2>/dev/null || echo 0)"
