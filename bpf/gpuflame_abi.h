@@ -820,9 +820,11 @@ GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
  * in-process tensor hook samples even where gpuflame:tensor_exact asks for
  * every allocation (a process's start-up stays exact), at
  * GF_THRIFT_SAMPLE_FACTOR^k times its interval: a quarter of the taken
- * allocations' stack walks per level, each estimate still unbiased. The LIVE
- * announcement says the interval in effect. Additive: an agent skips a
- * library without the symbols.
+ * allocations' stack walks per level, each estimate still unbiased (the LIVE
+ * announcement says the interval in effect); and its duty-cycled CUPTI
+ * activity comes on 2^k times less often, each window's records weighted to
+ * match (GF_GPU_ACTIVITY_WINDOW's weight; record's exact kernel time stays
+ * exact). Additive: an agent skips a library without the symbols.
  */
 #define GF_THRIFT_SITES 3
 #define GF_THRIFT_SAMPLE_FACTOR 4

@@ -72,6 +72,7 @@
 #include "inprocess/autograd_origin.h"
 #include "inprocess/self_timing.h"
 #include "inprocess/tensor_events.h"
+#include "inprocess/thrift.h"
 
 namespace gpuflame::cupti {
 namespace {
@@ -92,6 +93,10 @@ struct State {
   bool callbacks_wanted = true, activity_wanted = true;
   // The flusher's alone, after start:
   std::unique_ptr<DutyCycle> launch_cycle, activity_cycle;
+  // The activity cycle as configured, and the thrift level it was last
+  // built for (ThriftActivity): one in activity_one_in << level.
+  uint32_t activity_on_ticks = 1, activity_one_in = 1, activity_thrift = 0;
+  uint64_t seed = 0;
   bool callbacks_enabled = false;         // with CUPTI: once on, for good
   bool memory_callbacks_enabled = false;  // the same, for the memory calls' spans
   bool activity_on = false;
@@ -254,7 +259,9 @@ void SetActivity(bool on, uint16_t weight) {
   if (on && s.activity_on && weight == s.activity_weight) return;
   if (!on && !s.activity_on) return;
   if (!s.activity_registered.exchange(true)) s.api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
-  Trace(!on ? "activity off" : weight == 1 ? "activity on, every record" : "activity on, records weighted");
+  Trace(!on           ? "activity off"
+        : weight == 1 ? "activity on, every record"
+                      : ("activity on, records weighted x" + std::to_string(weight)).c_str());
   ToggleTimer timer;
   activity_now.store(on, std::memory_order_relaxed);
   if (on) {
@@ -560,6 +567,23 @@ void SetGate(bool activity_next) {
   gate.open.store(open, std::memory_order_release);
 }
 
+// Thrift asked by an agent over its overhead budget (inprocess/thrift.h):
+// activity on half as often a level, its records weighted twice as much.
+// Rebuilt only between windows (an open one keeps the weight it opened
+// with), after the coming tick is decided and before the gate looks a tick
+// ahead (Control): the gate still opens a tick before activity. A fresh
+// cycle draws its phase anew, so every tick is on with probability one in
+// the new period, as before. Flusher thread.
+void ThriftActivity() {
+  State& s = S();
+  const uint32_t thrift = inprocess::ThriftLevel();
+  if (thrift == s.activity_thrift || s.activity_on || s.activity_one_in <= 1) return;
+  s.activity_thrift = thrift;
+  const uint32_t one_in = std::min<uint32_t>(s.activity_one_in << thrift, GF_KERNEL_WEIGHT_MAX);
+  Trace(("thrift level " + std::to_string(thrift) + ": activity one tick in " + std::to_string(one_in)).c_str());
+  s.activity_cycle = std::make_unique<DutyCycle>(s.activity_on_ticks, one_in, s.seed * 31 + 7 + thrift);
+}
+
 // What is on for the coming tick (Control).
 void Switch(uint64_t now_ns) {
   State& s = S();
@@ -602,6 +626,7 @@ void Switch(uint64_t now_ns) {
 // Once a tick, on the flusher.
 void Control(uint64_t now_ns) {
   Switch(now_ns);
+  ThriftActivity();
   const State& s = S();
   // Activity's cycle has answered for this tick: whether it is on at the next.
   SetGate(s.activity_wanted && s.activity_cycle->Peek());
@@ -684,6 +709,9 @@ bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
   const auto one_in =
       std::min<uint32_t>(static_cast<uint32_t>(EnvNumber("GPUFLAME_ACTIVITY_ONE_IN", 10)), GF_KERNEL_WEIGHT_MAX);
   s.activity_cycle = std::make_unique<DutyCycle>(on_ticks, one_in, seed * 31 + 7);
+  s.activity_on_ticks = on_ticks;
+  s.activity_one_in = one_in;
+  s.seed = seed;
   CUptiResult r = s.api.Subscribe(&s.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     FireStatus(GF_CUPTI_OTHER_SUBSCRIBER);

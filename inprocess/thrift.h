@@ -4,7 +4,9 @@
 // thrift sites per step of its overhead ladder, and their shared semaphore
 // counts them (GF_THRIFT_SITES in bpf/gpuflame_abi.h says why sites, not a
 // value written into us: the kernel takes the count back down when the
-// agent detaches or dies). Read on the flusher's tick; any thread may call.
+// agent detaches or dies). Read on the flusher's tick by the tensor hook's
+// sampler (tensor_events.cc) and CUPTI's activity cycle
+// (cupti/kernel_time_cupti.cc); any thread may call.
 #ifndef GPUFLAME_INPROCESS_THRIFT_H_
 #define GPUFLAME_INPROCESS_THRIFT_H_
 

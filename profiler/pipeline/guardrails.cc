@@ -47,8 +47,8 @@ std::string DescribeShed(uint32_t actions) {
   else if (actions & kSampleTensorEvents)
     parts.push_back("exact tensor-level events (the probes sample them by bytes)");
   if (const uint32_t thrift = ThriftLevel(actions))
-    parts.push_back(absl::StrCat("the injection library's stack walks but 1 in ", 1u << (2 * thrift),
-                                 " (its tensor sampling interval x", 1u << (2 * thrift), ")"));
+    parts.push_back(absl::StrCat("the injection library's work (thrift level ", thrift, ": stack walks 1 in ",
+                                 1u << (2 * thrift), ", kernel-time activity 1 in ", 1u << thrift, " as often)"));
   if (actions & kFreezeStacks) parts.push_back("new stacks");
   return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
 }

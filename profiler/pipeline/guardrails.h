@@ -28,10 +28,12 @@
 //                          samples even where exact was asked (`record`; a
 //                          process's start-up stays exact) and takes a
 //                          quarter of the allocations it took (interval x4,
-//                          inprocess/thrift.h); the probes' tensor events
-//                          sampled by bytes, as on the CPU ladder
-//                       3. thrift 2: interval x16
-//                       4. thrift 3: interval x64
+//                          inprocess/thrift.h), and its duty-cycled CUPTI
+//                          activity comes on half as often (records weighted
+//                          twice); the probes' tensor events sampled by
+//                          bytes, as on the CPU ladder
+//                       3. thrift 2: interval x16, activity a quarter
+//                       4. thrift 3: interval x64, activity an eighth
 // That share is the time gpuflame's BPF programs ran in those processes (the
 // kernel's run-time stats) plus what the injection library says its hook,
 // callbacks and threads took there, over the CPU time the processes used in

@@ -58,7 +58,7 @@ TEST(GuardrailsTest, OverheadTakesItsOwnLadderAndKeepsEveryProfile) {
   EXPECT_EQ(ThriftLevel(g.actions()), 1u);
   EXPECT_EQ(DescribeShed(g.actions()),
             "native stacks, exact tensor-level events (the probes sample them by bytes), the injection library's "
-            "stack walks but 1 in 4 (its tensor sampling interval x4)");
+            "work (thrift level 1: stack walks 1 in 4, kernel-time activity 1 in 2 as often)");
   EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), thrift1 | kThrift2);
   EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), thrift1 | kThrift2 | kThrift3);
   EXPECT_EQ(ThriftLevel(g.actions()), 3u);

@@ -143,6 +143,29 @@ TEST(InjectionChild, ManyThreadsLaunch) {
   EXPECT_EQ(sim.switched_off(), 0u) << "launch callbacks were switched off while threads launched";
 }
 
+// Kernels launched for a while, with |thrift| levels asked of the library
+// as an agent over its budget asks (its thrift sites' shared semaphore).
+void LaunchUnderThrift(int thrift) {
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  for (int i = 0; i < thrift; i++) ASSERT_TRUE(RaiseSemaphore("gpuflame_thrift_semaphore"));
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+  while (std::chrono::steady_clock::now() < end) {
+    sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+TEST(InjectionChild, LaunchUnthrifty) {
+  CHILD_ONLY();
+  LaunchUnderThrift(0);
+}
+
+TEST(InjectionChild, LaunchAtThriftThree) {
+  CHILD_ONLY();
+  LaunchUnderThrift(3);
+}
+
 // exit() while the flusher is inside a switch of the callbacks: CUPTI is
 // torn down by the exit, so no call into it may follow the library's exit
 // handler.
@@ -238,6 +261,27 @@ TEST(InjectionTest, BackwardCallsFromSeveralThreadsWhileLaunchesAreSampled) {
   ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << output;
   EXPECT_EQ(WEXITSTATUS(status), 0) << output;
   EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+}
+
+// An agent over its overhead budget asks for thrift: CUPTI activity comes on
+// half as often per level, its records weighted to match (the windows' weight
+// is what the agent scales by), here one tick in 2 becoming one in 16.
+TEST(InjectionTest, ThriftThinsActivityAndWeighsItsRecordsToMatch) {
+  const std::vector<std::string> env = {"GPUFLAME_CUPTI_DEBUG=1", "GPUFLAME_STARTUP_S=0", "GPUFLAME_ACTIVITY_ON_S=0.1",
+                                        "GPUFLAME_ACTIVITY_ONE_IN=2"};
+  auto [status, plain] = RunChild("LaunchUnthrifty", env);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << plain;
+  EXPECT_NE(plain.find("activity on, records weighted x2\n"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("thrift level"), std::string::npos) << plain;
+  auto [thrift_status, thrifty] = RunChild("LaunchAtThriftThree", env);
+  ASSERT_TRUE(WIFEXITED(thrift_status) && WEXITSTATUS(thrift_status) == 0) << thrifty;
+  const size_t at = thrifty.find("thrift level 3: activity one tick in 16\n");
+  ASSERT_NE(at, std::string::npos) << thrifty;
+  // From then on every window is weighted 16 (one may have opened at 2 before
+  // the semaphore rose).
+  EXPECT_EQ(thrifty.find("records weighted x2\n", at), std::string::npos) << thrifty;
+  EXPECT_NE(thrifty.find("activity on, records weighted x16\n", at), std::string::npos)
+      << "25 ticks at one in 16 and no window: " << thrifty;
 }
 
 TEST(InjectionTest, NoCuptiCallAfterTheLibrarysExitHandler) {
