@@ -93,10 +93,9 @@ struct State {
   bool callbacks_wanted = true, activity_wanted = true;
   // The flusher's alone, after start:
   std::unique_ptr<DutyCycle> launch_cycle, activity_cycle;
-  // The activity cycle as configured, and the thrift level it was last
-  // built for (ThriftActivity): one in activity_one_in << level.
-  uint32_t activity_on_ticks = 1, activity_one_in = 1, activity_thrift = 0;
-  uint64_t seed = 0;
+  // The activity cycle's share as configured, and the thrift level last
+  // asked of it (ThriftActivity): one in activity_one_in << level.
+  uint32_t activity_one_in = 1, activity_thrift = 0;
   bool callbacks_enabled = false;         // with CUPTI: once on, for good
   bool memory_callbacks_enabled = false;  // the same, for the memory calls' spans
   bool activity_on = false;
@@ -569,19 +568,20 @@ void SetGate(bool activity_next) {
 
 // Thrift asked by an agent over its overhead budget (inprocess/thrift.h):
 // activity on half as often a level, its records weighted twice as much.
-// Rebuilt only between windows (an open one keeps the weight it opened
-// with), after the coming tick is decided and before the gate looks a tick
-// ahead (Control): the gate still opens a tick before activity. A fresh
-// cycle draws its phase anew, so every tick is on with probability one in
-// the new period, as before. Flusher thread.
+// The new share starts with the cycle's next period (DutyCycle::SetOneIn:
+// every tick keeps its period's chance, so the estimate stays unbiased),
+// asked for after the coming tick is decided and before the gate looks a
+// tick ahead (Control). Flusher thread.
 void ThriftActivity() {
   State& s = S();
   const uint32_t thrift = inprocess::ThriftLevel();
-  if (thrift == s.activity_thrift || s.activity_on || s.activity_one_in <= 1) return;
+  if (thrift == s.activity_thrift || s.activity_one_in <= 1) return;
   s.activity_thrift = thrift;
   const uint32_t one_in = std::min<uint32_t>(s.activity_one_in << thrift, GF_KERNEL_WEIGHT_MAX);
-  Trace(("thrift level " + std::to_string(thrift) + ": activity one tick in " + std::to_string(one_in)).c_str());
-  s.activity_cycle = std::make_unique<DutyCycle>(s.activity_on_ticks, one_in, s.seed * 31 + 7 + thrift);
+  Trace(("thrift level " + std::to_string(thrift) + ": activity one tick in " + std::to_string(one_in) +
+         " from the next period")
+            .c_str());
+  s.activity_cycle->SetOneIn(one_in);
 }
 
 // What is on for the coming tick (Control).
@@ -709,9 +709,7 @@ bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
   const auto one_in =
       std::min<uint32_t>(static_cast<uint32_t>(EnvNumber("GPUFLAME_ACTIVITY_ONE_IN", 10)), GF_KERNEL_WEIGHT_MAX);
   s.activity_cycle = std::make_unique<DutyCycle>(on_ticks, one_in, seed * 31 + 7);
-  s.activity_on_ticks = on_ticks;
   s.activity_one_in = one_in;
-  s.seed = seed;
   CUptiResult r = s.api.Subscribe(&s.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     FireStatus(GF_CUPTI_OTHER_SUBSCRIBER);

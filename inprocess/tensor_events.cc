@@ -134,8 +134,8 @@ State& S() { return *std::launder(reinterpret_cast<State*>(state_storage)); }
 constexpr uint8_t kStarting = 1, kThrifty = 2;
 
 // Every allocation goes out: still starting up, or asked for (and no agent
-// over its budget asks for less). The switch is read first: sampled runs,
-// the common case, read no more than before.
+// over its budget asks for less). |mode| sits on the hot line the event's
+// lock brings in anyway.
 bool Exact() {
   const uint8_t mode = S().hot.mode.load(std::memory_order_relaxed);
   return (ExactSwitch() && !(mode & kThrifty)) || (mode & kStarting);
@@ -534,7 +534,9 @@ void PollTensorEvents() {
   uint8_t mode = s.hot.mode.load(std::memory_order_relaxed);
   if ((mode & kStarting) && MonotonicNs() >= s.exact_until_ns) mode &= ~kStarting;
   mode = thrift ? (mode | kThrifty) : (mode & ~kThrifty);
-  s.hot.mode.store(mode, std::memory_order_relaxed);
+  // Stored only on a change: a write would take the hot line from every
+  // allocating thread's cache, every tick.
+  if (mode != s.hot.mode.load(std::memory_order_relaxed)) s.hot.mode.store(mode, std::memory_order_relaxed);
   // The taken allocations' cost against the budget, while sampled: a
   // coarser interval when over. Exact or unheard, it is not governed, and
   // no window may reach back across that time (exact, every allocation is

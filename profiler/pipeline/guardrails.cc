@@ -48,7 +48,11 @@ std::string DescribeShed(uint32_t actions) {
     parts.push_back("exact tensor-level events (the probes sample them by bytes)");
   if (const uint32_t thrift = ThriftLevel(actions))
     parts.push_back(absl::StrCat("the injection library's work (thrift level ", thrift, ": stack walks 1 in ",
-                                 1u << (2 * thrift), ", kernel-time activity 1 in ", 1u << thrift, " as often)"));
+                                 1u << (2 * thrift), ", duty-cycled kernel-time activity ",
+                                 thrift == 1   ? "half"
+                                 : thrift == 2 ? "a quarter"
+                                               : "an eighth",
+                                 " as often)"));
   if (actions & kFreezeStacks) parts.push_back("new stacks");
   return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
 }
@@ -159,10 +163,15 @@ uint32_t Guardrails::Decide(int64_t now_ns, Usage usage) {
          absl::StrFormat("CPU %.2f cores > %g", usage.cpu_cores, max),
          absl::StrFormat("CPU back under budget (%.2f cores)", usage.cpu_cores));
   }
-  // Unknown (-1) is neither over nor under: a ladder waits for a reading.
-  if (limits_.max_overhead > 0 && usage.overhead >= 0) {
+  // Unknown (-1: no workload CPU to judge by, none followed) is never over,
+  // and counts as under: a workload gone idle or ended leaves no thrift
+  // behind for the next. A thrift rung cuts the library's walks fourfold,
+  // so it is taken back only well under a quarter of the budget, where
+  // four times the cost still fits: else the ladder would oscillate.
+  if (limits_.max_overhead > 0) {
     const double max = limits_.max_overhead;
-    Rate(now_ns, overhead_, kOverheadSteps, usage.overhead > max, usage.overhead < max * kRecoverShare,
+    const double recover = overhead_.level >= 2 ? kRecoverShare / GF_THRIFT_SAMPLE_FACTOR : kRecoverShare;
+    Rate(now_ns, overhead_, kOverheadSteps, usage.overhead > max, usage.overhead < max * recover,
          absl::StrFormat("overhead %.2f%% of the profiled processes' CPU > %g%%", usage.overhead * 100, max * 100),
          absl::StrFormat("overhead back under budget (%.2f%%)", usage.overhead * 100));
   }

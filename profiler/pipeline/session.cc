@@ -165,10 +165,12 @@ void Session::CheckGuardrails() {
     workload_ns = registry_->SampleFollowedCpuNs();
   }
   const uint32_t now_shed = guardrails_.Check(now, bpf_ns, workload_ns);
+  // Every check, not only on a change: a library file whose site could not
+  // be attached is tried again (nothing to do for the others).
+  registry_->SetThrift(ThriftLevel(now_shed));
   if (now_shed == before) return;
   probes_->SetShed(now_shed & kShedInBpf);
   events_->SetFrozen(now_shed & kFreezeStacks);
-  registry_->SetThrift(ThriftLevel(now_shed));
 }
 
 void Session::OpenGatesAndDrain() {

@@ -647,6 +647,7 @@ void ProcessRegistry::OnExit(pid_t pid) {
 
 void ProcessRegistry::DetachProcess(pid_t pid) {
   if (!options_.per_process_probes) return;
+  thrift_.Forget(pid);  // before its other probes: all of them go
   probes_.DetachProcess(pid);
   absl::erase_if(attached_, [pid](const auto& kv) { return kv.first.first == pid; });
 }
@@ -803,8 +804,7 @@ void ProcessRegistry::Forget(pid_t pid) {
   inspect::ForgetPoisoned(pid);  // the pid may come back as another process
   processes_.erase(pid);
   rescans_.erase(pid);
-  thrift_.Forget(pid);  // before its other probes: all of them go
-  DetachProcess(pid);   // its exit record may have been lost
+  DetachProcess(pid);  // its exit record may have been lost
   if (native_) native_->Forget(pid);
 }
 

@@ -32,8 +32,8 @@ std::string ThriftSites::Add(pid_t scope, inspect::PinnedFile file, const symbol
   if (!sites_offset || !semaphore_offset) return {};
   if (files_.size() >= kMaxFiles) {
     files_refused_++;
-    return absl::StrCat("more than ", kMaxFiles, " libgpuflame_cupti.so files: processes of the newer ones",
-                        " are not thinned when gpuflame is over its overhead budget");
+    return absl::StrCat("more than ", kMaxFiles, " libgpuflame_cupti.so files (or processes) probed at once: ",
+                        "the newer ones are not thinned when gpuflame is over its overhead budget");
   }
   files_.push_back({scope, std::move(file), std::move(name), *sites_offset, *semaphore_offset, {}});
   return Reach(files_.back());

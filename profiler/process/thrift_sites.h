@@ -34,19 +34,22 @@ class ThriftSites {
   // message for the user when its sites could not be held (empty: held, or
   // a library without them).
   std::string Add(pid_t scope, inspect::PinnedFile file, const symbolizer::ElfFile& elf, std::string name);
-  // Holds |level| sites (0 to GF_THRIFT_SITES) in every file from now on.
-  // Returns a message per file that could not be brought to it.
+  // Holds |level| sites (0 to GF_THRIFT_SITES) in every file from now on;
+  // a file that fell short earlier is tried again. Returns a message per
+  // file that could not be brought to it.
   std::vector<std::string> SetLevel(uint32_t level);
   // The files probed for |pid| alone go (it exited).
   void Forget(pid_t pid);
 
   uint32_t level() const { return level_; }
   size_t files() const { return files_.size(); }
-  // Files past kMaxFiles, whose processes thrift cannot reach.
+  // Files (per-process probes: processes) past kMaxFiles, which thrift
+  // cannot reach.
   uint64_t files_refused() const { return files_refused_; }
 
-  // Each holds a descriptor: the agent sees one library file per image
-  // that ships it, so a node has a handful, not thousands.
+  // Each holds a descriptor. The agent probes each library file once for
+  // every process (a node has a handful); `record` probes per process, and
+  // a process's entry goes when it exits (ProcessRegistry::DetachProcess).
   static constexpr size_t kMaxFiles = 256;
 
  private:

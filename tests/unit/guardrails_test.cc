@@ -58,19 +58,24 @@ TEST(GuardrailsTest, OverheadTakesItsOwnLadderAndKeepsEveryProfile) {
   EXPECT_EQ(ThriftLevel(g.actions()), 1u);
   EXPECT_EQ(DescribeShed(g.actions()),
             "native stacks, exact tensor-level events (the probes sample them by bytes), the injection library's "
-            "work (thrift level 1: stack walks 1 in 4, kernel-time activity 1 in 2 as often)");
+            "work (thrift level 1: stack walks 1 in 4, duty-cycled kernel-time activity half as often)");
   EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), thrift1 | kThrift2);
   EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), thrift1 | kThrift2 | kThrift3);
   EXPECT_EQ(ThriftLevel(g.actions()), 3u);
   EXPECT_EQ(g.Decide(t += 10 * kSec, {0, 0, 0.02}), thrift1 | kThrift2 | kThrift3) << "nothing more to take";
   EXPECT_EQ(g.actions() & (kShedCpuSamples | kShedTensorEvents), 0u) << "every profile type stays";
-  // Unknown for a while (no workload CPU): neither over nor under.
-  for (int i = 0; i < 40; i++) g.Decide(t += kSec, {0, 0, -1});
+  // Under 70% of the budget is not enough to leave a thrift rung: a step
+  // down makes the library's walks four times as many again.
+  for (int i = 0; i < 40; i++) g.Decide(t += kSec, {0, 0, 0.005});
   EXPECT_EQ(ThriftLevel(g.actions()), 3u);
-  // Well under (< 70% of the budget) for 30 s: one step back.
-  for (int i = 0; i < 31; i++) g.Decide(t += kSec, {0, 0, 0.005});
+  // Under a quarter of that for 30 s: one step back.
+  for (int i = 0; i < 31; i++) g.Decide(t += kSec, {0, 0, 0.0015});
   EXPECT_EQ(g.actions(), thrift1 | kThrift2);
-  EXPECT_EQ(g.changes().back().reason, "overhead back under budget (0.50%)");
+  EXPECT_EQ(g.changes().back().reason, "overhead back under budget (0.15%)");
+  // Unknown (the workload idle, or gone) counts as under: no thrift is left
+  // behind for the next workload.
+  for (int i = 0; i < 100; i++) g.Decide(t += kSec, {0, 0, -1});
+  EXPECT_EQ(g.actions(), 0u);
 }
 
 // Each ladder answers for its own limit: gpuflame's own CPU sheds what it
