@@ -507,7 +507,12 @@ TEST(NcclTest, AStragglerIsNamedWithWhatItRanWhileTheOthersWaited) {
     if (m["stack"].get<std::string>().find("Trainer > step;<interpreter trampoline>;DataLoader > __next__") !=
         std::string::npos)
       loading += m["share"].get<double>();
-  EXPECT_GT(loading, 0.8) << late.dump(2);
+  // Of the time it was on a CPU: a loaded machine leaves it runnable but
+  // not running for part of the wait (seen: 29% in CI), which the record
+  // says apart.
+  const double on_cpu = 1 - late["meanwhile_not_on_cpu_share"].get<double>();
+  ASSERT_GT(on_cpu, 0.3) << late.dump(2);
+  EXPECT_GT(loading / on_cpu, 0.8) << late.dump(2);
   ASSERT_FALSE(late["entered_late_from"].empty());
   EXPECT_TRUE(late["entered_late_from"][0]["stack"].get<std::string>().ends_with(kStepFrames +
                                                                                    "Comm > all_reduce;ncclAllReduce"))
