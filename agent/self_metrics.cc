@@ -37,6 +37,7 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.window_snapshot_seconds = window_snapshot_seconds;
   s.self_usage = session.guardrails().last_usage();
   s.shedding = session.guardrails().actions();
+  s.thrift_files_short = session.registry().thrift().files_short();
   s.self_cpu_seconds = session.guardrails().CpuSeconds();
   s.bpf_stats_on = session.program_stats().available();
   s.bpf_programs = session.BpfProgramStats();
@@ -264,6 +265,10 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
        "Thrift asked of libgpuflame_cupti.so by the overhead budget (0-3): its tensor hook's sampling interval is "
        "4^level times its own.",
        "gauge", double(ThriftLevel(s.shedding))},
+      {"gpuflame_thrift_files_short",
+       "libgpuflame_cupti.so files (record: processes) holding fewer thrift sites than the level asks: an attach "
+       "failed, and their processes are thinned less.",
+       "gauge", double(s.thrift_files_short)},
       {"gpuflame_shed_native_stacks_total", "Events whose native stack was not taken (over budget).", "counter",
        double(s.bpf[GF_STAT_SHED_NATIVE_STACKS])},
       {"gpuflame_native_stacks_skipped_total",

@@ -44,6 +44,7 @@ struct AgentStats {
   double window_snapshot_seconds = 0;         // the event loop's part of the last window close
   Guardrails::Usage self_usage;               // gpuflame's own CPU and memory, last reading
   uint32_t shedding = 0;                      // ShedAction bits in force
+  uint64_t thrift_files_short = 0;            // library files holding fewer thrift sites than asked
   double self_cpu_seconds = -1;               // gpuflame's own CPU time so far (-1: unreadable)
   bool bpf_stats_on = false;                  // the kernel's BPF run-time stats (ProgramStats)
   std::vector<ProgramRunStats> bpf_programs;  // each program's runs and run time since load

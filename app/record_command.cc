@@ -261,15 +261,16 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   // gpuflame's own budget: the limits, the last reading, what is shed now,
   // and how many events went to the over-budget stack.
   const GuardrailLimits& lim = guard.limits();
-  absl::StrAppend(&out, "  \"guardrails\": {\"max_cpu_cores\": ", lim.max_cpu_cores,
-                  ", \"max_overhead\": ", lim.max_overhead,
-                  ", \"overhead\": ", absl::StrFormat("%.4f", guard.last_usage().overhead),
-                  ", \"max_rss_bytes\": ", lim.max_rss_bytes,
-                  ", \"cpu_cores\": ", absl::StrFormat("%.3f", guard.last_usage().cpu_cores),
-                  ", \"rss_bytes\": ", guard.last_usage().rss_bytes,
-                  ", \"shedding\": ", base::JsonString(DescribeShed(guard.actions())),
-                  ", \"thrift_level\": ", ThriftLevel(guard.actions()), ", \"changes\": ", guard.changes().size(),
-                  ", \"over_budget_events\": ", ev.stats().over_budget_events, "},\n");
+  absl::StrAppend(
+      &out, "  \"guardrails\": {\"max_cpu_cores\": ", lim.max_cpu_cores, ", \"max_overhead\": ", lim.max_overhead,
+      ", \"overhead\": ", absl::StrFormat("%.4f", guard.last_usage().overhead),
+      ", \"max_rss_bytes\": ", lim.max_rss_bytes,
+      ", \"cpu_cores\": ", absl::StrFormat("%.3f", guard.last_usage().cpu_cores),
+      ", \"rss_bytes\": ", guard.last_usage().rss_bytes,
+      ", \"shedding\": ", base::JsonString(DescribeShed(guard.actions())),
+      ", \"thrift_level\": ", ThriftLevel(guard.actions()),
+      ", \"thrift_processes_short\": ", reg.thrift().files_short(), ", \"changes\": ", guard.changes().size(),
+      ", \"over_budget_events\": ", ev.stats().over_budget_events, "},\n");
   // gpuflame's own cost: its BPF programs' run time in the profiled processes, its CPU time.
   absl::StrAppend(&out, "  \"self_cost\": ", self_cost, ",\n");
   const JoinStats& j = ev.joiner().stats();

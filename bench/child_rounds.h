@@ -24,6 +24,16 @@
 
 namespace gpuflame::bench {
 
+#ifdef GPUFLAME_SIM_DIR
+// The simulated CUDA libraries: the build's, or GPUFLAME_SIM_DIR's where the
+// benchmark runs on another machine (tests/gpu/run_host_benchmarks.sh: the
+// GPU host's CPU, with the libraries carried beside it).
+inline std::string SimDir() {
+  const char* dir = std::getenv("GPUFLAME_SIM_DIR");
+  return dir && *dir ? dir : GPUFLAME_SIM_DIR;
+}
+#endif
+
 inline uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -84,7 +84,7 @@ Result RunMode(Mode mode, const Options& o) {
     // The launch duty cycle: every tick, or (practically) never.
     setenv("GPUFLAME_LAUNCH_ONE_IN", mode == Mode::kWindow ? "1" : "1000000", 1);
   }
-  if (!dlopen(GPUFLAME_SIM_DIR "/libcudart.so.13", RTLD_NOW | RTLD_GLOBAL)) Fail(dlerror());
+  if (!dlopen((bench::SimDir() + "/libcudart.so.13").c_str(), RTLD_NOW | RTLD_GLOBAL)) Fail(dlerror());
   auto cu_init = reinterpret_cast<int (*)(unsigned)>(dlsym(RTLD_DEFAULT, "cuInit"));
   auto launch = reinterpret_cast<LaunchFn>(dlsym(RTLD_DEFAULT, "cudaLaunchKernel"));
   auto delivered = reinterpret_cast<size_t (*)()>(dlsym(RTLD_DEFAULT, "gf_sim_cupti_delivered"));

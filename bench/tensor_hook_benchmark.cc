@@ -105,7 +105,7 @@ using FreeFn = void (*)(void*, int);
 
 // The child: replays the stream in |mode|, returns what it measured.
 Result RunMode(Mode mode, const Options& o, const std::vector<Event>& stream) {
-  void* lib = dlopen(GPUFLAME_SIM_DIR "/libc10_cuda.so", RTLD_NOW);
+  void* lib = dlopen((bench::SimDir() + "/libc10_cuda.so").c_str(), RTLD_NOW);
   if (!lib) {
     std::fprintf(stderr, "%s\n", dlerror());
     _exit(2);

@@ -795,8 +795,8 @@ GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
  * kernel still holding a stopped session's) changes nothing the library can
  * see, so it would not know to say again what it said once (that its tensor
  * hook is live, its stacks, its kernel names). The library exports
- * gpuflame_hello_sites, GF_HELLO_SITES never-run instructions (one nop each:
- * 1 byte apart on x86-64, 4 on arm64), and gpuflame_hello_semaphore (an
+ * gpuflame_hello_sites, GF_HELLO_SITES never-run instructions (one nop each,
+ * GF_SITE_BYTES apart), and gpuflame_hello_semaphore (an
  * unsigned short in .probes). Each agent, after its other probes, attaches
  * a uprobe on one site of its own random choice with the semaphore as its
  * reference counter: a new site raises the count, and the library greets the
@@ -806,6 +806,13 @@ GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
  * without the symbols.
  */
 #define GF_HELLO_SITES 64
+
+/* The stride of the hello and thrift sites: one nop each. */
+#if defined(__aarch64__)
+#define GF_SITE_BYTES 4
+#else
+#define GF_SITE_BYTES 1 /* x86-64's one-byte nop */
+#endif
 
 /*
  * Thrift sites: how an agent over its budget for gpuflame's time inside the

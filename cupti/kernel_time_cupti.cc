@@ -452,10 +452,16 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 }
 
 void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+  // Closed, once a launch has been seen: the gate's line alone, not the
+  // callback ID's tables.
+  if (!gate.open.load(std::memory_order_acquire)) {
+    // The driver is initialised: the flusher may ask it for the devices' UUIDs.
+    if (!gate.launched.load(std::memory_order_relaxed) && IsLaunch(domain, cbid))
+      gate.launched.store(true, std::memory_order_relaxed);
+    return;
+  }
   const bool launch = IsLaunch(domain, cbid);
-  // The driver is initialised: the flusher may ask it for the devices' UUIDs.
   if (launch && !gate.launched.load(std::memory_order_relaxed)) gate.launched.store(true, std::memory_order_relaxed);
-  if (!gate.open.load(std::memory_order_acquire)) return;
   if (!launch && !IsMemoryCall(domain, cbid)) return;
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   const uint32_t epoch = gate.epoch.load(std::memory_order_relaxed);

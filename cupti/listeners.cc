@@ -1,26 +1,15 @@
 #include "cupti/listeners.h"
 
 #include "bpf/gpuflame_abi.h"
+#include "inprocess/nop_sites.h"
 
 extern "C" {
 __extension__ __attribute__((visibility("default"), section(".probes"), used))
 unsigned short gpuflame_hello_semaphore;
 }
 
-// Written in assembly: each site must be one instruction at a fixed stride,
-// which no compiler promises for a C++ body. Never executed.
-#define GF_STR2(x) #x
-#define GF_STR(x) GF_STR2(x)
-asm(".pushsection .text.gpuflame_hello,\"ax\",%progbits\n"
-    ".globl gpuflame_hello_sites\n"
-    ".type gpuflame_hello_sites, %function\n"
-    "gpuflame_hello_sites:\n"
-    ".rept " GF_STR(GF_HELLO_SITES) "\n"
-    "nop\n"
-    ".endr\n"
-    "ret\n"
-    ".size gpuflame_hello_sites, . - gpuflame_hello_sites\n"
-    ".popsection\n");
+// Never executed: an agent attaches to one (GF_HELLO_SITES).
+GF_NOP_SITES(gpuflame_hello_sites, GF_HELLO_SITES);
 
 namespace gpuflame::cupti {
 

@@ -1,26 +1,14 @@
 #include "inprocess/thrift.h"
 
 #include "bpf/gpuflame_abi.h"
+#include "inprocess/nop_sites.h"
 
 extern "C" {
 __extension__ __attribute__((visibility("default"), section(".probes"), used)) unsigned short gpuflame_thrift_semaphore;
 }
 
-// In assembly, as the hello sites are (cupti/listeners.cc): each site one
-// instruction at a fixed stride, which no compiler promises for a C++ body.
-// Never executed.
-#define GF_THRIFT_STR2(x) #x
-#define GF_THRIFT_STR(x) GF_THRIFT_STR2(x)
-asm(".pushsection .text.gpuflame_thrift,\"ax\",%progbits\n"
-    ".globl gpuflame_thrift_sites\n"
-    ".type gpuflame_thrift_sites, %function\n"
-    "gpuflame_thrift_sites:\n"
-    ".rept " GF_THRIFT_STR(GF_THRIFT_SITES) "\n"
-    "nop\n"
-    ".endr\n"
-    "ret\n"
-    ".size gpuflame_thrift_sites, . - gpuflame_thrift_sites\n"
-    ".popsection\n");
+// Never executed: an agent at thrift level k holds the first k.
+GF_NOP_SITES(gpuflame_thrift_sites, GF_THRIFT_SITES);
 
 namespace gpuflame::inprocess {
 

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
+#include "bpf/gpuflame_abi.h"
 #include "inspect/bounded_read.h"
 #include "inspect/mount_types.h"
 #include "inspect/proc_environ.h"
@@ -94,13 +95,8 @@ ProcessRegistry::ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves,
   if (!probes_.gate_warning().empty()) Warn(probes_.gate_warning());
 }
 
-void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf,
-                               const Mapping& lib, const std::vector<Mapping>& maps) {
-#if defined(__aarch64__)
-  constexpr uint64_t kSiteBytes = 4;
-#else
-  constexpr uint64_t kSiteBytes = 1;  // x86-64's one-byte nop
-#endif
+void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf, const Mapping& lib,
+                               const std::vector<Mapping>& maps) {
   if (!elf.Exports("gpuflame_hello_sites") || !elf.Exports("gpuflame_hello_semaphore")) return;
   auto sites = elf.FindSymbol("gpuflame_hello_sites");
   auto semaphore = elf.FindSymbol("gpuflame_hello_semaphore");
@@ -126,7 +122,7 @@ void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symboli
     // Our site's breakpoint came with its parent's memory, so attaching it
     // raises no count here (the kernel counts a breakpoint it writes, not
     // one it finds): the parent's site, unchecked.
-    if (auto site_offset = elf.VaddrToOffset(*sites + hello_site_ * kSiteBytes))
+    if (auto site_offset = elf.VaddrToOffset(*sites + hello_site_ * GF_SITE_BYTES))
       (void)probes_.AttachUprobe(ProbeScope(pid), path, *site_offset, ProbeProgram::kHello, false, 0,
                                  *semaphore_offset);
     return;
@@ -139,7 +135,7 @@ void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symboli
   };
   for (uint32_t tried = 0; tried < GF_HELLO_SITES; tried++) {
     const uint32_t site = (hello_site_ + tried) % GF_HELLO_SITES;
-    auto site_offset = elf.VaddrToOffset(*sites + site * kSiteBytes);
+    auto site_offset = elf.VaddrToOffset(*sites + site * GF_SITE_BYTES);
     if (!site_offset) return;
     const std::optional<uint16_t> before = count();
     // Failing costs a greeting, not data: what the library says once

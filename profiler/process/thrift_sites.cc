@@ -7,16 +7,6 @@
 #include "bpf/gpuflame_abi.h"
 
 namespace gpuflame::profiler {
-namespace {
-
-// The sites' stride: one nop each (cupti/listeners.cc's hello sites alike).
-#if defined(__aarch64__)
-constexpr uint64_t kSiteBytes = 4;
-#else
-constexpr uint64_t kSiteBytes = 1;  // x86-64's one-byte nop
-#endif
-
-}  // namespace
 
 ThriftSites::~ThriftSites() {
   for (File& f : files_)
@@ -54,7 +44,7 @@ std::string ThriftSites::Reach(File& f) {
     f.held.pop_back();
   }
   while (f.held.size() < level_) {
-    const uint64_t offset = f.sites_offset + f.held.size() * kSiteBytes;
+    const uint64_t offset = f.sites_offset + f.held.size() * GF_SITE_BYTES;
     auto link = probes_.AttachSwitch(f.scope, f.file.path(), offset, f.semaphore_offset, ProbeProgram::kThrift);
     if (!link.ok())
       return absl::StrCat(f.name, ": thrift level ", level_, " not reached (", f.held.size(),
@@ -62,6 +52,11 @@ std::string ThriftSites::Reach(File& f) {
     f.held.push_back(std::move(*link));
   }
   return {};
+}
+
+size_t ThriftSites::files_short() const {
+  return static_cast<size_t>(
+      std::count_if(files_.begin(), files_.end(), [&](const File& f) { return f.held.size() < level_; }));
 }
 
 void ThriftSites::Forget(pid_t pid) {

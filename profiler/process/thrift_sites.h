@@ -42,6 +42,9 @@ class ThriftSites {
   void Forget(pid_t pid);
 
   uint32_t level() const { return level_; }
+  // Files holding fewer sites than |level()|: an attach failed (said once
+  // per check), and their processes are thinned less than asked.
+  size_t files_short() const;
   size_t files() const { return files_.size(); }
   // Files (per-process probes: processes) past kMaxFiles, which thrift
   // cannot reach.

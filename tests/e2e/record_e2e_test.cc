@@ -1167,6 +1167,55 @@ TEST(RecordTest, OverItsOverheadBudgetTheInjectionLibrarySamplesMoreThinly) {
       << Dump(inuse);
 }
 
+// Thrift goes with the gpuflame that asked for it: the kernel drops its
+// thrift sites when it exits, the library's level falls back to 0, and a
+// gpuflame attached later without a budget gets every allocation again. On
+// a running job (started with the library, without gpuflame): the first
+// `record --pid` reaches thrift 1 (about 12 s in) and stops at 16 s; the
+// second, attached after, sees the job's evaluation exactly.
+TEST(RecordTest, ThriftEndsWithTheGpuflameThatAskedForIt) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const std::string dir = TempDir("thrift-ends");
+  const std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy: see SampledTensorEvents...
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  const std::string pidfile = dir + "/pid", go = dir + "/go";
+  std::thread workload([&] {
+    Sh("cd " + dir + " && " + SimEnv() + " THRIFT_SECONDS=19 GPUFLAME_STARTUP_S=0 CUDA_INJECTION64_PATH=" + lib +
+       " timeout 90 sh -c 'echo $$ > pid; exec " + PyenvPython("3.12") + " " + Workload("thrift.py") + " " + go +
+       "' > /dev/null 2>&1");
+  });
+  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(pidfile));
+  const std::string pid = ReadFile(pidfile).substr(0, ReadFile(pidfile).find('\n'));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // its interpreter up, the library loaded
+  const RunResult first = Sh(std::string(GPUFLAME_BIN) + " record --no-progress --max-overhead 0.0001 -d 16 -p " + pid +
+                             " -o " + dir + "/first");
+  const RunResult second =
+      RecordAttached(std::string(GPUFLAME_BIN) + " record --no-progress -p " + pid + " -o " + dir + "/second", go);
+  workload.join();
+  ASSERT_EQ(first.status, 0) << first.output;
+  ASSERT_EQ(second.status, 0) << second.output;
+  auto asked = nlohmann::json::parse(ReadFile(dir + "/first/summary.json"));
+  ASSERT_GE(asked["guardrails"]["thrift_level"].get<int>(), 1) << asked["guardrails"].dump() << first.output;
+  EXPECT_EQ(asked["guardrails"]["thrift_processes_short"], 0) << asked["guardrails"].dump();
+  ASSERT_EQ(asked["processes"].size(), 1u) << asked.dump();
+  EXPECT_GE(asked["processes"][0]["tensor_sample_bytes"].get<uint64_t>(), 16 * MiB)
+      << "the library said it sampled at 4 times its 4 MiB\n"
+      << asked["processes"][0].dump();
+  auto after = nlohmann::json::parse(ReadFile(dir + "/second/summary.json"));
+  EXPECT_EQ(after["guardrails"]["thrift_level"], 0) << after["guardrails"].dump();
+  ASSERT_EQ(after["processes"].size(), 1u) << after.dump();
+  EXPECT_EQ(after["processes"][0]["tensor_sample_bytes"], 0) << "exact again\n" << after["processes"][0].dump();
+  pprof::Profile torch;
+  ASSERT_TRUE(LoadPprof(dir + "/second/torch_memory.pb.gz", &torch)) << second.output;
+  const std::string kEvaluate = "<module>;Evaluator > evaluate;empty;Tensor > __init__;" + kTorchLeaf;
+  auto alloc = Stacks(torch, "alloc_space", true, true);
+  EXPECT_EQ(alloc[kEvaluate], 10 * (128 << 10)) << "every allocation, as taken\n" << Dump(alloc);
+  EXPECT_EQ(Stacks(torch, "alloc_objects", true, true)[kEvaluate], 10) << Dump(alloc);
+}
+
 // Still over its CPU budget after native stacks and CPU samples went (here
 // a thousandth of a core, 21 s or so in), gpuflame samples the probes'
 // tensor events by bytes before it drops them: the memory profiles stay, as

@@ -8,8 +8,14 @@
  *              cuptiActivityDisable), callbacks left off: what the agent's
  *              activity duty cycle does;
  *   none       nothing: the launch callbacks enabled once and left on, the
- *              control.
- * Its callback only counts. If the workload crashes under this alone, the
+ *              control;
+ *   correlation nothing switched either: the launch callbacks and kernel
+ *              activity on once, and at exit which correlation IDs the
+ *              nested callbacks and the kernels' records carried, and how
+ *              many launches reached the driver with no runtime call
+ *              around them (cuBLAS's, Triton's, NCCL's): what launch
+ *              stacks taken in the driver domain alone would join.
+ * Its callback only counts (and, for correlation, keeps the first few). If the workload crashes under this alone, the
  * crash is CUPTI's switching while launches run, not gpuflame's code. */
 #define _GNU_SOURCE
 #include <cupti.h>
@@ -26,10 +32,33 @@ static CUpti_SubscriberHandle sub;
 static unsigned long calls, exits_without_enter, toggles;
 static __thread int depth;
 
+/* correlation: the first kSeen callbacks and kernel records, and the
+ * driver launches by whether a runtime call was around them. */
+enum { kSeen = 48 };
+static struct {
+  int domain, site, depth;
+  CUpti_CallbackId cbid;
+  uint32_t correlation;
+} seen[kSeen];
+static unsigned long seen_n, driver_outermost, driver_nested, kernel_n;
+static uint32_t kernels[kSeen];
+static int correlation_mode;
+
 static void CUPTIAPI on_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
-  (void)u, (void)d, (void)id;
+  (void)u;
   const CUpti_CallbackData *c = data;
   __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+  if (correlation_mode) {
+    const unsigned long i = __atomic_fetch_add(&seen_n, 1, __ATOMIC_RELAXED);
+    if (i < kSeen) {
+      seen[i].domain = d, seen[i].site = c->callbackSite, seen[i].depth = depth;
+      seen[i].cbid = id, seen[i].correlation = c->correlationId;
+    }
+    if (d == CUPTI_CB_DOMAIN_DRIVER_API && c->callbackSite == CUPTI_API_ENTER)
+      __atomic_add_fetch(depth > 0 ? &driver_nested : &driver_outermost, 1, __ATOMIC_RELAXED);
+    /* The driver's calls are not counted in |depth|: a runtime call's. */
+    if (d == CUPTI_CB_DOMAIN_DRIVER_API) return;
+  }
   if (c->callbackSite == CUPTI_API_ENTER) {
     depth++;
     (void)*(volatile uint32_t *)&c->correlationId;
@@ -88,8 +117,16 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
   *max_records = 0;
 }
 
+static CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
+
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
-  (void)ctx, (void)stream, (void)size, (void)valid;
+  (void)ctx, (void)stream, (void)size;
+  CUpti_Activity *r = NULL;
+  while (correlation_mode && next_record && next_record(buffer, valid, &r) == CUPTI_SUCCESS) {
+    if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+    if (kernel_n < kSeen) kernels[kernel_n] = ((const CUpti_ActivityKernel10 *)r)->correlationId;
+    kernel_n++;
+  }
   free(buffer);
 }
 
@@ -106,7 +143,7 @@ static void *toggler(void *arg) {
   const char *v = getenv("TOGGLE_US");
   const useconds_t us = v ? (useconds_t)atoi(v) : 1000;
   void (*set)(uint32_t) = strcmp(what(), "activity") == 0 ? set_activity : set_all;
-  if (strcmp(what(), "none") == 0) {
+  if (strcmp(what(), "none") == 0 || correlation_mode) {
     set_all(1);
     return NULL;
   }
@@ -119,9 +156,22 @@ static void *toggler(void *arg) {
   return NULL;
 }
 
+static CUptiResult (*flush_all)(uint32_t);
+
 static void report(void) {
   __atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
   pthread_join(toggler_thread, NULL);
+  if (correlation_mode) {
+    if (flush_all) flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    for (unsigned long i = 0; i < seen_n && i < kSeen; i++)
+      fprintf(stderr, "cupti_toggle: callback %s %-5s cbid %u depth %d correlation %u\n",
+              seen[i].domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver ",
+              seen[i].site == CUPTI_API_ENTER ? "enter" : "exit", seen[i].cbid, seen[i].depth, seen[i].correlation);
+    fprintf(stderr, "cupti_toggle: kernels' correlation IDs:");
+    for (unsigned long i = 0; i < kernel_n && i < kSeen; i++) fprintf(stderr, " %u", kernels[i]);
+    fprintf(stderr, "\ncupti_toggle: %lu kernel records; driver launches: %lu outermost, %lu inside a runtime call\n",
+            kernel_n, driver_outermost, driver_nested);
+  }
   fprintf(stderr, "cupti_toggle: %lu toggles, %lu callbacks, %lu exits without their enter\n", toggles, calls,
           exits_without_enter);
 }
@@ -153,7 +203,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     fprintf(stderr, "cupti_toggle: cuptiSubscribe failed\n");
     return 1;
   }
-  if (strcmp(what(), "activity") == 0) {
+  correlation_mode = strcmp(what(), "correlation") == 0;
+  if (strcmp(what(), "activity") == 0 || correlation_mode) {
     CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
         dlsym(lib, "cuptiActivityRegisterCallbacks");
     activity_enable = dlsym(lib, "cuptiActivityEnable");
@@ -162,6 +213,9 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
       fprintf(stderr, "cupti_toggle: no activity API\n");
       return 1;
     }
+    next_record = dlsym(lib, "cuptiActivityGetNextRecord");
+    flush_all = dlsym(lib, "cuptiActivityFlushAll");
+    if (correlation_mode) activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   }
   pthread_create(&toggler_thread, NULL, toggler, NULL);
   atexit(report);

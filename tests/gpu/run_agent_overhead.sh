@@ -9,7 +9,8 @@
 # says anything. Each ratio's mean comes with a 95% bootstrap interval.
 # With the bundle from scripts/gpu-bundle.sh in .carry/; output under $OUT.
 #   ROUNDS (16), ITERS (100) for the launch-bound GPT; LARGE_ROUNDS (5),
-#   LARGE_ITERS (10) for the ~1B-parameter one; SKIP_LAUNCH, SKIP_LARGE;
+#   LARGE_ITERS (10) for the ~1B-parameter one, LARGE_MODES (default: the
+#   same five: target 1's realistic step); SKIP_LAUNCH, SKIP_LARGE;
 #   MODES for the launch-bound GPT's (default: all five); AGENT_BUILD, a
 #   folder with another build's gpuflame, gpuflame_overhead and
 #   libgpuflame_cupti.so (the shared libraries stay the bundle's), to
@@ -31,8 +32,8 @@ if [ -z "${SKIP_LAUNCH:-}" ]; then
       --rounds "${ROUNDS:-16}" --iters "${ITERS:-100}"
 fi
 if [ -z "${SKIP_LARGE:-}" ]; then
-  echo "== ~1B-parameter GPT: the agent at its defaults, placebo"
-  GPUFLAME_BENCH_MODEL=large harness --modes none,placebo,agent \
+  echo "== ~1B-parameter GPT: ${LARGE_MODES:-none,placebo,agent,inprocess-exact,history-python}"
+  GPUFLAME_BENCH_MODEL=large harness --modes "${LARGE_MODES:-none,placebo,agent,inprocess-exact,history-python}" \
       --rounds "${LARGE_ROUNDS:-5}" --iters "${LARGE_ITERS:-10}"
 fi
 echo "pushes received by the stub Pyroscope: $(cat "$out/pushes" 2>/dev/null || echo 0)"

@@ -480,7 +480,8 @@ TEST(ChromeTraceTest, AGraphsKernelsChainOnOneArrowAndUncalibratedRecordsAreCoun
 // counted in the metadata.
 TEST(ChromeTraceTest, CudaCallsAreExactSpansWithArrowsAndTheSampledLaunchesStacks) {
   Tables t;
-  constexpr pid_t kPid = 77;
+  // Past any pid_max (2^22): no thread of this machine's lends its name.
+  constexpr pid_t kPid = 4194305;
   constexpr uint32_t kTid = 78;
   const StackId s = t.Stack(kPid, {{"Trainer > step", 1}, {"forward", 2}});
   Timeline tl(t.stacks, t.frames, {});
