@@ -3,13 +3,14 @@
 // loads it (CUDA_INJECTION64_PATH), on the simulated driver, runtime and
 // CUPTI; an agent "listens" through its probes' semaphores, raised by hand
 // (tests/support/usdt_semaphore.h: no BPF, so the probe sites cost nothing
-// past their semaphore test). A launch here is its four callbacks alone, as
+// past their semaphore test). A launch here is its callbacks alone, as
 // CUPTI raises them for a runtime cudaLaunchKernel with the driver's
-// cuLaunchKernel inside it (entry, entry, exit, exit; consecutive
-// correlation IDs), through the simulated CUPTI's dispatch (a table lookup
-// and a call): the simulated launch itself costs about a microsecond on a
-// VM, whose noise would drown the callbacks. The difference to `none` is
-// our callbacks' part of a launch.
+// cuLaunchKernel inside it (entry, entry, exit, exit; one correlation ID,
+// as the real driver's), through the simulated CUPTI's dispatch (a table
+// lookup, and a call where enabled: the library enables the driver's
+// launches, and the runtime's only for API spans): the simulated launch
+// itself costs about a microsecond on a VM, whose noise would drown the
+// callbacks. The difference to `none` is our callbacks' part of a launch.
 //
 // Modes, each in a process of its own, in an order that alternates between
 // rounds (bench/child_rounds.h):
@@ -108,10 +109,10 @@ Result RunMode(Mode mode, const Options& o) {
   bench::Pollution pollution(o.pollute_kib);
   uint32_t correlation = 1'000'000;
   auto run = [&](uint64_t n) {
-    for (uint64_t i = 0; i < n; i++, correlation += 2) {
+    for (uint64_t i = 0; i < n; i++, correlation++) {
       raise(1, kCudaLaunchKernel, 0, correlation, "cudaLaunchKernel", "k");
-      raise(0, kCuLaunchKernel, 0, correlation + 1, "cuLaunchKernel", "k");
-      raise(0, kCuLaunchKernel, 1, correlation + 1, "cuLaunchKernel", "k");
+      raise(0, kCuLaunchKernel, 0, correlation, "cuLaunchKernel", "k");
+      raise(0, kCuLaunchKernel, 1, correlation, "cuLaunchKernel", "k");
       raise(1, kCudaLaunchKernel, 1, correlation, "cudaLaunchKernel", "k");
       pollution.Touch();
     }

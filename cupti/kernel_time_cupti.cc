@@ -1,9 +1,17 @@
 // Kernel time through CUPTI (kernel_time.h), loaded by the CUDA driver with
 // the rest of libgpuflame_cupti.so. It turns CUPTI's view of the GPU into
 // the USDT probes the gpuflame agent listens to:
-//  - at kernel launches (runtime or driver API, graphs included), the
-//    launch's correlation ID, at gpuflame:launch, on the launching thread,
-//    so the agent's BPF program takes that thread's stack there;
+//  - at kernel launches (graphs included), the launch's correlation ID, at
+//    gpuflame:launch, on the launching thread, so the agent's BPF program
+//    takes that thread's stack there. Taken in the driver's launch call,
+//    which every launch reaches (a runtime launch's own, cuBLAS's
+//    cuLaunchKernelEx, NCCL's, Triton's): the driver call inside a runtime
+//    launch carries the runtime call's correlation ID, the one its kernel's
+//    record carries (an H100, CUDA 13, driver 580:
+//    tests/gpu/run_cupti_correlation.sh). So the runtime's launch callbacks
+//    stay off, half the callbacks a runtime launch would cost, unless an
+//    agent asks for API spans (their names are the runtime's); copies and
+//    memsets are taken at the runtime's call;
 //  - kernel, memcpy and memset activity (GPU start/end, device, stream,
 //    correlation ID), flushed every GPUFLAME_FLUSH_MS (default 1000) and at
 //    exit, at gpuflame:kernel_batch, with kernel names once each. CUPTI's
@@ -98,6 +106,7 @@ struct State {
   uint32_t activity_one_in = 1, activity_thrift = 0;
   bool callbacks_enabled = false;         // with CUPTI: once on, for good
   bool memory_callbacks_enabled = false;  // the same, for the memory calls' spans
+  bool runtime_launches_enabled = false;  // the same, for the runtime launches' spans
   bool activity_on = false;
   uint16_t activity_weight = 0;  // of the open window
   uint64_t window_open_ns = 0;   // CUPTI's clock; 0: none open (or its time unread)
@@ -150,13 +159,16 @@ struct alignas(64) Gate {
   // A launch has been seen, so the driver is initialised (ReadDevices).
   // Written once; a load on every later launch, no shared write.
   std::atomic<bool> launched{false};
-  // Runtime launches call the driver's launch inside them: only the
-  // outermost call's correlation ID is the one kernel records carry, so
-  // only it fires. The depth is counted per thread only while the gate is
+  // Runtime calls (copies; launches where API spans are asked) call the
+  // driver inside them: only the outermost call fires. The depth is counted per thread only while the gate is
   // open, and callbacks may go on between a call's entry and its exit: a
   // count from an earlier epoch is stale. The epoch advances each time the
   // gate opens and when callbacks are first enabled.
   std::atomic<uint32_t> epoch{0};
+  // The runtime's launch callbacks are on, for API spans: until then the
+  // outermost call of a runtime launch is the driver's, whose span would
+  // bear the driver's name. Set once, by the flusher.
+  std::atomic<bool> spans_ready{false};
 };
 Gate gate;
 
@@ -286,28 +298,40 @@ void SetActivity(bool on, uint16_t weight) {
   s.activity_on = on;
 }
 
-bool IsLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    switch (cbid) {
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000: return true;
-      default: return false;
-    }
+// The runtime's kernel launches (graphs' aside).
+bool IsRuntimeKernelLaunch(CUpti_CallbackId cbid) {
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000: return true;
+    default: return false;
   }
+}
+
+// The runtime's graph launches, copies and memsets, whose stacks are taken at
+// the runtime's call (a graph launch is one call for many kernels; only a
+// kernel launch's driver call is known to carry its runtime call's ID).
+bool IsRuntimeStackSite(CUpti_CallbackId cbid) {
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000: return true;
+    default: return false;
+  }
+}
+
+bool IsLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return IsRuntimeKernelLaunch(cbid) || IsRuntimeStackSite(cbid);
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     switch (cbid) {
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
@@ -379,17 +403,7 @@ bool IsMemoryCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 // The kernel's name where the callback is a kernel launch's (CUPTI fills
 // symbolName for those alone), else null.
 const char* KernelSymbol(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    switch (cbid) {
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
-      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000: return cb->symbolName;
-      default: return nullptr;
-    }
-  }
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return IsRuntimeKernelLaunch(cbid) ? cb->symbolName : nullptr;
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
@@ -484,10 +498,11 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_Ca
   if (runtime) runtime_depth++;
   else if (runtime_depth > 0) return;
   // The outermost call: its span, if an agent asks for spans (one load when
-  // not). The flusher opens the gate for spans after making room for them
-  // (Control). A call under way when the gate closes (its agent gone) has
-  // no exit seen: its span is not recorded, as no agent is there to read it.
-  if (ApiProbeOn()) {
+  // not) and the runtime's launches are traced. The flusher opens the gate
+  // for spans after making room for them (Control). A call under way when
+  // the gate closes (its agent gone) has no exit seen: its span is not
+  // recorded, as no agent is there to read it.
+  if (ApiProbeOn() && gate.spans_ready.load(std::memory_order_relaxed)) {
     api_entry = {.start_ns = NowNs(),
                  .end_ns = 0,
                  .correlation = cb->correlationId,
@@ -518,6 +533,7 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_Ca
 
 void SetCallbacks(bool on);
 void EnableCallbacks();
+void EnableRuntimeLaunchCallbacks();
 void EnableMemoryCallbacks();
 
 // Once a tick, on the flusher, while an agent asks: the calls since the
@@ -622,7 +638,9 @@ void Switch(uint64_t now_ns) {
   // API spans need every call's callbacks, whatever the stacks' window.
   if (ApiProbeOn()) {
     EnableCallbacks();
+    EnableRuntimeLaunchCallbacks();
     EnableMemoryCallbacks();
+    gate.spans_ready.store(true, std::memory_order_relaxed);
   }
   if (!s.activity_wanted) return;
   if (exact) SetActivity(true, 1);
@@ -666,8 +684,24 @@ void EnableForGood(bool& enabled, const char* what, bool (*in_set)(CUpti_Callbac
     if (in_set(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
 }
 
-// The launch, copy and memset callbacks (see SetCallbacks).
-void EnableCallbacks() { EnableForGood(S().callbacks_enabled, "launch callbacks enabled, for good", IsLaunch); }
+// Where launch stacks are taken (the file's comment): the driver's launches,
+// the runtime's copies and memsets.
+bool IsStackSite(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  return domain == CUPTI_CB_DOMAIN_DRIVER_API ? IsLaunch(domain, cbid) : IsRuntimeStackSite(cbid);
+}
+
+// The runtime's kernel launches: their callbacks only for spans.
+bool IsRuntimeLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  return domain == CUPTI_CB_DOMAIN_RUNTIME_API && IsRuntimeKernelLaunch(cbid);
+}
+
+// The launch stacks' callbacks (see SetCallbacks).
+void EnableCallbacks() { EnableForGood(S().callbacks_enabled, "launch callbacks enabled, for good", IsStackSite); }
+
+// The runtime's launches too, for their spans: once an agent first asks.
+void EnableRuntimeLaunchCallbacks() {
+  EnableForGood(S().runtime_launches_enabled, "runtime launch callbacks enabled, for good", IsRuntimeLaunch);
+}
 
 // The memory calls' callbacks, for their spans only: once an agent first
 // asks for spans.

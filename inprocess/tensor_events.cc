@@ -58,7 +58,9 @@ struct State {
   // What every allocator event reads or writes, on one cache line. The hook
   // runs amid PyTorch's own work, which evicts our lines between events, so
   // each line it touches is a likely cache miss: a sampled run's event
-  // touches this one, the semaphores' and, for a free, one slot of |blocks|.
+  // touches this one, the semaphores' and, for a free, the head line of
+  // |blocks| (its filter rules most unsent blocks out there) and, unless
+  // ruled out, one slot's.
   struct alignas(64) Hot {
     std::atomic<TorchReportFn> original{nullptr};
     std::atomic<uint64_t> hook_calls{0};  // events recorded, counted under |lock|

@@ -61,9 +61,16 @@ TEST(KernelTimeTest, EveryKernelOnItsLaunchingMethodExactly) {
   EXPECT_EQ(Total(k, "time"), 13 * 1000 * kUs + 32 * kUs);
   // With native frames: the launching API sits right above the kernel.
   auto full = Stacks(k, "time");
-  bool via_runtime = false;
-  for (const auto& [stack, v] : full) via_runtime |= stack.ends_with(";cudaLaunchKernel;" + kGemm);
+  // Taken in the driver's launch call, also under the runtime's: the
+  // driver's frames under the runtime's call are not shown.
+  bool via_runtime = false, via_driver = false;
+  for (const auto& [stack, v] : full) {
+    via_runtime |= stack.ends_with(";cudaLaunchKernel;" + kGemm);
+    via_driver |= stack.ends_with(";cuLaunchKernel;" + kRelu);
+    EXPECT_EQ(stack.find("cudaLaunchKernel;cuLaunchKernel"), std::string::npos) << stack;
+  }
   EXPECT_TRUE(via_runtime) << Dump(full);
+  EXPECT_TRUE(via_driver) << Dump(full);
   // Every record joined to its own launch's stack, but for a rare launch
   // event that reaches the joiner after its kernel on a loaded machine (1 in
   // 54 in CI, under clang-tidy): charged by share, and counted as such.

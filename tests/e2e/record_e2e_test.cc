@@ -1171,27 +1171,40 @@ TEST(RecordTest, OverItsOverheadBudgetTheInjectionLibrarySamplesMoreThinly) {
 // thrift sites when it exits, the library's level falls back to 0, and a
 // gpuflame attached later without a budget gets every allocation again. On
 // a running job (started with the library, without gpuflame): the first
-// `record --pid` reaches thrift 1 (about 12 s in) and stops at 16 s; the
-// second, attached after, sees the job's evaluation exactly.
+// `record --pid` reaches thrift 1 (about 12 s in) and stops at 20 s while the
+// job trains; the second, attached after, sees the job's evaluation exactly.
 TEST(RecordTest, ThriftEndsWithTheGpuflameThatAskedForIt) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   const std::string dir = TempDir("thrift-ends");
   const std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy: see SampledTensorEvents...
   std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
-  const std::string pidfile = dir + "/pid", go = dir + "/go";
+  const std::string pidfile = dir + "/pid", ready = dir + "/ready", stop = dir + "/stop", go = dir + "/go";
   std::thread workload([&] {
-    Sh("cd " + dir + " && " + SimEnv() + " THRIFT_SECONDS=19 GPUFLAME_STARTUP_S=0 CUDA_INJECTION64_PATH=" + lib +
-       " timeout 90 sh -c 'echo $$ > pid; exec " + PyenvPython("3.12") + " " + Workload("thrift.py") + " " + go +
-       "' > /dev/null 2>&1");
+    Sh("cd " + dir + " && " + SimEnv() + " GPUFLAME_STARTUP_S=0 CUDA_INJECTION64_PATH=" + lib +
+       " timeout 180 sh -c 'echo $$ > pid; exec " + PyenvPython("3.12") + " " + Workload("thrift.py") + " " + ready +
+       " " + stop + " " + go + "' > /dev/null 2>&1");
   });
-  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+  // However the test ends, the job is let go and waited for.
+  struct Finish {
+    std::thread& workload;
+    std::string stop, go;
+    ~Finish() {
+      std::ofstream(stop) << "stop";
+      std::ofstream(go) << "go";
+      if (workload.joinable()) workload.join();
+    }
+  } finish{workload, stop, go};
+  // Its weights allocated: the library is loaded and its hook in.
+  for (int i = 0; i < 3000 && !std::filesystem::exists(ready); i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(std::filesystem::exists(pidfile));
+  ASSERT_TRUE(std::filesystem::exists(ready));
   const std::string pid = ReadFile(pidfile).substr(0, ReadFile(pidfile).find('\n'));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // its interpreter up, the library loaded
-  const RunResult first = Sh(std::string(GPUFLAME_BIN) + " record --no-progress --max-overhead 0.0001 -d 16 -p " + pid +
+  // It trains until the first gpuflame is gone, however long that one took
+  // to reach its thrift rung.
+  const RunResult first = Sh(std::string(GPUFLAME_BIN) + " record --no-progress --max-overhead 0.0001 -d 20 -p " + pid +
                              " -o " + dir + "/first");
+  std::ofstream(stop) << "stop";
   const RunResult second =
       RecordAttached(std::string(GPUFLAME_BIN) + " record --no-progress -p " + pid + " -o " + dir + "/second", go);
   workload.join();

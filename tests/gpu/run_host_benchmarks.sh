@@ -11,9 +11,18 @@
 # time, and these numbers are ours alone. ROUNDS (5).
 GF_OUT_SUFFIX=/host-benchmarks . "$(dirname "$0")/common.sh"
 export GPUFLAME_SIM_DIR=$bundle/bench/sim
+# Before the host's own: the real driver's libcuda.so.1 would be found first.
+export LD_LIBRARY_PATH=$GPUFLAME_SIM_DIR:$LD_LIBRARY_PATH
 lscpu | grep -m1 "Model name" || true
+# With an earlier build's hook benchmark in $bundle/bench/old/ (a before and
+# after), the two run in turn, twice.
 for kib in 0 ${POLLUTE_KIB:-64 256}; do
-  "$bundle/bench/gpuflame_tensor_hook_benchmark" --rounds "${ROUNDS:-5}" --pollute-kib "$kib" || status=1
+  for build in "" old/ "" old/; do
+    [ -x "$bundle/bench/${build}gpuflame_tensor_hook_benchmark" ] || continue
+    echo "-- tensor hook benchmark: ${build:-this build}"
+    "$bundle/bench/${build}gpuflame_tensor_hook_benchmark" --rounds "${ROUNDS:-5}" --pollute-kib "$kib" || status=1
+    [ -d "$bundle/bench/old" ] || break
+  done
   "$bundle/bench/gpuflame_launch_callback_benchmark" --rounds "${ROUNDS:-5}" --pollute-kib "$kib" \
       --library "$bundle/libgpuflame_cupti.so" || status=1
 done

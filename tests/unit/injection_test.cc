@@ -156,6 +156,33 @@ void LaunchUnderThrift(int thrift) {
   }
 }
 
+// The callbacks CUPTI delivers to us per runtime launch, over |n| launches.
+double CallbacksPerLaunch(const Sim& sim, int n) {
+  const size_t before = sim.delivered();
+  for (int i = 0; i < n; i++) sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+  return static_cast<double>(sim.delivered() - before) / n;
+}
+
+// Launch stacks come from the driver's launch call, which a runtime launch
+// makes with the runtime call's correlation ID: two callbacks a runtime
+// launch (the driver's entry and exit), the runtime's own only once an agent
+// asks for API spans, named after the runtime's calls.
+TEST(InjectionChild, CallbacksPerRuntimeLaunch) {
+  CHILD_ONLY();
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  for (int i = 0; i < 100 && sim.delivered() == 0; i++) {  // enabled at the flusher's first tick
+    sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GT(sim.delivered(), 0u) << "the launch callbacks never went on";
+  EXPECT_EQ(CallbacksPerLaunch(sim, 1000), 2.0);
+  ASSERT_TRUE(RaiseSemaphore("gpuflame_api_batch_semaphore"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three of the flusher's ticks
+  EXPECT_EQ(CallbacksPerLaunch(sim, 1000), 4.0);
+  EXPECT_EQ(sim.switched_off(), 0u);
+}
+
 TEST(InjectionChild, LaunchUnthrifty) {
   CHILD_ONLY();
   LaunchUnderThrift(0);
@@ -258,6 +285,13 @@ TEST(InjectionTest, BackwardCallsFromSeveralThreadsWhileLaunchesAreSampled) {
   // LeakSanitizer's thread suspension at exit crashed on it (ASan builds).
   env.push_back("ASAN_OPTIONS=detect_leaks=0");
   auto [status, output] = RunChild("BackwardsWhileLaunching", env);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+}
+
+TEST(InjectionTest, ARuntimeLaunchCostsTwoCallbacksUnlessApiSpansAreAsked) {
+  auto [status, output] = RunChild("CallbacksPerRuntimeLaunch", kCallbacksOnly);
   ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << output;
   EXPECT_EQ(WEXITSTATUS(status), 0) << output;
   EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;

@@ -158,6 +158,9 @@ TEST(BlockSetTest, MatchesAReferenceSetUnderChurn) {
       ASSERT_EQ(set->Erase(addr), ref.erase(addr) == 1) << i;
     }
     ASSERT_EQ(set->size(), ref.size());
+    if (i % 1000 == 0) {
+      for (uint64_t a : ref) ASSERT_TRUE(set->MayContain(a)) << i << ": the filter ruled out an entry";
+    }
   }
   for (uint64_t addr : ref) EXPECT_TRUE(set->Erase(addr));
   EXPECT_EQ(set->size(), 0u);
@@ -196,6 +199,42 @@ TEST(BlockSetTest, GrowsAsItFillsAndLosesNothingOnTheWay) {
   EXPECT_EQ(set->capacity(), 64u);
 }
 
+TEST(BlockSetTest, ItsFilterRulesOutMostBlocksNotThereAndNeverOneThatIs) {
+  // A sampled run's few sent blocks among many freed: the filter answers
+  // "maybe" for every entry, and "no" for most other addresses, also after
+  // churn (a bit is cleared when the last entry hashing to it goes).
+  auto set = std::make_unique<BlockSet<1024>>();
+  std::set<uint64_t> ref;
+  std::mt19937_64 rng(5);
+  auto absent_maybe_share = [&] {
+    int maybe = 0, asked = 0;
+    for (int i = 0; i < 20'000; i++) {
+      const uint64_t addr = 0x7e0000000000ull + (rng() % (1u << 24)) * 512;
+      if (ref.contains(addr)) continue;
+      asked++;
+      maybe += set->MayContain(addr);
+    }
+    return static_cast<double>(maybe) / asked;
+  };
+  for (int round = 0; round < 50; round++) {
+    // 30 entries, then all but a few go, as a step's sent blocks do.
+    while (ref.size() < 30) {
+      const uint64_t addr = 0x7f0000000000ull + (rng() % 4000) * 512;
+      ASSERT_TRUE(set->Insert(addr));
+      ref.insert(addr);
+    }
+    for (uint64_t addr : ref) ASSERT_TRUE(set->MayContain(addr)) << round;
+    EXPECT_LT(absent_maybe_share(), 0.15) << round << ": 30 entries set about 6.5% of the bits";
+    while (ref.size() > 3) {
+      const uint64_t addr = *ref.begin();
+      ASSERT_TRUE(set->Erase(addr));
+      ref.erase(addr);
+    }
+  }
+  for (uint64_t addr : ref) ASSERT_TRUE(set->Erase(addr));
+  EXPECT_EQ(absent_maybe_share(), 0.0) << "every bit clear once the set is empty";
+}
+
 TEST(BlockSetTest, RefusesPastThreeQuartersAndClears) {
   auto set = std::make_unique<BlockSet<64>>();
   for (uint64_t a = 1; a <= 48; a++) EXPECT_TRUE(set->Insert(a * 4096));
@@ -206,6 +245,13 @@ TEST(BlockSetTest, RefusesPastThreeQuartersAndClears) {
   EXPECT_EQ(set->size(), 0u);
   EXPECT_FALSE(set->Erase(4096));
   EXPECT_TRUE(set->Insert(49 * 4096));
+  // The filter starts over with the table: what comes back after a Clear is
+  // found again, what went stays gone.
+  EXPECT_TRUE(set->Insert(4096));
+  EXPECT_TRUE(set->Erase(49 * 4096));
+  EXPECT_TRUE(set->Erase(4096));
+  EXPECT_FALSE(set->Erase(4096));
+  EXPECT_EQ(set->size(), 0u);
 }
 
 }  // namespace
