@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "profiler/probes/probe_table.h"
+#include "profiler/resolve/launch_leaf.h"
 #include "profiler/resolve/stack_merger.h"
 
 namespace gpuflame::profiler {
@@ -104,22 +105,9 @@ std::vector<Frame> StackResolver::ResolveMixed(const gf_event& ev, std::span<con
            (launch && f.file.find("libcupti") != std::string::npos);
   };
   while (!native.empty() && ours(native.back())) native.pop_back();
-  // A launch's stack is taken in the driver's launch call (cupti/
-  // kernel_time_cupti.cc), also where the workload called the runtime's:
-  // of the run of CUDA's own frames at the top (the runtime's and the
-  // driver's, internal ones included) only the outermost stays, so that the
-  // leaf is the API the workload called (cudaLaunchKernel, or cuBLAS's
-  // cuLaunchKernelEx).
-  if (launch) {
-    auto cuda = [](const Frame& f) {
-      const std::string_view file = f.file;
-      const std::string_view base = file.substr(file.rfind('/') + 1);  // npos + 1: the whole
-      return base.starts_with("libcuda.so") || base.starts_with("libcudart.so");
-    };
-    size_t run = 0;
-    while (run < native.size() && cuda(native[native.size() - 1 - run])) run++;
-    if (run > 1) native.resize(native.size() - run + 1);
-  }
+  // Taken in the driver's launch call, also under the runtime's: the API
+  // the workload called is the leaf.
+  if (launch) KeepOutermostCudaFrame(native);
   ProcessInfo* proc = registry_ ? registry_->Find(pid) : nullptr;
   std::vector<Frame> out = MergeStacks(native, python, proc ? proc->python_module : "",
                                        options_.keep_interpreter_frames);
