@@ -160,9 +160,9 @@ struct alignas(64) Gate {
   // Written once; a load on every later launch, no shared write.
   std::atomic<bool> launched{false};
   // Runtime calls (copies; launches where API spans are asked) call the
-  // driver inside them: only the outermost call fires. The depth is counted per thread only while the gate is
-  // open, and callbacks may go on between a call's entry and its exit: a
-  // count from an earlier epoch is stale. The epoch advances each time the
+  // driver inside them: only the outermost call fires. The depth is counted
+  // per thread only while the gate is open, and callbacks may go on between
+  // a call's entry and its exit: a count from an earlier epoch is stale. The epoch advances each time the
   // gate opens and when callbacks are first enabled.
   std::atomic<uint32_t> epoch{0};
   // The runtime's launch callbacks are on, for API spans: until then the
