@@ -36,7 +36,7 @@ struct {
   __type(value, struct gf_record_gpu);
 } scratch_gpu SEC(".maps");
 
-/* gpuflame:launch(correlation, cbid, origin, concurrent): a sampled launch,
+/* gpuflame:launch(correlation, api, origin, concurrent): a sampled launch,
  * on the launching thread: its stack is what the kernel's time is charged
  * to. From a thread that runs no Python while backward() runs, the
  * library adds the backward caller's stack ID (origin) or, with several
@@ -44,7 +44,7 @@ struct {
  * library from before these arguments fires two: libbpf reads the missing
  * ones as 0 (no origin). */
 SEC("usdt")
-int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid, __u64 origin, __u64 concurrent) {
+int BPF_USDT(kernel_launch, __u64 correlation, __u64 api, __u64 origin, __u64 concurrent) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!wanted(id >> 32))
     return 0;
@@ -53,10 +53,10 @@ int BPF_USDT(kernel_launch, __u64 correlation, __u64 cbid, __u64 origin, __u64 c
   __u32 flags = origin || concurrent > 1 ? GF_EVF_AUTOGRAD : 0;
   if (want_user_stack(1))
     submit_with_user_stack(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, flags, 0, concurrent,
-                           correlation, cbid, origin);
+                           correlation, api, origin);
   else
     submit_stack_kind(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, flags, 0, concurrent,
-                      correlation, cbid, origin);
+                      correlation, api, origin);
   return 0;
 }
 

@@ -103,7 +103,7 @@ enum gf_event_kind {
                           * (GF_EVF_STACK_AT_ENTRY) follows on the same thread */
   GF_EV_CPU_SAMPLE = 10, /* a profiled thread was on CPU at a sampling tick */
   GF_EV_KERNEL_LAUNCH = 11, /* a sampled kernel launch: arg0 = CUPTI correlation ID,
-                             * arg1 = CUPTI callback ID, with the launching stack;
+                             * arg1 = the API (GF_LAUNCH_API), with the launching stack;
                              * from a thread that runs no Python (autograd's engine
                              * threads) while backward() runs: arg2 = the backward
                              * caller's stack ID (a GF_EV_PY_STACK of the process's
@@ -216,6 +216,17 @@ enum gf_event_kind {
                              * event on another device. Additive (an agent from before
                              * it counts it as malformed and reads on). */
 };
+
+/* gpuflame:launch's second argument, GF_EV_KERNEL_LAUNCH's arg1: the CUPTI
+ * callback the launch's stack was taken in, its ID (cupti_driver_cbid.h,
+ * cupti_runtime_cbid.h) in the low 16 bits and its domain (1: driver, 2:
+ * runtime) above them. The agent names a launch's leaf from it where the
+ * frame there has no symbol: a driver call reached through an entry point
+ * libcuda does not export (a statically linked runtime's). A library from
+ * before the domain was sent gives 0 there: the leaf stays as unwound. */
+#define GF_LAUNCH_API(domain, cbid) ((((gf_u32)(domain)) & 0xffu) << 16 | (((gf_u32)(cbid)) & 0xffffu))
+#define GF_LAUNCH_API_DOMAIN(api) ((gf_u8)(((api) >> 16) & 0xffu))
+#define GF_LAUNCH_API_CBID(api) ((gf_u16)((api) & 0xffffu))
 
 /* GF_EV_IO's api. */
 enum gf_io_call {

@@ -71,6 +71,7 @@
 #include "cupti/activity_tuning.h"
 #include "cupti/activity_windows.h"
 #include "cupti/api_spans.h"
+#include "cupti/correlation_check.h"
 #include "cupti/cupti_api.h"
 #include "cupti/device_uuids.h"
 #include "cupti/duty_cycle.h"
@@ -120,13 +121,22 @@ struct State {
   // time covers those converted on it).
   std::atomic<uint64_t> callback_timed_ns{0}, callback_timed{0};
   uint64_t empty_interval_ns = 0;  // inprocess/self_timing.h, measured at start
+  // The same by the path taken (CallbackPath), for GPUFLAME_CUPTI_DEBUG.
+  std::atomic<uint64_t> path_timed_ns[3] = {}, path_timed[3] = {};
   std::atomic<uint64_t> buffer_ns{0};
   // NCCL's kernel launches taken outside the sampler (bpf/nccl_kernel_name.h).
   std::atomic<uint64_t> nccl_launches{0};
+  // Whether the driver's launch callbacks carry their kernels' IDs here
+  // (correlation_check.h): until it says not, launch stacks are taken there.
+  CorrelationCheck correlation_check;
   // Which GPU each CUDA device is (device_uuids.h): read by the flusher
   // once a launch has been seen (Gate::launched), said at each flush.
   DeviceUuids devices;
 };
+
+// What a callback did: returned at once (the gate closed), looked and
+// took nothing, or took a launch stack (the probe's trap and BPF included).
+enum class CallbackPath : uint8_t { kClosed, kOpen, kStack };
 
 // Times one switch of callbacks or activity.
 class ToggleTimer {
@@ -194,7 +204,10 @@ void FireActiveWithClock() {
 class ProbeSink : public ActivitySink {
  public:
   void Name(uint32_t id, const char* name) override { FireName(id, name); }
-  void Batch(const gf_kernel_record* records, size_t count) override { FireBatch(records, count); }
+  void Batch(const gf_kernel_record* records, size_t count) override {
+    S().correlation_check.Seen(records, count);
+    FireBatch(records, count);
+  }
 };
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -445,38 +458,51 @@ void CloseApiSpan(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpt
   S().api_spans.Add(api_entry);
 }
 
-void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb);
+__attribute__((noinline)) CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                                const CUpti_CallbackData* cb);
 
-void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+// One call in inprocess::kTimedOneIn (OnCallback): our part only, CUPTI's
+// dispatch to us is not ours to time.
+__attribute__((noinline)) void TimedCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                             const CUpti_CallbackData* cb) {
+  const uint64_t start = NowNs();
+  const auto path = static_cast<size_t>(Callback(domain, cbid, cb));
+  State& s = S();
+  const uint64_t ns = inprocess::TimedPart(NowNs() - start, s.empty_interval_ns);
+  s.callback_timed_ns.fetch_add(ns, std::memory_order_relaxed);
+  s.callback_timed.fetch_add(1, std::memory_order_relaxed);
+  s.path_timed_ns[path].fetch_add(ns, std::memory_order_relaxed);
+  s.path_timed[path].fetch_add(1, std::memory_order_relaxed);
+}
+
+// Most callbacks find the gate closed (Gate) and return here: one line of
+// code (aligned to one, no registers saved: the rest are tail calls) and
+// the gate's one line of data. The step's own work evicts both between
+// launches, and each line more a callback touches is another miss.
+__attribute__((aligned(64))) void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                                      const void* data) {
   // Only the API domains' callbacks are enabled; their data is this.
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-  // One call in inprocess::kTimedOneIn is timed (our part only: CUPTI's
-  // dispatch to us is not ours to time), chosen by its correlation ID, which
-  // both of a call's callbacks share.
-  if (!inprocess::TimedById(cb->correlationId)) {
-    Callback(domain, cbid, cb);
+  // Timed by its correlation ID, which both of a call's callbacks share.
+  if (inprocess::TimedById(cb->correlationId)) return TimedCallback(domain, cbid, cb);
+  if (__builtin_expect(!gate.open.load(std::memory_order_acquire) && gate.launched.load(std::memory_order_relaxed), 1))
     return;
-  }
-  const uint64_t start = NowNs();
   Callback(domain, cbid, cb);
-  State& s = S();
-  s.callback_timed_ns.fetch_add(inprocess::TimedPart(NowNs() - start, s.empty_interval_ns), std::memory_order_relaxed);
-  s.callback_timed.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   // Closed, once a launch has been seen: the gate's line alone, not the
   // callback ID's tables.
   if (!gate.open.load(std::memory_order_acquire)) {
     // The driver is initialised: the flusher may ask it for the devices' UUIDs.
     if (!gate.launched.load(std::memory_order_relaxed) && IsLaunch(domain, cbid))
       gate.launched.store(true, std::memory_order_relaxed);
-    return;
+    return CallbackPath::kClosed;
   }
   const bool launch = IsLaunch(domain, cbid);
   if (launch && !gate.launched.load(std::memory_order_relaxed)) gate.launched.store(true, std::memory_order_relaxed);
-  if (!launch && !IsMemoryCall(domain, cbid)) return;
+  if (!launch && !IsMemoryCall(domain, cbid)) return CallbackPath::kOpen;
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   const uint32_t epoch = gate.epoch.load(std::memory_order_relaxed);
   if (depth_epoch != epoch) {
@@ -493,10 +519,10 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_Ca
   if (cb->callbackSite == CUPTI_API_EXIT) {
     if (runtime && runtime_depth > 0) runtime_depth--;
     if (api_open) CloseApiSpan(domain, cbid, cb);
-    return;
+    return CallbackPath::kOpen;
   }
   if (runtime) runtime_depth++;
-  else if (runtime_depth > 0) return;
+  else if (runtime_depth > 0) return CallbackPath::kOpen;
   // The outermost call: its span, if an agent asks for spans (one load when
   // not) and the runtime's launches are traced. The flusher opens the gate
   // for spans after making room for them (Control). A call under way when
@@ -513,7 +539,7 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_Ca
                  .result = 0};
     api_open = true;
   }
-  if (!launch || !LaunchProbeOn()) return;
+  if (!launch || !LaunchProbeOn()) return CallbackPath::kOpen;
   // NCCL's kernels: every launch taken while activity is on, outside the
   // launch window and the sampler's budget, so that each kernel's GPU time
   // goes back to the NCCL call that launched it (bpf/nccl_kernel_name.h says
@@ -521,14 +547,16 @@ void Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_Ca
   if (activity_now.load(std::memory_order_relaxed) && IsNcclKernelName(KernelSymbol(domain, cbid, cb))) {
     S().nccl_launches.fetch_add(1, std::memory_order_relaxed);
     const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
-    FireLaunch(cb->correlationId, cbid, origin.stack_id, origin.active);
-    return;
+    FireLaunch(cb->correlationId, GF_LAUNCH_API(domain, cbid), origin.stack_id, origin.active);
+    return CallbackPath::kStack;
   }
-  if (!launch_window.load(std::memory_order_relaxed)) return;
+  if (!launch_window.load(std::memory_order_relaxed)) return CallbackPath::kOpen;
   thread_local LaunchSampler sampler(S().launch_rate, NowNs() ^ reinterpret_cast<uintptr_t>(&runtime_depth));
-  if (!sampler.Take(NowNs())) return;
+  if (!sampler.Take(NowNs())) return CallbackPath::kOpen;
   const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
-  FireLaunch(cb->correlationId, cbid, origin.stack_id, origin.active);
+  if (!runtime) S().correlation_check.Fired(cb->correlationId);
+  FireLaunch(cb->correlationId, GF_LAUNCH_API(domain, cbid), origin.stack_id, origin.active);
+  return CallbackPath::kStack;
 }
 
 void SetCallbacks(bool on);
@@ -647,8 +675,24 @@ void Switch(uint64_t now_ns) {
   else SetActivity(activity, static_cast<uint16_t>(s.activity_cycle->weight()));
 }
 
+// Where the driver's launch callback does not carry its kernels' ID
+// (correlation_check.h), launch stacks are taken in the runtime's launch
+// calls too, for good: two more callbacks a runtime launch, against kernel
+// time under [launch stack not sampled]. Flusher thread.
+void CheckCorrelation(uint64_t now_ns) {
+  State& s = S();
+  if (s.runtime_launches_enabled) return;
+  if (s.correlation_check.Decide(now_ns) != CorrelationCheck::Verdict::kDoesNotJoin) return;
+  Say(("the driver's launch callbacks do not carry their kernels' correlation IDs here (" +
+       std::to_string(s.correlation_check.missed()) + " of " + std::to_string(s.correlation_check.held()) +
+       " launch stacks joined no GPU record): launch stacks are taken in the runtime's launch calls from now on")
+          .c_str());
+  EnableRuntimeLaunchCallbacks();
+}
+
 // Once a tick, on the flusher.
 void Control(uint64_t now_ns) {
+  CheckCorrelation(now_ns);
   Switch(now_ns);
   ThriftActivity();
   const State& s = S();
@@ -832,6 +876,17 @@ void KernelTimeTraceCosts() {
       static_cast<double>(s.toggle_max_ns) / 1e3, static_cast<double>(s.cupti_overhead_ns.load()) / 1e6,
       static_cast<unsigned long long>(s.nccl_launches.load()));
   Trace(costs);
+  // Where the callbacks' time went, of the timed ones (one in kTimedOneIn).
+  const char* kPaths[] = {"closed", "open", "stack"};
+  std::string paths = "callbacks timed, by path:";
+  for (size_t p = 0; p < 3; p++) {
+    const uint64_t n = s.path_timed[p].load(), ns = s.path_timed_ns[p].load();
+    std::snprintf(costs, sizeof(costs), " %s %llu (%.0f ns each, %.1f ms scaled)", kPaths[p],
+                  static_cast<unsigned long long>(n), n ? static_cast<double>(ns) / static_cast<double>(n) : 0.0,
+                  static_cast<double>(ns * inprocess::kTimedOneIn) / 1e6);
+    paths += costs;
+  }
+  Trace(paths.c_str());
 }
 
 }  // namespace gpuflame::cupti

@@ -32,12 +32,13 @@ namespace gpuflame::cupti {
 inline bool LaunchProbeOn() { return __builtin_expect(gpuflame_launch_semaphore != 0, 0); }
 inline bool BatchProbeOn() { return gpuflame_kernel_batch_semaphore != 0; }
 
-// A sampled launch: the agent takes this thread's stack here. From a thread
-// that runs no Python while backward() runs: the caller's stack ID if one
-// call runs, and how many run (inprocess/autograd_origin.h); else 0, 0.
-inline void FireLaunch(unsigned int correlation, unsigned int cbid, unsigned long origin = 0,
+// A sampled launch, in the callback for |api| (GF_LAUNCH_API): the agent
+// takes this thread's stack here. From a thread that runs no Python while
+// backward() runs: the caller's stack ID if one call runs, and how many run
+// (inprocess/autograd_origin.h); else 0, 0.
+inline void FireLaunch(unsigned int correlation, unsigned int api, unsigned long origin = 0,
                        unsigned int concurrent = 0) {
-  DTRACE_PROBE4(gpuflame, launch, correlation, cbid, origin, concurrent);
+  DTRACE_PROBE4(gpuflame, launch, correlation, api, origin, concurrent);
 }
 inline void FireBatch(const void* records, unsigned long count) {
   if (BatchProbeOn()) DTRACE_PROBE2(gpuflame, kernel_batch, records, count);

@@ -20,7 +20,7 @@
 #include "profiler/collectives/nccl_api.h"
 #include "profiler/forensics/stack_names.h"
 #include "profiler/probes/probe_table.h"
-#include "profiler/timeline/cuda_api_name.h"
+#include "profiler/resolve/cuda_api_name.h"
 
 namespace gpuflame::exporters {
 namespace {
@@ -196,9 +196,7 @@ class Writer {
 
   static uint64_t CorrelationKey(const Event& e) { return uint64_t{e.pid} << 32 | e.correlation; }
 
-  static profiler::timeline::CudaApiKind ApiKind(const Event& e) {
-    return profiler::timeline::CudaApiKindOf(e.kind, e.api);
-  }
+  static profiler::CudaApiKind ApiKind(const Event& e) { return profiler::CudaApiKindOf(e.kind, e.api); }
 
   // How long after a device memory call's exit callback its eBPF event may
   // come: a runtime call's own (not forwarded) event is taken at its return
@@ -214,7 +212,7 @@ class Writer {
   // The call is drawn with the event's bytes and stack; the event is not
   // drawn again as an instant (its counter still is).
   void JoinMemoryCalls() {
-    using profiler::timeline::CudaApiKind;
+    using profiler::CudaApiKind;
     absl::flat_hash_map<uint64_t, std::vector<size_t>> calls;  // ThreadKey -> its calls, by start
     for (const Placed& p : placed_) {
       const Event& e = events_[p.index];
@@ -527,7 +525,7 @@ class Writer {
         // "cudaLaunchKernel: gemm", "cudaMemcpyAsync: [memcpy HtoD] 8.0 MiB",
         // "cudaMalloc 16.0 MiB": the call and the GPU work it made (when its
         // record came), or the memory it took or gave back.
-        std::string name = profiler::timeline::CudaApiName(e.kind, e.api);
+        std::string name = profiler::CudaApiName(e.kind, e.api);
         const uint64_t key = CorrelationKey(e);
         if (auto named = launch_names_.find(key); named != launch_names_.end())
           absl::StrAppend(&name, ": ", named->second);

@@ -52,6 +52,12 @@ void EventProcessor::StartKey(const gf_event& ev, bool mixed) {
   key_.append(reinterpret_cast<const char*>(&ev.api), sizeof(ev.api));
   key_.push_back(static_cast<char>(ev.domain));
   key_.append(reinterpret_cast<const char*>(&bits), sizeof(bits));
+  // A launch's leaf may be named by the callback it came from
+  // (NameUnnamedLaunchLeaf): the same frames from two APIs are two stacks.
+  if (ev.kind == GF_EV_KERNEL_LAUNCH) {
+    const auto api = static_cast<uint32_t>(ev.arg1);
+    key_.append(reinterpret_cast<const char*>(&api), sizeof(api));
+  }
 }
 
 StackId EventProcessor::InternStack(const gf_event& ev, std::span<const uint8_t> payload) {

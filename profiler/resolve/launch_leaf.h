@@ -6,6 +6,7 @@
 #ifndef GPUFLAME_PROFILER_RESOLVE_LAUNCH_LEAF_H_
 #define GPUFLAME_PROFILER_RESOLVE_LAUNCH_LEAF_H_
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +21,16 @@ bool IsCudaLibrary(std::string_view file);
 // leaf last), only the outermost stays: the API the workload called
 // (cudaLaunchKernel; cuBLAS's cuLaunchKernelEx, called from outside CUDA).
 void KeepOutermostCudaFrame(std::vector<symbolizer::Frame>& native);
+
+// Names the leaf from |launch_api| (GF_LAUNCH_API: the CUPTI callback the
+// stack was taken in) where it is a frame of that callback's library with
+// no symbol: a launch that entered the driver through an entry point libcuda
+// does not export (a runtime linked statically into cuDNN, say, calls the
+// driver through the table cuGetProcAddress hands out) unwinds to
+// `libcuda.so.580+0x4cb045`, while CUPTI knows the call was cuLaunchKernel.
+// A named leaf stays (it is what the workload called: cudaLaunchKernel over
+// the driver's callback), and so does any leaf when the API is not known.
+void NameUnnamedLaunchLeaf(std::vector<symbolizer::Frame>& native, uint32_t launch_api);
 
 }  // namespace gpuflame::profiler
 

@@ -107,7 +107,10 @@ std::vector<Frame> StackResolver::ResolveMixed(const gf_event& ev, std::span<con
   while (!native.empty() && ours(native.back())) native.pop_back();
   // Taken in the driver's launch call, also under the runtime's: the API
   // the workload called is the leaf.
-  if (launch) KeepOutermostCudaFrame(native);
+  if (launch) {
+    KeepOutermostCudaFrame(native);
+    NameUnnamedLaunchLeaf(native, static_cast<uint32_t>(ev.arg1));
+  }
   ProcessInfo* proc = registry_ ? registry_->Find(pid) : nullptr;
   std::vector<Frame> out = MergeStacks(native, python, proc ? proc->python_module : "",
                                        options_.keep_interpreter_frames);

@@ -33,6 +33,16 @@ def main(rec_dir, prof_json):
     print("heaviest kernels:")
     for leaf, v in sorted(by_leaf.items(), key=lambda kv: -kv[1])[:8]:
         print(f"  {v / 1e6:8.2f} ms  {leaf[:150]}")
+    # The frame above each kernel: the API it was launched through (an
+    # unnamed driver entry shows as libcuda.so...+0x...).
+    by_api = {}
+    for s, v in launches.items():
+        frames = s.split(";")
+        api = frames[-2] if len(frames) >= 2 else "[none]"
+        by_api[api] = by_api.get(api, 0) + v
+    print("launches by launching API:")
+    for api, v in sorted(by_api.items(), key=lambda kv: -kv[1])[:10]:
+        print(f"  {v:8d}  {api[:120]}")
     print("heaviest stacks (Python frames and the launching API, kernel last):")
     for s, v in sorted(time.items(), key=lambda kv: -kv[1])[:3]:
         print(f"--- {v / 1e6:.2f} ms")

@@ -51,6 +51,10 @@ echo "agent_gone $(now_ns)" >> "$marks"
 kill -INT $agent 2>/dev/null; wait $agent 2>/dev/null; agent=
 sleep "$after_s"
 echo "end $(now_ns)" >> "$marks"
+# SIGINT: the workload exits as after Ctrl-C, its library's exit handler
+# runs (GPUFLAME_CUPTI_DEBUG prints what its callbacks cost by path then).
+kill -INT $workload 2>/dev/null
+for _ in $(seq 100); do kill -0 $workload 2>/dev/null || break; sleep 0.1; done
 kill $workload 2>/dev/null; wait $workload 2>/dev/null; workload=
 python3 - "$steps_log" "$marks" "$metrics_log" <<'PY'
 import statistics, sys

@@ -1,15 +1,15 @@
 // The timeline's names of the CUDA calls the library sends as spans
-// (profiler/timeline/cuda_api_name.h), checked against CUPTI's own IDs: the
+// (profiler/resolve/cuda_api_name.h), checked against CUPTI's own IDs: the
 // agent names them without CUPTI's headers, so a renumbered or missing ID
 // shows here.
-#include "profiler/timeline/cuda_api_name.h"
+#include "profiler/resolve/cuda_api_name.h"
 
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 #include <gtest/gtest.h>
 
-namespace gpuflame::profiler::timeline {
+namespace gpuflame::profiler {
 namespace {
 
 TEST(CudaApiNameTest, NamesEveryCallTheLibrarySendsByCuptisIds) {
@@ -91,4 +91,4 @@ TEST(CudaApiNameTest, NamesEveryCallTheLibrarySendsByCuptisIds) {
 }
 
 }  // namespace
-}  // namespace gpuflame::profiler::timeline
+}  // namespace gpuflame::profiler

@@ -1,11 +1,15 @@
 // profiler/resolve/launch_leaf.h: the API a workload called stays the leaf
-// of a launch's stack, CUDA's own frames above it go.
+// of a launch's stack, CUDA's own frames above it go, and an unnamed driver
+// entry takes the name of the call CUPTI saw.
 #include "profiler/resolve/launch_leaf.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
+
+#include "bpf/gpuflame_abi.h"
+#include "profiler/resolve/cuda_api_name.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -66,6 +70,55 @@ TEST(LaunchLeafTest, EdgesAndLookalikes) {
   std::vector<Frame> cudnn = {F("x", "/nvidia/cudnn/lib/libcudnn.so.9"), F("y", "/nvidia/cudnn/lib/libcudnn.so.9")};
   KeepOutermostCudaFrame(cudnn);
   EXPECT_EQ(cudnn.size(), 2u);
+}
+
+Frame Named(std::string name, std::string file) {
+  Frame f = F(name, std::move(file));
+  f.system_name = std::move(name);
+  return f;
+}
+
+// CUPTI's IDs (cuda_api_name_test checks them against CUPTI's headers).
+constexpr uint16_t kCuLaunchKernel = 307, kCudaLaunchKernel = 211, kCudaMemcpyAsync = 41;
+constexpr uint32_t kDriverLaunch = GF_LAUNCH_API(kCuptiDriverDomain, kCuLaunchKernel);
+
+TEST(LaunchLeafTest, AnUnnamedDriverEntryTakesTheNameOfTheCallCuptiSawIt) {
+  // cuDNN's statically linked runtime calls the driver through an entry
+  // point libcuda does not export (the H100 host, session 32).
+  const std::string cudnn = "/nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9";
+  std::vector<Frame> s = {Named("cudnn::engine::run", cudnn), F("libcudnn_engines_precompiled.so.9+0x1c2d", cudnn),
+                          F("libcuda.so.580.159.04+0x4cb045", kCuda), F("libcuda.so.580.159.04+0x2a11f0", kCuda)};
+  KeepOutermostCudaFrame(s);
+  NameUnnamedLaunchLeaf(s, kDriverLaunch);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s.back().name, "cuLaunchKernel");
+  EXPECT_EQ(s.back().system_name, "cuLaunchKernel");
+  EXPECT_EQ(s.back().file, kCuda);  // still the driver's frame, at its address
+  // The runtime's copies are taken in the runtime's callback.
+  std::vector<Frame> copy = {F("libcudart.so.13+0x41f00", kCudart)};
+  NameUnnamedLaunchLeaf(copy, GF_LAUNCH_API(kCuptiRuntimeDomain, kCudaMemcpyAsync));
+  EXPECT_EQ(copy.back().name, "cudaMemcpyAsync");
+}
+
+TEST(LaunchLeafTest, ALeafStaysAsUnwoundWhereTheCallbackCannotNameIt) {
+  const std::vector<Frame> unnamed = {F("libcuda.so.580.159.04+0x4cb045", kCuda)};
+  auto named_as = [&](std::vector<Frame> s, uint32_t api) {
+    NameUnnamedLaunchLeaf(s, api);
+    return s.empty() ? std::string() : s.back().name;
+  };
+  // A library from before the domain was sent: 0, or a bare callback ID.
+  EXPECT_EQ(named_as(unnamed, 0), "libcuda.so.580.159.04+0x4cb045");
+  EXPECT_EQ(named_as(unnamed, kCuLaunchKernel), "libcuda.so.580.159.04+0x4cb045");
+  // An ID the table does not know.
+  EXPECT_EQ(named_as(unnamed, GF_LAUNCH_API(kCuptiDriverDomain, 9999)), "libcuda.so.580.159.04+0x4cb045");
+  // The runtime's callback does not name the driver's frame, nor the driver's the runtime's.
+  EXPECT_EQ(named_as(unnamed, GF_LAUNCH_API(kCuptiRuntimeDomain, kCudaLaunchKernel)), "libcuda.so.580.159.04+0x4cb045");
+  EXPECT_EQ(named_as({F("libcudart.so.13+0x5b2c1", kCudart)}, kDriverLaunch), "libcudart.so.13+0x5b2c1");
+  // A named leaf is what the workload called: cudaLaunchKernel over the driver's callback.
+  EXPECT_EQ(named_as({Named("cudaLaunchKernel", kCudart)}, kDriverLaunch), "cudaLaunchKernel");
+  // Not CUDA's: a launch whose unwind stopped elsewhere.
+  EXPECT_EQ(named_as({F("libfoo.so+0x10", "/opt/libfoo.so")}, kDriverLaunch), "libfoo.so+0x10");
+  EXPECT_EQ(named_as({}, kDriverLaunch), "");
 }
 
 }  // namespace

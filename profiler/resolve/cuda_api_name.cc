@@ -1,8 +1,8 @@
-#include "profiler/timeline/cuda_api_name.h"
+#include "profiler/resolve/cuda_api_name.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace gpuflame::profiler::timeline {
+namespace gpuflame::profiler {
 namespace {
 
 struct Known {
@@ -85,9 +85,14 @@ std::string CudaApiName(uint8_t domain, uint16_t cbid) {
   return absl::StrCat(domain == kCuptiDriverDomain ? "[driver call " : "[runtime call ", cbid, "]");
 }
 
+std::string_view KnownCudaApiName(uint8_t domain, uint16_t cbid) {
+  const Known* k = Find(domain, cbid);
+  return k ? k->name : std::string_view();
+}
+
 CudaApiKind CudaApiKindOf(uint8_t domain, uint16_t cbid) {
   const Known* k = Find(domain, cbid);
   return k ? k->kind : CudaApiKind::kOther;
 }
 
-}  // namespace gpuflame::profiler::timeline
+}  // namespace gpuflame::profiler
