@@ -221,9 +221,10 @@ enum gf_event_kind {
  * callback the launch's stack was taken in, its ID (cupti_driver_cbid.h,
  * cupti_runtime_cbid.h) in the low 16 bits and its domain (1: driver, 2:
  * runtime) above them. The agent names a launch's leaf from it where the
- * frame there has no symbol: a driver call reached through an entry point
- * libcuda does not export (a statically linked runtime's). A library from
- * before the domain was sent gives 0 there: the leaf stays as unwound. */
+ * frame there is CUDA's and has no symbol: a runtime linked statically into
+ * another library (cuDNN's) reaches the driver, and CUPTI, through entry
+ * points libcuda does not export. A library from before the domain was
+ * sent gives 0 there: the leaf stays as unwound. */
 #define GF_LAUNCH_API(domain, cbid) ((((gf_u32)(domain)) & 0xffu) << 16 | (((gf_u32)(cbid)) & 0xffffu))
 #define GF_LAUNCH_API_DOMAIN(api) ((gf_u8)(((api) >> 16) & 0xffu))
 #define GF_LAUNCH_API_CBID(api) ((gf_u16)((api) & 0xffffu))

@@ -119,10 +119,11 @@ struct State {
   // Our callbacks' time (one in inprocess::kTimedOneIn timed, scaled), and
   // activity buffers converted on CUPTI's threads (the flusher's own CPU
   // time covers those converted on it).
-  std::atomic<uint64_t> callback_timed_ns{0}, callback_timed{0};
-  uint64_t empty_interval_ns = 0;  // inprocess/self_timing.h, measured at start
+  std::atomic<uint64_t> callback_timed_ticks{0}, callback_timed{0};
+  uint64_t empty_interval_ticks = 0;  // inprocess/self_timing.h, measured at start
+  inprocess::TickRate tick_rate;
   // The same by the path taken (CallbackPath), for GPUFLAME_CUPTI_DEBUG.
-  std::atomic<uint64_t> path_timed_ns[3] = {}, path_timed[3] = {};
+  std::atomic<uint64_t> path_timed_ticks[3] = {}, path_timed[3] = {};
   std::atomic<uint64_t> buffer_ns{0};
   // NCCL's kernel launches taken outside the sampler (bpf/nccl_kernel_name.h).
   std::atomic<uint64_t> nccl_launches{0};
@@ -465,13 +466,13 @@ __attribute__((noinline)) CallbackPath Callback(CUpti_CallbackDomain domain, CUp
 // dispatch to us is not ours to time.
 __attribute__((noinline)) void TimedCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                              const CUpti_CallbackData* cb) {
-  const uint64_t start = NowNs();
+  const uint64_t start = inprocess::Ticks();
   const auto path = static_cast<size_t>(Callback(domain, cbid, cb));
   State& s = S();
-  const uint64_t ns = inprocess::TimedPart(NowNs() - start, s.empty_interval_ns);
-  s.callback_timed_ns.fetch_add(ns, std::memory_order_relaxed);
+  const uint64_t ticks = inprocess::TimedPart(inprocess::Ticks() - start, s.empty_interval_ticks);
+  s.callback_timed_ticks.fetch_add(ticks, std::memory_order_relaxed);
   s.callback_timed.fetch_add(1, std::memory_order_relaxed);
-  s.path_timed_ns[path].fetch_add(ns, std::memory_order_relaxed);
+  s.path_timed_ticks[path].fetch_add(ticks, std::memory_order_relaxed);
   s.path_timed[path].fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -767,7 +768,8 @@ void SayOpenWindow() {
 
 bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
   State& s = S();
-  s.empty_interval_ns = inprocess::MeasureEmptyIntervalNs();
+  s.empty_interval_ticks = inprocess::MeasureEmptyIntervalTicks();
+  s.tick_rate.Start();
   const char* kernel_time = std::getenv("GPUFLAME_KERNEL_TIME");
   if (kernel_time && std::strcmp(kernel_time, "0") == 0) return false;
   s.start_ns = start_ns;
@@ -847,10 +849,12 @@ void KernelTimeSayNamesAgain() { S().converter.SayNamesAgain(); }
 KernelTimeCost KernelTimeCostSoFar() {
   const State& s = S();
   // One call in kTimedOneIn is timed (by its correlation ID); the timed
-  // ones' clock reads are a cost too (inprocess/self_timing.h).
-  return {s.callback_timed_ns.load(std::memory_order_relaxed) * inprocess::kTimedOneIn +
-              2 * s.callback_timed.load(std::memory_order_relaxed) * s.empty_interval_ns,
-          s.buffer_ns.load(std::memory_order_relaxed), s.cupti_overhead_ns.load(std::memory_order_relaxed)};
+  // ones' counter reads are a cost too (inprocess/self_timing.h).
+  const double ticks =
+      static_cast<double>(s.callback_timed_ticks.load(std::memory_order_relaxed) * inprocess::kTimedOneIn) +
+      2.0 * static_cast<double>(s.callback_timed.load(std::memory_order_relaxed) * s.empty_interval_ticks);
+  return {static_cast<uint64_t>(ticks * s.tick_rate.NsPerTick()), s.buffer_ns.load(std::memory_order_relaxed),
+          s.cupti_overhead_ns.load(std::memory_order_relaxed)};
 }
 
 bool KernelTimeNeedsFinalFlush() { return S().activity_registered; }
@@ -879,11 +883,13 @@ void KernelTimeTraceCosts() {
   // Where the callbacks' time went, of the timed ones (one in kTimedOneIn).
   const char* kPaths[] = {"closed", "open", "stack"};
   std::string paths = "callbacks timed, by path:";
+  const double ns_per_tick = s.tick_rate.NsPerTick();
   for (size_t p = 0; p < 3; p++) {
-    const uint64_t n = s.path_timed[p].load(), ns = s.path_timed_ns[p].load();
+    const uint64_t n = s.path_timed[p].load();
+    const double ns = static_cast<double>(s.path_timed_ticks[p].load()) * ns_per_tick;
     std::snprintf(costs, sizeof(costs), " %s %llu (%.0f ns each, %.1f ms scaled)", kPaths[p],
-                  static_cast<unsigned long long>(n), n ? static_cast<double>(ns) / static_cast<double>(n) : 0.0,
-                  static_cast<double>(ns * inprocess::kTimedOneIn) / 1e6);
+                  static_cast<unsigned long long>(n), n ? ns / static_cast<double>(n) : 0.0,
+                  ns * inprocess::kTimedOneIn / 1e6);
     paths += costs;
   }
   Trace(paths.c_str());

@@ -86,11 +86,13 @@ struct State {
     bool totals_seen = false;    // |allocated|, |reserved| and |device| hold an event's
     bool totals_unsent = false;  // ... and no record the agent will read carried them
   } hot;
-  // The time of about one event in kTimedOneIn, and how many those were;
-  // self_timing.h's clock part, measured at start.
-  std::atomic<uint64_t> hook_timed_ns{0}, hook_timed{0};
+  // The time of about one event in kTimedOneIn, in ticks, and how many
+  // those were; self_timing.h's parts of the counter and the clock, measured
+  // at start.
+  std::atomic<uint64_t> hook_timed_ticks{0}, hook_timed{0};
   std::atomic<uint64_t> taken_ns{0};  // all taken allocations' time: their walks, mostly
-  uint64_t empty_interval_ns = 0;
+  uint64_t empty_interval_ns = 0, empty_interval_ticks = 0;
+  TickRate tick_rate;
   uint64_t sample_bytes = 0;  // the configured interval, which the budget scales
   HookBudget budget{0};       // flusher thread only
   std::atomic<bool> hooked{false};
@@ -432,9 +434,9 @@ void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevi
     Record(ptr, delta, allocated, reserved, device);
     return;
   }
-  const uint64_t start = MonotonicNs();
+  const uint64_t start = Ticks();
   Record(ptr, delta, allocated, reserved, device);
-  s.hook_timed_ns.fetch_add(TimedPart(MonotonicNs() - start, s.empty_interval_ns), std::memory_order_relaxed);
+  s.hook_timed_ticks.fetch_add(TimedPart(Ticks() - start, s.empty_interval_ticks), std::memory_order_relaxed);
   s.hook_timed.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -509,6 +511,8 @@ void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double bu
   s.sample_bytes = sample_bytes;
   s.hot.sampler = ByteSampler(sample_bytes, MonotonicNs() ^ (uint64_t{s.pid} << 32));
   s.empty_interval_ns = MeasureEmptyIntervalNs();
+  s.empty_interval_ticks = MeasureEmptyIntervalTicks();
+  s.tick_rate.Start();
   s.exact_until_ns = exact_until_ns;
   s.hot.mode.store(MonotonicNs() < exact_until_ns ? kStarting : 0, std::memory_order_relaxed);
   s.said_exact = Exact();
@@ -580,13 +584,15 @@ HookCost HookCostSoFar() {
   State& s = S();
   const uint64_t calls = s.hot.hook_calls.load(std::memory_order_relaxed);
   const uint64_t timed = s.hook_timed.load(std::memory_order_relaxed);
-  if (!timed) return {calls, 0};
+  const double ns_per_tick = s.tick_rate.NsPerTick();
+  if (!timed || ns_per_tick <= 0) return {calls, 0};
   // The timed ones stand for all (in 128 bits: hours of a busy process put
-  // ns * calls past 2^64); their own clock reads, two each, only for
+  // ticks * calls past 2^64); their own counter reads, two each, only for
   // themselves.
-  const uint64_t ns = s.hook_timed_ns.load(std::memory_order_relaxed);
-  return {calls,
-          static_cast<uint64_t>(static_cast<unsigned __int128>(ns) * calls / timed) + 2 * timed * s.empty_interval_ns};
+  const uint64_t ticks = s.hook_timed_ticks.load(std::memory_order_relaxed);
+  const auto scaled = static_cast<double>(static_cast<unsigned __int128>(ticks) * calls / timed) +
+                      2.0 * static_cast<double>(timed) * static_cast<double>(s.empty_interval_ticks);
+  return {calls, static_cast<uint64_t>(scaled * ns_per_tick)};
 }
 
 bool TensorEventsListening() { return Listening(); }

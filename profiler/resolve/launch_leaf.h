@@ -23,13 +23,14 @@ bool IsCudaLibrary(std::string_view file);
 void KeepOutermostCudaFrame(std::vector<symbolizer::Frame>& native);
 
 // Names the leaf from |launch_api| (GF_LAUNCH_API: the CUPTI callback the
-// stack was taken in) where it is a frame of that callback's library with
-// no symbol: a launch that entered the driver through an entry point libcuda
-// does not export (a runtime linked statically into cuDNN, say, calls the
-// driver through the table cuGetProcAddress hands out) unwinds to
-// `libcuda.so.580+0x4cb045`, while CUPTI knows the call was cuLaunchKernel.
-// A named leaf stays (it is what the workload called: cudaLaunchKernel over
-// the driver's callback), and so does any leaf when the API is not known.
+// stack was taken in) where it is a frame of CUDA's with no symbol. A
+// runtime linked statically into another library (cuDNN's) enters the
+// driver through entry points libcuda does not export, for its launches
+// and for CUPTI's runtime callbacks alike: its launches and memsets unwind
+// to `libcuda.so.580+0x4cb045` under cuDNN's frames, while CUPTI knows the
+// call was cuLaunchKernel or cudaMemsetAsync. A named leaf stays (it is what
+// the workload called: cudaLaunchKernel over the driver's callback), and so
+// does any leaf when the API is not known.
 void NameUnnamedLaunchLeaf(std::vector<symbolizer::Frame>& native, uint32_t launch_api);
 
 }  // namespace gpuflame::profiler

@@ -35,14 +35,18 @@ def main(rec_dir, prof_json):
         print(f"  {v / 1e6:8.2f} ms  {leaf[:150]}")
     # The frame above each kernel: the API it was launched through (an
     # unnamed driver entry shows as libcuda.so...+0x...).
-    by_api = {}
+    by_api, kernels_of = {}, {}
     for s, v in launches.items():
         frames = s.split(";")
         api = frames[-2] if len(frames) >= 2 else "[none]"
         by_api[api] = by_api.get(api, 0) + v
-    print("launches by launching API:")
+        k = kernels_of.setdefault(api, {})
+        k[frames[-1]] = k.get(frames[-1], 0) + v
+    print("launches by launching API (its most launched kernel, and the frame under the API):")
     for api, v in sorted(by_api.items(), key=lambda kv: -kv[1])[:10]:
-        print(f"  {v:8d}  {api[:120]}")
+        top = max(kernels_of[api].items(), key=lambda kv: kv[1])[0]
+        under = {s.split(";")[-3] for s in launches if len(s.split(";")) >= 3 and s.split(";")[-2] == api}
+        print(f"  {v:8d}  {api[:60]}  [{top[:70]}]  under {sorted(under)[:2]}")
     print("heaviest stacks (Python frames and the launching API, kernel last):")
     for s, v in sorted(time.items(), key=lambda kv: -kv[1])[:3]:
         print(f"--- {v / 1e6:.2f} ms")

@@ -51,11 +51,11 @@ echo "agent_gone $(now_ns)" >> "$marks"
 kill -INT $agent 2>/dev/null; wait $agent 2>/dev/null; agent=
 sleep "$after_s"
 echo "end $(now_ns)" >> "$marks"
-# SIGINT: the workload exits as after Ctrl-C, its library's exit handler
-# runs (GPUFLAME_CUPTI_DEBUG prints what its callbacks cost by path then).
-kill -INT $workload 2>/dev/null
+# SIGTERM: train_bench.py exits through atexit (its library's exit handler
+# runs); KILL after 10 s if it does not.
+kill $workload 2>/dev/null
 for _ in $(seq 100); do kill -0 $workload 2>/dev/null || break; sleep 0.1; done
-kill $workload 2>/dev/null; wait $workload 2>/dev/null; workload=
+kill -KILL $workload 2>/dev/null; wait $workload 2>/dev/null; workload=
 python3 - "$steps_log" "$marks" "$metrics_log" <<'PY'
 import statistics, sys
 steps = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if len(l.split()) == 2]

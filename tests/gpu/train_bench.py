@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import json
 import platform
+import signal
 import statistics
 import sys
 import time
@@ -306,4 +307,8 @@ def main(args):
 
 
 if __name__ == "__main__":
+    # Stopped with SIGTERM (run_agent_continuous.sh), it exits as a program
+    # does, through atexit: the injection library's exit handler then runs
+    # (GPUFLAME_CUPTI_DEBUG prints what its callbacks cost by path there).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     main(ARGS)

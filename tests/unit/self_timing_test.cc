@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 namespace gpuflame::inprocess {
 namespace {
@@ -39,6 +41,25 @@ TEST(SelfTimingTest, TimedByIdLeavesNoLongRunUntimed) {
     if (run > longest) longest = run;
   }
   EXPECT_LT(longest, 1000u);
+}
+
+// Ticks turn into ns at the counter's rate against the clock: an interval
+// read in ticks reads as the clock's, within what a sleep's wake-up blurs.
+TEST(SelfTimingTest, TicksReadAsTheClocksNs) {
+  TickRate rate;
+  rate.Start();
+  EXPECT_EQ(rate.NsPerTick(), 0.0);  // under a ms: too short to tell
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double ns_per_tick = rate.NsPerTick();
+  ASSERT_GT(ns_per_tick, 0.0);
+  const uint64_t mono = MonotonicNs(), ticks = Ticks();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const double by_ticks = static_cast<double>(Ticks() - ticks) * ns_per_tick;
+  const auto by_clock = static_cast<double>(MonotonicNs() - mono);
+  EXPECT_NEAR(by_ticks / by_clock, 1.0, 0.05);
+  // A pair of reads with nothing between them is short, and not nothing
+  // where the counter is the CPU's.
+  EXPECT_LT(static_cast<double>(MeasureEmptyIntervalTicks()) * ns_per_tick, 10'000.0);
 }
 
 }  // namespace
