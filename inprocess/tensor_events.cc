@@ -135,15 +135,20 @@ __attribute__((constructor)) void BuildState() { new (state_storage) State(); }
 
 State& S() { return *std::launder(reinterpret_cast<State*>(state_storage)); }
 
-constexpr uint8_t kStarting = 1, kThrifty = 2;
+// State::Hot::mode's bits. kListening and kExactSwitch mirror the two
+// semaphores above, read by the flusher every tick (ModeNow): an event then
+// reads the hot line alone, not the semaphores' line too, which the step's
+// own work evicts between events as it does ours (a line fewer an event, on
+// every allocator event of the process). An agent's attaching or leaving,
+// and `record`'s switch, are seen a tick late at most.
+constexpr uint8_t kStarting = 1, kThrifty = 2, kListening = 4, kExactSwitch = 8;
+
+bool Exact(uint8_t mode) { return ((mode & kExactSwitch) && !(mode & kThrifty)) || (mode & kStarting); }
 
 // Every allocation goes out: still starting up, or asked for (and no agent
 // over its budget asks for less). |mode| sits on the hot line the event's
 // lock brings in anyway.
-bool Exact() {
-  const uint8_t mode = S().hot.mode.load(std::memory_order_relaxed);
-  return (ExactSwitch() && !(mode & kThrifty)) || (mode & kStarting);
-}
+bool Exact() { return Exact(S().hot.mode.load(std::memory_order_relaxed)); }
 
 // GF_THRIFT_SAMPLE_FACTOR to the |level|.
 uint64_t ThriftFactor(uint32_t level) {
@@ -407,7 +412,7 @@ void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevi
   State& s = S();
   s.hot.original.load(std::memory_order_acquire)(ptr, delta, allocated, reserved, device);
   if (delta == 0) return;
-  if (!Listening()) {
+  if (!(s.hot.mode.load(std::memory_order_relaxed) & kListening)) {
     // No agent: the next one to attach is told first that we are live.
     if (s.hot.announced.load(std::memory_order_relaxed)) s.hot.announced.store(false, std::memory_order_relaxed);
     return;
@@ -504,6 +509,19 @@ void TryHook() {
 
 }  // namespace
 
+// The hot line's mode for this tick (kStarting ... kExactSwitch). Stored
+// only on a change: a write would take the hot line from every allocating
+// thread's cache, every tick. Flusher thread (and start, before the hook).
+void UpdateMode(State& s, uint32_t thrift) {
+  const uint8_t was = s.hot.mode.load(std::memory_order_relaxed);
+  uint8_t mode = was & kStarting;
+  if ((mode & kStarting) && MonotonicNs() >= s.exact_until_ns) mode = 0;
+  if (thrift) mode |= kThrifty;
+  if (Listening()) mode |= kListening;
+  if (ExactSwitch()) mode |= kExactSwitch;
+  if (mode != was) s.hot.mode.store(mode, std::memory_order_relaxed);
+}
+
 void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double budget_share) {
   State& s = S();
   s.budget = HookBudget(budget_share);
@@ -515,6 +533,7 @@ void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double bu
   s.tick_rate.Start();
   s.exact_until_ns = exact_until_ns;
   s.hot.mode.store(MonotonicNs() < exact_until_ns ? kStarting : 0, std::memory_order_relaxed);
+  UpdateMode(s, ThriftLevel());
   s.said_exact = Exact();
   // Only a child handler: holding the lock across fork() would stall every
   // allocating thread for the whole page-table copy, and the child drops
@@ -525,6 +544,8 @@ void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double bu
 
 void PollTensorEvents() {
   State& s = S();
+  // Before the hook can go in: its first events see whether an agent listens.
+  UpdateMode(s, ThriftLevel());
   TryHook();
   if (!s.hooked.load()) return;
   // With lazy binding, the loader resolving the slot's first call while we
@@ -537,12 +558,7 @@ void PollTensorEvents() {
   // What the agent's thrift asks for (thrift.h): a coarser interval, by
   // GF_THRIFT_SAMPLE_FACTOR a level, on top of the process's own budget's.
   const uint32_t thrift = ThriftLevel();
-  uint8_t mode = s.hot.mode.load(std::memory_order_relaxed);
-  if ((mode & kStarting) && MonotonicNs() >= s.exact_until_ns) mode &= ~kStarting;
-  mode = thrift ? (mode | kThrifty) : (mode & ~kThrifty);
-  // Stored only on a change: a write would take the hot line from every
-  // allocating thread's cache, every tick.
-  if (mode != s.hot.mode.load(std::memory_order_relaxed)) s.hot.mode.store(mode, std::memory_order_relaxed);
+  UpdateMode(s, thrift);
   // The taken allocations' cost against the budget, while sampled: a
   // coarser interval when over. Exact or unheard, it is not governed, and
   // no window may reach back across that time (exact, every allocation is
