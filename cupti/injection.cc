@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -165,7 +166,26 @@ void AtExit() {
 // What kernel time still holds at the process's end: the API spans, then
 // CUPTI's incomplete buffers, forced out on a helper thread abandoned after
 // 2 s (CUDA may be half torn down by now). With the flusher stopped, or on it.
+// GPUFLAME_CUPTI_DEBUG: the tensor hook's own figure, and the part of it
+// its taken allocations were.
+void TraceHookCosts() {
+  const inprocess::HookCost h = inprocess::HookCostSoFar();
+  if (!h.calls) return;
+  const uint64_t rest_ns = h.ns > h.taken_ns ? h.ns - h.taken_ns : 0;
+  const uint64_t rest_calls = h.calls - std::min(h.calls, h.taken);
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "tensor hook: %llu events, %.1f ms; taken allocations %llu, %.1f ms (%.0f ns each); the rest %.0f ns "
+                "an event",
+                static_cast<unsigned long long>(h.calls), static_cast<double>(h.ns) / 1e6,
+                static_cast<unsigned long long>(h.taken), static_cast<double>(h.taken_ns) / 1e6,
+                h.taken ? static_cast<double>(h.taken_ns) / static_cast<double>(h.taken) : 0.0,
+                rest_calls ? static_cast<double>(rest_ns) / static_cast<double>(rest_calls) : 0.0);
+  Trace(line);
+}
+
 void FinalKernelTimeFlush() {
+  TraceHookCosts();
   KernelTimeLastApiSpans();  // no CUPTI call: safe whatever CUDA's state
   // Read only now: the flusher's last tick may have registered activity.
   if (!KernelTimeNeedsFinalFlush()) {

@@ -90,7 +90,7 @@ struct State {
   // those were; self_timing.h's parts of the counter and the clock, measured
   // at start.
   std::atomic<uint64_t> hook_timed_ticks{0}, hook_timed{0};
-  std::atomic<uint64_t> taken_ns{0};  // all taken allocations' time: their walks, mostly
+  std::atomic<uint64_t> taken_ns{0}, taken{0};  // all taken allocations' time (their walks, mostly), and count
   uint64_t empty_interval_ns = 0, empty_interval_ticks = 0;
   TickRate tick_rate;
   uint64_t sample_bytes = 0;  // the configured interval, which the budget scales
@@ -404,6 +404,7 @@ void Record(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDe
   if (new_stack) SendLocked(s);
   s.hot.lock.unlock();
   s.taken_ns.fetch_add(TimedPart(MonotonicNs() - taken_at, s.empty_interval_ns), std::memory_order_relaxed);
+  s.taken.fetch_add(1, std::memory_order_relaxed);
 }
 
 void SayHook(uint32_t status, uint32_t python);
@@ -601,14 +602,15 @@ HookCost HookCostSoFar() {
   const uint64_t calls = s.hot.hook_calls.load(std::memory_order_relaxed);
   const uint64_t timed = s.hook_timed.load(std::memory_order_relaxed);
   const double ns_per_tick = s.tick_rate.NsPerTick();
-  if (!timed || ns_per_tick <= 0) return {calls, 0};
+  const uint64_t taken = s.taken.load(std::memory_order_relaxed), taken_ns = s.taken_ns.load(std::memory_order_relaxed);
+  if (!timed || ns_per_tick <= 0) return {calls, 0, taken, taken_ns};
   // The timed ones stand for all (in 128 bits: hours of a busy process put
   // ticks * calls past 2^64); their own counter reads, two each, only for
   // themselves.
   const uint64_t ticks = s.hook_timed_ticks.load(std::memory_order_relaxed);
   const auto scaled = static_cast<double>(static_cast<unsigned __int128>(ticks) * calls / timed) +
                       2.0 * static_cast<double>(timed) * static_cast<double>(s.empty_interval_ticks);
-  return {calls, static_cast<uint64_t>(scaled * ns_per_tick)};
+  return {calls, static_cast<uint64_t>(scaled * ns_per_tick), taken, taken_ns};
 }
 
 bool TensorEventsListening() { return Listening(); }

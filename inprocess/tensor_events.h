@@ -54,6 +54,9 @@ void FlushTensorEvents();
 struct HookCost {
   uint64_t calls = 0;
   uint64_t ns = 0;
+  // Of those, the taken allocations (each timed: their walks), for
+  // GPUFLAME_CUPTI_DEBUG's exit line: the rest is the per-event floor.
+  uint64_t taken = 0, taken_ns = 0;
 };
 HookCost HookCostSoFar();
 // For the backward-origin hook, on the calling thread:
