@@ -130,6 +130,7 @@ struct State {
   // Whether the driver's launch callbacks carry their kernels' IDs here
   // (correlation_check.h): until it says not, launch stacks are taken there.
   CorrelationCheck correlation_check;
+  bool correlation_decided = false;  // the flusher's
   // Which GPU each CUDA device is (device_uuids.h): read by the flusher
   // once a launch has been seen (Gate::launched), said at each flush.
   DeviceUuids devices;
@@ -682,8 +683,17 @@ void Switch(uint64_t now_ns) {
 // time under [launch stack not sampled]. Flusher thread.
 void CheckCorrelation(uint64_t now_ns) {
   State& s = S();
-  if (s.runtime_launches_enabled) return;
-  if (s.correlation_check.Decide(now_ns) != CorrelationCheck::Verdict::kDoesNotJoin) return;
+  if (s.runtime_launches_enabled || s.correlation_decided) return;
+  const CorrelationCheck::Verdict verdict = s.correlation_check.Decide(now_ns);
+  if (verdict == CorrelationCheck::Verdict::kPending) return;
+  s.correlation_decided = true;
+  if (verdict == CorrelationCheck::Verdict::kJoins) {
+    Trace(("launch stacks taken in the driver's launch calls join their work: " +
+           std::to_string(s.correlation_check.held() - s.correlation_check.missed()) + " of " +
+           std::to_string(s.correlation_check.held()))
+              .c_str());
+    return;
+  }
   Say(("the driver's launch callbacks do not carry their kernels' correlation IDs here (" +
        std::to_string(s.correlation_check.missed()) + " of " + std::to_string(s.correlation_check.held()) +
        " launch stacks joined no GPU record): launch stacks are taken in the runtime's launch calls from now on")
