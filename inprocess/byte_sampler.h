@@ -36,6 +36,14 @@ class ByteSampler {
     return points * interval_;
   }
 
+  // Passes over an allocation of |size| that Sample would not take, and
+  // says so; else changes nothing (Sample then decides it). The tensor
+  // hook's quick path (tensor_events.cc).
+  bool SkipIfNotTaken(uint64_t size) {
+    if (interval_ == 0 || size >= interval_ || until_next_ <= static_cast<int64_t>(size)) return false;
+    until_next_ -= static_cast<int64_t>(size);
+    return true;
+  }
   // The interval from now on (hook_budget.h scales the configured one). The
   // distance to the next point is drawn again, at the new mean: an
   // exponential gap has no memory, so the estimate stays unbiased. A

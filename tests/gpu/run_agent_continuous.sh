@@ -12,8 +12,11 @@
 # library, what it sheds. With the bundle from scripts/gpu-bundle.sh in
 # .carry/; output under $OUT.
 #   PLAIN_S (20), AGENT_S (60), AFTER_S (15), MODEL (launch); FAKE=1 sleeps
-#   instead of training (train_bench.py --fake), to try the script without a GPU
+#   instead of training (train_bench.py --fake), to try the script without a GPU;
+#   AGENT_BUILD, a folder with another build's gpuflame and libgpuflame_cupti.so
+#   (the shared libraries stay the bundle's), to compare builds on one host
 GF_OUT_SUFFIX=/agent-continuous . "$(dirname "$0")/common.sh"
+build=${AGENT_BUILD:-$bundle}
 plain_s=${PLAIN_S:-20} agent_s=${AGENT_S:-60} after_s=${AFTER_S:-15}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -27,7 +30,7 @@ steps_log=$out/steps.log metrics_log=$out/metrics.log marks=$out/marks
 # Enough steps for every phase at the slowest plain step seen on these hosts
 # (19 ms); the workload is stopped once the phases are over.
 total_s=$((plain_s + agent_s + after_s))
-CUDA_INJECTION64_PATH=$bundle/libgpuflame_cupti.so "$py" "$here/train_bench.py" --model "${MODEL:-launch}" ${FAKE:+--fake --fake-ms 10} \
+CUDA_INJECTION64_PATH=$build/libgpuflame_cupti.so "$py" "$here/train_bench.py" --model "${MODEL:-launch}" ${FAKE:+--fake --fake-ms 10} \
     --warmup 100 --steps $((total_s * 1000 / 8)) --step-log "$steps_log" > "$out/workload.json" 2>&1 &
 workload=$!
 # Timed steps have begun once the log has lines.
@@ -37,7 +40,7 @@ now_ns() { python3 -c 'import time; print(time.monotonic_ns())'; }
 echo "plain_from $(now_ns)" >> "$marks"
 sleep "$plain_s"
 echo "agent_at $(now_ns)" >> "$marks"
-"$bundle/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --pid "$workload" \
+"$build/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --pid "$workload" \
     --metrics-port "$metrics_port" --spool-dir "" > "$out/agent.log" 2>&1 &
 agent=$!
 end=$(( $(date +%s) + agent_s ))

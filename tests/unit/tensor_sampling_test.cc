@@ -89,6 +89,25 @@ TEST(ByteSamplerTest, ACoarserIntervalTakesFewerAndStaysUnbiased) {
   EXPECT_EQ(s.Sample(4 << 20), uint64_t{4} << 20);
 }
 
+// The hook's quick path asks SkipIfNotTaken first and Sample only when it
+// declines: the same stream of allocations is taken exactly as by Sample
+// alone, each standing for the same bytes.
+TEST(ByteSamplerTest, SkippingFirstTakesWhatSampleAloneTakes) {
+  for (uint64_t interval : {0ull, 4096ull, 1ull << 20}) {
+    ByteSampler alone(interval, 42), skipping(interval, 42);
+    uint64_t rng = 7, taken = 0;
+    for (int i = 0; i < 200000; i++) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      const uint64_t size = 1 + (rng >> 33) % (3 << 20);  // up to 3 MiB: some past the interval
+      const uint64_t a = alone.Sample(size);
+      const uint64_t b = skipping.SkipIfNotTaken(size) ? 0 : skipping.Sample(size);
+      ASSERT_EQ(a, b) << "interval " << interval << ", allocation " << i;
+      taken += a != 0;
+    }
+    EXPECT_GT(taken, 0u);
+  }
+}
+
 TEST(HookBudgetTest, CoarsensOnceAWindowWhileOverAndComesBackSlowly) {
   constexpr uint64_t kS = 1'000'000'000, kTick = 100'000'000;
   HookBudget b(0.005);  // 0.5% of the process's CPU
