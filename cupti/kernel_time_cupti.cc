@@ -463,34 +463,37 @@ void CloseApiSpan(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpt
 __attribute__((noinline)) CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                                 const CUpti_CallbackData* cb);
 
-// One call in inprocess::kTimedOneIn (OnCallback): our part only, CUPTI's
-// dispatch to us is not ours to time.
-__attribute__((noinline)) void TimedCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                                             const CUpti_CallbackData* cb) {
-  const uint64_t start = inprocess::Ticks();
-  const auto path = static_cast<size_t>(Callback(domain, cbid, cb));
+// Counts one timed callback of |ticks| (OnCallback): out of line, the
+// timed ones' alone.
+__attribute__((noinline)) void CountTimed(uint64_t ticks, CallbackPath path) {
   State& s = S();
-  const uint64_t ticks = inprocess::TimedPart(inprocess::Ticks() - start, s.empty_interval_ticks);
+  ticks = inprocess::TimedPart(ticks, s.empty_interval_ticks);
+  const auto p = static_cast<size_t>(path);
   s.callback_timed_ticks.fetch_add(ticks, std::memory_order_relaxed);
   s.callback_timed.fetch_add(1, std::memory_order_relaxed);
-  s.path_timed_ticks[path].fetch_add(ticks, std::memory_order_relaxed);
-  s.path_timed[path].fetch_add(1, std::memory_order_relaxed);
+  s.path_timed_ticks[p].fetch_add(ticks, std::memory_order_relaxed);
+  s.path_timed[p].fetch_add(1, std::memory_order_relaxed);
 }
 
-// Most callbacks find the gate closed (Gate) and return here: one line of
-// code (aligned to one, no registers saved: the rest are tail calls) and
-// the gate's one line of data. The step's own work evicts both between
-// launches, and each line more a callback touches is another miss.
+// Most callbacks find the gate closed (Gate) and return at once: one line
+// of code (aligned to one) and the gate's one line of data. The step's own
+// work evicts both between launches, and each line more a callback touches
+// is another miss. One call in inprocess::kTimedOneIn is timed (our part
+// only: CUPTI's dispatch to us is not ours to time), chosen by its
+// correlation ID, which both of a call's callbacks share; it runs the very
+// lines the others do, between two reads of the cycle counter, so that its
+// time is theirs (a timed path of its own would be cold every time).
 __attribute__((aligned(64))) void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                                       const void* data) {
   // Only the API domains' callbacks are enabled; their data is this.
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-  // Timed by its correlation ID, which both of a call's callbacks share.
-  if (inprocess::TimedById(cb->correlationId)) return TimedCallback(domain, cbid, cb);
-  if (__builtin_expect(!gate.open.load(std::memory_order_acquire) && gate.launched.load(std::memory_order_relaxed), 1))
-    return;
-  Callback(domain, cbid, cb);
+  const bool timed = inprocess::TimedById(cb->correlationId);
+  const uint64_t start = __builtin_expect(timed, 0) ? inprocess::Ticks() : 0;
+  CallbackPath path = CallbackPath::kClosed;
+  if (__builtin_expect(gate.open.load(std::memory_order_acquire) || !gate.launched.load(std::memory_order_relaxed), 0))
+    path = Callback(domain, cbid, cb);
+  if (__builtin_expect(timed, 0)) CountTimed(inprocess::Ticks() - start, path);
 }
 
 CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
