@@ -154,6 +154,10 @@ class ToggleTimer {
 // kernels' records will come. Written by the flusher, read by launches
 // while the gate is open.
 std::atomic<bool> activity_now{false};
+// Whether activity's kinds are enabled (set after they are, cleared before
+// they are not): only a launch made meanwhile can have a record, which the
+// correlation check counts on.
+std::atomic<bool> activity_kinds_on{false};
 
 // What every callback reads first, on one line of its own. Most of an
 // agent's time nothing is asked of a launch (no launch window, activity
@@ -302,7 +306,9 @@ void SetActivity(bool on, uint16_t weight) {
     s.activity_weight = weight;
     if (!s.activity_on)
       for (CUpti_ActivityKind k : s.tuning.Kinds()) s.api.ActivityEnable(k);
+    activity_kinds_on.store(true, std::memory_order_release);
   } else {
+    activity_kinds_on.store(false, std::memory_order_relaxed);
     for (CUpti_ActivityKind k : s.tuning.Kinds()) s.api.ActivityDisable(k);
     // Closed after the kinds are off: no record of it starts after its end
     // unless launched before (the launch-ahead queue, windowed_lane.h).
@@ -559,7 +565,7 @@ CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   thread_local LaunchSampler sampler(S().launch_rate, NowNs() ^ reinterpret_cast<uintptr_t>(&runtime_depth));
   if (!sampler.Take(NowNs())) return CallbackPath::kOpen;
   const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
-  if (!runtime) S().correlation_check.Fired(cb->correlationId);
+  if (!runtime && activity_kinds_on.load(std::memory_order_relaxed)) S().correlation_check.Fired(cb->correlationId);
   FireLaunch(cb->correlationId, GF_LAUNCH_API(domain, cbid), origin.stack_id, origin.active);
   return CallbackPath::kStack;
 }
@@ -686,19 +692,28 @@ void Switch(uint64_t now_ns) {
 // time under [launch stack not sampled]. Flusher thread.
 void CheckCorrelation(uint64_t now_ns) {
   State& s = S();
-  if (s.runtime_launches_enabled || s.correlation_decided) return;
-  const CorrelationCheck::Verdict verdict = s.correlation_check.Decide(now_ns);
+  if (s.correlation_decided) return;
+  CorrelationCheck& check = s.correlation_check;
+  if (s.runtime_launches_enabled) {
+    // Taken there already (API spans): no verdict is wanted.
+    check.Abandon();
+    s.correlation_decided = true;
+    return;
+  }
+  const CorrelationCheck::Verdict verdict = check.Decide(now_ns);
   if (verdict == CorrelationCheck::Verdict::kPending) return;
   s.correlation_decided = true;
+  const std::string counts = std::to_string(check.held() - check.missed()) + " of " + std::to_string(check.held());
   if (verdict == CorrelationCheck::Verdict::kJoins) {
-    Trace(("launch stacks taken in the driver's launch calls join their work: " +
-           std::to_string(s.correlation_check.held() - s.correlation_check.missed()) + " of " +
-           std::to_string(s.correlation_check.held()))
+    Trace(("launch stacks taken in the driver's launch calls join their work: " + counts +
+           (check.first_round_missed() ? " (an earlier round missed " + std::to_string(check.first_round_missed()) + ")"
+                                       : std::string()))
               .c_str());
     return;
   }
-  Say(("the driver's launch callbacks do not carry their kernels' correlation IDs here (" +
-       std::to_string(s.correlation_check.missed()) + " of " + std::to_string(s.correlation_check.held()) +
+  Say(("the driver's launch callbacks do not carry their kernels' correlation IDs here (twice, " +
+       std::to_string(check.first_round_missed()) + " and " + std::to_string(check.missed()) + " of " +
+       std::to_string(check.held()) +
        " launch stacks joined no GPU record): launch stacks are taken in the runtime's launch calls from now on")
           .c_str());
   EnableRuntimeLaunchCallbacks();
@@ -794,6 +809,8 @@ bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
     return false;  // the workload runs on, without kernel time
   }
   s.launch_rate = EnvNumber("GPUFLAME_LAUNCH_STACKS_PER_S", 1000);
+  s.correlation_check.set_retry_ns(static_cast<uint64_t>(
+      std::clamp(EnvNumber("GPUFLAME_CORRELATION_RETRY_S", CorrelationCheck::kRetryNs / 1e9), 0.0, 86400.0) * 1e9));
   s.tuning = TuningFromEnv([](const char* name) -> const char* { return std::getenv(name); });
   // Diagnostics, to measure what each part costs a workload:
   // GPUFLAME_LAUNCH_CALLBACKS=0 (no launch stacks: every kernel is charged

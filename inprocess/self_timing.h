@@ -19,6 +19,7 @@
 
 #include <time.h>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <x86intrin.h>
 #endif
 
@@ -48,15 +49,26 @@ inline uint64_t MeasureEmptyIntervalNs() {
   return least;
 }
 
-// The cycle counter (the file's comment); elsewhere than x86-64, the clock
-// (a tick is then a ns).
+#if defined(__x86_64__)
+// Whether the CPU has rdtscp (CPUID 0x80000001, EDX bit 27): a hypervisor
+// may hide it, and it would then fault. Read once, when the library loads.
+inline bool HasRdtscp() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(0x80000001, &a, &b, &c, &d) && (d & (1u << 27));
+}
+inline const bool kHasRdtscp = HasRdtscp();
+#endif
+
+// The cycle counter (the file's comment); without rdtscp, or elsewhere
+// than x86-64, the clock (a tick is then a ns).
 inline uint64_t Ticks() {
 #if defined(__x86_64__)
-  unsigned aux;
-  return __rdtscp(&aux);
-#else
-  return MonotonicNs();
+  if (__builtin_expect(kHasRdtscp, 1)) {
+    unsigned aux;
+    return __rdtscp(&aux);
+  }
 #endif
+  return MonotonicNs();
 }
 
 // MeasureEmptyIntervalNs's counterpart in ticks.
@@ -103,9 +115,13 @@ inline bool TimedById(uint64_t id) {
   return ((id * 0x9e3779b97f4a7c15ull) >> 58) == 0;
 }
 
-// A timed interval less the clock's own part.
-inline uint64_t TimedPart(uint64_t interval_ns, uint64_t empty_ns) {
-  return interval_ns > empty_ns ? interval_ns - empty_ns : 0;
+// A timed interval less the clock's own part. An interval that reads
+// negative (a counter that went back: a thread moved between CPUs whose
+// counters a hypervisor did not keep together) counts as nothing, not as
+// 2^64 ticks.
+inline uint64_t TimedPart(uint64_t interval, uint64_t empty) {
+  if (static_cast<int64_t>(interval) < 0) return 0;
+  return interval > empty ? interval - empty : 0;
 }
 
 }  // namespace gpuflame::inprocess

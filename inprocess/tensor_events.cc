@@ -141,9 +141,16 @@ State& S() { return *std::launder(reinterpret_cast<State*>(state_storage)); }
 // own work evicts between events as it does ours (a line fewer an event, on
 // every allocator event of the process). An agent's attaching or leaving,
 // and `record`'s switch, are seen a tick late at most.
-constexpr uint8_t kStarting = 1, kThrifty = 2, kListening = 4, kExactSwitch = 8;
+// A forked child has no flusher (AtForkChild): kNoFlusher, and it reads the
+// semaphores themselves.
+constexpr uint8_t kStarting = 1, kThrifty = 2, kListening = 4, kExactSwitch = 8, kNoFlusher = 16;
 
-bool Exact(uint8_t mode) { return ((mode & kExactSwitch) && !(mode & kThrifty)) || (mode & kStarting); }
+bool Listening(uint8_t mode) { return (mode & kNoFlusher) ? Listening() : (mode & kListening) != 0; }
+
+bool Exact(uint8_t mode) {
+  const bool exact_switch = (mode & kNoFlusher) ? ExactSwitch() : (mode & kExactSwitch) != 0;
+  return (exact_switch && !(mode & kThrifty)) || (mode & kStarting);
+}
 
 // Every allocation goes out: still starting up, or asked for (and no agent
 // over its budget asks for less). |mode| sits on the hot line the event's
@@ -436,7 +443,7 @@ void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevi
   State& s = S();
   s.hot.original.load(std::memory_order_acquire)(ptr, delta, allocated, reserved, device);
   if (delta == 0) return;
-  if (!(s.hot.mode.load(std::memory_order_relaxed) & kListening)) {
+  if (!Listening(s.hot.mode.load(std::memory_order_relaxed))) {
     // No agent: the next one to attach is told first that we are live.
     if (s.hot.announced.load(std::memory_order_relaxed)) s.hot.announced.store(false, std::memory_order_relaxed);
     return;
@@ -508,6 +515,7 @@ void AtForkChild() {
   // (A CUDA-using fork is rare: CUDA does not survive fork.)
   s.backward.ResetAfterFork();
   s.hot.lock.reset();
+  s.hot.mode.store(s.hot.mode.load(std::memory_order_relaxed) | kNoFlusher, std::memory_order_relaxed);
 }
 
 void TryHook() {
