@@ -116,14 +116,13 @@ struct State {
   // workload's launches may wait on CUPTI's locks meanwhile.
   uint64_t toggles = 0, toggle_ns = 0, toggle_max_ns = 0;
   std::atomic<uint64_t> cupti_overhead_ns{0};  // CUPTI's OVERHEAD records
-  // Our callbacks' time (one in inprocess::kTimedOneIn timed, scaled), and
+  // Our callbacks' time (one in inprocess::kTimedOneIn timed, scaled), by
+  // the path taken (CallbackPath: GPUFLAME_CUPTI_DEBUG says each), and
   // activity buffers converted on CUPTI's threads (the flusher's own CPU
   // time covers those converted on it).
-  std::atomic<uint64_t> callback_timed_ticks{0}, callback_timed{0};
+  std::atomic<uint64_t> path_timed_ticks[3] = {}, path_timed[3] = {};
   uint64_t empty_interval_ticks = 0;  // inprocess/self_timing.h, measured at start
   inprocess::TickRate tick_rate;
-  // The same by the path taken (CallbackPath), for GPUFLAME_CUPTI_DEBUG.
-  std::atomic<uint64_t> path_timed_ticks[3] = {}, path_timed[3] = {};
   std::atomic<uint64_t> buffer_ns{0};
   // NCCL's kernel launches taken outside the sampler (bpf/nccl_kernel_name.h).
   std::atomic<uint64_t> nccl_launches{0};
@@ -475,8 +474,6 @@ __attribute__((noinline)) void CountTimed(uint64_t ticks, CallbackPath path) {
   State& s = S();
   ticks = inprocess::TimedPart(ticks, s.empty_interval_ticks);
   const auto p = static_cast<size_t>(path);
-  s.callback_timed_ticks.fetch_add(ticks, std::memory_order_relaxed);
-  s.callback_timed.fetch_add(1, std::memory_order_relaxed);
   s.path_timed_ticks[p].fetch_add(ticks, std::memory_order_relaxed);
   s.path_timed[p].fetch_add(1, std::memory_order_relaxed);
 }
@@ -880,9 +877,13 @@ KernelTimeCost KernelTimeCostSoFar() {
   const State& s = S();
   // One call in kTimedOneIn is timed (by its correlation ID); the timed
   // ones' counter reads are a cost too (inprocess/self_timing.h).
-  const double ticks =
-      static_cast<double>(s.callback_timed_ticks.load(std::memory_order_relaxed) * inprocess::kTimedOneIn) +
-      2.0 * static_cast<double>(s.callback_timed.load(std::memory_order_relaxed) * s.empty_interval_ticks);
+  uint64_t timed_ticks = 0, timed = 0;
+  for (size_t p = 0; p < 3; p++) {
+    timed_ticks += s.path_timed_ticks[p].load(std::memory_order_relaxed);
+    timed += s.path_timed[p].load(std::memory_order_relaxed);
+  }
+  const double ticks = static_cast<double>(timed_ticks * inprocess::kTimedOneIn) +
+                       2.0 * static_cast<double>(timed * s.empty_interval_ticks);
   return {static_cast<uint64_t>(ticks * s.tick_rate.NsPerTick()), s.buffer_ns.load(std::memory_order_relaxed),
           s.cupti_overhead_ns.load(std::memory_order_relaxed)};
 }

@@ -136,7 +136,7 @@ __attribute__((constructor)) void BuildState() { new (state_storage) State(); }
 State& S() { return *std::launder(reinterpret_cast<State*>(state_storage)); }
 
 // State::Hot::mode's bits. kListening and kExactSwitch mirror the two
-// semaphores above, read by the flusher every tick (ModeNow): an event then
+// semaphores above, read by the flusher every tick (UpdateMode): an event then
 // reads the hot line alone, not the semaphores' line too, which the step's
 // own work evicts between events as it does ours (a line fewer an event, on
 // every allocator event of the process). An agent's attaching or leaving,
@@ -577,8 +577,11 @@ void StartTensorEvents(uint64_t sample_bytes, uint64_t exact_until_ns, double bu
 
 void PollTensorEvents() {
   State& s = S();
+  // What the agent's thrift asks for (thrift.h): a coarser interval, by
+  // GF_THRIFT_SAMPLE_FACTOR a level, on top of the process's own budget's.
+  const uint32_t thrift = ThriftLevel();
   // Before the hook can go in: its first events see whether an agent listens.
-  UpdateMode(s, ThriftLevel());
+  UpdateMode(s, thrift);
   TryHook();
   if (!s.hooked.load()) return;
   // With lazy binding, the loader resolving the slot's first call while we
@@ -588,10 +591,6 @@ void PollTensorEvents() {
   // Its stacks and events go through our batches: only once we are live.
   PollAutogradOrigin();
   PollOomReport();
-  // What the agent's thrift asks for (thrift.h): a coarser interval, by
-  // GF_THRIFT_SAMPLE_FACTOR a level, on top of the process's own budget's.
-  const uint32_t thrift = ThriftLevel();
-  UpdateMode(s, thrift);
   // The taken allocations' cost against the budget, while sampled: a
   // coarser interval when over. Exact or unheard, it is not governed, and
   // no window may reach back across that time (exact, every allocation is
