@@ -182,6 +182,16 @@ void TraceHookCosts() {
                 h.taken ? static_cast<double>(h.taken_ns) / static_cast<double>(h.taken) : 0.0,
                 rest_calls ? static_cast<double>(rest_ns) / static_cast<double>(rest_calls) : 0.0);
   Trace(line);
+  const inprocess::HookRouting r = inprocess::HookRoutingSoFar();
+  if (!r.filter_of) return;
+  std::snprintf(line, sizeof(line),
+                "tensor hook: %llu events left to Record (%.1f%%); blocks sent and live %llu in %llu slots, filter "
+                "bits set %llu of %llu",
+                static_cast<unsigned long long>(r.recorded),
+                100.0 * static_cast<double>(r.recorded) / static_cast<double>(h.calls),
+                static_cast<unsigned long long>(r.blocks), static_cast<unsigned long long>(r.slots),
+                static_cast<unsigned long long>(r.filter_bits), static_cast<unsigned long long>(r.filter_of));
+  Trace(line);
 }
 
 void FinalKernelTimeFlush() {

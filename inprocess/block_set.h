@@ -107,6 +107,13 @@ class BlockSet {
     return (head_.filter[bit / 64] >> (bit % 64)) & 1;
   }
 
+  // The filter's bits set: how much of it rules nothing out.
+  size_t FilterBitsSet() const {
+    size_t n = 0;
+    for (uint64_t word : head_.filter) n += static_cast<size_t>(__builtin_popcountll(word));
+    return n;
+  }
+
   size_t size() const { return head_.size; }
   size_t capacity() const { return capacity_; }
 

@@ -59,15 +59,22 @@ inline bool HasRdtscp() {
 inline const bool kHasRdtscp = HasRdtscp();
 #endif
 
+#if defined(__x86_64__)
+// rdtscp itself, where kHasRdtscp says it exists: no call, so a caller
+// needs no stack frame for it.
+inline uint64_t CycleCounter() {
+  unsigned aux;
+  return __rdtscp(&aux);
+}
+#else
+inline constexpr bool kHasRdtscp = false;
+inline uint64_t CycleCounter() { return 0; }
+#endif
+
 // The cycle counter (the file's comment); without rdtscp, or elsewhere
 // than x86-64, the clock (a tick is then a ns).
 inline uint64_t Ticks() {
-#if defined(__x86_64__)
-  if (__builtin_expect(kHasRdtscp, 1)) {
-    unsigned aux;
-    return __rdtscp(&aux);
-  }
-#endif
+  if (__builtin_expect(kHasRdtscp, 1)) return CycleCounter();
   return MonotonicNs();
 }
 

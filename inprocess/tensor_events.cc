@@ -120,6 +120,7 @@ struct State {
   BlockSet<kBlockSlots> blocks;
   alignas(8) uint8_t batch[GF_TENSOR_BATCH_MAX];
   size_t used = 0;
+  uint64_t recorded = 0;  // events Record decided (HookRoutingSoFar)
   uint64_t sent[kSentSlots] = {};
   size_t sent_count = 0;
 };
@@ -355,6 +356,7 @@ __attribute__((noinline)) void Record(void* ptr, int64_t delta, size_t allocated
   // Counted under the lock, so no atomic write of its own (see Hook).
   const uint64_t seq = s.hot.hook_calls.load(std::memory_order_relaxed);
   s.hot.hook_calls.store(seq + 1, std::memory_order_relaxed);
+  s.recorded++;
   AnnounceIfPendingLocked(s);
   KeepTotalsLocked(s, device, allocated, reserved);
   if (delta < 0) {
@@ -414,14 +416,21 @@ __attribute__((noinline)) void Record(void* ptr, int64_t delta, size_t allocated
   s.taken.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Whether an event may take Hook's quick path: an agent listens, the
+// flusher mirrors the semaphores into |mode| (not a forked child), start-up
+// is over, and allocations are sampled (no exact switch, or one that an
+// agent over its budget overrules). Listening(mode) && !Exact(mode).
+inline bool QuickMode(uint8_t mode) {
+  return (mode & (kListening | kStarting | kNoFlusher)) == kListening && (!(mode & kExactSwitch) || (mode & kThrifty));
+}
+
 // Most of a sampled run's events, decided on the hot line and, for a
 // free, the block set's filter line: an allocation the sampler passes over,
 // a free of a block never sent. Counted, and their totals kept, as Record
-// would. A few lines of code inlined into Hook: Record is 3 KB (its stack
-// walk's frames on its stack), and the step's work evicts whatever lines an
-// event runs through. False, and nothing changed: Record decides it.
+// would. Inlined into Hook: Record is 3 KB (its stack walk's frames on its
+// stack), and the step's work evicts whatever lines an event runs through.
+// False, and nothing changed: Record decides it. Under QuickMode only.
 inline bool RecordQuickly(State& s, void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
-  if (Exact(s.hot.mode.load(std::memory_order_relaxed))) return false;
   const uint64_t addr = reinterpret_cast<uint64_t>(ptr);
   s.hot.lock.lock();
   const bool quick = !s.hot.announce_pending && s.hot.totals_seen && s.hot.device == device.index &&
@@ -437,16 +446,49 @@ inline bool RecordQuickly(State& s, void* ptr, int64_t delta, size_t allocated, 
   return quick;
 }
 
+// One timed event's interval, counted (HookCostSoFar scales them up).
+void CountTimed(State& s, uint64_t ticks) {
+  s.hook_timed_ticks.fetch_add(TimedPart(ticks, s.empty_interval_ticks), std::memory_order_relaxed);
+  s.hook_timed.fetch_add(1, std::memory_order_relaxed);
+}
+
+TorchReportFn Original() { return S().hot.original.load(std::memory_order_acquire); }
+
 void SayHook(uint32_t status, uint32_t python);
 
-void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
+// Hook's ways out, each out of line, each ending in PyTorch's own call as
+// Hook's quick path does: their lines are fetched only when they run.
+//
+// A taken allocation, a sent block's free, or what else the quick path
+// left to Record. |start|: the counter at the timed interval's start, 0
+// if not timed (no counter reads 0 after boot).
+__attribute__((noinline)) void HookRecord(void* ptr, int64_t delta, size_t allocated, size_t reserved,
+                                          TorchDevice device, uint64_t start) {
+  Record(ptr, delta, allocated, reserved, device);
+  if (__builtin_expect(start != 0, 0)) CountTimed(S(), Ticks() - start);
+  return Original()(ptr, delta, allocated, reserved, device);
+}
+
+// A timed quick event: its interval was read in Hook, on the quick path's
+// own lines (here it would hold this function's first fetch).
+__attribute__((noinline)) void HookTimed(void* ptr, int64_t delta, size_t allocated, size_t reserved,
+                                         TorchDevice device, uint64_t ticks) {
+  CountTimed(S(), ticks);
+  return Original()(ptr, delta, allocated, reserved, device);
+}
+
+// Every event Hook's quick path does not take on sight: no agent, an agent
+// not yet told we are live, `record`'s exact mode (every event: these are
+// its warm lines), the process's start-up, a forked child.
+__attribute__((noinline)) void HookOtherwise(void* ptr, int64_t delta, size_t allocated, size_t reserved,
+                                             TorchDevice device) {
   State& s = S();
-  s.hot.original.load(std::memory_order_acquire)(ptr, delta, allocated, reserved, device);
-  if (delta == 0) return;
-  if (!Listening(s.hot.mode.load(std::memory_order_relaxed))) {
+  const uint8_t mode = s.hot.mode.load(std::memory_order_relaxed);
+  if (delta == 0) return Original()(ptr, delta, allocated, reserved, device);
+  if (!Listening(mode)) {
     // No agent: the next one to attach is told first that we are live.
     if (s.hot.announced.load(std::memory_order_relaxed)) s.hot.announced.store(false, std::memory_order_relaxed);
-    return;
+    return Original()(ptr, delta, allocated, reserved, device);
   }
   // Read before it is exchanged: a write on every event would take the line
   // from the other allocating threads' caches.
@@ -458,23 +500,53 @@ void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevi
     s.hot.announce_pending = true;
     s.hot.lock.unlock();
   }
-  // About one event in kTimedOneIn is timed: two counter reads on each would
-  // cost more than the rest of some events. The count is read, not bumped,
-  // here (Record counts under its lock, with no second atomic write), so
-  // two threads may both time one: the timed ones are counted apart, and
-  // the estimate stays theirs times calls over timed. Chosen by the
-  // count's hash (TimedById), not |count % 64|: allocations and frees often
-  // alternate, and every timed event would then be of one kind (an
-  // allocation taken and walked, say, charged to every free too).
   const bool timed = TimedById(s.hot.hook_calls.load(std::memory_order_relaxed));
   const uint64_t start = __builtin_expect(timed, 0) ? Ticks() : 0;
-  if (!RecordQuickly(s, ptr, delta, allocated, reserved, device)) Record(ptr, delta, allocated, reserved, device);
-  if (__builtin_expect(timed, 0)) {
-    // The same lines as every other event ran, between the two reads: a
-    // timed path of its own would be cold every time, and read high.
-    s.hook_timed_ticks.fetch_add(TimedPart(Ticks() - start, s.empty_interval_ticks), std::memory_order_relaxed);
-    s.hook_timed.fetch_add(1, std::memory_order_relaxed);
+  if (!(QuickMode(mode) && RecordQuickly(s, ptr, delta, allocated, reserved, device)))
+    Record(ptr, delta, allocated, reserved, device);
+  if (__builtin_expect(timed, 0)) CountTimed(s, Ticks() - start);
+  return Original()(ptr, delta, allocated, reserved, device);
+}
+
+// Every allocator event of the process comes here, in PyTorch's place,
+// and ends in PyTorch's own call. Laid out for the events of a sampled run
+// (nearly all of them: an allocation the sampler passes over, a free of a
+// block never sent): straight through on the hot line, with no stack frame
+// and no register saved, and PyTorch's call as a jump, in a few lines of
+// code. The step's work evicts those lines between events, so each is a
+// likely miss (before, PyTorch's call came first: six registers saved
+// around it, and the quick path spread over ten lines). The rest leaves by
+// a jump out of line.
+//
+// About one event in kTimedOneIn is timed: two counter reads on each would
+// cost more than the rest of some events. The count is read, not bumped,
+// here (it is counted under the lock, with no second atomic write), so two
+// threads may both time one: the timed ones are counted apart, and the
+// estimate stays theirs times calls over timed. Chosen by the count's hash
+// (TimedById), not |count % 64|: allocations and frees often alternate,
+// and every timed event would then be of one kind (an allocation taken and
+// walked, say, charged to every free too). A timed event runs the very
+// lines the others do between its two reads: a timed path of its own would
+// be cold every time, and read high (session 33). Not in the interval: the
+// lines before the first read, and PyTorch's call.
+void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
+  State& s = S();
+  if (__builtin_expect(delta == 0 || !QuickMode(s.hot.mode.load(std::memory_order_relaxed)) ||
+                           !s.hot.announced.load(std::memory_order_relaxed),
+                       0))
+    return HookOtherwise(ptr, delta, allocated, reserved, device);
+  uint64_t start = 0;
+  if (__builtin_expect(TimedById(s.hot.hook_calls.load(std::memory_order_relaxed)), 0)) {
+    // Without rdtscp the counter is a clock call, which would cost every
+    // event a stack frame here: such a CPU's timed events go the long way.
+    if (!kHasRdtscp) return HookOtherwise(ptr, delta, allocated, reserved, device);
+    start = CycleCounter();
   }
+  if (__builtin_expect(!RecordQuickly(s, ptr, delta, allocated, reserved, device), 0))
+    return HookRecord(ptr, delta, allocated, reserved, device, start);
+  if (__builtin_expect(start != 0, 0))
+    return HookTimed(ptr, delta, allocated, reserved, device, CycleCounter() - start);
+  return s.hot.original.load(std::memory_order_acquire)(ptr, delta, allocated, reserved, device);
 }
 
 void SayHook(uint32_t status, uint32_t python) {
@@ -642,6 +714,25 @@ HookCost HookCostSoFar() {
   const auto scaled = static_cast<double>(static_cast<unsigned __int128>(ticks) * calls / timed) +
                       2.0 * static_cast<double>(timed) * static_cast<double>(s.empty_interval_ticks);
   return {calls, static_cast<uint64_t>(scaled * ns_per_tick), taken, taken_ns};
+}
+
+HookRouting HookRoutingSoFar() {
+  State& s = S();
+  HookRouting r;
+  // Read at exit, maybe on a thread that holds the lock (FlushTensorEvents):
+  // never waits for ever; nothing read (filter_of 0) if it stays taken.
+  int tries = 0;
+  while (!s.hot.lock.try_lock()) {
+    if (++tries == 1000) return r;
+    __builtin_ia32_pause();
+  }
+  r.recorded = s.recorded;
+  r.blocks = s.blocks.size();
+  r.slots = s.blocks.capacity();
+  r.filter_bits = s.blocks.FilterBitsSet();
+  r.filter_of = decltype(s.blocks)::kFilterBits;
+  s.hot.lock.unlock();
+  return r;
 }
 
 bool TensorEventsListening() { return Listening(); }

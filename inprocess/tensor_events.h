@@ -59,6 +59,17 @@ struct HookCost {
   uint64_t taken = 0, taken_ns = 0;
 };
 HookCost HookCostSoFar();
+// Where the hook's events went, for GPUFLAME_CUPTI_DEBUG's exit line: how
+// many the quick path left to Record (taken allocations, sent blocks'
+// frees, frees the block set's filter could not rule out, every event of
+// an exact run), and that set's fill: blocks held, slots in use, and its
+// filter's bits set (of BlockSet's kFilterBits). Takes the hook's lock if
+// it can soon; else all 0.
+struct HookRouting {
+  uint64_t recorded = 0;
+  uint64_t blocks = 0, slots = 0, filter_bits = 0, filter_of = 0;
+};
+HookRouting HookRoutingSoFar();
 // For the backward-origin hook, on the calling thread:
 // whether an agent listens for tensor batches (the hook does nothing without);
 bool TensorEventsListening();

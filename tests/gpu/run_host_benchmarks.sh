@@ -8,7 +8,9 @@
 # with the cache pollution of a training step's work between two events
 # (POLLUTE_KIB, default "64 256": KiB touched between two events). On the simulated CUDA libraries the bundle
 # carries (scripts/gpu-bundle.sh): the real ones' dispatch is not ours to
-# time, and these numbers are ours alone. ROUNDS (5).
+# time, and these numbers are ours alone. ROUNDS (5); EVENTS, the hook
+# benchmark's events a round (its default, 200,000: at a few MiB touched
+# between events, a round of that takes minutes).
 GF_OUT_SUFFIX=/host-benchmarks . "$(dirname "$0")/common.sh"
 export GPUFLAME_SIM_DIR=$bundle/bench/sim
 # Before the host's own: the real driver's libcuda.so.1 would be found first.
@@ -20,7 +22,8 @@ for kib in 0 ${POLLUTE_KIB:-64 256}; do
   for build in "" old/ "" old/; do
     [ -x "$bundle/bench/${build}gpuflame_tensor_hook_benchmark" ] || continue
     echo "-- tensor hook benchmark: ${build:-this build}"
-    "$bundle/bench/${build}gpuflame_tensor_hook_benchmark" --rounds "${ROUNDS:-5}" --pollute-kib "$kib" || status=1
+    "$bundle/bench/${build}gpuflame_tensor_hook_benchmark" --rounds "${ROUNDS:-5}" --pollute-kib "$kib" \
+        ${EVENTS:+--events "$EVENTS"} || status=1
     [ -d "$bundle/bench/old" ] || break
   done
   "$bundle/bench/gpuflame_launch_callback_benchmark" --rounds "${ROUNDS:-5}" --pollute-kib "$kib" \
