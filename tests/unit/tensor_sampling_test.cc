@@ -244,6 +244,8 @@ TEST(BlockSetTest, ItsFilterRulesOutMostBlocksNotThereAndNeverOneThatIs) {
     }
     for (uint64_t addr : ref) ASSERT_TRUE(set->MayContain(addr)) << round;
     EXPECT_LT(absent_maybe_share(), 0.15) << round << ": 30 entries set about 6.5% of the bits";
+    EXPECT_GE(set->FilterBitsSet(), 20u) << round << ": 30 entries, few sharing a bit";
+    EXPECT_LE(set->FilterBitsSet(), 30u) << round;
     while (ref.size() > 3) {
       const uint64_t addr = *ref.begin();
       ASSERT_TRUE(set->Erase(addr));
@@ -252,6 +254,7 @@ TEST(BlockSetTest, ItsFilterRulesOutMostBlocksNotThereAndNeverOneThatIs) {
   }
   for (uint64_t addr : ref) ASSERT_TRUE(set->Erase(addr));
   EXPECT_EQ(absent_maybe_share(), 0.0) << "every bit clear once the set is empty";
+  EXPECT_EQ(set->FilterBitsSet(), 0u);
 }
 
 TEST(BlockSetTest, RefusesPastThreeQuartersAndClears) {
