@@ -85,7 +85,15 @@ struct State {
     int8_t device = 0;
     bool totals_seen = false;    // |allocated|, |reserved| and |device| hold an event's
     bool totals_unsent = false;  // ... and no record the agent will read carried them
-  } hot;
+  };
+  // The hot line and, next to it, the block set's head line (its filter):
+  // the two lines a free reads, on one 128-byte-aligned pair, which the
+  // CPU's adjacent-line prefetcher (Intel's L2 "spatial" prefetcher) fetches
+  // together on a miss of either.
+  alignas(128) Hot hot;
+  // Guarded by |hot.lock|: the blocks whose allocation the agent was told
+  // of; only their frees go out.
+  BlockSet<kBlockSlots> blocks;
   // The time of about one event in kTimedOneIn, in ticks, and how many
   // those were; self_timing.h's parts of the counter and the clock, measured
   // at start.
@@ -115,9 +123,6 @@ struct State {
   };
   DeviceTotals other_devices[kTotalsDevices];
   uint32_t other_devices_unsent = 0;  // a bit per device index
-  // The blocks whose allocation the agent was told of: only their frees go
-  // out.
-  BlockSet<kBlockSlots> blocks;
   alignas(8) uint8_t batch[GF_TENSOR_BATCH_MAX];
   size_t used = 0;
   uint64_t recorded = 0;  // events Record decided (HookRoutingSoFar)
@@ -143,8 +148,10 @@ State& S() { return *std::launder(reinterpret_cast<State*>(state_storage)); }
 // every allocator event of the process). An agent's attaching or leaving,
 // and `record`'s switch, are seen a tick late at most.
 // A forked child has no flusher (AtForkChild): kNoFlusher, and it reads the
-// semaphores themselves.
-constexpr uint8_t kStarting = 1, kThrifty = 2, kListening = 4, kExactSwitch = 8, kNoFlusher = 16;
+// semaphores themselves. kQuick: the rest of the bits allow Hook's quick
+// path and an agent has been told we are live (QuickMode, UpdateMode), so
+// that Hook tests one bit.
+constexpr uint8_t kStarting = 1, kThrifty = 2, kListening = 4, kExactSwitch = 8, kNoFlusher = 16, kQuick = 32;
 
 bool Listening(uint8_t mode) { return (mode & kNoFlusher) ? Listening() : (mode & kListening) != 0; }
 
@@ -529,11 +536,10 @@ __attribute__((noinline)) void HookOtherwise(void* ptr, int64_t delta, size_t al
 // lines the others do between its two reads: a timed path of its own would
 // be cold every time, and read high (session 33). Not in the interval: the
 // lines before the first read, and PyTorch's call.
-void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
+__attribute__((aligned(64))) void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved,
+                                       TorchDevice device) {
   State& s = S();
-  if (__builtin_expect(delta == 0 || !QuickMode(s.hot.mode.load(std::memory_order_relaxed)) ||
-                           !s.hot.announced.load(std::memory_order_relaxed),
-                       0))
+  if (__builtin_expect(delta == 0 || !(s.hot.mode.load(std::memory_order_relaxed) & kQuick), 0))
     return HookOtherwise(ptr, delta, allocated, reserved, device);
   uint64_t start = 0;
   if (__builtin_expect(TimedById(s.hot.hook_calls.load(std::memory_order_relaxed)), 0)) {
@@ -587,7 +593,7 @@ void AtForkChild() {
   // (A CUDA-using fork is rare: CUDA does not survive fork.)
   s.backward.ResetAfterFork();
   s.hot.lock.reset();
-  s.hot.mode.store(s.hot.mode.load(std::memory_order_relaxed) | kNoFlusher, std::memory_order_relaxed);
+  s.hot.mode.store((s.hot.mode.load(std::memory_order_relaxed) | kNoFlusher) & ~kQuick, std::memory_order_relaxed);
 }
 
 void TryHook() {
@@ -624,6 +630,11 @@ void UpdateMode(State& s, uint32_t thrift) {
   if (thrift) mode |= kThrifty;
   if (Listening()) mode |= kListening;
   if (ExactSwitch()) mode |= kExactSwitch;
+  // Told we are live: Hook's slow way sets |announced| at an agent's first
+  // event, so the quick path starts a tick later; an event that finds no
+  // agent clears it only after a tick has taken kListening, and kQuick,
+  // away.
+  if (QuickMode(mode) && s.hot.announced.load(std::memory_order_relaxed)) mode |= kQuick;
   if (mode != was) s.hot.mode.store(mode, std::memory_order_relaxed);
 }
 
