@@ -59,24 +59,22 @@ inline bool HasRdtscp() {
 inline const bool kHasRdtscp = HasRdtscp();
 #endif
 
+// The cycle counter (the file's comment), with no call, so that a caller
+// needs no stack frame for it: rdtscp, or where a hypervisor hides it,
+// rdtsc after lfence (which also waits for the instructions before it).
+// Elsewhere than x86-64, the clock (a tick is then a ns).
 #if defined(__x86_64__)
-// rdtscp itself, where kHasRdtscp says it exists: no call, so a caller
-// needs no stack frame for it.
-inline uint64_t CycleCounter() {
-  unsigned aux;
-  return __rdtscp(&aux);
+inline uint64_t Ticks() {
+  if (__builtin_expect(kHasRdtscp, 1)) {
+    unsigned aux;
+    return __rdtscp(&aux);
+  }
+  _mm_lfence();
+  return __rdtsc();
 }
 #else
-inline constexpr bool kHasRdtscp = false;
-inline uint64_t CycleCounter() { return 0; }
+inline uint64_t Ticks() { return MonotonicNs(); }
 #endif
-
-// The cycle counter (the file's comment); without rdtscp, or elsewhere
-// than x86-64, the clock (a tick is then a ns).
-inline uint64_t Ticks() {
-  if (__builtin_expect(kHasRdtscp, 1)) return CycleCounter();
-  return MonotonicNs();
-}
 
 // MeasureEmptyIntervalNs's counterpart in ticks.
 inline uint64_t MeasureEmptyIntervalTicks() {

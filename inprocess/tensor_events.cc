@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -130,6 +131,11 @@ struct State {
   size_t sent_count = 0;
 };
 static_assert(sizeof(State::Hot) <= 64, "one cache line");
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(State, hot) == 0 && offsetof(State, blocks) == 64 && alignof(State) == 128,
+              "the hot line and the block set's head line, one 128-byte pair");
+#pragma GCC diagnostic pop
 
 // At a fixed address in our .bss, built when the library is loaded (its
 // constructors run before the hook can go in, at the flusher's first tick
@@ -149,8 +155,7 @@ State& S() { return *std::launder(reinterpret_cast<State*>(state_storage)); }
 // and `record`'s switch, are seen a tick late at most.
 // A forked child has no flusher (AtForkChild): kNoFlusher, and it reads the
 // semaphores themselves. kQuick: the rest of the bits allow Hook's quick
-// path and an agent has been told we are live (QuickMode, UpdateMode), so
-// that Hook tests one bit.
+// path (QuickMode, UpdateMode), so that Hook tests one bit of them.
 constexpr uint8_t kStarting = 1, kThrifty = 2, kListening = 4, kExactSwitch = 8, kNoFlusher = 16, kQuick = 32;
 
 bool Listening(uint8_t mode) { return (mode & kNoFlusher) ? Listening() : (mode & kListening) != 0; }
@@ -436,7 +441,8 @@ inline bool QuickMode(uint8_t mode) {
 // a free of a block never sent. Counted, and their totals kept, as Record
 // would. Inlined into Hook: Record is 3 KB (its stack walk's frames on its
 // stack), and the step's work evicts whatever lines an event runs through.
-// False, and nothing changed: Record decides it. Under QuickMode only.
+// False, and nothing changed: Record decides it. Only while an agent
+// listens and allocations are sampled.
 inline bool RecordQuickly(State& s, void* ptr, int64_t delta, size_t allocated, size_t reserved, TorchDevice device) {
   const uint64_t addr = reinterpret_cast<uint64_t>(ptr);
   s.hot.lock.lock();
@@ -509,7 +515,9 @@ __attribute__((noinline)) void HookOtherwise(void* ptr, int64_t delta, size_t al
   }
   const bool timed = TimedById(s.hot.hook_calls.load(std::memory_order_relaxed));
   const uint64_t start = __builtin_expect(timed, 0) ? Ticks() : 0;
-  if (!(QuickMode(mode) && RecordQuickly(s, ptr, delta, allocated, reserved, device)))
+  // Listening: sampled unless Exact (a forked child's too, whose mode lacks
+  // kQuick).
+  if (Exact(mode) || !RecordQuickly(s, ptr, delta, allocated, reserved, device))
     Record(ptr, delta, allocated, reserved, device);
   if (__builtin_expect(timed, 0)) CountTimed(s, Ticks() - start);
   return Original()(ptr, delta, allocated, reserved, device);
@@ -519,7 +527,7 @@ __attribute__((noinline)) void HookOtherwise(void* ptr, int64_t delta, size_t al
 // and ends in PyTorch's own call. Laid out for the events of a sampled run
 // (nearly all of them: an allocation the sampler passes over, a free of a
 // block never sent): straight through on the hot line, with no stack frame
-// and no register saved, and PyTorch's call as a jump, in a few lines of
+// and one register saved, and PyTorch's call as a jump, in a few lines of
 // code. The step's work evicts those lines between events, so each is a
 // likely miss (before, PyTorch's call came first: six registers saved
 // around it, and the quick path spread over ten lines). The rest leaves by
@@ -539,19 +547,17 @@ __attribute__((noinline)) void HookOtherwise(void* ptr, int64_t delta, size_t al
 __attribute__((aligned(64))) void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved,
                                        TorchDevice device) {
   State& s = S();
-  if (__builtin_expect(delta == 0 || !(s.hot.mode.load(std::memory_order_relaxed) & kQuick), 0))
+  // |announced|, beside |mode|, is not folded into it: an event that saw no
+  // agent may clear it at any time after the flusher's tick, which would
+  // then leave a new agent's events unannounced for a tick.
+  if (__builtin_expect(delta == 0 || !(s.hot.mode.load(std::memory_order_relaxed) & kQuick) ||
+                           !s.hot.announced.load(std::memory_order_relaxed),
+                       0))
     return HookOtherwise(ptr, delta, allocated, reserved, device);
-  uint64_t start = 0;
-  if (__builtin_expect(TimedById(s.hot.hook_calls.load(std::memory_order_relaxed)), 0)) {
-    // Without rdtscp the counter is a clock call, which would cost every
-    // event a stack frame here: such a CPU's timed events go the long way.
-    if (!kHasRdtscp) return HookOtherwise(ptr, delta, allocated, reserved, device);
-    start = CycleCounter();
-  }
+  const uint64_t start = __builtin_expect(TimedById(s.hot.hook_calls.load(std::memory_order_relaxed)), 0) ? Ticks() : 0;
   if (__builtin_expect(!RecordQuickly(s, ptr, delta, allocated, reserved, device), 0))
     return HookRecord(ptr, delta, allocated, reserved, device, start);
-  if (__builtin_expect(start != 0, 0))
-    return HookTimed(ptr, delta, allocated, reserved, device, CycleCounter() - start);
+  if (__builtin_expect(start != 0, 0)) return HookTimed(ptr, delta, allocated, reserved, device, Ticks() - start);
   return s.hot.original.load(std::memory_order_acquire)(ptr, delta, allocated, reserved, device);
 }
 
@@ -630,11 +636,7 @@ void UpdateMode(State& s, uint32_t thrift) {
   if (thrift) mode |= kThrifty;
   if (Listening()) mode |= kListening;
   if (ExactSwitch()) mode |= kExactSwitch;
-  // Told we are live: Hook's slow way sets |announced| at an agent's first
-  // event, so the quick path starts a tick later; an event that finds no
-  // agent clears it only after a tick has taken kListening, and kQuick,
-  // away.
-  if (QuickMode(mode) && s.hot.announced.load(std::memory_order_relaxed)) mode |= kQuick;
+  if (QuickMode(mode)) mode |= kQuick;
   if (mode != was) s.hot.mode.store(mode, std::memory_order_relaxed);
 }
 
@@ -730,8 +732,9 @@ HookCost HookCostSoFar() {
 HookRouting HookRoutingSoFar() {
   State& s = S();
   HookRouting r;
-  // Read at exit, maybe on a thread that holds the lock (FlushTensorEvents):
-  // never waits for ever; nothing read (filter_of 0) if it stays taken.
+  // Read at exit, maybe on a thread that holds the lock (a signal handler
+  // that exits mid-record, as FlushTensorEvents allows for): never waits
+  // for ever; nothing read (filter_of 0) if it stays taken.
   int tries = 0;
   while (!s.hot.lock.try_lock()) {
     if (++tries == 1000) return r;
