@@ -9,6 +9,12 @@
  *              activity duty cycle does;
  *   none       nothing: the launch callbacks enabled once and left on, the
  *              control;
+ *   stack-sites nothing either: on once, only the callbacks gpuflame itself
+ *              enables for good (its stack sites: the driver's launches, the
+ *              runtime's graph launches, copies and memsets; not the
+ *              runtime's kernel launches),
+ *              for what CUPTI's dispatch to them costs a workload
+ *              (run_cupti_callback_cost.sh);
  *   correlation nothing switched either: the launch callbacks and kernel
  *              activity on once, and at exit which correlation IDs the
  *              nested callbacks and the kernels' records carried, and how
@@ -94,8 +100,13 @@ static const CUpti_CallbackId driver_ids[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKe
                                               CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
                                               CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
 
+/* The first kRuntimeLaunchIds of runtime_ids are the runtime's kernel
+ * launches (its graph launches follow: gpuflame takes those). */
+enum { kRuntimeLaunchIds = 6 };
+static int stack_sites_only;
+
 static void set_all(uint32_t on) {
-  for (size_t i = 0; i < sizeof(runtime_ids) / sizeof(runtime_ids[0]); i++)
+  for (size_t i = stack_sites_only ? kRuntimeLaunchIds : 0; i < sizeof(runtime_ids) / sizeof(runtime_ids[0]); i++)
     enable_cb(on, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids[i]);
   for (size_t i = 0; i < sizeof(driver_ids) / sizeof(driver_ids[0]); i++)
     enable_cb(on, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_ids[i]);
@@ -143,7 +154,7 @@ static void *toggler(void *arg) {
   const char *v = getenv("TOGGLE_US");
   const useconds_t us = v ? (useconds_t)atoi(v) : 1000;
   void (*set)(uint32_t) = strcmp(what(), "activity") == 0 ? set_activity : set_all;
-  if (strcmp(what(), "none") == 0 || correlation_mode) {
+  if (strcmp(what(), "none") == 0 || stack_sites_only || correlation_mode) {
     set_all(1);
     return NULL;
   }
@@ -204,6 +215,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     return 1;
   }
   correlation_mode = strcmp(what(), "correlation") == 0;
+  stack_sites_only = strcmp(what(), "stack-sites") == 0;
   if (strcmp(what(), "activity") == 0 || correlation_mode) {
     CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
         dlsym(lib, "cuptiActivityRegisterCallbacks");

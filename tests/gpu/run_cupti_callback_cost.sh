@@ -8,9 +8,11 @@
 # Separate processes of the launch-bound GPT (tests/gpu/train_bench.py),
 # alternated, ROUNDS times:
 #   plain     no CUPTI client;
-#   cupti     cupti_toggle.c with TOGGLE_WHAT=none: the same launch
-#             callbacks on from the start, a callback that only counts, no
-#             gpuflame: CUPTI's dispatch alone;
+#   cupti     cupti_toggle.c with TOGGLE_WHAT=stack-sites: the callbacks
+#             gpuflame enables for good (the driver's launches, the
+#             runtime's copies and memsets) on from the start, a callback
+#             that only counts, no activity, no gpuflame: CUPTI's dispatch
+#             alone;
 #   library   libgpuflame_cupti.so injected and no agent: what the library
 #             costs while nobody listens (callbacks not yet enabled).
 # Prints each run's median step and each mode's ratio to plain in its round
@@ -22,7 +24,7 @@ steps=${STEPS:-1200}
 run() {  # mode round
   local env=()
   case $1 in
-    cupti) env=(CUDA_INJECTION64_PATH="$bundle/libcupti_toggle.so" TOGGLE_WHAT=none) ;;
+    cupti) env=(CUDA_INJECTION64_PATH="$bundle/libcupti_toggle.so" TOGGLE_WHAT=stack-sites) ;;
     library) env=(CUDA_INJECTION64_PATH="$bundle/libgpuflame_cupti.so") ;;
   esac
   env "${env[@]}" timeout 120 "$py" "$here/train_bench.py" --model launch --warmup 200 --steps "$steps" \
