@@ -62,6 +62,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -878,7 +879,7 @@ KernelTimeCost KernelTimeCostSoFar() {
   // One call in kTimedOneIn is timed (by its correlation ID); the timed
   // ones' counter reads are a cost too (inprocess/self_timing.h).
   uint64_t timed_ticks = 0, timed = 0;
-  for (size_t p = 0; p < 3; p++) {
+  for (size_t p = 0; p < std::size(s.path_timed); p++) {
     timed_ticks += s.path_timed_ticks[p].load(std::memory_order_relaxed);
     timed += s.path_timed[p].load(std::memory_order_relaxed);
   }
@@ -915,7 +916,7 @@ void KernelTimeTraceCosts() {
   const char* kPaths[] = {"closed", "open", "stack"};
   std::string paths = "callbacks timed, by path:";
   const double ns_per_tick = s.tick_rate.NsPerTick();
-  for (size_t p = 0; p < 3; p++) {
+  for (size_t p = 0; p < std::size(s.path_timed); p++) {
     const uint64_t n = s.path_timed[p].load();
     const double ns = static_cast<double>(s.path_timed_ticks[p].load()) * ns_per_tick;
     std::snprintf(costs, sizeof(costs), " %s %llu (%.0f ns each, %.1f ms scaled)", kPaths[p],

@@ -15,6 +15,15 @@ class SpinLock {
     while (flag_.test_and_set(std::memory_order_acquire)) __builtin_ia32_pause();
   }
   bool try_lock() { return !flag_.test_and_set(std::memory_order_acquire); }
+  // For exit, which may run on a thread that holds the lock (a signal
+  // handler that exits mid-record): tries |spins| times, never waits for ever.
+  bool try_lock_for_spins(int spins) {
+    for (int i = 0; i < spins; i++) {
+      if (try_lock()) return true;
+      __builtin_ia32_pause();
+    }
+    return false;
+  }
   void unlock() { flag_.clear(std::memory_order_release); }
   void reset() { flag_.clear(std::memory_order_relaxed); }
 

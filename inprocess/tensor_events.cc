@@ -543,7 +543,8 @@ __attribute__((noinline)) void HookOtherwise(void* ptr, int64_t delta, size_t al
 // walked, say, charged to every free too). A timed event runs the very
 // lines the others do between its two reads: a timed path of its own would
 // be cold every time, and read high (session 33). Not in the interval: the
-// lines before the first read, and PyTorch's call.
+// lines before the first read (the hot line's miss among them: the count
+// that picks the timed events is there), and PyTorch's call.
 __attribute__((aligned(64))) void Hook(void* ptr, int64_t delta, size_t allocated, size_t reserved,
                                        TorchDevice device) {
   State& s = S();
@@ -732,14 +733,8 @@ HookCost HookCostSoFar() {
 HookRouting HookRoutingSoFar() {
   State& s = S();
   HookRouting r;
-  // Read at exit, maybe on a thread that holds the lock (a signal handler
-  // that exits mid-record, as FlushTensorEvents allows for): never waits
-  // for ever; nothing read (filter_of 0) if it stays taken.
-  int tries = 0;
-  while (!s.hot.lock.try_lock()) {
-    if (++tries == 1000) return r;
-    __builtin_ia32_pause();
-  }
+  // Read at exit: nothing (filter_of 0) if the lock stays taken.
+  if (!s.hot.lock.try_lock_for_spins(1000)) return r;
   r.recorded = s.recorded;
   r.blocks = s.blocks.size();
   r.slots = s.blocks.capacity();
@@ -808,17 +803,11 @@ void SendOomReport(uint64_t bytes, size_t allocated, size_t reserved, TorchDevic
 
 void FlushTensorEvents() {
   State& s = S();
-  // exit() may run on a thread that holds the lock (a signal handler that
-  // exits mid-record): try for a while, never wait forever.
-  for (int i = 0; i < 1000; i++) {
-    if (s.hot.lock.try_lock()) {
-      AppendTotalsIfUnsentLocked(s);
-      SendLocked(s);
-      s.hot.lock.unlock();
-      return;
-    }
-    __builtin_ia32_pause();
-  }
+  // exit() may run on a thread that holds the lock: try for a while.
+  if (!s.hot.lock.try_lock_for_spins(1000)) return;
+  AppendTotalsIfUnsentLocked(s);
+  SendLocked(s);
+  s.hot.lock.unlock();
 }
 
 }  // namespace gpuflame::inprocess
