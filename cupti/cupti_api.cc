@@ -49,6 +49,7 @@ std::string CuptiApi::Load() {
     return "libcupti lacks an entry point gpuflame needs";
   get(ActivitySetAttribute, "cuptiActivitySetAttribute");
   get(ActivityFlushPeriod, "cuptiActivityFlushPeriod");
+  get(Finalize, "cuptiFinalize");
   return "";
 }
 

@@ -25,6 +25,8 @@ struct CuptiApi {
   // Optional (the tuning knobs, activity_tuning.h): absent, left at CUPTI's defaults.
   decltype(&cuptiActivitySetAttribute) ActivitySetAttribute = nullptr;
   decltype(&cuptiActivityFlushPeriod) ActivityFlushPeriod = nullptr;
+  // Optional: absent, CUPTI stays attached after the last agent leaves.
+  decltype(&cuptiFinalize) Finalize = nullptr;
 
   // Finds CUPTI: an already loaded libcupti.so.13 (PyTorch's), the loader's
   // search path, then $GPUFLAME_CUPTI_PATH. Empty string on success, else why not.

@@ -44,10 +44,13 @@
 //  - the first GPUFLAME_STARTUP_S (default 5) of the process are seen whole.
 // With no agent attached the probes' semaphores are down: callbacks and
 // activity are off, so the library costs the workload nothing until an agent
-// first attaches; after it leaves, activity goes off and what stays is
-// CUPTI's dispatch of the launch callbacks to a callback that reads one
-// line and returns (Gate: the same as in an agent's ticks that ask nothing
-// of a launch; checked every tick).
+// first attaches. After it leaves, activity goes off at once; the launch
+// callbacks stay on, and CUPTI's dispatch to a callback that returns at once
+// may cost a launch-bound step a few percent (README, Measured). With
+// GPUFLAME_CUPTI_DETACH_S=N, CUPTI itself is detached (cuptiFinalize) N s
+// after the last agent left, at the exit of the next call whose callback is
+// on, as CUPTI's documentation asks (Detach), and a later agent subscribes
+// again. Default 0, never: not yet run on a GPU.
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 // CUPTI is found at run time (cupti_api.cc); only its headers are needed
@@ -113,6 +116,12 @@ struct State {
   uint16_t activity_weight = 0;  // of the open window
   uint64_t window_open_ns = 0;   // CUPTI's clock; 0: none open (or its time unread)
   bool tracing = false;          // an agent listens
+  // CUPTI's detach after the last agent left (Detach): how long after (0:
+  // never), since when none listens, and what was said of it.
+  uint64_t detach_after_ns = 0;
+  uint64_t gone_since_ns = 0;
+  uint64_t resubscribe_at_ns = 0;  // a failed subscription's retry
+  uint32_t detaches = 0;
   // What switching costs (GPUFLAME_CUPTI_DEBUG prints it at exit): the
   // workload's launches may wait on CUPTI's locks meanwhile.
   uint64_t toggles = 0, toggle_ns = 0, toggle_max_ns = 0;
@@ -185,8 +194,29 @@ struct alignas(64) Gate {
   // outermost call of a runtime launch is the driver's, whose span would
   // bear the driver's name. Set once, by the flusher.
   std::atomic<bool> spans_ready{false};
+  // CUPTI's detach (Detach): the flusher asks, the exit of the next call
+  // whose callback is on carries it out, and the flusher subscribes again
+  // for a later agent.
+  std::atomic<uint8_t> detach{0};
 };
 Gate gate;
+
+// Gate::detach's states. Only the flusher moves kAttached to kAsked and back
+// (a new agent before any callback took it), and kDetached or kFailed to
+// kAttached; only a callback moves kAsked through kDetaching to kDetached or
+// kFailed. Nothing calls CUPTI but that callback from kAsked on.
+enum DetachState : uint8_t { kAttached, kAsked, kDetaching, kDetached, kFailed };
+
+// CUPTI's detach, asked by the flusher once the last agent has been gone
+// GPUFLAME_CUPTI_DETACH_S: at an API call's exit, as cuptiFinalize's
+// documentation asks (elsewhere the client must see that no CUDA call and
+// no buffer flush runs meanwhile, which a library inside another program
+// cannot). Activity went off when the agent left; what it recorded since the
+// last flush goes out first (no agent takes it). On the calling thread, once:
+// the workload's call waits for it.
+__attribute__((noinline, cold)) void Detach();
+
+bool CuptiAttached() { return gate.detach.load(std::memory_order_acquire) == kAttached; }
 
 State& S() {
   static State* s = new State();  // never destroyed: CUPTI may call back during exit
@@ -201,7 +231,8 @@ void FireActiveWithClock() {
   if (!StatusProbeOn()) return;
   const uint64_t before = NowNs();
   uint64_t cupti_ns = 0;
-  const bool read = S().api.GetTimestamp && S().api.GetTimestamp(&cupti_ns) == CUPTI_SUCCESS;
+  // No call into CUPTI while it detaches: the clock pair comes with a later flush.
+  const bool read = CuptiAttached() && S().api.GetTimestamp && S().api.GetTimestamp(&cupti_ns) == CUPTI_SUCCESS;
   const uint64_t after = NowNs();
   if (read) FireStatus(GF_CUPTI_ACTIVE, cupti_ns, before, after);
   else FireStatus(GF_CUPTI_ACTIVE);
@@ -509,6 +540,10 @@ CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
       gate.launched.store(true, std::memory_order_relaxed);
     return CallbackPath::kClosed;
   }
+  if (__builtin_expect(gate.detach.load(std::memory_order_relaxed) != kAttached, 0)) {
+    if (cb->callbackSite == CUPTI_API_EXIT) Detach();
+    return CallbackPath::kOpen;
+  }
   const bool launch = IsLaunch(domain, cbid);
   if (launch && !gate.launched.load(std::memory_order_relaxed)) gate.launched.store(true, std::memory_order_relaxed);
   if (!launch && !IsMemoryCall(domain, cbid)) return CallbackPath::kOpen;
@@ -568,6 +603,81 @@ CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   return CallbackPath::kStack;
 }
 
+void Detach() {
+  uint8_t asked = kAsked;
+  if (!gate.detach.compare_exchange_strong(asked, kDetaching, std::memory_order_acq_rel)) return;
+  State& s = S();
+  if (s.activity_registered.load(std::memory_order_relaxed)) s.api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  const CUptiResult r = s.api.Finalize();
+  gate.detach.store(r == CUPTI_SUCCESS ? kDetached : kFailed, std::memory_order_release);
+}
+
+// While no agent listens: asks for CUPTI's detach once the last one has
+// been gone long enough, if anything of CUPTI's is on. Flusher thread,
+// after activity went off.
+void AskDetach(uint64_t now_ns) {
+  State& s = S();
+  if (!s.detach_after_ns || !s.api.Finalize || !CuptiAttached()) return;
+  if (!s.callbacks_enabled && !s.memory_callbacks_enabled && !s.runtime_launches_enabled &&
+      !s.activity_registered.load(std::memory_order_relaxed))
+    return;  // nothing on: the subscription alone
+  if (now_ns - s.gone_since_ns < s.detach_after_ns) return;
+  Trace("no agent for GPUFLAME_CUPTI_DETACH_S: CUPTI detaches at the next call's exit");
+  gate.detach.store(kAsked, std::memory_order_release);
+}
+
+// What a detach leaves: said once it is done. Flusher thread.
+void SayDetached() {
+  State& s = S();
+  const uint8_t d = gate.detach.load(std::memory_order_acquire);
+  if (d == kFailed) {
+    Say("cuptiFinalize failed: CUPTI stays attached, its callbacks' dispatch with it");
+    s.detach_after_ns = 0;  // not asked again
+    gate.detach.store(kAttached, std::memory_order_release);
+  } else if (d == kDetached && s.subscriber) {
+    s.subscriber = nullptr;
+    s.detaches++;
+    Trace("CUPTI detached");
+  }
+}
+
+// CUPTI for a new agent: a detach asked and not yet taken is called off; one
+// done is undone by subscribing again, with nothing enabled (the callbacks
+// and activity go on as the agent's ticks ask). False while CUPTI is not
+// there (a detach under way, or another client subscribed meanwhile: tried
+// again every 10 s). Flusher thread.
+bool Reattach(uint64_t now_ns) {
+  State& s = S();
+  uint8_t d = kAsked;
+  if (gate.detach.compare_exchange_strong(d, kAttached, std::memory_order_acq_rel) || d == kAttached) return true;
+  SayDetached();
+  d = gate.detach.load(std::memory_order_acquire);
+  if (d == kAttached) return true;
+  if (d != kDetached || now_ns < s.resubscribe_at_ns) return false;
+  s.callbacks_enabled = s.memory_callbacks_enabled = s.runtime_launches_enabled = false;
+  s.activity_registered.store(false, std::memory_order_relaxed);
+  s.window_open_ns = 0;
+  gate.spans_ready.store(false, std::memory_order_relaxed);
+  const CUptiResult r = s.api.Subscribe(&s.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
+  if (r != CUPTI_SUCCESS) {
+    s.subscriber = nullptr;
+    FireStatus(r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? GF_CUPTI_OTHER_SUBSCRIBER : GF_CUPTI_FAILED);
+    if (!s.resubscribe_at_ns) {  // said once
+      const char* msg = nullptr;
+      s.api.GetResultString(r, &msg);
+      Say((std::string("kernel time off until CUPTI can be subscribed to again (tried every 10 s): cuptiSubscribe: ") +
+           (msg ? msg : "error"))
+              .c_str());
+    }
+    s.resubscribe_at_ns = now_ns + 10'000'000'000;
+    return false;
+  }
+  ApplyTuning();
+  gate.detach.store(kAttached, std::memory_order_release);
+  Trace("CUPTI subscribed again for a new agent");
+  return true;
+}
+
 void SetCallbacks(bool on);
 void EnableCallbacks();
 void EnableRuntimeLaunchCallbacks();
@@ -616,9 +726,9 @@ __attribute__((used, noinline)) void KernelTimeExactSite() { DTRACE_PROBE(gpufla
 // the switches it follows, so that what the callbacks find behind it is set
 // up. Flusher thread (and start-up, before it runs).
 void SetGate(bool activity_next) {
-  const bool open =
-      ApiProbeOn() || (LaunchProbeOn() && (launch_window.load(std::memory_order_relaxed) ||
-                                           activity_now.load(std::memory_order_relaxed) || activity_next));
+  const bool open = gate.detach.load(std::memory_order_relaxed) == kAsked || ApiProbeOn() ||
+                    (LaunchProbeOn() && (launch_window.load(std::memory_order_relaxed) ||
+                                         activity_now.load(std::memory_order_relaxed) || activity_next));
   if (open == gate.open.load(std::memory_order_relaxed)) return;
   // Depths counted before it closed are stale: a call may have ended since.
   if (open) gate.epoch.fetch_add(1, std::memory_order_relaxed);
@@ -649,11 +759,18 @@ void Switch(uint64_t now_ns) {
   const bool listening = BatchProbeOn() || LaunchProbeOn();
   if (listening != s.tracing) {
     s.tracing = listening;
+    s.gone_since_ns = now_ns;
     Trace(listening ? "agent attached: tracing launches and activity" : "agent gone: tracing off");
   }
   if (!listening) {
     SetCallbacks(false);
-    SetActivity(false, 0);
+    if (CuptiAttached()) SetActivity(false, 0);
+    SayDetached();
+    AskDetach(now_ns);
+    return;
+  }
+  if (!Reattach(now_ns)) {
+    SetCallbacks(false);
     return;
   }
   DrainApiSpans();
@@ -719,7 +836,7 @@ void CheckCorrelation(uint64_t now_ns) {
 
 // Once a tick, on the flusher.
 void Control(uint64_t now_ns) {
-  CheckCorrelation(now_ns);
+  if (CuptiAttached()) CheckCorrelation(now_ns);
   Switch(now_ns);
   ThriftActivity();
   const State& s = S();
@@ -815,6 +932,8 @@ bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
   // to [launch stack not sampled]) and GPUFLAME_ACTIVITY=0 (no kernel time).
   s.callbacks_wanted = EnvNumber("GPUFLAME_LAUNCH_CALLBACKS", 1) != 0;
   s.activity_wanted = EnvNumber("GPUFLAME_ACTIVITY", 1) != 0;
+  s.detach_after_ns =
+      static_cast<uint64_t>(std::clamp(EnvNumber("GPUFLAME_CUPTI_DETACH_S", 0), 0.0, 30.0 * 86400) * 1e9);
   const uint64_t seed = NowNs() ^ (static_cast<uint64_t>(getpid()) << 32);
   // Every launch wanted: callbacks always on.
   const auto launch_one_in = s.launch_rate == 0 ? 1u : static_cast<uint32_t>(EnvNumber("GPUFLAME_LAUNCH_ONE_IN", 10));
@@ -864,7 +983,7 @@ void KernelTimeFlush() {
   // semaphore counts probe sites, not tracers). One probe hit a period.
   // With it, where CUPTI's clock is now, for the records this flush brings.
   FireActiveWithClock();
-  if (s.activity_registered) {
+  if (s.activity_registered && CuptiAttached()) {
     Trace("flush");
     s.api.ActivityFlushAll(0);
   }
@@ -889,7 +1008,13 @@ KernelTimeCost KernelTimeCostSoFar() {
           s.cupti_overhead_ns.load(std::memory_order_relaxed)};
 }
 
-bool KernelTimeNeedsFinalFlush() { return S().activity_registered; }
+bool KernelTimeNeedsFinalFlush() {
+  // A detach asked and not yet taken is called off (no CUPTI call may race
+  // the flush); one under way or done leaves nothing to flush.
+  uint8_t asked = kAsked;
+  gate.detach.compare_exchange_strong(asked, kAttached, std::memory_order_acq_rel);
+  return S().activity_registered && CuptiAttached();
+}
 
 void KernelTimeLastApiSpans() {
   if (S().on) DrainApiSpans();
@@ -907,10 +1032,10 @@ void KernelTimeTraceCosts() {
   std::snprintf(
       costs, sizeof(costs),
       "%llu switches of callbacks/activity, %.1f us in all, longest %.1f us; CUPTI's own overhead records: %.1f ms; "
-      "NCCL kernel launches taken: %llu",
+      "NCCL kernel launches taken: %llu; CUPTI detached %u times",
       static_cast<unsigned long long>(s.toggles), static_cast<double>(s.toggle_ns) / 1e3,
       static_cast<double>(s.toggle_max_ns) / 1e3, static_cast<double>(s.cupti_overhead_ns.load()) / 1e6,
-      static_cast<unsigned long long>(s.nccl_launches.load()));
+      static_cast<unsigned long long>(s.nccl_launches.load()), s.detaches);
   Trace(costs);
   // Where the callbacks' time went, of the timed ones (one in kTimedOneIn).
   const char* kPaths[] = {"closed", "open", "stack"};

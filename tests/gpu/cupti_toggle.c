@@ -15,12 +15,25 @@
  *              runtime's kernel launches),
  *              for what CUPTI's dispatch to them costs a workload
  *              (run_cupti_callback_cost.sh);
+ *   driver-launches the driver's kernel and graph launches alone, on
+ *              once: whether the dispatch's cost is per enabled call or per
+ *              domain;
+ *   activity-once kernel, memcpy and memset activity on from the start and
+ *              off, once, TOGGLE_OFF_AFTER_MS (default 3000) later, no
+ *              callbacks: whether activity leaves a cost behind it;
+ *   subscribe  subscribed and nothing enabled: what a subscriber alone
+ *              costs (run_cupti_callback_cost.sh);
  *   correlation nothing switched either: the launch callbacks and kernel
  *              activity on once, and at exit which correlation IDs the
  *              nested callbacks and the kernels' records carried, and how
  *              many launches reached the driver with no runtime call
  *              around them (cuBLAS's, Triton's, NCCL's): what launch
  *              stacks taken in the driver domain alone would join.
+ * With TOGGLE_OFF_AFTER_CALLS=N (stack-sites only) the toggler undoes it
+ * once, when the callback has run N times, by TOGGLE_OFF_HOW: disable (the
+ * callbacks switched off), unsubscribe (cuptiUnsubscribe) or finalize
+ * (cuptiFinalize, CUPTI's detach, from a callback at an API call's exit): whether what the callbacks cost leaves
+ * with them, which decides whether an agent's leaving can end it.
  * Its callback only counts (and, for correlation, keeps the first few). If the workload crashes under this alone, the
  * crash is CUPTI's switching while launches run, not gpuflame's code. */
 #define _GNU_SOURCE
@@ -50,10 +63,20 @@ static unsigned long seen_n, driver_outermost, driver_nested, kernel_n;
 static uint32_t kernels[kSeen];
 static int correlation_mode;
 
+/* TOGGLE_OFF_HOW=finalize: 1 asked, 2 under way, 3 done, 4 failed. */
+static int detach;
+static CUptiResult (*finalize)(void);
+
 static void CUPTIAPI on_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
   (void)u;
   const CUpti_CallbackData *c = data;
   __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+  int asked = 1;
+  if (c->callbackSite == CUPTI_API_EXIT && __atomic_load_n(&detach, __ATOMIC_ACQUIRE) == 1 &&
+      __atomic_compare_exchange_n(&detach, &asked, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    __atomic_store_n(&detach, finalize() == CUPTI_SUCCESS ? 3 : 4, __ATOMIC_RELEASE);
+    return;
+  }
   if (correlation_mode) {
     const unsigned long i = __atomic_fetch_add(&seen_n, 1, __ATOMIC_RELAXED);
     if (i < kSeen) {
@@ -103,10 +126,11 @@ static const CUpti_CallbackId driver_ids[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKe
 /* The first kRuntimeLaunchIds of runtime_ids are the runtime's kernel
  * launches (its graph launches follow: gpuflame takes those). */
 enum { kRuntimeLaunchIds = 6 };
-static int stack_sites_only;
+static int stack_sites_only, driver_only;
 
 static void set_all(uint32_t on) {
-  for (size_t i = stack_sites_only ? kRuntimeLaunchIds : 0; i < sizeof(runtime_ids) / sizeof(runtime_ids[0]); i++)
+  for (size_t i = stack_sites_only ? kRuntimeLaunchIds : 0;
+       !driver_only && i < sizeof(runtime_ids) / sizeof(runtime_ids[0]); i++)
     enable_cb(on, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids[i]);
   for (size_t i = 0; i < sizeof(driver_ids) / sizeof(driver_ids[0]); i++)
     enable_cb(on, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_ids[i]);
@@ -147,6 +171,32 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 static int stopping;
 static pthread_t toggler_thread;
 
+static CUptiResult (*flush_all)(uint32_t);
+static CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
+static const char *undone = "";
+
+/* One switch, once the workload is well into its launches. */
+static void undo_after(unsigned long n) {
+  while (!__atomic_load_n(&stopping, __ATOMIC_ACQUIRE) && __atomic_load_n(&calls, __ATOMIC_RELAXED) < n) usleep(10000);
+  if (__atomic_load_n(&stopping, __ATOMIC_ACQUIRE)) return;
+  const char *how = getenv("TOGGLE_OFF_HOW") ? getenv("TOGGLE_OFF_HOW") : "disable";
+  CUptiResult r = CUPTI_SUCCESS;
+  if (strcmp(how, "unsubscribe") == 0) {
+    set_all(0);
+    r = unsubscribe(sub);
+  } else if (strcmp(how, "finalize") == 0) {
+    /* The way cuptiFinalize's documentation asks: from a callback, at an
+     * API call's exit (on_cb). */
+    __atomic_store_n(&detach, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&stopping, __ATOMIC_ACQUIRE) && __atomic_load_n(&detach, __ATOMIC_ACQUIRE) < 3)
+      usleep(1000);
+    r = __atomic_load_n(&detach, __ATOMIC_ACQUIRE) == 3 ? CUPTI_SUCCESS : CUPTI_ERROR_UNKNOWN;
+  } else {
+    set_all(0);
+  }
+  undone = r == CUPTI_SUCCESS ? how : "failed";
+}
+
 static const char *what(void) { return getenv("TOGGLE_WHAT") ? getenv("TOGGLE_WHAT") : "callbacks"; }
 
 static void *toggler(void *arg) {
@@ -154,8 +204,20 @@ static void *toggler(void *arg) {
   const char *v = getenv("TOGGLE_US");
   const useconds_t us = v ? (useconds_t)atoi(v) : 1000;
   void (*set)(uint32_t) = strcmp(what(), "activity") == 0 ? set_activity : set_all;
-  if (strcmp(what(), "none") == 0 || stack_sites_only || correlation_mode) {
+  if (strcmp(what(), "subscribe") == 0) return NULL;
+  if (strcmp(what(), "activity-once") == 0) {
+    const char *ms = getenv("TOGGLE_OFF_AFTER_MS");
+    set_activity(1);
+    for (long left = ms ? atol(ms) : 3000; left > 0 && !__atomic_load_n(&stopping, __ATOMIC_ACQUIRE); left -= 10)
+      usleep(10000);
+    set_activity(0);
+    undone = "disable";
+    return NULL;
+  }
+  if (strcmp(what(), "none") == 0 || stack_sites_only || driver_only || correlation_mode) {
     set_all(1);
+    const char *off = getenv("TOGGLE_OFF_AFTER_CALLS");
+    if (off && stack_sites_only) undo_after(strtoul(off, NULL, 10));
     return NULL;
   }
   while (!__atomic_load_n(&stopping, __ATOMIC_ACQUIRE)) {
@@ -166,8 +228,6 @@ static void *toggler(void *arg) {
   }
   return NULL;
 }
-
-static CUptiResult (*flush_all)(uint32_t);
 
 static void report(void) {
   __atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
@@ -183,8 +243,8 @@ static void report(void) {
     fprintf(stderr, "\ncupti_toggle: %lu kernel records; driver launches: %lu outermost, %lu inside a runtime call\n",
             kernel_n, driver_outermost, driver_nested);
   }
-  fprintf(stderr, "cupti_toggle: %lu toggles, %lu callbacks, %lu exits without their enter\n", toggles, calls,
-          exits_without_enter);
+  fprintf(stderr, "cupti_toggle: %lu toggles, %lu callbacks, %lu exits without their enter%s%s\n", toggles, calls,
+          exits_without_enter, *undone ? ", undone by " : "", undone);
 }
 
 static int find_cudart(struct dl_phdr_info *info, size_t size, void *out) {
@@ -210,13 +270,16 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   }
   CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *) = dlsym(lib, "cuptiSubscribe");
   enable_cb = dlsym(lib, "cuptiEnableCallback");
+  unsubscribe = dlsym(lib, "cuptiUnsubscribe");
+  finalize = dlsym(lib, "cuptiFinalize");
   if (!subscribe || !enable_cb || subscribe(&sub, on_cb, NULL) != CUPTI_SUCCESS) {
     fprintf(stderr, "cupti_toggle: cuptiSubscribe failed\n");
     return 1;
   }
   correlation_mode = strcmp(what(), "correlation") == 0;
   stack_sites_only = strcmp(what(), "stack-sites") == 0;
-  if (strcmp(what(), "activity") == 0 || correlation_mode) {
+  driver_only = strcmp(what(), "driver-launches") == 0;
+  if (strcmp(what(), "activity") == 0 || strcmp(what(), "activity-once") == 0 || correlation_mode) {
     CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
         dlsym(lib, "cuptiActivityRegisterCallbacks");
     activity_enable = dlsym(lib, "cuptiActivityEnable");

@@ -8,38 +8,57 @@
 # Separate processes of the launch-bound GPT (tests/gpu/train_bench.py),
 # alternated, ROUNDS times:
 #   plain     no CUPTI client;
+#   subscribe cupti_toggle.c subscribed, nothing enabled;
 #   cupti     cupti_toggle.c with TOGGLE_WHAT=stack-sites: the callbacks
 #             gpuflame enables for good (the driver's launches, the
 #             runtime's copies and memsets) on from the start, a callback
 #             that only counts, no activity, no gpuflame: CUPTI's dispatch
 #             alone;
+#   driver    cupti_toggle.c with the driver's launches alone on;
+#   off-disable, off-unsubscribe, off-finalize
+#             as cupti, then undone once, by that means, some 130 warm-up
+#             steps in (before the steps measured): whether the cost leaves
+#             with the callbacks, as it must for an agent's leaving to end it;
+#   activity-once
+#             cupti_toggle.c with kernel, copy and memset activity on for
+#             the first 3 s (start-up and warm-up) and then off, no
+#             callbacks: whether activity leaves a cost behind it (PyTorch
+#             saw steps slower after its profiler ended: pytorch#144455);
 #   library   libgpuflame_cupti.so injected and no agent: what the library
 #             costs while nobody listens (callbacks not yet enabled).
-# Prints each run's median step and each mode's ratio to plain in its round
+# Prints each run's median step (of its later half) and each mode's ratio to plain in its round
 # ("nan" where a run failed: its .err under $OUT says why).
 # With the bundle from scripts/gpu-bundle.sh in .carry/; output under $OUT.
-#   ROUNDS (2), STEPS (1200)
+#   ROUNDS (2), STEPS (1200), MODES (all of the above, in that order)
 GF_OUT_SUFFIX=/cupti-callback-cost . "$(dirname "$0")/common.sh"
 steps=${STEPS:-1200}
+modes=${MODES:-plain subscribe cupti driver off-disable off-unsubscribe off-finalize activity-once library}
 run() {  # mode round
   local env=()
   case $1 in
+    subscribe) env=(CUDA_INJECTION64_PATH="$bundle/libcupti_toggle.so" TOGGLE_WHAT=subscribe) ;;
     cupti) env=(CUDA_INJECTION64_PATH="$bundle/libcupti_toggle.so" TOGGLE_WHAT=stack-sites) ;;
+    driver) env=(CUDA_INJECTION64_PATH="$bundle/libcupti_toggle.so" TOGGLE_WHAT=driver-launches) ;;
+    # Each launch is two callbacks (enter, exit), some 570 launches a step.
+    off-*) env=(CUDA_INJECTION64_PATH="$bundle/libcupti_toggle.so" TOGGLE_WHAT=stack-sites
+                TOGGLE_OFF_AFTER_CALLS=150000 TOGGLE_OFF_HOW="${1#off-}") ;;
+    activity-once) env=(CUDA_INJECTION64_PATH="$bundle/libcupti_toggle.so" TOGGLE_WHAT=activity-once) ;;
     library) env=(CUDA_INJECTION64_PATH="$bundle/libgpuflame_cupti.so") ;;
   esac
   env "${env[@]}" timeout 120 "$py" "$here/train_bench.py" --model launch --warmup 200 --steps "$steps" \
-      > "$out/$1-$2.json" 2> "$out/$1-$2.err"
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step_ms_median"])' "$out/$1-$2.json" 2>/dev/null ||
-      echo nan
+      --step-log "$out/$1-$2.steps" > "$out/$1-$2.json" 2> "$out/$1-$2.err"
+  # The later half's median: well after any switch of the modes above.
+  python3 -c 'import statistics,sys; ms = [float(l.split()[1]) for l in open(sys.argv[1])]
+print(statistics.median(ms[len(ms) // 2:]))' "$out/$1-$2.steps" 2>/dev/null || echo nan
 }
 for r in $(seq "${ROUNDS:-2}"); do
-  plain=$(run plain "$r"); cupti=$(run cupti "$r"); library=$(run library "$r")
-  python3 - "$r" "$plain" "$cupti" "$library" <<'PY'
-import sys
-r, plain, cupti, library = sys.argv[1], *map(float, sys.argv[2:])
-print(f"round {r}: plain {plain:.3f} ms, cupti {cupti:.3f} ms (x{cupti / plain:.3f}), "
-      f"library {library:.3f} ms (x{library / plain:.3f})")
-PY
-  grep -h "cupti_toggle: [0-9]" "$out/cupti-$r.err" | tail -1
+  line="round $r:" plain=
+  for m in $modes; do
+    ms=$(run "$m" "$r")
+    [ -z "$plain" ] && plain=$ms
+    line+=$(python3 -c 'import sys; m, a, b = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]); print(f" {m} {a:.3f} ms (x{a / b:.3f})")' "$m" "$ms" "$plain")
+    grep -h "cupti_toggle: [0-9]" "$out/$m-$r.err" 2>/dev/null | tail -1
+  done
+  echo "$line"
 done
 exit 0

@@ -64,14 +64,18 @@ inline uint64_t SymbolValue(const std::string& path, const char* name) {
 }
 
 // What the kernel does to a USDT semaphore when a tracer attaches: raises
-// |name| in the copy of |library| this process has loaded.
-inline bool RaiseSemaphore(const std::string& library, const char* name) {
+// |name| in the copy of |library| this process has loaded (by |by|: -1 is
+// the tracer's leaving).
+inline bool RaiseSemaphore(const std::string& library, const char* name, short by = 1) {
   const uintptr_t base = LoadBase(library);
   const uint64_t at = SymbolValue(library, name);
   if (!base || !at) return false;
-  __atomic_add_fetch(reinterpret_cast<unsigned short*>(base + at), 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(reinterpret_cast<unsigned short*>(base + at), static_cast<unsigned short>(by), __ATOMIC_RELAXED);
   return true;
 }
+
+// What the kernel does when that tracer leaves.
+inline bool LowerSemaphore(const std::string& library, const char* name) { return RaiseSemaphore(library, name, -1); }
 
 }  // namespace gpuflame::testing
 

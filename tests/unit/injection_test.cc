@@ -55,6 +55,9 @@ struct Sim {
   int (*enabling)() = nullptr;
   size_t (*delivered)() = nullptr;
   size_t (*switched_off)() = nullptr;
+  size_t (*finalized)() = nullptr;
+  size_t (*delivered_since_detach)() = nullptr;
+  size_t (*calls_while_detached)() = nullptr;
 };
 
 Sim LoadSim() {
@@ -65,16 +68,38 @@ Sim LoadSim() {
   sim.enabling = reinterpret_cast<decltype(sim.enabling)>(dlsym(RTLD_DEFAULT, "gf_sim_cupti_enabling"));
   sim.delivered = reinterpret_cast<decltype(sim.delivered)>(dlsym(RTLD_DEFAULT, "gf_sim_cupti_delivered"));
   sim.switched_off = reinterpret_cast<decltype(sim.switched_off)>(dlsym(RTLD_DEFAULT, "gf_sim_cupti_switched_off"));
+  sim.finalized = reinterpret_cast<decltype(sim.finalized)>(dlsym(RTLD_DEFAULT, "gf_sim_cupti_finalized"));
+  sim.delivered_since_detach = reinterpret_cast<decltype(sim.delivered_since_detach)>(
+      dlsym(RTLD_DEFAULT, "gf_sim_cupti_delivered_since_detach"));
+  sim.calls_while_detached =
+      reinterpret_cast<decltype(sim.calls_while_detached)>(dlsym(RTLD_DEFAULT, "gf_sim_cupti_calls_while_detached"));
   return sim;
 }
 
 bool RaiseSemaphore(const char* name) { return gpuflame::testing::RaiseSemaphore(ChildLib(), name); }
+bool LowerSemaphore(const char* name) { return gpuflame::testing::LowerSemaphore(ChildLib(), name); }
+
+void Launch(const Sim& sim) { sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr); }
+
+// Launches, a millisecond apart, until |done| or |within| has passed;
+// whether |done|.
+template <typename Done>
+bool LaunchUntil(const Sim& sim, Done done, std::chrono::milliseconds within = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    Launch(sim);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 // cuInit on the simulated driver loads the library (CUDA_INJECTION64_PATH),
 // then an agent "attaches": callbacks and activity follow the duty cycles.
 Sim StartTraced() {
   Sim sim = LoadSim();
-  if (!sim.cu_init || !sim.launch || !sim.enabling || !sim.delivered || !sim.switched_off) {
+  if (!sim.cu_init || !sim.launch || !sim.enabling || !sim.delivered || !sim.switched_off || !sim.finalized ||
+      !sim.delivered_since_detach || !sim.calls_while_detached) {
     ADD_FAILURE() << "the simulated CUDA runtime or CUPTI is missing in " GPUFLAME_SIM_DIR;
     return sim;
   }
@@ -268,6 +293,46 @@ TEST(InjectionChild, ForkedChildExits) {
   EXPECT_LT(took, std::chrono::milliseconds(1500)) << "the forked child's exit waited for a flusher it does not have";
 }
 
+// An agent attaches, leaves, comes back and leaves again while the
+// workload launches: each time it has been gone GPUFLAME_CUPTI_DETACH_S
+// CUPTI is detached (the callbacks' dispatch goes with it) at a launch's
+// exit, and the agent's return subscribes again, callbacks and all.
+TEST(InjectionChild, DetachesWhenTheAgentLeaves) {
+  CHILD_ONLY();
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  for (int visit = 1; visit <= 2; visit++) {
+    SCOPED_TRACE("visit " + std::to_string(visit));
+    ASSERT_TRUE(LaunchUntil(sim, [&] { return sim.delivered_since_detach() > 0; }))
+        << "the launch callbacks never went on";
+    ASSERT_TRUE(LowerSemaphore("gpuflame_launch_semaphore"));
+    ASSERT_TRUE(LaunchUntil(sim, [&] { return sim.finalized() == static_cast<size_t>(visit); }))
+        << "CUPTI was not detached after the agent left";
+    for (int i = 0; i < 200; i++) Launch(sim);
+    EXPECT_EQ(sim.delivered_since_detach(), 0u) << "callbacks after the detach";
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the flusher's ticks, detached
+    EXPECT_EQ(sim.calls_while_detached(), 0u) << "a call into CUPTI while it was detached";
+    ASSERT_TRUE(RaiseSemaphore("gpuflame_launch_semaphore"));
+  }
+  ASSERT_TRUE(LaunchUntil(sim, [&] { return sim.delivered_since_detach() > 0; }))
+      << "the third agent never got the callbacks back";
+  EXPECT_EQ(sim.switched_off(), 0u) << "launch callbacks were switched off while threads launched";
+}
+
+// GPUFLAME_CUPTI_DETACH_S=0: CUPTI stays, its callbacks on, after the agent.
+TEST(InjectionChild, StaysAttachedWhenTold) {
+  CHILD_ONLY();
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  ASSERT_TRUE(LaunchUntil(sim, [&] { return sim.delivered() > 0; })) << "the launch callbacks never went on";
+  ASSERT_TRUE(LowerSemaphore("gpuflame_launch_semaphore"));
+  EXPECT_FALSE(LaunchUntil(
+      sim, [&] { return sim.finalized() > 0; }, std::chrono::milliseconds(1000)));
+  const size_t before = sim.delivered();
+  for (int i = 0; i < 100; i++) Launch(sim);
+  EXPECT_EQ(sim.delivered() - before, 200u) << "the driver's entry and exit, each launch";
+}
+
 // ---- in the parent ----
 
 const std::vector<std::string> kCallbacksOnly = {
@@ -339,6 +404,18 @@ TEST(InjectionTest, NoCuptiCallAfterTheLibrarysExitHandler) {
 TEST(InjectionTest, AForkedChildExitsWithoutWaitingForTheParentsFlusher) {
   // Activity always on: the exit's final flush is due.
   ExpectChildPasses("ForkedChildExits", {"GPUFLAME_STARTUP_S=0", "GPUFLAME_ACTIVITY_ONE_IN=1"});
+}
+
+TEST(InjectionTest, CuptiDetachesAfterTheAgentLeavesAndComesBackWithTheNext) {
+  std::vector<std::string> env = kCallbacksOnly;
+  env.push_back("GPUFLAME_CUPTI_DETACH_S=0.3");
+  ExpectChildPasses("DetachesWhenTheAgentLeaves", env);
+}
+
+TEST(InjectionTest, CuptiStaysAttachedWithDetachOff) {
+  std::vector<std::string> env = kCallbacksOnly;
+  env.push_back("GPUFLAME_CUPTI_DETACH_S=0");
+  ExpectChildPasses("StaysAttachedWhenTold", env);
 }
 
 }  // namespace
