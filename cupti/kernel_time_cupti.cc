@@ -46,11 +46,13 @@
 // activity are off, so the library costs the workload nothing until an agent
 // first attaches. After it leaves, activity goes off at once; the launch
 // callbacks stay on, and CUPTI's dispatch to a callback that returns at once
-// may cost a launch-bound step a few percent (README, Measured). With
-// GPUFLAME_CUPTI_DETACH_S=N, CUPTI itself is detached (cuptiFinalize) N s
-// after the last agent left, at the exit of the next call whose callback is
-// on, as CUPTI's documentation asks (Detach), and a later agent subscribes
-// again. Default 0, never: not yet run on a GPU.
+// costs a launch-bound step about 2% (an H100: tests/gpu/
+// run_cupti_callback_cost.sh). With GPUFLAME_CUPTI_DETACH_S=N, CUPTI itself
+// is detached (cuptiFinalize) N s after the last agent left, at the exit of
+// the next call whose callback is on, as CUPTI's documentation asks (Detach),
+// and a later agent subscribes again. Default 0, never: the detach has run
+// on a GPU five times (no crash, launches went on), a second subscription
+// after it not yet.
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 // CUPTI is found at run time (cupti_api.cc); only its headers are needed
