@@ -32,8 +32,12 @@ struct KernelTimeCost {
 };
 KernelTimeCost KernelTimeCostSoFar();
 
-// At exit: whether activity was ever on (then records may wait in CUPTI's
-// buffers), and the forced flush that hands them out.
+// At exit: a CUPTI detach asked and not yet taken is called off, one under
+// way waited for (1 s at most).
+void KernelTimeCallOffDetach();
+// At exit: whether activity was ever on and CUPTI is still attached (then
+// records may wait in CUPTI's buffers; it calls off a detach first), and the
+// forced flush that hands them out.
 bool KernelTimeNeedsFinalFlush();
 void KernelTimeFinalFlush();
 // At exit, after the flusher has stopped: the API spans it had not sent.

@@ -46,6 +46,7 @@ void KernelTimeFlush() {
 
 void KernelTimeSayNamesAgain() {}
 KernelTimeCost KernelTimeCostSoFar() { return {}; }
+void KernelTimeCallOffDetach() {}
 bool KernelTimeNeedsFinalFlush() { return false; }
 void KernelTimeFinalFlush() {}
 void KernelTimeLastApiSpans() {}

@@ -65,12 +65,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "bpf/nccl_kernel_name.h"
 #include "cupti/activity_converter.h"
@@ -114,6 +116,9 @@ struct State {
   bool callbacks_enabled = false;         // with CUPTI: once on, for good
   bool memory_callbacks_enabled = false;  // the same, for the memory calls' spans
   bool runtime_launches_enabled = false;  // the same, for the runtime launches' spans
+  // The runtime's launches take the stacks (CheckCorrelation's verdict):
+  // enabled again after CUPTI's detach, as the verdict stands.
+  bool runtime_launches_for_stacks = false;
   bool activity_on = false;
   uint16_t activity_weight = 0;  // of the open window
   uint64_t window_open_ns = 0;   // CUPTI's clock; 0: none open (or its time unread)
@@ -213,9 +218,9 @@ enum DetachState : uint8_t { kAttached, kAsked, kDetaching, kDetached, kFailed }
 // GPUFLAME_CUPTI_DETACH_S: at an API call's exit, as cuptiFinalize's
 // documentation asks (elsewhere the client must see that no CUDA call and
 // no buffer flush runs meanwhile, which a library inside another program
-// cannot). Activity went off when the agent left; what it recorded since the
-// last flush goes out first (no agent takes it). On the calling thread, once:
-// the workload's call waits for it.
+// cannot). Activity went off when the agent left, and the flusher flushed
+// what it had recorded before asking (AskDetach). On the calling thread,
+// once: the workload's call waits for it.
 __attribute__((noinline, cold)) void Detach();
 
 bool CuptiAttached() { return gate.detach.load(std::memory_order_acquire) == kAttached; }
@@ -605,12 +610,15 @@ CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   return CallbackPath::kStack;
 }
 
+void SetCallbacks(bool on);
+void EnableCallbacks();
+void EnableRuntimeLaunchCallbacks();
+void EnableMemoryCallbacks();
+
 void Detach() {
   uint8_t asked = kAsked;
   if (!gate.detach.compare_exchange_strong(asked, kDetaching, std::memory_order_acq_rel)) return;
-  State& s = S();
-  if (s.activity_registered.load(std::memory_order_relaxed)) s.api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  const CUptiResult r = s.api.Finalize();
+  const CUptiResult r = S().api.Finalize();
   gate.detach.store(r == CUPTI_SUCCESS ? kDetached : kFailed, std::memory_order_release);
 }
 
@@ -620,10 +628,13 @@ void Detach() {
 void AskDetach(uint64_t now_ns) {
   State& s = S();
   if (!s.detach_after_ns || !s.api.Finalize || !CuptiAttached()) return;
-  if (!s.callbacks_enabled && !s.memory_callbacks_enabled && !s.runtime_launches_enabled &&
-      !s.activity_registered.load(std::memory_order_relaxed))
-    return;  // nothing on: the subscription alone
+  // No callback on: none would carry the detach out (activity alone
+  // costs nothing once off: README, Measured, session 35).
+  if (!s.callbacks_enabled && !s.memory_callbacks_enabled && !s.runtime_launches_enabled) return;
   if (now_ns - s.gone_since_ns < s.detach_after_ns) return;
+  // What activity recorded before it went off goes out here, on the
+  // flusher, not in the workload's call (no agent takes it).
+  if (s.activity_registered.load(std::memory_order_relaxed)) s.api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   Trace("no agent for GPUFLAME_CUPTI_DETACH_S: CUPTI detaches at the next call's exit");
   gate.detach.store(kAsked, std::memory_order_release);
 }
@@ -677,13 +688,9 @@ bool Reattach(uint64_t now_ns) {
   ApplyTuning();
   gate.detach.store(kAttached, std::memory_order_release);
   Trace("CUPTI subscribed again for a new agent");
+  if (s.runtime_launches_for_stacks) EnableRuntimeLaunchCallbacks();
   return true;
 }
-
-void SetCallbacks(bool on);
-void EnableCallbacks();
-void EnableRuntimeLaunchCallbacks();
-void EnableMemoryCallbacks();
 
 // Once a tick, on the flusher, while an agent asks: the calls since the
 // last tick go out (their records wait at most a tick, and a tick's fill
@@ -833,6 +840,7 @@ void CheckCorrelation(uint64_t now_ns) {
        std::to_string(check.held()) +
        " launch stacks joined no GPU record): launch stacks are taken in the runtime's launch calls from now on")
           .c_str());
+  s.runtime_launches_for_stacks = true;
   EnableRuntimeLaunchCallbacks();
 }
 
@@ -1010,11 +1018,19 @@ KernelTimeCost KernelTimeCostSoFar() {
           s.cupti_overhead_ns.load(std::memory_order_relaxed)};
 }
 
-bool KernelTimeNeedsFinalFlush() {
-  // A detach asked and not yet taken is called off (no CUPTI call may race
-  // the flush); one under way or done leaves nothing to flush.
+void KernelTimeCallOffDetach() {
+  // A detach asked and not yet taken is called off: CUDA's own teardown may
+  // make calls whose callbacks are on. One under way is waited for, 1 s at
+  // most, so that exit does not tear CUPTI down beside it.
   uint8_t asked = kAsked;
   gate.detach.compare_exchange_strong(asked, kAttached, std::memory_order_acq_rel);
+  for (int i = 0; i < 1000 && gate.detach.load(std::memory_order_acquire) == kDetaching; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+bool KernelTimeNeedsFinalFlush() {
+  KernelTimeCallOffDetach();
+  // Detached: nothing to flush.
   return S().activity_registered && CuptiAttached();
 }
 

@@ -181,6 +181,10 @@ static void undo_after(unsigned long n) {
   if (__atomic_load_n(&stopping, __ATOMIC_ACQUIRE)) return;
   const char *how = getenv("TOGGLE_OFF_HOW") ? getenv("TOGGLE_OFF_HOW") : "disable";
   CUptiResult r = CUPTI_SUCCESS;
+  if ((strcmp(how, "unsubscribe") == 0 && !unsubscribe) || (strcmp(how, "finalize") == 0 && !finalize)) {
+    undone = "failed (no such entry point)";
+    return;
+  }
   if (strcmp(how, "unsubscribe") == 0) {
     set_all(0);
     r = unsubscribe(sub);

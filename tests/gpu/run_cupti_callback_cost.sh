@@ -29,7 +29,8 @@
 # Prints each run's median step (of its later half) and each mode's ratio to plain in its round
 # ("nan" where a run failed: its .err under $OUT says why).
 # With the bundle from scripts/gpu-bundle.sh in .carry/; output under $OUT.
-#   ROUNDS (2), STEPS (1200), MODES (all of the above, in that order)
+#   ROUNDS (2), STEPS (1200), MODES (all of the above, in that order; the
+#   first is each round's baseline, so plain comes first)
 GF_OUT_SUFFIX=/cupti-callback-cost . "$(dirname "$0")/common.sh"
 steps=${STEPS:-1200}
 modes=${MODES:-plain subscribe cupti driver off-disable off-unsubscribe off-finalize activity-once library}

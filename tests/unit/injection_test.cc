@@ -58,6 +58,7 @@ struct Sim {
   size_t (*finalized)() = nullptr;
   size_t (*delivered_since_detach)() = nullptr;
   size_t (*calls_while_detached)() = nullptr;
+  size_t (*finalized_outside_exit)() = nullptr;
 };
 
 Sim LoadSim() {
@@ -73,6 +74,8 @@ Sim LoadSim() {
       dlsym(RTLD_DEFAULT, "gf_sim_cupti_delivered_since_detach"));
   sim.calls_while_detached =
       reinterpret_cast<decltype(sim.calls_while_detached)>(dlsym(RTLD_DEFAULT, "gf_sim_cupti_calls_while_detached"));
+  sim.finalized_outside_exit = reinterpret_cast<decltype(sim.finalized_outside_exit)>(
+      dlsym(RTLD_DEFAULT, "gf_sim_cupti_finalized_outside_exit"));
   return sim;
 }
 
@@ -99,7 +102,7 @@ bool LaunchUntil(const Sim& sim, Done done, std::chrono::milliseconds within = s
 Sim StartTraced() {
   Sim sim = LoadSim();
   if (!sim.cu_init || !sim.launch || !sim.enabling || !sim.delivered || !sim.switched_off || !sim.finalized ||
-      !sim.delivered_since_detach || !sim.calls_while_detached) {
+      !sim.delivered_since_detach || !sim.calls_while_detached || !sim.finalized_outside_exit) {
     ADD_FAILURE() << "the simulated CUDA runtime or CUPTI is missing in " GPUFLAME_SIM_DIR;
     return sim;
   }
@@ -301,6 +304,9 @@ TEST(InjectionChild, DetachesWhenTheAgentLeaves) {
   CHILD_ONLY();
   Sim sim = StartTraced();
   ASSERT_TRUE(sim.launch);
+  if (std::getenv("GF_INJECTION_TEST_STATUS")) {
+    ASSERT_TRUE(RaiseSemaphore("gpuflame_status_semaphore"));
+  }
   for (int visit = 1; visit <= 2; visit++) {
     SCOPED_TRACE("visit " + std::to_string(visit));
     ASSERT_TRUE(LaunchUntil(sim, [&] { return sim.delivered_since_detach() > 0; }))
@@ -311,7 +317,8 @@ TEST(InjectionChild, DetachesWhenTheAgentLeaves) {
     for (int i = 0; i < 200; i++) Launch(sim);
     EXPECT_EQ(sim.delivered_since_detach(), 0u) << "callbacks after the detach";
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the flusher's ticks, detached
-    EXPECT_EQ(sim.calls_while_detached(), 0u) << "a call into CUPTI while it was detached";
+    EXPECT_EQ(sim.calls_while_detached(), 0u) << "a call into CUPTI while it was detached or detaching";
+    EXPECT_EQ(sim.finalized_outside_exit(), 0u) << "cuptiFinalize outside an API call's exit callback";
     ASSERT_TRUE(RaiseSemaphore("gpuflame_launch_semaphore"));
   }
   ASSERT_TRUE(LaunchUntil(sim, [&] { return sim.delivered_since_detach() > 0; }))
@@ -410,6 +417,16 @@ TEST(InjectionTest, CuptiDetachesAfterTheAgentLeavesAndComesBackWithTheNext) {
   std::vector<std::string> env = kCallbacksOnly;
   env.push_back("GPUFLAME_CUPTI_DETACH_S=0.3");
   ExpectChildPasses("DetachesWhenTheAgentLeaves", env);
+}
+
+// The same with activity on all the time an agent listens and the status
+// probe attached (the clock pairs each flush), the detach taking 50 ms: no
+// call of the flusher's reaches CUPTI while it detaches or is detached.
+TEST(InjectionTest, CuptiDetachesWithActivityAndStatusOnAndNoCallReachesItMeanwhile) {
+  ExpectChildPasses(
+      "DetachesWhenTheAgentLeaves",
+      {"GPUFLAME_STARTUP_S=0", "GPUFLAME_ACTIVITY_ONE_IN=1", "GPUFLAME_LAUNCH_ONE_IN=1", "GPUFLAME_FLUSH_MS=100",
+       "GPUFLAME_CUPTI_DETACH_S=0.3", "GF_SIM_CUPTI_FINALIZE_US=50000", "GF_INJECTION_TEST_STATUS=1"});
 }
 
 TEST(InjectionTest, CuptiStaysAttachedWithDetachOff) {
