@@ -12,7 +12,10 @@
 # /metrics every 5 s: its overhead ratio, the thrift level asked of the
 # library, what it sheds. With the bundle from scripts/gpu-bundle.sh in
 # .carry/; output under $OUT.
-#   PLAIN_S (20), AGENT_S (60), AFTER_S (15), MODEL (launch); FAKE=1 sleeps
+#   PLAIN_S (20), AGENT_S (60), AFTER_S (15), MODEL (launch); VISITS (1): the
+#   agent comes VISITS times, AFTER_S apart (with GPUFLAME_CUPTI_DETACH_S in the
+#   environment, each later one finds CUPTI detached and subscribes again:
+#   its kernels and launch stacks, from /metrics, say whether that worked); FAKE=1 sleeps
 #   instead of training (train_bench.py --fake), to try the script without a GPU;
 #   AGENT_BUILD, a folder with another build's gpuflame and libgpuflame_cupti.so
 #   (the shared libraries stay the bundle's), to compare builds on one host
@@ -30,7 +33,8 @@ steps_log=$out/steps.log metrics_log=$out/metrics.log marks=$out/marks
 : > "$steps_log"; : > "$metrics_log"; : > "$marks"
 # Enough steps for every phase at the slowest plain step seen on these hosts
 # (19 ms); the workload is stopped once the phases are over.
-total_s=$((plain_s + agent_s + after_s))
+visits=${VISITS:-1}
+total_s=$((plain_s + (agent_s + after_s) * visits))
 CUDA_INJECTION64_PATH=$build/libgpuflame_cupti.so "$py" "$here/train_bench.py" --model "${MODEL:-launch}" ${FAKE:+--fake --fake-ms 10} \
     --warmup 100 --steps $((total_s * 1000 / 8)) --step-log "$steps_log" > "$out/workload.json" 2>&1 &
 workload=$!
@@ -40,20 +44,25 @@ for _ in $(seq 600); do [ -s "$steps_log" ] && break; sleep 0.1; done
 now_ns() { python3 -c 'import time; print(time.monotonic_ns())'; }
 echo "plain_from $(now_ns)" >> "$marks"
 sleep "$plain_s"
-echo "agent_at $(now_ns)" >> "$marks"
-"$build/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --pid "$workload" \
-    --metrics-port "$metrics_port" --spool-dir "" > "$out/agent.log" 2>&1 &
-agent=$!
-end=$(( $(date +%s) + agent_s ))
-while [ "$(date +%s)" -lt "$end" ]; do
-  sleep 5
-  m=$(env -u LD_LIBRARY_PATH curl -s --max-time 1 "http://127.0.0.1:$metrics_port/metrics" |
-      grep -E '^gpuflame_(overhead_ratio|thrift_level|shedding|library_tensor_hook_seconds_total|library_cupti_callback_seconds_total|library_thread_seconds_total|library_tensor_hook_calls_total) ' | tr '\n' ' ')
-  echo "$(now_ns) $m" >> "$metrics_log"
+for visit in $(seq "$visits"); do
+  suffix=$([ "$visit" = 1 ] || echo "$visit")
+  echo "agent_at$suffix $(now_ns)" >> "$marks"
+  "$build/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --pid "$workload" \
+      --metrics-port "$metrics_port" --spool-dir "" > "$out/agent$suffix.log" 2>&1 &
+  agent=$!
+  end=$(( $(date +%s) + agent_s ))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    sleep 5
+    m=$(env -u LD_LIBRARY_PATH curl -s --max-time 1 "http://127.0.0.1:$metrics_port/metrics" |
+        grep -E '^gpuflame_(overhead_ratio|thrift_level|shedding|library_tensor_hook_seconds_total|library_cupti_callback_seconds_total|library_thread_seconds_total|library_tensor_hook_calls_total|gpu_lane_kernels_total|kernel_launch_stacks_total)[ {]' |
+        sed 's/{[^}]*}//' | tr '\n' ' ')
+    echo "$(now_ns) $m" >> "$metrics_log"
+  done
+  [ "$visits" = 1 ] || echo "visit $visit, its last /metrics: $(tail -1 "$metrics_log" | cut -d' ' -f2-)"
+  echo "agent_gone$suffix $(now_ns)" >> "$marks"
+  kill -INT $agent 2>/dev/null; wait $agent 2>/dev/null; agent=
+  sleep "$after_s"
 done
-echo "agent_gone $(now_ns)" >> "$marks"
-kill -INT $agent 2>/dev/null; wait $agent 2>/dev/null; agent=
-sleep "$after_s"
 echo "end $(now_ns)" >> "$marks"
 # SIGTERM: train_bench.py exits through atexit (its library's exit handler
 # runs); KILL after 10 s if it does not.
@@ -87,9 +96,14 @@ def phase(lo, hi, name):
 
 rows = phase(marks["plain_from"], marks["agent_at"], "plain") + \
        phase(marks["agent_at"], marks["agent_gone"], "agent") + \
-       phase(marks["agent_gone"], marks["end"], "plain after")
+       phase(marks["agent_gone"], marks.get("agent_at2", marks["end"]), "plain after")
+for v in range(2, 100):
+    if f"agent_at{v}" not in marks:
+        break
+    rows += phase(marks[f"agent_at{v}"], marks[f"agent_gone{v}"], f"agent {v}")
+    rows += phase(marks[f"agent_gone{v}"], marks.get(f"agent_at{v + 1}", marks["end"]), "plain after")
 before = [m for at, m in steps if marks["plain_from"] <= at < marks["agent_at"]]
-after = [m for at, m in steps if marks["agent_gone"] + 2e9 <= at < marks["end"]]
+after = [m for at, m in steps if marks["agent_gone"] + 2e9 <= at < marks.get("agent_at2", marks["end"])]
 # The baseline is the plain steps before the agent only: after it, the
 # process still pays for what its first attach left on (CUPTI's launch
 # callbacks, enabled for good; the tensor hook), which "after" shows.
@@ -102,7 +116,7 @@ print(f"plain median {plain:.3f} ms before the agent ({len(before)} steps); afte
 print("window from attach  phase        median ms  vs plain  steps  | agent's own account at the window's end")
 for name, start, med, n in rows:
     acct = ""
-    if name == "agent":
+    if name.startswith("agent"):
         end_ns = t0 + (start + 10) * 1e9
         seen = [kv for at, kv in metrics if at <= end_ns]
         if seen:
@@ -112,10 +126,11 @@ for name, start, med, n in rows:
                     f"{kv.get('gpuflame_thrift_level', '?')}  shedding {kv.get('gpuflame_shedding', '?')}")
     ratio = f"{med / plain:.3f}" if med and plain else "-"
     print(f"{start:+8.0f} s          {name:12s} {med if med else float('nan'):9.3f}  {ratio:>8s}  {n:5d}  | {acct}")
-# Per step, the library's parts over the agent's whole stay (counters).
-if len(metrics) >= 2:
-    a, b = metrics[0][1], metrics[-1][1]
-    dt_steps = sum(1 for at, _ in steps if metrics[0][0] <= at < metrics[-1][0])
+# Per step, the library's parts over the agent's (first) stay (counters).
+first = [m for m in metrics if m[0] < marks["agent_gone"]]  # the first visit's: counters span no gap
+if len(first) >= 2:
+    a, b = first[0][1], first[-1][1]
+    dt_steps = sum(1 for at, _ in steps if first[0][0] <= at < first[-1][0])
     if dt_steps:
         for key in ("gpuflame_library_tensor_hook_seconds_total", "gpuflame_library_cupti_callback_seconds_total",
                     "gpuflame_library_thread_seconds_total"):
