@@ -147,7 +147,7 @@ void AtExit() {
   // parent's, which must be neither joined nor detached here.
   // exit() on the flusher itself (from inside a tick) would wait for itself.
   if (s.flusher_pid != getpid() || s.flusher.get_id() == std::this_thread::get_id()) {
-    KernelTimeCallOffDetach();
+    KernelTimeCallOffDetach(s.flusher_pid == getpid());
     inprocess::FlushTensorEvents();
     return;
   }
@@ -157,7 +157,7 @@ void AtExit() {
   if (!stopped) {
     // Stuck in CUPTI: a final flush beside it would be a second caller.
     Trace("exit: the flusher did not stop in 1 s, abandoned without a final flush");
-    KernelTimeCallOffDetach();
+    KernelTimeCallOffDetach(true);
     s.flusher.detach();
     return;
   }

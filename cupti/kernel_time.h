@@ -32,9 +32,10 @@ struct KernelTimeCost {
 };
 KernelTimeCost KernelTimeCostSoFar();
 
-// At exit: a CUPTI detach asked and not yet taken is called off, one under
-// way waited for (1 s at most).
-void KernelTimeCallOffDetach();
+// At exit: a CUPTI detach asked and not yet taken is called off, and with
+// |wait| one under way waited for (1 s at most; not in a forked child,
+// where the thread that was detaching does not exist).
+void KernelTimeCallOffDetach(bool wait);
 // At exit: whether activity was ever on and CUPTI is still attached (then
 // records may wait in CUPTI's buffers; it calls off a detach first), and the
 // forced flush that hands them out.

@@ -46,7 +46,7 @@ void KernelTimeFlush() {
 
 void KernelTimeSayNamesAgain() {}
 KernelTimeCost KernelTimeCostSoFar() { return {}; }
-void KernelTimeCallOffDetach() {}
+void KernelTimeCallOffDetach(bool) {}
 bool KernelTimeNeedsFinalFlush() { return false; }
 void KernelTimeFinalFlush() {}
 void KernelTimeLastApiSpans() {}

@@ -1018,18 +1018,18 @@ KernelTimeCost KernelTimeCostSoFar() {
           s.cupti_overhead_ns.load(std::memory_order_relaxed)};
 }
 
-void KernelTimeCallOffDetach() {
+void KernelTimeCallOffDetach(bool wait) {
   // A detach asked and not yet taken is called off: CUDA's own teardown may
   // make calls whose callbacks are on. One under way is waited for, 1 s at
   // most, so that exit does not tear CUPTI down beside it.
   uint8_t asked = kAsked;
   gate.detach.compare_exchange_strong(asked, kAttached, std::memory_order_acq_rel);
-  for (int i = 0; i < 1000 && gate.detach.load(std::memory_order_acquire) == kDetaching; i++)
+  for (int i = 0; wait && i < 1000 && gate.detach.load(std::memory_order_acquire) == kDetaching; i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 bool KernelTimeNeedsFinalFlush() {
-  KernelTimeCallOffDetach();
+  KernelTimeCallOffDetach(true);
   // Detached: nothing to flush.
   return S().activity_registered && CuptiAttached();
 }
