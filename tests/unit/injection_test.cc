@@ -326,6 +326,24 @@ TEST(InjectionChild, DetachesWhenTheAgentLeaves) {
   EXPECT_EQ(sim.switched_off(), 0u) << "launch callbacks were switched off while threads launched";
 }
 
+// An agent leaves while the workload makes no call: the detach is asked but
+// no callback takes it, and the next agent calls it off. CUPTI never
+// detaches, and the callbacks go on as before.
+TEST(InjectionChild, TheNextAgentCallsOffAnAskedDetach) {
+  CHILD_ONLY();
+  Sim sim = StartTraced();
+  ASSERT_TRUE(sim.launch);
+  ASSERT_TRUE(LaunchUntil(sim, [&] { return sim.delivered() > 0; })) << "the launch callbacks never went on";
+  ASSERT_TRUE(LowerSemaphore("gpuflame_launch_semaphore"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // gone 0.3 s, then asked: no call takes it
+  ASSERT_TRUE(RaiseSemaphore("gpuflame_launch_semaphore"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the flusher's ticks: called off
+  const size_t before = sim.delivered();
+  for (int i = 0; i < 100; i++) Launch(sim);
+  EXPECT_EQ(sim.delivered() - before, 200u) << "the driver's entry and exit, each launch";
+  EXPECT_EQ(sim.finalized(), 0u) << "a detach asked and called off was carried out";
+}
+
 // GPUFLAME_CUPTI_DETACH_S=0: CUPTI stays, its callbacks on, after the agent.
 TEST(InjectionChild, StaysAttachedWhenTold) {
   CHILD_ONLY();
@@ -427,6 +445,17 @@ TEST(InjectionTest, CuptiDetachesWithActivityAndStatusOnAndNoCallReachesItMeanwh
       "DetachesWhenTheAgentLeaves",
       {"GPUFLAME_STARTUP_S=0", "GPUFLAME_ACTIVITY_ONE_IN=1", "GPUFLAME_LAUNCH_ONE_IN=1", "GPUFLAME_FLUSH_MS=100",
        "GPUFLAME_CUPTI_DETACH_S=0.3", "GF_SIM_CUPTI_FINALIZE_US=50000", "GF_INJECTION_TEST_STATUS=1"});
+}
+
+TEST(InjectionTest, AnAgentComingBackBeforeAnyCallCallsOffTheAskedDetach) {
+  std::vector<std::string> env = kCallbacksOnly;
+  env.push_back("GPUFLAME_CUPTI_DETACH_S=0.3");
+  env.push_back("GPUFLAME_CUPTI_DEBUG=1");
+  auto [status, output] = RunChild("TheNextAgentCallsOffAnAskedDetach", env);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+  // It was asked (else the test shows nothing).
+  EXPECT_NE(output.find("CUPTI detaches at the next call's exit"), std::string::npos) << output;
 }
 
 TEST(InjectionTest, CuptiStaysAttachedWithDetachOff) {
