@@ -162,7 +162,7 @@ TEST(InjectionChild, ManyThreadsLaunch) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; t++)
     threads.emplace_back([&] {
-      while (!stop.load(std::memory_order_relaxed)) sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+      while (!stop.load(std::memory_order_relaxed)) Launch(sim);
     });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   stop = true;
@@ -179,7 +179,7 @@ void LaunchUnderThrift(int thrift) {
   for (int i = 0; i < thrift; i++) ASSERT_TRUE(RaiseSemaphore("gpuflame_thrift_semaphore"));
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
   while (std::chrono::steady_clock::now() < end) {
-    sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+    Launch(sim);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
@@ -187,7 +187,7 @@ void LaunchUnderThrift(int thrift) {
 // The callbacks CUPTI delivers to us per runtime launch, over |n| launches.
 double CallbacksPerLaunch(const Sim& sim, int n) {
   const size_t before = sim.delivered();
-  for (int i = 0; i < n; i++) sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+  for (int i = 0; i < n; i++) Launch(sim);
   return static_cast<double>(sim.delivered() - before) / n;
 }
 
@@ -200,7 +200,7 @@ TEST(InjectionChild, CallbacksPerRuntimeLaunch) {
   Sim sim = StartTraced();
   ASSERT_TRUE(sim.launch);
   for (int i = 0; i < 100 && sim.delivered() == 0; i++) {  // enabled at the flusher's first tick
-    sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+    Launch(sim);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_GT(sim.delivered(), 0u) << "the launch callbacks never went on";
@@ -231,7 +231,7 @@ TEST(InjectionChild, ExitWhileSwitching) {
   CHILD_ONLY();
   Sim sim = StartTraced();
   ASSERT_TRUE(sim.launch);
-  sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+  Launch(sim);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (sim.enabling() == 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -265,7 +265,7 @@ TEST(InjectionChild, BackwardsWhileLaunching) {
     threads.emplace_back([&] {
       while (!stop.load(std::memory_order_relaxed)) {
         void* p = empty(1 << 20, 0);
-        sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+        Launch(sim);
         free_tensor(p, 0);
       }
     });
@@ -282,7 +282,7 @@ TEST(InjectionChild, ForkedChildExits) {
   CHILD_ONLY();
   Sim sim = StartTraced();
   ASSERT_TRUE(sim.launch);
-  sim.launch("k", Dim3{0, 1, 1}, Dim3{1, 1, 1}, nullptr, 0, nullptr);
+  Launch(sim);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));  // the flusher's ticks: activity on
   const auto start = std::chrono::steady_clock::now();
   // Its exit takes milliseconds; a join of the parent's flusher took 2 s
@@ -338,9 +338,7 @@ TEST(InjectionChild, TheNextAgentCallsOffAnAskedDetach) {
   std::this_thread::sleep_for(std::chrono::milliseconds(800));  // gone 0.3 s, then asked: no call takes it
   ASSERT_TRUE(RaiseSemaphore("gpuflame_launch_semaphore"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the flusher's ticks: called off
-  const size_t before = sim.delivered();
-  for (int i = 0; i < 100; i++) Launch(sim);
-  EXPECT_EQ(sim.delivered() - before, 200u) << "the driver's entry and exit, each launch";
+  EXPECT_EQ(CallbacksPerLaunch(sim, 100), 2.0) << "the driver's entry and exit, each launch";
   EXPECT_EQ(sim.finalized(), 0u) << "a detach asked and called off was carried out";
 }
 
@@ -353,9 +351,7 @@ TEST(InjectionChild, StaysAttachedWhenTold) {
   ASSERT_TRUE(LowerSemaphore("gpuflame_launch_semaphore"));
   EXPECT_FALSE(LaunchUntil(
       sim, [&] { return sim.finalized() > 0; }, std::chrono::milliseconds(1000)));
-  const size_t before = sim.delivered();
-  for (int i = 0; i < 100; i++) Launch(sim);
-  EXPECT_EQ(sim.delivered() - before, 200u) << "the driver's entry and exit, each launch";
+  EXPECT_EQ(CallbacksPerLaunch(sim, 100), 2.0) << "the driver's entry and exit, each launch";
 }
 
 // ---- in the parent ----
