@@ -195,7 +195,10 @@ struct alignas(64) Gate {
   // driver inside them: only the outermost call fires. The depth is counted
   // per thread only while the gate is open, and callbacks may go on between
   // a call's entry and its exit: a count from an earlier epoch is stale. The epoch advances each time the
-  // gate opens and when callbacks are first enabled.
+  // gate opens and when CUPTI is subscribed again after a detach (whose exits never came). Not when a set
+  // of callbacks first goes on: a call whose entry went unseen leaves its thread's count at 0 and its exit
+  // finds nothing to undo, while a new epoch would drop the count a runtime launch under way had just
+  // made, and its driver call would fire its stack a second time.
   std::atomic<uint32_t> epoch{0};
   // The runtime's launch callbacks are on, for API spans: until then the
   // outermost call of a runtime launch is the driver's, whose span would
@@ -686,6 +689,9 @@ bool Reattach(uint64_t now_ns) {
     return false;
   }
   ApplyTuning();
+  // A thread inside a runtime call when CUPTI detached never saw its exit;
+  // the gate may have stayed open since (an agent back within a tick).
+  gate.epoch.fetch_add(1, std::memory_order_relaxed);
   gate.detach.store(kAttached, std::memory_order_release);
   Trace("CUPTI subscribed again for a new agent");
   if (s.runtime_launches_for_stacks) EnableRuntimeLaunchCallbacks();
@@ -867,15 +873,15 @@ void SetCallbacks(bool on) {
 
 // Enables every callback of a set, once and for good (|enabled| says it
 // was done): CUPTI does not survive their switching (SetCallbacks). Calls
-// already inside one when they go on see an exit without its entry: the
-// depth counts start again. Flusher thread (and start-up).
+// already inside one when they go on see an exit without its entry, which
+// the depth count ignores (Gate::epoch says why it does not start again).
+// Flusher thread (and start-up).
 void EnableForGood(bool& enabled, const char* what, bool (*in_set)(CUpti_CallbackDomain, CUpti_CallbackId)) {
   State& s = S();
   if (enabled) return;
   enabled = true;
   Trace(what);
   ToggleTimer timer;
-  gate.epoch.fetch_add(1, std::memory_order_relaxed);
   for (CUpti_CallbackId id = 0; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
     if (in_set(CUPTI_CB_DOMAIN_RUNTIME_API, id)) s.api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
   for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
