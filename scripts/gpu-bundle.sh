@@ -21,7 +21,8 @@ cc -O2 -o "$root/.carry/bench/clock_cost" "$root/bench/clock_cost.c"
 cp -L "$build/cuda_sim/libnccl.so.2" "$root/.carry/bench/"
 # The injection library's per-event benchmarks (tests/gpu/run_host_benchmarks.sh)
 # and the simulated CUDA libraries they load (found beside each other: $ORIGIN).
-cp "$build/bench/gpuflame_tensor_hook_benchmark" "$build/bench/gpuflame_launch_callback_benchmark" "$root/.carry/bench/"
+cp "$build/bench/gpuflame_tensor_hook_benchmark" "$build/bench/gpuflame_launch_callback_benchmark" \
+  "$build/bench/gpuflame_launch_uprobes" "$root/.carry/bench/"
 mkdir -p "$root/.carry/bench/sim"
 for lib in libc10.so libc10_cuda.so libcuda.so.1 libcudart.so.13 libcupti.so.13; do
   cp -L "$build/cuda_sim/$lib" "$root/.carry/bench/sim/"
@@ -30,6 +31,9 @@ done
 # run_toggle_hunt.sh, run_cupti_correlation.sh), built against CUDA's headers here.
 cc -O1 -g -shared -fPIC -I/usr/local/cuda/include -o "$root/.carry/libcupti_toggle.so" "$root/tests/gpu/cupti_toggle.c" \
   -ldl -lpthread
+# The CUPTI client that turns on API activity records (tests/gpu/api_records.c:
+# run_launch_route.sh).
+cc -O1 -g -shared -fPIC -I/usr/local/cuda/include -o "$root/.carry/libapi_records.so" "$root/tests/gpu/api_records.c" -ldl
 # The crash reporter for runs on the device (tests/gpu/segv_backtrace.c).
 cc -O1 -g -shared -fPIC -o "$root/.carry/libsegv_backtrace.so" "$root/tests/gpu/segv_backtrace.c"
 # Debug info stays on this machine: the transfer to the GPU host is bounded.

@@ -18,6 +18,11 @@
  *   driver-launches the driver's kernel and graph launches alone, on
  *              once: whether the dispatch's cost is per enabled call or per
  *              domain;
+ *   api-activity the driver's launch calls' API activity records
+ *              (cuptiActivityEnableDriverApi, per call ID), kernel activity
+ *              on once, no callbacks: whether launch records can come in
+ *              windows (tests/gpu/run_launch_route.sh), since CUPTI makes
+ *              them from the very dispatch whose switching crashed;
  *   activity-once kernel, memcpy and memset activity on from the start and
  *              off, once, TOGGLE_OFF_AFTER_MS (default 3000) later, no
  *              callbacks: whether activity leaves a cost behind it;
@@ -33,7 +38,11 @@
  * once, when the callback has run N times, by TOGGLE_OFF_HOW: disable (the
  * callbacks switched off), unsubscribe (cuptiUnsubscribe) or finalize
  * (cuptiFinalize, CUPTI's detach, from a callback at an API call's exit): whether what the callbacks cost leaves
- * with them, which decides whether an agent's leaving can end it.
+ * with them, which decides whether an agent's leaving can end it. With
+ * TOGGLE_RESUBSCRIBE=1 after a finalize it subscribes again and enables
+ * the same callbacks, as the library does for a new agent, and says at
+ * exit the last correlation ID before the detach and the first after:
+ * whether IDs held across it could meet new ones.
  * Its callback only counts (and, for correlation, keeps the first few). If the workload crashes under this alone, the
  * crash is CUPTI's switching while launches run, not gpuflame's code. */
 #define _GNU_SOURCE
@@ -66,6 +75,11 @@ static int correlation_mode;
 /* TOGGLE_OFF_HOW=finalize: 1 asked, 2 under way, 3 done, 4 failed. */
 static int detach;
 static CUptiResult (*finalize)(void);
+static CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+/* TOGGLE_RESUBSCRIBE: the last correlation ID before the detach, the first
+ * after the second subscription. */
+static int resubscribe, resubscribed;
+static uint32_t last_before, first_after;
 
 static void CUPTIAPI on_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
   (void)u;
@@ -76,6 +90,12 @@ static void CUPTIAPI on_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id,
       __atomic_compare_exchange_n(&detach, &asked, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     __atomic_store_n(&detach, finalize() == CUPTI_SUCCESS ? 3 : 4, __ATOMIC_RELEASE);
     return;
+  }
+  if (resubscribe && c->correlationId) {
+    uint32_t none = 0;
+    if (!__atomic_load_n(&resubscribed, __ATOMIC_ACQUIRE))
+      __atomic_store_n(&last_before, c->correlationId, __ATOMIC_RELAXED);
+    else __atomic_compare_exchange_n(&first_after, &none, c->correlationId, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   }
   if (correlation_mode) {
     const unsigned long i = __atomic_fetch_add(&seen_n, 1, __ATOMIC_RELAXED);
@@ -146,6 +166,13 @@ static void set_activity(uint32_t on) {
   toggles++;
 }
 
+static CUptiResult (*enable_driver_api)(CUpti_CallbackId, uint8_t);
+
+static void set_api_activity(uint32_t on) {
+  for (size_t i = 0; i < sizeof(driver_ids) / sizeof(driver_ids[0]); i++) enable_driver_api(driver_ids[i], (uint8_t)on);
+  toggles++;
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
   *buffer = aligned_alloc(8, 1 << 20);
   *size = *buffer ? 1 << 20 : 0;
@@ -195,10 +222,16 @@ static void undo_after(unsigned long n) {
     while (!__atomic_load_n(&stopping, __ATOMIC_ACQUIRE) && __atomic_load_n(&detach, __ATOMIC_ACQUIRE) < 3)
       usleep(1000);
     r = __atomic_load_n(&detach, __ATOMIC_ACQUIRE) == 3 ? CUPTI_SUCCESS : CUPTI_ERROR_UNKNOWN;
+    if (r == CUPTI_SUCCESS && resubscribe) {
+      __atomic_store_n(&resubscribed, 1, __ATOMIC_RELEASE);
+      r = subscribe(&sub, on_cb, NULL);
+      if (r == CUPTI_SUCCESS) set_all(1);
+      how = r == CUPTI_SUCCESS ? "finalize, then subscribed again" : "finalize; the second cuptiSubscribe failed";
+    }
   } else {
     set_all(0);
   }
-  undone = r == CUPTI_SUCCESS ? how : "failed";
+  undone = r == CUPTI_SUCCESS || resubscribed ? how : "failed";
 }
 
 static const char *what(void) { return getenv("TOGGLE_WHAT") ? getenv("TOGGLE_WHAT") : "callbacks"; }
@@ -207,7 +240,9 @@ static void *toggler(void *arg) {
   (void)arg;
   const char *v = getenv("TOGGLE_US");
   const useconds_t us = v ? (useconds_t)atoi(v) : 1000;
-  void (*set)(uint32_t) = strcmp(what(), "activity") == 0 ? set_activity : set_all;
+  void (*set)(uint32_t) = strcmp(what(), "activity") == 0       ? set_activity
+                          : strcmp(what(), "api-activity") == 0 ? set_api_activity
+                                                                : set_all;
   if (strcmp(what(), "subscribe") == 0) return NULL;
   if (strcmp(what(), "activity-once") == 0) {
     const char *ms = getenv("TOGGLE_OFF_AFTER_MS");
@@ -247,6 +282,9 @@ static void report(void) {
     fprintf(stderr, "\ncupti_toggle: %lu kernel records; driver launches: %lu outermost, %lu inside a runtime call\n",
             kernel_n, driver_outermost, driver_nested);
   }
+  if (resubscribe)
+    fprintf(stderr, "cupti_toggle: correlation IDs: last before the detach %u, first after subscribing again %u\n",
+            last_before, first_after);
   fprintf(stderr, "cupti_toggle: %lu toggles, %lu callbacks, %lu exits without their enter%s%s\n", toggles, calls,
           exits_without_enter, *undone ? ", undone by " : "", undone);
 }
@@ -272,7 +310,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     fprintf(stderr, "cupti_toggle: no libcupti\n");
     return 1;
   }
-  CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *) = dlsym(lib, "cuptiSubscribe");
+  subscribe = dlsym(lib, "cuptiSubscribe");
+  resubscribe = getenv("TOGGLE_RESUBSCRIBE") && atoi(getenv("TOGGLE_RESUBSCRIBE"));
   enable_cb = dlsym(lib, "cuptiEnableCallback");
   unsubscribe = dlsym(lib, "cuptiUnsubscribe");
   finalize = dlsym(lib, "cuptiFinalize");
@@ -283,7 +322,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   correlation_mode = strcmp(what(), "correlation") == 0;
   stack_sites_only = strcmp(what(), "stack-sites") == 0;
   driver_only = strcmp(what(), "driver-launches") == 0;
-  if (strcmp(what(), "activity") == 0 || strcmp(what(), "activity-once") == 0 || correlation_mode) {
+  const int api_activity = strcmp(what(), "api-activity") == 0;
+  if (strcmp(what(), "activity") == 0 || strcmp(what(), "activity-once") == 0 || correlation_mode || api_activity) {
     CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
         dlsym(lib, "cuptiActivityRegisterCallbacks");
     activity_enable = dlsym(lib, "cuptiActivityEnable");
@@ -294,7 +334,12 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     }
     next_record = dlsym(lib, "cuptiActivityGetNextRecord");
     flush_all = dlsym(lib, "cuptiActivityFlushAll");
-    if (correlation_mode) activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    enable_driver_api = dlsym(lib, "cuptiActivityEnableDriverApi");
+    if (api_activity && !enable_driver_api) {
+      fprintf(stderr, "cupti_toggle: no cuptiActivityEnableDriverApi\n");
+      return 1;
+    }
+    if (correlation_mode || api_activity) activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   }
   pthread_create(&toggler_thread, NULL, toggler, NULL);
   atexit(report);

@@ -1,0 +1,161 @@
+/* A CUPTI client with none of gpuflame in it, for the launch-stack route
+ * that needs no callbacks (tests/gpu/run_launch_route.sh): loaded by the
+ * CUDA driver through CUDA_INJECTION64_PATH, it subscribes to nothing and
+ * turns on, for the life of the process, kernel activity and, by
+ * API_RECORDS:
+ *   none     nothing more: kernel activity alone, the control;
+ *   driver   (default) API activity records of the driver's launch calls
+ *            alone (cuptiActivityEnableDriverApi, per call ID): each says
+ *            its thread, start, end and correlation ID, so a uprobe's hit
+ *            in the same call (bench/launch_uprobes.cc) can be joined to
+ *            the kernel the call launched;
+ *   runtime  the same for the runtime's launch calls;
+ *   both     both.
+ * Thread IDs are the system's (gettid), as BPF sees them. At exit it says
+ * how many records of each came. With API_RECORDS_OUT=FILE it also writes
+ * every record, one line each, for tests/gpu/join_launches.py:
+ *   c <monotonic ns before> <CUPTI ns> <monotonic ns after>   (at start and at exit)
+ *   a <D|R> <cbid> <tid> <start> <end> <correlation>
+ *   k <correlation>
+ * Its callbacks only count and write: what the records cost is CUPTI's. */
+#define _GNU_SOURCE
+#include <cupti.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static FILE *out;
+static unsigned long kernels, driver_records, runtime_records, dropped;
+static CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
+static CUptiResult (*flush_all)(uint32_t);
+static CUptiResult (*get_timestamp)(uint64_t *);
+static CUptiResult (*get_dropped)(CUcontext, uint32_t, size_t *);
+
+static const CUpti_CallbackId driver_launches[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+                                                   CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+                                                   CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
+static const CUpti_CallbackId runtime_launches[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+                                                    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+                                                    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000};
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static uint64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Where CUPTI's clock is against CLOCK_MONOTONIC (BPF's): five reads, each
+ * between two of the monotonic clock; the join takes the tightest. */
+static void say_clock(void) {
+  for (int i = 0; i < 5 && out && get_timestamp; i++) {
+    uint64_t cupti = 0;
+    const uint64_t before = mono_ns();
+    get_timestamp(&cupti);
+    const uint64_t after = mono_ns();
+    fprintf(out, "c %llu %llu %llu\n", (unsigned long long)before, (unsigned long long)cupti,
+            (unsigned long long)after);
+  }
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+  *buffer = aligned_alloc(8, 4 << 20);
+  *size = *buffer ? 4 << 20 : 0;
+  *max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+  (void)size;
+  CUpti_Activity *r = NULL;
+  while (next_record(buffer, valid, &r) == CUPTI_SUCCESS) {
+    if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      __atomic_add_fetch(&kernels, 1, __ATOMIC_RELAXED);
+      if (out) fprintf(out, "k %u\n", ((const CUpti_ActivityKernel10 *)r)->correlationId);
+    } else if (r->kind == CUPTI_ACTIVITY_KIND_DRIVER || r->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)r;
+      const int driver = r->kind == CUPTI_ACTIVITY_KIND_DRIVER;
+      __atomic_add_fetch(driver ? &driver_records : &runtime_records, 1, __ATOMIC_RELAXED);
+      if (out)
+        fprintf(out, "a %c %u %u %llu %llu %u\n", driver ? 'D' : 'R', a->cbid, a->threadId,
+                (unsigned long long)a->start, (unsigned long long)a->end, a->correlationId);
+    }
+  }
+  size_t lost = 0;
+  if (get_dropped && get_dropped(ctx, stream, &lost) == CUPTI_SUCCESS)
+    __atomic_add_fetch(&dropped, lost, __ATOMIC_RELAXED);
+  free(buffer);
+}
+
+static void report(void) {
+  if (flush_all) flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  say_clock();
+  if (out) fclose(out);
+  out = NULL;
+  fprintf(stderr, "api_records: %lu kernel records, %lu driver API records, %lu runtime API records, %lu dropped\n",
+          kernels, driver_records, runtime_records, dropped);
+}
+
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *path) {
+  (void)size;
+  const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+  if (!slash || strncmp(slash + 1, "libcudart.so", 12) != 0) return 0;
+  snprintf(path, 4096, "%.*s/libcupti.so.13", (int)(slash - info->dlpi_name), info->dlpi_name);
+  return 1;
+}
+
+__attribute__((visibility("default"))) int InitializeInjection(void) {
+  void *lib = dlopen("libcupti.so.13", RTLD_NOW);
+  if (!lib) {
+    char path[4096] = "";
+    dl_iterate_phdr(find_cudart, path);
+    if (*path) lib = dlopen(path, RTLD_NOW);
+  }
+  if (!lib && getenv("GPUFLAME_CUPTI_PATH")) lib = dlopen(getenv("GPUFLAME_CUPTI_PATH"), RTLD_NOW);
+  if (!lib) {
+    fprintf(stderr, "api_records: no libcupti\n");
+    return 1;
+  }
+  CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
+      dlsym(lib, "cuptiActivityRegisterCallbacks");
+  CUptiResult (*enable)(CUpti_ActivityKind) = dlsym(lib, "cuptiActivityEnable");
+  CUptiResult (*enable_driver)(CUpti_CallbackId, uint8_t) = dlsym(lib, "cuptiActivityEnableDriverApi");
+  CUptiResult (*enable_runtime)(CUpti_CallbackId, uint8_t) = dlsym(lib, "cuptiActivityEnableRuntimeApi");
+  CUptiResult (*thread_ids)(CUpti_ActivityThreadIdType) = dlsym(lib, "cuptiSetThreadIdType");
+  next_record = dlsym(lib, "cuptiActivityGetNextRecord");
+  flush_all = dlsym(lib, "cuptiActivityFlushAll");
+  get_timestamp = dlsym(lib, "cuptiGetTimestamp");
+  get_dropped = dlsym(lib, "cuptiActivityGetNumDroppedRecords");
+  if (!reg || !enable || !enable_driver || !enable_runtime || !thread_ids || !next_record ||
+      reg(buffer_requested, buffer_completed) != CUPTI_SUCCESS) {
+    fprintf(stderr, "api_records: no activity API\n");
+    return 1;
+  }
+  if (thread_ids(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) != CUPTI_SUCCESS)
+    fprintf(stderr, "api_records: cuptiSetThreadIdType(SYSTEM) failed\n");
+  const char *what = getenv("API_RECORDS") ? getenv("API_RECORDS") : "driver";
+  const int driver = !strcmp(what, "driver") || !strcmp(what, "both");
+  const int runtime = !strcmp(what, "runtime") || !strcmp(what, "both");
+  const char *path = getenv("API_RECORDS_OUT");
+  if (path && !(out = fopen(path, "w"))) fprintf(stderr, "api_records: cannot write %s\n", path);
+  say_clock();
+  unsigned failed = enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS;
+  for (size_t i = 0; driver && i < COUNT(driver_launches); i++) failed += enable_driver(driver_launches[i], 1) != 0;
+  for (size_t i = 0; runtime && i < COUNT(runtime_launches); i++) failed += enable_runtime(runtime_launches[i], 1) != 0;
+  atexit(report);
+  fprintf(stderr, "api_records: kernel activity and %s launch records on (%u enables failed)%s%s\n", what, failed,
+          out ? ", written to " : "", out ? path : "");
+  return 1;
+}

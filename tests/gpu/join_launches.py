@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Joins uprobe hits on libcuda's launch entry points (bench/launch_uprobes.cc
+--out) to CUPTI's API activity records of the same calls and to the kernels
+they launched (tests/gpu/api_records.c, API_RECORDS_OUT): the launch-stack
+route without CUPTI's callbacks, checked on a GPU before it is built.
+
+Each hit is matched to the launch record on its thread whose start is
+nearest its time on CUPTI's clock (CLOCK_MONOTONIC moved by the offset the
+clock lines measured), within --slack-ns; a record two hits claim goes to
+the nearer. Prints
+what share of hits, records and kernels joined, and how far a hit's time
+lies from its record's start.
+
+  join_launches.py HITS RECORDS [--pid PID] [--slack-ns NS]
+"""
+import argparse
+import bisect
+import collections
+import statistics
+import sys
+
+
+def clock_offset(lines):
+    """CUPTI's clock minus CLOCK_MONOTONIC: at start and at exit, each from
+    its tightest read (before, cupti, after)."""
+    samples = [(b, c, a) for b, c, a in lines]
+    half = len(samples) // 2 or 1
+    out = []
+    for part in (samples[:half], samples[half:] or samples[:half]):
+        b, c, a = min(part, key=lambda s: s[2] - s[0])
+        out.append((c - (a + b) // 2, a - b, (a + b) // 2))
+    return out
+
+
+def quantiles(xs):
+    if not xs:
+        return "none"
+    xs = sorted(xs)
+    q = lambda p: xs[min(len(xs) - 1, int(p * len(xs)))]
+    return f"p1 {q(0.01)} p50 {q(0.5)} p99 {q(0.99)} (n {len(xs)})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("hits")
+    ap.add_argument("records")
+    ap.add_argument("--pid", type=int, default=0)
+    ap.add_argument("--slack-ns", type=int, default=20000)
+    args = ap.parse_args()
+
+    clocks, records, kernel_ids = [], collections.defaultdict(list), []
+    kinds = collections.Counter()
+    with open(args.records) as f:
+        for line in f:
+            p = line.split()
+            if not p:
+                continue
+            if p[0] == "c":
+                clocks.append(tuple(int(x) for x in p[1:4]))
+            elif p[0] == "a":
+                kind, cbid, tid, start, end, corr = p[1], int(p[2]), int(p[3]), int(p[4]), int(p[5]), int(p[6])
+                kinds[kind] += 1
+                if kind == "D":
+                    records[tid].append([start, end, corr, cbid, False])
+            elif p[0] == "k":
+                kernel_ids.append(int(p[1]))
+    if len(clocks) < 2:
+        sys.exit("join_launches: no clock lines in the records")
+    (off0, w0, t0), (off1, w1, t1) = clock_offset(clocks)
+    print(f"join: CUPTI clock - monotonic: {off0} ns at start (read within {w0} ns), {off1} at exit "
+          f"(within {w1} ns): drift {off1 - off0} ns over {(t1 - t0) / 1e9:.1f} s")
+
+    hits = collections.defaultdict(list)
+    pids = collections.Counter()
+    with open(args.hits) as f:
+        for line in f:
+            p = line.split()
+            if len(p) == 4:
+                pids[int(p[0])] += 1
+                hits[(int(p[0]), int(p[1]))].append((int(p[2]), int(p[3])))
+    pid = args.pid or (pids.most_common(1)[0][0] if pids else 0)
+    mine = {tid: hs for (p, tid), hs in hits.items() if p == pid}
+    n_hits = sum(len(h) for h in mine.values())
+    n_records = sum(len(r) for r in records.values())
+    print(f"join: process {pid}: {n_hits} uprobe hits on {len(mine)} threads; {n_records} driver launch records "
+          f"on {len(records)} threads ({dict(kinds)} API records in all); {len(kernel_ids)} kernel records")
+    print(f"join: threads with hits but no records: {sorted(set(mine) - set(records))[:8]}; "
+          f"with records but no hits: {sorted(set(records) - set(mine))[:8]}")
+
+    for rs in records.values():
+        rs.sort()
+    # Each hit claims the record nearest it; a record two hits claim goes
+    # to the nearer (a greedy walk would let one missing record shift
+    # every later match on the thread by one).
+    deltas, unmatched, ambiguous = [], 0, 0
+    for tid, hs in mine.items():
+        rs = records.get(tid, [])
+        starts = [r[0] for r in rs]
+        claims = {}
+        for ns, _ in hs:
+            t = ns + off0 + (off1 - off0) * (ns - t0) // max(1, t1 - t0)
+            i = bisect.bisect_left(starts, t)
+            near = sorted((abs(rs[j][0] - t), j) for j in (i - 1, i) if 0 <= j < len(rs))
+            if not near or near[0][0] > args.slack_ns:
+                unmatched += 1
+                continue
+            # Another record as near as this one: the join would have to guess.
+            if len(near) > 1 and near[1][0] <= 2 * near[0][0]:
+                ambiguous += 1
+            d, j = near[0]
+            if j in claims:
+                unmatched += 1
+                if d >= claims[j][0]:
+                    continue
+            claims[j] = (d, rs[j][0] - t)
+        for j, (_, delta) in claims.items():
+            rs[j][4] = True
+            deltas.append(delta)
+    matched = len(deltas)
+    print(f"join: {matched} of {n_hits} hits matched a record ({100 * matched / max(1, n_hits):.2f}%), "
+          f"{unmatched} not, {ambiguous} with a rival record within twice the distance")
+    print(f"join: record start - hit time, ns: {quantiles(deltas)}")
+    durations = [r[1] - r[0] for rs in records.values() for r in rs]
+    print(f"join: launch call durations, ns: {quantiles(durations)}")
+
+    by_corr = {r[2]: r[4] for rs in records.values() for r in rs}
+    in_records = sum(1 for k in kernel_ids if k in by_corr)
+    joined = sum(1 for k in kernel_ids if by_corr.get(k))
+    print(f"join: kernels whose correlation ID has a driver launch record: {in_records} of {len(kernel_ids)} "
+          f"({100 * in_records / max(1, len(kernel_ids)):.2f}%); whose record matched a hit (a stack): {joined} "
+          f"({100 * joined / max(1, len(kernel_ids)):.2f}%)")
+
+
+if __name__ == "__main__":
+    main()
