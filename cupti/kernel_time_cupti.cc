@@ -191,14 +191,15 @@ struct alignas(64) Gate {
   // A launch has been seen, so the driver is initialised (ReadDevices).
   // Written once; a load on every later launch, no shared write.
   std::atomic<bool> launched{false};
-  // Runtime calls (copies; launches where API spans are asked) call the
-  // driver inside them: only the outermost call fires. The depth is counted
+  // Runtime calls (copies; launches where API spans are asked or the
+  // correlation check moved launch stacks there) call the driver inside
+  // them: only the outermost call fires. The depth is counted
   // per thread only while the gate is open, and callbacks may go on between
   // a call's entry and its exit: a count from an earlier epoch is stale. The epoch advances each time the
   // gate opens and when CUPTI is subscribed again after a detach (whose exits never came). Not when a set
   // of callbacks first goes on: a call whose entry went unseen leaves its thread's count at 0 and its exit
-  // finds nothing to undo, while a new epoch would drop the count a runtime launch under way had just
-  // made, and its driver call would fire its stack a second time.
+  // finds nothing to undo (runtime calls do not nest), while a new epoch would drop the count a runtime launch under
+  // way had just made, and its driver call would fire its stack a second time.
   std::atomic<uint32_t> epoch{0};
   // The runtime's launch callbacks are on, for API spans: until then the
   // outermost call of a runtime launch is the driver's, whose span would
@@ -550,33 +551,39 @@ CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
       gate.launched.store(true, std::memory_order_relaxed);
     return CallbackPath::kClosed;
   }
-  if (__builtin_expect(gate.detach.load(std::memory_order_relaxed) != kAttached, 0)) {
-    if (cb->callbackSite == CUPTI_API_EXIT) Detach();
-    return CallbackPath::kOpen;
-  }
   const bool launch = IsLaunch(domain, cbid);
   if (launch && !gate.launched.load(std::memory_order_relaxed)) gate.launched.store(true, std::memory_order_relaxed);
-  if (!launch && !IsMemoryCall(domain, cbid)) return CallbackPath::kOpen;
+  const bool counted = launch || IsMemoryCall(domain, cbid);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
-  const uint32_t epoch = gate.epoch.load(std::memory_order_relaxed);
-  if (depth_epoch != epoch) {
-    // A count from before the gate last opened is stale. The thread may be
-    // inside a runtime call whose entry came while it was closed, and a
-    // driver call in it would then be taken for the outermost; so the gate
-    // opens a tick before activity does (Control), and whatever was under
-    // way then has ended before a launch is taken. (Skipping driver calls
-    // until the thread's depth is known instead would lose the first of
-    // NCCL's launches, which are the driver's own, each time.)
-    depth_epoch = epoch;
-    runtime_depth = 0;
+  const bool exit = cb->callbackSite == CUPTI_API_EXIT;
+  if (counted) {
+    const uint32_t epoch = gate.epoch.load(std::memory_order_relaxed);
+    if (depth_epoch != epoch) {
+      // A count from before the gate last opened is stale. The thread may be
+      // inside a runtime call whose entry came while it was closed, and a
+      // driver call in it would then be taken for the outermost; so the gate
+      // opens a tick before activity does (Control), and whatever was under
+      // way then has ended before a launch is taken. (Skipping driver calls
+      // until the thread's depth is known instead would lose the first of
+      // NCCL's launches, which are the driver's own, each time.)
+      depth_epoch = epoch;
+      runtime_depth = 0;
+    }
+    // Counted before the detach's turn below: a detach called off (or a
+    // cuptiFinalize that failed) leaves the counts as they would be.
+    if (runtime && !exit) runtime_depth++;
+    else if (runtime && runtime_depth > 0) runtime_depth--;
   }
-  if (cb->callbackSite == CUPTI_API_EXIT) {
-    if (runtime && runtime_depth > 0) runtime_depth--;
+  if (__builtin_expect(gate.detach.load(std::memory_order_acquire) != kAttached, 0)) {
+    if (exit) Detach();
+    return CallbackPath::kOpen;
+  }
+  if (!counted) return CallbackPath::kOpen;
+  if (exit) {
     if (api_open) CloseApiSpan(domain, cbid, cb);
     return CallbackPath::kOpen;
   }
-  if (runtime) runtime_depth++;
-  else if (runtime_depth > 0) return CallbackPath::kOpen;
+  if (!runtime && runtime_depth > 0) return CallbackPath::kOpen;
   // The outermost call: its span, if an agent asks for spans (one load when
   // not) and the runtime's launches are traced. The flusher opens the gate
   // for spans after making room for them (Control). A call under way when
@@ -689,8 +696,8 @@ bool Reattach(uint64_t now_ns) {
     return false;
   }
   ApplyTuning();
-  // A thread inside a runtime call when CUPTI detached never saw its exit;
-  // the gate may have stayed open since (an agent back within a tick).
+  // A thread inside a runtime call when cuptiFinalize ran never saw its
+  // exit, and the gate may have stayed open since (spans asked throughout).
   gate.epoch.fetch_add(1, std::memory_order_relaxed);
   gate.detach.store(kAttached, std::memory_order_release);
   Trace("CUPTI subscribed again for a new agent");
