@@ -21,11 +21,12 @@
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "cupti_open.h"
 
 static FILE *out;
 static unsigned long kernels, driver_records, runtime_records, dropped;
@@ -34,14 +35,6 @@ static CUptiResult (*flush_all)(uint32_t);
 static CUptiResult (*get_timestamp)(uint64_t *);
 static CUptiResult (*get_dropped)(CUcontext, uint32_t, size_t *);
 
-static const CUpti_CallbackId driver_launches[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-                                                   CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-                                                   CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-                                                   CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
 static const CUpti_CallbackId runtime_launches[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
                                                     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
                                                     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
@@ -108,26 +101,9 @@ static void report(void) {
           kernels, driver_records, runtime_records, dropped);
 }
 
-static int find_cudart(struct dl_phdr_info *info, size_t size, void *path) {
-  (void)size;
-  const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-  if (!slash || strncmp(slash + 1, "libcudart.so", 12) != 0) return 0;
-  snprintf(path, 4096, "%.*s/libcupti.so.13", (int)(slash - info->dlpi_name), info->dlpi_name);
-  return 1;
-}
-
 __attribute__((visibility("default"))) int InitializeInjection(void) {
-  void *lib = dlopen("libcupti.so.13", RTLD_NOW);
-  if (!lib) {
-    char path[4096] = "";
-    dl_iterate_phdr(find_cudart, path);
-    if (*path) lib = dlopen(path, RTLD_NOW);
-  }
-  if (!lib && getenv("GPUFLAME_CUPTI_PATH")) lib = dlopen(getenv("GPUFLAME_CUPTI_PATH"), RTLD_NOW);
-  if (!lib) {
-    fprintf(stderr, "api_records: no libcupti\n");
-    return 1;
-  }
+  void *lib = open_cupti("api_records");
+  if (!lib) return 1;
   CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
       dlsym(lib, "cuptiActivityRegisterCallbacks");
   CUptiResult (*enable)(CUpti_ActivityKind) = dlsym(lib, "cuptiActivityEnable");
@@ -152,7 +128,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   if (path && !(out = fopen(path, "w"))) fprintf(stderr, "api_records: cannot write %s\n", path);
   say_clock();
   unsigned failed = enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS;
-  for (size_t i = 0; driver && i < COUNT(driver_launches); i++) failed += enable_driver(driver_launches[i], 1) != 0;
+  for (size_t i = 0; driver && i < DRIVER_LAUNCH_IDS; i++) failed += enable_driver(driver_launch_ids[i], 1) != 0;
   for (size_t i = 0; runtime && i < COUNT(runtime_launches); i++) failed += enable_runtime(runtime_launches[i], 1) != 0;
   atexit(report);
   fprintf(stderr, "api_records: kernel activity and %s launch records on (%u enables failed)%s%s\n", what, failed,

@@ -48,12 +48,13 @@
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "cupti_open.h"
 
 static CUptiResult (*enable_cb)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
 static CUpti_SubscriberHandle sub;
@@ -134,14 +135,6 @@ static const CUpti_CallbackId runtime_ids[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaun
                                                CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
                                                CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
                                                CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000};
-static const CUpti_CallbackId driver_ids[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-                                              CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-                                              CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
 
 /* The first kRuntimeLaunchIds of runtime_ids are the runtime's kernel
  * launches (its graph launches follow: gpuflame takes those). */
@@ -152,8 +145,8 @@ static void set_all(uint32_t on) {
   for (size_t i = stack_sites_only ? kRuntimeLaunchIds : 0;
        !driver_only && i < sizeof(runtime_ids) / sizeof(runtime_ids[0]); i++)
     enable_cb(on, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids[i]);
-  for (size_t i = 0; i < sizeof(driver_ids) / sizeof(driver_ids[0]); i++)
-    enable_cb(on, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_ids[i]);
+  for (size_t i = 0; i < DRIVER_LAUNCH_IDS; i++)
+    enable_cb(on, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_launch_ids[i]);
   toggles++;
 }
 
@@ -169,7 +162,7 @@ static void set_activity(uint32_t on) {
 static CUptiResult (*enable_driver_api)(CUpti_CallbackId, uint8_t);
 
 static void set_api_activity(uint32_t on) {
-  for (size_t i = 0; i < sizeof(driver_ids) / sizeof(driver_ids[0]); i++) enable_driver_api(driver_ids[i], (uint8_t)on);
+  for (size_t i = 0; i < DRIVER_LAUNCH_IDS; i++) enable_driver_api(driver_launch_ids[i], (uint8_t)on);
   toggles++;
 }
 
@@ -289,27 +282,9 @@ static void report(void) {
           exits_without_enter, *undone ? ", undone by " : "", undone);
 }
 
-static int find_cudart(struct dl_phdr_info *info, size_t size, void *out) {
-  (void)size;
-  const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-  if (!slash || strncmp(slash + 1, "libcudart.so", 12) != 0) return 0;
-  snprintf(out, 4096, "%.*s/libcupti.so.13", (int)(slash - info->dlpi_name), info->dlpi_name);
-  return 1;
-}
-
 __attribute__((visibility("default"))) int InitializeInjection(void) {
-  void *lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) lib = dlopen("libcupti.so.13", RTLD_NOW);
-  if (!lib) {
-    char path[4096] = "";
-    dl_iterate_phdr(find_cudart, path);
-    if (*path) lib = dlopen(path, RTLD_NOW);
-  }
-  if (!lib && getenv("GPUFLAME_CUPTI_PATH")) lib = dlopen(getenv("GPUFLAME_CUPTI_PATH"), RTLD_NOW);
-  if (!lib) {
-    fprintf(stderr, "cupti_toggle: no libcupti\n");
-    return 1;
-  }
+  void *lib = open_cupti("cupti_toggle");
+  if (!lib) return 1;
   subscribe = dlsym(lib, "cuptiSubscribe");
   resubscribe = getenv("TOGGLE_RESUBSCRIBE") && atoi(getenv("TOGGLE_RESUBSCRIBE"));
   enable_cb = dlsym(lib, "cuptiEnableCallback");

@@ -30,7 +30,9 @@
 # ("nan" where a run failed: its .err under $OUT says why).
 # With the bundle from scripts/gpu-bundle.sh in .carry/; output under $OUT.
 #   ROUNDS (2), STEPS (1200), MODES (all of the above, in that order; the
-#   first is each round's baseline, so plain comes first)
+#   first is each round's baseline, so plain comes first), MODEL (launch;
+#   kernels: a step of 500 in-place adds on 4096 floats, nothing but
+#   launches, for CUPTI's dispatch per launch: ms a step / 500)
 GF_OUT_SUFFIX=/cupti-callback-cost . "$(dirname "$0")/common.sh"
 steps=${STEPS:-1200}
 modes=${MODES:-plain subscribe cupti driver off-disable off-unsubscribe off-finalize activity-once library}
@@ -46,20 +48,10 @@ run() {  # mode round
     activity-once) env=(CUDA_INJECTION64_PATH="$bundle/libcupti_toggle.so" TOGGLE_WHAT=activity-once) ;;
     library) env=(CUDA_INJECTION64_PATH="$bundle/libgpuflame_cupti.so") ;;
   esac
-  env "${env[@]}" timeout 120 "$py" "$here/train_bench.py" --model launch --warmup 200 --steps "$steps" \
+  env "${env[@]}" timeout 120 "$py" "$here/train_bench.py" --model "${MODEL:-launch}" --warmup 200 --steps "$steps" \
       --step-log "$out/$1-$2.steps" > "$out/$1-$2.json" 2> "$out/$1-$2.err"
-  # The later half's median: well after any switch of the modes above.
-  python3 -c 'import statistics,sys; ms = [float(l.split()[1]) for l in open(sys.argv[1])]
-print(statistics.median(ms[len(ms) // 2:]))' "$out/$1-$2.steps" 2>/dev/null || echo nan
+  later_half_median "$out/$1-$2.steps"
 }
-for r in $(seq "${ROUNDS:-2}"); do
-  line="round $r:" plain=
-  for m in $modes; do
-    ms=$(run "$m" "$r")
-    [ -z "$plain" ] && plain=$ms
-    line+=$(python3 -c 'import sys; m, a, b = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]); print(f" {m} {a:.3f} ms (x{a / b:.3f})")' "$m" "$ms" "$plain")
-    grep -h "cupti_toggle: [0-9]" "$out/$m-$r.err" 2>/dev/null | tail -1
-  done
-  echo "$line"
-done
+# shellcheck disable=SC2086  # the modes are words
+SAY_PATTERN="cupti_toggle: [0-9]" rounds_of_modes run $modes
 exit 0

@@ -58,19 +58,10 @@ run() {  # mode round
   env "${env[@]}" timeout 120 "$py" "$here/train_bench.py" --model launch --warmup 200 --steps "$steps" \
       --step-log "$out/$1-$2.steps" > "$out/$1-$2.json" 2> "$out/$1-$2.err"
   stop_uprobes >&2
-  python3 -c 'import statistics,sys; ms = [float(l.split()[1]) for l in open(sys.argv[1])]
-print(statistics.median(ms[len(ms) // 2:]))' "$out/$1-$2.steps" 2>/dev/null || echo nan
+  later_half_median "$out/$1-$2.steps"
 }
-for r in $(seq "${ROUNDS:-2}"); do
-  line="round $r:" plain=
-  for m in $modes; do
-    ms=$(run "$m" "$r")
-    [ -z "$plain" ] && plain=$ms
-    line+=$(python3 -c 'import sys; m, a, b = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]); print(f" {m} {a:.3f} ms (x{a / b:.3f})")' "$m" "$ms" "$plain")
-    grep -h "api_records: [0-9]\|cupti_toggle: [0-9]" "$out/$m-$r.err" 2>/dev/null | tail -1
-  done
-  echo "$line"
-done
+# shellcheck disable=SC2086  # the modes are words
+SAY_PATTERN="api_records: [0-9]\|cupti_toggle: [0-9]" rounds_of_modes run $modes
 for f in "$tmp"/records-*.txt; do
   [ -e "$f" ] || continue
   r=${f##*records-}; r=${r%.txt}
