@@ -4,14 +4,14 @@
 they launched (tests/gpu/api_records.c, API_RECORDS_OUT): the launch-stack
 route without CUPTI's callbacks, checked on a GPU before it is built.
 
-Each hit is matched to the launch record on its thread whose start is
-nearest its time on CUPTI's clock (CLOCK_MONOTONIC moved by the offset the
-clock lines measured), within --slack-ns; a record two hits claim goes to
-the nearer. Prints
+Each hit is matched to the first launch record on its thread that starts
+at or after its time on CUPTI's clock (CLOCK_MONOTONIC moved by the offset
+the clock lines measured, within --tolerance-ns), no more than --slack-ns
+after it. Prints
 what share of hits, records and kernels joined, and how far a hit's time
 lies from its record's start.
 
-  join_launches.py HITS RECORDS [--pid PID] [--slack-ns NS]
+  join_launches.py HITS RECORDS [--pid PID] [--slack-ns NS] [--tolerance-ns NS] [--expect-joined PCT]
 """
 import argparse
 import bisect
@@ -45,7 +45,10 @@ def main():
     ap.add_argument("hits")
     ap.add_argument("records")
     ap.add_argument("--pid", type=int, default=0)
-    ap.add_argument("--slack-ns", type=int, default=20000)
+    ap.add_argument("--slack-ns", type=int, default=1000000)
+    ap.add_argument("--tolerance-ns", type=int, default=1000)
+    ap.add_argument("--expect-joined", type=float, default=0,
+                    help="exit 1 unless at least this share (%%) of kernels joined a hit")
     args = ap.parse_args()
 
     clocks, records, kernel_ids = [], collections.defaultdict(list), []
@@ -89,36 +92,35 @@ def main():
 
     for rs in records.values():
         rs.sort()
-    # Each hit claims the record nearest it; a record two hits claim goes
-    # to the nearer (a greedy walk would let one missing record shift
-    # every later match on the thread by one).
-    deltas, unmatched, ambiguous = [], 0, 0
+    # A thread's launch calls do not overlap, and the uprobe fires at the
+    # entry point, before CUPTI's start inside it: each hit belongs to the
+    # first record that starts at or after it (within --tolerance-ns of the
+    # clocks' offset), if the record before has ended by then. A thread
+    # descheduled between the two moves nothing; a nearest-start rule
+    # would give such a hit the call before.
+    deltas, unmatched, inside, doubled = [], 0, 0, 0
+    tol = args.tolerance_ns
     for tid, hs in mine.items():
         rs = records.get(tid, [])
         starts = [r[0] for r in rs]
-        claims = {}
         for ns, _ in hs:
             t = ns + off0 + (off1 - off0) * (ns - t0) // max(1, t1 - t0)
-            i = bisect.bisect_left(starts, t)
-            near = sorted((abs(rs[j][0] - t), j) for j in (i - 1, i) if 0 <= j < len(rs))
-            if not near or near[0][0] > args.slack_ns:
+            i = bisect.bisect_left(starts, t - tol)
+            if i > 0 and rs[i - 1][1] > t + tol:
+                inside += 1  # within the call before: not a launch of its own
+                continue
+            if i == len(rs) or rs[i][0] - t > args.slack_ns:
                 unmatched += 1
                 continue
-            # Another record as near as this one: the join would have to guess.
-            if len(near) > 1 and near[1][0] <= 2 * near[0][0]:
-                ambiguous += 1
-            d, j = near[0]
-            if j in claims:
-                unmatched += 1
-                if d >= claims[j][0]:
-                    continue
-            claims[j] = (d, rs[j][0] - t)
-        for j, (_, delta) in claims.items():
-            rs[j][4] = True
-            deltas.append(delta)
+            if rs[i][4]:
+                doubled += 1
+                continue
+            rs[i][4] = True
+            deltas.append(rs[i][0] - t)
     matched = len(deltas)
-    print(f"join: {matched} of {n_hits} hits matched a record ({100 * matched / max(1, n_hits):.2f}%), "
-          f"{unmatched} not, {ambiguous} with a rival record within twice the distance")
+    print(f"join: {matched} of {n_hits} hits matched a record ({100 * matched / max(1, n_hits):.2f}%); "
+          f"{unmatched} found none within {args.slack_ns} ns, {inside} fell inside a call, {doubled} met a "
+          f"record another hit had taken")
     print(f"join: record start - hit time, ns: {quantiles(deltas)}")
     durations = [r[1] - r[0] for rs in records.values() for r in rs]
     print(f"join: launch call durations, ns: {quantiles(durations)}")
@@ -129,6 +131,8 @@ def main():
     print(f"join: kernels whose correlation ID has a driver launch record: {in_records} of {len(kernel_ids)} "
           f"({100 * in_records / max(1, len(kernel_ids)):.2f}%); whose record matched a hit (a stack): {joined} "
           f"({100 * joined / max(1, len(kernel_ids)):.2f}%)")
+    if 100 * joined < args.expect_joined * max(1, len(kernel_ids)) or not kernel_ids:
+        sys.exit(f"join_launches: fewer than {args.expect_joined}% of the kernels joined a hit")
 
 
 if __name__ == "__main__":
