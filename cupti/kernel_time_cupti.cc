@@ -51,8 +51,10 @@
 // is detached (cuptiFinalize) N s after the last agent left, at the exit of
 // the next call whose callback is on, as CUPTI's documentation asks (Detach),
 // and a later agent subscribes again. Default 0, never: the detach has run
-// on a GPU five times (no crash, launches went on), a second subscription
-// after it not yet.
+// on a GPU five times (no crash, launches went on), and a second
+// subscription there numbered its correlation IDs from 1 again (an H100:
+// cupti_toggle.c TOGGLE_RESUBSCRIBE), so IDs held across it would meet new
+// ones, which nothing here keeps apart yet.
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 // CUPTI is found at run time (cupti_api.cc); only its headers are needed
