@@ -21,7 +21,7 @@
 #   callbacks for comparison, CUPTI's dispatch to the callbacks gpuflame
 #             enables for good today (cupti_toggle.c TOGGLE_WHAT=stack-sites).
 # Prints each run's median step (of its later half) and each mode's ratio to
-# plain in its round, then round 1's join.
+# plain in its round, and each route run's join as it ends.
 # With the bundle from scripts/gpu-bundle.sh in .carry/; output under $OUT.
 #   ROUNDS (2), STEPS (1000), MODES (plain kernels records uprobes route callbacks)
 GF_OUT_SUFFIX=/launch-route . "$(dirname "$0")/common.sh"
@@ -58,15 +58,16 @@ run() {  # mode round
   env "${env[@]}" timeout 120 "$py" "$here/train_bench.py" --model launch --warmup 200 --steps "$steps" \
       --step-log "$out/$1-$2.steps" > "$out/$1-$2.json" 2> "$out/$1-$2.err"
   stop_uprobes >&2
+  # Joined at once: a later round cut short by the caller's time limit
+  # must not take this one's join with it.
+  if [ -n "$hits" ]; then
+    echo "== join, round $2" >&2
+    python3 "$here/join_launches.py" "$hits" "$tmp/records-$2.txt" >&2 || echo "join failed" >&2
+    rm -f "$hits" "$tmp/records-$2.txt"
+  fi
   later_half_median "$out/$1-$2.steps"
 }
 # shellcheck disable=SC2086  # the modes are words
 SAY_PATTERN="api_records: [0-9]\|cupti_toggle: [0-9]" rounds_of_modes run $modes
-for f in "$tmp"/records-*.txt; do
-  [ -e "$f" ] || continue
-  r=${f##*records-}; r=${r%.txt}
-  echo "== join, round $r"
-  python3 "$here/join_launches.py" "$tmp/hits-$r.txt" "$f" || status=1
-done
 rm -rf "$tmp"
 exit $status
