@@ -14,6 +14,7 @@
  * Thread IDs are the system's (gettid), as BPF sees them. At exit it says
  * how many records of each came. With API_RECORDS_OUT=FILE it also writes
  * every record, one line each, for tests/gpu/join_launches.py:
+ *   p <process ID>
  *   c <monotonic ns before> <CUPTI ns> <monotonic ns after>   (at start and at exit)
  *   a <D|R> <cbid> <tid> <start> <end> <correlation>
  *   k <correlation>
@@ -21,14 +22,18 @@
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cupti_open.h"
 
+/* Written by CUPTI's buffer threads and, at exit, closed: under |out_mu|. */
 static FILE *out;
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long kernels, driver_records, runtime_records, dropped;
 static CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
 static CUptiResult (*flush_all)(uint32_t);
@@ -73,6 +78,7 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
   (void)size;
   CUpti_Activity *r = NULL;
+  pthread_mutex_lock(&out_mu);
   while (next_record(buffer, valid, &r) == CUPTI_SUCCESS) {
     if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       __atomic_add_fetch(&kernels, 1, __ATOMIC_RELAXED);
@@ -86,6 +92,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
                 (unsigned long long)a->start, (unsigned long long)a->end, a->correlationId);
     }
   }
+  pthread_mutex_unlock(&out_mu);
   size_t lost = 0;
   if (get_dropped && get_dropped(ctx, stream, &lost) == CUPTI_SUCCESS)
     __atomic_add_fetch(&dropped, lost, __ATOMIC_RELAXED);
@@ -94,9 +101,11 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 
 static void report(void) {
   if (flush_all) flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  pthread_mutex_lock(&out_mu);
   say_clock();
   if (out) fclose(out);
   out = NULL;
+  pthread_mutex_unlock(&out_mu);
   fprintf(stderr, "api_records: %lu kernel records, %lu driver API records, %lu runtime API records, %lu dropped\n",
           kernels, driver_records, runtime_records, dropped);
 }
@@ -126,6 +135,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   const int runtime = !strcmp(what, "runtime") || !strcmp(what, "both");
   const char *path = getenv("API_RECORDS_OUT");
   if (path && !(out = fopen(path, "w"))) fprintf(stderr, "api_records: cannot write %s\n", path);
+  if (out) fprintf(out, "p %d\n", (int)getpid());
   say_clock();
   unsigned failed = enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS;
   for (size_t i = 0; driver && i < DRIVER_LAUNCH_IDS; i++) failed += enable_driver(driver_launch_ids[i], 1) != 0;

@@ -22,7 +22,9 @@
  *              (cuptiActivityEnableDriverApi, per call ID), kernel activity
  *              on once, no callbacks: whether launch records can come in
  *              windows (tests/gpu/run_launch_route.sh), since CUPTI makes
- *              them from the very dispatch whose switching crashed;
+ *              them from the very dispatch whose switching crashed
+ *              (subscribed too, as every mode here: run_launch_route.sh's
+ *              api_records.c measures the records' cost without that);
  *   activity-once kernel, memcpy and memset activity on from the start and
  *              off, once, TOGGLE_OFF_AFTER_MS (default 3000) later, no
  *              callbacks: whether activity leaves a cost behind it;

@@ -22,13 +22,18 @@ import sys
 
 def clock_offset(lines):
     """CUPTI's clock minus CLOCK_MONOTONIC: at start and at exit, each from
-    its tightest read (before, cupti, after)."""
+    its tightest read (before, cupti, after). The client writes five reads
+    at each; a run that did not exit cleanly has the start's alone, and then
+    the start's offset stands for both (a drift measured over microseconds
+    would turn the reads' noise into milliseconds)."""
     samples = [(b, c, a) for b, c, a in lines]
-    half = len(samples) // 2 or 1
+    parts = [samples[:5], samples[5:]] if len(samples) >= 10 else [samples, samples]
     out = []
-    for part in (samples[:half], samples[half:] or samples[:half]):
+    for part in parts:
         b, c, a = min(part, key=lambda s: s[2] - s[0])
         out.append((c - (a + b) // 2, a - b, (a + b) // 2))
+    if out[1][2] - out[0][2] < 1_000_000_000:
+        out[1] = (out[0][0], out[1][1], out[0][2] + 1_000_000_000)
     return out
 
 
@@ -51,14 +56,16 @@ def main():
                     help="exit 1 unless at least this share (%%) of kernels joined a hit")
     args = ap.parse_args()
 
-    clocks, records, kernel_ids = [], collections.defaultdict(list), []
+    clocks, records, kernel_ids, record_pid = [], collections.defaultdict(list), [], 0
     kinds = collections.Counter()
     with open(args.records) as f:
         for line in f:
             p = line.split()
             if not p:
                 continue
-            if p[0] == "c":
+            if p[0] == "p" and len(p) == 2:
+                record_pid = int(p[1])
+            elif p[0] == "c":
                 clocks.append(tuple(int(x) for x in p[1:4]))
             elif p[0] == "a":
                 kind, cbid, tid, start, end, corr = p[1], int(p[2]), int(p[3]), int(p[4]), int(p[5]), int(p[6])
@@ -70,6 +77,8 @@ def main():
     if len(clocks) < 2:
         sys.exit("join_launches: no clock lines in the records")
     (off0, w0, t0), (off1, w1, t1) = clock_offset(clocks)
+    if len(clocks) < 10:
+        print("join: no clock reads from the client's exit (it did not exit cleanly): the start's offset throughout")
     print(f"join: CUPTI clock - monotonic: {off0} ns at start (read within {w0} ns), {off1} at exit "
           f"(within {w1} ns): drift {off1 - off0} ns over {(t1 - t0) / 1e9:.1f} s")
 
@@ -81,7 +90,9 @@ def main():
             if len(p) == 4:
                 pids[int(p[0])] += 1
                 hits[(int(p[0]), int(p[1]))].append((int(p[2]), int(p[3])))
-    pid = args.pid or (pids.most_common(1)[0][0] if pids else 0)
+    # The uprobes see every process that maps libcuda: the one the records
+    # came from, else the one with most hits.
+    pid = args.pid or record_pid or (pids.most_common(1)[0][0] if pids else 0)
     mine = {tid: hs for (p, tid), hs in hits.items() if p == pid}
     n_hits = sum(len(h) for h in mine.values())
     n_records = sum(len(r) for r in records.values())

@@ -31,17 +31,23 @@ libcuda=$(env -u LD_LIBRARY_PATH "$py" -c 'import ctypes, os; ctypes.CDLL("libcu
 print(os.path.realpath(next(l.split()[-1] for l in open("/proc/self/maps") if "libcuda.so" in l)))')
 echo "libcuda: $libcuda"
 tmp=$(mktemp -d)
+# Each run's uprobes start and stop inside its own $(...) (rounds_of_modes):
+# a run the caller's limit cuts short leaves its pid here, for this shell's
+# exit to stop (they are machine-wide).
+trap 'kill "$(cat "$tmp/uprobes.pid" 2>/dev/null)" 2>/dev/null; rm -rf "$tmp"' EXIT
 uprobes_pid=
 start_uprobes() {  # [--out FILE]
   rm -f "$tmp/ready"
   "$bundle/bench/gpuflame_launch_uprobes" --lib "$libcuda" --ready "$tmp/ready" "$@" > "$tmp/uprobes.txt" 2> "$tmp/uprobes.err" &
   uprobes_pid=$!
+  echo "$uprobes_pid" > "$tmp/uprobes.pid"
   for _ in $(seq 100); do [ -e "$tmp/ready" ] && return 0; sleep 0.1; done
   echo "launch_uprobes did not attach:"; cat "$tmp/uprobes.err"
 }
 stop_uprobes() {
   [ -n "$uprobes_pid" ] || return 0
   kill -INT "$uprobes_pid"; wait "$uprobes_pid"; uprobes_pid=
+  rm -f "$tmp/uprobes.pid"
   cat "$tmp/uprobes.txt"
 }
 run() {  # mode round
@@ -69,5 +75,4 @@ run() {  # mode round
 }
 # shellcheck disable=SC2086  # the modes are words
 SAY_PATTERN="api_records: [0-9]\|cupti_toggle: [0-9]" rounds_of_modes run $modes
-rm -rf "$tmp"
 exit $status
