@@ -195,13 +195,15 @@ struct alignas(64) Gate {
   std::atomic<bool> launched{false};
   // Runtime calls (copies; launches where API spans are asked or the
   // correlation check moved launch stacks there) call the driver inside
-  // them: only the outermost call fires. The depth is counted
-  // per thread only while the gate is open, and callbacks may go on between
-  // a call's entry and its exit: a count from an earlier epoch is stale. The epoch advances each time the
-  // gate opens and when CUPTI is subscribed again after a detach (whose exits never came). Not when a set
-  // of callbacks first goes on: a call whose entry went unseen leaves its thread's count at 0 and its exit
-  // finds nothing to undo (runtime calls do not nest), while a new epoch would drop the count a runtime launch under
-  // way had just made, and its driver call would fire its stack a second time.
+  // them: only the outermost call fires. The depth is counted per thread
+  // only while the gate is open, and callbacks may go on between a call's
+  // entry and its exit: a count from an earlier epoch is stale. The epoch
+  // advances each time the gate opens and when CUPTI is subscribed again
+  // after a detach (whose exits never came). Not when a set of callbacks
+  // first goes on: a call whose entry went unseen leaves its thread's count
+  // at 0 and its exit finds nothing to undo (runtime calls do not nest),
+  // while a new epoch would drop the count a runtime launch under way had
+  // just made, and its driver call would fire its stack a second time.
   std::atomic<uint32_t> epoch{0};
   // The runtime's launch callbacks are on, for API spans: until then the
   // outermost call of a runtime launch is the driver's, whose span would

@@ -40,16 +40,6 @@ static CUptiResult (*flush_all)(uint32_t);
 static CUptiResult (*get_timestamp)(uint64_t *);
 static CUptiResult (*get_dropped)(CUcontext, uint32_t, size_t *);
 
-static const CUpti_CallbackId runtime_launches[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
-                                                    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
-                                                    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-                                                    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000};
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
 static uint64_t mono_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -139,7 +129,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   say_clock();
   unsigned failed = enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS;
   for (size_t i = 0; driver && i < DRIVER_LAUNCH_IDS; i++) failed += enable_driver(driver_launch_ids[i], 1) != 0;
-  for (size_t i = 0; runtime && i < COUNT(runtime_launches); i++) failed += enable_runtime(runtime_launches[i], 1) != 0;
+  for (size_t i = 0; runtime && i < RUNTIME_LAUNCH_IDS; i++) failed += enable_runtime(runtime_launch_ids[i], 1) != 0;
   atexit(report);
   fprintf(stderr, "api_records: kernel activity and %s launch records on (%u enables failed)%s%s\n", what, failed,
           out ? ", written to " : "", out ? path : "");

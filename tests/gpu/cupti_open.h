@@ -1,6 +1,6 @@
 /* What the CUPTI clients with none of gpuflame in them (cupti_toggle.c,
  * api_records.c) share: libcupti, which PyTorch's wheels put beside
- * libcudart, not on the loader's path; and the driver's launch calls.
+ * libcudart, not on the loader's path; and the launch calls' IDs.
  * Header-only: each client is one file built on its own
  * (scripts/gpu-bundle.sh). */
 #ifndef GPUFLAME_TESTS_GPU_CUPTI_OPEN_H_
@@ -24,6 +24,19 @@ static const CUpti_CallbackId driver_launch_ids[] = {CUPTI_DRIVER_TRACE_CBID_cuL
                                                      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
                                                      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
 #define DRIVER_LAUNCH_IDS (sizeof(driver_launch_ids) / sizeof(driver_launch_ids[0]))
+
+/* The runtime's launches: its kernel launches (the first
+ * RUNTIME_KERNEL_LAUNCH_IDS), then its graph launches. */
+static const CUpti_CallbackId runtime_launch_ids[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+                                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+                                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+                                                      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+                                                      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000};
+#define RUNTIME_LAUNCH_IDS (sizeof(runtime_launch_ids) / sizeof(runtime_launch_ids[0]))
+#define RUNTIME_KERNEL_LAUNCH_IDS 6
 
 static int cupti_beside_cudart(struct dl_phdr_info *info, size_t size, void *path) {
   (void)size;

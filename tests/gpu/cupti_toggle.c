@@ -121,32 +121,22 @@ static void CUPTIAPI on_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id,
   }
 }
 
-static const CUpti_CallbackId runtime_ids[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
-                                               CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000};
+/* The runtime's copies and memsets, after its launches (runtime_launch_ids). */
+static const CUpti_CallbackId runtime_copy_ids[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,      CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000};
 
-/* The first kRuntimeLaunchIds of runtime_ids are the runtime's kernel
- * launches (its graph launches follow: gpuflame takes those). */
-enum { kRuntimeLaunchIds = 6 };
 static int stack_sites_only, driver_only;
 
+/* gpuflame's stack sites leave out the runtime's kernel launches (it takes
+ * their graph launches, copies and memsets). */
 static void set_all(uint32_t on) {
-  for (size_t i = stack_sites_only ? kRuntimeLaunchIds : 0;
-       !driver_only && i < sizeof(runtime_ids) / sizeof(runtime_ids[0]); i++)
-    enable_cb(on, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids[i]);
+  for (size_t i = stack_sites_only ? RUNTIME_KERNEL_LAUNCH_IDS : 0; !driver_only && i < RUNTIME_LAUNCH_IDS; i++)
+    enable_cb(on, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_launch_ids[i]);
+  for (size_t i = 0; !driver_only && i < sizeof(runtime_copy_ids) / sizeof(runtime_copy_ids[0]); i++)
+    enable_cb(on, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_copy_ids[i]);
   for (size_t i = 0; i < DRIVER_LAUNCH_IDS; i++)
     enable_cb(on, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_launch_ids[i]);
   toggles++;
