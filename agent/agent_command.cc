@@ -209,6 +209,7 @@ int RunAgent(const AgentConfig& cfg) {
                  {"metrics_port", cfg.metrics_port ? metrics.port() : 0},
                  {"node", cfg.node},
                  {"kernel_activity", cfg.profiling.kernel_time_exact ? "exact" : "sampled"},
+                 {"launch_stacks", cfg.profiling.launch_uprobes ? "uprobes" : "callbacks"},
                  {"tensor_sampling", cfg.profiling.tensor_exact ? "exact" : "sampled"},
                  {"tensor_startup_s", cfg.profiling.tensor_startup_s}});
 

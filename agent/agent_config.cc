@@ -487,6 +487,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_THREAD_NAMES", "thread_names"},
       {"GPUFLAME_KERNEL_TIME", "kernel_time"},
       {"GPUFLAME_KERNEL_ACTIVITY", "kernel_activity"},
+      {"GPUFLAME_LAUNCH_STACKS", "launch_stacks"},
       {"GPUFLAME_TENSOR_SAMPLING", "tensor_sampling"},
       {"GPUFLAME_TENSOR_STARTUP_S", "tensor_startup_s"},
       {"GPUFLAME_GATE_NEW_LIBRARIES", "gate_new_libraries"},
@@ -579,7 +580,7 @@ std::string DescribeConfig(const AgentConfig& c) {
       c.spool_dir.empty() ? std::string("off") : absl::StrCat(c.spool_dir, " (", c.spool_max_bytes >> 20, " MiB)"),
       "\nlog: ", logging::FormatName(c.log.format), ", ", logging::LevelName(c.log.level), ", repeats every ",
       c.log.repeat_interval_s, "s\nkernel_activity: ", c.profiling.kernel_time_exact ? "exact" : "sampled",
-      "\ntensor_sampling: ",
+      "\nlaunch_stacks: ", c.profiling.launch_uprobes ? "uprobes" : "callbacks", "\ntensor_sampling: ",
       c.profiling.tensor_exact ? std::string("exact")
                                : absl::StrCat("sampled (the probes from ", c.profiling.tensor_startup_s,
                                               " s after a process's first tensor)"),

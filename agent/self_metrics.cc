@@ -26,6 +26,8 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.frames = ev.frames().size();
   s.processes = session.registry().processes().size();
   s.joiner = ev.joiner().stats();
+  s.launch_route = ev.launch_route().stats();
+  s.launch_windows = session.registry().launch_route().stats();
   s.events_library = ev.library_cost();
   s.resolver = session.resolver().stats();
   s.unwinder = session.unwinder().stats();
@@ -156,6 +158,26 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_kernel_launch_stacks_total",
        "Kernel launches whose stack was taken (sampled by the injection library).", "counter",
        double(s.joiner.launches)},
+      {"gpuflame_launch_route_hits_total",
+       "Launch stacks taken by the launch route's uprobes on libcuda's launch functions (--launch-stacks uprobes).",
+       "counter", double(s.launch_route.hits)},
+      {"gpuflame_launch_route_joined_total",
+       "Launch route stacks that met CUPTI's record of their call, and so their kernels' correlation ID.", "counter",
+       double(s.launch_route.joined)},
+      {"gpuflame_launch_route_unjoined_total",
+       "Launch route stacks whose record never came, or records whose stack was not taken (the window's edges).",
+       "counter",
+       double(s.launch_route.hits_expired + s.launch_route.hits_passed + s.launch_route.hits_dropped +
+              s.launch_route.records_without_hit)},
+      {"gpuflame_launch_route_windows_total",
+       "Launch windows in which the launch route's uprobes were attached to a process.", "counter",
+       double(s.launch_windows.windows)},
+      {"gpuflame_launch_route_windows_unserved_total",
+       "Launch windows the launch route's uprobes could not be attached for (all, or some of the functions).",
+       "counter", double(s.launch_windows.windows_unserved + s.launch_windows.windows_partial)},
+      {"gpuflame_launch_route_windows_expired_total",
+       "Launch windows the agent closed itself, the library's word of them having stopped.", "counter",
+       double(s.launch_windows.windows_expired)},
       {"gpuflame_gpu_activity_records_total", "Kernel, memcpy and memset records from libgpuflame_cupti.so.", "counter",
        double(s.joiner.records)},
       {"gpuflame_gpu_activity_charged_by_share_total",

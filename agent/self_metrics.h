@@ -33,6 +33,8 @@ struct AgentStats {
   uint64_t frames = 0;     // interned frames (shared by every process)
   uint64_t processes = 0;  // registry entries, exited but not yet retired included
   JoinStats joiner;
+  LaunchRouteStats launch_route;        // the launch route's join (--launch-stacks uprobes)
+  LaunchRouteSiteStats launch_windows;  // ... and its uprobes' windows
   LibraryCost events_library;  // libgpuflame_cupti.so's own time, as the processes report it
   ResolveStats resolver;
   UnwindStats unwinder;

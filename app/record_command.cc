@@ -151,6 +151,25 @@ class Progress {
   bool drawn_ = false;
 };
 
+// summary.json's gpu_kernels.launch_route (--launch-stacks uprobes): how
+// the launch route's hits and records met, and its windows; empty without it.
+std::string LaunchRouteJson(const ProcessRegistry& reg, const EventProcessor& ev) {
+  if (!reg.options().launch_route) return "";
+  const LaunchRouteStats& r = ev.launch_route().stats();
+  const LaunchRouteSiteStats& w = reg.launch_route().stats();
+  return absl::StrCat(", \"launch_route\": {\"hits\": ", r.hits, ", \"records\": ", r.records,
+                      ", \"joined\": ", r.joined, ", \"records_without_hit\": ", r.records_without_hit,
+                      ", \"hits_without_record\": ", r.hits_expired + r.hits_passed,
+                      ", \"hits_dropped\": ", r.hits_dropped, ", \"hits_held\": ", ev.launch_route().held(),
+                      ", \"api_mismatches\": ", r.api_mismatches, ", \"late_launches\": ", ev.stats().launches_late,
+                      ", \"records_unconverted\": ", ev.stats().launch_records_unconverted,
+                      ", \"windows\": ", w.windows, ", \"windows_unserved\": ", w.windows_unserved,
+                      ", \"windows_expired\": ", w.windows_expired, ", \"windows_partial\": ", w.windows_partial,
+                      ", \"attach_ms\": ", absl::StrFormat("%.3f", static_cast<double>(w.attach_ns) / 1e6),
+                      ", \"attach_max_ms\": ", absl::StrFormat("%.3f", static_cast<double>(w.attach_max_ns) / 1e6),
+                      "}");
+}
+
 std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const std::array<uint64_t, GF_STAT_MAX>& bpf, const RingReaderStats& reader,
                         const StackResolver& res, const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
@@ -198,8 +217,11 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                                         "io_over_per_process_cap",
                                         "api_call_records",
                                         "api_batches_unreadable",
-                                        "tensor_allocations_not_sampled"};
-  static_assert(GF_STAT_MAX == 41, "name every BPF counter");
+                                        "tensor_allocations_not_sampled",
+                                        "launch_route_hits",
+                                        "launch_route_records",
+                                        "launch_route_batches_unreadable"};
+  static_assert(GF_STAT_MAX == 44, "name every BPF counter");
   std::string out = absl::StrFormat("{\n  \"duration_seconds\": %.3f,\n  \"bpf\": {", seconds);
   for (int i = 0; i < GF_STAT_MAX; i++) absl::StrAppend(&out, i ? ", " : "", "\"", bpf_names[i], "\": ", bpf[i]);
   // The ring-buffer reader thread: records moved to the worker, times it
@@ -280,7 +302,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"expired_launch_stacks\": ", j.expired_launches,
                   ", \"implausible_durations_clamped\": ", j.implausible_durations,
                   ", \"weighted_records\": ", j.weighted_records, ", \"estimated_records\": ", j.estimated_records,
-                  ", \"activity\": \"", reg.options().kernel_time_exact ? "exact" : "sampled", "\"},\n");
+                  ", \"activity\": \"", reg.options().kernel_time_exact ? "exact" : "sampled", "\"",
+                  LaunchRouteJson(reg, ev), "},\n");
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ", ev.frames().size(),
                   ", \"python_frames_unresolved\": ", res.stats().python_unresolved,
                   ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,

@@ -10,6 +10,7 @@
 
 #include "lib/vmlinux_min.h"
 
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/usdt.bpf.h>
 
@@ -57,6 +58,61 @@ int BPF_USDT(kernel_launch, __u64 correlation, __u64 api, __u64 origin, __u64 co
   else
     submit_stack_kind(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, flags, 0, concurrent,
                       correlation, api, origin);
+  return 0;
+}
+
+/* The calling thread's ID as its own PID namespace numbers it: what a
+ * process in a container calls it, and CUPTI's records with it (the host's
+ * outside any). Namespaces nest at most 32 deep (MAX_PID_NS_LEVEL). */
+static __always_inline __u32 ns_tid(__u32 host_tid) {
+  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+  struct pid *pid = BPF_CORE_READ(task, thread_pid);
+  unsigned int level = BPF_CORE_READ(pid, level);
+  int nr = 0;
+  if (!pid || bpf_probe_read_kernel(&nr, sizeof(nr), &pid->numbers[level & 31].nr) || nr <= 0)
+    return host_tid;
+  return (__u32)nr;
+}
+
+/* The launch route (gpuflame_abi.h): a launch entered one of libcuda's
+ * exported launch entry points. Attached to one process, and only while its
+ * library's launch window is open: the trap would cost every launch. The
+ * attach cookie is GF_LAUNCH_API(1, the entry's CUPTI callback ID). */
+SEC("uprobe")
+int launch_entry(struct pt_regs *ctx) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  bump(GF_STAT_LAUNCH_HITS);
+  __u64 api = bpf_get_attach_cookie(ctx);
+  __u64 tid = ns_tid((__u32)id);
+  if (want_user_stack(1))
+    submit_with_user_stack(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, GF_EVF_LAUNCH_HIT, tid, 0,
+                           0, api, 0);
+  else
+    submit_stack_kind(ctx, GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, GF_EVF_LAUNCH_HIT, tid, 0, 0,
+                      api, 0);
+  return 0;
+}
+
+/* gpuflame:launch_route(): attached only to raise its semaphore, which
+ * tells the library that this agent takes launch stacks at libcuda's entry
+ * points (launch_entry); the site is never hit. */
+SEC("usdt")
+int BPF_USDT(launch_route) { return 0; }
+
+/* gpuflame:launch_window(open): the library's launch records went on (1)
+ * or are about to go off (0); user space attaches or detaches launch_entry
+ * for the process. */
+SEC("usdt")
+int BPF_USDT(launch_window, __u64 open) {
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!wanted(id >> 32))
+    return 0;
+  struct gf_event ev;
+  fill_header(&ev, GF_EV_LAUNCH_WINDOW, GF_DOMAIN_NONE, GF_API_NONE, 0, 0);
+  ev.arg0 = open ? 1 : 0;
+  submit_small(&ev);
   return 0;
 }
 
@@ -117,26 +173,42 @@ int BPF_USDT(kernel_batch, __u64 records, __u64 count) {
   return 0;
 }
 
-/* gpuflame:api_batch(records, count, dropped): CUDA API calls, entry to
- * return, copied whole before the library reuses its buffer; |dropped|: the
- * library's count of calls it could not keep, passed on. */
-SEC("usdt")
-int BPF_USDT(api_batch, __u64 records, __u64 count, __u64 dropped) {
+/* A run of the library's gf_api_records as a |kind| record, copied whole
+ * before the library reuses its buffer; |lost|: the library's count of
+ * those it could not keep or convert, passed on. */
+static __always_inline void copy_api_records(__u8 kind, __u64 records, __u64 count, __u64 lost, __u32 stat_copied,
+                                             __u32 stat_failed) {
   struct gf_record_gpu *r = gpu_scratch();
-  if (!r) return 0;
+  if (!r) return;
   if (count > GF_API_BATCH_MAX) count = GF_API_BATCH_MAX;
-  fill_header(&r->ev, GF_EV_API_BATCH, GF_DOMAIN_NONE, GF_API_NONE, 0, count);
-  r->ev.arg0 = dropped;
+  fill_header(&r->ev, kind, GF_DOMAIN_NONE, GF_API_NONE, 0, count);
+  r->ev.arg0 = lost;
   __u32 bytes = (__u32)count * sizeof(struct gf_api_record);
   if (bytes > sizeof(r->apis)) bytes = sizeof(r->apis);
-  if (bytes == 0) return 0;
+  if (bytes == 0) return;
   if (bpf_probe_read_user(r->apis, bytes, (const void *)records)) {
-    bump(GF_STAT_API_BATCH_READ_FAILED);
-    return 0;
+    bump(stat_failed);
+    return;
   }
   __u64 len = sizeof(struct gf_event) + bytes;
   if (len > sizeof(*r)) len = sizeof(*r);
-  if (emit(r, len, false)) bump_by(GF_STAT_API_RECORDS, count);
+  if (emit(r, len, false)) bump_by(stat_copied, count);
+}
+
+/* gpuflame:api_batch(records, count, dropped): CUDA API calls, entry to
+ * return; |dropped|: the library's count of calls it could not keep. */
+SEC("usdt")
+int BPF_USDT(api_batch, __u64 records, __u64 count, __u64 dropped) {
+  copy_api_records(GF_EV_API_BATCH, records, count, dropped, GF_STAT_API_RECORDS, GF_STAT_API_BATCH_READ_FAILED);
+  return 0;
+}
+
+/* gpuflame:launch_records(records, count, unconverted): the driver's launch
+ * calls as CUPTI recorded them in a launch window (the launch route). */
+SEC("usdt")
+int BPF_USDT(launch_records, __u64 records, __u64 count, __u64 unconverted) {
+  copy_api_records(GF_EV_LAUNCH_RECORDS, records, count, unconverted, GF_STAT_LAUNCH_RECORDS,
+                   GF_STAT_LAUNCH_RECORDS_READ_FAILED);
   return 0;
 }
 

@@ -215,6 +215,15 @@ enum gf_event_kind {
                              * event's. Sent by the library's flusher, and before an
                              * event on another device. Additive (an agent from before
                              * it counts it as malformed and reads on). */
+  /* The launch route (below, "Launch stacks without CUPTI's callbacks"). Additive. */
+  GF_EV_LAUNCH_RECORDS = 31, /* size = n gf_api_record follow: the driver's launch calls,
+                             * as CUPTI's API activity records of them (gpuflame:
+                             * launch_records), tid = the calling thread as its own PID
+                             * namespace numbers it; arg0 = records the library could not
+                             * convert so far (CUPTI's threadId unknown), cumulative */
+  GF_EV_LAUNCH_WINDOW = 32, /* gpuflame:launch_window(open): arg0 = 1, the library's launch
+                             * records are on from ts_ns; 0, off from ts_ns (the window's
+                             * records come at its next flush). Header only */
 };
 
 /* gpuflame:launch's second argument, GF_EV_KERNEL_LAUNCH's arg1: the CUPTI
@@ -382,6 +391,11 @@ enum gf_event_flags {
   /* GF_EV_IO: its name was longer than GF_IO_NAME_MAX - 1 bytes (or exactly
    * that long: the kernel's copy cannot tell) and is cut there. */
   GF_EVF_IO_NAME_TRUNCATED = 1u << 17,
+  /* GF_EV_KERNEL_LAUNCH taken by a uprobe at one of libcuda's exported launch
+   * entry points (the launch route): arg0 = 0 (no correlation ID yet), arg1 =
+   * GF_LAUNCH_API(1, that entry's CUPTI callback ID), addr = the thread's ID
+   * in its own PID namespace (what CUPTI's records call it) */
+  GF_EVF_LAUNCH_HIT = 1u << 18,
 };
 
 struct gf_event {
@@ -685,6 +699,9 @@ enum gf_stat {
   GF_STAT_API_RECORDS,        /* CUDA API call records copied from the injection library (gpuflame:api_batch) */
   GF_STAT_API_BATCH_READ_FAILED, /* an API batch the probe could not read (records lost) */
   GF_STAT_TENSOR_NOT_SAMPLED, /* probes' caching-allocator allocations not taken while sampling (GF_PROBE_TENSOR_SAMPLE_BYTES) */
+  GF_STAT_LAUNCH_HITS,        /* launch stacks taken at libcuda's launch entry points (the launch route) */
+  GF_STAT_LAUNCH_RECORDS,     /* the driver's launch records copied from the library (gpuflame:launch_records) */
+  GF_STAT_LAUNCH_RECORDS_READ_FAILED, /* a launch record batch the probe could not read (records lost) */
   GF_STAT_MAX,
 };
 
@@ -785,6 +802,37 @@ struct gf_api_record {
 };
 GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
 #define GF_API_BATCH_MAX 128
+
+/*
+ * Launch stacks without CUPTI's callbacks (the launch route). CUPTI's launch
+ * callbacks, once enabled, cost every launch their dispatch for the life of
+ * the process (switching them off while other threads launch crashes CUPTI:
+ * tests/gpu/cupti_toggle.c), about 2% of a launch-bound step. Every launch,
+ * the runtime's included, enters one of libcuda's exported launch entry
+ * points, and CUPTI's API activity records of those calls can be switched at
+ * will (an H100: tests/gpu/run_launch_route.sh, README, Measured, session
+ * 36). So an agent that attaches gpuflame:launch_route() (a switch: only its
+ * semaphore is read) takes launch stacks itself, by uprobes on those entry
+ * points (GF_EVF_LAUNCH_HIT), attached to one process only while its
+ * library's launch window is open, and the library, instead of enabling its
+ * launch callbacks:
+ *  - opens a launch window where it would have taken stacks (its launch
+ *    ticks, and the process's start-up), saying so at
+ *    gpuflame:launch_window(1), and closes it at gpuflame:launch_window(0);
+ *  - while the window is open, has CUPTI record the driver's launch calls
+ *    (cuptiActivityEnableDriverApi, those call IDs alone) and hands them over
+ *    at gpuflame:launch_records(records, count, unconverted) as gf_api_records
+ *    (domain 1), their times converted to CLOCK_MONOTONIC at each flush, in
+ *    runs of at most GF_API_BATCH_MAX.
+ * The agent joins each record to the hit on its thread just before it (CUPTI
+ * starts a call's record a few microseconds after the entry point's first
+ * instruction: 2.1-6.3 us, p1-p99, on an H100), which gives the hit's stack
+ * the call's correlation ID, the one its kernel's records carry. Additive: an
+ * agent that does not attach the switch gets the callbacks' stacks, and a
+ * library without these probes gets no uprobes. The switch is the process's,
+ * not an agent's: while one agent holds it, another that takes stacks from
+ * the callbacks gets none.
+ */
 
 #define GF_KERNEL_BATCH_MAX 64   /* records per gpuflame:kernel_batch hit */
 #define GF_KERNEL_NAME_MAX 1024  /* bytes of a kernel name, NUL included */

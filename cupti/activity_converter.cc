@@ -14,7 +14,30 @@ void CopyCommon(const Record& r, gf_kernel_record& out) {
   out.graph_id = r.graphId;
 }
 
+// A driver API record (CUPTI_ACTIVITY_KIND_DRIVER) as the launch route's
+// gf_api_record, its times moved by |cupti_minus_mono|. False: not one to
+// send (no thread ID: cuptiSetThreadIdType did not take).
+bool ToLaunchRecord(const CUpti_ActivityAPI& a, int64_t cupti_minus_mono, gf_api_record& out) {
+  if (a.threadId == 0) return false;
+  // Modulo 2^64: CUPTI's clock may be anything, its records too.
+  auto mono = [&](uint64_t t) { return t - static_cast<uint64_t>(cupti_minus_mono); };
+  out = {.start_ns = mono(a.start),
+         .end_ns = mono(a.end),
+         .correlation = a.correlationId,
+         .tid = a.threadId,
+         .cbid = static_cast<uint16_t>(a.cbid),
+         .domain = 1,  // CUPTI_CB_DOMAIN_DRIVER_API
+         .pad = 0,
+         .result = a.returnValue};
+  return true;
+}
+
 }  // namespace
+
+void ActivityConverter::SetClock(uint64_t cupti_ns, uint64_t mono_ns) {
+  const int64_t d = static_cast<int64_t>(cupti_ns - mono_ns);
+  cupti_minus_mono_.store(d == 0 ? 1 : d, std::memory_order_relaxed);  // 0 means none
+}
 
 uint32_t ActivityConverter::NameId(const char* name, ActivitySink& sink) {
   std::string key = name ? name : "[unnamed kernel]";
@@ -49,7 +72,33 @@ ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecor
     st.batches++;
     n = 0;
   };
+  gf_api_record launches[GF_API_BATCH_MAX];
+  size_t m = 0;
+  auto flush_launches = [&] {
+    if (m) sink.LaunchRecords(launches, m);
+    m = 0;
+  };
+  const int64_t cupti_minus_mono = cupti_minus_mono_.load(std::memory_order_relaxed);
+  const bool route = route_.load(std::memory_order_relaxed) && cupti_minus_mono != 0;
   CUpti_Activity* rec = nullptr;
+  // The launch route's records go out first, in a pass of their own: the
+  // agent gives their stacks the calls' correlation IDs, which the kernels'
+  // records of this buffer (written before them, as often as not) then find.
+  // Only where the route has been used, and with a clock pair.
+  if (route) {
+    while (next(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      if (rec->kind != CUPTI_ACTIVITY_KIND_DRIVER) continue;
+      // Only the launch calls' are enabled (the launch route).
+      if (!ToLaunchRecord(*reinterpret_cast<const CUpti_ActivityAPI*>(rec), cupti_minus_mono, launches[m])) {
+        st.launch_records_unconverted++;
+        continue;
+      }
+      st.launch_records++;
+      if (++m == GF_API_BATCH_MAX) flush_launches();
+    }
+    flush_launches();
+    rec = nullptr;  // the next walk starts again from the buffer's first record
+  }
   while (next(buffer, valid, &rec) == CUPTI_SUCCESS) {
     gf_kernel_record out{};
     switch (rec->kind) {
@@ -99,6 +148,10 @@ ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecor
         st.syncs++;
         break;
       }
+      case CUPTI_ACTIVITY_KIND_DRIVER:
+        // Sent in the first pass; without it, not on the agent's clock.
+        if (!route) st.launch_records_unconverted++;
+        continue;
       case CUPTI_ACTIVITY_KIND_OVERHEAD: {
         const auto* o = reinterpret_cast<const CUpti_ActivityOverhead3*>(rec);
         if (o->end > o->start) st.overhead_ns += o->end - o->start;

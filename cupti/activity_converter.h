@@ -8,6 +8,7 @@
 
 #include <cupti_activity.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -24,6 +25,9 @@ class ActivitySink {
   virtual ~ActivitySink() = default;
   virtual void Name(uint32_t id, const char* name) = 0;
   virtual void Batch(const gf_kernel_record* records, size_t count) = 0;
+  // The driver's launch calls (the launch route, bpf/gpuflame_abi.h), their
+  // times on CLOCK_MONOTONIC: a sink that takes none leaves this be.
+  virtual void LaunchRecords(const gf_api_record* /*records*/, size_t /*count*/) {}
 };
 
 struct ConvertStats {
@@ -34,6 +38,9 @@ struct ConvertStats {
   uint64_t other = 0;  // kinds we do not chart
   uint64_t batches = 0;
   uint64_t overhead_ns = 0;  // CUPTI's own cost, from its OVERHEAD records
+  uint64_t launch_records = 0;  // the driver's launch calls (LaunchRecords)
+  // ... not converted: no clock pair yet (SetClock), or no thread ID.
+  uint64_t launch_records_unconverted = 0;
 };
 
 // cuptiActivityGetNextRecord, passed in: the real one in the library and in
@@ -49,6 +56,15 @@ class ActivityConverter {
   ConvertStats Convert(uint8_t* buffer, size_t valid, NextRecordFn next, ActivitySink& sink,
                        const ActivityWindows* windows = nullptr);
   size_t names() const;
+  // CUPTI's clock read between two reads of CLOCK_MONOTONIC (|mono_ns|: their
+  // mean), the latest: API records' times are put on CLOCK_MONOTONIC
+  // through it. CUPTI's clock is CLOCK_REALTIME here (cupti_activity.h), which
+  // NTP may step: the library sets a new pair at every flush, before the
+  // records of the flush are converted.
+  void SetClock(uint64_t cupti_ns, uint64_t mono_ns);
+  // The launch route is in use (its first window opened): buffers are
+  // walked once more for their driver records first. For good.
+  void SetRoute() { route_.store(true, std::memory_order_relaxed); }
   // An agent has just attached: it has heard none of the names, so each is
   // said again before the next batch that uses it (not all at once: most
   // names of a long run are of kernels that no longer run).
@@ -66,6 +82,9 @@ class ActivityConverter {
   mutable std::mutex mu_;
   std::unordered_map<std::string, Name> ids_;
   uint32_t generation_ = 0;
+  // CUPTI's clock less CLOCK_MONOTONIC (SetClock); 0: no pair yet.
+  std::atomic<int64_t> cupti_minus_mono_{0};
+  std::atomic<bool> route_{false};
 };
 
 }  // namespace gpuflame::cupti

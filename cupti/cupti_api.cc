@@ -50,6 +50,8 @@ std::string CuptiApi::Load() {
   get(ActivitySetAttribute, "cuptiActivitySetAttribute");
   get(ActivityFlushPeriod, "cuptiActivityFlushPeriod");
   get(Finalize, "cuptiFinalize");
+  get(ActivityEnableDriverApi, "cuptiActivityEnableDriverApi");
+  get(SetThreadIdType, "cuptiSetThreadIdType");
   return "";
 }
 

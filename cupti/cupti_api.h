@@ -27,6 +27,11 @@ struct CuptiApi {
   decltype(&cuptiActivityFlushPeriod) ActivityFlushPeriod = nullptr;
   // Optional: absent, CUPTI stays attached after the last agent leaves.
   decltype(&cuptiFinalize) Finalize = nullptr;
+  // Optional: absent, launch stacks come from the callbacks alone (the
+  // launch route needs records of the launch calls alone, by the kernel's
+  // thread IDs).
+  decltype(&cuptiActivityEnableDriverApi) ActivityEnableDriverApi = nullptr;
+  decltype(&cuptiSetThreadIdType) SetThreadIdType = nullptr;
 
   // Finds CUPTI: an already loaded libcupti.so.13 (PyTorch's), the loader's
   // search path, then $GPUFLAME_CUPTI_PATH. Empty string on success, else why not.

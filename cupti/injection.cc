@@ -37,6 +37,9 @@ __extension__ unsigned short gpuflame_status_semaphore __attribute__((section(".
 __extension__ unsigned short gpuflame_kernel_time_exact_semaphore __attribute__((section(".probes"), used));
 __extension__ unsigned short gpuflame_lib_cost_semaphore __attribute__((section(".probes"), used));
 __extension__ unsigned short gpuflame_api_batch_semaphore __attribute__((section(".probes"), used));
+__extension__ unsigned short gpuflame_launch_route_semaphore __attribute__((section(".probes"), used));
+__extension__ unsigned short gpuflame_launch_records_semaphore __attribute__((section(".probes"), used));
+__extension__ unsigned short gpuflame_launch_window_semaphore __attribute__((section(".probes"), used));
 }
 
 namespace gpuflame::cupti {

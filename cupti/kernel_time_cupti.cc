@@ -55,6 +55,13 @@
 // subscription there numbered its correlation IDs from 1 again (an H100:
 // cupti_toggle.c TOGGLE_RESUBSCRIBE), so IDs held across it would meet new
 // ones, which nothing here keeps apart yet.
+// An agent that attaches gpuflame:launch_route (--launch-stacks uprobes)
+// takes launch stacks itself, by uprobes on libcuda's launch entry points:
+// then the launch callbacks are never enabled, and a launch window instead
+// has CUPTI record the driver's launch calls (their correlation IDs, by
+// thread and time), switched on and off at will, which the callbacks cannot
+// be (bpf/gpuflame_abi.h, "Launch stacks without CUPTI's callbacks";
+// SetLaunchRecords). NCCL's kernels then have stacks in launch windows only.
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 // CUPTI is found at run time (cupti_api.cc); only its headers are needed
@@ -152,6 +159,14 @@ struct State {
   // Which GPU each CUDA device is (device_uuids.h): read by the flusher
   // once a launch has been seen (Gate::launched), said at each flush.
   DeviceUuids devices;
+  // The launch route (bpf/gpuflame_abi.h): while an agent asks for it, a
+  // launch window has CUPTI record the driver's launch calls instead of our
+  // callbacks taking stacks. Usable where CUPTI has both entry points and
+  // names threads as the kernel does (SetThreadIdType). The flusher's.
+  bool route_usable = false;
+  bool launch_records_on = false;
+  uint64_t launch_windows = 0;
+  std::atomic<uint64_t> launch_records{0}, launch_records_unconverted{0};
 };
 
 // What a callback did: returned at once (the gate closed), looked and
@@ -242,13 +257,26 @@ State& S() {
 // CLOCK_MONOTONIC (the BPF clock), so that the agent can put GPU records on
 // the host's time axis (CUPTI's clock is CLOCK_REALTIME by default on
 // Linux x86-64, cupti_activity.h). Once a flush period, only while traced.
+// The same pair converts the launch route's records to CLOCK_MONOTONIC
+// (ActivityConverter::SetClock), read while its records are on even when
+// no agent asks for the status.
 void FireActiveWithClock() {
-  if (!StatusProbeOn()) return;
-  const uint64_t before = NowNs();
-  uint64_t cupti_ns = 0;
+  State& s = S();
+  if (!StatusProbeOn() && !s.launch_records_on) return;
+  uint64_t before = NowNs(), cupti_ns = 0, after = 0;
   // No call into CUPTI while it detaches: the clock pair comes with a later flush.
-  const bool read = CuptiAttached() && S().api.GetTimestamp && S().api.GetTimestamp(&cupti_ns) == CUPTI_SUCCESS;
-  const uint64_t after = NowNs();
+  bool read = CuptiAttached() && s.api.GetTimestamp && s.api.GetTimestamp(&cupti_ns) == CUPTI_SUCCESS;
+  after = NowNs();
+  // The launch route joins records to stacks microseconds apart: of three
+  // pairs, the narrowest, and none wider than kMaxPairNs (a preempted read).
+  constexpr uint64_t kMaxPairNs = 20'000;
+  for (int i = 0; read && s.launch_records_on && i < 2 && after - before > 1'000; i++) {
+    uint64_t b = NowNs(), c = 0;
+    if (s.api.GetTimestamp(&c) != CUPTI_SUCCESS) break;
+    const uint64_t a = NowNs();
+    if (a - b < after - before) before = b, cupti_ns = c, after = a;
+  }
+  if (read && after - before <= kMaxPairNs) s.converter.SetClock(cupti_ns, before + (after - before) / 2);
   if (read) FireStatus(GF_CUPTI_ACTIVE, cupti_ns, before, after);
   else FireStatus(GF_CUPTI_ACTIVE);
 }
@@ -259,6 +287,9 @@ class ProbeSink : public ActivitySink {
   void Batch(const gf_kernel_record* records, size_t count) override {
     S().correlation_check.Seen(records, count);
     FireBatch(records, count);
+  }
+  void LaunchRecords(const gf_api_record* records, size_t count) override {
+    FireLaunchRecords(records, count, S().launch_records_unconverted.load(std::memory_order_relaxed));
   }
 };
 
@@ -287,6 +318,8 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     ProbeSink sink;
     ConvertStats st = S().converter.Convert(buffer, valid, S().api.ActivityGetNextRecord, sink, &S().windows);
     S().cupti_overhead_ns.fetch_add(st.overhead_ns, std::memory_order_relaxed);
+    S().launch_records.fetch_add(st.launch_records, std::memory_order_relaxed);
+    S().launch_records_unconverted.fetch_add(st.launch_records_unconverted, std::memory_order_relaxed);
   }
   if (!on_flusher) S().buffer_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
   std::free(buffer);
@@ -311,6 +344,14 @@ void ApplyTuning() {
   if (t.zeroed_buffers) set(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, static_cast<uint8_t>(1));
   if (t.flush_period_ms && s.api.ActivityFlushPeriod) s.api.ActivityFlushPeriod(t.flush_period_ms);
   Trace(("activity: " + t.Describe()).c_str());
+  // The launch route's records name their threads as the kernel does, as
+  // the agent's uprobes see them (CUPTI's default is pthread_self's value).
+  // Set at start: CUPTI keeps the ID it first gave a thread (a change later
+  // left an H200's records with the old IDs, and the agent's joins at 0), and
+  // its documentation says not to change the type during a session.
+  s.route_usable = s.api.ActivityEnableDriverApi && s.api.SetThreadIdType &&
+                   s.api.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
+  if (!s.route_usable) Trace("no launch route: CUPTI lacks driver API records or system thread IDs");
 }
 
 // GF_GPU_ACTIVITY_WINDOW: activity has been on from the open window's
@@ -779,6 +820,44 @@ void ThriftActivity() {
   s.activity_cycle->SetOneIn(one_in);
 }
 
+// gpuflame:launch_route is a switch, as kernel_time_exact is.
+__attribute__((used, noinline)) void LaunchRouteSite() { DTRACE_PROBE(gpuflame, launch_route); }
+
+// Whether launch stacks come by the launch route: an agent asks, and CUPTI
+// can record the launch calls by the kernel's thread IDs.
+bool RouteOn() { return LaunchRouteOn() && S().route_usable; }
+
+// Opens or closes a launch window of the launch route: CUPTI's records of
+// the driver's launch calls alone (IsLaunch) go on or off, which, unlike the
+// callbacks, may be switched while other threads launch (0 of 74 runs
+// failed switching them every 500 us on an H100: README, Measured, session
+// 36). Said at gpuflame:launch_window, after the records go on and before
+// they go off, so that the agent's uprobes never look for records that
+// cannot come. Flusher thread, never while CUPTI detaches.
+void SetLaunchRecords(bool on) {
+  State& s = S();
+  // Said again each tick it stays open: the agent closes a window it has
+  // not heard of for a while itself (launch_route_sites.h), should a close
+  // be lost.
+  if (on && s.launch_records_on) FireLaunchWindow(1);
+  if (on == s.launch_records_on || (on && !s.route_usable)) return;
+  if (on) s.converter.SetRoute();
+  if (!on) FireLaunchWindow(0);
+  if (!s.activity_registered.exchange(true)) s.api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
+  {
+    ToggleTimer timer;
+    for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
+      if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.ActivityEnableDriverApi(id, on ? 1 : 0);
+  }
+  s.launch_records_on = on;
+  if (on) {
+    s.launch_windows++;
+    FireActiveWithClock();  // a fresh clock pair for the window's records
+    FireLaunchWindow(1);
+  }
+  Trace(on ? "launch window open: the driver's launch records on" : "launch window closed: launch records off");
+}
+
 // What is on for the coming tick (Control).
 void Switch(uint64_t now_ns) {
   State& s = S();
@@ -790,6 +869,7 @@ void Switch(uint64_t now_ns) {
   }
   if (!listening) {
     SetCallbacks(false);
+    if (CuptiAttached()) SetLaunchRecords(false);
     if (CuptiAttached()) SetActivity(false, 0);
     SayDetached();
     AskDetach(now_ns);
@@ -814,7 +894,13 @@ void Switch(uint64_t now_ns) {
   // would join nothing.
   const bool launch_window = activity || !s.activity_wanted;
   const bool launch_tick = launch_window && s.launch_cycle->Next();
-  SetCallbacks(s.callbacks_wanted && (startup || launch_tick));
+  // Stacks by the launch route where the agent takes them (its uprobes
+  // follow the window), else by our callbacks; an agent that stops asking
+  // for the route gets the callbacks' from the next tick.
+  const bool stacks = s.callbacks_wanted && (startup || launch_tick);
+  const bool route = RouteOn() && s.activity_wanted;
+  SetCallbacks(stacks && !route);
+  SetLaunchRecords(stacks && route);
   // API spans need every call's callbacks, whatever the stacks' window.
   if (ApiProbeOn()) {
     EnableCallbacks();
@@ -1063,14 +1149,17 @@ void KernelTimeFinalFlush() {
 
 void KernelTimeTraceCosts() {
   const State& s = S();
-  char costs[256];
+  char costs[512];
   std::snprintf(
       costs, sizeof(costs),
       "%llu switches of callbacks/activity, %.1f us in all, longest %.1f us; CUPTI's own overhead records: %.1f ms; "
-      "NCCL kernel launches taken: %llu; CUPTI detached %u times",
+      "NCCL kernel launches taken: %llu; CUPTI detached %u times; launch route: %llu windows, %llu records, "
+      "%llu not converted",
       static_cast<unsigned long long>(s.toggles), static_cast<double>(s.toggle_ns) / 1e3,
       static_cast<double>(s.toggle_max_ns) / 1e3, static_cast<double>(s.cupti_overhead_ns.load()) / 1e6,
-      static_cast<unsigned long long>(s.nccl_launches.load()), s.detaches);
+      static_cast<unsigned long long>(s.nccl_launches.load()), s.detaches,
+      static_cast<unsigned long long>(s.launch_windows), static_cast<unsigned long long>(s.launch_records.load()),
+      static_cast<unsigned long long>(s.launch_records_unconverted.load()));
   Trace(costs);
   // Where the callbacks' time went, of the timed ones (one in kTimedOneIn).
   const char* kPaths[] = {"closed", "open", "stack"};

@@ -25,6 +25,9 @@ extern unsigned short gpuflame_status_semaphore;
 extern unsigned short gpuflame_kernel_time_exact_semaphore;
 extern unsigned short gpuflame_lib_cost_semaphore;
 extern unsigned short gpuflame_api_batch_semaphore;
+extern unsigned short gpuflame_launch_route_semaphore;
+extern unsigned short gpuflame_launch_records_semaphore;
+extern unsigned short gpuflame_launch_window_semaphore;
 }
 
 namespace gpuflame::cupti {
@@ -50,6 +53,17 @@ inline void FireApiBatch(const void* records, unsigned long count, unsigned long
 }
 inline void FireName(unsigned int id, const char* name) {
   if (gpuflame_kernel_name_semaphore) DTRACE_PROBE2(gpuflame, kernel_name, id, name);
+}
+// Whether an agent takes launch stacks itself, at libcuda's launch entry
+// points (the launch route, bpf/gpuflame_abi.h): a switch, never fired.
+inline bool LaunchRouteOn() { return gpuflame_launch_route_semaphore != 0; }
+// The driver's launch calls, as CUPTI recorded them in a launch window.
+inline void FireLaunchRecords(const void* records, unsigned long count, unsigned long unconverted) {
+  if (gpuflame_launch_records_semaphore) DTRACE_PROBE3(gpuflame, launch_records, records, count, unconverted);
+}
+// A launch window opened (1) or closed (0): the agent's uprobes follow it.
+inline void FireLaunchWindow(unsigned int open) {
+  if (gpuflame_launch_window_semaphore) DTRACE_PROBE1(gpuflame, launch_window, open);
 }
 inline bool StatusProbeOn() { return gpuflame_status_semaphore != 0; }
 // What the library did (enum gf_cupti_status), with the ABI it speaks, and

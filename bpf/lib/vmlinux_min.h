@@ -94,6 +94,18 @@ struct signal_struct {
 
 struct mm_struct;
 
+/* A thread's IDs, one per PID namespace from the root down to its own
+ * (level): numbers[level].nr is what its own namespace calls it. */
+struct upid {
+  int nr;
+  void *ns;
+} __attribute__((preserve_access_index));
+
+struct pid {
+  unsigned int level;
+  struct upid numbers[1];
+} __attribute__((preserve_access_index));
+
 struct task_struct {
   struct mm_struct *mm;
   struct task_struct *real_parent;
@@ -104,6 +116,7 @@ struct task_struct {
   struct task_struct *group_leader;
   struct thread_struct thread;
   __u64 start_boottime; /* ns since boot, suspend included: /proc/PID/stat's starttime */
+  struct pid *thread_pid;
 } __attribute__((preserve_access_index));
 
 struct qstr {

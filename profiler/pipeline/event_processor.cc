@@ -298,6 +298,21 @@ void EventProcessor::OnIo(const gf_event& ev, std::span<const uint8_t> body) {
                   r->arg, r->name, r->truncated);
 }
 
+void EventProcessor::OnLaunchStack(pid_t pid, uint32_t tid, uint32_t correlation, uint32_t api, StackId stack,
+                                   uint64_t ts_ns, bool late) {
+  joiner_.OnLaunch(pid, correlation, stack, ts_ns);
+  // A launch the launch route joined a flush after it happened: the NCCL
+  // call in flight on its thread now is not the one it was made in, and the
+  // timeline has moved past it (its spans come from the library's own
+  // records, launches included, with --timeline).
+  if (late) {
+    stats_.launches_late++;
+    return;
+  }
+  nccl_.OnLaunch(pid, tid, correlation, ts_ns);  // inside an NCCL call: its kernel
+  if (timeline_) timeline_->OnLaunch(pid, tid, ts_ns, correlation, api, stack);
+}
+
 void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> payload) {
   auto pid = static_cast<pid_t>(ev.pid);
   if (ev.kind < kKinds) by_kind_[ev.kind]++;
@@ -305,7 +320,9 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
     OnLibCost(ev);
     return;
   }
-  if (ev.kind != GF_EV_CUPTI_STATUS && ForeignAbi(pid)) {
+  // A window's word goes to the registry whatever the library speaks: its
+  // uprobes must not stay on for want of the close.
+  if (ev.kind != GF_EV_CUPTI_STATUS && ev.kind != GF_EV_LAUNCH_WINDOW && ForeignAbi(pid)) {
     stats_.foreign_abi_records++;
     return;
   }
@@ -346,6 +363,28 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       timeline_->OnApiCalls(pid, api_batch_, ev.arg0);
       return;
     }
+    case GF_EV_LAUNCH_RECORDS: {
+      if (ev.size > GF_API_BATCH_MAX || payload.size() != ev.size * sizeof(gf_api_record)) {
+        stats_.malformed++;
+        return;
+      }
+      // The library's count is its own, cumulative: what grew since its last word.
+      if (uint64_t& last = launch_records_unconverted_[pid]; ev.arg0 > last) {
+        stats_.launch_records_unconverted += ev.arg0 - last;
+        last = ev.arg0;
+      }
+      api_batch_.resize(ev.size);
+      if (!api_batch_.empty()) std::memcpy(api_batch_.data(), payload.data(), payload.size());
+      route_.OnRecords(pid, api_batch_, [&](const LaunchRouteJoiner::Launch& l) {
+        OnLaunchStack(pid, l.tid, l.correlation, l.api, l.stack, l.ts_ns, /*late=*/true);
+      });
+      route_.Expire(ev.ts_ns);
+      return;
+    }
+    case GF_EV_LAUNCH_WINDOW:
+      if (registry_) registry_->OnLaunchWindow(pid, ev.arg0 != 0, ev.ts_ns);
+      route_.Expire(ev.ts_ns);
+      return;
     case GF_EV_KERNEL_NAME: {
       // NUL-terminated within the payload.
       auto end = std::find(payload.begin(), payload.end(), uint8_t{0});
@@ -370,6 +409,7 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       if (abi != GF_ABI_VERSION) {
         foreign_abi_.insert(ev.pid);
         joiner_.ForgetProcess(pid);
+        route_.ForgetProcess(pid);
       } else {
         foreign_abi_.erase(ev.pid);
       }
@@ -657,6 +697,8 @@ void EventProcessor::ProcessExited(pid_t pid, uint64_t ts_ns) {
   absl::erase_if(thread_labels_, [&](const auto& kv) { return kv.first >> 32 == upid; });
   joiner_.Flush(ts_ns, /*everything=*/true);  // its pooled kernels are charged before its names go
   joiner_.ForgetProcess(pid);
+  route_.ForgetProcess(pid);
+  launch_records_unconverted_.erase(pid);
   foreign_abi_.erase(upid);
   inprocess_since_.erase(upid);
   probe_sampled_.erase(upid);
@@ -810,7 +852,8 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   }
   // Records that carry no stack: GPU activity and kernel names.
   if (ev.kind == GF_EV_KERNEL_BATCH || ev.kind == GF_EV_KERNEL_NAME || ev.kind == GF_EV_CUPTI_STATUS ||
-      ev.kind == GF_EV_TENSOR_BATCH || ev.kind == GF_EV_LIB_COST || ev.kind == GF_EV_API_BATCH) {
+      ev.kind == GF_EV_TENSOR_BATCH || ev.kind == GF_EV_LIB_COST || ev.kind == GF_EV_API_BATCH ||
+      ev.kind == GF_EV_LAUNCH_RECORDS || ev.kind == GF_EV_LAUNCH_WINDOW) {
     OnGpuRecord(ev, body);
     return;
   }
@@ -852,11 +895,11 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       }
       StackId stack = RecordStack(ev, body, mixed);
       if (!(ev.flags & GF_EVF_BACKWARD_CALLER)) stack = AutogradLaunchStack(ev, stack);
-      joiner_.OnLaunch(pid, static_cast<uint32_t>(ev.arg0), stack, ev.ts_ns);
-      nccl_.OnLaunch(pid, ev.tid, static_cast<uint32_t>(ev.arg0), ev.ts_ns);  // inside an NCCL call: its kernel
-      if (timeline_)
-        timeline_->OnLaunch(pid, ev.tid, ev.ts_ns, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1),
-                            stack);
+      // The launch route's hit has no correlation ID yet: its record, a
+      // flush later, gives it one (OnGpuRecord).
+      if (ev.flags & GF_EVF_LAUNCH_HIT)
+        route_.OnHit(pid, static_cast<uint32_t>(ev.addr), ev.tid, ev.ts_ns, stack, static_cast<uint32_t>(ev.arg1));
+      else OnLaunchStack(pid, ev.tid, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1), stack, ev.ts_ns);
       break;
     }
     case GF_EV_ALLOC: {

@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "profiler/aggregate/allocation_tracker.h"
 #include "profiler/aggregate/kernel_joiner.h"
+#include "profiler/aggregate/launch_route_joiner.h"
 #include "profiler/aggregate/profile_builder.h"
 #include "profiler/aggregate/time_tracker.h"
 #include "profiler/collectives/nccl_tracker.h"
@@ -81,6 +82,12 @@ struct ProcessorStats {
   uint64_t io_calls_unused = 0;    // ... with no timeline to take them
   uint64_t api_calls = 0;          // CUDA API call records (GF_EV_API_BATCH): the timeline's spans
   uint64_t api_calls_unused = 0;   // ... with no timeline to take them
+  // The launch route's records the library could not convert (CUPTI named
+  // no thread, or no clock pair yet): their kernels' stacks are not taken.
+  uint64_t launch_records_unconverted = 0;
+  // Launch stacks the launch route joined: kernel time only (no NCCL call's
+  // kernels, no timeline stack: they come a flush late).
+  uint64_t launches_late = 0;
   uint64_t sync_calls_unused = 0;  // ... with no utilization to take them (kernel time off)
   // Python stacks BPF interned (struct gf_stack_id):
   uint64_t stack_id_records = 0;  // records that named a stack sent before by its ID
@@ -177,6 +184,7 @@ class EventProcessor {
   const TimeTracker& kernels() const { return kernels_; }
   KernelJoiner& joiner() { return joiner_; }
   const KernelJoiner& joiner() const { return joiner_; }
+  const LaunchRouteJoiner& launch_route() const { return route_; }
 
   const AllocationTracker& tracker() const { return tracker_; }
   // A window starts (the agent): peaks from here are the window's.
@@ -310,6 +318,12 @@ class EventProcessor {
   // GF_EV_IO: to the timeline, if any (io_record.h).
   void OnIo(const gf_event& ev, std::span<const uint8_t> body);
   void OnLibCost(const gf_event& ev);
+  // A launch's stack and CUPTI's correlation ID, however they met (the
+  // library's callback, or the launch route's join): the kernel join, NCCL's
+  // and the timeline's.
+  // |late|: joined by the launch route, a flush after the launch.
+  void OnLaunchStack(pid_t pid, uint32_t tid, uint32_t correlation, uint32_t api, StackId stack, uint64_t ts_ns,
+                     bool late = false);
   // To the timeline, if on: an allocation or free that moved |pid|'s in
   // use at |domain| from |before| (a free that moved nothing is left out).
   void TimelineMemory(const gf_event& ev, uint8_t domain, StackId stack, int64_t before);
@@ -330,7 +344,7 @@ class EventProcessor {
   absl::flat_hash_map<uint32_t, AllocatorTotals> totals_;
   OomEpisodes oom_{stacks_, tracker_};
   NcclTracker nccl_;
-  static constexpr uint8_t kKinds = 32;
+  static constexpr uint8_t kKinds = 48;
   uint64_t by_kind_[kKinds] = {};
   std::string key_;  // reused buffer for raw-stack keys
   // Per thread: the stack sent at the entry of its allocation call in flight.
@@ -338,6 +352,7 @@ class EventProcessor {
   TimeTracker cpu_;
   TimeTracker kernels_;
   KernelJoiner joiner_{stacks_, frames_, kernels_};
+  LaunchRouteJoiner route_;  // the launch route's hits to their records (then joiner_)
   int64_t cpu_period_ns_ = 1'000'000'000 / 97;
   bool thread_names_ = false;
   bool frozen_ = false;
@@ -345,8 +360,9 @@ class EventProcessor {
   utilization::Utilization* utilization_ = nullptr;
   absl::flat_hash_map<uint64_t, uint32_t> thread_labels_;  // pid << 32 | tid -> label
   std::vector<gf_kernel_record> batch_;                    // reused for every activity batch
-  std::vector<gf_api_record> api_batch_;                   // reused for every API batch
+  std::vector<gf_api_record> api_batch_;                   // reused for every API or launch record batch
   absl::flat_hash_set<uint32_t> foreign_abi_;              // pids whose library speaks another ABI
+  absl::flat_hash_map<pid_t, uint64_t> launch_records_unconverted_;  // each library's last count
   LibraryCost library_cost_;
   absl::flat_hash_map<uint64_t, gf_loss> losses_seen_;  // pid << 16 | domain << 8 | kind -> last total
   absl::flat_hash_map<uint32_t, ProcessLoss> losses_;

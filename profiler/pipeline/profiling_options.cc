@@ -18,7 +18,8 @@ constexpr absl::string_view kKeys[] = {"native_stacks",    "cpu_hz",
                                        "max_memory_mb",    "tensor_events",
                                        "max_overhead",     "kernel_activity",
                                        "tensor_sampling",  "gate_new_libraries",
-                                       "ring_buffer_kb",   "tensor_startup_s"};
+                                       "ring_buffer_kb",   "tensor_startup_s",
+                                       "launch_stacks"};
 
 absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
@@ -72,6 +73,12 @@ absl::Status SetProfilingOption(ProfilingOptions& o, absl::string_view key, absl
     if (value == "exact") exact = true;
     else if (value == "sampled") exact = false;
     else return absl::InvalidArgumentError(absl::StrCat(key, " wants exact or sampled, not '", value, "'"));
+    return absl::OkStatus();
+  }
+  if (key == "launch_stacks") {
+    if (value == "callbacks") o.launch_uprobes = false;
+    else if (value == "uprobes") o.launch_uprobes = true;
+    else return absl::InvalidArgumentError(absl::StrCat("launch_stacks wants callbacks or uprobes, not '", value, "'"));
     return absl::OkStatus();
   }
   if (key == "gate_new_libraries") {
@@ -179,6 +186,7 @@ absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& a
                     : a == "--tensor-sampling"  ? "tensor_sampling"
                     : a == "--ring-buffer-kb"   ? "ring_buffer_kb"
                     : a == "--tensor-startup-s" ? "tensor_startup_s"
+                    : a == "--launch-stacks"    ? "launch_stacks"
                                                 : nullptr;
   if (!key) return size_t{0};
   if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
@@ -197,46 +205,64 @@ absl::StatusOr<size_t> ProfilingFlags::Consume(const std::vector<std::string>& a
 
 std::string ProfilingFlags::Help(int column) {
   static constexpr std::pair<const char*, const char*> kLines[] = {
-      {"--native-stacks M", "native frames (DWARF-unwound) for: gpu (device-level\n"
-                            "allocations, default), all (tensors too: costly), off"},
+      {"--native-stacks M",
+       "native frames (DWARF-unwound) for: gpu (device-level\n"
+       "allocations, default), all (tensors too: costly), off"},
       {"--keep-interpreter-frames", "keep CPython's own C frames in mixed stacks"},
       {"--hide-trampolines", "drop CPython's <interpreter trampoline> frames"},
       {"--cpu-hz N", "CPU-time samples per second of CPU (default 97; 0: off)"},
       {"--thread-names", "label CPU samples with their thread's name"},
-      {"--no-gate", "machine-wide, do not hold the first process that maps a CUDA,\n"
-                    "PyTorch or libpython file gpuflame has not attached to yet\n"
-                    "(by default it waits, once per new file, so that its start-up\n"
-                    "allocations are seen)"},
-      {"--no-kernel-time", "no kernel time: libgpuflame_cupti.so leaves CUPTI alone, the\n"
-                           "agent does not report processes that lack it"},
-      {"--kernel-activity A", "CUPTI activity exact (on all the time: record's default) or\n"
-                              "sampled (one second in ten at a random phase, records\n"
-                              "weighted ten: the agent's default; the first 5 s of a\n"
-                              "process are seen whole)"},
-      {"--tensor-sampling S", "tensor allocations exact (every one: record's default) or\n"
-                              "sampled (by bytes, one per 4 MiB on average, values scaled\n"
-                              "to unbiased estimates: the agent's default; allocations of\n"
-                              "4 MiB or more and a process's start-up are exact)"},
-      {"--tensor-startup-s N", "with sampled tensor events through the probes, a process's\n"
-                               "first N seconds from its first tensor are exact (default\n"
-                               "30; the injection library's start-up is GPUFLAME_STARTUP_S,\n"
-                               "5 s from cuInit, in the workload's environment)"},
-      {"--ring-buffer-kb N", "BPF ring buffer size in KiB, a power of two (default 16384):\n"
-                             "what it has no room for is under \"[lost: ring buffer full]\""},
-      {"--tensor-events W", "where PyTorch's allocator is observed: inprocess\n"
-                            "(libgpuflame_cupti.so hooks it inside the workload: no trap\n"
-                            "per event), probes (a uprobe per event), or auto (default:\n"
-                            "inprocess for record's own command, probes otherwise)"},
-      {"--binaries DIR", "name raw-address frames from binaries or debug files here,\n"
-                         "matched by build ID (repeatable or a,b; default /usr/lib/debug)"},
-      {"--max-cpu C", "gpuflame's own CPU budget in cores, averaged over 10 s (default 1;\n"
-                      "0: none): over it, native stacks, then CPU samples, then\n"
-                      "tensor events are shed, counted and said in the output"},
-      {"--max-overhead P", "gpuflame's time in the profiled processes (its BPF programs) as\n"
-                           "a percentage of their CPU time, over 10 s (record: none; agent:\n"
-                           "1): over it, the --max-cpu steps are taken, in the same order"},
-      {"--max-memory-mb N", "gpuflame's own memory budget (default 768; 0: none): over it,\n"
-                            "native stacks are shed, then new stacks are not kept"},
+      {"--no-gate",
+       "machine-wide, do not hold the first process that maps a CUDA,\n"
+       "PyTorch or libpython file gpuflame has not attached to yet\n"
+       "(by default it waits, once per new file, so that its start-up\n"
+       "allocations are seen)"},
+      {"--no-kernel-time",
+       "no kernel time: libgpuflame_cupti.so leaves CUPTI alone, the\n"
+       "agent does not report processes that lack it"},
+      {"--kernel-activity A",
+       "CUPTI activity exact (on all the time: record's default) or\n"
+       "sampled (one second in ten at a random phase, records\n"
+       "weighted ten: the agent's default; the first 5 s of a\n"
+       "process are seen whole)"},
+      {"--launch-stacks W",
+       "where kernel launches' stacks are taken: callbacks (CUPTI's\n"
+       "launch callbacks in libgpuflame_cupti.so, default; once on,\n"
+       "every launch pays their dispatch) or uprobes (on libcuda's\n"
+       "launch functions, only in the library's launch windows,\n"
+       "joined to CUPTI's records of those calls)"},
+      {"--tensor-sampling S",
+       "tensor allocations exact (every one: record's default) or\n"
+       "sampled (by bytes, one per 4 MiB on average, values scaled\n"
+       "to unbiased estimates: the agent's default; allocations of\n"
+       "4 MiB or more and a process's start-up are exact)"},
+      {"--tensor-startup-s N",
+       "with sampled tensor events through the probes, a process's\n"
+       "first N seconds from its first tensor are exact (default\n"
+       "30; the injection library's start-up is GPUFLAME_STARTUP_S,\n"
+       "5 s from cuInit, in the workload's environment)"},
+      {"--ring-buffer-kb N",
+       "BPF ring buffer size in KiB, a power of two (default 16384):\n"
+       "what it has no room for is under \"[lost: ring buffer full]\""},
+      {"--tensor-events W",
+       "where PyTorch's allocator is observed: inprocess\n"
+       "(libgpuflame_cupti.so hooks it inside the workload: no trap\n"
+       "per event), probes (a uprobe per event), or auto (default:\n"
+       "inprocess for record's own command, probes otherwise)"},
+      {"--binaries DIR",
+       "name raw-address frames from binaries or debug files here,\n"
+       "matched by build ID (repeatable or a,b; default /usr/lib/debug)"},
+      {"--max-cpu C",
+       "gpuflame's own CPU budget in cores, averaged over 10 s (default 1;\n"
+       "0: none): over it, native stacks, then CPU samples, then\n"
+       "tensor events are shed, counted and said in the output"},
+      {"--max-overhead P",
+       "gpuflame's time in the profiled processes (its BPF programs) as\n"
+       "a percentage of their CPU time, over 10 s (record: none; agent:\n"
+       "1): over it, the --max-cpu steps are taken, in the same order"},
+      {"--max-memory-mb N",
+       "gpuflame's own memory budget (default 768; 0: none): over it,\n"
+       "native stacks are shed, then new stacks are not kept"},
   };
   std::string out;
   for (const auto& [flag, text] : kLines) {

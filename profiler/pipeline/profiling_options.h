@@ -67,6 +67,12 @@ struct ProfilingOptions {
   // injection library (gpuflame:api_batch): the timeline's. Off, the
   // library's callbacks record nothing.
   bool api_spans = false;
+  // Where launch stacks are taken: in the library's CUPTI launch callbacks
+  // (false), or by the launch route (true: uprobes on libcuda's launch
+  // entry points in the library's launch windows, joined to CUPTI's records
+  // of those calls; bpf/gpuflame_abi.h), which spares every launch CUPTI's
+  // callback dispatch for the life of the process.
+  bool launch_uprobes = false;
   TensorEvents tensor_events = TensorEvents::kAuto;
   // Machine-wide (the agent, `record` without a command): the first process
   // to map a CUDA, PyTorch or libpython file not yet covered waits until its
@@ -89,7 +95,7 @@ struct ProfilingOptions {
 // "thread_names", "kernel_time", "hide_trampolines",
 // "keep_interpreter_frames", "binaries", "max_cpu", "max_memory_mb",
 // "tensor_events", "max_overhead", "kernel_activity", "tensor_sampling",
-// "tensor_startup_s", "ring_buffer_kb"); flags
+// "tensor_startup_s", "ring_buffer_kb", "launch_stacks"); flags
 // are the same with dashes.
 bool IsProfilingOption(absl::string_view key);
 
@@ -104,7 +110,7 @@ absl::Status SetProfilingOption(ProfilingOptions& options, absl::string_view key
 // or a comma-separated list; the first replaces the default), --max-cpu C,
 // --max-memory-mb N, --tensor-events auto|probes|inprocess, --max-overhead P,
 // --kernel-activity exact|sampled, --tensor-sampling exact|sampled,
-// --tensor-startup-s N, --ring-buffer-kb N.
+// --tensor-startup-s N, --ring-buffer-kb N, --launch-stacks callbacks|uprobes.
 class ProfilingFlags {
  public:
   explicit ProfilingFlags(ProfilingOptions& options) : options_(options) {}

@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   bopt.gate_new_files = options.system_wide && options.profiling.gate_new_libraries;
   const bool per_process = options.per_process_probes && !options.system_wide;
   bopt.follow_forks = per_process;
+  bopt.reap_in_background = options.profiling.launch_uprobes;
   // Every synchronise call's record where utilization or the timeline takes
   // them; else only NCCL processes', for their GPU-side hangs.
   bopt.sync_returns_all = options.profiling.sync_waits;
@@ -62,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   ropt.tensor_exact = options.profiling.tensor_exact;
   ropt.sync_waits = options.profiling.sync_waits || options.profiling.nccl_gpu_hangs;
   ropt.api_spans = options.profiling.api_spans;
+  ropt.launch_route = options.profiling.launch_uprobes;
   ropt.target_flags = GF_TARGET_TRACE | GF_TARGET_FOLLOW;
   ropt.per_process_probes = per_process;
   s->registry_ = std::make_unique<ProcessRegistry>(*s->probes_, s->elves_, ropt, s->native_.get());

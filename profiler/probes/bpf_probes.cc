@@ -61,6 +61,10 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kNcclExit: return s->progs.nccl_exit;
     case ProbeProgram::kCudaSyncEnter: return s->progs.cuda_sync_enter;
     case ProbeProgram::kCudaSyncExit: return s->progs.cuda_sync_exit;
+    case ProbeProgram::kLaunchEntry: return s->progs.launch_entry;
+    case ProbeProgram::kLaunchRoute: return s->progs.launch_route;
+    case ProbeProgram::kLaunchWindow: return s->progs.launch_window;
+    case ProbeProgram::kLaunchRecords: return s->progs.launch_records;
   }
   return nullptr;
 }
@@ -81,12 +85,14 @@ constexpr ProbeProgram kPlainUprobes[] = {
     ProbeProgram::kAllocEnter, ProbeProgram::kAllocExit,     ProbeProgram::kFreeEnter,    ProbeProgram::kFreeExit,
     ProbeProgram::kMapEnter,   ProbeProgram::kMapExit,       ProbeProgram::kTorchReport,  ProbeProgram::kPyFinalize,
     ProbeProgram::kHello,      ProbeProgram::kEngineExecute, ProbeProgram::kTorchOom,     ProbeProgram::kNcclEnter,
-    ProbeProgram::kNcclExit,   ProbeProgram::kCudaSyncEnter, ProbeProgram::kCudaSyncExit,
+    ProbeProgram::kNcclExit,   ProbeProgram::kCudaSyncEnter, ProbeProgram::kCudaSyncExit, ProbeProgram::kLaunchEntry,
 };
 constexpr ProbeProgram kUsdtPrograms[] = {
-    ProbeProgram::kAllocEnter,      ProbeProgram::kFreeEnter,  ProbeProgram::kKernelLaunch, ProbeProgram::kKernelBatch,
-    ProbeProgram::kApiBatch,        ProbeProgram::kKernelName, ProbeProgram::kCuptiStatus,  ProbeProgram::kTensorBatch,
-    ProbeProgram::kKernelTimeExact, ProbeProgram::kLibCost,    ProbeProgram::kTensorExact,
+    ProbeProgram::kAllocEnter,   ProbeProgram::kFreeEnter,     ProbeProgram::kKernelLaunch,
+    ProbeProgram::kKernelBatch,  ProbeProgram::kApiBatch,      ProbeProgram::kKernelName,
+    ProbeProgram::kCuptiStatus,  ProbeProgram::kTensorBatch,   ProbeProgram::kKernelTimeExact,
+    ProbeProgram::kLibCost,      ProbeProgram::kTensorExact,   ProbeProgram::kLaunchRoute,
+    ProbeProgram::kLaunchWindow, ProbeProgram::kLaunchRecords,
 };
 
 }  // namespace
@@ -137,7 +143,7 @@ absl::StatusOr<std::unique_ptr<BpfProbes>> BpfProbes::Load(const Options& option
   if (int err = gpuflame_bpf__load(skel)) return Errno(err, "loading the BPF programs");
   p->usdt_specs_ = std::make_shared<UsdtSpecTable>(bpf_map__fd(skel->maps.__bpf_usdt_specs),
                                                    bpf_map__max_entries(skel->maps.__bpf_usdt_specs));
-  if (options.follow_forks) p->reaper_ = std::make_unique<LinkReaper>(p->last_attach_ns_);
+  if (options.follow_forks || options.reap_in_background) p->reaper_ = std::make_unique<LinkReaper>(p->last_attach_ns_);
 
   // Before any gate can fire: a process stopped by the machine-wide gate is
   // known to no one but this map until its record is read, so the machine-wide
@@ -219,8 +225,17 @@ BpfProbes::Attached BpfProbes::AttachUprobes(pid_t pid, const std::string& path,
   return AttachSites(pid, path, sites, /*usdt=*/false);
 }
 
+BpfProbes::Attached BpfProbes::AttachUprobesOwned(pid_t pid, const std::string& path, std::span<const UprobeSite> sites,
+                                                  std::vector<ProbeLink>& links) {
+  return AttachSites(pid, path, sites, /*usdt=*/false, &links);
+}
+
 BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, std::span<const UprobeSite> sites,
-                                           bool usdt) {
+                                           bool usdt, std::vector<ProbeLink>* owned) {
+  auto keep = [&](ProbeLink link) {
+    if (owned) owned->push_back(std::move(link));
+    else Keep(pid, std::move(link));
+  };
   NoteAttach();
   auto program_of = [&](ProbeProgram p) { return usdt ? UsdtProgramFor(skel_.get(), p) : ProgramFor(skel_.get(), p); };
   // Each link's own references to its sites' specs (AttachUsdt holds
@@ -242,7 +257,7 @@ BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, s
         refused(Errno(errno, absl::StrCat("uprobe on ", path, "+0x", absl::Hex(s.offset))));
         continue;
       }
-      Keep(pid, ProbeLink(std::move(link), specs_of({&s.cookie, 1})));
+      keep(ProbeLink(std::move(link), specs_of({&s.cookie, 1})));
       out.attached++;
     }
     return out;
@@ -265,7 +280,7 @@ BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, s
     }
     std::vector<uint64_t> cookies;
     for (const MultiSite& m : group) cookies.push_back(m.cookie);
-    Keep(pid, ProbeLink(std::move(*fd), specs_of(cookies)));
+    keep(ProbeLink(std::move(*fd), specs_of(cookies)));
     out.attached += group.size();
   }
   return out;

@@ -68,6 +68,11 @@ class BpfProbes {
     // Probes attached per process (record): a followed process's forked
     // child says so (GF_EV_FORKED) so that its own can be attached.
     bool follow_forks = false;
+    // Per-process links are detached on the link reaper's thread (a
+    // uprobe_multi link's close waits a grace period, tens of ms): with
+    // follow_forks, and where links come and go while profiling (the launch
+    // route's windows).
+    bool reap_in_background = false;
     uint32_t bench_stop_at = 0;       // benchmarks only: enum gf_bench_stage (bench/overhead_harness.cc)
     bool intern_stacks = true;        // known Python stacks sent as IDs (off: benchmarks measuring it)
     bool sync_returns_all = true;     // every synchronise call's GF_EV_CUDA_SYNC (off: NCCL processes' only)
@@ -115,6 +120,11 @@ class BpfProbes {
     absl::Status status;
   };
   Attached AttachUprobes(pid_t pid, const std::string& path, std::span<const UprobeSite> sites);
+  // The same, the links handed to the caller (appended to |links|), who
+  // gives each back with Release: probes held for a while only (the launch
+  // route's, for a launch window).
+  Attached AttachUprobesOwned(pid_t pid, const std::string& path, std::span<const UprobeSite> sites,
+                              std::vector<ProbeLink>& links);
   // The sites of one USDT probe (a provider:name's notes, usdt_notes.h),
   // attached as uprobes the way AttachUprobes attaches them, each with its
   // argument spec's ID as its cookie (usdt_specs.h) and its semaphore.
@@ -203,7 +213,8 @@ class BpfProbes {
   void NoteAttach();
   // AttachUprobes, and AttachUsdt's sites (|usdt|: their cookies are spec
   // IDs, each link holds references to its own).
-  Attached AttachSites(pid_t pid, const std::string& path, std::span<const UprobeSite> sites, bool usdt);
+  Attached AttachSites(pid_t pid, const std::string& path, std::span<const UprobeSite> sites, bool usdt,
+                       std::vector<ProbeLink>* owned = nullptr);
   // Keeps |link|, a probe for |pid| (kEveryProcess: the machine's).
   void Keep(pid_t pid, ProbeLink link);
   // Destroys |link|: a per-process probe on the reaper's thread (its close
@@ -216,7 +227,7 @@ class BpfProbes {
   pid_t last_attached_ = kEveryProcess;                               // whose list DetachLast pops
   std::shared_ptr<UsdtSpecTable> usdt_specs_;  // in the skeleton's map; its links hold references
   std::atomic<int64_t> last_attach_ns_{0};  // CLOCK_MONOTONIC of the latest attach: the reaper gives way
-  std::unique_ptr<LinkReaper> reaper_;      // with follow_forks (per-process probes) only
+  std::unique_ptr<LinkReaper> reaper_;      // with follow_forks or reap_in_background only
   std::string gate_warning_;
   bool io_spans_attached_ = false;
   bool uprobe_multi_ = false;   // plain uprobes as uprobe_multi links (set at Load)

@@ -70,9 +70,21 @@ constexpr std::array kSpecs = {
     UprobeSpec{K::kPython, "Py_FinalizeEx", GF_API_NONE, P::kPyFinalize, false, P::kPyFinalize},
 };
 
+constexpr std::array kLaunchEntries = {
+    LaunchEntry{"cuLaunchKernel", 307},
+    LaunchEntry{"cuLaunchKernel_ptsz", 442},
+    LaunchEntry{"cuLaunchCooperativeKernel", 477},
+    LaunchEntry{"cuLaunchCooperativeKernel_ptsz", 478},
+    LaunchEntry{"cuGraphLaunch", 514},
+    LaunchEntry{"cuGraphLaunch_ptsz", 515},
+    LaunchEntry{"cuLaunchKernelEx", 652},
+    LaunchEntry{"cuLaunchKernelEx_ptsz", 653},
+};
+
 }  // namespace
 
 std::span<const UprobeSpec> UprobeSpecs() { return kSpecs; }
+std::span<const LaunchEntry> LaunchEntries() { return kLaunchEntries; }
 
 std::string_view ApiName(uint16_t api) {
   switch (api) {

@@ -59,6 +59,10 @@ enum class ProbeProgram : uint8_t {
   kCudaSyncExit,     // its return: the wait, with its stack
   kApiBatch,         // USDT gpuflame:api_batch: CUDA API calls, entry to return (the timeline's)
   kThrift,           // a thrift site of the library (GF_THRIFT_SITES): its semaphore, never hit
+  kLaunchEntry,      // one of libcuda's launch entry points: the launch route's stacks
+  kLaunchRoute,      // USDT gpuflame:launch_route: a switch (its semaphore), never hit
+  kLaunchWindow,     // USDT gpuflame:launch_window: the library's launch window opened or closed
+  kLaunchRecords,    // USDT gpuflame:launch_records: the driver's launch calls, as CUPTI recorded them
 };
 
 struct UprobeSpec {
@@ -71,6 +75,17 @@ struct UprobeSpec {
 };
 
 std::span<const UprobeSpec> UprobeSpecs();
+
+// The launch route's uprobes (bpf/gpuflame_abi.h): libcuda's exported
+// launch entry points, each with its CUPTI driver callback ID
+// (cupti_driver_cbid.h; written out as profiler/resolve/cuda_api_name.cc
+// names them, the agent builds without CUPTI's headers), which the
+// library's launch records carry.
+struct LaunchEntry {
+  std::string_view symbol;
+  uint16_t cbid;
+};
+std::span<const LaunchEntry> LaunchEntries();
 
 // The leaf frame name of an API, e.g. "cudaMalloc".
 std::string_view ApiName(uint16_t api);

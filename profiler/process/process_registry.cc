@@ -225,7 +225,9 @@ absl::Status ProcessRegistry::AddTarget(pid_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH)
     return absl::NotFoundError(absl::StrCat("no such process: ", pid));
   if (auto s = probes_.SetTarget(pid, options_.target_flags); !s.ok()) return s;
+  found_running_ = true;
   Scan(pid);
+  found_running_ = false;
   if (ProcessInfo* info = Find(pid)) info->attached_late = info->has_cuda || info->has_torch;
   return absl::OkStatus();
 }
@@ -244,7 +246,9 @@ void ProcessRegistry::ScanAll() {
     bool cuda = false;
     for (const Mapping& m : *maps) cuda |= Classify(m.Basename()).has_value();
     if (!cuda) continue;
+    found_running_ = true;
     Scan(static_cast<pid_t>(pid));
+    found_running_ = false;
     if (ProcessInfo* info = Find(static_cast<pid_t>(pid))) info->attached_late = true;
   }
 }
@@ -293,6 +297,7 @@ void ProcessRegistry::Scan(pid_t pid) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       info.tensor_wait_since_ns = now.tv_sec * 1'000'000'000ll + now.tv_nsec;
     }
+    if (*kind == LibraryKind::kCudaDriver && options_.launch_route && !resolver) AddLaunchRoute(pid, m, info);
     AttachLibrary(pid, m, *kind, *maps, info);
     // /proc's identity of the file; a process that maps it through another
     // (overlayfs) is gated once more, then covered by the kernel's.
@@ -353,6 +358,16 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
         Warn(absl::StrCat("pid ", pid, ": kernel time unavailable: ", st.message()));
         return;
       }
+    }
+    // The launch route: the window and its records before the switch that
+    // makes the library open windows. A library from before it has none:
+    // its launch stacks come from its callbacks.
+    if (options_.launch_route) {
+      const bool route = AttachUsdt(pid, path, *elf, "gpuflame", "launch_window", ProbeProgram::kLaunchWindow).ok() &&
+                         AttachUsdt(pid, path, *elf, "gpuflame", "launch_records", ProbeProgram::kLaunchRecords).ok() &&
+                         AttachUsdt(pid, path, *elf, "gpuflame", "launch_route", ProbeProgram::kLaunchRoute).ok();
+      // Its start-up window will not come: the uprobes in for it go.
+      if (!route) (void)launch_route_.OnWindow(pid, false, 0);
     }
     // A library from before API spans has no such probe: its timeline has
     // sampled launches only.
@@ -470,6 +485,22 @@ bool NamesInjectionLibrary(ProcessInfo& info) {
 
 }  // namespace
 
+void ProcessRegistry::AddLaunchRoute(pid_t pid, const Mapping& m, ProcessInfo& info) {
+  const symbolizer::ElfFile* elf = elves_.Get(pid, m);
+  if (!elf) return;
+  // The start-up's window goes up now, while the process may still wait at
+  // the gate, where CUDA is to load the library at cuInit (launch_route_sites.h).
+  // Not for a process found running: its start-up is behind it, or its
+  // library says when its windows open.
+  // Nor for a forked child (a DataLoader worker): its CUDA, if any, is its
+  // parent's, initialised before it.
+  const uint64_t open_now = !found_running_ && !info.forked && NamesInjectionLibrary(info)
+                                ? static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC))
+                                : 0;
+  if (std::string why = launch_route_.Add(pid, m, *elf, open_now); !why.empty())
+    Warn(absl::StrCat("pid ", pid, " (", info.comm, "): ", why));
+}
+
 bool ProcessRegistry::TensorInProcess(ProcessInfo& info) {
   if (info.tensor_inprocess) return *info.tensor_inprocess;
   bool inprocess = options_.tensor_events == TensorEvents::kInProcess;
@@ -580,7 +611,9 @@ void ProcessRegistry::OnExec(pid_t pid, bool gated) {
     info->tensor_inprocess.reset();  // decided again from the new image's environment
     info->tensor_hook = 0;
     info->autograd_hook = 0;
+    info->injection_named.reset();  // the new image's environment
   }
+  launch_route_.Forget(pid);  // its libcuda, if any, is mapped anew
   OnLibraryMapped(pid, gated);
 }
 
@@ -666,6 +699,9 @@ void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_ver
     return;
   }
   info.cupti_status = status;
+  // A library that stepped aside opens no launch window: the start-up's
+  // uprobes, in since libcuda was mapped, go.
+  if (status != GF_CUPTI_ACTIVE) (void)launch_route_.OnWindow(pid, false, 0);
   if (status == GF_CUPTI_OTHER_SUBSCRIBER)
     Warn(absl::StrCat("pid ", pid, " (", info.comm,
                       "): kernel time unavailable: another CUPTI client (torch.profiler, Nsight) "
@@ -796,8 +832,17 @@ ProcessRegistry::GateStats ProcessRegistry::gate_stats() const {
   return g;
 }
 
+void ProcessRegistry::OnLaunchWindow(pid_t pid, bool open, uint64_t now_ns) {
+  if (std::string why = launch_route_.OnWindow(pid, open, now_ns); !why.empty()) {
+    ProcessInfo& info = Ensure(pid);
+    if (!info.launch_route_warned) Warn(absl::StrCat("pid ", pid, " (", info.comm, "): ", why));
+    info.launch_route_warned = true;
+  }
+}
+
 void ProcessRegistry::Forget(pid_t pid) {
   inspect::ForgetPoisoned(pid);  // the pid may come back as another process
+  launch_route_.Forget(pid);
   processes_.erase(pid);
   rescans_.erase(pid);
   DetachProcess(pid);  // its exit record may have been lost
@@ -814,6 +859,7 @@ void ProcessRegistry::Tick(const std::function<void()>& catch_up) {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   const int64_t now = ts.tv_sec * 1'000'000'000ll + ts.tv_nsec;
+  launch_route_.Expire(static_cast<uint64_t>(now));
   auto overdue = [&] {
     std::vector<ProcessInfo*> late;
     for (auto& [pid, info] : processes_)

@@ -21,6 +21,7 @@
 #include "inspect/process_memory.h"
 #include "profiler/probes/bpf_probes.h"
 #include "profiler/process/k8s_metadata.h"
+#include "profiler/process/launch_route_sites.h"
 #include "profiler/process/service_hints.h"
 #include "profiler/process/thrift_sites.h"
 #include "symbolizer/elf_cache.h"
@@ -65,6 +66,7 @@ struct ProcessInfo {
   // Forked from a followed process without exec (GF_EV_FORKED): it has its
   // parent's breakpoints and semaphore counts already (see SayHello).
   bool forked = false;
+  bool launch_route_warned = false;  // a launch window it could not serve, said once
   std::optional<inspect::PythonLayout> python;
   std::string python_module;  // libpython's or the static interpreter's path
   std::unique_ptr<inspect::RemoteProcessMemory> memory;
@@ -96,6 +98,10 @@ class ProcessRegistry {
     // raised: its USDT-gated work (the injection library's CUPTI
     // callbacks) stays off.
     bool per_process_probes = false;
+    // Launch stacks by the launch route (bpf/gpuflame_abi.h): uprobes on
+    // libcuda's launch entry points in the library's launch windows, joined
+    // to its records of those calls, instead of its CUPTI callbacks.
+    bool launch_route = false;
   };
   // |native| (optional) is given each process's maps as they are read.
   ProcessRegistry(BpfProbes& probes, symbolizer::ElfCache& elves, Options options,
@@ -129,6 +135,10 @@ class ProcessRegistry {
   // which GF_ABI_VERSION it speaks; on a mismatch, warns once (the event
   // processor ignores the process's kernel records).
   void OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version);
+  // The library opened or closed a launch window (the launch route): its
+  // uprobes go in or out (launch_route_sites.h).
+  void OnLaunchWindow(pid_t pid, bool open, uint64_t now_ns);
+  const LaunchRouteSites& launch_route() const { return launch_route_; }
   // The library's in-process tensor hook went live (with or without Python
   // frames) or could not (enum gf_tensor_hook); says what the user loses.
   void OnTensorHook(pid_t pid, uint32_t status, uint32_t python, uint32_t abi_version, uint64_t sample_bytes = 0);
@@ -188,6 +198,8 @@ class ProcessRegistry {
   void DetachProcess(pid_t pid);
 
   void Scan(pid_t pid);
+  // libcuda mapped in |pid|: its launch entry points for the launch route.
+  void AddLaunchRoute(pid_t pid, const inspect::Mapping& m, ProcessInfo& info);
   void AttachLibrary(pid_t pid, const inspect::Mapping& m, LibraryKind kind,
                      const std::vector<inspect::Mapping>& maps, ProcessInfo& info);
   // c10::reportMemoryUsageToProfiler in the libc10.so that |c10_cuda| (a
@@ -224,6 +236,8 @@ class ProcessRegistry {
   BpfProbes& probes_;
   symbolizer::ElfCache& elves_;
   ThriftSites thrift_{probes_};
+  LaunchRouteSites launch_route_{probes_};
+  bool found_running_ = false;  // Scan of a process found running (AddTarget, ScanAll), not one mapping a library now
   // This agent's hello site, first chosen at random: another agent (or the
   // last session's probes, lingering) most likely holds another; where it
   // does, the next free one.

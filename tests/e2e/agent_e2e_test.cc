@@ -762,6 +762,58 @@ TEST(AgentTest, PushesCpuAndKernelTimePerProcess) {
   EXPECT_GT(cpu_ns, 0);
 }
 
+// The launch route in the agent (--launch-stacks uprobes): a process that
+// starts after the agent gets its start-up window from when it maps libcuda,
+// its launch stacks from the uprobes, joined to the library's records of the
+// calls; the library enables no CUPTI callback.
+TEST(AgentTest, LaunchStacksByUprobesReachTheProfilesOfAProcessStartedAfterIt) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  std::string dir = TempDir("agent-route");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--launch-stacks", "uprobes"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  // Its own copy of the library: another test's agent still letting go of
+  // the build's copy would hold its semaphores (KernelTimeTest says more).
+  std::string lib = dir + "/libgpuflame_cupti.so";
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  std::string env = SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir + "/report.txt";
+  std::string py = PyenvPython("3.12");
+  AttachLibraries(metrics_port, env + " " + py + " -c 'import sim_torch'", 5);
+  std::string pidfile = dir + "/workload.pid";
+  // A gemm from Trainer > step every millisecond for 3 s: all of it in the
+  // library's start-up (5 s), whose window is open throughout.
+  RunResult r = Sh(env + " sh -c 'echo $$ > " + pidfile + "; exec " + py + " " + Workload("steady_kernels.py") + " 3'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  pid_t pid = std::stoi(ReadFile(pidfile));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const double hits = Metric(metrics_port, "gpuflame_launch_route_hits_total");
+  const double joined = Metric(metrics_port, "gpuflame_launch_route_joined_total");
+  const double windows = Metric(metrics_port, "gpuflame_launch_route_windows_total");
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  EXPECT_EQ(ReadFile(dir + "/report.txt").rfind("delivered=0 activity=1", 0), 0u) << ReadFile(dir + "/report.txt");
+  EXPECT_GE(windows, 1);
+  EXPECT_GT(hits, 1000);
+  EXPECT_GE(joined, hits * 0.99) << agent.Log();
+  int64_t kernel_ns = 0, step_ns = 0;
+  std::map<std::string, int64_t> stacks;
+  for (const ReceivedSeries& s : receiver.Accepted()) {
+    if (s.labels.at("pid") != std::to_string(pid) || s.labels.at("__name__") != "gpu_kernel") continue;
+    kernel_ns += SampleTotal(s.profile, "time");
+    for (const auto& [stack, v] : Stacks(s.profile, "time", true, true)) {
+      stacks[stack] += v;
+      if (stack.find("Trainer > step;launch;") != std::string::npos) step_ns += v;
+    }
+  }
+  EXPECT_GT(kernel_ns, 1000 * 300'000) << Dump(stacks);
+  // Each gemm on the stack that launched it, but for a window's edges.
+  EXPECT_GE(step_ns, kernel_ns * 99 / 100) << Dump(stacks);
+}
+
 // "Kernel time unavailable" is for a process that uses the GPU without the
 // injection library, not for one that maps CUDA and never runs cuInit
 // (nvidia-smi, monitoring tools).

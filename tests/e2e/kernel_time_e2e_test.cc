@@ -86,6 +86,47 @@ TEST(KernelTimeTest, EveryKernelOnItsLaunchingMethodExactly) {
   EXPECT_NE(ReadFile(out + "/flamegraph.html").find("gpu_kernel"), std::string::npos);
 }
 
+// The launch route (--launch-stacks uprobes): no CUPTI callback at all; the
+// stacks are taken by uprobes on libcuda's cuLaunchKernel (the runtime's
+// launches enter it too), in the library's launch windows (the start-up's
+// from before the first launch), and joined to CUPTI's records of those
+// calls by thread and time. The simulated runtime's graph launches and
+// copies enter no driver entry point (a real runtime's graph launches enter
+// cuGraphLaunch): their time is charged without a stack, and counted.
+TEST(KernelTimeTest, LaunchStacksByUprobesJoinTheirKernelsWithoutCallbacks) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  std::string dir = TempDir("kernels-route");
+  // Its own copy of the library (see TheLibraryCostsNothingUntilAnAgentAttaches).
+  std::string lib = dir + "/libgpuflame_cupti.so";
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  RunResult r = Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir + "/report.txt " +
+                   GPUFLAME_BIN + " record -q --launch-stacks uprobes -o " + dir + "/out -- " + PyenvPython("3.12") +
+                   " " + Workload("kernels.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string report = ReadFile(dir + "/report.txt");
+  EXPECT_EQ(report.rfind("delivered=0 activity=1", 0), 0u) << report;
+  pprof::Profile k;
+  ASSERT_TRUE(LoadPprof(dir + "/out/gpu_kernel.pb.gz", &k)) << r.output;
+  auto time = Stacks(k, "time", /*drop_trampolines=*/true, /*drop_native=*/true);
+  EXPECT_EQ(time["<module>;Model > forward;launch;" + kGemm], 20 * 300 * kUs) << Dump(time);
+  EXPECT_EQ(time["<module>;Model > forward;launch_driver;" + kRelu], 20 * 50 * kUs) << Dump(time);
+  EXPECT_EQ(Total(k, "time"), 13 * 1000 * kUs + 32 * kUs);
+  // The launching function sits right above the kernel, as the callbacks' stacks have it.
+  bool via_driver = false;
+  for (const auto& [stack, v] : Stacks(k, "time")) via_driver |= stack.ends_with(";cuLaunchKernel;" + kRelu);
+  EXPECT_TRUE(via_driver) << Dump(Stacks(k, "time"));
+  auto json = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"), nullptr, false);
+  ASSERT_FALSE(json.is_discarded());
+  const auto& route = json["gpu_kernels"]["launch_route"];
+  EXPECT_EQ(route["hits"].get<int>(), 40) << route;
+  EXPECT_EQ(route["records"].get<int>(), 40) << route;
+  EXPECT_EQ(route["joined"].get<int>(), 40) << route;
+  EXPECT_EQ(route["records_unconverted"].get<int>(), 0) << route;
+  EXPECT_GE(route["windows"].get<int>(), 1) << route;
+}
+
 // A driver whose launch callback inside cudaLaunchKernel has an ID of its
 // own (the fixture plays one), not the kernel's: the library's check of its
 // first launch stacks finds that they join nothing, says so, and takes

@@ -2,21 +2,24 @@
 // ActivityConverter::Convert): CUPTI activity records (kernels, memcpys,
 // memsets, overhead, kinds we do not chart) to gf_kernel_record batches and
 // interned kernel names, across duty-cycle windows and agents that attach
-// late (SayNamesAgain). It runs inside the workload, so a mistake here is a
-// crash of the user's training job.
+// late (SayNamesAgain); the driver's launch calls (the launch route) to
+// gf_api_records on CLOCK_MONOTONIC, through clock pairs set meanwhile. It runs inside the workload, so a mistake here
+// is a crash of the user's training job.
 //
 // The records come from CUPTI, not from the bytes of a file, so the input is
 // a script of what CUPTI and the library do (the field values are the
 // input's; name pointers point at names the script defined, as CUPTI's point
 // at names it owns):
 //
-//   op* := u8 code, then by code % 10:
+//   op* := u8 code, then by code % 12:
 //     0 kernel (CONCURRENT_KERNEL), 1 kernel (KERNEL): u8 name | fields
 //     2 memcpy: u8 copy kind | fields         3 memset: fields
 //     4 overhead: u64 start | u64 end         5 a record of a kind not charted: u8 kind
 //     6 a name: u8 length | bytes             7 kernels with N new names: u16 N
 //     8 a window opens: u64 begin | u16 weight
 //     9 an agent attaches (SayNamesAgain), then the records so far are converted
+//     10 a driver API record: u32 thread | u64 start | u64 end | u32 correlation | u16 callback ID
+//     11 a clock pair: u64 CUPTI's | u64 CLOCK_MONOTONIC's (SetClock)
 //   fields := u64 start | u64 end | u32 correlation | u32 device | u32 stream | u32 graph
 //
 // Kernel name 0 is a null name; n > 0 the ((n - 1) % count)-th name defined.
@@ -26,7 +29,10 @@
 // Checked, as the agent relies on it: every kernel in a batch names an ID
 // announced since the last SayNamesAgain; one name, one ID, and one ID, one
 // name; batches hold 1 to GF_KERNEL_BATCH_MAX records; every charted record
-// comes out once, in order, with its fields; the counts add up.
+// comes out once, in order, with its fields; the counts add up. A driver
+// record comes out once, in order, moved by the clock pair in force when it
+// was converted, unless it has no thread or no pair was set (then counted
+// unconverted); runs of 1 to GF_API_BATCH_MAX.
 #include <cupti_activity.h>
 
 #include <algorithm>
@@ -61,11 +67,13 @@ struct Record {
   std::unique_ptr<uint8_t[]> bytes;  // a block of its own, or null: in a shared block
   uint8_t* at = nullptr;             // what Next() hands the converter
   gf_kernel_record expected{};       // kind 0: not charted
+  bool driver = false;               // a driver API record (the launch route)
 };
 std::vector<Record>* g_records = nullptr;
 size_t g_next = 0;
 
 CUptiResult Next(uint8_t*, size_t, CUpti_Activity** rec) {
+  if (*rec == nullptr) g_next = 0;  // as CUPTI's: a walk from the buffer's first record
   if (g_next >= g_records->size()) return CUPTI_ERROR_MAX_LIMIT_REACHED;
   *rec = reinterpret_cast<CUpti_Activity*>((*g_records)[g_next++].at);
   return CUPTI_SUCCESS;
@@ -90,9 +98,14 @@ class Sink : public gpuflame::cupti::ActivitySink {
       out.push_back(r);
     }
   }
+  void LaunchRecords(const gf_api_record* records, size_t count) override {
+    FUZZ_CHECK(count >= 1 && count <= GF_API_BATCH_MAX);
+    launches.insert(launches.end(), records, records + count);
+  }
   void NewAgent() { said_.clear(); }
 
   std::vector<gf_kernel_record> out;
+  std::vector<gf_api_record> launches;
 
  private:
   std::unordered_map<std::string, uint32_t> ids_;
@@ -154,14 +167,40 @@ void Fields(Reader& in, Record& r, uint8_t gf_kind) {
 }
 
 struct Totals {
-  uint64_t kernels = 0, memcpys = 0, memsets = 0, other = 0, overhead_ns = 0;
+  uint64_t kernels = 0, memcpys = 0, memsets = 0, other = 0, overhead_ns = 0, launches = 0, unconverted = 0;
+};
+
+// CUPTI's clock less CLOCK_MONOTONIC as the converter keeps it (0: no pair).
+struct Clock {
+  int64_t cupti_minus_mono = 0;
 };
 
 void Convert(ActivityConverter& conv, std::vector<Record>& records, Sink& sink,
-             const gpuflame::cupti::ActivityWindows& windows, Totals& want, Totals& got) {
+             const gpuflame::cupti::ActivityWindows& windows, const Clock& clock, Totals& want, Totals& got) {
   g_records = &records;
   g_next = 0;
   const size_t before = sink.out.size();
+  const size_t launches_before = sink.launches.size();
+  // The driver records as they must come out, with this conversion's clock.
+  std::vector<gf_api_record> expected_launches;
+  for (const Record& r : records) {
+    if (!r.driver) continue;
+    CUpti_ActivityAPI a;
+    std::memcpy(&a, r.at, sizeof(a));
+    if (clock.cupti_minus_mono == 0 || a.threadId == 0) {
+      want.unconverted++;
+      continue;
+    }
+    want.launches++;
+    expected_launches.push_back({.start_ns = a.start - static_cast<uint64_t>(clock.cupti_minus_mono),
+                                 .end_ns = a.end - static_cast<uint64_t>(clock.cupti_minus_mono),
+                                 .correlation = a.correlationId,
+                                 .tid = a.threadId,
+                                 .cbid = static_cast<uint16_t>(a.cbid),
+                                 .domain = 1,
+                                 .pad = 0,
+                                 .result = a.returnValue});
+  }
   uint8_t dummy[8] = {};
   const auto st = conv.Convert(dummy, sizeof(dummy), Next, sink, &windows);
   FUZZ_CHECK(g_next == records.size());  // every record was walked
@@ -170,6 +209,11 @@ void Convert(ActivityConverter& conv, std::vector<Record>& records, Sink& sink,
   got.memsets += st.memsets;
   got.other += st.other;
   got.overhead_ns += st.overhead_ns;
+  got.launches += st.launch_records;
+  got.unconverted += st.launch_records_unconverted;
+  FUZZ_CHECK(sink.launches.size() - launches_before == expected_launches.size());
+  for (size_t i = 0; i < expected_launches.size(); i++)
+    FUZZ_CHECK(std::memcmp(&sink.launches[launches_before + i], &expected_launches[i], sizeof(gf_api_record)) == 0);
   // Charted records come out once each, in order, with their fields.
   size_t at = before;
   for (const Record& r : records) {
@@ -185,7 +229,8 @@ void Convert(ActivityConverter& conv, std::vector<Record>& records, Sink& sink,
   }
   FUZZ_CHECK(at == sink.out.size());
   FUZZ_CHECK(got.kernels == want.kernels && got.memcpys == want.memcpys && got.memsets == want.memsets &&
-             got.other == want.other && got.overhead_ns == want.overhead_ns);
+             got.other == want.other && got.overhead_ns == want.overhead_ns && got.launches == want.launches &&
+             got.unconverted == want.unconverted);
   records.clear();
 }
 
@@ -200,13 +245,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<Record> records;
   std::vector<std::unique_ptr<CUpti_ActivityKernel10[]>> blocks;
   Totals want, got;
+  Clock clock;
   size_t total = 0;
   auto kernel_name = [&](uint8_t n) -> const char* {
     return n == 0 || names.empty() ? nullptr : names[(n - 1u) % names.size()].c_str();
   };
 
   while (!in.empty() && total < kMaxRecords) {
-    const uint8_t op = in.Take<uint8_t>() % 10;
+    const uint8_t op = in.Take<uint8_t>() % 12;
     switch (op) {
       case 0:
       case 1: {
@@ -249,8 +295,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 5: {
         // Only the kind is read of a record not charted: a block of just
         // the common header shows a read of more.
-        static constexpr CUpti_ActivityKind kOther[] = {CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_RUNTIME,
-                                                        CUPTI_ACTIVITY_KIND_MEMORY, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+        static constexpr CUpti_ActivityKind kOther[] = {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_MEMORY,
+                                                        CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
                                                         CUPTI_ACTIVITY_KIND_INVALID};
         Record r;
         r.bytes = std::make_unique<uint8_t[]>(sizeof(CUpti_Activity));
@@ -296,14 +342,38 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
       case 9:
-        Convert(conv, records, sink, windows, want, got);
+        Convert(conv, records, sink, windows, clock, want, got);
         conv.SayNamesAgain();
         sink.NewAgent();
         break;
+      case 10: {
+        Record r = Make<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_DRIVER);
+        r.driver = true;
+        auto* a = reinterpret_cast<CUpti_ActivityAPI*>(r.bytes.get());
+        a->threadId = in.Take<uint32_t>();
+        a->start = in.Take<uint64_t>();
+        a->end = in.Take<uint64_t>();
+        a->correlationId = in.Take<uint32_t>();
+        a->cbid = in.Take<uint16_t>();
+        records.push_back(std::move(r));
+        break;
+      }
+      case 11: {
+        // The records so far go with the pair before: the library converts
+        // each flush's buffers after setting that flush's pair.
+        Convert(conv, records, sink, windows, clock, want, got);
+        const uint64_t cupti = in.Take<uint64_t>();
+        const uint64_t mono = in.Take<uint64_t>();
+        conv.SetClock(cupti, mono);
+        conv.SetRoute();
+        const auto d = static_cast<int64_t>(cupti - mono);
+        clock.cupti_minus_mono = d == 0 ? 1 : d;
+        break;
+      }
     }
     total++;
   }
-  Convert(conv, records, sink, windows, want, got);
+  Convert(conv, records, sink, windows, clock, want, got);
   FUZZ_CHECK(conv.names() <= ActivityConverter::kMaxNames + 1);
   return 0;
 }

@@ -18,7 +18,9 @@
 #   its kernels and launch stacks, from /metrics, say whether that worked); FAKE=1 sleeps
 #   instead of training (train_bench.py --fake), to try the script without a GPU;
 #   AGENT_BUILD, a folder with another build's gpuflame and libgpuflame_cupti.so
-#   (the shared libraries stay the bundle's), to compare builds on one host
+#   (the shared libraries stay the bundle's), to compare builds on one host;
+#   GPUFLAME_LAUNCH_STACKS=uprobes in the environment: the agent takes launch
+#   stacks by the launch route (no CUPTI callback: nothing is left on after it)
 GF_OUT_SUFFIX=/agent-continuous . "$(dirname "$0")/common.sh"
 build=${AGENT_BUILD:-$bundle}
 plain_s=${PLAIN_S:-20} agent_s=${AGENT_S:-60} after_s=${AFTER_S:-15}
@@ -54,11 +56,11 @@ for visit in $(seq "$visits"); do
   while [ "$(date +%s)" -lt "$end" ]; do
     sleep 5
     m=$(env -u LD_LIBRARY_PATH curl -s --max-time 1 "http://127.0.0.1:$metrics_port/metrics" |
-        grep -E '^gpuflame_(overhead_ratio|thrift_level|shedding|library_tensor_hook_seconds_total|library_cupti_callback_seconds_total|library_thread_seconds_total|library_tensor_hook_calls_total|gpu_lane_kernels_total|kernel_launch_stacks_total)[ {]' |
+        grep -E '^gpuflame_(overhead_ratio|thrift_level|shedding|library_tensor_hook_seconds_total|library_cupti_callback_seconds_total|library_thread_seconds_total|library_tensor_hook_calls_total|gpu_lane_kernels_total|kernel_launch_stacks_total|launch_route_hits_total|launch_route_joined_total|launch_route_unjoined_total|launch_route_windows_total)[ {]' |
         sed 's/{[^}]*}//' | tr '\n' ' ')
     echo "$(now_ns) $m" >> "$metrics_log"
   done
-  [ "$visits" = 1 ] || echo "visit $visit, its last /metrics: $(tail -1 "$metrics_log" | cut -d' ' -f2-)"
+  echo "visit $visit, its last /metrics: $(tail -1 "$metrics_log" | cut -d' ' -f2-)"
   echo "agent_gone$suffix $(now_ns)" >> "$marks"
   kill -INT $agent 2>/dev/null; wait $agent 2>/dev/null; agent=
   sleep "$after_s"

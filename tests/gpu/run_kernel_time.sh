@@ -6,6 +6,7 @@
 #  2. interleaved rounds of the same workload without gpuflame, with only the
 #     injection library (no agent), and under gpuflame record (default launch
 #     sampling, and every launch): step time and per-launch cost.
+# RECORD_FLAGS: more flags for the first (--launch-stacks uprobes: the launch route).
 # Every command is bounded; one that overruns gets its processes' states and
 # kernel stacks dumped (a device lease is too short to lose to a hang).
 GF_OUT_SUFFIX=/kernels . "$(dirname "$0")/common.sh"
@@ -34,8 +35,9 @@ guarded() {
 
 if [ -z "${SKIP_CHECK:-}" ]; then
 echo "== kernel time vs torch.profiler (200 steps)"
-GPUFLAME_CUPTI_DEBUG=1 guarded rec 150 "$bundle/gpuflame" record -o "$out/rec" -- $py "$w" --steps 200 --tiny 0
+GPUFLAME_CUPTI_DEBUG=1 guarded rec 150 "$bundle/gpuflame" record ${RECORD_FLAGS:-} -o "$out/rec" -- $py "$w" --steps 200 --tiny 0
 tail -5 "$out/rec.err"
+python3 -c "import json; d=json.load(open('$out/rec/summary.json')); print(json.dumps(d['gpu_kernels']))" || true
 guarded prof 120 $py "$w" --steps 200 --profile "$out/prof.json"
 python3 "$here/check_kernels.py" "$out/rec" "$out/prof.json" || status=1
 sort -t' ' -k2 -nr "$out/rec/process_cpu.cpu.folded" 2>/dev/null | head -3 | cut -c1-400

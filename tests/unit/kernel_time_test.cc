@@ -109,6 +109,61 @@ TEST(ActivityConverterTest, ConvertsCuptiRecordsInBatchesWithNamesFirst) {
   EXPECT_EQ(rec.batches.back()[0].name_id, rec.batches[0][0].name_id);
 }
 
+struct LaunchRecorder : Recorder {
+  std::vector<std::vector<gf_api_record>> launch_batches;
+  void LaunchRecords(const gf_api_record* r, size_t n) override { launch_batches.emplace_back(r, r + n); }
+};
+
+CUpti_ActivityAPI DriverCall(uint32_t cbid, uint64_t start, uint64_t end, uint32_t tid, uint32_t corr) {
+  CUpti_ActivityAPI a{};
+  a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  a.cbid = cbid;
+  a.start = start;
+  a.end = end;
+  a.processId = 4242;
+  a.threadId = tid;
+  a.correlationId = corr;
+  a.returnValue = 0;
+  return a;
+}
+
+TEST(ActivityConverterTest, TheDriversLaunchRecordsGoOutOnTheMonotonicClockBesideTheKernels) {
+  Buffer b;
+  b.Add(Kernel("relu", 5'000'100, 5'000'900, 7));
+  for (uint32_t i = 0; i < 130; i++)
+    b.Add(DriverCall(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 5'000'000 + 10 * i, 5'000'005 + 10 * i, 77, 100 + i));
+  b.Add(DriverCall(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 6'000'000, 6'000'004, 0, 999));  // no thread: not sent
+  cupti::ActivityConverter conv;
+  LaunchRecorder rec;
+  // No clock pair yet: nothing can be put on the monotonic clock.
+  cupti::ConvertStats before = conv.Convert(b.data(), b.size(), cuptiActivityGetNextRecord, rec);
+  EXPECT_EQ(before.launch_records, 0u);
+  EXPECT_EQ(before.launch_records_unconverted, 131u);
+  EXPECT_TRUE(rec.launch_batches.empty());
+  // CUPTI's clock 4,000,000 ns ahead of CLOCK_MONOTONIC, and the route in use.
+  conv.SetClock(9'000'000, 5'000'000);
+  cupti::ConvertStats clock_only = conv.Convert(b.data(), b.size(), cuptiActivityGetNextRecord, rec);
+  EXPECT_EQ(clock_only.launch_records, 0u) << "a clock pair alone (every agent's status) is not the route";
+  conv.SetRoute();
+  cupti::ConvertStats st = conv.Convert(b.data(), b.size(), cuptiActivityGetNextRecord, rec);
+  EXPECT_EQ(st.kernels, 1u);
+  EXPECT_EQ(st.launch_records, 130u);
+  EXPECT_EQ(st.launch_records_unconverted, 1u);
+  ASSERT_EQ(rec.launch_batches.size(), 2u);
+  EXPECT_EQ(rec.launch_batches[0].size(), size_t{GF_API_BATCH_MAX});
+  EXPECT_EQ(rec.launch_batches[1].size(), 2u);
+  const gf_api_record& r = rec.launch_batches[0][1];
+  EXPECT_EQ(r.start_ns, 1'000'010u);
+  EXPECT_EQ(r.end_ns, 1'000'015u);
+  EXPECT_EQ(r.tid, 77u);
+  EXPECT_EQ(r.correlation, 101u);
+  EXPECT_EQ(r.cbid, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+  EXPECT_EQ(r.domain, 1);
+  // The kernel's record is untouched: CUPTI's clock, as ever.
+  ASSERT_FALSE(rec.batches.empty());
+  EXPECT_EQ(rec.batches.back()[0].start_ns, 5'000'100u);
+}
+
 TEST(ActivityConverterTest, ANewAgentHearsEachNameAgainAtItsNextUse) {
   cupti::ActivityConverter conv;
   Recorder rec;
