@@ -346,9 +346,10 @@ void ApplyTuning() {
   Trace(("activity: " + t.Describe()).c_str());
   // The launch route's records name their threads as the kernel does, as
   // the agent's uprobes see them (CUPTI's default is pthread_self's value).
-  // Set at start: CUPTI keeps the ID it first gave a thread (a change later
-  // left an H200's records with the old IDs, and the agent's joins at 0), and
-  // its documentation says not to change the type during a session.
+  // Set at start: CUPTI's documentation says not to change the type during
+  // a session, and a build that set it mid-run (at the agent's first window)
+  // joined none of an H200's launches, as if CUPTI kept the IDs it first
+  // gave its threads (inferred: the records' IDs were not seen).
   s.route_usable = s.api.ActivityEnableDriverApi && s.api.SetThreadIdType &&
                    s.api.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
   if (!s.route_usable) Trace("no launch route: CUPTI lacks driver API records or system thread IDs");
