@@ -729,7 +729,8 @@ class Writer {
         ",\"gpu_work_overlapping_beyond_tracks\":", s_.gpu_overlap_beyond_lanes,
         ",\"gpu_records_duty_cycled\":", ts.gpu_weighted_records, ",\"samples_reordered\":", ts.samples_reordered,
         ",\"phase_stacks_late\":", ts.phase_stacks_late, ",\"samples_truncated\":", ts.samples_truncated,
-        ",\"samples_of_threads_over_cap\":", ts.samples_over_threads);
+        ",\"samples_of_threads_over_cap\":", ts.samples_over_threads,
+        ",\"samples_after_thread_end\":", ts.samples_after_end);
     out_ += ",\"marks\":[";
     for (size_t i = 0; i < t_.options().marks.size(); i++)
       absl::StrAppend(&out_, i ? "," : "", base::JsonString(t_.options().marks[i]));

@@ -12,7 +12,21 @@ void StackSpans::Close(uint64_t thread, Thread& t, size_t keep, uint64_t end_ns)
   }
 }
 
+bool StackSpans::EndedAfter(uint64_t thread, uint64_t ts_ns) {
+  if (ended_.empty()) return false;
+  auto it = ended_.find(thread);
+  if (it == ended_.end()) return false;
+  if (ts_ns < it->second) return true;
+  ended_.erase(it);  // a later thread of the same ID (or the pid reused)
+  return false;
+}
+
 void StackSpans::OnSample(uint64_t thread, uint64_t ts_ns, std::span<const SampledFrame> frames) {
+  newest_ns_ = std::max(newest_ns_, ts_ns);
+  if (!threads_.contains(thread) && EndedAfter(thread, ts_ns)) {
+    after_end_++;
+    return;
+  }
   if (frames.size() > kMaxDepth) {
     truncated_++;
     frames = frames.first(kMaxDepth);
@@ -59,8 +73,12 @@ void StackSpans::OnExactStack(uint64_t thread, uint64_t ts_ns, std::span<const S
 void StackSpans::EndThread(uint64_t thread) {
   auto it = threads_.find(thread);
   if (it == threads_.end()) return;
-  Close(thread, it->second, 0, it->second.last_ns + period_ns_);
+  const uint64_t end_ns = it->second.last_ns + period_ns_;
+  Close(thread, it->second, 0, end_ns);
   threads_.erase(it);
+  if (ended_.size() >= kMaxThreads)
+    absl::erase_if(ended_, [&](const auto& kv) { return kv.second + kEndedKeptNs < newest_ns_; });
+  if (ended_.size() < kMaxThreads) ended_[thread] = end_ns;
 }
 
 void StackSpans::EndAll() {

@@ -51,6 +51,9 @@ class StackSpans {
   // ended (their spans would end so at their next sample anyway); samples of
   // a new thread while all are active are left out, counted.
   static constexpr size_t kMaxThreads = 1 << 16;
+  // How long an ended thread's end is remembered: records cross in the ring
+  // by what one reader pass holds (milliseconds); a second is ample.
+  static constexpr uint64_t kEndedKeptNs = 1'000'000'000;
 
   // |emit| gets each span as it closes (innermost first at one instant).
   StackSpans(uint64_t period_ns, std::function<void(const StackSpan&)> emit)
@@ -66,6 +69,10 @@ class StackSpans {
   // moved in time would open or end spans where the thread was not.
   void OnExactStack(uint64_t thread, uint64_t ts_ns, std::span<const SampledFrame> frames);
   // Closes |thread|'s spans one period after its last sample (it exited).
+  // A sample of it that comes later but is older than that end (a CPU's
+  // record of the thread's last instants, crossed in the ring with the exit
+  // event) is left out, counted: it would open spans over the ones just
+  // ended. Its ends are kept for kEndedKeptNs after the newest sample.
   void EndThread(uint64_t thread);
   // Closes every thread's spans (the recording ends).
   void EndAll();
@@ -78,6 +85,7 @@ class StackSpans {
   uint64_t exact_late() const { return exact_late_; }      // exact stacks older than their thread's last: left out
   uint64_t truncated() const { return truncated_; }        // samples deeper than kMaxDepth
   uint64_t over_threads() const { return over_threads_; }  // samples of new threads past kMaxThreads
+  uint64_t after_end() const { return after_end_; }        // samples older than their ended thread's end
   size_t open_threads() const { return threads_.size(); }
 
  private:
@@ -91,14 +99,19 @@ class StackSpans {
   };
   // Ends |t|'s frames from |keep| on at |end_ns|, innermost first.
   void Close(uint64_t thread, Thread& t, size_t keep, uint64_t end_ns);
+  // Whether a sample of |thread| at |ts_ns| comes from before its end.
+  bool EndedAfter(uint64_t thread, uint64_t ts_ns);
 
   uint64_t period_ns_;
   std::function<void(const StackSpan&)> emit_;
   absl::flat_hash_map<uint64_t, Thread> threads_;
+  absl::flat_hash_map<uint64_t, uint64_t> ended_;  // thread -> where its spans ended
+  uint64_t newest_ns_ = 0;
   uint64_t reordered_ = 0;
   uint64_t exact_late_ = 0;
   uint64_t truncated_ = 0;
   uint64_t over_threads_ = 0;
+  uint64_t after_end_ = 0;
 };
 
 }  // namespace gpuflame::profiler::timeline

@@ -441,6 +441,7 @@ TimelineStats Timeline::stats() const {
   s.phase_stacks_late = mark_spans_.exact_late();
   s.samples_truncated = stack_spans_.truncated();
   s.samples_over_threads = stack_spans_.over_threads();
+  s.samples_after_end = stack_spans_.after_end() + mark_spans_.after_end();
   for (const auto& [pid, n] : api_dropped_) s.api_calls_dropped_in_process += n;
   return s;
 }

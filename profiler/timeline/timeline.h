@@ -75,6 +75,7 @@ struct TimelineStats {
   uint64_t phase_stacks_late = 0;               // exact calls' stacks older than their thread's last sample
   uint64_t samples_truncated = 0;               // deeper than StackSpans::kMaxDepth
   uint64_t samples_over_threads = 0;            // of new threads while StackSpans::kMaxThreads were active
+  uint64_t samples_after_end = 0;               // of a thread already ended, from before its end (stack_spans.h)
   uint64_t gpu_weighted_records = 0;            // duty-cycled activity: stands for records not seen
   uint64_t io_names_over = 0;                   // I/O events past kMaxIoNames distinct names: named by ID only
   uint64_t api_calls_dropped_in_process = 0;    // CUDA API calls the library's buffer had no room for

@@ -79,6 +79,27 @@ TEST(StackSpansTest, ThreadsAreApartAndLateSamplesAreCounted) {
   EXPECT_EQ(Describe(out), "1@0[20,20) 2@0[0,10) 2@0[20,30) ");
 }
 
+TEST(StackSpansTest, ASampleFromBeforeAnEndedThreadsEndIsLeftOut) {
+  std::vector<StackSpan> out;
+  StackSpans spans(10, [&](const StackSpan& s) { out.push_back(s); });
+  const std::vector<SampledFrame> wait{{1, 1}, {2, 2}}, exit{{1, 1}, {3, 3}};
+  spans.OnSample(1, 0, wait);
+  spans.EndThread(1);  // its spans end at 10
+  // Its last sample, crossed in the ring with its exit: it would reopen the
+  // root over the span just ended (a reader sees "_Exit" begin inside
+  // "wait4"). Left out, counted; so is an exact stack as late.
+  spans.OnSample(1, 5, exit);
+  spans.OnExactStack(1, 9, exit);
+  EXPECT_EQ(spans.after_end(), 2u);
+  EXPECT_EQ(spans.reordered(), 0u);
+  // A thread of the same ID after that end is a new one.
+  spans.OnSample(1, 40, exit);
+  spans.OnSample(1, 45, exit);  // and its own samples are not held to the old end
+  spans.EndAll();
+  EXPECT_EQ(Describe(out), "2@1[0,10) 1@0[0,10) 3@1[40,55) 1@0[40,55) ");
+  EXPECT_EQ(spans.after_end(), 2u);
+}
+
 TEST(StackSpansTest, AnExactStackIsASampleInOrderAndLeftOutLate) {
   std::vector<StackSpan> out;
   StackSpans spans(10, [&](const StackSpan& s) { out.push_back(s); });
