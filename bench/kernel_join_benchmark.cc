@@ -4,7 +4,10 @@
 // Reports kernels/s, with and without record's utilisation collector
 // (profiler/utilization: busy lanes, gaps, histograms) fed the same batches,
 // and the join's memory after one simulated minute at
-// 100 000 kernels/s (every launch sampled: the worst case).
+// 100 000 kernels/s (every launch sampled: the worst case). BM_LaunchRouteJoin
+// is the same through the launch route (--launch-stacks uprobes): each launch a
+// hit without a correlation ID (GF_EVF_LAUNCH_HIT), then the driver's launch
+// records that give them one (GF_EV_LAUNCH_RECORDS), then the kernels.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -42,6 +45,35 @@ std::vector<uint8_t> BatchRecord(uint32_t first_corr, uint64_t ts) {
   return testing::ArrayRecord(ev, batch);
 }
 
+// The launch route's hit: a launch stack with no correlation ID, on thread
+// |tid| (also its namespace ID), cuLaunchKernel's.
+std::vector<uint8_t> LaunchHit(uint32_t tid, int site, uint64_t ts) {
+  gf_event ev = testing::Header(GF_EV_KERNEL_LAUNCH, GF_DOMAIN_LAUNCH, GF_API_NONE, 4321, tid);
+  ev.flags |= GF_EVF_LAUNCH_HIT;
+  ev.ts_ns = ts;
+  ev.addr = tid;
+  ev.arg1 = GF_LAUNCH_API(1, 307);
+  return testing::PythonRecord(ev, 20, static_cast<uint64_t>(site));
+}
+
+// The driver's records of |n| launches on |tid|, the first at |ts| (each
+// 2 us after its hit, 10 us apart), correlation IDs from |first_corr|.
+std::vector<uint8_t> LaunchRecords(uint32_t tid, uint32_t first_corr, uint32_t n, uint64_t ts) {
+  gf_event ev = testing::Header(GF_EV_LAUNCH_RECORDS, GF_DOMAIN_NONE, GF_API_NONE, 4321);
+  ev.ts_ns = ts + n * 10'000;
+  std::vector<gf_api_record> records(n);
+  for (uint32_t i = 0; i < n; i++)
+    records[i] = {.start_ns = ts + i * 10'000 + 2'000,
+                  .end_ns = ts + i * 10'000 + 6'000,
+                  .correlation = first_corr + i,
+                  .tid = tid,
+                  .cbid = 307,
+                  .domain = 1,
+                  .pad = 0,
+                  .result = 0};
+  return testing::ArrayRecord(ev, records);
+}
+
 struct Loop {
   symbolizer::ElfCache elves;
   symbolizer::NativeSymbolizer native{elves};
@@ -73,6 +105,33 @@ void BM_KernelJoin(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * GF_KERNEL_BATCH_MAX);
 }
 BENCHMARK(BM_KernelJoin)->ArgName("utilization")->Arg(0)->Arg(1);
+
+// One iteration: 64 launch hits, their records and their kernels' batch.
+void BM_LaunchRouteJoin(benchmark::State& state) {
+  Loop loop;
+  constexpr uint32_t kTid = 4321;
+  uint32_t corr = 1;
+  uint64_t ts = 1'000'000'000;
+  std::vector<std::vector<uint8_t>> hits;
+  for (auto _ : state) {
+    state.PauseTiming();
+    hits.clear();
+    for (uint32_t i = 0; i < GF_KERNEL_BATCH_MAX; i++)
+      hits.push_back(LaunchHit(kTid, (corr + i) % 50, ts + i * 10'000));
+    std::vector<uint8_t> records = LaunchRecords(kTid, corr, GF_KERNEL_BATCH_MAX, ts);
+    std::vector<uint8_t> batch = BatchRecord(corr, ts);
+    state.ResumeTiming();
+    for (const auto& h : hits) loop.events.OnRecord(h);
+    loop.events.OnRecord(records);
+    loop.events.OnRecord(batch);
+    corr += GF_KERNEL_BATCH_MAX;
+    ts += GF_KERNEL_BATCH_MAX * 10'000;
+    if (corr % (GF_KERNEL_BATCH_MAX * 1024) == 1) loop.events.joiner().Flush(ts);
+  }
+  state.SetItemsProcessed(state.iterations() * GF_KERNEL_BATCH_MAX);
+  state.counters["route_joined"] = static_cast<double>(loop.events.launch_route().stats().joined);
+}
+BENCHMARK(BM_LaunchRouteJoin);
 
 // A minute at 100 000 kernels/s, flushed once a second as the agent does.
 void BM_KernelJoinMemoryAfterAMinute(benchmark::State& state) {

@@ -13,14 +13,19 @@
 // a step (tests/gpu/run_launch_route.sh)? Without --out, the program only
 // counts: the trap alone.
 //
-//   gpuflame_launch_uprobes --lib /path/to/libcuda.so.1 [--out FILE] [--ready FILE]
+//   gpuflame_launch_uprobes --lib /path/to/libcuda.so.1 [--out FILE] [--ready FILE] [--symbols A,B,...]
+//
+// --symbols replaces the launch entry points with up to 16 others (the
+// copies' and memsets', tests/gpu/run_copy_correlation.sh).
 #include <bpf/libbpf.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,11 +36,10 @@ namespace {
 
 // The driver's launch entry points, as exported; their order is the attach
 // cookie and so the symbol field of each hit.
-constexpr const char* kSymbols[] = {
+constexpr const char* kLaunchSymbols[] = {
     "cuLaunchKernel",        "cuLaunchKernel_ptsz",       "cuLaunchKernelEx",
     "cuLaunchKernelEx_ptsz", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
     "cuGraphLaunch",         "cuGraphLaunch_ptsz"};
-constexpr size_t kSymbolCount = sizeof(kSymbols) / sizeof(kSymbols[0]);
 constexpr uint32_t kRingFull = 16;  // LAUNCH_SYMBOLS in the BPF program
 
 volatile sig_atomic_t stop = 0;
@@ -71,14 +75,25 @@ int WriteHit(void* ctx, void* data, size_t size) {
 
 int main(int argc, char** argv) {
   std::string lib, out_path, ready_path;
+  std::vector<std::string> symbols(std::begin(kLaunchSymbols), std::end(kLaunchSymbols));
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--lib") lib = argv[i + 1];
     else if (a == "--out") out_path = argv[i + 1];
     else if (a == "--ready") ready_path = argv[i + 1];
+    else if (a == "--symbols") {
+      symbols.clear();
+      std::string list = argv[i + 1];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) symbols.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
   }
-  if (lib.empty()) {
-    fprintf(stderr, "usage: %s --lib LIBCUDA [--out FILE] [--ready FILE]\n", argv[0]);
+  if (lib.empty() || symbols.empty() || symbols.size() > kRingFull) {
+    fprintf(stderr, "usage: %s --lib LIBCUDA [--out FILE] [--ready FILE] [--symbols A,B,... (at most %u)]\n", argv[0],
+            kRingFull);
     return 2;
   }
   std::unique_ptr<FILE, FileCloser> out;
@@ -100,11 +115,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> links;
-  for (size_t i = 0; i < kSymbolCount; i++) {
-    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = i, .func_name = kSymbols[i]);
+  for (size_t i = 0; i < symbols.size(); i++) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = i, .func_name = symbols[i].c_str());
     bpf_link* l = bpf_program__attach_uprobe_opts(skel->progs.launch_hit, -1, lib.c_str(), 0, &opts);
     if (!l) {
-      fprintf(stderr, "launch_uprobes: %s not attached: %s\n", kSymbols[i], strerror(errno));
+      fprintf(stderr, "launch_uprobes: %s not attached: %s\n", symbols[i].c_str(), strerror(errno));
       continue;
     }
     links.emplace_back(l);
@@ -141,10 +156,10 @@ int main(int argc, char** argv) {
     return sum;
   };
   uint64_t all = 0;
-  for (uint32_t i = 0; i < kSymbolCount; i++) {
+  for (uint32_t i = 0; i < symbols.size(); i++) {
     const uint64_t n = total(i);
     all += n;
-    if (n) printf("launch_uprobes: %s %llu\n", kSymbols[i], static_cast<unsigned long long>(n));
+    if (n) printf("launch_uprobes: %s %llu\n", symbols[i].c_str(), static_cast<unsigned long long>(n));
   }
   printf("launch_uprobes: %llu hits, %llu not recorded (ring full)\n", static_cast<unsigned long long>(all),
          static_cast<unsigned long long>(total(kRingFull)));

@@ -216,8 +216,9 @@ enum gf_event_kind {
                              * event on another device. Additive (an agent from before
                              * it counts it as malformed and reads on). */
   /* The launch route (below, "Launch stacks without CUPTI's callbacks"). Additive. */
-  GF_EV_LAUNCH_RECORDS = 31, /* size = n gf_api_record follow: the driver's launch calls,
-                             * as CUPTI's API activity records of them (gpuflame:
+  GF_EV_LAUNCH_RECORDS = 31, /* size = n gf_api_record follow: the driver's launch, copy
+                             * and memset calls (GF_LAUNCH_ROUTE_ENTRIES), as CUPTI's
+                             * API activity records of them (gpuflame:
                              * launch_records), tid = the calling thread as its own PID
                              * namespace numbers it; arg0 = records the library could not
                              * convert so far (CUPTI's threadId unknown), cumulative */
@@ -819,20 +820,54 @@ GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
  *  - opens a launch window where it would have taken stacks (its launch
  *    ticks, and the process's start-up), saying so at
  *    gpuflame:launch_window(1), and closes it at gpuflame:launch_window(0);
- *  - while the window is open, has CUPTI record the driver's launch calls
- *    (cuptiActivityEnableDriverApi, those call IDs alone) and hands them over
+ *  - while the window is open, has CUPTI record the driver's calls of
+ *    GF_LAUNCH_ROUTE_ENTRIES (cuptiActivityEnableDriverApi, those call IDs
+ *    alone: launches, copies and memsets) and hands them over
  *    at gpuflame:launch_records(records, count, unconverted) as gf_api_records
  *    (domain 1), their times converted to CLOCK_MONOTONIC at each flush, in
  *    runs of at most GF_API_BATCH_MAX.
  * The agent joins each record to the hit on its thread just before it (CUPTI
  * starts a call's record a few microseconds after the entry point's first
  * instruction: 2.1-6.3 us, p1-p99, on an H100), which gives the hit's stack
- * the call's correlation ID, the one its kernel's records carry. Additive: an
+ * the call's correlation ID, the one its kernel's (copy's, memset's) records
+ * carry. Additive: an
  * agent that does not attach the switch gets the callbacks' stacks, and a
  * library without these probes gets no uprobes. The switch is the process's,
  * not an agent's: while one agent holds it, another that takes stacks from
  * the callbacks gets none.
  */
+
+/*
+ * The launch route's entry points: libcuda's exported functions that submit
+ * GPU work, each with its CUPTI driver callback ID (cupti_driver_cbid.h) and
+ * what it submits (Launch, GraphLaunch, Memcpy, Memset). The agent attaches
+ * launch_entry to those a libcuda exports (older drivers lack some); the
+ * library turns on the API records of exactly these IDs in a launch window,
+ * and checks each ID against CUPTI's header when it is built. A copy's or a
+ * memset's activity record carries the correlation ID of the driver call
+ * that made it (CUPTI's CUpti_ActivityMemcpy6.correlationId), as a kernel's
+ * does its launch's; the synchronous copies and memsets are here too
+ * (PyTorch's pageable copies and .item() are such calls).
+ */
+#define GF_LAUNCH_ROUTE_ENTRIES(X)                                                                    \
+  X(cuLaunchKernel, 307, Launch) X(cuLaunchKernel_ptsz, 442, Launch)                                 \
+  X(cuLaunchCooperativeKernel, 477, Launch) X(cuLaunchCooperativeKernel_ptsz, 478, Launch)           \
+  X(cuGraphLaunch, 514, GraphLaunch) X(cuGraphLaunch_ptsz, 515, GraphLaunch)                         \
+  X(cuLaunchKernelEx, 652, Launch) X(cuLaunchKernelEx_ptsz, 653, Launch)                             \
+  X(cuMemcpy, 305, Memcpy) X(cuMemcpy_ptds, 408, Memcpy)                                             \
+  X(cuMemcpyAsync, 306, Memcpy) X(cuMemcpyAsync_ptsz, 418, Memcpy)                                   \
+  X(cuMemcpyHtoD_v2, 276, Memcpy) X(cuMemcpyHtoD_v2_ptds, 397, Memcpy)                               \
+  X(cuMemcpyDtoH_v2, 278, Memcpy) X(cuMemcpyDtoH_v2_ptds, 398, Memcpy)                               \
+  X(cuMemcpyDtoD_v2, 280, Memcpy) X(cuMemcpyDtoD_v2_ptds, 399, Memcpy)                               \
+  X(cuMemcpyHtoDAsync_v2, 277, Memcpy) X(cuMemcpyHtoDAsync_v2_ptsz, 421, Memcpy)                     \
+  X(cuMemcpyDtoHAsync_v2, 279, Memcpy) X(cuMemcpyDtoHAsync_v2_ptsz, 422, Memcpy)                     \
+  X(cuMemcpyDtoDAsync_v2, 281, Memcpy) X(cuMemcpyDtoDAsync_v2_ptsz, 423, Memcpy)                     \
+  X(cuMemsetD8_v2, 249, Memset) X(cuMemsetD8_v2_ptds, 411, Memset)                                   \
+  X(cuMemsetD16_v2, 250, Memset) X(cuMemsetD16_v2_ptds, 412, Memset)                                 \
+  X(cuMemsetD32_v2, 251, Memset) X(cuMemsetD32_v2_ptds, 413, Memset)                                 \
+  X(cuMemsetD8Async, 216, Memset) X(cuMemsetD8Async_ptsz, 428, Memset)                               \
+  X(cuMemsetD16Async, 218, Memset) X(cuMemsetD16Async_ptsz, 429, Memset)                             \
+  X(cuMemsetD32Async, 220, Memset) X(cuMemsetD32Async_ptsz, 430, Memset)
 
 #define GF_KERNEL_BATCH_MAX 64   /* records per gpuflame:kernel_batch hit */
 #define GF_KERNEL_NAME_MAX 1024  /* bytes of a kernel name, NUL included */

@@ -88,7 +88,7 @@ ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecor
   if (route) {
     while (next(buffer, valid, &rec) == CUPTI_SUCCESS) {
       if (rec->kind != CUPTI_ACTIVITY_KIND_DRIVER) continue;
-      // Only the launch calls' are enabled (the launch route).
+      // Only the launch route's calls are enabled (IsRouteCall).
       if (!ToLaunchRecord(*reinterpret_cast<const CUpti_ActivityAPI*>(rec), cupti_minus_mono, launches[m])) {
         st.launch_records_unconverted++;
         continue;

@@ -457,6 +457,24 @@ bool IsLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   return false;
 }
 
+// The launch route's calls (GF_LAUNCH_ROUTE_ENTRIES: launches, copies,
+// memsets), whose records the agent's uprobes at their entry points wait
+// for. Their IDs are the agent's too, written out: checked here against CUPTI's.
+#define GF_CHECK_ENTRY(name, cbid, kind) \
+  static_assert(CUPTI_DRIVER_TRACE_CBID_##name == (cbid), "GF_LAUNCH_ROUTE_ENTRIES: " #name);
+GF_LAUNCH_ROUTE_ENTRIES(GF_CHECK_ENTRY)
+#undef GF_CHECK_ENTRY
+
+bool IsRouteCall(CUpti_CallbackId cbid) {
+  switch (cbid) {
+#define GF_ROUTE_CASE(name, cbid, kind) case cbid:
+    GF_LAUNCH_ROUTE_ENTRIES(GF_ROUTE_CASE)
+#undef GF_ROUTE_CASE
+    return true;
+    default: return false;
+  }
+}
+
 // Device memory calls the application makes (allocations, frees, host
 // allocations, virtual memory): their callbacks go on only for API spans
 // (an agent with a timeline), since the eBPF probes see each allocation
@@ -829,7 +847,8 @@ __attribute__((used, noinline)) void LaunchRouteSite() { DTRACE_PROBE(gpuflame, 
 bool RouteOn() { return LaunchRouteOn() && S().route_usable; }
 
 // Opens or closes a launch window of the launch route: CUPTI's records of
-// the driver's launch calls alone (IsLaunch) go on or off, which, unlike the
+// the driver's launch, copy and memset calls alone (IsRouteCall) go on or
+// off, which, unlike the
 // callbacks, may be switched while other threads launch (0 of 74 runs
 // failed switching them every 500 us on an H100: README, Measured, session
 // 36). Said at gpuflame:launch_window, after the records go on and before
@@ -848,7 +867,7 @@ void SetLaunchRecords(bool on) {
   {
     ToggleTimer timer;
     for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
-      if (IsLaunch(CUPTI_CB_DOMAIN_DRIVER_API, id)) s.api.ActivityEnableDriverApi(id, on ? 1 : 0);
+      if (IsRouteCall(id)) s.api.ActivityEnableDriverApi(id, on ? 1 : 0);
   }
   s.launch_records_on = on;
   if (on) {

@@ -70,16 +70,9 @@ constexpr std::array kSpecs = {
     UprobeSpec{K::kPython, "Py_FinalizeEx", GF_API_NONE, P::kPyFinalize, false, P::kPyFinalize},
 };
 
-constexpr std::array kLaunchEntries = {
-    LaunchEntry{"cuLaunchKernel", 307},
-    LaunchEntry{"cuLaunchKernel_ptsz", 442},
-    LaunchEntry{"cuLaunchCooperativeKernel", 477},
-    LaunchEntry{"cuLaunchCooperativeKernel_ptsz", 478},
-    LaunchEntry{"cuGraphLaunch", 514},
-    LaunchEntry{"cuGraphLaunch_ptsz", 515},
-    LaunchEntry{"cuLaunchKernelEx", 652},
-    LaunchEntry{"cuLaunchKernelEx_ptsz", 653},
-};
+#define GF_LAUNCH_ENTRY(name, cbid, kind) LaunchEntry{#name, cbid},
+constexpr std::array kLaunchEntries = {GF_LAUNCH_ROUTE_ENTRIES(GF_LAUNCH_ENTRY)};
+#undef GF_LAUNCH_ENTRY
 
 }  // namespace
 

@@ -76,11 +76,11 @@ struct UprobeSpec {
 
 std::span<const UprobeSpec> UprobeSpecs();
 
-// The launch route's uprobes (bpf/gpuflame_abi.h): libcuda's exported
-// launch entry points, each with its CUPTI driver callback ID
-// (cupti_driver_cbid.h; written out as profiler/resolve/cuda_api_name.cc
-// names them, the agent builds without CUPTI's headers), which the
-// library's launch records carry.
+// The launch route's uprobes: libcuda's exported functions that submit GPU
+// work (launches, copies, memsets), each with its CUPTI driver callback ID,
+// which the library's launch records carry: GF_LAUNCH_ROUTE_ENTRIES
+// (bpf/gpuflame_abi.h), whose IDs the library checks against CUPTI's header
+// (the agent builds without it).
 struct LaunchEntry {
   std::string_view symbol;
   uint16_t cbid;

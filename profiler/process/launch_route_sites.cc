@@ -36,6 +36,10 @@ std::string LaunchRouteSites::Add(pid_t pid, const inspect::Mapping& m, const sy
     const auto vaddr = elf.FindSymbol(e.symbol);
     const auto offset = vaddr ? elf.VaddrToOffset(*vaddr) : std::nullopt;
     if (!offset) continue;
+    // Two names of one function (an alias) would hit twice a call.
+    if (std::any_of(p.sites.begin(), p.sites.end(),
+                    [&](const BpfProbes::UprobeSite& u) { return u.offset == *offset; }))
+      continue;
     p.sites.push_back({.offset = *offset,
                        .program = ProbeProgram::kLaunchEntry,
                        .retprobe = false,
@@ -45,7 +49,7 @@ std::string LaunchRouteSites::Add(pid_t pid, const inspect::Mapping& m, const sy
   if (p.sites.empty()) {
     p.file.reset();  // nothing to attach to: not kept open
     processes_.emplace(pid, std::move(p));
-    return absl::StrCat(m.path, " exports none of the CUDA launch functions");
+    return absl::StrCat(m.path, " exports none of the CUDA launch, copy or memset functions");
   }
   processes_.emplace(pid, std::move(p));
   return open_now_ns ? OnWindow(pid, true, open_now_ns) : std::string();

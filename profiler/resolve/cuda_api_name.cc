@@ -1,6 +1,7 @@
 #include "profiler/resolve/cuda_api_name.h"
 
 #include "absl/strings/str_cat.h"
+#include "bpf/gpuflame_abi.h"
 
 namespace gpuflame::profiler {
 namespace {
@@ -29,14 +30,10 @@ constexpr Known kKnown[] = {
     {kCuptiRuntimeDomain, 312, "cudaGraphLaunch_ptsz", CudaApiKind::kGraphLaunch},
     {kCuptiRuntimeDomain, 430, "cudaLaunchKernelExC", CudaApiKind::kLaunch},
     {kCuptiRuntimeDomain, 431, "cudaLaunchKernelExC_ptsz", CudaApiKind::kLaunch},
-    {kCuptiDriverDomain, 307, "cuLaunchKernel", CudaApiKind::kLaunch},
-    {kCuptiDriverDomain, 442, "cuLaunchKernel_ptsz", CudaApiKind::kLaunch},
-    {kCuptiDriverDomain, 477, "cuLaunchCooperativeKernel", CudaApiKind::kLaunch},
-    {kCuptiDriverDomain, 478, "cuLaunchCooperativeKernel_ptsz", CudaApiKind::kLaunch},
-    {kCuptiDriverDomain, 514, "cuGraphLaunch", CudaApiKind::kGraphLaunch},
-    {kCuptiDriverDomain, 515, "cuGraphLaunch_ptsz", CudaApiKind::kGraphLaunch},
-    {kCuptiDriverDomain, 652, "cuLaunchKernelEx", CudaApiKind::kLaunch},
-    {kCuptiDriverDomain, 653, "cuLaunchKernelEx_ptsz", CudaApiKind::kLaunch},
+// The launch route's entry points (bpf/gpuflame_abi.h): launches, copies, memsets.
+#define GF_LAUNCH_ENTRY(name, cbid, kind) {kCuptiDriverDomain, cbid, #name, CudaApiKind::k##kind},
+    GF_LAUNCH_ROUTE_ENTRIES(GF_LAUNCH_ENTRY)
+#undef GF_LAUNCH_ENTRY
     // Device memory calls (the library's IsMemoryCall).
     {kCuptiRuntimeDomain, 20, "cudaMalloc", CudaApiKind::kAlloc},
     {kCuptiRuntimeDomain, 21, "cudaMallocPitch", CudaApiKind::kAlloc},

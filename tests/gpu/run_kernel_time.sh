@@ -37,7 +37,8 @@ if [ -z "${SKIP_CHECK:-}" ]; then
 echo "== kernel time vs torch.profiler (200 steps)"
 GPUFLAME_CUPTI_DEBUG=1 guarded rec 150 "$bundle/gpuflame" record ${RECORD_FLAGS:-} -o "$out/rec" -- $py "$w" --steps 200 --tiny 0
 tail -5 "$out/rec.err"
-python3 -c "import json; d=json.load(open('$out/rec/summary.json')); print(json.dumps(d['gpu_kernels']))" || true
+python3 -c "import json; d=json.load(open('$out/rec/summary.json')); print(json.dumps(d['gpu_kernels']))
+print('BPF programs on launches:', {k: v for k, v in d['self_cost']['programs'].items() if 'launch' in k})" || true
 guarded prof 120 $py "$w" --steps 200 --profile "$out/prof.json"
 python3 "$here/check_kernels.py" "$out/rec" "$out/prof.json" || status=1
 sort -t' ' -k2 -nr "$out/rec/process_cpu.cpu.folded" 2>/dev/null | head -3 | cut -c1-400

@@ -9,6 +9,8 @@
 #include <cupti_runtime_cbid.h>
 #include <gtest/gtest.h>
 
+#include "profiler/probes/probe_table.h"
+
 namespace gpuflame::profiler {
 namespace {
 
@@ -37,14 +39,18 @@ TEST(CudaApiNameTest, NamesEveryCallTheLibrarySendsByCuptisIds) {
   EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000), "cudaMemset_ptds");
   EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020), "cudaMemsetAsync");
   EXPECT_EQ(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000), "cudaMemsetAsync_ptsz");
+  // The launch route's entry points, by CUPTI's IDs for their names: the
+  // library checks the list's IDs at compile time; this, the agent's names.
+#define ROUTE(name, cbid, kind) DRIVER(name, CudaApiKind::k##kind);
+  GF_LAUNCH_ROUTE_ENTRIES(ROUTE)
+#undef ROUTE
   DRIVER(cuLaunchKernel, CudaApiKind::kLaunch);
-  DRIVER(cuLaunchKernel_ptsz, CudaApiKind::kLaunch);
-  DRIVER(cuLaunchKernelEx, CudaApiKind::kLaunch);
-  DRIVER(cuLaunchKernelEx_ptsz, CudaApiKind::kLaunch);
-  DRIVER(cuLaunchCooperativeKernel, CudaApiKind::kLaunch);
-  DRIVER(cuLaunchCooperativeKernel_ptsz, CudaApiKind::kLaunch);
-  DRIVER(cuGraphLaunch, CudaApiKind::kGraphLaunch);
   DRIVER(cuGraphLaunch_ptsz, CudaApiKind::kGraphLaunch);
+  DRIVER(cuMemcpyDtoHAsync_v2, CudaApiKind::kMemcpy);
+  DRIVER(cuMemsetD32Async_ptsz, CudaApiKind::kMemset);
+  // The agent's uprobes go on the symbols so named.
+  ASSERT_EQ(LaunchEntries().size(), 36u);
+  for (const LaunchEntry& e : LaunchEntries()) EXPECT_EQ(KnownCudaApiName(kCuptiDriverDomain, e.cbid), e.symbol);
   EXPECT_EQ(CudaApiKindOf(kCuptiRuntimeDomain, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020), CudaApiKind::kMemcpy);
   EXPECT_EQ(CudaApiKindOf(kCuptiRuntimeDomain, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020), CudaApiKind::kMemset);
   // Device memory calls: every ID the library's IsMemoryCall enables.
