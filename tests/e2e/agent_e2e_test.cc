@@ -814,6 +814,60 @@ TEST(AgentTest, LaunchStacksByUprobesReachTheProfilesOfAProcessStartedAfterIt) {
   EXPECT_GE(step_ns, kernel_ns * 99 / 100) << Dump(stacks);
 }
 
+// The launch route for a process the agent finds running, as a deployment
+// meets most: no start-up window (its start went unseen), its stacks from
+// the windows the library opens at its launch ticks, each switching CUPTI's
+// records of the calls on mid-run and the uprobes on for that process.
+TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  std::string dir = TempDir("agent-route-running");
+  std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy (see above)
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  // Activity on 0.2 s in every 0.4 s: windows come often enough for a test.
+  const std::string pidfile = dir + "/pid", go = dir + "/go";
+  Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=2 timeout 60 " +
+     PyenvPython("3.12") + " " + Workload("steady_kernels.py") + " 6 " + pidfile + " " + go + " > /dev/null 2>&1 &");
+  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(pidfile));
+  const pid_t pid = std::stoi(ReadFile(pidfile));
+  Sh("touch " + go);  // it runs cuInit and launches before the agent comes
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--launch-stacks", "uprobes", "--pid", std::to_string(pid)});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  for (int i = 0; i < 600 && kill(pid, 0) == 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // its last records, pushed
+  const double hits = Metric(metrics_port, "gpuflame_launch_route_hits_total");
+  const double joined = Metric(metrics_port, "gpuflame_launch_route_joined_total");
+  const double windows = Metric(metrics_port, "gpuflame_launch_route_windows_total");
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  kill(pid, SIGKILL);
+  EXPECT_GE(windows, 2) << agent.Log();
+  EXPECT_GT(hits, 100) << agent.Log();
+  // A window's edges may leave a call with a hit and no record, or none.
+  EXPECT_GE(joined, hits * 0.9) << agent.Log();
+  int64_t kernel_ns = 0, step_ns = 0;
+  std::map<std::string, int64_t> stacks;
+  for (const ReceivedSeries& s : receiver.Accepted()) {
+    if (s.labels.at("pid") != std::to_string(pid) || s.labels.at("__name__") != "gpu_kernel") continue;
+    kernel_ns += SampleTotal(s.profile, "time");
+    for (const auto& [stack, v] : Stacks(s.profile, "time", true, true)) {
+      stacks[stack] += v;
+      if (stack.find("Trainer > step;launch;") != std::string::npos) step_ns += v;
+    }
+  }
+  // Every kernel on a sampled stack (the only launching stack there is),
+  // those outside the windows charged to it by share.
+  EXPECT_GT(kernel_ns, 0) << Dump(stacks);
+  EXPECT_GE(step_ns, kernel_ns * 99 / 100) << Dump(stacks);
+}
+
 // "Kernel time unavailable" is for a process that uses the GPU without the
 // injection library, not for one that maps CUDA and never runs cuInit
 // (nvidia-smi, monitoring tools).
