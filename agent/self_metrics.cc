@@ -161,6 +161,13 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_launch_route_hits_total",
        "Launch stacks taken by the launch route's uprobes on libcuda's launch functions (--launch-stacks uprobes).",
        "counter", double(s.launch_route.hits)},
+      {"gpuflame_launch_route_records_total",
+       "CUPTI's records of the calls the launch route's uprobes take stacks at, from the injection library.", "counter",
+       double(s.launch_route.records)},
+      {"gpuflame_launch_route_records_unconverted_total",
+       "Records of those calls the injection library could not convert (no thread ID or clock pair): "
+       "their stacks join nothing.",
+       "counter", double(s.events.launch_records_unconverted)},
       {"gpuflame_launch_route_joined_total",
        "Launch route stacks that met CUPTI's record of their call, and so their kernels' correlation ID.", "counter",
        double(s.launch_route.joined)},

@@ -846,8 +846,12 @@ TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
   const double hits = Metric(metrics_port, "gpuflame_launch_route_hits_total");
   const double joined = Metric(metrics_port, "gpuflame_launch_route_joined_total");
   const double windows = Metric(metrics_port, "gpuflame_launch_route_windows_total");
+  const double records = Metric(metrics_port, "gpuflame_launch_route_records_total");
+  const double unconverted = Metric(metrics_port, "gpuflame_launch_route_records_unconverted_total");
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   kill(pid, SIGKILL);
+  EXPECT_GE(records, joined);
+  EXPECT_EQ(unconverted, 0);
   EXPECT_GE(windows, 2) << agent.Log();
   EXPECT_GT(hits, 100) << agent.Log();
   // A window's edges may leave a call with a hit and no record, or none.

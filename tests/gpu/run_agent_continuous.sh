@@ -56,7 +56,7 @@ for visit in $(seq "$visits"); do
   while [ "$(date +%s)" -lt "$end" ]; do
     sleep 5
     m=$(env -u LD_LIBRARY_PATH curl -s --max-time 1 "http://127.0.0.1:$metrics_port/metrics" |
-        grep -E '^gpuflame_(overhead_ratio|thrift_level|shedding|library_tensor_hook_seconds_total|library_cupti_callback_seconds_total|library_thread_seconds_total|library_tensor_hook_calls_total|gpu_lane_kernels_total|kernel_launch_stacks_total|launch_route_hits_total|launch_route_joined_total|launch_route_unjoined_total|launch_route_windows_total)[ {]' |
+        grep -E '^gpuflame_(overhead_ratio|thrift_level|shedding|library_tensor_hook_seconds_total|library_cupti_callback_seconds_total|library_thread_seconds_total|library_tensor_hook_calls_total|gpu_lane_kernels_total|kernel_launch_stacks_total|launch_route_hits_total|launch_route_records_total|launch_route_records_unconverted_total|launch_route_joined_total|launch_route_unjoined_total|launch_route_windows_total)[ {]' |
         sed 's/{[^}]*}//' | tr '\n' ' ')
     echo "$(now_ns) $m" >> "$metrics_log"
   done
