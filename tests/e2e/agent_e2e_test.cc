@@ -762,6 +762,25 @@ TEST(AgentTest, PushesCpuAndKernelTimePerProcess) {
   EXPECT_GT(cpu_ns, 0);
 }
 
+// A process's pushed kernel time: in all, under steady_kernels.py's
+// "Trainer > step;launch;", and by stack.
+struct StepKernelTime {
+  int64_t kernel_ns = 0, step_ns = 0;
+  std::map<std::string, int64_t> stacks;
+};
+StepKernelTime KernelTimeUnderStep(const PyroscopeReceiver& receiver, pid_t pid) {
+  StepKernelTime t;
+  for (const ReceivedSeries& s : receiver.Accepted()) {
+    if (s.labels.at("pid") != std::to_string(pid) || s.labels.at("__name__") != "gpu_kernel") continue;
+    t.kernel_ns += SampleTotal(s.profile, "time");
+    for (const auto& [stack, v] : Stacks(s.profile, "time", true, true)) {
+      t.stacks[stack] += v;
+      if (stack.find("Trainer > step;launch;") != std::string::npos) t.step_ns += v;
+    }
+  }
+  return t;
+}
+
 // The launch route in the agent (--launch-stacks uprobes): a process that
 // starts after the agent gets its start-up window from when it maps libcuda,
 // its launch stacks from the uprobes, joined to the library's records of the
@@ -799,16 +818,7 @@ TEST(AgentTest, LaunchStacksByUprobesReachTheProfilesOfAProcessStartedAfterIt) {
   EXPECT_GE(windows, 1);
   EXPECT_GT(hits, 1000);
   EXPECT_GE(joined, hits * 0.99) << agent.Log();
-  int64_t kernel_ns = 0, step_ns = 0;
-  std::map<std::string, int64_t> stacks;
-  for (const ReceivedSeries& s : receiver.Accepted()) {
-    if (s.labels.at("pid") != std::to_string(pid) || s.labels.at("__name__") != "gpu_kernel") continue;
-    kernel_ns += SampleTotal(s.profile, "time");
-    for (const auto& [stack, v] : Stacks(s.profile, "time", true, true)) {
-      stacks[stack] += v;
-      if (stack.find("Trainer > step;launch;") != std::string::npos) step_ns += v;
-    }
-  }
+  const auto [kernel_ns, step_ns, stacks] = KernelTimeUnderStep(receiver, pid);
   EXPECT_GT(kernel_ns, 1000 * 300'000) << Dump(stacks);
   // Each gemm on the stack that launched it, but for a window's edges.
   EXPECT_GE(step_ns, kernel_ns * 99 / 100) << Dump(stacks);
@@ -856,16 +866,7 @@ TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
   EXPECT_GT(hits, 100) << agent.Log();
   // A window's edges may leave a call with a hit and no record, or none.
   EXPECT_GE(joined, hits * 0.9) << agent.Log();
-  int64_t kernel_ns = 0, step_ns = 0;
-  std::map<std::string, int64_t> stacks;
-  for (const ReceivedSeries& s : receiver.Accepted()) {
-    if (s.labels.at("pid") != std::to_string(pid) || s.labels.at("__name__") != "gpu_kernel") continue;
-    kernel_ns += SampleTotal(s.profile, "time");
-    for (const auto& [stack, v] : Stacks(s.profile, "time", true, true)) {
-      stacks[stack] += v;
-      if (stack.find("Trainer > step;launch;") != std::string::npos) step_ns += v;
-    }
-  }
+  const auto [kernel_ns, step_ns, stacks] = KernelTimeUnderStep(receiver, pid);
   // Every kernel on a sampled stack (the only launching stack there is),
   // those outside the windows charged to it by share.
   EXPECT_GT(kernel_ns, 0) << Dump(stacks);
