@@ -835,9 +835,11 @@ TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
   std::string dir = TempDir("agent-route-running");
   std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy (see above)
   std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
-  // Activity on 0.2 s in every 0.4 s: windows come often enough for a test.
+  // Activity on 0.2 s in every 0.4 s, launch stacks one tick in two of
+  // those: windows come often enough for a test (about one a second).
   const std::string pidfile = dir + "/pid", go = dir + "/go";
-  Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=2 timeout 60 " +
+  Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib +
+     " GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=2 GPUFLAME_LAUNCH_ONE_IN=2 timeout 60 " +
      PyenvPython("3.12") + " " + Workload("steady_kernels.py") + " 6 " + pidfile + " " + go + " > /dev/null 2>&1 &");
   for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
