@@ -164,6 +164,14 @@ struct State {
   // callbacks taking stacks. Usable where CUPTI has both entry points and
   // names threads as the kernel does (SetThreadIdType). The flusher's.
   bool route_usable = false;
+  // CUPTI's records of the launch calls come only where they went on at the
+  // process's start: switched on later (an agent finding the process
+  // running), or on again after going off, none came on an H100 (README,
+  // Measured, session 38). So the route serves a start-up window whose agent
+  // was listening within kRouteStartNs of our start, once; launch stacks
+  // come by the callbacks otherwise and after it. -1: not yet decided.
+  int route_from_start = -1;
+  bool route_spent = false;
   bool launch_records_on = false;
   uint64_t launch_windows = 0;
   std::atomic<uint64_t> launch_records{0}, launch_records_unconverted{0};
@@ -347,9 +355,9 @@ void ApplyTuning() {
   // The launch route's records name their threads as the kernel does, as
   // the agent's uprobes see them (CUPTI's default is pthread_self's value).
   // Set at start: CUPTI's documentation says not to change the type during
-  // a session, and a build that set it mid-run (at the agent's first window)
-  // joined none of an H200's launches, as if CUPTI kept the IDs it first
-  // gave its threads (inferred: the records' IDs were not seen).
+  // a session. (Session 37 blamed a mid-run change for an agent that joined
+  // none; session 38 found the cause elsewhere: records switched on mid-run
+  // never come, route_from_start.)
   s.route_usable = s.api.ActivityEnableDriverApi && s.api.SetThreadIdType &&
                    s.api.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
   if (!s.route_usable) Trace("no launch route: CUPTI lacks driver API records or system thread IDs");
@@ -844,7 +852,15 @@ __attribute__((used, noinline)) void LaunchRouteSite() { DTRACE_PROBE(gpuflame, 
 
 // Whether launch stacks come by the launch route: an agent asks, and CUPTI
 // can record the launch calls by the kernel's thread IDs.
-bool RouteOn() { return LaunchRouteOn() && S().route_usable; }
+bool RouteOn() {
+  const State& s = S();
+  return LaunchRouteOn() && s.route_usable && s.route_from_start == 1 && !s.route_spent;
+}
+
+// How soon after our start an agent must listen for the route to serve it
+// (session 37's record runs opened the window at the first tick and got every
+// record; records switched on 2 s in got none).
+constexpr uint64_t kRouteStartNs = 1'000'000'000;
 
 // Opens or closes a launch window of the launch route: CUPTI's records of
 // the driver's launch, copy and memset calls alone (IsRouteCall) go on or
@@ -861,6 +877,7 @@ void SetLaunchRecords(bool on) {
   // be lost.
   if (on && s.launch_records_on) FireLaunchWindow(1);
   if (on == s.launch_records_on || (on && !s.route_usable)) return;
+  if (!on) s.route_spent = true;  // they would not come again (route_from_start)
   if (on) s.converter.SetRoute();
   if (!on) FireLaunchWindow(0);
   if (!s.activity_registered.exchange(true)) s.api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
@@ -886,6 +903,12 @@ void Switch(uint64_t now_ns) {
     s.tracing = listening;
     s.gone_since_ns = now_ns;
     Trace(listening ? "agent attached: tracing launches and activity" : "agent gone: tracing off");
+  }
+  if (s.route_from_start < 0 && LaunchRouteOn() && s.route_usable) {
+    s.route_from_start = now_ns - s.start_ns < kRouteStartNs ? 1 : 0;
+    if (!s.route_from_start)
+      Say("the agent asks for launch stacks by the launch route, but this process started before it listened: "
+          "CUPTI records no launch switched on later; launch stacks by CUPTI's callbacks");
   }
   if (!listening) {
     SetCallbacks(false);

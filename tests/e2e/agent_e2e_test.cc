@@ -825,9 +825,10 @@ TEST(AgentTest, LaunchStacksByUprobesReachTheProfilesOfAProcessStartedAfterIt) {
 }
 
 // The launch route for a process the agent finds running, as a deployment
-// meets most: no start-up window (its start went unseen), its stacks from
-// the windows the library opens at its launch ticks, each switching CUPTI's
-// records of the calls on mid-run and the uprobes on for that process.
+// meets most: CUPTI records no launch call switched on after the process's
+// start (an H100, README, Measured, session 38), so the library does not
+// open route windows for it and takes its launch stacks by its callbacks,
+// and says so; nothing is lost.
 TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
@@ -840,7 +841,8 @@ TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
   const std::string pidfile = dir + "/pid", go = dir + "/go";
   Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib +
      " GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=2 GPUFLAME_LAUNCH_ONE_IN=2 timeout 60 " +
-     PyenvPython("3.12") + " " + Workload("steady_kernels.py") + " 6 " + pidfile + " " + go + " > /dev/null 2>&1 &");
+     PyenvPython("3.12") + " " + Workload("steady_kernels.py") + " 6 " + pidfile + " " + go + " > /dev/null 2> " + dir +
+     "/workload.err &");
   for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(std::filesystem::exists(pidfile));
@@ -860,14 +862,16 @@ TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
   const double windows = Metric(metrics_port, "gpuflame_launch_route_windows_total");
   const double records = Metric(metrics_port, "gpuflame_launch_route_records_total");
   const double unconverted = Metric(metrics_port, "gpuflame_launch_route_records_unconverted_total");
+  const double callback_stacks = Metric(metrics_port, "gpuflame_kernel_launch_stacks_total");
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   kill(pid, SIGKILL);
-  EXPECT_GE(records, joined);
+  EXPECT_EQ(records, joined);
   EXPECT_EQ(unconverted, 0);
-  EXPECT_GE(windows, 2) << agent.Log();
-  EXPECT_GT(hits, 100) << agent.Log();
-  // A window's edges may leave a call with a hit and no record, or none.
-  EXPECT_GE(joined, hits * 0.9) << agent.Log();
+  EXPECT_EQ(windows, 0) << agent.Log();
+  EXPECT_EQ(hits, 0) << agent.Log();
+  EXPECT_GT(callback_stacks, 10) << agent.Log();
+  EXPECT_NE(ReadFile(dir + "/workload.err").find("this process started before it listened"), std::string::npos)
+      << ReadFile(dir + "/workload.err");
   const auto [kernel_ns, step_ns, stacks] = KernelTimeUnderStep(receiver, pid);
   // Every kernel on a sampled stack (the only launching stack there is),
   // those outside the windows charged to it by share.

@@ -21,7 +21,8 @@
  *            switched by a thread of this client, as the launch route's
  *            windows switch them in a process found running: on from 2 s
  *            for good (late); on 0.5 s in every 1 s from 1 s (windows); the
- *            same after 0.2 s on at start (primed). At exit it says, per
+ *            same after 0.2 s on at start (primed), or after 4 s on from the
+ *            start, through the context's creation (cycle). At exit it says, per
  *            window, the kernels that started in it and the driver records
  *            that did: whether records switched on mid-run come at all.
  * Thread IDs are the system's (gettid), as BPF sees them. At exit it says
@@ -182,9 +183,9 @@ static void *switcher(void *arg) {
     return NULL;
   }
   int i = 0;
-  if (!strcmp(what, "driver-primed")) {
+  if (!strcmp(what, "driver-primed") || !strcmp(what, "driver-cycle")) {
     window_edge(i, 1);
-    sleep_s(0.2);
+    sleep_s(!strcmp(what, "driver-cycle") ? 4 : 0.2);
     window_edge(i++, 0);
   }
   sleep_s(1);
