@@ -817,9 +817,12 @@ GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
  * points (GF_EVF_LAUNCH_HIT), attached to one process only while its
  * library's launch window is open, and the library, instead of enabling its
  * launch callbacks:
- *  - opens a launch window where it would have taken stacks (its launch
- *    ticks, and the process's start-up), saying so at
- *    gpuflame:launch_window(1), and closes it at gpuflame:launch_window(0);
+ *  - opens a launch window for the process's start-up, where the agent
+ *    listened within a second of the library's start, saying so at
+ *    gpuflame:launch_window(1), and closes it at gpuflame:launch_window(0),
+ *    once: CUPTI records none of these calls switched on after the start,
+ *    or on again after going off (an H100, session 38), so later, and in a
+ *    process the agent finds running, stacks come by the callbacks;
  *  - while the window is open, has CUPTI record the driver's calls of
  *    GF_LAUNCH_ROUTE_ENTRIES (cuptiActivityEnableDriverApi, those call IDs
  *    alone: launches, copies and memsets) and hands them over
