@@ -837,7 +837,7 @@ TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
   std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy (see above)
   std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
   // Activity on 0.2 s in every 0.4 s, launch stacks one tick in two of
-  // those: windows come often enough for a test (about one a second).
+  // those: were the route's windows opened for it, several would come.
   const std::string pidfile = dir + "/pid", go = dir + "/go";
   Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib +
      " GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=2 GPUFLAME_LAUNCH_ONE_IN=2 timeout 60 " +
