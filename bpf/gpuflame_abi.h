@@ -817,18 +817,22 @@ GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
  * points (GF_EVF_LAUNCH_HIT), attached to one process only while its
  * library's launch window is open, and the library, instead of enabling its
  * launch callbacks:
- *  - opens a launch window for the process's start-up, where the agent
- *    listened within a second of the library's start, saying so at
- *    gpuflame:launch_window(1), and closes it at gpuflame:launch_window(0),
- *    once: CUPTI records none of these calls switched on after the start,
- *    or on again after going off (an H100, session 38), so later, and in a
- *    process the agent finds running, stacks come by the callbacks;
- *  - while the window is open, has CUPTI record the driver's calls of
+ *  - opens launch windows where it would enable the callbacks, saying so
+ *    at gpuflame:launch_window(1) each tick, and closes them at
+ *    gpuflame:launch_window(0);
+ *  - while a window is open, has CUPTI record the driver's calls of
  *    GF_LAUNCH_ROUTE_ENTRIES (cuptiActivityEnableDriverApi, those call IDs
  *    alone: launches, copies and memsets) and hands them over
  *    at gpuflame:launch_records(records, count, unconverted) as gf_api_records
  *    (domain 1), their times converted to CLOCK_MONOTONIC at each flush, in
  *    runs of at most GF_API_BATCH_MAX.
+ * CUPTI records none of these calls where their records were first switched
+ * on after the process's start (an H100, session 38), and those on from the
+ * start, then off, come again in every window (session 39). So the library
+ * primes them: on from its start, inside cuInit, until the first record
+ * comes, whether or not an agent listens. Where that failed (none came with
+ * the first 1000 kernels), was turned off (GPUFLAME_LAUNCH_ROUTE_PRIME=0) or
+ * CUPTI was detached since, stacks come by the callbacks.
  * The agent joins each record to the hit on its thread just before it (CUPTI
  * starts a call's record a few microseconds after the entry point's first
  * instruction: 2.1-6.3 us, p1-p99, on an H100), which gives the hit's stack

@@ -44,7 +44,8 @@
 //  - the first GPUFLAME_STARTUP_S (default 5) of the process are seen whole.
 // With no agent attached the probes' semaphores are down: callbacks and
 // activity are off, so the library costs the workload nothing until an agent
-// first attaches. After it leaves, activity goes off at once; the launch
+// first attaches, but for the launch route's priming (CUPTI's records of
+// the first launch calls, State::route_prime). After it leaves, activity goes off at once; the launch
 // callbacks stay on, and CUPTI's dispatch to a callback that returns at once
 // costs a launch-bound step about 2% (an H100: tests/gpu/
 // run_cupti_callback_cost.sh). With GPUFLAME_CUPTI_DETACH_S=N, CUPTI itself
@@ -61,7 +62,8 @@
 // has CUPTI record the driver's launch calls (their correlation IDs, by
 // thread and time), switched on and off at will, which the callbacks cannot
 // be (bpf/gpuflame_abi.h, "Launch stacks without CUPTI's callbacks";
-// SetLaunchRecords). NCCL's kernels then have stacks in launch windows only.
+// SetLaunchWindow), once primed: on from our start until the first comes
+// (State::route_prime). NCCL's kernels then have stacks in launch windows only.
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 // CUPTI is found at run time (cupti_api.cc); only its headers are needed
@@ -82,6 +84,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "bpf/nccl_kernel_name.h"
 #include "cupti/activity_converter.h"
@@ -164,17 +167,25 @@ struct State {
   // callbacks taking stacks. Usable where CUPTI has both entry points and
   // names threads as the kernel does (SetThreadIdType). The flusher's.
   bool route_usable = false;
-  // CUPTI's records of the launch calls come only where they went on at the
-  // process's start: switched on later (an agent finding the process
-  // running), or on again after going off, none came on an H100 (README,
-  // Measured, session 38). So the route serves a start-up window whose agent
-  // was listening within kRouteStartNs of our start, once; launch stacks
-  // come by the callbacks otherwise and after it. -1: not yet decided.
-  int route_from_start = -1;
-  bool route_spent = false;
-  bool launch_records_on = false;
+  // CUPTI's records of the launch calls come only where they were on from
+  // the process's start through its first launches: switched on later (an
+  // agent finding the process running), none came; on from the start, then
+  // off, they came again in every window switched on (an H100: README,
+  // Measured, sessions 38 and 39). So they go on at our start, inside
+  // cuInit and before any context, and stay on until the first has come
+  // (the priming, UpdatePrime): from then on the route's windows switch
+  // them at will. Failed: kernels were recorded and no launch call was
+  // (kPrimeFailKernels), or CUPTI was subscribed again after a detach.
+  // Launch stacks come by the callbacks wherever the route is not primed.
+  enum class Prime : uint8_t { kNone, kPriming, kPrimed, kFailed };
+  Prime route_prime = Prime::kNone;
+  bool prime_wanted = true;  // GPUFLAME_LAUNCH_ROUTE_PRIME (1)
+  bool route_refusal_said = false;
+  bool launch_records_on = false;  // CUPTI records the route's calls
+  bool launch_window = false;      // ... and the agent was told to take their stacks
   uint64_t launch_windows = 0;
   std::atomic<uint64_t> launch_records{0}, launch_records_unconverted{0};
+  std::atomic<uint64_t> kernel_records{0};  // all converted, for the priming's verdict
 };
 
 // What a callback did: returned at once (the gate closed), looked and
@@ -328,10 +339,13 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     S().cupti_overhead_ns.fetch_add(st.overhead_ns, std::memory_order_relaxed);
     S().launch_records.fetch_add(st.launch_records, std::memory_order_relaxed);
     S().launch_records_unconverted.fetch_add(st.launch_records_unconverted, std::memory_order_relaxed);
+    S().kernel_records.fetch_add(st.kernels, std::memory_order_relaxed);
   }
   if (!on_flusher) S().buffer_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
   std::free(buffer);
 }
+
+void SwitchLaunchRecords(bool on);
 
 // CUPTI's buffering attributes, where the environment sets them
 // (activity_tuning.h). Before the buffer callbacks are registered: CUPTI
@@ -357,10 +371,19 @@ void ApplyTuning() {
   // Set at start: CUPTI's documentation says not to change the type during
   // a session. (Session 37 blamed a mid-run change for an agent that joined
   // none; session 38 found the cause elsewhere: records switched on mid-run
-  // never come, route_from_start.)
+  // never come, State::route_prime.)
   s.route_usable = s.api.ActivityEnableDriverApi && s.api.SetThreadIdType &&
                    s.api.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
   if (!s.route_usable) Trace("no launch route: CUPTI lacks driver API records or system thread IDs");
+  // At our start only, not after a detach (Reattach): the priming, with or
+  // without an agent, since one that finds us running later can have the
+  // route only so. It costs the workload the records of its first launch
+  // calls (or copies), until the flusher sees the first.
+  if (s.route_usable && s.prime_wanted && !s.on && s.route_prime == State::Prime::kNone) {
+    s.route_prime = State::Prime::kPriming;
+    SwitchLaunchRecords(true);
+    Trace("launch records primed: on until the first comes");
+  }
 }
 
 // GF_GPU_ACTIVITY_WINDOW: activity has been on from the open window's
@@ -751,6 +774,10 @@ bool Reattach(uint64_t now_ns) {
   if (d != kDetached || now_ns < s.resubscribe_at_ns) return false;
   s.callbacks_enabled = s.memory_callbacks_enabled = s.runtime_launches_enabled = false;
   s.activity_registered.store(false, std::memory_order_relaxed);
+  // cuptiFinalize took the launch records with it, and records switched on
+  // now would not come (State::route_prime).
+  s.launch_records_on = s.launch_window = false;
+  if (s.route_prime != State::Prime::kNone) s.route_prime = State::Prime::kFailed;
   s.window_open_ns = 0;
   gate.spans_ready.store(false, std::memory_order_relaxed);
   const CUptiResult r = s.api.Subscribe(&s.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
@@ -850,36 +877,30 @@ void ThriftActivity() {
 // gpuflame:launch_route is a switch, as kernel_time_exact is.
 __attribute__((used, noinline)) void LaunchRouteSite() { DTRACE_PROBE(gpuflame, launch_route); }
 
-// Whether launch stacks come by the launch route: an agent asks, and CUPTI
-// can record the launch calls by the kernel's thread IDs.
+// Whether launch stacks come by the launch route: an agent asks, CUPTI can
+// record the launch calls by the kernel's thread IDs, and its records of
+// them were primed (State::route_prime).
 bool RouteOn() {
   const State& s = S();
-  return LaunchRouteOn() && s.route_usable && s.route_from_start == 1 && !s.route_spent;
+  return LaunchRouteOn() && s.route_usable &&
+         (s.route_prime == State::Prime::kPriming || s.route_prime == State::Prime::kPrimed);
 }
 
-// How soon after our start an agent must listen for the route to serve it
-// (session 37's record runs opened the window at the first tick and got every
-// record; records switched on 2 s in got none).
-constexpr uint64_t kRouteStartNs = 1'000'000'000;
+// Kernels recorded, with the launch records on from the start and none of
+// them come, after which the priming has failed: a few steps of any
+// workload, and far more than a buffer's worth of lag between the two
+// kinds (they come in the same buffers).
+constexpr uint64_t kPrimeFailKernels = 1000;
 
-// Opens or closes a launch window of the launch route: CUPTI's records of
-// the driver's launch, copy and memset calls alone (IsRouteCall) go on or
-// off, which, unlike the
-// callbacks, may be switched while other threads launch (0 of 74 runs
-// failed switching them every 500 us on an H100: README, Measured, session
-// 36). Said at gpuflame:launch_window, after the records go on and before
-// they go off, so that the agent's uprobes never look for records that
-// cannot come. Flusher thread, never while CUPTI detaches.
-void SetLaunchRecords(bool on) {
+// CUPTI's records of the driver's launch, copy and memset calls alone
+// (IsRouteCall) on or off, which, unlike the callbacks, may be switched
+// while other threads launch (0 of 74 runs failed switching them every
+// 500 us on an H100: README, Measured, session 36). Flusher thread (or
+// cuInit's, priming), never while CUPTI detaches.
+void SwitchLaunchRecords(bool on) {
   State& s = S();
-  // Said again each tick it stays open: the agent closes a window it has
-  // not heard of for a while itself (launch_route_sites.h), should a close
-  // be lost.
-  if (on && s.launch_records_on) FireLaunchWindow(1);
   if (on == s.launch_records_on || (on && !s.route_usable)) return;
-  if (!on) s.route_spent = true;  // they would not come again (route_from_start)
   if (on) s.converter.SetRoute();
-  if (!on) FireLaunchWindow(0);
   if (!s.activity_registered.exchange(true)) s.api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
   {
     ToggleTimer timer;
@@ -887,12 +908,56 @@ void SetLaunchRecords(bool on) {
       if (IsRouteCall(id)) s.api.ActivityEnableDriverApi(id, on ? 1 : 0);
   }
   s.launch_records_on = on;
-  if (on) {
+  Trace(on ? "the driver's launch records on" : "the driver's launch records off");
+}
+
+// The priming's end (State::route_prime): its first record came, or enough
+// kernels did without one. Flusher thread, every tick.
+void UpdatePrime() {
+  State& s = S();
+  if (s.route_prime != State::Prime::kPriming) return;
+  if (s.launch_records.load(std::memory_order_relaxed) + s.launch_records_unconverted.load(std::memory_order_relaxed)) {
+    s.route_prime = State::Prime::kPrimed;
+    Trace("launch records primed: the first came; windows switch them from here");
+  } else if (s.kernel_records.load(std::memory_order_relaxed) >= kPrimeFailKernels) {
+    s.route_prime = State::Prime::kFailed;
+    Trace("launch records never came: no launch route");  // said if an agent asks for it (Switch)
+  } else if (CuptiAttached()) {
+    // Each tick, not each flush period: the records stay on, at a cost to
+    // every launch, until their first is seen.
+    s.api.ActivityFlushAll(0);
+  }
+}
+
+// Opens or closes a launch window of the launch route: the agent's uprobes
+// take launch stacks while its records are on. Said at
+// gpuflame:launch_window, after the records go on and before they go off,
+// so that the agent's uprobes never look for records that cannot come.
+// While priming, the records stay on whatever the window. Flusher thread,
+// never while CUPTI detaches.
+void SetLaunchWindow(bool open) {
+  State& s = S();
+  open = open && s.route_usable;
+  if (open && s.launch_window) {
+    // Said again each tick it stays open: the agent closes a window it has
+    // not heard of for a while itself (launch_route_sites.h), should a
+    // close be lost.
+    FireLaunchWindow(1);
+    return;
+  }
+  if (!open && s.launch_window) {
+    FireLaunchWindow(0);
+    s.launch_window = false;
+    Trace("route window closed");
+  }
+  SwitchLaunchRecords(open || s.route_prime == State::Prime::kPriming);
+  if (open && !s.launch_window) {
+    s.launch_window = true;
     s.launch_windows++;
     FireActiveWithClock();  // a fresh clock pair for the window's records
     FireLaunchWindow(1);
+    Trace("route window open");
   }
-  Trace(on ? "launch window open: the driver's launch records on" : "launch window closed: launch records off");
 }
 
 // What is on for the coming tick (Control).
@@ -904,15 +969,18 @@ void Switch(uint64_t now_ns) {
     s.gone_since_ns = now_ns;
     Trace(listening ? "agent attached: tracing launches and activity" : "agent gone: tracing off");
   }
-  if (s.route_from_start < 0 && LaunchRouteOn() && s.route_usable) {
-    s.route_from_start = now_ns - s.start_ns < kRouteStartNs ? 1 : 0;
-    if (!s.route_from_start)
-      Say("the agent asks for launch stacks by the launch route, but this process started before it listened: "
-          "CUPTI records no launch switched on later; launch stacks by CUPTI's callbacks");
-  }
+  UpdatePrime();
+  if (LaunchRouteOn() && !RouteOn() && !std::exchange(s.route_refusal_said, true))
+    Say(s.route_prime == State::Prime::kNone
+            ? "the agent asks for launch stacks by the launch route, but CUPTI's launch records were not primed at "
+              "this "
+              "process's start (GPUFLAME_LAUNCH_ROUTE_PRIME=0, or CUPTI lacks them): launch stacks by CUPTI's callbacks"
+            : "the agent asks for launch stacks by the launch route, but CUPTI did not record this process's launch "
+              "calls (none came with its first kernels, or CUPTI was detached since): launch stacks by CUPTI's "
+              "callbacks");
   if (!listening) {
     SetCallbacks(false);
-    if (CuptiAttached()) SetLaunchRecords(false);
+    if (CuptiAttached()) SetLaunchWindow(false);
     if (CuptiAttached()) SetActivity(false, 0);
     SayDetached();
     AskDetach(now_ns);
@@ -943,7 +1011,7 @@ void Switch(uint64_t now_ns) {
   const bool stacks = s.callbacks_wanted && (startup || launch_tick);
   const bool route = RouteOn() && s.activity_wanted;
   SetCallbacks(stacks && !route);
-  SetLaunchRecords(stacks && route);
+  SetLaunchWindow(stacks && route);
   // API spans need every call's callbacks, whatever the stacks' window.
   if (ApiProbeOn()) {
     EnableCallbacks();
@@ -1090,6 +1158,7 @@ bool StartKernelTime(uint64_t start_ns, uint64_t startup_ns) {
   s.activity_wanted = EnvNumber("GPUFLAME_ACTIVITY", 1) != 0;
   s.detach_after_ns =
       static_cast<uint64_t>(std::clamp(EnvNumber("GPUFLAME_CUPTI_DETACH_S", 0), 0.0, 30.0 * 86400) * 1e9);
+  s.prime_wanted = EnvNumber("GPUFLAME_LAUNCH_ROUTE_PRIME", 1) != 0;
   const uint64_t seed = NowNs() ^ (static_cast<uint64_t>(getpid()) << 32);
   // Every launch wanted: callbacks always on.
   const auto launch_one_in = s.launch_rate == 0 ? 1u : static_cast<uint32_t>(EnvNumber("GPUFLAME_LAUNCH_ONE_IN", 10));

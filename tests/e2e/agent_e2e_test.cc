@@ -829,22 +829,31 @@ TEST(AgentTest, LaunchStacksByUprobesReachTheProfilesOfAProcessStartedAfterIt) {
 }
 
 // The launch route for a process the agent finds running, as a deployment
-// meets most: CUPTI records no launch call switched on after the process's
-// start (an H100, README, Measured, session 38), so the library does not
-// open route windows for it and takes its launch stacks by its callbacks,
-// and says so; nothing is lost.
-TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
+// meets most. CUPTI records no launch call whose records were first switched
+// on after the process's start (an H100, README, Measured, session 38; the
+// simulated CUPTI does the same), so the library primes them at its start,
+// before any agent: the agent that comes later gets route windows, their
+// stacks joined, and no CUPTI callback is ever enabled. Unprimed
+// (GPUFLAME_LAUNCH_ROUTE_PRIME=0), the library opens no window, takes the
+// stacks by its callbacks and says why; nothing is lost either way.
+class LaunchRouteFoundRunningTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   GPUFLAME_REQUIRE_KERNEL_TIME();
-  std::string dir = TempDir("agent-route-running");
+  const bool primed = GetParam();
+  std::string dir = TempDir(primed ? "agent-route-running" : "agent-route-unprimed");
   std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy (see above)
   std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
   // Activity on 0.2 s in every 0.4 s, launch stacks one tick in two of
-  // those: were the route's windows opened for it, several would come.
+  // those, past the start-up's 1 s: several windows come where the route
+  // serves.
   const std::string pidfile = dir + "/pid", go = dir + "/go";
-  Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib +
-     " GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=2 GPUFLAME_LAUNCH_ONE_IN=2 timeout 60 " +
+  Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir + "/report.txt" +
+     " GPUFLAME_LAUNCH_ROUTE_PRIME=" + (primed ? "1" : "0") +
+     " GPUFLAME_STARTUP_S=1 GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=2 GPUFLAME_LAUNCH_ONE_IN=2 "
+     "timeout 60 " +
      PyenvPython("3.12") + " " + Workload("steady_kernels.py") + " 6 " + pidfile + " " + go + " > /dev/null 2> " + dir +
      "/workload.err &");
   for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
@@ -852,7 +861,7 @@ TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
   ASSERT_TRUE(std::filesystem::exists(pidfile));
   const pid_t pid = std::stoi(ReadFile(pidfile));
   Sh("touch " + go);  // it runs cuInit and launches before the agent comes
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   int metrics_port = FreePort();
@@ -866,22 +875,39 @@ TEST(AgentTest, LaunchStacksByUprobesReachAProcessFoundRunning) {
   const double windows = Metric(metrics_port, "gpuflame_launch_route_windows_total");
   const double records = Metric(metrics_port, "gpuflame_launch_route_records_total");
   const double unconverted = Metric(metrics_port, "gpuflame_launch_route_records_unconverted_total");
-  const double callback_stacks = Metric(metrics_port, "gpuflame_kernel_launch_stacks_total");
+  const double launch_stacks = Metric(metrics_port, "gpuflame_kernel_launch_stacks_total");
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   kill(pid, SIGKILL);
-  EXPECT_EQ(records, joined);
+  const std::string err = ReadFile(dir + "/workload.err");
   EXPECT_EQ(unconverted, 0);
-  EXPECT_EQ(windows, 0) << agent.Log();
-  EXPECT_EQ(hits, 0) << agent.Log();
-  EXPECT_GT(callback_stacks, 10) << agent.Log();
-  EXPECT_NE(ReadFile(dir + "/workload.err").find("this process started before it listened"), std::string::npos)
-      << ReadFile(dir + "/workload.err");
+  if (primed) {
+    // The agent came 1.5 s in, past the start-up: its windows are the
+    // duty cycle's, several, each joined.
+    EXPECT_GE(windows, 2) << agent.Log();
+    EXPECT_GT(hits, 200) << agent.Log();
+    // But for a call or two at each window's close, taken as its records
+    // went off (the from-start test's one window joins 99% and more).
+    EXPECT_GE(joined, hits - 2 * windows) << agent.Log();
+    // Every launch stack the route's; CUPTI delivered no callback.
+    EXPECT_EQ(launch_stacks, joined) << agent.Log();
+    EXPECT_EQ(ReadFile(dir + "/report.txt").rfind("delivered=0 ", 0), 0u) << ReadFile(dir + "/report.txt");
+    EXPECT_EQ(err.find("launch stacks by CUPTI's callbacks"), std::string::npos) << err;
+  } else {
+    EXPECT_EQ(records, joined);
+    EXPECT_EQ(windows, 0) << agent.Log();
+    EXPECT_EQ(hits, 0) << agent.Log();
+    EXPECT_GT(launch_stacks, 10) << agent.Log();
+    EXPECT_NE(err.find("were not primed at this process's start"), std::string::npos) << err;
+  }
   const auto [kernel_ns, step_ns, stacks] = KernelTimeUnderStep(receiver, pid);
   // Every kernel on a sampled stack (the only launching stack there is),
   // those outside the windows charged to it by share.
   EXPECT_GT(kernel_ns, 0) << Dump(stacks);
   EXPECT_GE(step_ns, kernel_ns * 99 / 100) << Dump(stacks);
 }
+
+INSTANTIATE_TEST_SUITE_P(AgentTest, LaunchRouteFoundRunningTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Primed" : "Unprimed"; });
 
 // "Kernel time unavailable" is for a process that uses the GPU without the
 // injection library, not for one that maps CUDA and never runs cuInit

@@ -98,7 +98,7 @@ TEST(KernelTimeTest, LaunchStacksByUprobesJoinTheirKernelsWithoutCallbacks) {
   GPUFLAME_REQUIRE_PYTHON("3.12");
   GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string dir = TempDir("kernels-route");
-  // Its own copy of the library (see TheLibraryCostsNothingUntilAnAgentAttaches).
+  // Its own copy of the library (see TheLibraryCostsOnlyItsPrimingUntilAnAgentAttaches).
   std::string lib = dir + "/libgpuflame_cupti.so";
   std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
   RunResult r = Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir + "/report.txt " +
@@ -200,26 +200,6 @@ TEST(KernelTimeTest, SampledLaunchStacksKeepTotalsExact) {
   EXPECT_NE(summary.find("\"launch_stacks\": 1,"), std::string::npos) << summary;
 }
 
-TEST(KernelTimeTest, TheLibraryCostsNothingUntilAnAgentAttaches) {
-  GPUFLAME_REQUIRE_ROOT();
-  GPUFLAME_REQUIRE_PYTHON("3.12");
-  GPUFLAME_REQUIRE_KERNEL_TIME();
-  std::string dir = TempDir("kernels-idle");
-  // Loaded (a pod that opted in) but no agent: no CUPTI callback, no activity.
-  // A copy of the library: probes on a file stay until their last descriptor
-  // closes, and earlier tests' sessions may still be letting go of theirs.
-  std::string lib = dir + "/libgpuflame_cupti.so";
-  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
-  RunResult idle = Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir +
-                      "/idle.txt " + PyenvPython("3.12") + " " + Workload("kernels.py"));
-  ASSERT_EQ(idle.status, 0) << idle.output;
-  EXPECT_EQ(ReadFile(dir + "/idle.txt").rfind("delivered=0 activity=0 kernels=0/", 0), 0u) << ReadFile(dir + "/idle.txt");
-  RunResult traced = RecordKernels(dir + "/out", "GF_SIM_CUPTI_REPORT=" + dir + "/traced.txt");
-  ASSERT_EQ(traced.status, 0) << traced.output;
-  EXPECT_NE(ReadFile(dir + "/traced.txt").find("activity=1"), std::string::npos) << ReadFile(dir + "/traced.txt");
-  EXPECT_EQ(ReadFile(dir + "/traced.txt").find("delivered=0 "), std::string::npos);
-}
-
 // "kernels=recorded/run" from the simulated CUPTI's exit report.
 std::pair<int64_t, int64_t> KernelsRecordedAndRun(const std::string& report) {
   size_t at = report.find("kernels=");
@@ -229,12 +209,59 @@ std::pair<int64_t, int64_t> KernelsRecordedAndRun(const std::string& report) {
   return {recorded, run};
 }
 
+// "api_records=N" from the simulated CUPTI's exit report.
+int64_t ApiRecordsMade(const std::string& report) {
+  const size_t at = report.find("api_records=");
+  return at == std::string::npos ? -1 : std::stoll(report.substr(at + 12));
+}
+
+TEST(KernelTimeTest, TheLibraryCostsOnlyItsPrimingUntilAnAgentAttaches) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  std::string dir = TempDir("kernels-idle");
+  // Loaded (a pod that opted in) but no agent: no CUPTI callback, no
+  // activity; only the launch route's priming, CUPTI's records of the first
+  // launch calls, until the flusher has seen one.
+  // A copy of the library: probes on a file stay until their last descriptor
+  // closes, and earlier tests' sessions may still be letting go of theirs.
+  std::string lib = dir + "/libgpuflame_cupti.so";
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  RunResult idle = Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir +
+                      "/idle.txt " + PyenvPython("3.12") + " " + Workload("kernels.py"));
+  ASSERT_EQ(idle.status, 0) << idle.output;
+  EXPECT_EQ(ReadFile(dir + "/idle.txt").rfind("delivered=0 activity=0 kernels=0/", 0), 0u) << ReadFile(dir + "/idle.txt");
+  // 3 s of a launch a millisecond: the priming records a tick or a few of
+  // them (under a loaded CI, up to a second), not the run; unprimed, none.
+  for (const bool prime : {true, false}) {
+    const std::string report = dir + (prime ? "/steady.txt" : "/unprimed.txt");
+    RunResult steady = Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + report +
+                          " GPUFLAME_LAUNCH_ROUTE_PRIME=" + (prime ? "1 " : "0 ") + PyenvPython("3.12") + " " +
+                          Workload("steady_kernels.py") + " 3");
+    ASSERT_EQ(steady.status, 0) << steady.output;
+    const auto [recorded, run] = KernelsRecordedAndRun(ReadFile(report));
+    const int64_t records = ApiRecordsMade(ReadFile(report));
+    EXPECT_EQ(recorded, 0) << ReadFile(report);
+    EXPECT_GT(run, 1000) << ReadFile(report);
+    if (prime) {
+      EXPECT_GT(records, 0) << ReadFile(report);
+      EXPECT_LT(records, run / 2) << ReadFile(report);
+    } else {
+      EXPECT_EQ(records, 0) << ReadFile(report);
+    }
+  }
+  RunResult traced = RecordKernels(dir + "/out", "GF_SIM_CUPTI_REPORT=" + dir + "/traced.txt");
+  ASSERT_EQ(traced.status, 0) << traced.output;
+  EXPECT_NE(ReadFile(dir + "/traced.txt").find("activity=1"), std::string::npos) << ReadFile(dir + "/traced.txt");
+  EXPECT_EQ(ReadFile(dir + "/traced.txt").find("delivered=0 "), std::string::npos);
+}
+
 TEST(KernelTimeTest, SampledActivityIsScaledToAnEstimateAndTheProfileSaysWhatWasSeen) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string dir = TempDir("kernels-duty");
-  // Its own copy of the library (see TheLibraryCostsNothingUntilAnAgentAttaches):
+  // Its own copy of the library (see TheLibraryCostsOnlyItsPrimingUntilAnAgentAttaches):
   // an earlier exact session still letting go of the build's copy would hold
   // its gpuflame:kernel_time_exact semaphore up.
   std::string lib = dir + "/libgpuflame_cupti.so";
@@ -280,7 +307,8 @@ TEST(KernelTimeTest, RecordSeesEveryKernelAndTheLibraryStopsWhenItLeaves) {
   GPUFLAME_REQUIRE_PYTHON("3.12");
   GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string dir = TempDir("kernels-leave");
-  std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy: see TheLibraryCostsNothingUntilAnAgentAttaches
+  std::string lib =
+      dir + "/libgpuflame_cupti.so";  // its own copy: see TheLibraryCostsOnlyItsPrimingUntilAnAgentAttaches
   std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
   // Started without gpuflame, the library loaded; gpuflame attaches for
   // 2 s and leaves; the workload runs 7 s more (the kernel lets go of a
