@@ -1261,15 +1261,16 @@ void KernelTimeFinalFlush() {
 
 void KernelTimeTraceCosts() {
   const State& s = S();
+  static constexpr const char* kPrimeNames[] = {"not primed", "priming", "primed", "priming failed"};
   char costs[512];
   std::snprintf(
       costs, sizeof(costs),
       "%llu switches of callbacks/activity, %.1f us in all, longest %.1f us; CUPTI's own overhead records: %.1f ms; "
-      "NCCL kernel launches taken: %llu; CUPTI detached %u times; launch route: %llu windows, %llu records, "
+      "NCCL kernel launches taken: %llu; CUPTI detached %u times; launch route (%s): %llu windows, %llu records, "
       "%llu not converted",
       static_cast<unsigned long long>(s.toggles), static_cast<double>(s.toggle_ns) / 1e3,
       static_cast<double>(s.toggle_max_ns) / 1e3, static_cast<double>(s.cupti_overhead_ns.load()) / 1e6,
-      static_cast<unsigned long long>(s.nccl_launches.load()), s.detaches,
+      static_cast<unsigned long long>(s.nccl_launches.load()), s.detaches, kPrimeNames[static_cast<int>(s.route_prime)],
       static_cast<unsigned long long>(s.launch_windows), static_cast<unsigned long long>(s.launch_records.load()),
       static_cast<unsigned long long>(s.launch_records_unconverted.load()));
   Trace(costs);

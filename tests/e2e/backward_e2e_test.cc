@@ -180,6 +180,29 @@ TEST(BackwardOriginTest, AWorkerThreadWithoutAnyPythonStateIsAttributedToo) {
   EXPECT_EQ(time["<module>;main;Trainer > step;backward;" + kEngine + ";" + kKernel], 2 * 5 * 200 * kUs) << Dump(time);
 }
 
+// The launch route (--launch-stacks uprobes): no CUPTI callback, so the
+// library's origin does not come with the launch; its uprobe's BPF lends
+// the caller from Engine::execute's entry probe, as for the probes' events.
+TEST(BackwardOriginTest, TheLaunchRouteChargesEngineThreadLaunchesToTheCaller) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  std::string out = TempDir("backward-route");
+  RunResult r =
+      Sh(SimEnv() + " GPUFLAME_LAUNCH_STACKS_PER_S=0 " + GPUFLAME_BIN + " record -q --launch-stacks uprobes -o " + out +
+         " -- " + PyenvPython("3.12") + " " + Workload("backward.py"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  pprof::Profile kernels;
+  ASSERT_TRUE(LoadPprof(out + "/gpu_kernel.pb.gz", &kernels));
+  auto time = Stacks(kernels, "time", true, /*drop_native=*/true);
+  EXPECT_EQ(time["<module>;main;Trainer > step;backward;" + kEngine + ";" + kKernel], 2 * 5 * 200 * kUs) << Dump(time);
+  EXPECT_EQ(time[kKernel], 3 * 100 * kUs) << "launched outside backward(): no caller\n" << Dump(time);
+  auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  const auto& route = summary["gpu_kernels"]["launch_route"];
+  EXPECT_EQ(route["hits"], 13) << route.dump();
+  EXPECT_EQ(route["joined"], 13) << route.dump();
+}
+
 TEST(BackwardOriginTest, AnotherEngineExecuteSignatureIsLeftAloneAndSaidOnce) {
   // The simulated libtorch built with PyTorch 1.x's Engine::execute (no
   // accumulate_grad): a hook would misread its registers, so there is none.
