@@ -885,8 +885,8 @@ TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
     // duty cycle's, several, each joined.
     EXPECT_GE(windows, 2) << agent.Log();
     EXPECT_GT(hits, 200) << agent.Log();
-    // But for a call or two at each window's close, taken as its records
-    // went off (the from-start test's one window joins 99% and more).
+    // But for a call or two at each window's edges (the from-start test's
+    // one window joins 99% and more).
     EXPECT_GE(joined, hits - 2 * windows) << agent.Log();
     // Every launch stack the route's; CUPTI delivered no callback.
     EXPECT_EQ(launch_stacks, joined) << agent.Log();
