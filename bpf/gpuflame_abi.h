@@ -830,9 +830,12 @@ GF_STATIC_ASSERT(sizeof(struct gf_api_record) == 32, "gf_api_record ABI");
  * on after the process's start (an H100, session 38), and those on from the
  * start, then off, come again in every window (session 39). So the library
  * primes them: on from its start, inside cuInit, until the first record
- * comes, whether or not an agent listens. Where that failed (none came with
- * the first 1000 kernels), was turned off (GPUFLAME_LAUNCH_ROUTE_PRIME=0) or
- * CUPTI was detached since, stacks come by the callbacks.
+ * comes, whether or not an agent listens. Where that failed (CUPTI refused
+ * them, or none came with the first 1000 kernels recorded while an agent
+ * listened), was turned off (GPUFLAME_LAUNCH_ROUTE_PRIME=0) or CUPTI was
+ * detached since, stacks come by the callbacks. Records also come outside
+ * windows: while priming, and for a tick after each close (the agent's
+ * uprobes go a little after it); the agent counts those without a hit.
  * The agent joins each record to the hit on its thread just before it (CUPTI
  * starts a call's record a few microseconds after the entry point's first
  * instruction: 2.1-6.3 us, p1-p99, on an H100), which gives the hit's stack

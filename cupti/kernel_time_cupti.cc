@@ -45,13 +45,14 @@
 // With no agent attached the probes' semaphores are down: callbacks and
 // activity are off, so the library costs the workload nothing until an agent
 // first attaches, but for the launch route's priming (CUPTI's records of
-// the first launch calls, State::route_prime). After it leaves, activity goes off at once; the launch
-// callbacks stay on, and CUPTI's dispatch to a callback that returns at once
-// costs a launch-bound step about 2% (an H100: tests/gpu/
-// run_cupti_callback_cost.sh). With GPUFLAME_CUPTI_DETACH_S=N, CUPTI itself
-// is detached (cuptiFinalize) N s after the last agent left, at the exit of
-// the next call whose callback is on, as CUPTI's documentation asks (Detach),
-// and a later agent subscribes again. Default 0, never: the detach has run
+// the first launch calls, State::route_prime). After it leaves, activity
+// goes off at once; the launch callbacks stay on, and CUPTI's dispatch to a
+// callback that returns at once costs a launch-bound step about 2% (an
+// H100: tests/gpu/run_cupti_callback_cost.sh). With
+// GPUFLAME_CUPTI_DETACH_S=N, CUPTI itself is detached (cuptiFinalize) N s
+// after the last agent left, at the exit of the next call whose callback is
+// on, as CUPTI's documentation asks (Detach), and a later agent subscribes
+// again. Default 0, never: the detach has run
 // on a GPU five times (no crash, launches went on), and a second
 // subscription there numbered its correlation IDs from 1 again (an H100:
 // cupti_toggle.c TOGGLE_RESUBSCRIBE), so IDs held across it would meet new
@@ -135,6 +136,7 @@ struct State {
   uint16_t activity_weight = 0;  // of the open window
   uint64_t window_open_ns = 0;   // CUPTI's clock; 0: none open (or its time unread)
   bool tracing = false;          // an agent listens
+  bool ever_traced = false;      // ... or did once (the flusher's; read at exit after it stopped)
   // CUPTI's detach after the last agent left (Detach): how long after (0:
   // never), since when none listens, and what was said of it.
   uint64_t detach_after_ns = 0;
@@ -345,7 +347,7 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   std::free(buffer);
 }
 
-void SwitchLaunchRecords(bool on);
+bool SwitchLaunchRecords(bool on);
 
 // CUPTI's buffering attributes, where the environment sets them
 // (activity_tuning.h). Before the buffer callbacks are registered: CUPTI
@@ -380,9 +382,12 @@ void ApplyTuning() {
   // route only so. It costs the workload the records of its first launch
   // calls (or copies), until the flusher sees the first.
   if (s.route_usable && s.prime_wanted && !s.on && s.route_prime == State::Prime::kNone) {
-    s.route_prime = State::Prime::kPriming;
-    SwitchLaunchRecords(true);
-    Trace("launch records primed: on until the first comes");
+    if (SwitchLaunchRecords(true)) {
+      s.route_prime = State::Prime::kPriming;
+      Trace("launch records primed: on until the first comes");
+    } else {
+      s.route_prime = State::Prime::kFailed;
+    }
   }
 }
 
@@ -891,29 +896,40 @@ bool RouteOn() {
 // workload, and far more than a buffer's worth of lag between the two
 // kinds (they come in the same buffers).
 constexpr uint64_t kPrimeFailKernels = 1000;
+// How long after our start the priming flushes every tick.
+constexpr uint64_t kPrimeFlushEachTickNs = 10'000'000'000;
 
 // CUPTI's records of the driver's launch, copy and memset calls alone
 // (IsRouteCall) on or off, which, unlike the callbacks, may be switched
 // while other threads launch (0 of 74 runs failed switching them every
 // 500 us on an H100: README, Measured, session 36). Flusher thread (or
 // cuInit's, priming), never while CUPTI detaches.
-void SwitchLaunchRecords(bool on) {
+// False if CUPTI refused one of them (then none is on).
+bool SwitchLaunchRecords(bool on) {
   State& s = S();
-  if (on == s.launch_records_on || (on && !s.route_usable)) return;
+  if (on == s.launch_records_on) return true;
+  if (on && !s.route_usable) return false;
   if (on) s.converter.SetRoute();
   if (!s.activity_registered.exchange(true)) s.api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
+  bool taken = true;
   {
     ToggleTimer timer;
     for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
-      if (IsRouteCall(id)) s.api.ActivityEnableDriverApi(id, on ? 1 : 0);
+      if (IsRouteCall(id)) taken = s.api.ActivityEnableDriverApi(id, on ? 1 : 0) == CUPTI_SUCCESS && taken;
+    if (on && !taken)
+      for (CUpti_CallbackId id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
+        if (IsRouteCall(id)) s.api.ActivityEnableDriverApi(id, 0);
   }
-  s.launch_records_on = on;
-  Trace(on ? "the driver's launch records on" : "the driver's launch records off");
+  s.launch_records_on = on && taken;
+  Trace(!taken ? "CUPTI refused the driver's launch records"
+        : on   ? "the driver's launch records on"
+               : "the driver's launch records off");
+  return taken;
 }
 
 // The priming's end (State::route_prime): its first record came, or enough
 // kernels did without one. Flusher thread, every tick.
-void UpdatePrime() {
+void UpdatePrime(uint64_t now_ns) {
   State& s = S();
   if (s.route_prime != State::Prime::kPriming) return;
   if (s.launch_records.load(std::memory_order_relaxed) + s.launch_records_unconverted.load(std::memory_order_relaxed)) {
@@ -922,9 +938,10 @@ void UpdatePrime() {
   } else if (s.kernel_records.load(std::memory_order_relaxed) >= kPrimeFailKernels) {
     s.route_prime = State::Prime::kFailed;
     Trace("launch records never came: no launch route");  // said if an agent asks for it (Switch)
-  } else if (CuptiAttached()) {
+  } else if (CuptiAttached() && now_ns - s.start_ns < kPrimeFlushEachTickNs) {
     // Each tick, not each flush period: the records stay on, at a cost to
-    // every launch, until their first is seen.
+    // every launch, until their first is seen. Past the start (a process
+    // that has not launched yet), each flush period's flush will see it.
     s.api.ActivityFlushAll(0);
   }
 }
@@ -956,8 +973,8 @@ void SetLaunchWindow(bool open) {
   // close, and the calls it takes meanwhile would have no record (an H200
   // visit of two windows: 748 of 2,403 hits without one; another, 38 of
   // 3,228): the records stay on a tick more, so that those calls have theirs.
-  SwitchLaunchRecords(open || closing || s.route_prime == State::Prime::kPriming);
-  if (open && !s.launch_window) {
+  const bool records = SwitchLaunchRecords(open || closing || s.route_prime == State::Prime::kPriming);
+  if (open && records && !s.launch_window) {
     s.launch_window = true;
     s.launch_windows++;
     FireActiveWithClock();  // a fresh clock pair for the window's records
@@ -972,15 +989,16 @@ void Switch(uint64_t now_ns) {
   const bool listening = BatchProbeOn() || LaunchProbeOn();
   if (listening != s.tracing) {
     s.tracing = listening;
+    s.ever_traced = s.ever_traced || listening;
     s.gone_since_ns = now_ns;
     Trace(listening ? "agent attached: tracing launches and activity" : "agent gone: tracing off");
   }
-  UpdatePrime();
+  UpdatePrime(now_ns);
   if (LaunchRouteOn() && !RouteOn() && !std::exchange(s.route_refusal_said, true))
     Say(s.route_prime == State::Prime::kNone
             ? "the agent asks for launch stacks by the launch route, but CUPTI's launch records were not primed at "
-              "this "
-              "process's start (GPUFLAME_LAUNCH_ROUTE_PRIME=0, or CUPTI lacks them): launch stacks by CUPTI's callbacks"
+              "this process's start (GPUFLAME_LAUNCH_ROUTE_PRIME=0, or CUPTI lacks them): launch stacks by CUPTI's "
+              "callbacks"
             : "the agent asks for launch stacks by the launch route, but CUPTI did not record this process's launch "
               "calls (none came with its first kernels, or CUPTI was detached since): launch stacks by CUPTI's "
               "callbacks");
@@ -1251,8 +1269,9 @@ void KernelTimeCallOffDetach(bool wait) {
 
 bool KernelTimeNeedsFinalFlush() {
   KernelTimeCallOffDetach(true);
-  // Detached: nothing to flush.
-  return S().activity_registered && CuptiAttached();
+  // Detached: nothing to flush. Nor where no agent ever listened (the
+  // priming alone registered the buffers): nobody would take it.
+  return S().activity_registered && S().ever_traced && CuptiAttached();
 }
 
 void KernelTimeLastApiSpans() {

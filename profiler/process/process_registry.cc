@@ -350,6 +350,18 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     // always on anyway.
     if (options_.kernel_time_exact)
       (void)AttachUsdt(pid, path, *elf, "gpuflame", "kernel_time_exact", ProbeProgram::kKernelTimeExact);
+    // The launch route: the window and its records before the switch that
+    // makes the library open windows, and all three before any probe the
+    // library takes as "an agent listens": else a tick in between enables
+    // its launch callbacks, for good. A library from before it has none:
+    // its launch stacks come from its callbacks.
+    if (options_.launch_route) {
+      const bool route = AttachUsdt(pid, path, *elf, "gpuflame", "launch_window", ProbeProgram::kLaunchWindow).ok() &&
+                         AttachUsdt(pid, path, *elf, "gpuflame", "launch_records", ProbeProgram::kLaunchRecords).ok() &&
+                         AttachUsdt(pid, path, *elf, "gpuflame", "launch_route", ProbeProgram::kLaunchRoute).ok();
+      // Its start-up window will not come: the uprobes in for it go.
+      if (!route) (void)launch_route_.OnWindow(pid, false, 0);
+    }
     static constexpr std::pair<const char*, ProbeProgram> kProbes[] = {
         {"launch", ProbeProgram::kKernelLaunch}, {"kernel_batch", ProbeProgram::kKernelBatch},
         {"kernel_name", ProbeProgram::kKernelName}, {"status", ProbeProgram::kCuptiStatus}};
@@ -358,16 +370,6 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
         Warn(absl::StrCat("pid ", pid, ": kernel time unavailable: ", st.message()));
         return;
       }
-    }
-    // The launch route: the window and its records before the switch that
-    // makes the library open windows. A library from before it has none:
-    // its launch stacks come from its callbacks.
-    if (options_.launch_route) {
-      const bool route = AttachUsdt(pid, path, *elf, "gpuflame", "launch_window", ProbeProgram::kLaunchWindow).ok() &&
-                         AttachUsdt(pid, path, *elf, "gpuflame", "launch_records", ProbeProgram::kLaunchRecords).ok() &&
-                         AttachUsdt(pid, path, *elf, "gpuflame", "launch_route", ProbeProgram::kLaunchRoute).ok();
-      // Its start-up window will not come: the uprobes in for it go.
-      if (!route) (void)launch_route_.OnWindow(pid, false, 0);
     }
     // A library from before API spans has no such probe: its timeline has
     // sampled launches only.

