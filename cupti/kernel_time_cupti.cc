@@ -1287,6 +1287,7 @@ void KernelTimeFinalFlush() {
 void KernelTimeTraceCosts() {
   const State& s = S();
   static constexpr const char* kPrimeNames[] = {"not primed", "priming", "primed", "priming failed"};
+  static_assert(std::size(kPrimeNames) == static_cast<size_t>(State::Prime::kFailed) + 1, "a name per state");
   char costs[512];
   std::snprintf(
       costs, sizeof(costs),
