@@ -451,6 +451,12 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
   c.profiling.guardrails.max_overhead = 0.01;
   c.profiling.kernel_time_exact = false;  // continuous: activity duty-cycled, estimates scaled
   c.profiling.tensor_exact = false;       // continuous: tensor allocations sampled by bytes, scaled
+  // Continuous: launch stacks by the launch route, which leaves nothing on
+  // between its windows nor after the agent leaves, where CUPTI's launch
+  // callbacks, once on, cost every launch for the process's life (an H100:
+  // 0.37-0.59 us a launch; README, Measured, session 40). A process whose
+  // library could not prime the route gets the callbacks, and says so.
+  c.profiling.launch_uprobes = true;
   c.log.format = logging::Format::kLogfmt;
   // The file first, wherever --config appears.
   for (size_t i = 0; i < args.size(); i++) {

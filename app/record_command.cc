@@ -151,23 +151,28 @@ class Progress {
   bool drawn_ = false;
 };
 
-// summary.json's gpu_kernels.launch_route (--launch-stacks uprobes): how
-// the launch route's hits and records met, and its windows; empty without it.
+// summary.json's gpu_kernels.launch_route: how the launch route's hits and
+// records met, and its windows; where we asked for it (--launch-stacks
+// uprobes) or followed another gpuflame's asking (|asked| says which), else
+// empty.
 std::string LaunchRouteJson(const ProcessRegistry& reg, const EventProcessor& ev) {
-  if (!reg.options().launch_route) return "";
   const LaunchRouteStats& r = ev.launch_route().stats();
   const LaunchRouteSiteStats& w = reg.launch_route().stats();
-  return absl::StrCat(", \"launch_route\": {\"hits\": ", r.hits, ", \"records\": ", r.records,
-                      ", \"joined\": ", r.joined, ", \"records_without_hit\": ", r.records_without_hit,
-                      ", \"hits_without_record\": ", r.hits_expired + r.hits_passed,
-                      ", \"hits_dropped\": ", r.hits_dropped, ", \"hits_held\": ", ev.launch_route().held(),
-                      ", \"api_mismatches\": ", r.api_mismatches, ", \"late_launches\": ", ev.stats().launches_late,
-                      ", \"records_unconverted\": ", ev.stats().launch_records_unconverted,
-                      ", \"windows\": ", w.windows, ", \"windows_unserved\": ", w.windows_unserved,
-                      ", \"windows_expired\": ", w.windows_expired, ", \"windows_partial\": ", w.windows_partial,
-                      ", \"attach_ms\": ", absl::StrFormat("%.3f", static_cast<double>(w.attach_ns) / 1e6),
-                      ", \"attach_max_ms\": ", absl::StrFormat("%.3f", static_cast<double>(w.attach_max_ns) / 1e6),
-                      "}");
+  const bool asked = reg.options().launch_route;
+  // Not its records alone: the library's priming sends a tick's worth to
+  // every listener of its launch records, whether or not a window follows.
+  if (!asked && w.windows + w.windows_unserved + r.hits == 0) return "";
+  return absl::StrCat(
+      ", \"launch_route\": {\"asked\": ", asked ? "true" : "false", ", \"hits\": ", r.hits,
+      ", \"records\": ", r.records, ", \"joined\": ", r.joined, ", \"records_without_hit\": ", r.records_without_hit,
+      ", \"hits_without_record\": ", r.hits_expired + r.hits_passed, ", \"hits_dropped\": ", r.hits_dropped,
+      ", \"hits_held\": ", ev.launch_route().held(), ", \"api_mismatches\": ", r.api_mismatches,
+      ", \"late_launches\": ", ev.stats().launches_late,
+      ", \"records_unconverted\": ", ev.stats().launch_records_unconverted, ", \"windows\": ", w.windows,
+      ", \"windows_unserved\": ", w.windows_unserved, ", \"windows_expired\": ", w.windows_expired,
+      ", \"windows_partial\": ", w.windows_partial,
+      ", \"attach_ms\": ", absl::StrFormat("%.3f", static_cast<double>(w.attach_ns) / 1e6),
+      ", \"attach_max_ms\": ", absl::StrFormat("%.3f", static_cast<double>(w.attach_max_ns) / 1e6), "}");
 }
 
 std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,

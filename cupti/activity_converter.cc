@@ -1,5 +1,7 @@
 #include "cupti/activity_converter.h"
 
+#include "bpf/nccl_kernel_name.h"
+
 namespace gpuflame::cupti {
 namespace {
 
@@ -39,15 +41,16 @@ void ActivityConverter::SetClock(uint64_t cupti_ns, uint64_t mono_ns) {
   cupti_minus_mono_.store(d == 0 ? 1 : d, std::memory_order_relaxed);  // 0 means none
 }
 
-uint32_t ActivityConverter::NameId(const char* name, ActivitySink& sink) {
+const ActivityConverter::Name& ActivityConverter::NameOf(const char* name, ActivitySink& sink) {
   std::string key = name ? name : "[unnamed kernel]";
   if (ids_.size() >= kMaxNames && !ids_.contains(key)) key = "[kernel names overflow]";
-  auto [it, inserted] = ids_.try_emplace(key, Name{static_cast<uint32_t>(ids_.size() + 1), generation_});
+  auto [it, inserted] = ids_.try_emplace(key, Name{static_cast<uint32_t>(ids_.size() + 1), generation_, false});
+  if (inserted) it->second.nccl = IsNcclKernelName(it->first.c_str(), it->first.size());
   if (inserted || it->second.said_in != generation_) {
     sink.Name(it->second.id, it->first.c_str());
     it->second.said_in = generation_;
   }
-  return it->second.id;
+  return it->second;
 }
 
 void ActivityConverter::SayNamesAgain() {
@@ -107,8 +110,10 @@ ConvertStats ActivityConverter::Convert(uint8_t* buffer, size_t valid, NextRecor
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
         CopyCommon(*k, out);
         out.kind = GF_GPU_KERNEL;
-        out.name_id = NameId(k->name, sink);  // announced before the batch that uses it
+        const Name& name = NameOf(k->name, sink);  // announced before the batch that uses it
+        out.name_id = name.id;
         st.kernels++;
+        st.nccl_kernels += name.nccl;
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {

@@ -41,6 +41,7 @@ struct ConvertStats {
   uint64_t launch_records = 0;  // the driver's launch calls (LaunchRecords)
   // ... not converted: no clock pair yet (SetClock), or no thread ID.
   uint64_t launch_records_unconverted = 0;
+  uint64_t nccl_kernels = 0;  // of |kernels|, NCCL's (bpf/nccl_kernel_name.h)
 };
 
 // cuptiActivityGetNextRecord, passed in: the real one in the library and in
@@ -73,12 +74,13 @@ class ActivityConverter {
   static constexpr size_t kMaxNames = 1 << 16;  // beyond: "[kernel names overflow]"
 
  private:
-  uint32_t NameId(const char* name, ActivitySink& sink);
-
   struct Name {
     uint32_t id;
     uint32_t said_in;  // the listener generation it was last said in
+    bool nccl;         // NCCL's kernel: tested once, when the name is first seen
   };
+  const Name& NameOf(const char* name, ActivitySink& sink);
+
   mutable std::mutex mu_;
   std::unordered_map<std::string, Name> ids_;
   uint32_t generation_ = 0;

@@ -64,7 +64,8 @@
 // thread and time), switched on and off at will, which the callbacks cannot
 // be (bpf/gpuflame_abi.h, "Launch stacks without CUPTI's callbacks";
 // SetLaunchWindow), once primed: on from our start until the first comes
-// (State::route_prime). NCCL's kernels then have stacks in launch windows only.
+// (State::route_prime), until the process runs an NCCL kernel: NCCL's
+// launches are then taken by the callbacks again (RouteOn).
 // If another CUPTI subscriber (torch.profiler, Nsight) got there first, it
 // steps aside, says so once on stderr and to the agent (gpuflame:status).
 // CUPTI is found at run time (cupti_api.cc); only its headers are needed
@@ -188,6 +189,8 @@ struct State {
   uint64_t launch_windows = 0;
   std::atomic<uint64_t> launch_records{0}, launch_records_unconverted{0};
   std::atomic<uint64_t> kernel_records{0};  // all converted, for the priming's verdict
+  // NCCL's kernels recorded: the route gives way to the callbacks (RouteOn).
+  std::atomic<uint64_t> nccl_kernel_records{0};
 };
 
 // What a callback did: returned at once (the gate closed), looked and
@@ -342,6 +345,7 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     S().launch_records.fetch_add(st.launch_records, std::memory_order_relaxed);
     S().launch_records_unconverted.fetch_add(st.launch_records_unconverted, std::memory_order_relaxed);
     S().kernel_records.fetch_add(st.kernels, std::memory_order_relaxed);
+    if (st.nccl_kernels) S().nccl_kernel_records.fetch_add(st.nccl_kernels, std::memory_order_relaxed);
   }
   if (!on_flusher) S().buffer_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
   std::free(buffer);
@@ -823,11 +827,15 @@ void DrainApiSpans() {
 bool ExactProbeOn() { return gpuflame_kernel_time_exact_semaphore != 0; }
 
 // The devices' UUIDs, once the process has launched (device_uuids.h says
-// why not sooner). Flusher thread, while an agent listens.
+// why not sooner): a launch callback saw one, or CUPTI recorded a kernel
+// or a launch call. Under the launch route no launch callback is ever on,
+// so the records alone say it there. Flusher thread, while an agent listens.
 void ReadDevices() {
   State& s = S();
   if (s.devices.done() || s.devices.attempts() >= DeviceUuids::kMaxAttempts) return;
-  if (!gate.launched.load(std::memory_order_relaxed)) return;
+  if (!gate.launched.load(std::memory_order_relaxed) && s.kernel_records.load(std::memory_order_relaxed) == 0 &&
+      s.launch_records.load(std::memory_order_relaxed) == 0)
+    return;
   const std::string err = s.devices.Read();
   if (!err.empty() && s.devices.attempts() >= DeviceUuids::kMaxAttempts)
     Trace(("devices' UUIDs not read, GPU lanes are tied by NVML's process lists only: " + err).c_str());
@@ -883,12 +891,19 @@ void ThriftActivity() {
 __attribute__((used, noinline)) void LaunchRouteSite() { DTRACE_PROBE(gpuflame, launch_route); }
 
 // Whether launch stacks come by the launch route: an agent asks, CUPTI can
-// record the launch calls by the kernel's thread IDs, and its records of
-// them were primed (State::route_prime).
+// record the launch calls by the kernel's thread IDs, its records of them
+// were primed (State::route_prime), and the process has run no NCCL kernel.
+// NCCL's kernels go back to the NCCL call that launched them only where
+// each launch is taken while activity is on (Callback), which the route's
+// windows, a tick in ten of activity's, do not do: a process that uses
+// NCCL has its launch stacks by the callbacks from its first NCCL kernel's
+// record on (those the route took before it go to their calls too, the
+// agent taking the call at the hit; those outside its windows, by share).
 bool RouteOn() {
   const State& s = S();
   return LaunchRouteOn() && s.route_usable &&
-         (s.route_prime == State::Prime::kPriming || s.route_prime == State::Prime::kPrimed);
+         (s.route_prime == State::Prime::kPriming || s.route_prime == State::Prime::kPrimed) &&
+         s.nccl_kernel_records.load(std::memory_order_relaxed) == 0;
 }
 
 // Kernels recorded, with the launch records on from the start and none of
@@ -999,9 +1014,12 @@ void Switch(uint64_t now_ns) {
             ? "the agent asks for launch stacks by the launch route, but CUPTI's launch records were not primed at "
               "this process's start (GPUFLAME_LAUNCH_ROUTE_PRIME=0, or CUPTI lacks them): launch stacks by CUPTI's "
               "callbacks"
-            : "the agent asks for launch stacks by the launch route, but CUPTI did not record this process's launch "
+        : s.route_prime == State::Prime::kFailed
+            ? "the agent asks for launch stacks by the launch route, but CUPTI did not record this process's launch "
               "calls (none came with its first kernels, or CUPTI was detached since): launch stacks by CUPTI's "
-              "callbacks");
+              "callbacks"
+            : "this process runs NCCL's kernels, which go back to their NCCL calls only by CUPTI's callbacks: launch "
+              "stacks by the callbacks from here, not by the launch route");
   if (!listening) {
     SetCallbacks(false);
     if (CuptiAttached()) SetLaunchWindow(false);
@@ -1034,6 +1052,10 @@ void Switch(uint64_t now_ns) {
   // for the route gets the callbacks' from the next tick.
   const bool stacks = s.callbacks_wanted && (startup || launch_tick);
   const bool route = RouteOn() && s.activity_wanted;
+  // Handed back to the callbacks for NCCL (RouteOn): on at once, for NCCL's
+  // launches while activity is on (Callback), not at the next launch tick.
+  if (!route && LaunchRouteOn() && s.callbacks_wanted && s.nccl_kernel_records.load(std::memory_order_relaxed))
+    EnableCallbacks();
   SetCallbacks(stacks && !route);
   SetLaunchWindow(stacks && route);
   // API spans need every call's callbacks, whatever the stacks' window.

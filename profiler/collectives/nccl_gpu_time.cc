@@ -21,24 +21,26 @@ uint64_t Mul(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b ? UINT64_M
 
 }  // namespace
 
-void NcclTracker::OnLaunch(pid_t pid, uint32_t tid, uint32_t correlation, uint64_t ts_ns) {
-  if (in_flight_.empty()) return;  // the common case: no NCCL call anywhere
+std::optional<NcclTracker::GpuLaunch> NcclTracker::LaunchInCall(pid_t pid, uint32_t tid, uint64_t ts_ns, bool hit) {
+  if (in_flight_.empty()) return std::nullopt;  // the common case: no NCCL call anywhere
   auto it = in_flight_.find(ThreadKey{pid, tid});
-  if (it == in_flight_.end()) return;  // not NCCL's
+  if (it == in_flight_.end()) return std::nullopt;  // not NCCL's
   InFlight& f = it->second;
   const NcclCall& c = f.call;
   if (!IsNcclCollective(c.api) && !IsNcclPointToPoint(c.api) && c.api != GF_API_NCCL_GROUP_END) {
     stats_.gpu_launches_other_calls++;  // init's copies and the like: no operation to charge
-    return;
+    return std::nullopt;
   }
-  if (gpu_launches_.size() >= kMaxGpuLaunches) {
+  // Room first, so that a launch dropped takes nothing of its call's (its
+  // first launch carries the call's bytes).
+  auto full = [&] { return (hit ? route_hits_.size() : gpu_launches_.size()) >= kMaxGpuLaunches; };
+  if (full()) {
     ExpireGpuLaunches(ts_ns);
-    if (gpu_launches_.size() >= kMaxGpuLaunches) {
+    if (full()) {
       stats_.dropped_gpu_launches++;
-      return;
+      return std::nullopt;
     }
   }
-  stats_.gpu_launches++;
   GpuLaunch l;
   l.stack = c.stack;
   l.api = c.api;
@@ -59,7 +61,42 @@ void NcclTracker::OnLaunch(pid_t pid, uint32_t tid, uint32_t correlation, uint64
   } else {
     add(c);
   }
-  gpu_launches_[PidKey{pid, correlation}] = l;
+  return l;
+}
+
+void NcclTracker::OnLaunch(pid_t pid, uint32_t tid, uint32_t correlation, uint64_t ts_ns) {
+  auto l = LaunchInCall(pid, tid, ts_ns, /*hit=*/false);
+  if (!l) return;
+  stats_.gpu_launches++;
+  gpu_launches_[PidKey{pid, correlation}] = *l;
+}
+
+// A hit is counted as a launch once joined: the launch route's joiner
+// counts those never joined (LaunchRouteStats), and they go at the TTL.
+void NcclTracker::OnLaunchHit(pid_t pid, uint32_t tid, uint64_t ts_ns) {
+  if (auto l = LaunchInCall(pid, tid, ts_ns, /*hit=*/true)) route_hits_[HitKey{pid, tid, ts_ns}] = *l;
+}
+
+void NcclTracker::OnLaunchJoined(pid_t pid, uint32_t tid, uint32_t correlation, uint64_t ts_ns) {
+  if (route_hits_.empty()) return;
+  auto it = route_hits_.find(HitKey{pid, tid, ts_ns});
+  if (it == route_hits_.end()) return;  // not in an NCCL call
+  const GpuLaunch l = it->second;
+  route_hits_.erase(it);
+  if (gpu_launches_.size() >= kMaxGpuLaunches) ExpireGpuLaunches(ts_ns);
+  auto [at, inserted] = gpu_launches_.try_emplace(PidKey{pid, correlation}, l);
+  if (!inserted) {
+    // Taken by the callbacks too, as the route's last window closed on a
+    // process handed back to them: one launch, which may be its call's first.
+    at->second.first = at->second.first || l.first;
+    return;
+  }
+  if (gpu_launches_.size() > kMaxGpuLaunches) {
+    gpu_launches_.erase(at);
+    stats_.dropped_gpu_launches++;
+    return;
+  }
+  stats_.gpu_launches++;
 }
 
 void NcclTracker::OnKernelName(pid_t pid, uint32_t name_id, std::string_view name) {
@@ -113,14 +150,15 @@ void NcclTracker::OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> reco
 
 void NcclTracker::ExpireGpuLaunches(uint64_t now_ns) {
   last_gpu_sweep_ns_ = now_ns;
-  stats_.gpu_launches_without_record += absl::erase_if(gpu_launches_, [&](const auto& kv) {
-    return now_ns > kv.second.ts_ns && now_ns - kv.second.ts_ns > kGpuLaunchTtlNs;
-  });
+  auto old = [&](const auto& kv) { return now_ns > kv.second.ts_ns && now_ns - kv.second.ts_ns > kGpuLaunchTtlNs; };
+  stats_.gpu_launches_without_record += absl::erase_if(gpu_launches_, old);
+  absl::erase_if(route_hits_, old);  // never joined: the route's joiner counted them
 }
 
 void NcclTracker::ForgetGpuProcess(pid_t pid) {
   stats_.gpu_launches_without_record +=
       absl::erase_if(gpu_launches_, [&](const auto& kv) { return kv.first.first == pid; });
+  absl::erase_if(route_hits_, [&](const auto& kv) { return std::get<0>(kv.first) == pid; });
   absl::erase_if(nccl_kernel_names_, [&](const PidKey& k) { return k.first == pid; });
 }
 

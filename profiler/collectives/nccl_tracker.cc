@@ -259,7 +259,8 @@ void NcclTracker::Tick(uint64_t now_ns) {
   }
   TickSyncs(now_ns);
   // Launches whose records never came, once every few seconds (a TTL of 30 s).
-  if (!gpu_launches_.empty() && now_ns > last_gpu_sweep_ns_ + 5'000'000'000ull) ExpireGpuLaunches(now_ns);
+  if ((!gpu_launches_.empty() || !route_hits_.empty()) && now_ns > last_gpu_sweep_ns_ + 5'000'000'000ull)
+    ExpireGpuLaunches(now_ns);
 }
 
 void NcclTracker::Charge(const NcclCall& c, uint64_t end_ns, uint64_t bytes) {
@@ -337,6 +338,7 @@ void NcclTracker::Finish(uint64_t now_ns) {
   groups_.clear();
   stats_.gpu_launches_without_record += gpu_launches_.size();
   gpu_launches_.clear();
+  route_hits_.clear();  // never joined: the route's joiner counted them
   stragglers_.Finish();
 }
 
@@ -355,6 +357,7 @@ void NcclTracker::ForgetStacks(const std::vector<StackId>& stacks) {
     for (Issued& i : calls) forget(i.call.stack);
   for (auto& [key, s] : syncs_) forget(s.call.stack);
   for (auto& [key, l] : gpu_launches_) forget(l.stack);  // its GPU time then goes to its operation alone
+  for (auto& [key, l] : route_hits_) forget(l.stack);
 }
 
 void NcclTracker::ForgetProcesses(std::span<const pid_t> pids) {

@@ -57,6 +57,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -241,6 +242,12 @@ class NcclTracker {
   // thread may be inside an NCCL call), a kernel's name, and GPU activity
   // records (kernels; other kinds are skipped).
   void OnLaunch(pid_t pid, uint32_t tid, uint32_t correlation, uint64_t ts_ns);
+  // The launch route's two halves of one launch: its hit, at |ts_ns|, in
+  // order with the NCCL calls' entries and returns (the call in flight on
+  // its thread then is the one it was made in), and, a flush later, the
+  // same hit joined to its correlation ID.
+  void OnLaunchHit(pid_t pid, uint32_t tid, uint64_t ts_ns);
+  void OnLaunchJoined(pid_t pid, uint32_t tid, uint32_t correlation, uint64_t ts_ns);
   void OnKernelName(pid_t pid, uint32_t name_id, std::string_view name);
   void OnGpuRecords(pid_t pid, std::span<const gf_kernel_record> records);
   // A CPU sample: kept for the stragglers' "what it was doing" where the
@@ -344,6 +351,10 @@ class NcclTracker {
     uint64_t ts_ns = 0;
   };
   using PidKey = std::pair<pid_t, uint32_t>;
+  using HitKey = std::tuple<pid_t, uint32_t, uint64_t>;  // (pid, thread, the hit's time)
+  // The launch inside the NCCL call in flight on |tid|, if any and if
+  // there is room for it (in route_hits_ for a |hit|, else gpu_launches_).
+  std::optional<GpuLaunch> LaunchInCall(pid_t pid, uint32_t tid, uint64_t ts_ns, bool hit);
   void ExpireGpuLaunches(uint64_t now_ns);
   void ForgetGpuProcess(pid_t pid);
 
@@ -362,6 +373,7 @@ class NcclTracker {
   bool forget_ended_ = false;
   std::vector<uint64_t> found_, ended_;  // numbers not yet taken
   absl::flat_hash_map<PidKey, GpuLaunch> gpu_launches_;  // (pid, correlation ID)
+  absl::flat_hash_map<HitKey, GpuLaunch> route_hits_;    // waiting for their correlation IDs
   absl::flat_hash_set<PidKey> nccl_kernel_names_;        // (pid, name ID)
   std::array<NcclGpuTotals, kApis> gpu_by_api_{};
   uint64_t last_gpu_sweep_ns_ = 0;

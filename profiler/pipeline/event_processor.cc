@@ -302,11 +302,13 @@ void EventProcessor::OnLaunchStack(pid_t pid, uint32_t tid, uint32_t correlation
                                    uint64_t ts_ns, bool late) {
   joiner_.OnLaunch(pid, correlation, stack, ts_ns);
   // A launch the launch route joined a flush after it happened: the NCCL
-  // call in flight on its thread now is not the one it was made in, and the
-  // timeline has moved past it (its spans come from the library's own
-  // records, launches included, with --timeline).
+  // call in flight on its thread now is not the one it was made in (the
+  // tracker took that one at the hit), and the timeline has moved past it
+  // (its spans come from the library's own records, launches included,
+  // with --timeline).
   if (late) {
     stats_.launches_late++;
+    nccl_.OnLaunchJoined(pid, tid, correlation, ts_ns);
     return;
   }
   nccl_.OnLaunch(pid, tid, correlation, ts_ns);  // inside an NCCL call: its kernel
@@ -897,9 +899,12 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
       if (!(ev.flags & GF_EVF_BACKWARD_CALLER)) stack = AutogradLaunchStack(ev, stack);
       // The launch route's hit has no correlation ID yet: its record, a
       // flush later, gives it one (OnGpuRecord).
-      if (ev.flags & GF_EVF_LAUNCH_HIT)
+      if (ev.flags & GF_EVF_LAUNCH_HIT) {
+        nccl_.OnLaunchHit(pid, ev.tid, ev.ts_ns);  // inside an NCCL call: its kernel, once joined
         route_.OnHit(pid, static_cast<uint32_t>(ev.addr), ev.tid, ev.ts_ns, stack, static_cast<uint32_t>(ev.arg1));
-      else OnLaunchStack(pid, ev.tid, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1), stack, ev.ts_ns);
+      } else {
+        OnLaunchStack(pid, ev.tid, static_cast<uint32_t>(ev.arg0), static_cast<uint32_t>(ev.arg1), stack, ev.ts_ns);
+      }
       break;
     }
     case GF_EV_ALLOC: {

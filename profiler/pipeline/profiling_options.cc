@@ -227,10 +227,11 @@ std::string ProfilingFlags::Help(int column) {
        "process are seen whole)"},
       {"--launch-stacks W",
        "where kernel launches' stacks are taken: callbacks (CUPTI's\n"
-       "launch callbacks in libgpuflame_cupti.so, default; once on,\n"
-       "every launch pays their dispatch) or uprobes (on libcuda's\n"
-       "launch functions, only in the library's launch windows,\n"
-       "joined to CUPTI's records of those calls)"},
+       "launch callbacks in libgpuflame_cupti.so: record's default;\n"
+       "once on, every launch pays their dispatch) or uprobes (on\n"
+       "libcuda's launch functions, only in the library's launch\n"
+       "windows, joined to CUPTI's records of those calls: the\n"
+       "agent's default)"},
       {"--tensor-sampling S",
        "tensor allocations exact (every one: record's default) or\n"
        "sampled (by bytes, one per 4 MiB on average, values scaled\n"

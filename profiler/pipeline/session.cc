@@ -35,7 +35,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   bopt.gate_new_files = options.system_wide && options.profiling.gate_new_libraries;
   const bool per_process = options.per_process_probes && !options.system_wide;
   bopt.follow_forks = per_process;
-  bopt.reap_in_background = options.profiling.launch_uprobes;
+  // The launch route's uprobes go at each window's close, which another
+  // gpuflame's asking may bring about (ProcessRegistry::Options::launch_route).
+  bopt.reap_in_background = true;
   // Every synchronise call's record where utilization or the timeline takes
   // them; else only NCCL processes', for their GPU-side hangs.
   bopt.sync_returns_all = options.profiling.sync_waits;

@@ -297,7 +297,7 @@ void ProcessRegistry::Scan(pid_t pid) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       info.tensor_wait_since_ns = now.tv_sec * 1'000'000'000ll + now.tv_nsec;
     }
-    if (*kind == LibraryKind::kCudaDriver && options_.launch_route && !resolver) AddLaunchRoute(pid, m, info);
+    if (*kind == LibraryKind::kCudaDriver && !resolver) AddLaunchRoute(pid, m, info);
     AttachLibrary(pid, m, *kind, *maps, info);
     // /proc's identity of the file; a process that maps it through another
     // (overlayfs) is gated once more, then covered by the kernel's.
@@ -353,15 +353,17 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     // The launch route: the window and its records before the switch that
     // makes the library open windows, and all three before any probe the
     // library takes as "an agent listens": else a tick in between enables
-    // its launch callbacks, for good. A library from before it has none:
-    // its launch stacks come from its callbacks.
-    if (options_.launch_route) {
-      const bool route = AttachUsdt(pid, path, *elf, "gpuflame", "launch_window", ProbeProgram::kLaunchWindow).ok() &&
-                         AttachUsdt(pid, path, *elf, "gpuflame", "launch_records", ProbeProgram::kLaunchRecords).ok() &&
-                         AttachUsdt(pid, path, *elf, "gpuflame", "launch_route", ProbeProgram::kLaunchRoute).ok();
-      // Its start-up window will not come: the uprobes in for it go.
-      if (!route) (void)launch_route_.OnWindow(pid, false, 0);
-    }
+    // its launch callbacks, for good. The window and the records whether
+    // or not we ask for the route: another gpuflame may ask, and then the
+    // library's callbacks take no stack for us. A library from before it
+    // has none: its launch stacks come from its callbacks.
+    const bool followed = AttachUsdt(pid, path, *elf, "gpuflame", "launch_window", ProbeProgram::kLaunchWindow).ok() &&
+                          AttachUsdt(pid, path, *elf, "gpuflame", "launch_records", ProbeProgram::kLaunchRecords).ok();
+    // Asked, and it fails: its start-up window will not come, and the
+    // uprobes in for it go.
+    if (options_.launch_route &&
+        !(followed && AttachUsdt(pid, path, *elf, "gpuflame", "launch_route", ProbeProgram::kLaunchRoute).ok()))
+      (void)launch_route_.OnWindow(pid, false, 0);
     static constexpr std::pair<const char*, ProbeProgram> kProbes[] = {
         {"launch", ProbeProgram::kKernelLaunch}, {"kernel_batch", ProbeProgram::kKernelBatch},
         {"kernel_name", ProbeProgram::kKernelName}, {"status", ProbeProgram::kCuptiStatus}};
@@ -496,10 +498,14 @@ void ProcessRegistry::AddLaunchRoute(pid_t pid, const Mapping& m, ProcessInfo& i
   // library says when its windows open.
   // Nor for a forked child (a DataLoader worker): its CUDA, if any, is its
   // parent's, initialised before it.
-  const uint64_t open_now = !found_running_ && !info.forked && NamesInjectionLibrary(info)
+  // Nor where we do not ask for the route: its windows, if another
+  // gpuflame asks, are followed from the library's word of them.
+  const uint64_t open_now = options_.launch_route && !found_running_ && !info.forked && NamesInjectionLibrary(info)
                                 ? static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC))
                                 : 0;
-  if (std::string why = launch_route_.Add(pid, m, *elf, open_now); !why.empty())
+  // Said where we ask for the route; a follower hears of it only if a
+  // window opens (OnLaunchWindow).
+  if (std::string why = launch_route_.Add(pid, m, *elf, open_now); !why.empty() && options_.launch_route)
     Warn(absl::StrCat("pid ", pid, " (", info.comm, "): ", why));
 }
 

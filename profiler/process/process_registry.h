@@ -100,7 +100,11 @@ class ProcessRegistry {
     bool per_process_probes = false;
     // Launch stacks by the launch route (bpf/gpuflame_abi.h): uprobes on
     // libcuda's launch entry points in the library's launch windows, joined
-    // to its records of those calls, instead of its CUPTI callbacks.
+    // to its records of those calls, instead of its CUPTI callbacks. This
+    // asks the library for the route. Its windows are followed either way:
+    // the switch is the process's, so a gpuflame that asks for the
+    // callbacks beside one that asks for the route takes its stacks from
+    // the route's windows too (else it would get none).
     bool launch_route = false;
   };
   // |native| (optional) is given each process's maps as they are read.

@@ -835,33 +835,47 @@ TEST(AgentTest, LaunchStacksByUprobesReachTheProfilesOfAProcessStartedAfterIt) {
 // before any agent: the agent that comes later gets route windows, their
 // stacks joined, and no CUPTI callback is ever enabled. Unprimed
 // (GPUFLAME_LAUNCH_ROUTE_PRIME=0), the library opens no window, takes the
-// stacks by its callbacks and says why; nothing is lost either way.
-class LaunchRouteFoundRunningTest : public ::testing::TestWithParam<bool> {};
+// stacks by its callbacks and says why; nothing is lost either way. A
+// process that runs NCCL's kernels gets the callbacks back from the first
+// one's record on (NCCL's launches go to their calls only by them), and
+// says so.
+// steady_kernels.py for |seconds| with its own copy of the library in
+// |dir| (see above), |env| besides: activity on 0.2 s in every 0.4 s,
+// launch stacks one tick in two of those, past the start-up's 1 s, so that
+// several windows come where the route serves. Started, told to go, and
+// launching for 1.5 s before this returns its pid (0: it never started).
+pid_t StartSteadyKernelsRunning(const std::string& dir, const std::string& env, int seconds) {
+  const std::string lib = dir + "/libgpuflame_cupti.so";
+  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
+  const std::string pidfile = dir + "/pid", go = dir + "/go";
+  Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir + "/report.txt " + env +
+     " GPUFLAME_STARTUP_S=1 GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=2 GPUFLAME_LAUNCH_ONE_IN=2 timeout "
+     "60 " +
+     PyenvPython("3.12") + " " + Workload("steady_kernels.py") + " " + std::to_string(seconds) + " " + pidfile + " " +
+     go + " > /dev/null 2> " + dir + "/workload.err &");
+  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!std::filesystem::exists(pidfile)) return 0;
+  const pid_t pid = std::stoi(ReadFile(pidfile));
+  Sh("touch " + go);  // it launches before gpuflame comes (cuInit ran at its import of sim_torch)
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  return pid;
+}
+
+enum class RouteCase { kPrimed, kUnprimed, kNccl };
+class LaunchRouteFoundRunningTest : public ::testing::TestWithParam<RouteCase> {};
 
 TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   GPUFLAME_REQUIRE_KERNEL_TIME();
-  const bool primed = GetParam();
-  std::string dir = TempDir(primed ? "agent-route-running" : "agent-route-unprimed");
-  std::string lib = dir + "/libgpuflame_cupti.so";  // its own copy (see above)
-  std::filesystem::copy_file(GPUFLAME_CUPTI_LIB, lib);
-  // Activity on 0.2 s in every 0.4 s, launch stacks one tick in two of
-  // those, past the start-up's 1 s: several windows come where the route
-  // serves.
-  const std::string pidfile = dir + "/pid", go = dir + "/go";
-  Sh(SimEnv() + " CUDA_INJECTION64_PATH=" + lib + " GF_SIM_CUPTI_REPORT=" + dir + "/report.txt" +
-     " GPUFLAME_LAUNCH_ROUTE_PRIME=" + (primed ? "1" : "0") +
-     " GPUFLAME_STARTUP_S=1 GPUFLAME_ACTIVITY_ON_S=0.2 GPUFLAME_ACTIVITY_ONE_IN=2 GPUFLAME_LAUNCH_ONE_IN=2 "
-     "timeout 60 " +
-     PyenvPython("3.12") + " " + Workload("steady_kernels.py") + " 6 " + pidfile + " " + go + " > /dev/null 2> " + dir +
-     "/workload.err &");
-  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(std::filesystem::exists(pidfile));
-  const pid_t pid = std::stoi(ReadFile(pidfile));
-  Sh("touch " + go);  // it launches before the agent comes (cuInit ran at its import of sim_torch)
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const bool primed = GetParam() != RouteCase::kUnprimed;
+  const bool nccl = GetParam() == RouteCase::kNccl;
+  std::string dir = TempDir(nccl ? "agent-route-nccl" : primed ? "agent-route-running" : "agent-route-unprimed");
+  const pid_t pid = StartSteadyKernelsRunning(
+      dir, std::string("GPUFLAME_LAUNCH_ROUTE_PRIME=") + (primed ? "1" : "0") + (nccl ? " STEADY_NCCL_EVERY=50" : ""),
+      6);
+  ASSERT_NE(pid, 0);
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   int metrics_port = FreePort();
@@ -879,7 +893,15 @@ TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   kill(pid, SIGKILL);
   const std::string err = ReadFile(dir + "/workload.err");
-  if (primed) {
+  const std::string report = ReadFile(dir + "/report.txt");
+  if (nccl) {
+    // NCCL kernels from the agent's first activity on (one in 50 steps,
+    // some 15 a second): the callbacks from the first one's record, and the
+    // library's word of why.
+    EXPECT_NE(err.find("this process runs NCCL's kernels"), std::string::npos) << err;
+    EXPECT_EQ(report.rfind("delivered=0 ", 0), std::string::npos) << report;
+    EXPECT_GT(launch_stacks, 10) << agent.Log();
+  } else if (primed) {
     // The agent came 1.5 s in, past the start-up: its windows are the
     // duty cycle's, several, each joined.
     EXPECT_GE(windows, 2) << agent.Log();
@@ -891,7 +913,7 @@ TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
     EXPECT_GE(joined, hits * 0.9) << agent.Log();
     // Every launch stack the route's; CUPTI delivered no callback.
     EXPECT_EQ(launch_stacks, joined) << agent.Log();
-    EXPECT_EQ(ReadFile(dir + "/report.txt").rfind("delivered=0 ", 0), 0u) << ReadFile(dir + "/report.txt");
+    EXPECT_EQ(report.rfind("delivered=0 ", 0), 0u) << report;
     EXPECT_EQ(err.find("launch stacks by CUPTI's callbacks"), std::string::npos) << err;
   } else {
     EXPECT_EQ(unconverted, 0);
@@ -908,8 +930,64 @@ TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
   EXPECT_GE(step_ns, kernel_ns * 99 / 100) << Dump(stacks);
 }
 
-INSTANTIATE_TEST_SUITE_P(AgentTest, LaunchRouteFoundRunningTest, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Primed" : "Unprimed"; });
+INSTANTIATE_TEST_SUITE_P(AgentTest, LaunchRouteFoundRunningTest,
+                         ::testing::Values(RouteCase::kPrimed, RouteCase::kUnprimed, RouteCase::kNccl),
+                         [](const ::testing::TestParamInfo<RouteCase>& info) {
+                           return info.param == RouteCase::kPrimed     ? "Primed"
+                                  : info.param == RouteCase::kUnprimed ? "Unprimed"
+                                                                       : "NcclKernels";
+                         });
+
+// The route's switch is the process's: where an agent asks for it (its
+// default), the library takes no launch stack by its callbacks, for anyone.
+// A `record --pid` beside it, which asks for the callbacks (record's
+// default), follows the route's windows instead, with uprobes of its own:
+// its launch stacks come joined, not lost to [launch stack not sampled].
+TEST(AgentTest, ARecordBesideTheAgentFollowsTheRoutesWindows) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  std::string dir = TempDir("agent-route-record");
+  const pid_t pid = StartSteadyKernelsRunning(dir, "", 7);
+  ASSERT_NE(pid, 0);
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--pid", std::to_string(pid)});  // the route: the agent's default
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  RunResult r = Sh(std::string(GPUFLAME_BIN) + " record -q -d 3 -o " + dir + "/out --pid " + std::to_string(pid));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const double agent_stacks = Metric(metrics_port, "gpuflame_kernel_launch_stacks_total");
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+  // Its exit writes the simulated CUPTI's report.
+  for (int i = 0; i < 600 && kill(pid, 0) == 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(pid, SIGKILL);
+  EXPECT_GT(agent_stacks, 0) << agent.Log();
+  EXPECT_EQ(ReadFile(dir + "/report.txt").rfind("delivered=0 ", 0), 0u) << ReadFile(dir + "/report.txt");
+  auto json = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"), nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << r.output;
+  const auto& kernels = json["gpu_kernels"];
+  const auto& route = kernels["launch_route"];
+  ASSERT_TRUE(route.is_object()) << kernels;
+  EXPECT_FALSE(route["asked"].get<bool>()) << kernels;
+  EXPECT_GE(route["windows"].get<int64_t>(), 2) << kernels;
+  const int64_t hits = route["hits"].get<int64_t>();
+  EXPECT_GT(hits, 100) << kernels;
+  // Those of the last flush's calls still wait for their records when
+  // --duration ends (hits_held), as their kernels' records do.
+  EXPECT_GE(route["joined"].get<int64_t>() + route["hits_held"].get<int64_t>(), hits * 9 / 10) << kernels;
+  EXPECT_GT(route["joined"].get<int64_t>(), 100) << kernels;
+  EXPECT_EQ(kernels["launch_stacks"], route["joined"]) << kernels;
+  // Its kernel time on the stack that launched it.
+  pprof::Profile k;
+  ASSERT_TRUE(LoadPprof(dir + "/out/gpu_kernel.pb.gz", &k)) << r.output;
+  int64_t under_step = 0;
+  for (const auto& [stack, v] : Stacks(k, "time", true, true))
+    if (stack.find("Trainer > step;launch;") != std::string::npos) under_step += v;
+  EXPECT_GT(Total(k, "time"), 0);
+  EXPECT_GE(under_step, Total(k, "time") * 99 / 100) << Dump(Stacks(k, "time", true, true));
+}
 
 // "Kernel time unavailable" is for a process that uses the GPU without the
 // injection library, not for one that maps CUDA and never runs cuInit
@@ -1910,16 +1988,21 @@ TEST(AgentTest, JudgesABusyLaneMemoryBoundFromItsGpusDramBandwidth) {
 // lists cannot say which lane is which; the library's device UUIDs do:
 // each lane carries its GPU's index and UUID and its step 3 reads that
 // GPU's figures, and no lane is counted not joined for want of knowing.
-TEST(AgentTest, TiesEachOfAProcesssTwoGpusToNvmlsGpuByItsUuid) {
+// The library reads the UUIDs once the process has launched: under the
+// launch route (the agent's default) no launch callback ever sees one, and
+// CUPTI's records say it instead.
+class TwoGpusTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TwoGpusTest, TiesEachOfAProcesssGpusToNvmlsGpuByItsUuid) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   GPUFLAME_REQUIRE_KERNEL_TIME();
-  const std::string dir = TempDir("agent_two_gpus");
+  const std::string dir = TempDir(std::string("agent_two_gpus_") + GetParam());
   PyroscopeReceiver receiver;
   ASSERT_TRUE(receiver.Start());
   const int metrics_port = FreePort();
-  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect", {},
-                     {SimNvmlEnv(), "GF_SIM_NVML_DEVICES=2"});
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--launch-stacks", GetParam()}, {SimNvmlEnv(), "GF_SIM_NVML_DEVICES=2"});
   ASSERT_TRUE(agent.WaitReady()) << agent.Log();
   const std::string pid =
       RunDutyCycledIdleCase(metrics_port, dir, "two 6", "GF_SIM_NVML_DEVICES=2 CUDA_VISIBLE_DEVICES=1,0");
@@ -1951,7 +2034,16 @@ TEST(AgentTest, TiesEachOfAProcesssTwoGpusToNvmlsGpuByItsUuid) {
   EXPECT_EQ(body.find("reason=\"several_lanes\""), std::string::npos) << body;
   EXPECT_EQ(body.find("reason=\"gpu_unknown\""), std::string::npos) << body;
   EXPECT_EQ(body.find("reason=\"uuid_unlisted\""), std::string::npos) << body;
+  // The route served, and not the callbacks in its place.
+  if (std::string(GetParam()) == "uprobes") {
+    EXPECT_GT(MetricIn(body, "gpuflame_launch_route_windows_total"), 0) << body;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(AgentTest, TwoGpusTest, ::testing::Values("uprobes", "callbacks"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param) == "uprobes" ? "LaunchRoute" : "Callbacks";
+                         });
 
 }  // namespace
 }  // namespace gpuflame::e2e

@@ -389,6 +389,31 @@ TEST(NcclTest, KernelsGpuTimeGoesToTheCallThatLaunchedThem) {
       << r.run.output;
 }
 
+// The same by the launch route (--launch-stacks uprobes, the agent's
+// default): its hits join their records a flush after the NCCL call has
+// returned, so the call is taken at the hit; and once the library has seen
+// an NCCL kernel it hands the launch stacks back to its callbacks, which
+// take every NCCL launch while activity is on (the route's windows would
+// not). Either way, every kernel goes to its call.
+TEST(NcclTest, KernelsGpuTimeGoesToTheCallThatLaunchedThemByTheLaunchRouteToo) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  const Recorded r = RecordRanks("none", "--launch-stacks uprobes", kStopSeconds, kNcclKernels);
+  ExpectEveryCall(r);
+  EXPECT_GT(r.summary["gpu_kernels"]["launch_route"]["joined"].get<int64_t>(), 0) << r.summary["gpu_kernels"];
+  EXPECT_EQ(GpuByOperation(r), (std::map<std::string, GpuOp>{{"ncclAllReduce", {6, 6 * 256'000, 6 * MiB, 4.096}},
+                                                             {"ncclBroadcast", {6, 6 * 64'000, 6 * MiB / 4, 4.096}},
+                                                             {"ncclSend", {3, 3 * 1'024'000, 12 * MiB, 4.096}},
+                                                             {"ncclRecv", {3, 3 * 1'024'000, 12 * MiB, 4.096}}}))
+      << PrintGpu(GpuByOperation(r)) << r.run.output;
+  const nlohmann::json& g = r.nccl["gpu_time"];
+  EXPECT_EQ(g["launches"], 18) << g;
+  EXPECT_EQ(g["records_not_joined"], 0) << g;
+  EXPECT_EQ(g["launches_without_record"], 0) << g;
+  EXPECT_EQ(Total(r.profile, "gpu_time"), 6 * 256'000 + 6 * 64'000 + 6 * 1'024'000);
+}
+
 // A group's kernels launch at its ncclGroupEnd: its GPU time goes there,
 // with the bytes of the group's calls; its sends and receives get none.
 TEST(NcclTest, GroupKernelsGpuTimeGoesToItsGroupEnd) {

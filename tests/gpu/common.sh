@@ -12,6 +12,20 @@ mkdir -p "$out"
 py=${PYTHON:-python3}
 status=0
 
+# A free TCP port on the loopback (for the stub Pyroscope, /metrics).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# For a script that runs the agent: a stub Pyroscope on a free port ($port;
+# its pushes counted in $out/pushes) and a free port for the agent's
+# /metrics ($metrics_port); the stub, the agent and the workload (their pids
+# in $stub, $agent, $workload) are killed on exit.
+start_stub_pyroscope() {
+  port=$(free_port) metrics_port=$(free_port)
+  python3 "$root/bench/stub_pyroscope.py" "$port" "$out/pushes" &
+  stub=$! workload='' agent=''
+  trap 'kill $stub $agent $workload 2>/dev/null' EXIT
+}
+
 # The median of a --step-log's later half (train_bench.py): well after any
 # switch a mode makes in its warm-up. "nan" where the run left no log.
 later_half_median() {  # steps-file

@@ -12,7 +12,7 @@
 # /metrics every 5 s: its overhead ratio, the thrift level asked of the
 # library, what it sheds. With the bundle from scripts/gpu-bundle.sh in
 # .carry/; output under $OUT.
-#   PLAIN_S (20), AGENT_S (60), AFTER_S (15), MODEL (launch); VISITS (1): the
+#   PLAIN_S (20), AGENT_S (60), AFTER_S (15), MODEL (launch), STEP_MS_MIN (8); VISITS (1): the
 #   agent comes VISITS times, AFTER_S apart (with GPUFLAME_CUPTI_DETACH_S in the
 #   environment, each later one finds CUPTI detached and subscribes again:
 #   its kernels and launch stacks, from /metrics, say whether that worked); FAKE=1 sleeps
@@ -24,21 +24,16 @@
 GF_OUT_SUFFIX=/agent-continuous . "$(dirname "$0")/common.sh"
 build=${AGENT_BUILD:-$bundle}
 plain_s=${PLAIN_S:-20} agent_s=${AGENT_S:-60} after_s=${AFTER_S:-15}
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-python3 "$root/bench/stub_pyroscope.py" "$port" "$out/pushes" &
-stub=$!
-workload=
-agent=
-trap 'kill $stub $agent $workload 2>/dev/null' EXIT
+start_stub_pyroscope
 steps_log=$out/steps.log metrics_log=$out/metrics.log marks=$out/marks
 : > "$steps_log"; : > "$metrics_log"; : > "$marks"
-# Enough steps for every phase at the slowest plain step seen on these hosts
-# (19 ms); the workload is stopped once the phases are over.
+# Enough steps for every phase at STEP_MS_MIN a step (8: the launch model's
+# fastest seen on these hosts; 1 for MODEL=kernels); the workload is stopped
+# once the phases are over.
 visits=${VISITS:-1}
 total_s=$((plain_s + (agent_s + after_s) * visits))
 CUDA_INJECTION64_PATH=$build/libgpuflame_cupti.so "$py" "$here/train_bench.py" --model "${MODEL:-launch}" ${FAKE:+--fake --fake-ms 10} \
-    --warmup 100 --steps $((total_s * 1000 / 8)) --step-log "$steps_log" > "$out/workload.json" 2>&1 &
+    --warmup 100 --steps $((total_s * 1000 / ${STEP_MS_MIN:-8})) --step-log "$steps_log" > "$out/workload.json" 2>&1 &
 workload=$!
 # Timed steps have begun once the log has lines.
 for _ in $(seq 600); do [ -s "$steps_log" ] && break; sleep 0.1; done

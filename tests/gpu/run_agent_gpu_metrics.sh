@@ -11,7 +11,6 @@
 # the workload. With the bundle from scripts/gpu-bundle.sh in .carry/; output
 # under $OUT.
 GF_OUT_SUFFIX=/agent-gpus . "$(dirname "$0")/common.sh"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # Steps for ~25 s a case: the scrape (SCRAPES, 24 s) must come after
 # the import, the 5 s start-up and a few judged windows (at 15 s, matmul had
 # none yet on the H200).

@@ -17,7 +17,7 @@
 #   compare builds on one host.
 GF_OUT_SUFFIX=/agent-overhead . "$(dirname "$0")/common.sh"
 build=${AGENT_BUILD:-$bundle}
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 python3 "$root/bench/stub_pyroscope.py" "$port" "$out/pushes" &
 stub=$!
 trap 'kill $stub 2>/dev/null' EXIT

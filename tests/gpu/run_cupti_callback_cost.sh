@@ -25,7 +25,14 @@
 #             callbacks: whether activity leaves a cost behind it (PyTorch
 #             saw steps slower after its profiler ended: pytorch#144455);
 #   library   libgpuflame_cupti.so injected and no agent: what the library
-#             costs while nobody listens (callbacks not yet enabled).
+#             costs while nobody listens (callbacks not yet enabled; the
+#             launch route's records primed at its start);
+#   kernel-activity
+#             api_records.c with API_RECORDS=none: kernel activity on for
+#             good, no callbacks, no API records;
+#   records   api_records.c with API_RECORDS=driver: the same and the
+#             driver's launch records on for good, what the launch route
+#             turns on in its windows (against kernel-activity: their cost).
 # Prints each run's median step (of its later half) and each mode's ratio to plain in its round
 # ("nan" where a run failed: its .err under $OUT says why).
 # With the bundle from scripts/gpu-bundle.sh in .carry/; output under $OUT.
@@ -35,7 +42,7 @@
 #   launches, for CUPTI's dispatch per launch: ms a step / 500)
 GF_OUT_SUFFIX=/cupti-callback-cost . "$(dirname "$0")/common.sh"
 steps=${STEPS:-1200}
-modes=${MODES:-plain subscribe cupti driver off-disable off-unsubscribe off-finalize activity-once library}
+modes=${MODES:-plain subscribe cupti driver off-disable off-unsubscribe off-finalize activity-once library kernel-activity records}
 run() {  # mode round
   local env=()
   case $1 in
@@ -47,6 +54,8 @@ run() {  # mode round
                 TOGGLE_OFF_AFTER_CALLS=150000 TOGGLE_OFF_HOW="${1#off-}") ;;
     activity-once) env=(CUDA_INJECTION64_PATH="$bundle/libcupti_toggle.so" TOGGLE_WHAT=activity-once) ;;
     library) env=(CUDA_INJECTION64_PATH="$bundle/libgpuflame_cupti.so") ;;
+    kernel-activity) env=(CUDA_INJECTION64_PATH="$bundle/libapi_records.so" API_RECORDS=none) ;;
+    records) env=(CUDA_INJECTION64_PATH="$bundle/libapi_records.so" API_RECORDS=driver) ;;
   esac
   env "${env[@]}" timeout 120 "$py" "$here/train_bench.py" --model "${MODEL:-launch}" --warmup 200 --steps "$steps" \
       --step-log "$out/$1-$2.steps" > "$out/$1-$2.json" 2> "$out/$1-$2.err"

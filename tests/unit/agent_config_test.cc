@@ -148,6 +148,24 @@ TEST(AgentConfigTest, TensorSamplingIsTheDefaultWithAStartUpFromAnySource) {
             "GPUFLAME_TENSOR_STARTUP_S: tensor_startup_s wants seconds from 0 to 86400, not '1.5'");
 }
 
+// The agent takes launch stacks by the launch route by default, record by
+// CUPTI's callbacks; any source may choose either.
+TEST(AgentConfigTest, LaunchStacksByTheRouteAreTheAgentsDefault) {
+  auto d = LoadAgentConfig({"--pyroscope-url", "http://p"}, {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->profiling.launch_uprobes);
+  EXPECT_NE(profiler::DescribeConfig(*d).find("launch_stacks: uprobes"), std::string::npos);
+  EXPECT_FALSE(profiler::ProfilingOptions{}.launch_uprobes);
+  auto flag = LoadAgentConfig({"--pyroscope-url", "http://p", "--launch-stacks", "callbacks"}, {});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_FALSE(flag->profiling.launch_uprobes);
+  auto env = LoadAgentConfig({"--pyroscope-url", "http://p"}, {{"GPUFLAME_LAUNCH_STACKS", "callbacks"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->profiling.launch_uprobes);
+  EXPECT_EQ(Message(LoadAgentConfig({"--pyroscope-url", "http://p"}, {{"GPUFLAME_LAUNCH_STACKS", "both"}})),
+            "GPUFLAME_LAUNCH_STACKS: launch_stacks wants callbacks or uprobes, not 'both'");
+}
+
 // Credentials in the URL become basic auth at load time: nothing downstream
 // (clients, gRPC's own messages, the start line, --check-config) holds them.
 TEST(AgentSecretsTest, UrlCredentialsBecomeBasicAuthAndAreNeverPrinted) {

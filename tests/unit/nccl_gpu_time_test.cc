@@ -135,6 +135,55 @@ TEST(NcclGpuTimeTest, KernelsLaunchedInsideACallAreItsOwn) {
   EXPECT_EQ(s.gpu_records_not_joined, 2u);
 }
 
+// The launch route's hits are joined to their correlation IDs a flush
+// later, after the NCCL call has returned: the call is taken at the hit,
+// in order with its entry and return, and the kernel goes to it once the
+// hit is joined. A hit outside any call, or never joined, goes nowhere
+// (the latter counted without a record once old).
+TEST(NcclGpuTimeTest, TheLaunchRoutesHitsGoToTheCallTheyWereMadeIn) {
+  NcclTracker t;
+  FourRanks(t);
+  t.OnKernelName(10, kNcclName, "_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE");
+  t.OnCall(Call(10, 10 * kMs, GF_API_NCCL_ALL_REDUCE, 0xa, kMiB, 7));
+  t.OnLaunchHit(10, 10, 10 * kMs + 1);
+  t.OnLaunchHit(10, 10, 10 * kMs + 2);  // never joined
+  t.OnReturn(10, 10, 11 * kMs, 0, 0);
+  t.OnLaunchHit(10, 10, 12 * kMs);  // after it returned: not the call's
+  // The joins, a flush later: one of each.
+  t.OnLaunchJoined(10, 10, 100, 10 * kMs + 1);
+  t.OnLaunchJoined(10, 10, 101, 12 * kMs);
+  t.OnLaunchJoined(10, 10, 102, 13 * kMs);  // no such hit
+  t.OnGpuRecords(10, std::vector<gf_kernel_record>{Kernel(100, 20 * kMs, 23 * kMs), Kernel(101, 23 * kMs, 24 * kMs)});
+  EXPECT_EQ(t.totals().at(7).gpu_nanos, 3 * kMs);
+  const NcclGpuTotals& g = t.gpu_by_api()[kAllReduce];
+  EXPECT_EQ(g.calls, 1u);
+  EXPECT_EQ(g.bytes, 4 * kMiB);                     // the first launch's, which carries the call's bytes
+  EXPECT_EQ(t.stats().gpu_launches, 1u);            // a hit counts once joined
+  EXPECT_EQ(t.stats().gpu_records_not_joined, 1u);  // 101's: launched outside the call
+  // The hit never joined is let go at the TTL (the route's joiner counts it).
+  t.Tick(60'000 * kMs);
+  EXPECT_EQ(t.stats().gpu_launches_without_record, 0u);
+}
+
+// As a process is handed back to the callbacks (its first NCCL kernel),
+// one launch may be taken both ways: one launch, whose first-ness stays.
+TEST(NcclGpuTimeTest, ALaunchTakenByTheRouteAndTheCallbacksCountsOnce) {
+  NcclTracker t;
+  FourRanks(t);
+  t.OnKernelName(10, kNcclName, "_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE");
+  t.OnCall(Call(10, 10 * kMs, GF_API_NCCL_ALL_REDUCE, 0xa, kMiB, 7));
+  t.OnLaunchHit(10, 10, 10 * kMs + 1);  // takes the call's first launch
+  t.OnLaunch(10, 10, 100, 10 * kMs + 1);
+  t.OnReturn(10, 10, 11 * kMs, 0, 0);
+  t.OnLaunchJoined(10, 10, 100, 10 * kMs + 1);
+  t.OnGpuRecords(10, std::vector<gf_kernel_record>{Kernel(100, 20 * kMs, 23 * kMs)});
+  EXPECT_EQ(t.stats().gpu_launches, 1u);
+  const NcclGpuTotals& g = t.gpu_by_api()[kAllReduce];
+  EXPECT_EQ(g.calls, 1u);
+  EXPECT_EQ(g.bytes, 4 * kMiB);
+  EXPECT_EQ(g.nanos, 3 * kMs);
+}
+
 TEST(NcclGpuTimeTest, WeightedRecordsStandForTheirWeight) {
   NcclTracker t;
   FourRanks(t);

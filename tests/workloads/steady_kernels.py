@@ -5,7 +5,9 @@ for argv[1] seconds.
 With argv[2] (a file name) it first writes its pid there and waits for
 argv[3] to appear, so that a profiler can attach; with argv[4], it runs
 until that file appears too (the profiler has left), then argv[1] seconds
-more."""
+more. With STEADY_NCCL_EVERY=N in the environment, every Nth step also
+launches a kernel named as NCCL's (no NCCL call around it), as a process
+that uses NCCL runs them."""
 import os
 import sys
 import time
@@ -13,12 +15,19 @@ import time
 import sim_torch
 
 GEMM = "_ZN7cutlass6KernelINS_4gemm6kernel4GemmEEEvNT_6ParamsE"
+NCCL = "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"
+NCCL_EVERY = int(os.environ.get("STEADY_NCCL_EVERY", "0"))
 
 
 class Trainer:
+    steps = 0
+
     def step(self):
         activation = sim_torch.empty(1 << 20)
         sim_torch.launch(GEMM, 300)
+        self.steps += 1
+        if NCCL_EVERY and self.steps % NCCL_EVERY == 0:
+            sim_torch.launch(NCCL, 20)
         del activation
 
 
