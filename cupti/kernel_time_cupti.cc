@@ -46,9 +46,10 @@
 // activity are off, so the library costs the workload nothing until an agent
 // first attaches, but for the launch route's priming (CUPTI's records of
 // the first launch calls, State::route_prime). After it leaves, activity
-// goes off at once; the launch callbacks stay on, and CUPTI's dispatch to a
-// callback that returns at once costs a launch-bound step about 2% (an
-// H100: tests/gpu/run_cupti_callback_cost.sh). With
+// goes off at once; launch callbacks, where an agent had them on (not the
+// launch route's, below), stay on, and CUPTI's dispatch to a callback that
+// returns at once costs each launch 0.4-0.6 us (an H100:
+// tests/gpu/run_cupti_callback_cost.sh). With
 // GPUFLAME_CUPTI_DETACH_S=N, CUPTI itself is detached (cuptiFinalize) N s
 // after the last agent left, at the exit of the next call whose callback is
 // on, as CUPTI's documentation asks (Detach), and a later agent subscribes
