@@ -171,11 +171,6 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_launch_route_joined_total",
        "Launch route stacks that met CUPTI's record of their call, and so their kernels' correlation ID.", "counter",
        double(s.launch_route.joined)},
-      {"gpuflame_launch_route_unjoined_total",
-       "Launch route stacks whose record never came, or records whose stack was not taken (the window's edges).",
-       "counter",
-       double(s.launch_route.hits_expired + s.launch_route.hits_passed + s.launch_route.hits_dropped +
-              s.launch_route.records_without_hit)},
       {"gpuflame_launch_route_windows_total",
        "Launch windows in which the launch route's uprobes were attached to a process.", "counter",
        double(s.launch_windows.windows)},
@@ -344,6 +339,23 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
                    "Out-of-memory episodes captured, by how they ended (each pushed at once as a gpu_oom profile where the agent's selectors take its process).", "counter",
                    double(n),
                    {{"outcome", outcome}}});
+  // By why, so that a scrape tells a window's edges (records before the
+  // uprobes were in, hits after the records went off) from a join that
+  // failed (hits passed by a later record, entry points that differ).
+  const LaunchRouteStats& r = s.launch_route;
+  for (const auto& [reason, n] : {std::pair{"record_without_hit", r.records_without_hit - r.api_mismatches},
+                                  {"record_of_another_entry_point", r.api_mismatches},
+                                  {"hit_expired", r.hits_expired},
+                                  {"hit_passed", r.hits_passed},
+                                  {"hit_dropped", r.hits_dropped}})
+    out.push_back({"gpuflame_launch_route_unjoined_total",
+                   "Launch route stacks and records that did not meet, by reason: record_without_hit (the "
+                   "uprobes not yet in: a window's start), record_of_another_entry_point (the hit before it "
+                   "was another launch function's), hit_expired (its record never came: a window's end), "
+                   "hit_passed (a later call's record came first), hit_dropped (over the bound).",
+                   "counter",
+                   double(n),
+                   {{"reason", reason}}});
   out.push_back({"gpuflame_nccl_calls_total", "NCCL API calls seen (the outermost of each thread's nested ones).",
                  "counter", double(s.nccl.calls)});
   // side="call": the thread is stuck in the NCCL call; side="gpu": in a

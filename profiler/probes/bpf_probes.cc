@@ -230,6 +230,22 @@ BpfProbes::Attached BpfProbes::AttachUprobesOwned(pid_t pid, const std::string& 
   return AttachSites(pid, path, sites, /*usdt=*/false, &links);
 }
 
+std::vector<BpfProbes::UprobeSite> BpfProbes::AttachOrder(std::span<const UprobeSite> sites) {
+  // A call that enters between its entry probe's attach and its return
+  // probe's would be seen entering and never returning: the kernel sets a
+  // return probe's trap at the function's entry. The probes that pair an
+  // entry with its thread's return (NCCL calls, synchronise calls, the
+  // driver's nested calls: bpf/) take one so seen as still in flight and
+  // fold every later call of that thread into it, for good (the agent on a
+  // one-rank torch.distributed job found running, on an H100: one NCCL call
+  // in 15 s, and a hang said in ncclGroupStart). Return probes go first:
+  // such a call is then seen returning without its entry, which each
+  // counts (GF_STAT_CTX_MISSING) and drops.
+  std::vector<UprobeSite> ordered(sites.begin(), sites.end());
+  std::stable_partition(ordered.begin(), ordered.end(), [](const UprobeSite& s) { return s.retprobe; });
+  return ordered;
+}
+
 BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, std::span<const UprobeSite> sites,
                                            bool usdt, std::vector<ProbeLink>* owned) {
   auto keep = [&](ProbeLink link) {
@@ -248,8 +264,9 @@ BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, s
   auto refused = [&out](absl::Status st) {
     if (out.status.ok()) out.status = std::move(st);
   };
+  const std::vector<UprobeSite> ordered = AttachOrder(sites);
   if (!uprobe_multi_) {
-    for (const UprobeSite& s : sites) {
+    for (const UprobeSite& s : ordered) {
       LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = s.semaphore_offset, .bpf_cookie = s.cookie,
                   .retprobe = s.retprobe);
       LinkPtr link(bpf_program__attach_uprobe_opts(program_of(s.program), pid, path.c_str(), s.offset, &opts));
@@ -264,7 +281,7 @@ BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, s
   }
   // One link per (program, kind), in the order the groups first appear.
   std::vector<std::pair<std::pair<ProbeProgram, bool>, std::vector<MultiSite>>> groups;
-  for (const UprobeSite& s : sites) {
+  for (const UprobeSite& s : ordered) {
     const auto key = std::pair{s.program, s.retprobe};
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
     if (it == groups.end()) it = groups.insert(groups.end(), {key, {}});

@@ -120,6 +120,9 @@ class BpfProbes {
     absl::Status status;
   };
   Attached AttachUprobes(pid_t pid, const std::string& path, std::span<const UprobeSite> sites);
+  // The order the sites go in: return probes before entry probes (why:
+  // bpf_probes.cc), otherwise as given.
+  static std::vector<UprobeSite> AttachOrder(std::span<const UprobeSite> sites);
   // The same, the links handed to the caller (appended to |links|), who
   // gives each back with Release: probes held for a while only (the launch
   // route's, for a launch window).

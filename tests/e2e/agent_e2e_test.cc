@@ -901,6 +901,9 @@ TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
     EXPECT_NE(err.find("this process runs NCCL's kernels"), std::string::npos) << err;
     EXPECT_EQ(report.rfind("delivered=0 ", 0), std::string::npos) << report;
     EXPECT_GT(launch_stacks, 10) << agent.Log();
+    // The route's hits before then join as anywhere.
+    EXPECT_GT(hits, 0) << agent.Log();
+    EXPECT_GE(joined, hits * 0.9) << agent.Log();
   } else if (primed) {
     // The agent came 1.5 s in, past the start-up: its windows are the
     // duty cycle's, several, each joined.

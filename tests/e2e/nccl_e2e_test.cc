@@ -9,11 +9,16 @@
 // nccl profile has every call by stack.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -305,6 +310,50 @@ TEST(NcclTest, StuckGroupEndCarriesItsGroupsCalls) {
       "for rank 1 \\(pid " +
       std::to_string(r.rank_pid[1]) + ", stopped\\): it has not entered the matching calls\n";
   EXPECT_TRUE(std::regex_search(r.run.output, std::regex(live))) << live << "\n" << r.run.output;
+}
+
+// A process found running in a tight loop of NCCL and synchronise calls
+// (an agent's visit to a training job): every call gpuflame sees entering,
+// it sees return, and none is folded into another. With the entry probes
+// attached before the return probes, a call that entered between the two
+// never returned for gpuflame: every later call of its thread was folded
+// into it (BPF's nesting), and it became a hang (on an H100, the agent on
+// one rank of torch.distributed found running: one call seen in 15 s, and a
+// hang in ncclGroupStart).
+TEST(NcclTest, AProcessFoundMidLoopHasEachCallItSeesReturn) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const std::string dir = TempDir("nccl-loop");
+  const std::string pidfile = dir + "/pid";
+  Sh(SimEnv() + " timeout 60 " + PyenvPython("3.12") + " " + Workload("nccl_ranks.py") + " loop 8 " + pidfile + " > " +
+     dir + "/workload.out 2>&1 &");
+  for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(pidfile)) << ReadFile(dir + "/workload.out");
+  const pid_t pid = std::stoi(ReadFile(pidfile));
+  // Several attaches, each a chance for a call to enter between two links.
+  for (int round = 0; round < 3; round++) {
+    const std::string out = dir + "/out" + std::to_string(round);
+    RunResult r = Sh(std::string(GPUFLAME_BIN) + " record -q -d 1.5 --nccl-hang-s 1 -o " + out + " --pid " +
+                     std::to_string(pid) + " 2>&1");
+    ASSERT_EQ(r.status, 0) << r.output;
+    const nlohmann::json summary = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+    ASSERT_TRUE(summary.is_object()) << r.output;
+    const nlohmann::json& n = summary["nccl"];
+    EXPECT_EQ(summary["bpf"]["nccl_nested_calls"], 0) << n;
+    // The runtime's synchronise calls the driver's: one nested in each.
+    const nlohmann::json& bpf = summary["bpf"];
+    EXPECT_GT(bpf["cuda_sync_calls"].get<int64_t>(), 1000) << bpf;
+    EXPECT_LE(bpf["cuda_sync_nested_calls"].get<int64_t>(), bpf["cuda_sync_calls"].get<int64_t>() + 1) << bpf;
+    EXPECT_GT(n["calls"].get<int64_t>(), 1000) << n;
+    EXPECT_EQ(n["calls_without_return"], 0) << n;
+    EXPECT_EQ(n["hangs"].size(), 0u) << n;
+    // Those in flight when the return probes went in return without an
+    // entry; the one in flight at the end has no return.
+    EXPECT_LE(n["returns_without_call"].get<int64_t>(), 2) << n;
+    EXPECT_GE(n["returns"].get<int64_t>(), n["calls"].get<int64_t>() - 1) << n;
+  }
+  kill(pid, SIGKILL);
 }
 
 // NCCL's kernels' GPU time, back to the call that launched them. The

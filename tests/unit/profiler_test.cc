@@ -8,16 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "app/cli.h"
 #include "inspect/proc_environ.h"
 #include "inspect/proc_stat.h"
 #include "profiler/aggregate/allocation_tracker.h"
 #include "profiler/aggregate/window.h"
-#include "app/cli.h"
 #include "profiler/pipeline/event_processor.h"
 #include "profiler/pipeline/stack_ids.h"
+#include "profiler/probes/bpf_probes.h"
 #include "profiler/probes/probe_table.h"
-#include "profiler/utilization/utilization.h"
 #include "profiler/process/python_discovery.h"
+#include "profiler/utilization/utilization.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/native_symbolizer.h"
 #include "tests/support/records.h"
@@ -84,6 +85,22 @@ TEST(ProcStatTest, ThreadsIsField20) {
   EXPECT_FALSE(inspect::ThreadsFromStat("42 (py) S 1 1 1 0 -1 0 0 0 0 0 100 23 0 0"));
   EXPECT_EQ(inspect::FlagsFromStat("4929 (a) T 1 (py)) T 4909 4929 4909 34816 4929 1077936128 2190"), 1077936128u);
   EXPECT_FALSE(inspect::FlagsFromStat("42 (py) S 1 1 1 0"));
+}
+
+// A call entering between its entry probe and its return probe would be
+// seen never returning (bpf_probes.cc): return probes go in first, the
+// sites otherwise in their order.
+TEST(BpfProbesTest, ReturnProbesGoInBeforeEntryProbes) {
+  using Site = BpfProbes::UprobeSite;
+  const std::vector<Site> sites = {
+      {.offset = 1, .program = ProbeProgram::kNcclEnter, .retprobe = false},
+      {.offset = 1, .program = ProbeProgram::kNcclExit, .retprobe = true},
+      {.offset = 2, .program = ProbeProgram::kNcclEnter, .retprobe = false},
+      {.offset = 2, .program = ProbeProgram::kNcclExit, .retprobe = true},
+  };
+  std::vector<std::pair<uint64_t, bool>> order;
+  for (const Site& s : BpfProbes::AttachOrder(sites)) order.emplace_back(s.offset, s.retprobe);
+  EXPECT_EQ(order, (std::vector<std::pair<uint64_t, bool>>{{1, true}, {2, true}, {1, false}, {2, false}}));
 }
 
 TEST(AllocationTrackerTest, CountsAllocatedAndInUseExactly) {

@@ -46,6 +46,15 @@ rank 0 ncclSend 4 MiB of float32 to rank 1, rank 1 ncclRecv them from rank 0.
               cancelled thread); rank 0 lives on and ends normally (pass a
               STOP_S over 2)
   none        no stop
+
+  nccl_ranks.py loop SECONDS PIDFILE
+                                   one process, no communicator, found
+                                   running: writes PIDFILE after its first
+                                   calls, then for SECONDS calls
+                                   ncclGroupStart and ncclGroupEnd and
+                                   cudaStreamSynchronize back to back
+                                   (Looper > step > Looper > group), as fast
+                                   as it can; prints how many of each
 """
 import ctypes
 import os
@@ -283,8 +292,35 @@ def launch(mode, stop_s):
     return status
 
 
+class Looper:
+    def group(self):
+        check("ncclGroupStart", nccl.ncclGroupStart())
+        check("ncclGroupEnd", nccl.ncclGroupEnd())
+        check("cudaStreamSynchronize", cudart.cudaStreamSynchronize(None))
+
+    def step(self):
+        for _ in range(100):
+            self.group()
+
+
+def loop(seconds, pidfile):
+    looper = Looper()
+    looper.step()
+    with open(pidfile + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(pidfile + ".tmp", pidfile)
+    steps = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        looper.step()
+        steps += 1
+    print(f"loop: {(steps + 1) * 100} of each call", flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rank":
         run_rank(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "loop":
+        loop(float(sys.argv[2]), sys.argv[3])
     else:
         sys.exit(launch(sys.argv[1], float(sys.argv[2])))
