@@ -10,8 +10,11 @@
 // process that maps that libcuda (the kernel's uprobe registration), briefly:
 // twice a window. Detaches run on the link reaper's thread.
 //
-// Each process's libcuda is registered as its maps show it (Add): pinned
-// open, its entry points' offsets read once. Bounded: kMaxProcesses.
+// Each process's libcuda is registered as its maps show it (Add). Each
+// libcuda file is pinned open once, its entry points' offsets read once,
+// for every process that maps it: one descriptor per file, not per
+// process (every gpuflame registers every CUDA process it follows, a
+// machine's worth for the agent). Bounded: kMaxProcesses.
 // Not thread-safe: the worker (event loop) only, as the registry.
 #ifndef GPUFLAME_PROFILER_PROCESS_LAUNCH_ROUTE_SITES_H_
 #define GPUFLAME_PROFILER_PROCESS_LAUNCH_ROUTE_SITES_H_
@@ -19,6 +22,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,15 +72,25 @@ class LaunchRouteSites {
   static constexpr size_t kMaxProcesses = 4096;
 
  private:
-  struct Process {
-    std::optional<inspect::PinnedFile> file;  // none where libcuda has no launch function
+  // One libcuda file, shared by the processes that map it.
+  struct Library {
+    std::optional<inspect::PinnedFile> file;  // none where it has no launch function
     std::vector<BpfProbes::UprobeSite> sites;
-    std::vector<ProbeLink> held;  // while a window is open
+    size_t users = 0;
+  };
+  struct Process {
+    inspect::FileKey key;
+    const Library* library = nullptr;  // owned by libraries_, while users > 0
+    std::vector<ProbeLink> held;       // while a window is open
     uint64_t opened_ns = 0;
   };
+  // |m|'s library, pinned and read now if no process had it; null if the
+  // file could not be opened (the process has gone).
+  Library* LibraryOf(pid_t pid, const inspect::Mapping& m, const symbolizer::ElfFile& elf);
   void Release(Process& p);
 
   BpfProbes& probes_;
+  absl::flat_hash_map<inspect::FileKey, std::unique_ptr<Library>> libraries_;
   absl::flat_hash_map<pid_t, Process> processes_;
   LaunchRouteSiteStats stats_;
 };

@@ -992,6 +992,46 @@ TEST(AgentTest, ARecordBesideTheAgentFollowsTheRoutesWindows) {
   EXPECT_GE(under_step, Total(k, "time") * 99 / 100) << Dump(Stacks(k, "time", true, true));
 }
 
+// Every gpuflame registers libcuda's launch functions for each CUDA process
+// it follows (to follow the route's windows, whoever asks for them), which
+// pins the file open: one descriptor per libcuda file, however many
+// processes map it, not one per process (a machine's worth for the agent,
+// against its RLIMIT_NOFILE).
+TEST(AgentTest, LibcudaIsHeldOpenOnceForEveryProcessThatMapsIt) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  GPUFLAME_REQUIRE_KERNEL_TIME();
+  const std::string dir = TempDir("route-fds");
+  std::string pids;
+  constexpr int kProcesses = 4;
+  for (int i = 0; i < kProcesses; i++) {
+    const std::string own = dir + "/" + std::to_string(i);
+    std::filesystem::create_directories(own);
+    const pid_t pid = StartSteadyKernelsRunning(own, "", 14);
+    ASSERT_NE(pid, 0);
+    pids += " --pid " + std::to_string(pid);
+  }
+  RunResult started = Sh(std::string(GPUFLAME_BIN) + " record -q -d 3 -o " + dir + "/out" + pids + " > " + dir +
+                         "/record.log 2>&1 & echo $!");
+  const pid_t record = std::stoi(started.output);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  std::map<std::string, int> held;  // libcuda file -> descriptors of record's to it
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(record) + "/fd", ec)) {
+    const std::filesystem::path target = std::filesystem::read_symlink(fd.path(), ec);
+    if (!ec && target.filename().string().starts_with("libcuda.so")) held[target.string()]++;
+  }
+  for (int i = 0; i < 1000 && kill(record, 0) == 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The route's one, and the symbolizer's per file (its unwind table's,
+  // its inline DWARF's): each of the simulated CUDA libraries is held as
+  // often, but for the route's. One a process was kProcesses and more.
+  ASSERT_EQ(held.size(), 1u) << ReadFile(dir + "/record.log");
+  EXPECT_LE(held.begin()->second, 3) << held.begin()->first;
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"), nullptr, false);
+  ASSERT_TRUE(summary.is_object()) << ReadFile(dir + "/record.log");
+  EXPECT_EQ(summary["processes"].size(), size_t{kProcesses}) << summary["processes"];
+}
+
 // "Kernel time unavailable" is for a process that uses the GPU without the
 // injection library, not for one that maps CUDA and never runs cuInit
 // (nvidia-smi, monitoring tools).
