@@ -7,6 +7,7 @@
 #include "agent/agent_command.h"
 #include "app/cli.h"
 #include "app/record_command.h"
+#include "base/open_file_limit.h"
 #include "logging/log.h"
 #include "profiler/process/run_control.h"
 
@@ -18,6 +19,7 @@ extern char** environ;
 
 int main(int argc, char** argv) {
   gpuflame::profiler::InstallCrashHandler();
+  gpuflame::base::RaiseOpenFileLimit();  // before any thread: see its header
   std::vector<std::string> args(argv + 1, argv + argc);
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; e++) {

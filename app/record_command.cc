@@ -22,6 +22,7 @@
 #include "app/record_timeline.h"
 #include "app/record_utilization.h"
 #include "base/json_string.h"
+#include "base/open_file_limit.h"
 #include "base/scoped_fd.h"
 #include "exporters/files/html_writer.h"
 #include "inspect/bounded_read.h"
@@ -102,6 +103,7 @@ absl::StatusOr<Child> SpawnHeld(const std::vector<std::string>& argv, const std:
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     signal(SIGINT, SIG_DFL);
+    base::RestoreOpenFileLimit();  // the command's own, not gpuflame's raised one
     // Kernel time without touching the workload: CUDA loads the injection
     // library at cuInit. A user's own injection setting wins.
     if (!injection.empty()) setenv("CUDA_INJECTION64_PATH", injection.c_str(), /*overwrite=*/0);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -194,6 +195,23 @@ std::string InterpreterName(const ::testing::TestParamInfo<Interpreter>& info) {
 INSTANTIATE_TEST_SUITE_P(AllPythons, FeaturesTest, ::testing::ValuesIn(SupportedInterpreters()), InterpreterName);
 INSTANTIATE_TEST_SUITE_P(AllPythons, InProcessFeaturesTest, ::testing::ValuesIn(SupportedInterpreters()),
                          InterpreterName);
+
+// gpuflame raises its own soft limit on open descriptors to the hard one
+// (base/open_file_limit.h: it holds descriptors per process it follows);
+// the command it runs gets the limit it was started with.
+TEST(RecordTest, RaisesItsOwnOpenFileLimitButNotTheCommands) {
+  GPUFLAME_REQUIRE_ROOT();
+  GPUFLAME_REQUIRE_PYTHON("3.12");
+  const std::string dir = TempDir("nofile");
+  RunResult r = Sh("ulimit -Sn 512 && ulimit -Hn 4096 && " + std::string(GPUFLAME_BIN) + " record -q -o " + dir +
+                   "/out -- " + PyenvPython("3.12") +
+                   " -c 'import os, resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)); "
+                   "print(open(\"/proc/%d/limits\" % os.getppid()).read())' 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("(512, 4096)"), std::string::npos) << r.output;
+  // Its parent, gpuflame: soft and hard alike.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("Max open files +4096 +4096 +files"))) << r.output;
+}
 
 TEST(RecordTest, SampledTensorEventsAreUnbiasedEstimatesAndSaySo) {
   // The agent's default, asked of record: allocations sampled by bytes in
