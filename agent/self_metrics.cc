@@ -27,6 +27,7 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.processes = session.registry().processes().size();
   s.joiner = ev.joiner().stats();
   s.launch_route = ev.launch_route().stats();
+  s.launch_route_held = ev.launch_route().held();
   s.launch_windows = session.registry().launch_route().stats();
   s.events_library = ev.library_cost();
   s.resolver = session.resolver().stats();
@@ -171,6 +172,9 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
       {"gpuflame_launch_route_joined_total",
        "Launch route stacks that met CUPTI's record of their call, and so their kernels' correlation ID.", "counter",
        double(s.launch_route.joined)},
+      {"gpuflame_launch_route_hits_held",
+       "Launch route stacks waiting for their records now (joined, or unjoined as hit_expired, within 5 s).", "gauge",
+       double(s.launch_route_held)},
       {"gpuflame_launch_route_windows_total",
        "Launch windows in which the launch route's uprobes were attached to a process.", "counter",
        double(s.launch_windows.windows)},

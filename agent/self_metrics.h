@@ -34,6 +34,7 @@ struct AgentStats {
   uint64_t processes = 0;  // registry entries, exited but not yet retired included
   JoinStats joiner;
   LaunchRouteStats launch_route;        // the launch route's join (--launch-stacks uprobes)
+  uint64_t launch_route_held = 0;       // ... its hits waiting for their records now
   LaunchRouteSiteStats launch_windows;  // ... and its uprobes' windows
   LibraryCost events_library;  // libgpuflame_cupti.so's own time, as the processes report it
   ResolveStats resolver;

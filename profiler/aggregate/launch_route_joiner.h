@@ -17,7 +17,8 @@
 // never came (the window closed before the uprobes went), a hit dropped over
 // the bounds. Hits are held kHitTtlNs at most, kMaxHitsPerProcess per
 // process (the records come a flush, about a second, after their hits);
-// Expire runs at each window's word and each batch of records.
+// Expire runs at each window's word, each batch of records, and every 2 s
+// (the session: a window may close before the agent hears it open).
 // Not thread-safe: event loop only.
 #ifndef GPUFLAME_PROFILER_AGGREGATE_LAUNCH_ROUTE_JOINER_H_
 #define GPUFLAME_PROFILER_AGGREGATE_LAUNCH_ROUTE_JOINER_H_

@@ -185,6 +185,10 @@ class EventProcessor {
   KernelJoiner& joiner() { return joiner_; }
   const KernelJoiner& joiner() const { return joiner_; }
   const LaunchRouteJoiner& launch_route() const { return route_; }
+  // The launch route's hits past their time go, counted (their records
+  // never came), also while no window or record arrives to do it (a
+  // window that closed before the agent heard it open).
+  void ExpireLaunchHits(uint64_t now_ns) { route_.Expire(now_ns); }
 
   const AllocationTracker& tracker() const { return tracker_; }
   // A window starts (the agent): peaks from here are the window's.

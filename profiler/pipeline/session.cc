@@ -145,6 +145,7 @@ int Session::Poll(int timeout_ms) {
     if (now >= next_exit_sweep_ns_) {
       next_exit_sweep_ns_ = now + 2'000'000'000;
       SweepExited(now);
+      events_->ExpireLaunchHits(static_cast<uint64_t>(now));
     }
   }
   registry_->Tick([this] { Drain(); });

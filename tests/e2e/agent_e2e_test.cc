@@ -890,6 +890,22 @@ TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
   const double records = Metric(metrics_port, "gpuflame_launch_route_records_total");
   const double unconverted = Metric(metrics_port, "gpuflame_launch_route_records_unconverted_total");
   const double launch_stacks = Metric(metrics_port, "gpuflame_kernel_launch_stacks_total");
+  {
+    // Every hit counted once, in one scrape: joined, unjoined by why, or
+    // still waiting for its record.
+    httplib::Client c("127.0.0.1", metrics_port);
+    auto res = c.Get("/metrics");
+    ASSERT_TRUE(res);
+    auto unjoined = [&](const std::string& reason) {
+      return MetricIn(res->body, "gpuflame_launch_route_unjoined_total{reason=\"" + reason + "\"}");
+    };
+    EXPECT_EQ(MetricIn(res->body, "gpuflame_launch_route_hits_total"),
+              MetricIn(res->body, "gpuflame_launch_route_joined_total") + unjoined("hit_expired") +
+                  unjoined("hit_passed") + unjoined("hit_dropped") +
+                  MetricIn(res->body, "gpuflame_launch_route_hits_held"))
+        << res->body;
+    EXPECT_GE(unjoined("record_without_hit"), 0) << res->body;
+  }
   EXPECT_EQ(agent.Stop(), 0) << agent.Log();
   kill(pid, SIGKILL);
   const std::string err = ReadFile(dir + "/workload.err");
