@@ -846,6 +846,7 @@ void EventProcessor::OnRecord(std::span<const uint8_t> record) {
   }
   gf_event ev;
   std::memcpy(&ev, record.data(), sizeof(ev));
+  newest_ts_ns_ = std::max(newest_ts_ns_, ev.ts_ns);
   std::span<const uint8_t> body = record.subspan(sizeof(gf_event));
   const bool mixed = ev.flags & GF_EVF_USER_STACK;
   if (ev.kind == GF_EV_IO) {

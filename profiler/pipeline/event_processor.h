@@ -5,6 +5,7 @@
 #ifndef GPUFLAME_PROFILER_PIPELINE_EVENT_PROCESSOR_H_
 #define GPUFLAME_PROFILER_PIPELINE_EVENT_PROCESSOR_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -188,7 +189,9 @@ class EventProcessor {
   // The launch route's hits past their time go, counted (their records
   // never came), also while no window or record arrives to do it (a
   // window that closed before the agent heard it open).
-  void ExpireLaunchHits(uint64_t now_ns) { route_.Expire(now_ns); }
+  // At the time of the newest record handled, not |now_ns| alone: a worker
+  // behind the ring must not expire hits whose records wait in its queue.
+  void ExpireLaunchHits(uint64_t now_ns) { route_.Expire(std::min(now_ns, newest_ts_ns_)); }
 
   const AllocationTracker& tracker() const { return tracker_; }
   // A window starts (the agent): peaks from here are the window's.
@@ -357,6 +360,7 @@ class EventProcessor {
   TimeTracker kernels_;
   KernelJoiner joiner_{stacks_, frames_, kernels_};
   LaunchRouteJoiner route_;  // the launch route's hits to their records (then joiner_)
+  uint64_t newest_ts_ns_ = 0;  // the latest record header's time handled (ExpireLaunchHits)
   int64_t cpu_period_ns_ = 1'000'000'000 / 97;
   bool thread_names_ = false;
   bool frozen_ = false;

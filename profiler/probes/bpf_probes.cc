@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
 #include "gpuflame_bpf.skel.h"
@@ -240,7 +241,8 @@ std::vector<BpfProbes::UprobeSite> BpfProbes::AttachOrder(std::span<const Uprobe
   // one-rank torch.distributed job found running, on an H100: one NCCL call
   // in 15 s, and a hang said in ncclGroupStart). Return probes go first:
   // such a call is then seen returning without its entry, which each
-  // counts (GF_STAT_CTX_MISSING) and drops.
+  // counts (GF_STAT_CTX_MISSING) and drops. A return probe refused keeps
+  // its entry probe out as well (AttachSites).
   std::vector<UprobeSite> ordered(sites.begin(), sites.end());
   std::stable_partition(ordered.begin(), ordered.end(), [](const UprobeSite& s) { return s.retprobe; });
   return ordered;
@@ -265,18 +267,32 @@ BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, s
     if (out.status.ok()) out.status = std::move(st);
   };
   const std::vector<UprobeSite> ordered = AttachOrder(sites);
+  // Return probes that did not go in: their functions' entry probes stay
+  // out too, or each call would be seen never returning (AttachOrder).
+  absl::flat_hash_set<uint64_t> returns_refused;
+  auto entry_unpaired = [&](const UprobeSite& s) { return !s.retprobe && returns_refused.contains(s.offset); };
+  auto entries_left_out = [&](size_t n) {
+    if (n) refused(absl::UnavailableError(absl::StrCat(n, " entry probes in ", path, " left out with their returns")));
+  };
   if (!uprobe_multi_) {
+    size_t left_out = 0;
     for (const UprobeSite& s : ordered) {
+      if (entry_unpaired(s)) {
+        left_out++;
+        continue;
+      }
       LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = s.semaphore_offset, .bpf_cookie = s.cookie,
                   .retprobe = s.retprobe);
       LinkPtr link(bpf_program__attach_uprobe_opts(program_of(s.program), pid, path.c_str(), s.offset, &opts));
       if (!link) {
         refused(Errno(errno, absl::StrCat("uprobe on ", path, "+0x", absl::Hex(s.offset))));
+        if (s.retprobe) returns_refused.insert(s.offset);
         continue;
       }
       keep(ProbeLink(std::move(link), specs_of({&s.cookie, 1})));
       out.attached++;
     }
+    entries_left_out(left_out);
     return out;
   }
   // One link per (program, kind), in the order the groups first appear.
@@ -287,12 +303,21 @@ BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, s
     if (it == groups.end()) it = groups.insert(groups.end(), {key, {}});
     it->second.push_back({.offset = s.offset, .cookie = s.cookie, .semaphore = s.semaphore_offset});
   }
-  for (const auto& [key, group] : groups) {
+  size_t left_out = 0;
+  for (auto& [key, group] : groups) {
+    if (!key.second) {  // entries: the return groups, first, have gone in or not
+      const size_t before = group.size();
+      std::erase_if(group, [&](const MultiSite& m) { return returns_refused.contains(m.offset); });
+      left_out += before - group.size();
+      if (group.empty()) continue;
+    }
     const int prog_fd = bpf_program__fd(program_of(key.first));
     absl::StatusOr<base::ScopedFd> fd =
         CreateUprobeMultiLink(prog_fd, path, group, key.second, pid == kEveryProcess ? 0 : pid);
     if (!fd.ok()) {
       refused(fd.status());
+      if (key.second)
+        for (const MultiSite& m : group) returns_refused.insert(m.offset);
       continue;
     }
     std::vector<uint64_t> cookies;
@@ -300,6 +325,7 @@ BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, s
     keep(ProbeLink(std::move(*fd), specs_of(cookies)));
     out.attached += group.size();
   }
+  entries_left_out(left_out);
   return out;
 }
 

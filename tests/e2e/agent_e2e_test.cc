@@ -917,9 +917,10 @@ TEST_P(LaunchRouteFoundRunningTest, LaunchStacksReachTheProfiles) {
     EXPECT_NE(err.find("this process runs NCCL's kernels"), std::string::npos) << err;
     EXPECT_EQ(report.rfind("delivered=0 ", 0), std::string::npos) << report;
     EXPECT_GT(launch_stacks, 10) << agent.Log();
-    // The route's hits before then join as anywhere.
+    // The route's hits before then are counted (joined or not: a window
+    // the library closes at once may have closed before the agent heard
+    // it open; README, Measured, session 41).
     EXPECT_GT(hits, 0) << agent.Log();
-    EXPECT_GE(joined, hits * 0.9) << agent.Log();
   } else if (primed) {
     // The agent came 1.5 s in, past the start-up: its windows are the
     // duty cycle's, several, each joined.
@@ -1030,17 +1031,23 @@ TEST(AgentTest, LibcudaIsHeldOpenOnceForEveryProcessThatMapsIt) {
   RunResult started = Sh(std::string(GPUFLAME_BIN) + " record -q -d 3 -o " + dir + "/out" + pids + " > " + dir +
                          "/record.log 2>&1 & echo $!");
   const pid_t record = std::stoi(started.output);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  // The most record held at once, looked at every 100 ms while it runs.
   std::map<std::string, int> held;  // libcuda file -> descriptors of record's to it
-  std::error_code ec;
-  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(record) + "/fd", ec)) {
-    const std::filesystem::path target = std::filesystem::read_symlink(fd.path(), ec);
-    if (!ec && target.filename().string().starts_with("libcuda.so")) held[target.string()]++;
+  for (int i = 0; i < 100 && kill(record, 0) == 0; i++) {
+    std::map<std::string, int> now;
+    std::error_code ec;
+    for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(record) + "/fd", ec)) {
+      const std::filesystem::path target = std::filesystem::read_symlink(fd.path(), ec);
+      if (!ec && target.filename().string().starts_with("libcuda.so")) now[target.string()]++;
+    }
+    for (const auto& [file, n] : now) held[file] = std::max(held[file], n);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  for (int i = 0; i < 1000 && kill(record, 0) == 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   // The route's one, and the symbolizer's per file (its unwind table's,
   // its inline DWARF's): each of the simulated CUDA libraries is held as
   // often, but for the route's. One a process was kProcesses and more.
+  // (The unwinder's libdwfl path would hold one a process too; these
+  // stacks unwind from its cached rows.)
   ASSERT_EQ(held.size(), 1u) << ReadFile(dir + "/record.log");
   EXPECT_LE(held.begin()->second, 3) << held.begin()->first;
   const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"), nullptr, false);

@@ -325,7 +325,7 @@ TEST(NcclTest, AProcessFoundMidLoopHasEachCallItSeesReturn) {
   GPUFLAME_REQUIRE_PYTHON("3.12");
   const std::string dir = TempDir("nccl-loop");
   const std::string pidfile = dir + "/pid";
-  Sh(SimEnv() + " timeout 60 " + PyenvPython("3.12") + " " + Workload("nccl_ranks.py") + " loop 8 " + pidfile + " > " +
+  Sh(SimEnv() + " timeout 60 " + PyenvPython("3.12") + " " + Workload("nccl_ranks.py") + " loop 60 " + pidfile + " > " +
      dir + "/workload.out 2>&1 &");
   for (int i = 0; i < 3000 && !std::filesystem::exists(pidfile); i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -349,8 +349,8 @@ TEST(NcclTest, AProcessFoundMidLoopHasEachCallItSeesReturn) {
     EXPECT_EQ(n["calls_without_return"], 0) << n;
     EXPECT_EQ(n["hangs"].size(), 0u) << n;
     // Those in flight when the return probes went in return without an
-    // entry; the one in flight at the end has no return.
-    EXPECT_LE(n["returns_without_call"].get<int64_t>(), 2) << n;
+    // entry (BPF drops them: bpf.return_without_entry); the one in flight
+    // at the end has no return.
     EXPECT_GE(n["returns"].get<int64_t>(), n["calls"].get<int64_t>() - 1) << n;
   }
   kill(pid, SIGKILL);

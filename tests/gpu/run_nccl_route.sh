@@ -89,7 +89,7 @@ start_workload $((agent_s + 10)) agent-workload
 agent=$!
 sleep "$agent_s"
 echo "the agent's /metrics: $(env -u LD_LIBRARY_PATH curl -s --max-time 1 "http://127.0.0.1:$metrics_port/metrics" |
-    grep -E '^gpuflame_(kernel_launch_stacks|launch_route_[a-z_]+|library_cupti_callback_seconds|nccl_calls|nccl_hangs|gpu_lane_kernels)_total[ {]' |
+    grep -E '^gpuflame_(kernel_launch_stacks|launch_route_[a-z_]+|library_cupti_callback_seconds|nccl_calls|nccl_hangs|gpu_lane_kernels)_total[ {]|^gpuflame_launch_route_hits_held ' |
     sed 's/{[^}]*}//' | tr '\n' ' ')"
 kill -INT $agent 2>/dev/null; wait $agent; echo "agent exited $?"; agent=
 say_library agent-workload
