@@ -1020,18 +1020,22 @@ TEST(AgentTest, LibcudaIsHeldOpenOnceForEveryProcessThatMapsIt) {
   GPUFLAME_REQUIRE_KERNEL_TIME();
   const std::string dir = TempDir("route-fds");
   std::string pids;
+  std::vector<pid_t> workloads;
   constexpr int kProcesses = 4;
   for (int i = 0; i < kProcesses; i++) {
     const std::string own = dir + "/" + std::to_string(i);
     std::filesystem::create_directories(own);
     const pid_t pid = StartSteadyKernelsRunning(own, "", 14);
     ASSERT_NE(pid, 0);
+    workloads.push_back(pid);
     pids += " --pid " + std::to_string(pid);
   }
   RunResult started = Sh(std::string(GPUFLAME_BIN) + " record -q -d 3 -o " + dir + "/out" + pids + " > " + dir +
                          "/record.log 2>&1 & echo $!");
   const pid_t record = std::stoi(started.output);
-  // The most record held at once, looked at every 100 ms while it runs.
+  // The fewest record held, in the looks (every 100 ms) from 1.5 s on,
+  // every process registered by then: the route's pins stay, other opens
+  // of the file (unwind tables, ELF reads) come and go.
   std::map<std::string, int> held;  // libcuda file -> descriptors of record's to it
   for (int i = 0; i < 100 && kill(record, 0) == 0; i++) {
     std::map<std::string, int> now;
@@ -1040,7 +1044,8 @@ TEST(AgentTest, LibcudaIsHeldOpenOnceForEveryProcessThatMapsIt) {
       const std::filesystem::path target = std::filesystem::read_symlink(fd.path(), ec);
       if (!ec && target.filename().string().starts_with("libcuda.so")) now[target.string()]++;
     }
-    for (const auto& [file, n] : now) held[file] = std::max(held[file], n);
+    if (i >= 15)
+      for (const auto& [file, n] : now) held[file] = held.contains(file) ? std::min(held[file], n) : n;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   // The route's one, and the symbolizer's per file (its unwind table's,
@@ -1048,6 +1053,7 @@ TEST(AgentTest, LibcudaIsHeldOpenOnceForEveryProcessThatMapsIt) {
   // often, but for the route's. One a process was kProcesses and more.
   // (The unwinder's libdwfl path would hold one a process too; these
   // stacks unwind from its cached rows.)
+  for (pid_t w : workloads) kill(w, SIGKILL);  // busy: not left running into the tests after this one
   ASSERT_EQ(held.size(), 1u) << ReadFile(dir + "/record.log");
   EXPECT_LE(held.begin()->second, 3) << held.begin()->first;
   const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"), nullptr, false);
@@ -1095,8 +1101,13 @@ TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
   int port = FreePort();  // nothing listens yet: Pyroscope is down
   int metrics_port = FreePort();
   pid_t pid = 0;
+  // No overhead budget: its exact totals must not depend on what else the
+  // machine runs. Twice in fresh CI, beside busy tests, no torch_memory came
+  // at all; our reading: the ratio went over 1%, and the tensor events were
+  // shed to sampled ones.
+  const std::vector<std::string> no_budget = {"--max-overhead", "0"};
   {
-    AgentProcess first(port, metrics_port, dir + "/agent1.log", dir + "/spool");
+    AgentProcess first(port, metrics_port, dir + "/agent1.log", dir + "/spool", "connect", no_budget);
     ASSERT_TRUE(first.WaitReady()) << first.Log();
     pid = RunWorkload(dir, metrics_port);
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // windows close, pushes fail
@@ -1104,7 +1115,7 @@ TEST(AgentTest, DeliversEverythingAfterAnOutageAndARestart) {
     EXPECT_NE(first.Log().find("kept_in=" + dir + "/spool"), std::string::npos) << first.Log();
   }
   // A new agent during the outage: it must neither lose nor repeat anything.
-  AgentProcess second(port, metrics_port, dir + "/agent2.log", dir + "/spool");
+  AgentProcess second(port, metrics_port, dir + "/agent2.log", dir + "/spool", "connect", no_budget);
   ASSERT_TRUE(second.WaitReady()) << second.Log();
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
 
