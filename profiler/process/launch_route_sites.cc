@@ -28,6 +28,7 @@ LaunchRouteSites::Library* LaunchRouteSites::LibraryOf(pid_t pid, const inspect:
   const inspect::FileKey key = inspect::FileKey::Of(m);
   if (auto it = libraries_.find(key); it != libraries_.end()) return it->second.get();
   auto lib = std::make_unique<Library>();
+  lib->key = key;
   lib->file = inspect::PinnedFile::Open(pid, m);
   if (!lib->file->ok()) return nullptr;  // gone: the next process that maps it tries again
   for (const LaunchEntry& e : LaunchEntries()) {
@@ -58,7 +59,7 @@ std::string LaunchRouteSites::Add(pid_t pid, const inspect::Mapping& m, const sy
   Library* lib = LibraryOf(pid, m, elf);
   if (!lib) return {};  // gone: nothing to serve
   lib->users++;
-  processes_.emplace(pid, Process{.key = inspect::FileKey::Of(m), .library = lib, .held = {}, .opened_ns = 0});
+  processes_.emplace(pid, Process{.library = lib, .held = {}, .opened_ns = 0});
   if (lib->sites.empty()) return absl::StrCat(m.path, " exports none of the CUDA launch, copy or memset functions");
   return open_now_ns ? OnWindow(pid, true, open_now_ns) : std::string();
 }
@@ -112,7 +113,7 @@ void LaunchRouteSites::Forget(pid_t pid) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
   Release(it->second);
-  if (auto lib = libraries_.find(it->second.key); lib != libraries_.end() && --lib->second->users == 0)
+  if (auto lib = libraries_.find(it->second.library->key); lib != libraries_.end() && --lib->second->users == 0)
     libraries_.erase(lib);  // its last process: the file is let go
   processes_.erase(it);
 }

@@ -74,12 +74,12 @@ class LaunchRouteSites {
  private:
   // One libcuda file, shared by the processes that map it.
   struct Library {
+    inspect::FileKey key;                     // its entry in libraries_
     std::optional<inspect::PinnedFile> file;  // none where it has no launch function
     std::vector<BpfProbes::UprobeSite> sites;
     size_t users = 0;
   };
   struct Process {
-    inspect::FileKey key;
     const Library* library = nullptr;  // owned by libraries_, while users > 0
     std::vector<ProbeLink> held;       // while a window is open
     uint64_t opened_ns = 0;
