@@ -83,7 +83,6 @@ bool FindSubprogram(Dwarf_Die* scope, Dwarf_Addr pc, int depth, Dwarf_Die* out) 
 }  // namespace
 
 struct DwarfInlines::Handles {
-  base::ScopedFd fd;  // closed after the destructor's body has ended |dwarf| and |elf|
   Elf* elf = nullptr;
   Dwarf* dwarf = nullptr;
   ~Handles() {
@@ -109,11 +108,9 @@ DwarfInlines::DwarfInlines(std::unique_ptr<Handles> h) : h_(std::move(h)) {}
 DwarfInlines::~DwarfInlines() = default;
 
 std::unique_ptr<DwarfInlines> DwarfInlines::Open(base::ScopedFd fd) {
-  if (!fd) return nullptr;
   auto h = std::make_unique<Handles>();
-  h->fd = std::move(fd);
   // Not dwarf_begin: it maps the file read-only (see elf_begin.h).
-  h->elf = BeginElf(h->fd.get());
+  h->elf = BeginElfDetached(std::move(fd));
   if (!h->elf) return nullptr;
   h->dwarf = dwarf_begin_elf(h->elf, DWARF_C_READ, nullptr);
   if (!h->dwarf) return nullptr;  // no .debug_info: the common pip-wheel case

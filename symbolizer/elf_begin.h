@@ -2,6 +2,8 @@
 
 #include <libelf.h>
 
+#include "base/scoped_fd.h"
+
 namespace gpuflame::symbolizer {
 
 // libelf's handle on an ELF file gpuflame reads (symbols, CFI, DWARF):
@@ -23,5 +25,13 @@ namespace gpuflame::symbolizer {
 // nullptr where libelf refuses |fd|; the caller keeps |fd| open until
 // elf_end.
 Elf* BeginElf(int fd);
+
+// The same for a handle kept long (a table read lazily, or shared with
+// libdwfl): |fd| is closed once the file is mapped, since libelf reads
+// nothing through it after, and a descriptor held per file for the agent's
+// lifetime would add up. Where the mapping failed, the handle's later reads
+// fail (ELF_E_FD_DISABLED) rather than reading the whole file into memory.
+// nullptr where libelf refuses the file or it is no ELF object.
+Elf* BeginElfDetached(base::ScopedFd fd);
 
 }  // namespace gpuflame::symbolizer

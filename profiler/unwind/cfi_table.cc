@@ -2,6 +2,7 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <gelf.h>
 #include <libelf.h>
 #include <unistd.h>
 
@@ -68,10 +69,28 @@ bool CfaRule(Dwarf_Frame* frame, UnwindRow* row) {
   return true;
 }
 
+std::optional<CfiTable::LoadSpan> LoadSpanOf(Elf* elf) {
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf, &phnum) != 0) return std::nullopt;
+  std::optional<CfiTable::LoadSpan> span;
+  // Bounded by the file: libelf refuses a program header table larger than it.
+  for (size_t i = 0; i < phnum; i++) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
+    uint64_t end = 0;
+    if (__builtin_add_overflow(ph.p_vaddr, ph.p_memsz, &end)) return std::nullopt;
+    // libdwfl's own expression (open_elf), an alignment of 0 included, so
+    // that the bias it derives is the one the span was reported at.
+    if (!span) span = CfiTable::LoadSpan{.low = ph.p_vaddr & -ph.p_align, .high = end};
+    span->high = std::max(span->high, end);
+  }
+  if (span && span->high <= span->low) return std::nullopt;
+  return span;
+}
+
 }  // namespace
 
 struct CfiTable::Handles {
-  base::ScopedFd fd;  // closed after the destructor's body has ended the libelf/libdw handles
   Elf* elf = nullptr;
   Dwarf_CFI* eh = nullptr;        // .eh_frame (owned)
   Dwarf* dwarf = nullptr;         // for .debug_frame, opened on first need
@@ -96,13 +115,19 @@ CfiTable::CfiTable(std::unique_ptr<Handles> h) : handles_(std::move(h)) {}
 CfiTable::~CfiTable() = default;
 
 std::unique_ptr<CfiTable> CfiTable::Open(base::ScopedFd fd) {
-  if (!fd) return nullptr;
   auto h = std::make_unique<Handles>();
-  h->fd = std::move(fd);
-  h->elf = symbolizer::BeginElf(h->fd.get());
-  if (!h->elf || elf_kind(h->elf) != ELF_K_ELF) return nullptr;
+  h->elf = symbolizer::BeginElfDetached(std::move(fd));
+  if (!h->elf) return nullptr;
   h->eh = dwarf_getcfi_elf(h->elf);
-  return std::unique_ptr<CfiTable>(new CfiTable(std::move(h)));
+  auto table = std::unique_ptr<CfiTable>(new CfiTable(std::move(h)));
+  table->load_span_ = LoadSpanOf(table->handles_->elf);
+  return table;
+}
+
+Elf* CfiTable::ElfReference() const {
+  // For a file that is no archive, libelf hands back the same handle with
+  // its count raised (-1: the descriptor it was given up for).
+  return elf_begin(-1, ELF_C_READ_MMAP_PRIVATE, handles_->elf);
 }
 
 UnwindRow CfiTable::Compute(uint64_t vaddr) {

@@ -6,8 +6,10 @@
 // Only the rules compilers emit for ordinary code are kept (CFA = rsp/rbp +
 // offset, RA and rbp saved at CFA + offset); anything else (PLT expressions,
 // signal frames, DWARF expressions) is reported as unsupported and the caller
-// falls back to libdwfl. Shared across processes through CfiCache.
-// Not thread-safe: event loop only.
+// falls back to libdwfl. Shared across processes through CfiCache, and its
+// libelf handle with libdwfl's modules of the same file (ElfReference), so
+// that one mapping of each file serves every process and no descriptor is
+// held for it. Not thread-safe: event loop only.
 #ifndef GPUFLAME_PROFILER_UNWIND_CFI_TABLE_H_
 #define GPUFLAME_PROFILER_UNWIND_CFI_TABLE_H_
 
@@ -19,6 +21,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "base/scoped_fd.h"
+
+typedef struct Elf Elf;
 
 namespace gpuflame::profiler {
 
@@ -41,8 +45,8 @@ struct UnwindRow {
 
 class CfiTable {
  public:
-  // Keeps |fd| (a descriptor of the ELF file) open as long as the table
-  // lives; nullptr (and |fd| closed) if it is not an ELF file libelf can read.
+  // Maps the file |fd| names and closes |fd|; nullptr if it is not an ELF
+  // file libelf can read.
   static std::unique_ptr<CfiTable> Open(base::ScopedFd fd);
   ~CfiTable();
   CfiTable(const CfiTable&) = delete;
@@ -53,12 +57,26 @@ class CfiTable {
   size_t rows() const { return rows_.size(); }
   size_t MemoryUsage() const { return rows_.capacity() * sizeof(UnwindRow); }
 
+  // The file's loaded span in its own virtual addresses, as libdwfl reckons
+  // a module's: from the first PT_LOAD's start rounded down to its alignment
+  // to the highest segment end. Reported at a process's load bias plus this,
+  // a libdwfl module's bias comes out as that load bias. None: no PT_LOAD,
+  // or a span that wraps.
+  struct LoadSpan {
+    uint64_t low = 0, high = 0;
+  };
+  const std::optional<LoadSpan>& load_span() const { return load_span_; }
+  // A new reference to the file's libelf handle, for a libdwfl module to
+  // own (its elf_end drops the reference; the mapping goes with the last).
+  Elf* ElfReference() const;
+
  private:
   struct Handles;
   explicit CfiTable(std::unique_ptr<Handles> h);
   UnwindRow Compute(uint64_t vaddr);
 
   std::unique_ptr<Handles> handles_;
+  std::optional<LoadSpan> load_span_;
   std::vector<UnwindRow> rows_;  // sorted by start, disjoint
   UnwindRow overflow_;           // the answer when rows_ is full
 };

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "inspect/bounded_read.h"
 
@@ -138,8 +139,17 @@ int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const cha
   return -1;
 }
 
+// A module's file is the CfiTable's libelf handle of it (the module's
+// userdata), shared: libdwfl opens nothing and holds no descriptor, and one
+// mapping of each file serves every process. Called on a module's first use.
+int SharedElf(Dwfl_Module*, void** userdata, const char*, Dwarf_Addr, char**, Elf** elfp) {
+  const auto* table = static_cast<const CfiTable*>(*userdata);
+  *elfp = table ? table->ElfReference() : nullptr;
+  return -1;  // no descriptor; with no handle either, the module has no file
+}
+
 const Dwfl_Callbacks kDwflCallbacks = {
-    .find_elf = dwfl_build_id_find_elf,
+    .find_elf = SharedElf,
     .find_debuginfo = NoSeparateDebuginfo,
     .section_address = nullptr,
     .debuginfo_path = nullptr,
@@ -234,25 +244,25 @@ Dwfl* NativeUnwinder::DwflFor(Process& p) {
     stats_.failures++;
     return nullptr;
   }
-  // Each mapped ELF file once, at its load bias, opened as the symbolizer
-  // opened it (through the process's root, or its own path once it is gone).
-  absl::flat_hash_map<inspect::FileKey, bool> reported;
+  // Each file once per load bias, from the module list (a file libelf could
+  // not read has no CfiTable, and libdwfl could not have read it either).
+  // Reported by span alone: the file is handed over on first use (SharedElf).
+  absl::flat_hash_set<std::pair<const CfiTable*, uint64_t>> reported;
   dwfl_report_begin(dwfl);
   for (const inspect::Mapping& m : *maps) {
-    if (!m.executable || m.inode == 0 || reported.contains(inspect::FileKey::Of(m))) continue;
-    reported[inspect::FileKey::Of(m)] = true;
-    const symbolizer::ElfFile* elf = symbols_.elves().Get(pid, m);
-    if (!elf) continue;
-    auto bias = elf->LoadBias(m.start, m.offset);
-    if (!bias) continue;
-    inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
-    if (!file.ok()) continue;
-    base::ScopedFd fd = file.Dup();
-    if (!fd) continue;  // a -1 would make libdwfl open m.path itself, in our mount namespace
+    if (!m.executable || m.inode == 0) continue;
+    const Process::Module* mod = p.Find(m.start);
+    if (!mod || !mod->cfi || !mod->cfi->load_span() || !reported.insert({mod->cfi, mod->bias}).second) continue;
+    const CfiTable::LoadSpan& span = *mod->cfi->load_span();
+    uint64_t low = 0, high = 0;
+    if (__builtin_add_overflow(mod->bias, span.low, &low) || __builtin_add_overflow(mod->bias, span.high, &high))
+      continue;
     std::string name(m.Basename());
-    // On success the module owns the fd (dwfl_end closes it); on failure
-    // libdwfl leaves it to us, so it is released only then.
-    if (dwfl_report_elf(dwfl, name.c_str(), m.path.c_str(), fd.get(), *bias, false)) (void)fd.release();
+    Dwfl_Module* module = dwfl_report_module(dwfl, name.c_str(), low, high);
+    if (!module) continue;
+    void** userdata = nullptr;
+    dwfl_module_info(module, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+    if (userdata) *userdata = mod->cfi;
   }
   if (dwfl_report_end(dwfl, nullptr, nullptr) != 0 || !dwfl_attach_state(dwfl, nullptr, pid, &kCallbacks, &p.ctx)) {
     dwfl_end(dwfl);

@@ -5,7 +5,8 @@
 // subset is unwound by elfutils libdwfl instead, whole. Memory reads are
 // served from the copy; anything outside it (rare: a caller's frame beyond
 // the copied bytes) is read from the live process.
-// Per process: its modules and one Dwfl, rebuilt when its mappings change.
+// Per process: its modules and one Dwfl, rebuilt when its mappings change;
+// each file is mapped once, by its CfiTable, whatever the processes.
 // Not thread-safe: event loop only.
 #ifndef GPUFLAME_PROFILER_UNWIND_NATIVE_UNWINDER_H_
 #define GPUFLAME_PROFILER_UNWIND_NATIVE_UNWINDER_H_

@@ -10,7 +10,9 @@
 // the row answered covers the address (the last address, 2^64 - 1, has no
 // half-open range: it gets a row without a rule); asking again, after other
 // lookups have filled the cache around it, gives the same rule; the cache
-// holds no more rows than addresses were asked about.
+// holds no more rows than addresses were asked about; the load span handed
+// to libdwfl is empty or a range, and the shared handle is the table's.
+#include <libelf.h>
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +50,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<uint64_t> addrs = gpuflame::fuzz::CodeAddresses(fd.get());
   auto table = CfiTable::Open(std::move(fd));
   if (!table) return 0;
+  // The span libdwfl gets (program headers, untrusted) is a range or none,
+  // and the handle libdwfl is given is the table's, whatever the file.
+  if (const auto& span = table->load_span()) FUZZ_CHECK(span->low < span->high);
+  Elf* shared = table->ElfReference();
+  FUZZ_CHECK(shared != nullptr);
+  elf_end(shared);
 
   std::vector<UnwindRow> first;
   first.reserve(addrs.size());

@@ -58,6 +58,41 @@ TEST(NativeUnwinderTest, FastPathFindsWhatLibdwflFinds) {
   EXPECT_GT(fast.cfi().size(), 0u);
 }
 
+size_t OpenDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n++;
+  return n;
+}
+
+// libdwfl's modules share the CfiTables' handles of their files: the
+// fallback holds no descriptor of its own (it held one per mapped file per
+// process: hundreds for a PyTorch process), and neither do the tables nor
+// the symbolizer's DWARF readers (this binary has DWARF).
+TEST(NativeUnwinderTest, LibdwflHoldsNoDescriptorOfTheFilesItUnwindsThrough) {
+  Captured c = gf_test_unwind_depth(3);
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer symbols(elves);
+  symbols.Maps(getpid());  // the maps are read (and remembered) before counting
+  const size_t before = OpenDescriptors();
+  NativeUnwinder slow(symbols);
+  slow.set_fast_path(false);
+  std::vector<uint64_t> pcs = slow.Unwind(getpid(), c.regs, c.stack);
+  EXPECT_EQ(slow.stats().fallback, 1u);
+  EXPECT_EQ(slow.stats().failures, 0u);
+  size_t depth_frames = 0;
+  for (size_t i = 1; i < pcs.size(); i++)
+    if (symbols.Symbolize(getpid(), pcs[i] - 1).name == "gf_test_unwind_depth") depth_frames++;
+  EXPECT_EQ(depth_frames, 4u);  // libdwfl found the files it was handed, at their load bias
+  EXPECT_GT(slow.cfi().size(), 1u);
+  EXPECT_EQ(OpenDescriptors(), before);
+  // A second unwinder (another agent thread's view, or the same files in
+  // another process) maps nothing anew either.
+  NativeUnwinder again(symbols);
+  again.set_fast_path(false);
+  EXPECT_EQ(again.Unwind(getpid(), c.regs, c.stack), pcs);
+  EXPECT_EQ(OpenDescriptors(), before);
+}
+
 TEST(NativeUnwinderTest, GarbageStackEndsQuicklyAndBounded) {
   Captured c = CaptureHere();
   std::mt19937_64 rng(42);
