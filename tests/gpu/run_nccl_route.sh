@@ -12,7 +12,7 @@
 # 4 s of `record --pid --launch-stacks uprobes` on another: their route and
 # NCCL counters, and the library's word. With the bundle from
 # scripts/gpu-bundle.sh in .carry/; output under $OUT.
-#   ROUNDS (2), N (2000), AGENT_S (15)
+#   ROUNDS (2), N (2000), AGENT_S (15), AGENT_RUNS (1)
 GF_OUT_SUFFIX=/nccl-route . "$(dirname "$0")/common.sh"
 work=$out/runs
 mkdir -p "$work"
@@ -82,16 +82,21 @@ start_workload 12 pid-workload
 say_record "$work/pid" "$work/pid.out" || status=1
 say_library pid-workload
 
-echo "== the agent at its default (the route), $agent_s s, on another found running"
-start_workload $((agent_s + 10)) agent-workload
-"$bundle/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --pid "$workload" \
-    --metrics-port "$metrics_port" --spool-dir "" >"$out/agent.log" 2>&1 &
-agent=$!
-sleep "$agent_s"
-echo "the agent's /metrics: $(env -u LD_LIBRARY_PATH curl -s --max-time 1 "http://127.0.0.1:$metrics_port/metrics" |
-    grep -E '^gpuflame_(kernel_launch_stacks|launch_route_[a-z_]+|library_cupti_callback_seconds|nccl_calls|nccl_hangs|gpu_lane_kernels)_total[ {]|^gpuflame_launch_route_hits_held ' |
-    sed 's/{[^}]*}//' | tr '\n' ' ')"
-kill -INT $agent 2>/dev/null; wait $agent; echo "agent exited $?"; agent=
-say_library agent-workload
-grep -iE "warning|error" "$out/agent.log" | sort | uniq -c | cut -c1-300 | head -5
+for ((v = 1; v <= ${AGENT_RUNS:-1}; v++)); do
+  echo "== the agent at its default (the route), $agent_s s, on another found running (run $v)"
+  start_workload $((agent_s + 10)) agent-workload
+  "$bundle/gpuflame" agent --pyroscope-url "http://127.0.0.1:$port" --pid "$workload" \
+      --metrics-port "$metrics_port" --spool-dir "" >"$out/agent.log" 2>&1 &
+  agent=$!
+  sleep "$agent_s"
+  metrics=$(env -u LD_LIBRARY_PATH curl -s --max-time 1 "http://127.0.0.1:$metrics_port/metrics")
+  echo "the agent's /metrics: $(grep -E '^gpuflame_(kernel_launch_stacks|launch_route_[a-z_]+|library_cupti_callback_seconds|nccl_calls|nccl_hangs|gpu_lane_kernels)_total[ {]|^gpuflame_launch_route_hits_held ' <<<"$metrics" |
+      grep -v unjoined | sed 's/{[^}]*}//' | tr '\n' ' ')"
+  echo "  unjoined by reason: $(grep -E '^gpuflame_launch_route_unjoined_total' <<<"$metrics" |
+      sed -E 's/\{.*reason="([a-z_]+)".*\}/{\1}/' | tr '\n' ' ')"
+  echo "  open-file limit: $(grep 'open files' /proc/$agent/limits | tr -s ' ')"
+  kill -INT $agent 2>/dev/null; wait $agent; echo "agent exited $?"; agent=
+  say_library agent-workload
+  grep -iE "warning|error" "$out/agent.log" | sort | uniq -c | cut -c1-300 | head -5
+done
 exit $status
