@@ -83,11 +83,10 @@ bool FindSubprogram(Dwarf_Die* scope, Dwarf_Addr pc, int depth, Dwarf_Die* out) 
 }  // namespace
 
 struct DwarfInlines::Handles {
-  Elf* elf = nullptr;
+  HeldElf elf;  // ended after |dwarf|, in the destructor's wake
   Dwarf* dwarf = nullptr;
   ~Handles() {
     if (dwarf) dwarf_end(dwarf);
-    if (elf) elf_end(elf);
   }
   // The compile unit holding |pc|: through .debug_aranges when present, else
   // by scanning unit ranges (GCC omits aranges for some units).
@@ -110,9 +109,9 @@ DwarfInlines::~DwarfInlines() = default;
 std::unique_ptr<DwarfInlines> DwarfInlines::Open(base::ScopedFd fd) {
   auto h = std::make_unique<Handles>();
   // Not dwarf_begin: it maps the file read-only (see elf_begin.h).
-  h->elf = BeginElfDetached(std::move(fd));
+  h->elf = HeldElf::Begin(std::move(fd));
   if (!h->elf) return nullptr;
-  h->dwarf = dwarf_begin_elf(h->elf, DWARF_C_READ, nullptr);
+  h->dwarf = dwarf_begin_elf(h->elf.get(), DWARF_C_READ, nullptr);
   if (!h->dwarf) return nullptr;  // no .debug_info: the common pip-wheel case
   return std::unique_ptr<DwarfInlines>(new DwarfInlines(std::move(h)));
 }

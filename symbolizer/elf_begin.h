@@ -2,6 +2,8 @@
 
 #include <libelf.h>
 
+#include <utility>
+
 #include "base/scoped_fd.h"
 
 namespace gpuflame::symbolizer {
@@ -26,12 +28,34 @@ namespace gpuflame::symbolizer {
 // elf_end.
 Elf* BeginElf(int fd);
 
-// The same for a handle kept long (a table read lazily, or shared with
-// libdwfl): |fd| is closed once the file is mapped, since libelf reads
-// nothing through it after, and a descriptor held per file for the agent's
-// lifetime would add up. Where the mapping failed, the handle's later reads
-// fail (ELF_E_FD_DISABLED) rather than reading the whole file into memory.
-// nullptr where libelf refuses the file or it is no ELF object.
-Elf* BeginElfDetached(base::ScopedFd fd);
+// A libelf handle kept long (a table read lazily, or shared with libdwfl),
+// owned. Its descriptor is closed once libelf has mapped the file, since
+// libelf reads nothing through it after and one held per file for the
+// agent's lifetime adds up; it is kept only where the mapping failed
+// (ENOMEM, vm.max_map_count), so that such a handle still reads.
+class HeldElf {
+ public:
+  // Empty where libelf refuses the file or it is no ELF object.
+  static HeldElf Begin(base::ScopedFd fd);
+  HeldElf() = default;
+  HeldElf(HeldElf&& o) noexcept : fd_(std::move(o.fd_)), elf_(std::exchange(o.elf_, nullptr)) {}
+  HeldElf& operator=(HeldElf&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::move(o.fd_);
+      elf_ = std::exchange(o.elf_, nullptr);
+    }
+    return *this;
+  }
+  ~HeldElf() { Reset(); }
+  Elf* get() const { return elf_; }
+  explicit operator bool() const { return elf_ != nullptr; }
+  bool holds_descriptor() const { return fd_.valid(); }
+
+ private:
+  void Reset();
+  base::ScopedFd fd_;  // valid only where libelf could not map the file
+  Elf* elf_ = nullptr;
+};
 
 }  // namespace gpuflame::symbolizer

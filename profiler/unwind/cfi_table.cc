@@ -70,6 +70,8 @@ bool CfaRule(Dwarf_Frame* frame, UnwindRow* row) {
 }
 
 std::optional<CfiTable::LoadSpan> LoadSpanOf(Elf* elf) {
+  GElf_Ehdr ehdr;
+  if (!gelf_getehdr(elf, &ehdr) || ehdr.e_type == ET_REL) return std::nullopt;
   size_t phnum = 0;
   if (elf_getphdrnum(elf, &phnum) != 0) return std::nullopt;
   std::optional<CfiTable::LoadSpan> span;
@@ -91,7 +93,7 @@ std::optional<CfiTable::LoadSpan> LoadSpanOf(Elf* elf) {
 }  // namespace
 
 struct CfiTable::Handles {
-  Elf* elf = nullptr;
+  symbolizer::HeldElf elf;        // ended after the CFI and DWARF handles, in the destructor's wake
   Dwarf_CFI* eh = nullptr;        // .eh_frame (owned)
   Dwarf* dwarf = nullptr;         // for .debug_frame, opened on first need
   Dwarf_CFI* debug = nullptr;     // owned by |dwarf|
@@ -99,12 +101,11 @@ struct CfiTable::Handles {
   ~Handles() {
     if (eh) dwarf_cfi_end(eh);
     if (dwarf) dwarf_end(dwarf);
-    if (elf) elf_end(elf);
   }
   Dwarf_CFI* DebugFrame() {
     if (!debug_tried) {
       debug_tried = true;
-      dwarf = dwarf_begin_elf(elf, DWARF_C_READ, nullptr);
+      dwarf = dwarf_begin_elf(elf.get(), DWARF_C_READ, nullptr);
       if (dwarf) debug = dwarf_getcfi(dwarf);
     }
     return debug;
@@ -116,18 +117,18 @@ CfiTable::~CfiTable() = default;
 
 std::unique_ptr<CfiTable> CfiTable::Open(base::ScopedFd fd) {
   auto h = std::make_unique<Handles>();
-  h->elf = symbolizer::BeginElfDetached(std::move(fd));
+  h->elf = symbolizer::HeldElf::Begin(std::move(fd));
   if (!h->elf) return nullptr;
-  h->eh = dwarf_getcfi_elf(h->elf);
+  h->eh = dwarf_getcfi_elf(h->elf.get());
   auto table = std::unique_ptr<CfiTable>(new CfiTable(std::move(h)));
-  table->load_span_ = LoadSpanOf(table->handles_->elf);
+  table->load_span_ = LoadSpanOf(table->handles_->elf.get());
   return table;
 }
 
 Elf* CfiTable::ElfReference() const {
   // For a file that is no archive, libelf hands back the same handle with
   // its count raised (-1: the descriptor it was given up for).
-  return elf_begin(-1, ELF_C_READ_MMAP_PRIVATE, handles_->elf);
+  return elf_begin(-1, ELF_C_READ_MMAP_PRIVATE, handles_->elf.get());
 }
 
 UnwindRow CfiTable::Compute(uint64_t vaddr) {

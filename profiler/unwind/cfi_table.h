@@ -45,8 +45,9 @@ struct UnwindRow {
 
 class CfiTable {
  public:
-  // Maps the file |fd| names and closes |fd|; nullptr if it is not an ELF
-  // file libelf can read.
+  // Maps the file |fd| names and closes |fd| (kept only where the mapping
+  // failed: symbolizer::HeldElf); nullptr if it is not an ELF file libelf
+  // can read.
   static std::unique_ptr<CfiTable> Open(base::ScopedFd fd);
   ~CfiTable();
   CfiTable(const CfiTable&) = delete;
@@ -61,7 +62,7 @@ class CfiTable {
   // a module's: from the first PT_LOAD's start rounded down to its alignment
   // to the highest segment end. Reported at a process's load bias plus this,
   // a libdwfl module's bias comes out as that load bias. None: no PT_LOAD,
-  // or a span that wraps.
+  // a span that wraps, or a relocatable file (libdwfl gives those bias 0).
   struct LoadSpan {
     uint64_t low = 0, high = 0;
   };
@@ -91,7 +92,11 @@ class CfiCache {
     auto it = tables_.find(key);
     if (it != tables_.end()) return it->second.get();
     base::ScopedFd fd = open_fd();
-    std::unique_ptr<CfiTable> t = fd ? CfiTable::Open(std::move(fd)) : nullptr;
+    // Not remembered: the next process that maps the file may open it (this
+    // one has gone, or descriptors ran out). A file that opens and is no
+    // ELF object is remembered as such.
+    if (!fd) return nullptr;
+    std::unique_ptr<CfiTable> t = CfiTable::Open(std::move(fd));
     return tables_.emplace(key, std::move(t)).first->second.get();
   }
   size_t size() const { return tables_.size(); }

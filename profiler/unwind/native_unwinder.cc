@@ -247,6 +247,16 @@ Dwfl* NativeUnwinder::DwflFor(Process& p) {
   // Each file once per load bias, from the module list (a file libelf could
   // not read has no CfiTable, and libdwfl could not have read it either).
   // Reported by span alone: the file is handed over on first use (SharedElf).
+  // A span ends no later than this process's mappings of the file: the
+  // table's file is whichever process's copy with that build ID came first,
+  // and a copy with a segment more (patchelf adds one) must not claim the
+  // next library's addresses here.
+  absl::flat_hash_map<inspect::FileKey, uint64_t> mapped_end;
+  for (const inspect::Mapping& m : *maps) {
+    if (m.inode == 0) continue;
+    uint64_t& end = mapped_end[inspect::FileKey::Of(m)];
+    end = std::max(end, m.end);
+  }
   absl::flat_hash_set<std::pair<const CfiTable*, uint64_t>> reported;
   dwfl_report_begin(dwfl);
   for (const inspect::Mapping& m : *maps) {
@@ -257,6 +267,8 @@ Dwfl* NativeUnwinder::DwflFor(Process& p) {
     uint64_t low = 0, high = 0;
     if (__builtin_add_overflow(mod->bias, span.low, &low) || __builtin_add_overflow(mod->bias, span.high, &high))
       continue;
+    high = std::min(high, mapped_end[inspect::FileKey::Of(m)]);
+    if (high <= low) continue;
     std::string name(m.Basename());
     Dwfl_Module* module = dwfl_report_module(dwfl, name.c_str(), low, high);
     if (!module) continue;

@@ -11,7 +11,9 @@
 // half-open range: it gets a row without a rule); asking again, after other
 // lookups have filled the cache around it, gives the same rule; the cache
 // holds no more rows than addresses were asked about; the load span handed
-// to libdwfl is empty or a range, and the shared handle is the table's.
+// to libdwfl, with the table's own handle, gives libdwfl the bias it was
+// reported at.
+#include <elfutils/libdwfl.h>
 #include <libelf.h>
 #include <algorithm>
 #include <cstddef>
@@ -41,6 +43,42 @@ bool SameRule(const UnwindRow& a, const UnwindRow& b) {
          a.rbp == b.rbp && a.rbp_offset == b.rbp_offset;
 }
 
+constexpr uint64_t kBias = 0x7f0000000000;
+
+// The native unwinder's way of handing libdwfl a module (native_unwinder.cc):
+// the table's handle, nothing opened.
+int TableElf(Dwfl_Module*, void** userdata, const char*, Dwarf_Addr, char**, Elf** elfp) {
+  *elfp = static_cast<const CfiTable*>(*userdata)->ElfReference();
+  return -1;
+}
+int NoDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char** name) {
+  *name = nullptr;
+  return -1;
+}
+const Dwfl_Callbacks kCallbacks = {
+    .find_elf = TableElf, .find_debuginfo = NoDebuginfo, .section_address = nullptr, .debuginfo_path = nullptr};
+
+// The bias libdwfl derives for the file reported at kBias + |span|; 0 where
+// the addresses wrap or libdwfl takes no file, which the caller's check
+// then fails on.
+uint64_t LibdwflBias(const CfiTable& table, const CfiTable::LoadSpan& span) {
+  uint64_t low = 0, high = 0;
+  if (__builtin_add_overflow(kBias, span.low, &low) || __builtin_add_overflow(kBias, span.high, &high)) return kBias;
+  Dwfl* dwfl = dwfl_begin(&kCallbacks);
+  FUZZ_CHECK(dwfl != nullptr);
+  dwfl_report_begin(dwfl);
+  Dwfl_Module* module = dwfl_report_module(dwfl, "input", low, high);
+  FUZZ_CHECK(module != nullptr);
+  void** userdata = nullptr;
+  dwfl_module_info(module, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  *userdata = const_cast<CfiTable*>(&table);
+  dwfl_report_end(dwfl, nullptr, nullptr);
+  Dwarf_Addr bias = 0;
+  const bool took = dwfl_module_getelf(module, &bias) != nullptr;
+  dwfl_end(dwfl);
+  return took ? bias : 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -50,12 +88,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<uint64_t> addrs = gpuflame::fuzz::CodeAddresses(fd.get());
   auto table = CfiTable::Open(std::move(fd));
   if (!table) return 0;
-  // The span libdwfl gets (program headers, untrusted) is a range or none,
-  // and the handle libdwfl is given is the table's, whatever the file.
-  if (const auto& span = table->load_span()) FUZZ_CHECK(span->low < span->high);
-  Elf* shared = table->ElfReference();
-  FUZZ_CHECK(shared != nullptr);
-  elf_end(shared);
+  // The span libdwfl gets (program headers, untrusted), reported at a load
+  // bias, gives back that very bias from libdwfl's own reading of the file.
+  if (const auto& span = table->load_span()) {
+    FUZZ_CHECK(span->low < span->high);
+    FUZZ_CHECK(LibdwflBias(*table, *span) == kBias);
+  }
 
   std::vector<UnwindRow> first;
   first.reserve(addrs.size());

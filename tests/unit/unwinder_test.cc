@@ -85,8 +85,7 @@ TEST(NativeUnwinderTest, LibdwflHoldsNoDescriptorOfTheFilesItUnwindsThrough) {
   EXPECT_EQ(depth_frames, 4u);  // libdwfl found the files it was handed, at their load bias
   EXPECT_GT(slow.cfi().size(), 1u);
   EXPECT_EQ(OpenDescriptors(), before);
-  // A second unwinder (another agent thread's view, or the same files in
-  // another process) maps nothing anew either.
+  // A second unwinder, with tables of its own, holds none either.
   NativeUnwinder again(symbols);
   again.set_fast_path(false);
   EXPECT_EQ(again.Unwind(getpid(), c.regs, c.stack), pcs);
@@ -183,6 +182,23 @@ TEST(CfiTableTest, NotElfOrTruncatedIsHandled) {
       EXPECT_LT(row.start, row.end);
     }
   }
+}
+
+// A file that could not be opened (its process gone, descriptors run out)
+// is tried again for the next process that maps it; one that opened and is
+// no ELF object is not.
+TEST(CfiCacheTest, RemembersWhatItReadNotWhatItCouldNotOpen) {
+  CfiCache cache;
+  int opens = 0;
+  EXPECT_EQ(cache.Get("self", [&] { return opens++, base::ScopedFd(); }), nullptr);
+  CfiTable* table = cache.Get("self", [&] { return opens++, OpenSelf(); });
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(cache.Get("self", [&] { return opens++, OpenSelf(); }), table);
+  EXPECT_EQ(opens, 2);
+  EXPECT_EQ(cache.Get("text", [&] { return opens++, base::ScopedFd(open("/proc/self/cmdline", O_RDONLY)); }), nullptr);
+  EXPECT_EQ(cache.Get("text", [&] { return opens++, OpenSelf(); }), nullptr);
+  EXPECT_EQ(opens, 3);
+  EXPECT_EQ(cache.size(), 2u);
 }
 
 }  // namespace
