@@ -2,6 +2,10 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+
+#include "absl/strings/str_format.h"
+#include "base/regular_file.h"
 
 #include "symbolizer/elf_begin.h"
 
@@ -83,10 +87,47 @@ bool FindSubprogram(Dwarf_Die* scope, Dwarf_Addr pc, int depth, Dwarf_Die* out) 
 }  // namespace
 
 struct DwarfInlines::Handles {
-  HeldElf elf;  // ended after |dwarf|, in the destructor's wake
+  HeldElf elf, alt_elf;  // ended after the Dwarf handles, in the destructor's wake
   Dwarf* dwarf = nullptr;
+  Dwarf* alt = nullptr;  // dwz's shared file (dwarf_setalt: |dwarf| does not end it)
   ~Handles() {
     if (dwarf) dwarf_end(dwarf);
+    if (alt) dwarf_end(alt);
+  }
+  // libdw opens, when first asked for a name that lives there, the file a
+  // .gnu_debugaltlink names: by build ID under /usr/lib/debug, else by the
+  // name itself, which the profiled process's file chose, with a blocking
+  // open() in our mount namespace: a FIFO there holds the event loop. So it
+  // is opened here, the way every such path is (base::OpenRegularFile), and
+  // handed to libdw. False where the file names one and none opens: its
+  // DWARF is then not used, since libdw would go looking later.
+  bool SetAlt() {
+    const char* name = nullptr;
+    const void* id = nullptr;
+    const ssize_t id_len = dwelf_dwarf_gnu_debugaltlink(dwarf, &name, &id);
+    if (id_len == 0) return true;  // none: the common case
+    if (id_len < 3 || id_len > 64) return false;
+    const auto* bytes = static_cast<const uint8_t*>(id);
+    std::string path = absl::StrFormat("/usr/lib/debug/.build-id/%02x/", bytes[0]);
+    for (ssize_t i = 1; i < id_len; i++) absl::StrAppendFormat(&path, "%02x", bytes[i]);
+    path += ".debug";
+    base::ScopedFd fd = base::OpenRegularFile(path);
+    if (!fd && name && name[0] == '/') fd = base::OpenRegularFile(name);
+    alt_elf = HeldElf::Begin(std::move(fd));
+    if (alt_elf) alt = dwarf_begin_elf(alt_elf.get(), DWARF_C_READ, nullptr);
+    if (!alt) return false;
+    dwarf_setalt(dwarf, alt);
+    return true;
+  }
+  // Split DWARF's skeleton units send libdw to their .dwo files, by the
+  // directory and name the file gives, when their DIEs are read: such a
+  // file's DWARF is not used (its inline scopes are in the .dwo anyway).
+  bool HasSkeletonUnits() {
+    Dwarf_CU* cu = nullptr;
+    uint8_t unit_type = 0;
+    for (int i = 0; i < kMaxUnits && dwarf_get_units(dwarf, cu, &cu, nullptr, &unit_type, nullptr, nullptr) == 0; i++)
+      if (unit_type == DW_UT_skeleton) return true;
+    return false;
   }
   // The compile unit holding |pc|: through .debug_aranges when present, else
   // by scanning unit ranges (GCC omits aranges for some units).
@@ -113,6 +154,7 @@ std::unique_ptr<DwarfInlines> DwarfInlines::Open(base::ScopedFd fd) {
   if (!h->elf) return nullptr;
   h->dwarf = dwarf_begin_elf(h->elf.get(), DWARF_C_READ, nullptr);
   if (!h->dwarf) return nullptr;  // no .debug_info: the common pip-wheel case
+  if (!h->SetAlt() || h->HasSkeletonUnits()) return nullptr;
   return std::unique_ptr<DwarfInlines>(new DwarfInlines(std::move(h)));
 }
 

@@ -2,10 +2,11 @@
 
 #include <cstring>
 
-#include <filesystem>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <filesystem>
 
 #include "base/scoped_fd.h"
 #include "bpf/gpuflame_abi.h"
@@ -18,6 +19,7 @@
 #include "symbolizer/elf_file.h"
 #include "symbolizer/python_code.h"
 #include "tests/support/own_mappings.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpuflame::symbolizer {
 namespace {
@@ -217,6 +219,48 @@ TEST(DwarfInlinesTest, NamesInlinedCallsWithTheirLines) {
   EXPECT_TRUE(saw_inline);
   EXPECT_EQ(DwarfInlines::Open(base::ScopedFd(open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC))), nullptr);
   EXPECT_EQ(DwarfInlines::Open(base::ScopedFd()), nullptr);
+}
+
+// A file whose .gnu_debugaltlink (dwz's shared DWARF) names a FIFO: libdw
+// would open() it, blocking, on the first name that lives there. It is
+// opened the safe way, and a file whose link opens to nothing has its DWARF
+// declined at once; one whose link is a readable ELF file with DWARF is used.
+TEST(DwarfInlinesTest, ADebugAltLinkIsOpenedSafelyOrTheFileDeclined) {
+  const std::string dir = testing::ProcessTempDir() + "/altlink";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto with_link = [&](const std::string& out, const std::string& target) {
+    std::string blob = target;
+    blob.push_back('\0');
+    blob.append(20, '\x5a');  // a build ID no /usr/lib/debug has
+    const std::string blob_path = out + ".link";
+    FILE* f = fopen(blob_path.c_str(), "wb");
+    fwrite(blob.data(), 1, blob.size(), f);
+    fclose(f);
+    const std::string cmd =
+        "objcopy --add-section .gnu_debugaltlink=" + blob_path + " " GPUFLAME_SIM_DIR "/libc10_cuda.so " + out;
+    return std::system(cmd.c_str()) == 0;
+  };
+  const std::string fifo = dir + "/alt.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_TRUE(with_link(dir + "/to_fifo.so", fifo));
+  EXPECT_EQ(DwarfInlines::Open(base::ScopedFd(open((dir + "/to_fifo.so").c_str(), O_RDONLY | O_CLOEXEC))), nullptr);
+  ASSERT_TRUE(with_link(dir + "/to_missing.so", "relative/alt.debug"));
+  EXPECT_EQ(DwarfInlines::Open(base::ScopedFd(open((dir + "/to_missing.so").c_str(), O_RDONLY | O_CLOEXEC))), nullptr);
+  ASSERT_TRUE(with_link(dir + "/to_elf.so", GPUFLAME_SIM_DIR "/libc10_cuda.so"));
+  auto dw = DwarfInlines::Open(base::ScopedFd(open((dir + "/to_elf.so").c_str(), O_RDONLY | O_CLOEXEC)));
+  ASSERT_NE(dw, nullptr);
+  auto elf = ElfFile::Open(dir + "/to_elf.so");
+  ASSERT_TRUE(elf.ok());
+  auto fn = elf->FindSymbol("gf_sim_empty");
+  ASSERT_TRUE(fn.has_value());
+  bool named = false;
+  for (uint64_t a = *fn; a < *fn + 64 && !named; a++) {
+    std::vector<SourceFrame> frames = dw->At(a);
+    named = !frames.empty() && frames[0].system_name == "gf_sim_empty";
+  }
+  EXPECT_TRUE(named);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ElfFileTest, ReadsFilesWhereNoUprobeWritesABreakpoint) {
