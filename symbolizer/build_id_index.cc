@@ -54,13 +54,17 @@ void BuildIdIndex::ScanOnce() {
   }
 }
 
+std::string BuildIdPath(const std::string& dir, const std::string& build_id) {
+  return dir + "/.build-id/" + build_id.substr(0, 2) + "/" + build_id.substr(2);
+}
+
 const ElfFile* BuildIdIndex::Find(const std::string& build_id) {
   if (build_id.size() < 3) return nullptr;
   auto cached = opened_.find(build_id);
   if (cached != opened_.end()) return cached->second.get();
   std::vector<std::string> candidates;
   for (const std::string& dir : dirs_) {
-    std::string base = dir + "/.build-id/" + build_id.substr(0, 2) + "/" + build_id.substr(2);
+    std::string base = BuildIdPath(dir, build_id);
     candidates.push_back(base + ".debug");
     candidates.push_back(base);
   }

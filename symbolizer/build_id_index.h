@@ -17,6 +17,10 @@
 
 namespace gpuflame::symbolizer {
 
+// |dir|/.build-id/ab/cdef...: where the distribution layout puts the file
+// of |build_id| (hex, at least 3 digits); debug files add ".debug".
+std::string BuildIdPath(const std::string& dir, const std::string& build_id);
+
 class BuildIdIndex {
  public:
   explicit BuildIdIndex(std::vector<std::string> dirs) : dirs_(std::move(dirs)) {}

@@ -4,8 +4,9 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 
-#include "absl/strings/str_format.h"
+#include "absl/strings/escaping.h"
 #include "base/regular_file.h"
+#include "symbolizer/build_id_index.h"
 
 #include "symbolizer/elf_begin.h"
 
@@ -107,11 +108,9 @@ struct DwarfInlines::Handles {
     const ssize_t id_len = dwelf_dwarf_gnu_debugaltlink(dwarf, &name, &id);
     if (id_len == 0) return true;  // none: the common case
     if (id_len < 3 || id_len > 64) return false;
-    const auto* bytes = static_cast<const uint8_t*>(id);
-    std::string path = absl::StrFormat("/usr/lib/debug/.build-id/%02x/", bytes[0]);
-    for (ssize_t i = 1; i < id_len; i++) absl::StrAppendFormat(&path, "%02x", bytes[i]);
-    path += ".debug";
-    base::ScopedFd fd = base::OpenRegularFile(path);
+    const std::string hex =
+        absl::BytesToHexString(absl::string_view(static_cast<const char*>(id), static_cast<size_t>(id_len)));
+    base::ScopedFd fd = base::OpenRegularFile(BuildIdPath("/usr/lib/debug", hex) + ".debug");
     if (!fd && name && name[0] == '/') fd = base::OpenRegularFile(name);
     alt_elf = HeldElf::Begin(std::move(fd));
     if (alt_elf) alt = dwarf_begin_elf(alt_elf.get(), DWARF_C_READ, nullptr);

@@ -50,7 +50,6 @@ class HeldElf {
   ~HeldElf() { Reset(); }
   Elf* get() const { return elf_; }
   explicit operator bool() const { return elf_ != nullptr; }
-  bool holds_descriptor() const { return fd_.valid(); }
 
  private:
   void Reset();
