@@ -284,8 +284,10 @@ int RunAgent(const AgentConfig& cfg) {
     }
   }
   trace_requests.Close();  // a request waiting now is answered, not left to time out
-  // The last, partial window goes out too, and what is still open of an
-  // out-of-memory episode.
+  // The last, partial window goes out too, with what the libraries still
+  // held (up to a flush period of kernel records), and what is still open
+  // of an out-of-memory episode.
+  const Session::LibraryFlush last_flush = session.FlushLibraries();
   session.OpenGatesAndDrain();
   session.events().oom().FinishAll();
   PushOomCaptures(cfg, session, exporter);
@@ -305,6 +307,8 @@ int RunAgent(const AgentConfig& cfg) {
   const uint64_t processes = snapshots.processes_reported();
   std::vector<logging::Field> fields = {{"events", session.events().stats().records},
                                         {"processes", processes},
+                                        {"libraries_flushed", last_flush.answered},
+                                        {"libraries_unanswered", last_flush.unanswered},
                                         {"pushes_accepted", st.pushed},
                                         {"retried", st.failed_attempts},
                                         {"dropped_queue_full", st.dropped_queue_full},

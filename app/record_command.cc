@@ -182,8 +182,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const StackResolver& res, const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
                         const Guardrails& guard, const std::string& self_cost, const ProfilingOptions& profiling,
                         const std::string& oom, const std::string& growth, const std::string& timeline,
-                        const std::string& utilization, const std::string& nccl, double seconds,
-                        const std::vector<std::string>& warnings) {
+                        const std::string& utilization, const std::string& nccl, const Session::LibraryFlush& flush,
+                        double seconds, const std::vector<std::string>& warnings) {
   const char* bpf_names[GF_STAT_MAX] = {"events",
                                         "ringbuf_full_drops",
                                         "return_without_entry",
@@ -311,6 +311,12 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"weighted_records\": ", j.weighted_records, ", \"estimated_records\": ", j.estimated_records,
                   ", \"activity\": \"", reg.options().kernel_time_exact ? "exact" : "sampled", "\"",
                   LaunchRouteJson(reg, ev), "},\n");
+  // The recording's end: the libraries of processes that ran on, asked for
+  // what they held (Session::FlushLibraries).
+  absl::StrAppend(&out, "  \"library_flush\": {\"asked\": ", flush.asked, ", \"answered\": ", flush.answered,
+                  ", \"exited\": ", flush.exited, ", \"unanswered\": ", flush.unanswered,
+                  ", \"without_switch\": ", flush.without_switch, ", \"failed\": ", flush.failed,
+                  ", \"wait_ms\": ", flush.wait_ns / 1'000'000, "},\n");
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ", ev.frames().size(),
                   ", \"python_frames_unresolved\": ", res.stats().python_unresolved,
                   ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,
@@ -546,6 +552,22 @@ int RunRecord(const RecordOptions& opt) {
     session.DetachProbesInBackground();
     return 127;
   }
+  // What the processes that run on still hold in their libraries (up to a
+  // flush period of kernel records) comes before the end.
+  const Session::LibraryFlush library_flush = session.FlushLibraries();
+  for (std::string& w : session.TakeWarnings()) {
+    progress.Clear();
+    logging::Warning(w);
+    warnings.push_back(std::move(w));
+  }
+  if (library_flush.unanswered) {
+    std::string w = absl::StrCat(library_flush.unanswered, " process(es) did not hand over their last records within ",
+                                 Session::kLibraryFlushLimitNs / 1'000'000'000,
+                                 " s: kernel time of the recording's last second may be missing from them");
+    progress.Clear();
+    logging::Warning(w);
+    warnings.push_back(std::move(w));
+  }
   session.OpenGatesAndDrain();
   oom.Finish(session);
   nccl.Finish(session, static_cast<uint64_t>(NowNs(CLOCK_MONOTONIC)));
@@ -676,11 +698,12 @@ int RunRecord(const RecordOptions& opt) {
   if (auto s = timeline.Finish(comm, title, io_json); !s.ok()) return Fail(s);
   if (std::optional<std::string> w = timeline.Warning()) warnings.push_back(std::move(*w));
   const std::string utilization_json = utilization.SummaryJson(comm);
-  std::string summary = SummaryJson(
-      events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
-      session.native_symbols(), session.guardrails(), SelfCostJson(self_cost), profiling, oom.Json(session),
-      GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(), utilization_json,
-      nccl.Json(session, comm, static_cast<uint64_t>(start)), static_cast<double>(duration) / 1e9, warnings);
+  std::string summary =
+      SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
+                  session.native_symbols(), session.guardrails(), SelfCostJson(self_cost), profiling, oom.Json(session),
+                  GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(), utilization_json,
+                  nccl.Json(session, comm, static_cast<uint64_t>(start)), library_flush,
+                  static_cast<double>(duration) / 1e9, warnings);
   // The page's notes: each out-of-memory capture, then each NCCL hang.
   std::vector<std::string> notes = oom.Lines(session);
   for (std::string& line : nccl.HangLines(session)) notes.push_back(std::move(line));

@@ -95,11 +95,16 @@ int launch_entry(struct pt_regs *ctx) {
   return 0;
 }
 
-/* gpuflame:launch_route(): attached only to raise its semaphore, which
- * tells the library that this agent takes launch stacks at libcuda's entry
- * points (launch_entry); the site is never hit. */
+/* A switch: a gpuflame USDT probe attached only to raise its semaphore,
+ * which the library reads; its site is never hit. One program for all:
+ *  - gpuflame:kernel_time_exact: CUPTI activity on all the time;
+ *  - gpuflame:tensor_exact: every in-process tensor allocation, not a
+ *    sample by bytes;
+ *  - gpuflame:launch_route: this agent takes launch stacks at libcuda's
+ *    entry points (launch_entry);
+ *  - gpuflame:flush_request: flush now, and say so (GF_CUPTI_FLUSHED). */
 SEC("usdt")
-int BPF_USDT(launch_route) { return 0; }
+int BPF_USDT(usdt_switch) { return 0; }
 
 /* gpuflame:launch_window(open): the library's launch records went on (1)
  * or are about to go off (0); user space attaches or detaches launch_entry
@@ -115,16 +120,6 @@ int BPF_USDT(launch_window, __u64 open) {
   submit_small(&ev);
   return 0;
 }
-
-/* gpuflame:kernel_time_exact(): attached only to raise its semaphore, which
- * keeps the library's CUPTI activity on all the time; the site is never hit. */
-SEC("usdt")
-int BPF_USDT(kernel_time_exact) { return 0; }
-
-/* gpuflame:tensor_exact(): the same, for in-process tensor events: every
- * allocation, not a sample by bytes. */
-SEC("usdt")
-int BPF_USDT(tensor_exact) { return 0; }
 
 /* One of libgpuflame_cupti.so's hello sites (GF_HELLO_SITES): attached only
  * so that its semaphore counts this agent in; the site is never hit. */

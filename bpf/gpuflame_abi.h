@@ -66,7 +66,11 @@
  *     "GPU idle"); a v4 agent would count it as GPU work. From v5 on,
  *     consumers ignore record kinds they do not know, so a new kind is
  *     additive. With it, additively: gpuflame:api_batch (gf_api_record,
- *     GF_EV_API_BATCH), which an agent that does not attach it never gets.
+ *     GF_EV_API_BATCH), which an agent that does not attach it never gets;
+ *     gpuflame:flush_request and GF_CUPTI_FLUSHED, its answer, which a
+ *     library sends only when an agent that attached the switch asks
+ *     (another agent listening then may read it as "not active" until the
+ *     next GF_CUPTI_ACTIVE, a flush period later).
  */
 #define GF_ABI_VERSION 5
 
@@ -950,7 +954,21 @@ enum gf_cupti_status {
   GF_CUPTI_OTHER_SUBSCRIBER = 2, /* torch.profiler / Nsight holds CUPTI: stepped aside */
   GF_CUPTI_FAILED = 3,           /* CUPTI refused (no driver support, old CUPTI) */
   GF_CUPTI_NOT_BUILT = 4,        /* gpuflame was built without CUPTI's headers: no kernel time */
+  GF_CUPTI_FLUSHED = 5,          /* the flush asked for by gpuflame:flush_request is out (below) */
 };
+
+/* gpuflame:flush_request(): a switch, never fired. The library hands its
+ * activity and tensor events to the agent every flush period
+ * (GPUFLAME_FLUSH_MS, 1 s) and at exit, so a recording that ends while its
+ * process runs on (`record --pid`, `record -d`) would lose up to a period of
+ * kernel records, the launches they join and the tensor events of the last
+ * tick. An agent ending one attaches this probe, which raises its
+ * semaphore; on its next tick (100 ms) the library sees the count rise,
+ * flushes (CUPTI's activity, its tensor batch, its cost) and fires
+ * gpuflame:status(GF_CUPTI_FLUSHED) after the flush's records, on the same
+ * thread: once the agent reads it, everything the process held before the
+ * ask is in the ring. The agent waits for it a bounded time and says what
+ * came (record's summary.json, "final_flush"). */
 
 /*
  * In-process tensor events (inprocess/ in libgpuflame_cupti.so): where the

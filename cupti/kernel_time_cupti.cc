@@ -647,6 +647,18 @@ __attribute__((aligned(64))) void CUPTIAPI OnCallback(void*, CUpti_CallbackDomai
   if (__builtin_expect(timed, 0)) CountTimed(inprocess::Ticks() - start, path);
 }
 
+// GPUFLAME_CUPTI_DEBUG: the first few of NCCL's launches taken, with the
+// correlation IDs they go out with (the agent joins each kernel's record to
+// its call by that ID alone).
+__attribute__((noinline, cold)) void TraceNcclLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                                     uint32_t correlation) {
+  char line[128];
+  std::snprintf(line, sizeof(line), "NCCL launch taken: %s callback %u, correlation ID %u",
+                domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver", static_cast<unsigned>(cbid),
+                static_cast<unsigned>(correlation));
+  Trace(line);
+}
+
 CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   // Closed, once a launch has been seen: the gate's line alone, not the
   // callback ID's tables.
@@ -711,7 +723,8 @@ CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   // goes back to the NCCL call that launched it (bpf/nccl_kernel_name.h says
   // why it is worth a test per launch).
   if (activity_now.load(std::memory_order_relaxed) && IsNcclKernelName(KernelSymbol(domain, cbid, cb))) {
-    S().nccl_launches.fetch_add(1, std::memory_order_relaxed);
+    if (__builtin_expect(S().nccl_launches.fetch_add(1, std::memory_order_relaxed) < 4, 0))
+      TraceNcclLaunch(domain, cbid, cb->correlationId);
     const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
     FireLaunch(cb->correlationId, GF_LAUNCH_API(domain, cbid), origin.stack_id, origin.active);
     return CallbackPath::kStack;

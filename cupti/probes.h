@@ -28,6 +28,7 @@ extern unsigned short gpuflame_api_batch_semaphore;
 extern unsigned short gpuflame_launch_route_semaphore;
 extern unsigned short gpuflame_launch_records_semaphore;
 extern unsigned short gpuflame_launch_window_semaphore;
+extern unsigned short gpuflame_flush_request_semaphore;
 }
 
 namespace gpuflame::cupti {
@@ -64,6 +65,11 @@ inline void FireLaunchRecords(const void* records, unsigned long count, unsigned
 // A launch window opened (1) or closed (0): the agent's uprobes follow it.
 inline void FireLaunchWindow(unsigned int open) {
   if (gpuflame_launch_window_semaphore) DTRACE_PROBE1(gpuflame, launch_window, open);
+}
+// How many agents ask for a flush now (gpuflame:flush_request, a switch
+// never fired): the kernel writes the count from outside, so it is read anew.
+inline unsigned short FlushRequestCount() {
+  return *static_cast<volatile unsigned short*>(&gpuflame_flush_request_semaphore);
 }
 inline bool StatusProbeOn() { return gpuflame_status_semaphore != 0; }
 // What the library did (enum gf_cupti_status), with the ABI it speaks, and

@@ -68,7 +68,10 @@ void NcclTracker::OnLaunch(pid_t pid, uint32_t tid, uint32_t correlation, uint64
   auto l = LaunchInCall(pid, tid, ts_ns, /*hit=*/false);
   if (!l) return;
   stats_.gpu_launches++;
-  gpu_launches_[PidKey{pid, correlation}] = *l;
+  auto [at, inserted] = gpu_launches_.insert_or_assign(PidKey{pid, correlation}, *l);
+  // A correlation ID the process gave twice before the first's record came:
+  // the first launch is lost, since no record can tell the two apart.
+  if (!inserted) stats_.gpu_launches_replaced++;
 }
 
 // A hit is counted as a launch once joined: the launch route's joiner

@@ -307,7 +307,8 @@ std::string NcclJson(const NcclTracker& t, StackSource source, const absl::flat_
   absl::StrAppend(&out, ", \"gpu_time\": {\"launches\": ", s.gpu_launches,
                   ", \"launches_in_other_calls\": ", s.gpu_launches_other_calls,
                   ", \"launches_dropped\": ", s.dropped_gpu_launches,
-                  ", \"launches_without_record\": ", s.gpu_launches_without_record, ", \"records\": ", s.gpu_records,
+                  ", \"launches_without_record\": ", s.gpu_launches_without_record,
+                  ", \"launches_replaced\": ", s.gpu_launches_replaced, ", \"records\": ", s.gpu_records,
                   ", \"records_not_joined\": ", s.gpu_records_not_joined,
                   ", \"seconds_not_joined\": ", absl::StrFormat("%.6f", Seconds(s.gpu_nanos_not_joined)),
                   ", \"kernel_names_dropped\": ", s.dropped_kernel_names, "}");

@@ -213,6 +213,7 @@ struct NcclStats {
   uint64_t gpu_launches_other_calls = 0;     // inside other NCCL calls (init, destroy): not charged
   uint64_t dropped_gpu_launches = 0;         // over kMaxGpuLaunches waiting for their records
   uint64_t gpu_launches_without_record = 0;  // no record came (activity off, process ended, too old)
+  uint64_t gpu_launches_replaced = 0;        // a later launch of the same (pid, correlation ID) took its place
   uint64_t gpu_records = 0;                  // kernel records joined to a call
   uint64_t gpu_records_not_joined = 0;       // NCCL kernels whose launch was not joined to a call
   uint64_t gpu_nanos_not_joined = 0;         // their GPU time (weighted): counted, charged to no call

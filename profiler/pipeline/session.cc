@@ -186,6 +186,34 @@ void Session::OpenGatesAndDrain() {
   Drain();
 }
 
+Session::LibraryFlush Session::FlushLibraries(int64_t limit_ns) {
+  LibraryFlush out;
+  const int64_t start = NowNs(CLOCK_MONOTONIC);
+  ProcessRegistry::LibraryFlushAsk ask = registry_->AskLibraryFlush();
+  out.asked = static_cast<uint32_t>(ask.asked.size());
+  out.without_switch = ask.without_switch;
+  out.failed = ask.failed;
+  // Answered, or gone (its exit's flush is in the ring before its end).
+  auto settled = [&](pid_t pid) {
+    const ProcessInfo* info = registry_->Find(pid);
+    return !info || info->library_flushed || info->exited || (kill(pid, 0) != 0 && errno == ESRCH);
+  };
+  // The library looks every 100 ms; its flush is CUPTI's to take.
+  while (!ask.asked.empty() && !std::all_of(ask.asked.begin(), ask.asked.end(), settled) &&
+         NowNs(CLOCK_MONOTONIC) - start < limit_ns) {
+    if (int n = Poll(10); n < 0 && n != -EINTR) break;
+  }
+  Drain();
+  for (pid_t pid : ask.asked) {
+    const ProcessInfo* info = registry_->Find(pid);
+    if (info && info->library_flushed) out.answered++;
+    else if (settled(pid)) out.exited++;
+    else out.unanswered++;
+  }
+  out.wait_ns = NowNs(CLOCK_MONOTONIC) - start;
+  return out;
+}
+
 void Session::Drain() {
   reader_->Drain([this](std::span<const uint8_t> record) { events_->OnRecord(record); });
   CollectLosses();

@@ -78,6 +78,24 @@ class Session {
   // The end: no process is gated any more, and every one already held (its
   // record in the ring) is handled and resumed. Call once polling stops.
   void OpenGatesAndDrain();
+  // A recording ends while its processes run on: their injection libraries
+  // hold up to a flush period (GPUFLAME_FLUSH_MS, 1 s) of kernel records,
+  // and a tick of tensor events. Each is asked to hand them over now
+  // (ProcessRegistry::AskLibraryFlush), and its answer waited for while
+  // records are handled, |limit_ns| at most. Call before OpenGatesAndDrain.
+  struct LibraryFlush {
+    uint32_t asked = 0;
+    uint32_t answered = 0;
+    uint32_t exited = 0;      // exited before answering: its exit flushed it
+    uint32_t unanswered = 0;  // still silent at the limit: its last records may be missing
+    uint32_t without_switch = 0;
+    uint32_t failed = 0;
+    int64_t wait_ns = 0;
+  };
+  LibraryFlush FlushLibraries(int64_t limit_ns = kLibraryFlushLimitNs);
+  // The libraries' flusher looks every 100 ms, and CUPTI's flush of a busy
+  // GPU's buffers takes a few more.
+  static constexpr int64_t kLibraryFlushLimitNs = 2'000'000'000;
   std::vector<std::string> TakeWarnings();
   // What processes found running held before gpuflame attached, at both
   // levels (tensor: the allocator's totals; device: the driver's, read

@@ -51,11 +51,10 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kKernelName: return s->progs.kernel_name;
     case ProbeProgram::kCuptiStatus: return s->progs.cupti_status;
     case ProbeProgram::kTensorBatch: return s->progs.tensor_batch;
-    case ProbeProgram::kKernelTimeExact: return s->progs.kernel_time_exact;
+    case ProbeProgram::kUsdtSwitch: return s->progs.usdt_switch;
     case ProbeProgram::kLibCost: return s->progs.lib_cost;
     case ProbeProgram::kHello: return s->progs.hello;
     case ProbeProgram::kThrift: return s->progs.thrift;
-    case ProbeProgram::kTensorExact: return s->progs.tensor_exact;
     case ProbeProgram::kEngineExecute: return s->progs.engine_execute;
     case ProbeProgram::kTorchOom: return s->progs.torch_oom;
     case ProbeProgram::kNcclEnter: return s->progs.nccl_enter;
@@ -63,7 +62,6 @@ bpf_program* ProgramFor(gpuflame_bpf* s, ProbeProgram p) {
     case ProbeProgram::kCudaSyncEnter: return s->progs.cuda_sync_enter;
     case ProbeProgram::kCudaSyncExit: return s->progs.cuda_sync_exit;
     case ProbeProgram::kLaunchEntry: return s->progs.launch_entry;
-    case ProbeProgram::kLaunchRoute: return s->progs.launch_route;
     case ProbeProgram::kLaunchWindow: return s->progs.launch_window;
     case ProbeProgram::kLaunchRecords: return s->progs.launch_records;
   }
@@ -89,11 +87,9 @@ constexpr ProbeProgram kPlainUprobes[] = {
     ProbeProgram::kNcclExit,   ProbeProgram::kCudaSyncEnter, ProbeProgram::kCudaSyncExit, ProbeProgram::kLaunchEntry,
 };
 constexpr ProbeProgram kUsdtPrograms[] = {
-    ProbeProgram::kAllocEnter,   ProbeProgram::kFreeEnter,     ProbeProgram::kKernelLaunch,
-    ProbeProgram::kKernelBatch,  ProbeProgram::kApiBatch,      ProbeProgram::kKernelName,
-    ProbeProgram::kCuptiStatus,  ProbeProgram::kTensorBatch,   ProbeProgram::kKernelTimeExact,
-    ProbeProgram::kLibCost,      ProbeProgram::kTensorExact,   ProbeProgram::kLaunchRoute,
-    ProbeProgram::kLaunchWindow, ProbeProgram::kLaunchRecords,
+    ProbeProgram::kAllocEnter, ProbeProgram::kFreeEnter,  ProbeProgram::kKernelLaunch, ProbeProgram::kKernelBatch,
+    ProbeProgram::kApiBatch,   ProbeProgram::kKernelName, ProbeProgram::kCuptiStatus,  ProbeProgram::kTensorBatch,
+    ProbeProgram::kUsdtSwitch, ProbeProgram::kLibCost,    ProbeProgram::kLaunchWindow, ProbeProgram::kLaunchRecords,
 };
 
 }  // namespace

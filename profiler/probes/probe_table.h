@@ -42,27 +42,25 @@ enum class ProbeProgram : uint8_t {
   kMapExit,
   kTorchReport,
   kPyFinalize,
-  kKernelLaunch,     // USDT gpuflame:launch
-  kKernelBatch,      // USDT gpuflame:kernel_batch
-  kKernelName,       // USDT gpuflame:kernel_name
-  kCuptiStatus,      // USDT gpuflame:status
-  kTensorBatch,      // USDT gpuflame:tensor_batch (in-process tensor events)
-  kKernelTimeExact,  // USDT gpuflame:kernel_time_exact: a switch (its semaphore), never hit
-  kLibCost,          // USDT gpuflame:lib_cost: the library's own cost in its process
-  kTensorExact,      // USDT gpuflame:tensor_exact: a switch (its semaphore), never hit
-  kHello,            // a hello site of the library (GF_HELLO_SITES): its semaphore, never hit
-  kEngineExecute,    // torch::autograd::Engine::execute's entry: a backward() caller
-  kTorchOom,         // c10::reportOutOfMemoryToProfiler: PyTorch is about to raise OutOfMemoryError
-  kNcclEnter,        // an NCCL API's entry: the call, with its stack
-  kNcclExit,         // its return
-  kCudaSyncEnter,    // a CUDA synchronise call's entry: remembered per thread
-  kCudaSyncExit,     // its return: the wait, with its stack
-  kApiBatch,         // USDT gpuflame:api_batch: CUDA API calls, entry to return (the timeline's)
-  kThrift,           // a thrift site of the library (GF_THRIFT_SITES): its semaphore, never hit
-  kLaunchEntry,      // one of libcuda's launch entry points: the launch route's stacks
-  kLaunchRoute,      // USDT gpuflame:launch_route: a switch (its semaphore), never hit
-  kLaunchWindow,     // USDT gpuflame:launch_window: the library's launch window opened or closed
-  kLaunchRecords,    // USDT gpuflame:launch_records: the driver's launch calls, as CUPTI recorded them
+  kKernelLaunch,   // USDT gpuflame:launch
+  kKernelBatch,    // USDT gpuflame:kernel_batch
+  kKernelName,     // USDT gpuflame:kernel_name
+  kCuptiStatus,    // USDT gpuflame:status
+  kTensorBatch,    // USDT gpuflame:tensor_batch (in-process tensor events)
+  kUsdtSwitch,     // a gpuflame USDT switch (gpu_activity.bpf.h): its semaphore, never hit
+  kLibCost,        // USDT gpuflame:lib_cost: the library's own cost in its process
+  kHello,          // a hello site of the library (GF_HELLO_SITES): its semaphore, never hit
+  kEngineExecute,  // torch::autograd::Engine::execute's entry: a backward() caller
+  kTorchOom,       // c10::reportOutOfMemoryToProfiler: PyTorch is about to raise OutOfMemoryError
+  kNcclEnter,      // an NCCL API's entry: the call, with its stack
+  kNcclExit,       // its return
+  kCudaSyncEnter,  // a CUDA synchronise call's entry: remembered per thread
+  kCudaSyncExit,   // its return: the wait, with its stack
+  kApiBatch,       // USDT gpuflame:api_batch: CUDA API calls, entry to return (the timeline's)
+  kThrift,         // a thrift site of the library (GF_THRIFT_SITES): its semaphore, never hit
+  kLaunchEntry,    // one of libcuda's launch entry points: the launch route's stacks
+  kLaunchWindow,   // USDT gpuflame:launch_window: the library's launch window opened or closed
+  kLaunchRecords,  // USDT gpuflame:launch_records: the driver's launch calls, as CUPTI recorded them
 };
 
 struct UprobeSpec {

@@ -344,12 +344,13 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   if (!elf) return;
   const std::string path = file.path();
   if (kind == LibraryKind::kCupti) {
+    info.cupti_library = m;
     // The exact-mode switch goes up before any probe the library takes as
     // "an agent listens": else a tick in between starts a duty cycle.
     // A library from before duty cycles has no such probe: its activity is
     // always on anyway.
     if (options_.kernel_time_exact)
-      (void)AttachUsdt(pid, path, *elf, "gpuflame", "kernel_time_exact", ProbeProgram::kKernelTimeExact);
+      (void)AttachUsdt(pid, path, *elf, "gpuflame", "kernel_time_exact", ProbeProgram::kUsdtSwitch);
     // The launch route: the window and its records before the switch that
     // makes the library open windows, and all three before any probe the
     // library takes as "an agent listens": else a tick in between enables
@@ -362,7 +363,7 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     // Asked, and it fails: its start-up window will not come, and the
     // uprobes in for it go.
     if (options_.launch_route &&
-        !(followed && AttachUsdt(pid, path, *elf, "gpuflame", "launch_route", ProbeProgram::kLaunchRoute).ok()))
+        !(followed && AttachUsdt(pid, path, *elf, "gpuflame", "launch_route", ProbeProgram::kUsdtSwitch).ok()))
       (void)launch_route_.OnWindow(pid, false, 0);
     static constexpr std::pair<const char*, ProbeProgram> kProbes[] = {
         {"launch", ProbeProgram::kKernelLaunch}, {"kernel_batch", ProbeProgram::kKernelBatch},
@@ -381,7 +382,7 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
     if (options_.tensor_events != TensorEvents::kProbes) {
       // The switch first, as for kernel time: no sampled event before it.
       if (options_.tensor_exact)
-        (void)AttachUsdt(pid, path, *elf, "gpuflame", "tensor_exact", ProbeProgram::kTensorExact);
+        (void)AttachUsdt(pid, path, *elf, "gpuflame", "tensor_exact", ProbeProgram::kUsdtSwitch);
       if (auto st = AttachUsdt(pid, path, *elf, "gpuflame", "tensor_batch", ProbeProgram::kTensorBatch); !st.ok())
         Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
@@ -698,6 +699,12 @@ std::string CuptiAbiMismatchWarning(pid_t pid, const std::string& comm, uint32_t
 void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version) {
   ProcessInfo& info = Ensure(pid);
   info.has_cupti = true;
+  // An answer to AskLibraryFlush, not a state: what the library does
+  // stays what it last said.
+  if (status == GF_CUPTI_FLUSHED) {
+    info.library_flushed = true;
+    return;
+  }
   info.cupti_abi = abi_version;
   if (abi_version != GF_ABI_VERSION) {
     // Not even its status code can be trusted to mean what ours do: this is
@@ -855,6 +862,41 @@ void ProcessRegistry::Forget(pid_t pid) {
   rescans_.erase(pid);
   DetachProcess(pid);  // its exit record may have been lost
   if (native_) native_->Forget(pid);
+}
+
+ProcessRegistry::LibraryFlushAsk ProcessRegistry::AskLibraryFlush() {
+  LibraryFlushAsk ask;
+  // Machine-wide probes: one attach asks every process mapping the file
+  // (and a second would raise nothing: the kernel counts a site once).
+  absl::flat_hash_set<AttachKey> asked_files;
+  for (auto& [pid, info] : processes_) {
+    if (info->exited || !info->cupti_library) continue;
+    info->library_flushed = false;
+    if (asked_files.contains(Attached(pid, FileKey::Of(*info->cupti_library)))) {
+      ask.asked.push_back(pid);
+      continue;
+    }
+    inspect::PinnedFile file = inspect::PinnedFile::Open(pid, *info->cupti_library);
+    const symbolizer::ElfFile* elf = file.ok() ? elves_.Get(pid, *info->cupti_library) : nullptr;
+    if (!elf) {
+      if (kill(pid, 0) == 0 || errno != ESRCH) ask.failed++;  // else gone since: its exit flushed it
+      continue;
+    }
+    if (UsdtSites(*elf, "gpuflame", "flush_request").empty()) {
+      ask.without_switch++;
+      continue;
+    }
+    if (absl::Status st = AttachUsdt(pid, file.path(), *elf, "gpuflame", "flush_request", ProbeProgram::kUsdtSwitch);
+        !st.ok()) {
+      ask.failed++;
+      Warn(absl::StrCat("pid ", pid, " (", info->comm, "): its last kernel records may be missing: ",
+                        "gpuflame:flush_request not attached: ", st.message()));
+      continue;
+    }
+    asked_files.insert(Attached(pid, FileKey::Of(*info->cupti_library)));
+    ask.asked.push_back(pid);
+  }
+  return ask;
 }
 
 void ProcessRegistry::SetThrift(uint32_t level) {

@@ -67,6 +67,10 @@ struct ProcessInfo {
   // parent's breakpoints and semaphore counts already (see SayHello).
   bool forked = false;
   bool launch_route_warned = false;  // a launch window it could not serve, said once
+  // Its libgpuflame_cupti.so as mapped, for the flush asked at a
+  // recording's end (AskLibraryFlush).
+  std::optional<inspect::Mapping> cupti_library;
+  bool library_flushed = false;  // the library answered that ask (GF_CUPTI_FLUSHED)
   std::optional<inspect::PythonLayout> python;
   std::string python_module;  // libpython's or the static interpreter's path
   std::unique_ptr<inspect::RemoteProcessMemory> memory;
@@ -190,6 +194,15 @@ class ProcessRegistry {
   // overhead ladder's level (Session::CheckGuardrails sets it).
   void SetThrift(uint32_t level);
   const ThriftSites& thrift() const { return thrift_; }
+  // A recording ends while its processes run on: each live one whose injection library we probe is asked to flush now
+  // (gpuflame:flush_request), not at its next flush period, and says so
+  // with GF_CUPTI_FLUSHED (library_flushed).
+  struct LibraryFlushAsk {
+    std::vector<pid_t> asked;
+    uint32_t without_switch = 0;  // a library from before gpuflame:flush_request
+    uint32_t failed = 0;          // gone, or the attach failed: said as a warning
+  };
+  LibraryFlushAsk AskLibraryFlush();
 
  private:
   using FileKey = inspect::FileKey;

@@ -1057,6 +1057,10 @@ TEST(AgentTest, LibcudaIsHeldOpenOnceForEveryProcessThatMapsIt) {
   const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"), nullptr, false);
   ASSERT_TRUE(summary.is_object()) << ReadFile(dir + "/record.log");
   EXPECT_EQ(summary["processes"].size(), size_t{kProcesses}) << summary["processes"];
+  // One switch attached at the end (probes for every process that maps the
+  // file) asked all four libraries for their last records; each answered.
+  EXPECT_EQ(summary["library_flush"]["asked"], kProcesses) << summary["library_flush"];
+  EXPECT_EQ(summary["library_flush"]["answered"], kProcesses) << summary["library_flush"];
 }
 
 // "Kernel time unavailable" is for a process that uses the GPU without the

@@ -12,7 +12,7 @@
 # 4 s of `record --pid --launch-stacks uprobes` on another: their route and
 # NCCL counters, and the library's word. With the bundle from
 # scripts/gpu-bundle.sh in .carry/; output under $OUT.
-#   ROUNDS (2), N (2000), AGENT_S (15), AGENT_RUNS (1)
+#   ROUNDS (2), N (2000), AGENT_S (15), AGENT_RUNS (1), PID_RUNS (1)
 GF_OUT_SUFFIX=/nccl-route . "$(dirname "$0")/common.sh"
 work=$out/runs
 mkdir -p "$work"
@@ -41,13 +41,14 @@ k = s.get("gpu_kernels", {})
 n = s.get("nccl", {})
 print("  gpu_kernels:", json.dumps({key: v for key, v in k.items() if not isinstance(v, (dict, list))})[:700])
 print("  launch_route:", json.dumps(k.get("launch_route")))
+print("  library_flush:", json.dumps(s.get("library_flush")))
 print("  nccl.gpu_time:", json.dumps(n.get("gpu_time")))
 ops = n.get("by_operation", [])
 print("  by_operation:", json.dumps({o["operation"]: {"calls": o.get("calls"), "gpu": o.get("gpu")} for o in ops})[:700])
 print("  nccl:", json.dumps({k: n.get(k) for k in ("calls", "returns", "returns_without_call", "calls_without_return")}),
       "hangs:", len(n.get("hangs", [])), "bpf nested:", s["bpf"].get("nccl_nested_calls"))
 PY
-  grep -hE "NCCL's kernels|launch stacks by|launch route|callbacks" "$2" | sort | uniq -c | cut -c1-400 | head -6
+  grep -hE "NCCL's kernels|launch stacks by|launch route|callbacks|NCCL launch taken|flush: asked" "$2" | sort | uniq -c | cut -c1-400 | head -12
 }
 
 for ((r = 0; r < ${ROUNDS:-2}; r++)); do
@@ -72,15 +73,18 @@ start_workload() {  # seconds, name: a workload with the library, found running 
 }
 say_library() {  # name
   wait $workload; echo "workload exited $?: $(cat "$out/$1.out")"; workload=
-  grep -hE "NCCL's kernels|launch stacks by|launch route|callbacks" "$out/$1.err" | sort | uniq -c | cut -c1-400 | head -6
+  grep -hE "NCCL's kernels|launch stacks by|launch route|callbacks|NCCL launch taken|flush: asked" "$out/$1.err" | sort | uniq -c | cut -c1-400 | head -12
 }
 
-echo "== record --pid --launch-stacks uprobes, 4 s, on a workload found running"
-start_workload 12 pid-workload
-"$bundle/gpuflame" record -q -d 4 --launch-stacks uprobes -o "$work/pid" --pid "$workload" >"$work/pid.out" 2>&1 ||
-  { status=1; tail -5 "$work/pid.out"; }
-say_record "$work/pid" "$work/pid.out" || status=1
-say_library pid-workload
+for ((v = 1; v <= ${PID_RUNS:-1}; v++)); do
+  echo "== record --pid --launch-stacks uprobes, 4 s, on a workload found running (run $v)"
+  start_workload 12 pid-workload
+  "$bundle/gpuflame" record -q -d 4 --launch-stacks uprobes -o "$work/pid$v" --pid "$workload" >"$work/pid$v.out" 2>&1 ||
+    { status=1; tail -5 "$work/pid$v.out"; }
+  say_record "$work/pid$v" "$work/pid$v.out" || status=1
+  say_library pid-workload
+  cp "$out/pid-workload.err" "$out/pid-workload$v.err"
+done
 
 for ((v = 1; v <= ${AGENT_RUNS:-1}; v++)); do
   echo "== the agent at its default (the route), $agent_s s, on another found running (run $v)"

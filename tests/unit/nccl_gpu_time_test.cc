@@ -258,6 +258,16 @@ TEST(NcclGpuTimeTest, LaunchesInOtherCallsAndUnansweredOnesAreCounted) {
   t.OnLaunch(13, 13, 4, NcclTracker::kGpuLaunchTtlNs);
   t.OnProcessExit(13, NcclTracker::kGpuLaunchTtlNs + 1);  // its process ended first
   EXPECT_EQ(t.stats().gpu_launches_without_record, 3u);
+  // A correlation ID given twice before the first's record came: one
+  // launch waits, the other is counted as lost, not silently overwritten.
+  t.OnCall(Call(14, 0, GF_API_NCCL_ALL_REDUCE, 0xe, kMiB, 7));
+  t.OnLaunch(14, 14, 5, 1);
+  t.OnLaunch(14, 14, 5, 2);
+  t.OnReturn(14, 14, 3, 0, 0);
+  EXPECT_EQ(t.stats().gpu_launches_replaced, 1u);
+  t.Finish(3);
+  EXPECT_EQ(t.stats().gpu_launches, 5u);
+  EXPECT_EQ(t.stats().gpu_launches_without_record + t.stats().gpu_launches_replaced, t.stats().gpu_launches);
 }
 
 TEST(NcclGpuTimeTest, TheReportsCarryIt) {
@@ -275,10 +285,11 @@ TEST(NcclGpuTimeTest, TheReportsCarryIt) {
                       "\"bus_bandwidth_gb_per_s\": 3.146}}"),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find("\"gpu_time\": {\"launches\": 1, \"launches_in_other_calls\": 0, \"launches_dropped\": 0, "
-                      "\"launches_without_record\": 0, \"records\": 1, \"records_not_joined\": 0, "
-                      "\"seconds_not_joined\": 0.000000, \"kernel_names_dropped\": 0}"),
-            std::string::npos)
+  EXPECT_NE(
+      json.find("\"gpu_time\": {\"launches\": 1, \"launches_in_other_calls\": 0, \"launches_dropped\": 0, "
+                "\"launches_without_record\": 0, \"launches_replaced\": 0, \"records\": 1, \"records_not_joined\": 0, "
+                "\"seconds_not_joined\": 0.000000, \"kernel_names_dropped\": 0}"),
+      std::string::npos)
       << json;
   const std::vector<std::string> lines = NcclLines(t);
   ASSERT_GE(lines.size(), 2u);
