@@ -315,8 +315,8 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
   // what they held (Session::FlushLibraries).
   absl::StrAppend(&out, "  \"library_flush\": {\"asked\": ", flush.asked, ", \"answered\": ", flush.answered,
                   ", \"exited\": ", flush.exited, ", \"unanswered\": ", flush.unanswered,
-                  ", \"without_switch\": ", flush.without_switch, ", \"failed\": ", flush.failed,
-                  ", \"wait_ms\": ", flush.wait_ns / 1'000'000, "},\n");
+                  ", \"without_probe\": ", flush.without_probe, ", \"forked\": ", flush.forked,
+                  ", \"failed\": ", flush.failed, ", \"wait_ms\": ", flush.wait_ns / 1'000'000, "},\n");
   absl::StrAppend(&out, "  \"symbols\": {\"stacks\": ", ev.stacks().size(), ", \"frames\": ", ev.frames().size(),
                   ", \"python_frames_unresolved\": ", res.stats().python_unresolved,
                   ", \"truncated_stacks\": ", res.stats().truncated, ", \"mixed_stacks\": ", res.stats().mixed,

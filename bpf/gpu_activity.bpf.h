@@ -101,8 +101,7 @@ int launch_entry(struct pt_regs *ctx) {
  *  - gpuflame:tensor_exact: every in-process tensor allocation, not a
  *    sample by bytes;
  *  - gpuflame:launch_route: this agent takes launch stacks at libcuda's
- *    entry points (launch_entry);
- *  - gpuflame:flush_request: flush now, and say so (GF_CUPTI_FLUSHED). */
+ *    entry points (launch_entry). */
 SEC("usdt")
 int BPF_USDT(usdt_switch) { return 0; }
 

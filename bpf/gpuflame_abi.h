@@ -67,10 +67,8 @@
  *     consumers ignore record kinds they do not know, so a new kind is
  *     additive. With it, additively: gpuflame:api_batch (gf_api_record,
  *     GF_EV_API_BATCH), which an agent that does not attach it never gets;
- *     gpuflame:flush_request and GF_CUPTI_FLUSHED, its answer, which a
- *     library sends only when an agent that attached the switch asks
- *     (another agent listening then may read it as "not active" until the
- *     next GF_CUPTI_ACTIVE, a flush period later).
+ *     gpuflame:flushed, whose code GF_CUPTI_FLUSHED only an agent that
+ *     attached that probe ever reads.
  */
 #define GF_ABI_VERSION 5
 
@@ -954,21 +952,28 @@ enum gf_cupti_status {
   GF_CUPTI_OTHER_SUBSCRIBER = 2, /* torch.profiler / Nsight holds CUPTI: stepped aside */
   GF_CUPTI_FAILED = 3,           /* CUPTI refused (no driver support, old CUPTI) */
   GF_CUPTI_NOT_BUILT = 4,        /* gpuflame was built without CUPTI's headers: no kernel time */
-  GF_CUPTI_FLUSHED = 5,          /* the flush asked for by gpuflame:flush_request is out (below) */
+  GF_CUPTI_FLUSHED = 5,          /* only at gpuflame:flushed (below), never at gpuflame:status */
 };
 
-/* gpuflame:flush_request(): a switch, never fired. The library hands its
+/* gpuflame:flushed(code, abi_version, 0, 0, 0): the ask and the answer in
+ * one probe, its arguments gpuflame:status's (code GF_CUPTI_FLUSHED), so
+ * that an agent reads it with the same program. The library hands its
  * activity and tensor events to the agent every flush period
  * (GPUFLAME_FLUSH_MS, 1 s) and at exit, so a recording that ends while its
- * process runs on (`record --pid`, `record -d`) would lose up to a period of
- * kernel records, the launches they join and the tensor events of the last
- * tick. An agent ending one attaches this probe, which raises its
- * semaphore; on its next tick (100 ms) the library sees the count rise,
- * flushes (CUPTI's activity, its tensor batch, its cost) and fires
- * gpuflame:status(GF_CUPTI_FLUSHED) after the flush's records, on the same
- * thread: once the agent reads it, everything the process held before the
- * ask is in the ring. The agent waits for it a bounded time and says what
- * came (record's summary.json, "final_flush"). */
+ * process runs on (`record --pid`, `record -d`, the agent's last window)
+ * would lose up to a period of kernel records, the launches they join, and
+ * a tick of tensor events. An agent ending one attaches this probe, which
+ * raises its semaphore. On each tick (100 ms) on which the library reads
+ * it raised, it flushes (CUPTI's completed activity, its tensor batch, its
+ * cost) and then fires the probe, on the same thread: records the flush
+ * handed out on that thread are in the ring before the answer. CUPTI may
+ * keep a buffer whose kernels are still running, or complete one on its own
+ * thread a moment later; those come at the next flush, which a recording
+ * that has ended does not see. The agent waits a bounded time for an answer
+ * fired after its ask, then detaches at once: the kernel counts a site once
+ * per process, however many agents attach it, so the library flushes every
+ * tick while any agent holds it. An agent that never attaches it never
+ * reads GF_CUPTI_FLUSHED: additive, no version change. */
 
 /*
  * In-process tensor events (inprocess/ in libgpuflame_cupti.so): where the

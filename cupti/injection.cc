@@ -40,7 +40,7 @@ __extension__ unsigned short gpuflame_api_batch_semaphore __attribute__((section
 __extension__ unsigned short gpuflame_launch_route_semaphore __attribute__((section(".probes"), used));
 __extension__ unsigned short gpuflame_launch_records_semaphore __attribute__((section(".probes"), used));
 __extension__ unsigned short gpuflame_launch_window_semaphore __attribute__((section(".probes"), used));
-__extension__ unsigned short gpuflame_flush_request_semaphore __attribute__((section(".probes"), used));
+__extension__ unsigned short gpuflame_flushed_semaphore __attribute__((section(".probes"), used));
 }
 
 namespace gpuflame::cupti {
@@ -58,7 +58,6 @@ struct State {
   uint64_t startup_ns = 5'000'000'000;
   ListenerWatch listeners;
   std::atomic<uint64_t> flusher_cpu_ns{0};  // read on the flusher: ReportCost may run on another thread
-  unsigned short flush_requests = 0;        // the flusher's: gpuflame:flush_request's count at its last tick
 };
 
 State& S() {
@@ -77,21 +76,6 @@ void ReportCost() {
 }
 
 void FinalKernelTimeFlush();
-
-// gpuflame:flush_request is a switch, not an event (bpf/gpuflame_abi.h):
-// only its semaphore is read. The site exists so that an agent can attach
-// to it; nothing calls it.
-__attribute__((used, noinline)) void FlushRequestSite() { DTRACE_PROBE(gpuflame, flush_request); }
-
-// Whether an agent asked for a flush since the last tick: the semaphore's
-// count rose (each ask is an attach; two agents ending at once raise it
-// twice). It falls as they detach, which asks nothing.
-bool FlushRequested(State& s) {
-  const unsigned short now = FlushRequestCount();
-  const bool asked = now > s.flush_requests;
-  s.flush_requests = now;
-  return asked;
-}
 
 // Ticks every 100 ms: the tensor events (so that at most that much of them
 // waits in the process when an agent stops), kernel time's duty cycles, and
@@ -127,7 +111,9 @@ void FlushLoop() {
     inprocess::PollTensorEvents();
     KernelTimeTick(NowNs());
     const auto now = std::chrono::steady_clock::now();
-    const bool asked = FlushRequested(s);
+    // An agent whose recording ends holds gpuflame:flushed while it waits
+    // for our answer (bpf/gpuflame_abi.h): every tick then flushes.
+    const bool asked = FlushAsked();
     if (now < next_flush && !asked) {
       lock.lock();
       continue;
@@ -137,10 +123,10 @@ void FlushLoop() {
     if (asked) inprocess::FlushTensorEvents();
     ReportCost();
     // After the flush's records, on this thread: the agent that asked reads
-    // this once all of them are in its ring.
+    // this once they are in its ring.
     if (asked) {
       Trace("flush: asked by an agent, done");
-      FireStatus(GF_CUPTI_FLUSHED);
+      FireFlushed();
     }
     lock.lock();
   }

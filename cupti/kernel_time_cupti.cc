@@ -723,7 +723,7 @@ CallbackPath Callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   // goes back to the NCCL call that launched it (bpf/nccl_kernel_name.h says
   // why it is worth a test per launch).
   if (activity_now.load(std::memory_order_relaxed) && IsNcclKernelName(KernelSymbol(domain, cbid, cb))) {
-    if (__builtin_expect(S().nccl_launches.fetch_add(1, std::memory_order_relaxed) < 4, 0))
+    if (__builtin_expect(S().nccl_launches.fetch_add(1, std::memory_order_relaxed) < 4, 0) && Tracing())
       TraceNcclLaunch(domain, cbid, cb->correlationId);
     const inprocess::BackwardOrigin origin = inprocess::BackwardOriginForThisThread();
     FireLaunch(cb->correlationId, GF_LAUNCH_API(domain, cbid), origin.stack_id, origin.active);

@@ -31,9 +31,12 @@ inline uint64_t ThreadCpuNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-inline void Trace(const char* what) {
+inline bool Tracing() {
   static const bool on = std::getenv("GPUFLAME_CUPTI_DEBUG") != nullptr;
-  if (on) std::fprintf(stderr, "gpuflame_cupti: %s\n", what);
+  return on;
+}
+inline void Trace(const char* what) {
+  if (Tracing()) std::fprintf(stderr, "gpuflame_cupti: %s\n", what);
 }
 
 // To the workload's stderr: what the user must know (kernel time off).

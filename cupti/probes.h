@@ -28,7 +28,7 @@ extern unsigned short gpuflame_api_batch_semaphore;
 extern unsigned short gpuflame_launch_route_semaphore;
 extern unsigned short gpuflame_launch_records_semaphore;
 extern unsigned short gpuflame_launch_window_semaphore;
-extern unsigned short gpuflame_flush_request_semaphore;
+extern unsigned short gpuflame_flushed_semaphore;
 }
 
 namespace gpuflame::cupti {
@@ -66,10 +66,16 @@ inline void FireLaunchRecords(const void* records, unsigned long count, unsigned
 inline void FireLaunchWindow(unsigned int open) {
   if (gpuflame_launch_window_semaphore) DTRACE_PROBE1(gpuflame, launch_window, open);
 }
-// How many agents ask for a flush now (gpuflame:flush_request, a switch
-// never fired): the kernel writes the count from outside, so it is read anew.
-inline unsigned short FlushRequestCount() {
-  return *static_cast<volatile unsigned short*>(&gpuflame_flush_request_semaphore);
+// Whether an agent asks for a flush now: it holds gpuflame:flushed, whose
+// semaphore the kernel writes from outside, so it is read anew.
+inline bool FlushAsked() { return *static_cast<volatile unsigned short*>(&gpuflame_flushed_semaphore) != 0; }
+// The answer: what the flush handed out on this thread is in the agent's
+// ring before it. gpuflame:status's arguments, so that an agent reads both
+// with one program.
+inline void FireFlushed() {
+  if (FlushAsked())
+    DTRACE_PROBE5(gpuflame, flushed, static_cast<unsigned int>(GF_CUPTI_FLUSHED),
+                  static_cast<unsigned int>(GF_ABI_VERSION), 0ul, 0ul, 0ul);
 }
 inline bool StatusProbeOn() { return gpuflame_status_semaphore != 0; }
 // What the library did (enum gf_cupti_status), with the ABI it speaks, and

@@ -415,7 +415,7 @@ void EventProcessor::OnGpuRecord(const gf_event& ev, std::span<const uint8_t> pa
       } else {
         foreign_abi_.erase(ev.pid);
       }
-      if (registry_) registry_->OnCuptiStatus(pid, static_cast<uint32_t>(ev.arg0), abi);
+      if (registry_) registry_->OnCuptiStatus(pid, static_cast<uint32_t>(ev.arg0), abi, ev.ts_ns);
       // Its clocks read together (addr: CUPTI's; size, arg2: CLOCK_MONOTONIC
       // before and after), from a library that sends them.
       if (timeline_ && ev.addr) timeline_->OnClock(pid, ev.addr, ev.size, ev.arg2);

@@ -188,26 +188,32 @@ void Session::OpenGatesAndDrain() {
 
 Session::LibraryFlush Session::FlushLibraries(int64_t limit_ns) {
   LibraryFlush out;
-  const int64_t start = NowNs(CLOCK_MONOTONIC);
+  const int64_t start = NowNs(CLOCK_MONOTONIC);  // BPF's clock: an answer from before the ask is another's
   ProcessRegistry::LibraryFlushAsk ask = registry_->AskLibraryFlush();
   out.asked = static_cast<uint32_t>(ask.asked.size());
-  out.without_switch = ask.without_switch;
+  out.without_probe = ask.without_probe;
+  out.forked = ask.forked;
   out.failed = ask.failed;
-  // Answered, or gone (its exit's flush is in the ring before its end).
-  auto settled = [&](pid_t pid) {
+  auto answered = [&](pid_t pid) {
     const ProcessInfo* info = registry_->Find(pid);
-    return !info || info->library_flushed || info->exited || (kill(pid, 0) != 0 && errno == ESRCH);
+    return info && info->library_flushed_ns >= static_cast<uint64_t>(start);
+  };
+  // Or gone: its exit's flush is in the ring before its end.
+  auto gone = [&](pid_t pid) {
+    const ProcessInfo* info = registry_->Find(pid);
+    return !info || info->exited || (kill(pid, 0) != 0 && errno == ESRCH);
   };
   // The library looks every 100 ms; its flush is CUPTI's to take.
-  while (!ask.asked.empty() && !std::all_of(ask.asked.begin(), ask.asked.end(), settled) &&
-         NowNs(CLOCK_MONOTONIC) - start < limit_ns) {
+  std::vector<pid_t> waiting = ask.asked;
+  while (!waiting.empty() && NowNs(CLOCK_MONOTONIC) - start < limit_ns) {
     if (int n = Poll(10); n < 0 && n != -EINTR) break;
+    std::erase_if(waiting, [&](pid_t pid) { return answered(pid) || gone(pid); });
   }
+  registry_->EndLibraryFlush(ask);  // every tick flushes while it is held
   Drain();
   for (pid_t pid : ask.asked) {
-    const ProcessInfo* info = registry_->Find(pid);
-    if (info && info->library_flushed) out.answered++;
-    else if (settled(pid)) out.exited++;
+    if (answered(pid)) out.answered++;
+    else if (gone(pid)) out.exited++;
     else out.unanswered++;
   }
   out.wait_ns = NowNs(CLOCK_MONOTONIC) - start;

@@ -88,7 +88,8 @@ class Session {
     uint32_t answered = 0;
     uint32_t exited = 0;      // exited before answering: its exit flushed it
     uint32_t unanswered = 0;  // still silent at the limit: its last records may be missing
-    uint32_t without_switch = 0;
+    uint32_t without_probe = 0;  // a library from before gpuflame:flushed
+    uint32_t forked = 0;         // forked without exec: its copy of the library has no flusher
     uint32_t failed = 0;
     int64_t wait_ns = 0;
   };

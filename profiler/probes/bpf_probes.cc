@@ -326,7 +326,7 @@ BpfProbes::Attached BpfProbes::AttachSites(pid_t pid, const std::string& path, s
 }
 
 BpfProbes::Attached BpfProbes::AttachUsdt(pid_t pid, const std::string& path, std::span<const UsdtSite> sites,
-                                          ProbeProgram program) {
+                                          ProbeProgram program, std::vector<ProbeLink>* owned) {
   if (sites.empty())
     return {.attached = 0, .status = absl::NotFoundError(absl::StrCat("no such USDT probe in ", path))};
   std::vector<UprobeSite> uprobes;
@@ -345,7 +345,7 @@ BpfProbes::Attached BpfProbes::AttachUsdt(pid_t pid, const std::string& path, st
                        .cookie = *id,
                        .semaphore_offset = s.semaphore_offset});
   }
-  Attached a = AttachSites(pid, path, uprobes, /*usdt=*/true);
+  Attached a = AttachSites(pid, path, uprobes, /*usdt=*/true, owned);
   for (uint32_t id : ids) usdt_specs_->Release(id);  // Acquire's: each link holds its own
   if (a.status.ok()) a.status = refused;
   return a;

@@ -138,7 +138,10 @@ class BpfProbes {
     uint64_t semaphore_offset = 0;  // 0: none
     gf_usdt_spec spec{};
   };
-  Attached AttachUsdt(pid_t pid, const std::string& path, std::span<const UsdtSite> sites, ProbeProgram program);
+  // With |owned|, its links go there, each given back with Release (a
+  // probe held for a moment: gpuflame:flushed).
+  Attached AttachUsdt(pid_t pid, const std::string& path, std::span<const UsdtSite> sites, ProbeProgram program,
+                      std::vector<ProbeLink>* owned = nullptr);
   // Undoes the last link made: a hello site another agent held (one site,
   // one link).
   void DetachLast();

@@ -156,10 +156,11 @@ void ProcessRegistry::SayHello(pid_t pid, const std::string& path, const symboli
 }
 
 absl::Status ProcessRegistry::AttachUsdt(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf,
-                                         std::string_view provider, std::string_view name, ProbeProgram program) {
+                                         std::string_view provider, std::string_view name, ProbeProgram program,
+                                         std::vector<ProbeLink>* owned) {
   std::string why;
   std::vector<BpfProbes::UsdtSite> sites = UsdtSites(elf, provider, name, &why);
-  BpfProbes::Attached a = probes_.AttachUsdt(ProbeScope(pid), path, sites, program);
+  BpfProbes::Attached a = probes_.AttachUsdt(ProbeScope(pid), path, sites, program, owned);
   if (!a.status.ok() && why.empty()) why = std::string(a.status.message());
   if (a.attached == 0) {
     absl::Status st = a.status.ok() ? absl::NotFoundError("no site attached") : a.status;
@@ -309,7 +310,11 @@ void ProcessRegistry::Scan(pid_t pid) {
 void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kind,
                                     const std::vector<Mapping>& maps, ProcessInfo& info) {
   const AttachKey key = Attached(pid, FileKey::Of(m));
-  if (attached_.contains(key)) return;
+  if (attached_.contains(key)) {
+    // Probed for every process that maps it (machine-wide): this one too.
+    if (kind == LibraryKind::kCupti) info.cupti_library = m;
+    return;
+  }
   // libc10.so is probed for libc10_cuda.so's sake (below), never alone: a
   // CPU-only PyTorch process has no GPU tensors.
   if (kind == LibraryKind::kTorchCore) return;
@@ -344,7 +349,6 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
   if (!elf) return;
   const std::string path = file.path();
   if (kind == LibraryKind::kCupti) {
-    info.cupti_library = m;
     // The exact-mode switch goes up before any probe the library takes as
     // "an agent listens": else a tick in between starts a duty cycle.
     // A library from before duty cycles has no such probe: its activity is
@@ -387,6 +391,7 @@ void ProcessRegistry::AttachLibrary(pid_t pid, const Mapping& m, LibraryKind kin
         Warn(absl::StrCat("pid ", pid, ": tensor-level memory unavailable: ", st.message(),
                           " (an older libgpuflame_cupti.so? --tensor-events probes works with any)"));
     }
+    info.cupti_library = m;  // its status and batches come: it can be asked to flush
     SayHello(pid, path, *elf, m, maps);
     // Kept open: the overhead ladder may ask for thrift at any time.
     if (std::string why = thrift_.Add(ProbeScope(pid), std::move(file), *elf, m.path); !why.empty())
@@ -621,6 +626,8 @@ void ProcessRegistry::OnExec(pid_t pid, bool gated) {
     info->tensor_hook = 0;
     info->autograd_hook = 0;
     info->injection_named.reset();  // the new image's environment
+    info->cupti_library.reset();    // mapped anew, if at all
+    info->execed = true;
   }
   launch_route_.Forget(pid);  // its libcuda, if any, is mapped anew
   OnLibraryMapped(pid, gated);
@@ -696,13 +703,13 @@ std::string CuptiAbiMismatchWarning(pid_t pid, const std::string& comm, uint32_t
                       ": kernel time off for it; use the library shipped with this gpuflame");
 }
 
-void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version) {
+void ProcessRegistry::OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version, uint64_t ts_ns) {
   ProcessInfo& info = Ensure(pid);
   info.has_cupti = true;
-  // An answer to AskLibraryFlush, not a state: what the library does
-  // stays what it last said.
-  if (status == GF_CUPTI_FLUSHED) {
-    info.library_flushed = true;
+  // An answer to AskLibraryFlush (gpuflame:flushed), not a state: what the
+  // library does stays what it last said.
+  if (status == GF_CUPTI_FLUSHED && abi_version == GF_ABI_VERSION) {
+    info.library_flushed_ns = std::max(info.library_flushed_ns, ts_ns);
     return;
   }
   info.cupti_abi = abi_version;
@@ -866,37 +873,50 @@ void ProcessRegistry::Forget(pid_t pid) {
 
 ProcessRegistry::LibraryFlushAsk ProcessRegistry::AskLibraryFlush() {
   LibraryFlushAsk ask;
-  // Machine-wide probes: one attach asks every process mapping the file
-  // (and a second would raise nothing: the kernel counts a site once).
+  // Machine-wide probes: one attach asks every process mapping the file.
   absl::flat_hash_set<AttachKey> asked_files;
   for (auto& [pid, info] : processes_) {
     if (info->exited || !info->cupti_library) continue;
-    info->library_flushed = false;
-    if (asked_files.contains(Attached(pid, FileKey::Of(*info->cupti_library)))) {
+    if (info->forked && !info->execed) {
+      ask.forked++;
+      continue;
+    }
+    const AttachKey key = Attached(pid, FileKey::Of(*info->cupti_library));
+    if (asked_files.contains(key)) {
       ask.asked.push_back(pid);
       continue;
     }
     inspect::PinnedFile file = inspect::PinnedFile::Open(pid, *info->cupti_library);
     const symbolizer::ElfFile* elf = file.ok() ? elves_.Get(pid, *info->cupti_library) : nullptr;
     if (!elf) {
-      if (kill(pid, 0) == 0 || errno != ESRCH) ask.failed++;  // else gone since: its exit flushed it
+      if (kill(pid, 0) == 0 || errno != ESRCH) {
+        ask.failed++;
+        Warn(absl::StrCat("pid ", pid, " (", info->comm, "): its last kernel records may be missing: ",
+                          "its libgpuflame_cupti.so could not be read again"));
+      }
+      continue;  // else gone since: its exit flushed it
+    }
+    if (UsdtSites(*elf, "gpuflame", "flushed").empty()) {
+      ask.without_probe++;
       continue;
     }
-    if (UsdtSites(*elf, "gpuflame", "flush_request").empty()) {
-      ask.without_switch++;
-      continue;
-    }
-    if (absl::Status st = AttachUsdt(pid, file.path(), *elf, "gpuflame", "flush_request", ProbeProgram::kUsdtSwitch);
+    if (absl::Status st =
+            AttachUsdt(pid, file.path(), *elf, "gpuflame", "flushed", ProbeProgram::kCuptiStatus, &ask.links);
         !st.ok()) {
       ask.failed++;
       Warn(absl::StrCat("pid ", pid, " (", info->comm, "): its last kernel records may be missing: ",
-                        "gpuflame:flush_request not attached: ", st.message()));
+                        "gpuflame:flushed not attached: ", st.message()));
       continue;
     }
-    asked_files.insert(Attached(pid, FileKey::Of(*info->cupti_library)));
+    asked_files.insert(key);
     ask.asked.push_back(pid);
   }
   return ask;
+}
+
+void ProcessRegistry::EndLibraryFlush(LibraryFlushAsk& ask) {
+  for (ProbeLink& link : ask.links) probes_.Release(std::move(link));
+  ask.links.clear();
 }
 
 void ProcessRegistry::SetThrift(uint32_t level) {

@@ -67,10 +67,11 @@ struct ProcessInfo {
   // parent's breakpoints and semaphore counts already (see SayHello).
   bool forked = false;
   bool launch_route_warned = false;  // a launch window it could not serve, said once
-  // Its libgpuflame_cupti.so as mapped, for the flush asked at a
-  // recording's end (AskLibraryFlush).
+  // Its libgpuflame_cupti.so as mapped, once probed, for the flush asked at
+  // a recording's end (AskLibraryFlush).
   std::optional<inspect::Mapping> cupti_library;
-  bool library_flushed = false;  // the library answered that ask (GF_CUPTI_FLUSHED)
+  uint64_t library_flushed_ns = 0;  // the library's last answer (gpuflame:flushed), BPF's clock
+  bool execed = false;              // an exec since it was found: a forked child's is its own image
   std::optional<inspect::PythonLayout> python;
   std::string python_module;  // libpython's or the static interpreter's path
   std::unique_ptr<inspect::RemoteProcessMemory> memory;
@@ -142,7 +143,7 @@ class ProcessRegistry {
   // The injection library said what it does (enum gf_cupti_status) and
   // which GF_ABI_VERSION it speaks; on a mismatch, warns once (the event
   // processor ignores the process's kernel records).
-  void OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version);
+  void OnCuptiStatus(pid_t pid, uint32_t status, uint32_t abi_version, uint64_t ts_ns = 0);
   // The library opened or closed a launch window (the launch route): its
   // uprobes go in or out (launch_route_sites.h).
   void OnLaunchWindow(pid_t pid, bool open, uint64_t now_ns);
@@ -194,15 +195,20 @@ class ProcessRegistry {
   // overhead ladder's level (Session::CheckGuardrails sets it).
   void SetThrift(uint32_t level);
   const ThriftSites& thrift() const { return thrift_; }
-  // A recording ends while its processes run on: each live one whose injection library we probe is asked to flush now
-  // (gpuflame:flush_request), not at its next flush period, and says so
-  // with GF_CUPTI_FLUSHED (library_flushed).
+  // A recording ends while its processes run on: each live one whose
+  // injection library we probe is asked to flush now, not at its next flush
+  // period, by gpuflame:flushed held (bpf/gpuflame_abi.h), and answers at
+  // that probe (library_flushed_ns). Give the ask back with EndLibraryFlush
+  // once answered: the library flushes every tick while it is held.
   struct LibraryFlushAsk {
     std::vector<pid_t> asked;
-    uint32_t without_switch = 0;  // a library from before gpuflame:flush_request
-    uint32_t failed = 0;          // gone, or the attach failed: said as a warning
+    uint32_t without_probe = 0;  // a library from before gpuflame:flushed
+    uint32_t forked = 0;         // forked without exec: no flusher thread in its copy of the library
+    uint32_t failed = 0;         // the attach failed: said as a warning
+    std::vector<ProbeLink> links;
   };
   LibraryFlushAsk AskLibraryFlush();
+  void EndLibraryFlush(LibraryFlushAsk& ask);
 
  private:
   using FileKey = inspect::FileKey;
@@ -240,8 +246,9 @@ class ProcessRegistry {
   // library would not greet us: where |pid|'s count did not rise, the next
   // site is tried. A library without the sites is from before them.
   // USDT probe |provider|:|name| of |elf| (at |path|), for |pid|'s scope.
+  // With |owned|, its links go there (BpfProbes::AttachUsdt).
   absl::Status AttachUsdt(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf, std::string_view provider,
-                          std::string_view name, ProbeProgram program);
+                          std::string_view name, ProbeProgram program, std::vector<ProbeLink>* owned = nullptr);
   void SayHello(pid_t pid, const std::string& path, const symbolizer::ElfFile& elf, const inspect::Mapping& lib,
                 const std::vector<inspect::Mapping>& maps);
   void Warn(std::string message);

@@ -336,31 +336,36 @@ TEST(KernelTimeTest, RecordSeesEveryKernelAndTheLibraryStopsWhenItLeaves) {
   EXPECT_NE(ReadFile(dir + "/out/summary.json").find("\"weighted_records\": 0,"), std::string::npos);
 }
 
-// record -d on a process that runs on: the library flushes only every
+// record -d on processes that run on: the library flushes only every
 // GPUFLAME_FLUSH_MS (here never, within the test), so without the ask at
-// the end (gpuflame:flush_request) not one kernel record would come.
-TEST(KernelTimeTest, RecordEndingBeforeItsProcessGetsTheLibrarysLastRecords) {
+// the end (gpuflame:flushed) not one kernel record would come. Two
+// processes map the same library file, whose probes (record's default)
+// are the file's: the one attach asks both.
+TEST(KernelTimeTest, RecordEndingBeforeItsProcessesGetsTheLibrarysLastRecords) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");
   GPUFLAME_REQUIRE_KERNEL_TIME();
   std::string dir = TempDir("kernels-last-flush");
-  RunResult p = Sh("cd " + dir + " && (" + SimEnv() + " GPUFLAME_STARTUP_S=0 GPUFLAME_FLUSH_MS=600000 " +
-                   "CUDA_INJECTION64_PATH=" + GPUFLAME_CUPTI_LIB + " " + PyenvPython("3.12") + " " +
-                   Workload("steady_kernels.py") + " 6 pid go & ) && for i in $(seq 100); do [ -f pid ] && break; " +
-                   "sleep 0.05; done; touch go; " + GPUFLAME_BIN +
-                   " record -q -d 2 -o out -p $(cat pid); echo rc=$?; " + "kill $(cat pid)");
+  auto start = [&](const std::string& name) {
+    return "(" + SimEnv() +
+           " GPUFLAME_STARTUP_S=0 GPUFLAME_FLUSH_MS=600000 CUDA_INJECTION64_PATH=" + GPUFLAME_CUPTI_LIB + " " +
+           PyenvPython("3.12") + " " + Workload("steady_kernels.py") + " 6 " + name + " go & ); ";
+  };
+  RunResult p = Sh("cd " + dir + " && " + start("a") + start("b") +
+                   "for i in $(seq 100); do [ -f a ] && [ -f b ] && break; sleep 0.05; done; touch go; " +
+                   GPUFLAME_BIN + " record -q -d 2 -o out -p $(cat a) -p $(cat b); echo rc=$?; kill $(cat a) $(cat b)");
   ASSERT_NE(p.output.find("rc=0"), std::string::npos) << p.output;
   auto json = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"), nullptr, false);
   ASSERT_FALSE(json.is_discarded()) << p.output;
   const auto& flush = json["library_flush"];
-  EXPECT_EQ(flush["asked"], 1) << flush;
-  EXPECT_EQ(flush["answered"], 1) << flush;
+  EXPECT_EQ(flush["asked"], 2) << flush;
+  EXPECT_EQ(flush["answered"], 2) << flush;
   EXPECT_EQ(flush["unanswered"], 0) << flush;
   EXPECT_LT(flush["wait_ms"].get<int64_t>(), 2000) << flush;
-  // A kernel a millisecond for some 2 s, every one timed (exact), each
-  // record on its launch's stack.
+  // A kernel a millisecond in each for some 2 s, every one timed (exact),
+  // each record on its launch's stack.
   const auto& kernels = json["gpu_kernels"];
-  EXPECT_GT(kernels["activity_records"].get<int64_t>(), 1000) << kernels;
+  EXPECT_GT(kernels["activity_records"].get<int64_t>(), 2000) << kernels;
   EXPECT_GT(kernels["joined"].get<int64_t>(), 100) << kernels;
   pprof::Profile k;
   ASSERT_TRUE(LoadPprof(dir + "/out/gpu_kernel.pb.gz", &k)) << p.output;

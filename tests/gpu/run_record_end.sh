@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # record's end on a process that runs on (session 43): the injection library
 # hands its kernel records to the agent every GPUFLAME_FLUSH_MS (1 s), so a
-# recording that ends first asks it for them (gpuflame:flush_request) and
+# recording that ends first asks it for them (gpuflame:flushed) and
 # waits for its answer. On the launch-bound GPT (tests/gpu/train_bench.py)
 # with the library loaded, RUNS times: `record --pid -d DURATION` 8 s in, its
 # launch stacks against the records they joined (before this, the last
