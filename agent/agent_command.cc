@@ -137,6 +137,7 @@ int RunAgent(const AgentConfig& cfg) {
   Session::Options sopt;
   sopt.system_wide = true;
   sopt.profiling = cfg.profiling;
+  sopt.symbol_keep_ns = static_cast<int64_t>(cfg.symbol_cache_keep_seconds * 1e9);
   auto started = Session::Start(sopt);
   if (!started.ok()) return Fail(started.status());
   Session& session = **started;

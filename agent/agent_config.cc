@@ -66,6 +66,7 @@ absl::Status Apply(AgentConfig& c, const std::string& key, const std::string& va
   else if (key == "window") return num(ParseDouble(key, value), c.window_seconds);
   else if (key == "nccl_hang_seconds") return num(ParseDouble(key, value), c.nccl_hang_seconds);
   else if (key == "flight_recorder_seconds") return num(ParseDouble(key, value), c.flight.seconds);
+  else if (key == "symbol_cache_keep_seconds") return num(ParseDouble(key, value), c.symbol_cache_keep_seconds);
   else if (key == "incident_trace_dir") c.flight.incident_dir = value;
   else if (key == "incident_trace_max_files") return num(ParseInt(key, value), c.flight.incident_max_files);
   else if (key == "flight_recorder_max_mb" || key == "flight_recorder_process_max_mb" ||
@@ -167,6 +168,7 @@ std::optional<KeyShape> ShapeOf(const std::string& key) {
       {"window", {false, "a number of seconds"}},
       {"nccl_hang_seconds", {false, "a number of seconds"}},
       {"flight_recorder_seconds", {false, "a number of seconds"}},
+      {"symbol_cache_keep_seconds", {false, "a number of seconds"}},
       {"flight_recorder_max_mb", {false, "a whole number of MiB"}},
       {"flight_recorder_process_max_mb", {false, "a whole number of MiB"}},
       {"incident_trace_dir", {false, "a directory"}},
@@ -306,6 +308,8 @@ absl::Status Validate(const AgentConfig& c) {
   // recorder is for the seconds before an incident, record for longer.
   if (!(c.flight.seconds >= 0 && c.flight.seconds <= 60))
     return Bad(absl::StrCat("flight_recorder_seconds wants 0 (off) to 60 seconds, not ", c.flight.seconds));
+  if (!(c.symbol_cache_keep_seconds >= 0 && c.symbol_cache_keep_seconds <= 86400))
+    return Bad(absl::StrCat("symbol_cache_keep_seconds wants 0 to 86400 seconds, not ", c.symbol_cache_keep_seconds));
   if (c.flight.process_max_bytes > c.flight.max_bytes)
     return Bad("flight_recorder_process_max_mb must not be more than flight_recorder_max_mb");
   if (c.flight.incident_max_files < 1 || c.flight.incident_max_files > 10000)
@@ -348,7 +352,8 @@ const std::vector<AgentFlag>& AgentFlags() {
       {"--pyroscope-url", "URL", "pyroscope_url", "Pyroscope's base URL (required)"},
       {"--window", "SECONDS", "window", "window length, default 15"},
       {"--nccl-hang-s", "SECONDS", "nccl_hang_seconds",
-       "an NCCL call outstanding this long is a hang: logged with\nits stack and the ranks it waits for, and counted in\n"
+       "an NCCL call outstanding this long is a hang: logged with\n"
+       "its stack and the ranks it waits for, and counted in\n"
        "/metrics; default 10"},
       {"--flight-seconds", "SECONDS", "flight_recorder_seconds",
        "keep each process's last SECONDS of timeline events in\n"
@@ -358,6 +363,10 @@ const std::vector<AgentFlag>& AgentFlags() {
       {"--flight-max-mb", "N", "flight_recorder_max_mb", "the flight recorder's memory for all processes, default 64"},
       {"--flight-process-max-mb", "N", "flight_recorder_process_max_mb",
        "the flight recorder's memory for one process, default 16"},
+      {"--symbol-keep-s", "SECONDS", "symbol_cache_keep_seconds",
+       "keep a library's symbol and unwind tables this long after\n"
+       "the last process using it exits (a job restarted within\n"
+       "finds them parsed); default 120"},
       {"--incident-trace-dir", "DIR", "incident_trace_dir",
        "where a trace is written on an OOM or NCCL hang, default\n/var/lib/gpuflame/traces; empty: none"},
       {"--incident-trace-max-files", "N", "incident_trace_max_files",
@@ -470,6 +479,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::vector<std::string>& args
       {"GPUFLAME_WINDOW", "window"},
       {"GPUFLAME_NCCL_HANG_SECONDS", "nccl_hang_seconds"},
       {"GPUFLAME_FLIGHT_RECORDER_SECONDS", "flight_recorder_seconds"},
+      {"GPUFLAME_SYMBOL_CACHE_KEEP_SECONDS", "symbol_cache_keep_seconds"},
       {"GPUFLAME_FLIGHT_RECORDER_MAX_MB", "flight_recorder_max_mb"},
       {"GPUFLAME_FLIGHT_RECORDER_PROCESS_MAX_MB", "flight_recorder_process_max_mb"},
       {"GPUFLAME_INCIDENT_TRACE_DIR", "incident_trace_dir"},
@@ -564,7 +574,8 @@ std::string DescribeConfig(const AgentConfig& c) {
   auto list = [](const auto& v) { return v.empty() ? std::string("(all)") : absl::StrJoin(v, ","); };
   return absl::StrCat(
       "pyroscope_url: ", base::RedactUrl(c.pyroscope.url), " (", c.protocol, ")\nwindow: ", c.window_seconds,
-      "\nnccl_hang_seconds: ", c.nccl_hang_seconds, "\nflight recorder: ",
+      "\nnccl_hang_seconds: ", c.nccl_hang_seconds, "\nsymbol_cache_keep_seconds: ", c.symbol_cache_keep_seconds,
+      "\nflight recorder: ",
       c.flight.seconds > 0 ? absl::StrCat(c.flight.seconds, " s, ", c.flight.max_bytes >> 20, " MiB (",
                                           c.flight.process_max_bytes >> 20, " MiB a process); incident traces: ",
                                           c.flight.incident_dir.empty()

@@ -45,6 +45,9 @@ struct AgentConfig {
   // An NCCL call outstanding this long is a hang: logged, counted in /metrics.
   double nccl_hang_seconds = kDefaultNcclHangSeconds;
   FlightRecorderOptions flight;
+  // How long a library's symbol and unwind tables stay parsed once no
+  // running process maps it (Session::Options::symbol_keep_ns).
+  double symbol_cache_keep_seconds = 120;
   int metrics_port = 9400;      // 0: no metrics endpoint
   std::string metrics_address = "0.0.0.0";
   std::string node;             // default: $NODE_NAME, else the host name

@@ -32,6 +32,7 @@ AgentStats CollectAgentStats(Session& session, double window_snapshot_seconds, c
   s.events_library = ev.library_cost();
   s.resolver = session.resolver().stats();
   s.unwinder = session.unwinder().stats();
+  s.symbol_files = session.symbol_files();
   s.refresher = session.refresher().stats();
   s.native_frames_unresolved = ev.frames().unresolved().size();
   for (const auto& [pid, info] : session.registry().processes()) s.processes_attached += !info->exited;
@@ -225,6 +226,23 @@ std::vector<Metric> SelfMetrics(const AgentStats& s) {
        double(s.unwinder.unwinds)},
       {"gpuflame_unwinds_libdwfl_total", "Unwinds that needed libdwfl (rules outside the cached CFI subset).",
        "counter", double(s.unwinder.fallback)},
+      {"gpuflame_symbol_files",
+       "Library files whose symbol tables are held (kept a while after their last process; unreadable ones "
+       "remembered as such included).",
+       "gauge", double(s.symbol_files.files)},
+      {"gpuflame_symbol_bytes",
+       "Memory held by those symbol tables and by the unwind tables (DWARF readers not "
+       "counted).",
+       "gauge", double(s.symbol_files.file_bytes + s.symbol_files.unwind_bytes)},
+      {"gpuflame_unwind_tables", "Unwind (CFI) tables held, one per library build.", "gauge",
+       double(s.symbol_files.unwind_tables)},
+      {"gpuflame_symbol_files_released_total",
+       "Library files let go, no running process having used them for the keep time (unreadable ones included: "
+       "tried again).",
+       "counter", double(s.symbol_files.files_evicted)},
+      {"gpuflame_unwind_tables_released_total",
+       "Unwind tables let go, no running process having held them for the keep time (unreadable ones included).",
+       "counter", double(s.symbol_files.unwind_tables_evicted)},
       {"gpuflame_profiles_enqueued_total", "Push requests queued (each holds several processes' window profiles).",
        "counter", double(s.exported.enqueued)},
       {"gpuflame_profiles_pushed_total", "Push requests accepted by Pyroscope.", "counter", double(s.push.pushed)},

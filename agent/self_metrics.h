@@ -39,6 +39,7 @@ struct AgentStats {
   LibraryCost events_library;  // libgpuflame_cupti.so's own time, as the processes report it
   ResolveStats resolver;
   UnwindStats unwinder;
+  Session::SymbolFiles symbol_files;  // library files parsed, and those let go
   RefreshStats refresher;
   uint64_t native_frames_unresolved = 0;
   uint64_t processes_attached = 0;  // known and not exited

@@ -180,10 +180,10 @@ std::string LaunchRouteJson(const ProcessRegistry& reg, const EventProcessor& ev
 std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                         const std::array<uint64_t, GF_STAT_MAX>& bpf, const RingReaderStats& reader,
                         const StackResolver& res, const UnwindStats& unwind, const symbolizer::NativeSymbolizer& native,
-                        const Guardrails& guard, const std::string& self_cost, const ProfilingOptions& profiling,
-                        const std::string& oom, const std::string& growth, const std::string& timeline,
-                        const std::string& utilization, const std::string& nccl, const Session::LibraryFlush& flush,
-                        double seconds, const std::vector<std::string>& warnings) {
+                        const Session::SymbolFiles& files, const Guardrails& guard, const std::string& self_cost,
+                        const ProfilingOptions& profiling, const std::string& oom, const std::string& growth,
+                        const std::string& timeline, const std::string& utilization, const std::string& nccl,
+                        const Session::LibraryFlush& flush, double seconds, const std::vector<std::string>& warnings) {
   const char* bpf_names[GF_STAT_MAX] = {"events",
                                         "ringbuf_full_drops",
                                         "return_without_entry",
@@ -325,7 +325,9 @@ std::string SummaryJson(const EventProcessor& ev, const ProcessRegistry& reg,
                   ", \"native_frames_unresolved\": ", native.unresolved(),
                   ", \"inlined_frames\": ", native.inlined_frames(), ", \"unwinds\": ", unwind.unwinds,
                   ", \"unwinds_from_cached_cfi\": ", unwind.fast, ", \"unwinds_by_libdwfl\": ", unwind.fallback,
-                  ", \"unwinds_redone_after_new_mappings\": ", unwind.relisted, "},\n");
+                  ", \"unwinds_redone_after_new_mappings\": ", unwind.relisted, ", \"library_files\": ", files.files,
+                  ", \"library_files_released\": ", files.files_evicted, ", \"unwind_tables\": ", files.unwind_tables,
+                  ", \"unwind_tables_released\": ", files.unwind_tables_evicted, "},\n");
   // Reads of the targets' memory that could have waited on a file (bounded_read.h).
   const inspect::BoundedReadStats reads = inspect::ReadStats();
   absl::StrAppend(&out, "  \"target_reads\": {\"through_worker\": ", reads.worker_reads,
@@ -700,10 +702,10 @@ int RunRecord(const RecordOptions& opt) {
   const std::string utilization_json = utilization.SummaryJson(comm);
   std::string summary =
       SummaryJson(events, registry, bpf_stats, reader_stats, session.resolver(), session.unwinder().stats(),
-                  session.native_symbols(), session.guardrails(), SelfCostJson(self_cost), profiling, oom.Json(session),
-                  GrowthJson(growth, growing, events.stack_source(), comm), timeline.SummaryJson(), utilization_json,
-                  nccl.Json(session, comm, static_cast<uint64_t>(start)), library_flush,
-                  static_cast<double>(duration) / 1e9, warnings);
+                  session.native_symbols(), session.symbol_files(), session.guardrails(), SelfCostJson(self_cost),
+                  profiling, oom.Json(session), GrowthJson(growth, growing, events.stack_source(), comm),
+                  timeline.SummaryJson(), utilization_json, nccl.Json(session, comm, static_cast<uint64_t>(start)),
+                  library_flush, static_cast<double>(duration) / 1e9, warnings);
   // The page's notes: each out-of-memory capture, then each NCCL hang.
   std::vector<std::string> notes = oom.Lines(session);
   for (std::string& line : nccl.HangLines(session)) notes.push_back(std::move(line));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "symbolizer/build_id_resolver.h"
 #include "symbolizer/demangle.h"
@@ -35,6 +36,22 @@ const std::vector<inspect::Mapping>* NativeSymbolizer::Maps(pid_t pid) {
   auto fresh = inspect::ReadProcMaps(pid);
   if (!fresh.ok()) return nullptr;
   return &(maps_[pid] = std::move(*fresh));
+}
+
+size_t NativeSymbolizer::Sweep(int64_t now_ns, int64_t keep_ns, absl::FunctionRef<bool(pid_t)> alive) {
+  // A process's maps go once it was found gone at two sweeps in a row: its
+  // last records may still wait in the queue when it is first found gone.
+  absl::flat_hash_set<pid_t> dead;
+  for (const auto& [pid, maps] : maps_)
+    if (!alive(pid)) dead.insert(pid);
+  absl::erase_if(maps_, [&](const auto& kv) { return dead.contains(kv.first) && dead_maps_.contains(kv.first); });
+  dead_maps_ = std::move(dead);
+  return elves_.Sweep(now_ns, keep_ns, alive, [&](std::span<const ElfFile* const> files) {
+    // Before the files are freed: no key outlives its file.
+    const absl::flat_hash_set<const ElfFile*> gone(files.begin(), files.end());
+    for (const ElfFile* elf : files) dwarf_.erase(elf);  // unmaps the file
+    absl::erase_if(names_, [&](const auto& kv) { return gone.contains(kv.first.elf); });
+  });
 }
 
 DwarfInlines* NativeSymbolizer::InlinesFor(pid_t pid, const inspect::Mapping& m, const ElfFile& elf) {

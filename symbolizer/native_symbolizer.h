@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
+#include "inspect/proc_maps.h"
 #include "symbolizer/dwarf_inlines.h"
 #include "symbolizer/elf_cache.h"
 #include "symbolizer/frame.h"
-#include "inspect/proc_maps.h"
 
 namespace gpuflame::symbolizer {
 
@@ -46,13 +48,30 @@ class NativeSymbolizer {
   const inspect::Mapping* FindMapping(pid_t pid, uint64_t address);
   // Drops the cached maps of |pid| (after exec, new mappings, or exit).
   void Forget(pid_t pid) { maps_.erase(pid); }
+  // |pid| called exec: the files it mapped before are no longer its.
+  void Execed(pid_t pid) {
+    maps_.erase(pid);
+    elves_.ForgetUser(pid);
+  }
+  // What processes now gone (|alive| false) left behind: their remembered
+  // maps (once found gone twice), and each file no running process has
+  // used for |keep_ns|, with the names and DWARF read from it
+  // (ElfCache::Sweep). Returns the files freed.
+  size_t Sweep(int64_t now_ns, int64_t keep_ns, absl::FunctionRef<bool(pid_t)> alive);
   size_t unresolved() const { return unresolved_; }
+  // Files whose DWARF is open (each keeps its file mapped).
+  size_t dwarf_files() const { return dwarf_.size(); }
+  // Addresses whose names are cached.
+  size_t cached_names() const { return names_.size(); }
   size_t inlined_frames() const { return inlined_; }
 
  private:
 
   struct NameKey {
-    const ElfFile* elf;  // owned by elves_, which never drops a file
+    // Owned by elves_; its entries go before elves_ frees the file (Sweep),
+    // so no key outlives its file and a new file at the same address is
+    // never taken for the old one.
+    const ElfFile* elf;
     uint64_t vaddr;
     bool operator==(const NameKey&) const = default;
     template <typename H>
@@ -74,6 +93,7 @@ class NativeSymbolizer {
 
   ElfCache& elves_;
   absl::flat_hash_map<pid_t, std::vector<inspect::Mapping>> maps_;
+  absl::flat_hash_set<pid_t> dead_maps_;  // found gone at the last sweep
   absl::flat_hash_map<NameKey, Entry> names_;
   absl::flat_hash_map<const ElfFile*, std::unique_ptr<DwarfInlines>> dwarf_;  // nullptr: no DWARF
   size_t inlined_ = 0;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "base/scoped_fd.h"
 #include "profiler/probes/preflight.h"
@@ -25,6 +26,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Options& options) 
   if (auto s = CheckKernel(); !s.ok()) return s;
   std::unique_ptr<Session> s(new Session(options.profiling.guardrails));
   s->native_ = std::make_unique<symbolizer::NativeSymbolizer>(s->elves_);
+  s->symbol_keep_ns_ = std::max<int64_t>(options.symbol_keep_ns, 0);
 
   // Before the programs load, so that their first runs are counted too.
   s->program_stats_ = ProgramStats::Enable();
@@ -147,6 +149,11 @@ int Session::Poll(int timeout_ms) {
       SweepExited(now);
       events_->ExpireLaunchHits(static_cast<uint64_t>(now));
     }
+    if (now >= next_symbol_sweep_ns_) {
+      // As often as the keep time asks, down to the exit sweep's 2 s.
+      next_symbol_sweep_ns_ = now + std::clamp<int64_t>(symbol_keep_ns_, 2'000'000'000, kSymbolSweepNs);
+      SweepSymbols(now);
+    }
   }
   registry_->Tick([this] { Drain(); });
   CheckGuardrails();
@@ -251,6 +258,30 @@ void Session::SweepExited(int64_t now) {
     if (const ProcessInfo* info = registry_->Find(pid); !info || !info->exited)
       events_->OnProcessGone(pid, static_cast<uint64_t>(now));
     else events_->ForgetLiveAllocations(pid);  // records that came after its exit
+}
+
+void Session::SweepSymbols(int64_t now) {
+  absl::flat_hash_map<pid_t, bool> verdicts;  // one kill(0) per process
+  auto alive = [&](pid_t pid) {
+    auto [it, inserted] = verdicts.try_emplace(pid, true);
+    if (inserted) it->second = registry_->Find(pid) != nullptr || kill(pid, 0) == 0 || errno != ESRCH;
+    return it->second;
+  };
+  // The unwinder first: its processes hold the CFI tables.
+  unwinder_->Sweep(now, symbol_keep_ns_, alive);
+  native_->Sweep(now, symbol_keep_ns_, alive);
+}
+
+Session::SymbolFiles Session::symbol_files() const {
+  SymbolFiles out;
+  out.files = elves_.size();
+  out.file_bytes = elves_.MemoryUsage();
+  out.dwarf_files = native_->dwarf_files();
+  out.unwind_tables = unwinder_->cfi().size();
+  out.unwind_bytes = unwinder_->cfi().MemoryUsage();
+  out.files_evicted = elves_.evicted();
+  out.unwind_tables_evicted = unwinder_->cfi().evicted();
+  return out;
 }
 
 void Session::CollectLosses() {

@@ -52,7 +52,15 @@ class Session {
     // The hand-off queue between the reader and the worker; never smaller
     // than the ring buffer (see RingReader).
     size_t queue_bytes = 16u << 20;
+    // How long a library file's symbol and unwind tables stay parsed once
+    // no running process maps it (SweepSymbols): a job restarted within
+    // this finds them ready; past it the agent's memory gives them back.
+    int64_t symbol_keep_ns = kSymbolKeepNs;
   };
+  static constexpr int64_t kSymbolKeepNs = 120'000'000'000;
+  // How often files are looked at for that, at most (a shorter keep time
+  // looks more often).
+  static constexpr int64_t kSymbolSweepNs = 10'000'000'000;
 
   // Checks privileges and kernel support, loads and attaches the lifecycle
   // hooks. Errors are worded for the user.
@@ -125,6 +133,18 @@ class Session {
   // call before building profiles. Returns how many were named.
   size_t RefreshFrames() { return refresher_->Refresh(events_->frames()); }
   const FrameRefresher& refresher() const { return *refresher_; }
+  // The parsed library files held for symbols and unwinding, and those let
+  // go since their processes went (SweepSymbols).
+  struct SymbolFiles {
+    size_t files = 0;  // ELF symbol tables, failures included
+    size_t file_bytes = 0;
+    size_t dwarf_files = 0;    // with DWARF open (a descriptor each)
+    size_t unwind_tables = 0;  // CFI tables, one per build ID
+    size_t unwind_bytes = 0;
+    size_t files_evicted = 0;
+    size_t unwind_tables_evicted = 0;
+  };
+  SymbolFiles symbol_files() const;
   // gpuflame's own budget: checked about once a second from Poll; what is
   // shed, since when and why (changes()) goes into the output.
   const Guardrails& guardrails() const { return guardrails_; }
@@ -148,6 +168,10 @@ class Session {
   void CollectLosses();
   // Followed processes that are gone without an exit record (every 2 s).
   void SweepExited(int64_t now);
+  // What the symbolizer and unwinder keep for processes that have gone
+  // (every keep time, from 2 s to kSymbolSweepNs). A process the registry
+  // still holds is not gone: its last window may not be out yet.
+  void SweepSymbols(int64_t now);
 
   symbolizer::ElfCache elves_;
   std::unique_ptr<symbolizer::NativeSymbolizer> native_;
@@ -167,6 +191,8 @@ class Session {
   base::Heartbeat worker_heartbeat_;
   int64_t next_loss_check_ns_ = 0;
   int64_t next_exit_sweep_ns_ = 0;
+  int64_t next_symbol_sweep_ns_ = 0;
+  int64_t symbol_keep_ns_ = kSymbolKeepNs;
 };
 
 }  // namespace gpuflame::profiler

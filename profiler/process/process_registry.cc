@@ -630,6 +630,8 @@ void ProcessRegistry::OnExec(pid_t pid, bool gated) {
     info->execed = true;
   }
   launch_route_.Forget(pid);  // its libcuda, if any, is mapped anew
+  // Nor does it hold the files it mapped: they may go once nothing else does.
+  if (native_) native_->Execed(pid);
   OnLibraryMapped(pid, gated);
 }
 

@@ -201,10 +201,25 @@ const UnwindRow& CfiTable::Find(uint64_t vaddr) {
   return *rows_.insert(it, row);
 }
 
+size_t CfiCache::Sweep(int64_t now_ns, int64_t keep_ns) {
+  const size_t before = tables_.size();
+  absl::erase_if(tables_, [&](auto& kv) {
+    Entry& e = kv.second;
+    if (e.table && e.table.use_count() > 1) {
+      e.unused_since_ns = -1;
+      return false;
+    }
+    if (e.unused_since_ns < 0) e.unused_since_ns = now_ns;
+    return now_ns - e.unused_since_ns >= keep_ns;
+  });
+  evicted_ += before - tables_.size();
+  return before - tables_.size();
+}
+
 size_t CfiCache::MemoryUsage() const {
   size_t total = 0;
-  for (const auto& [k, t] : tables_)
-    if (t) total += t->MemoryUsage() + sizeof(CfiTable) + k.size();
+  for (const auto& [k, e] : tables_)
+    if (e.table) total += e.table->MemoryUsage() + sizeof(CfiTable) + k.size();
   return total;
 }
 

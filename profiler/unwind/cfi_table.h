@@ -82,28 +82,45 @@ class CfiTable {
   UnwindRow overflow_;           // the answer when rows_ is full
 };
 
-// One CfiTable per build ID, whichever process mapped the file first.
+// One CfiTable per build ID, whichever process mapped the file first. A
+// table goes once no process's module list has held it for a while (Sweep):
+// it keeps its file mapped, so a container image deleted from the node
+// would otherwise stay on its disk for the agent's life.
 class CfiCache {
  public:
   // |open_fd| is called only on a miss; it returns a base::ScopedFd, invalid
   // when the file cannot be opened.
   template <typename OpenFd>
-  CfiTable* Get(const std::string& key, OpenFd open_fd) {
+  std::shared_ptr<CfiTable> Get(const std::string& key, OpenFd open_fd) {
     auto it = tables_.find(key);
-    if (it != tables_.end()) return it->second.get();
+    if (it != tables_.end()) {
+      it->second.unused_since_ns = -1;  // the keep time counts from the last use
+      return it->second.table;
+    }
     base::ScopedFd fd = open_fd();
     // Not remembered: the next process that maps the file may open it (this
     // one has gone, or descriptors ran out). A file that opens and is no
     // ELF object is remembered as such.
     if (!fd) return nullptr;
-    std::unique_ptr<CfiTable> t = CfiTable::Open(std::move(fd));
-    return tables_.emplace(key, std::move(t)).first->second.get();
+    Entry e;
+    e.table = CfiTable::Open(std::move(fd));
+    return tables_.emplace(key, std::move(e)).first->second.table;
   }
+  // Frees the tables no one else has held for |keep_ns| (0: at once), and
+  // forgets files remembered as unreadable as long ago (they are tried
+  // again). Returns how many went.
+  size_t Sweep(int64_t now_ns, int64_t keep_ns);
   size_t size() const { return tables_.size(); }
+  size_t evicted() const { return evicted_; }
   size_t MemoryUsage() const;
 
  private:
-  absl::flat_hash_map<std::string, std::unique_ptr<CfiTable>> tables_;  // nullptr: unreadable
+  struct Entry {
+    std::shared_ptr<CfiTable> table;  // nullptr: unreadable
+    int64_t unused_since_ns = -1;     // -1: held or asked for since the last sweep
+  };
+  absl::flat_hash_map<std::string, Entry> tables_;
+  size_t evicted_ = 0;
 };
 
 }  // namespace gpuflame::profiler

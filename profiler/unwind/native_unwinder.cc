@@ -41,7 +41,9 @@ struct NativeUnwinder::Process {
   struct Module {
     uint64_t start = 0, end = 0;  // executable mapping
     uint64_t bias = 0;
-    CfiTable* cfi = nullptr;  // nullptr: no readable CFI
+    // nullptr: no readable CFI. Held, so that the cache keeps it while any
+    // process's list does (CfiCache::Sweep).
+    std::shared_ptr<CfiTable> cfi;
   };
   std::vector<Module> modules;  // sorted by start
   Dwfl* dwfl = nullptr;         // built on the first fallback
@@ -184,6 +186,12 @@ void NativeUnwinder::Invalidate(pid_t pid) {
   stale_checked_ns_.erase(pid);
 }
 
+size_t NativeUnwinder::Sweep(int64_t now_ns, int64_t keep_ns, absl::FunctionRef<bool(pid_t)> alive) {
+  absl::erase_if(processes_, [&](const auto& kv) { return !alive(kv.first); });
+  absl::erase_if(stale_checked_ns_, [&](const auto& kv) { return !processes_.contains(kv.first); });
+  return cfi_.Sweep(now_ns, keep_ns);
+}
+
 bool NativeUnwinder::Stale(Process& p, uint64_t pc, bool leaf) {
   if (pc < kMinCodeAddress || p.Find(pc)) return false;
   timespec ts{};
@@ -221,12 +229,12 @@ NativeUnwinder::Process* NativeUnwinder::Get(pid_t pid) {
     FileKey key = FileKey::Of(m);
     std::string cache_key =
         !elf->build_id().empty() ? elf->build_id() : absl::StrFormat("file:%u:%u:%u", key.major, key.minor, key.inode);
-    CfiTable* cfi = cfi_.Get(cache_key, [&] {
+    std::shared_ptr<CfiTable> cfi = cfi_.Get(cache_key, [&] {
       // An fd of this very file (inode checked), whoever opened it first.
       inspect::PinnedFile file = inspect::PinnedFile::Open(pid, m);
       return file.Dup();  // invalid if |file| is
     });
-    p->modules.push_back({m.start, m.end, *bias, cfi});
+    p->modules.push_back({m.start, m.end, *bias, std::move(cfi)});
   }
   std::sort(p->modules.begin(), p->modules.end(),
             [](const Process::Module& a, const Process::Module& b) { return a.start < b.start; });
@@ -262,7 +270,7 @@ Dwfl* NativeUnwinder::DwflFor(Process& p) {
   for (const inspect::Mapping& m : *maps) {
     if (!m.executable || m.inode == 0) continue;
     const Process::Module* mod = p.Find(m.start);
-    if (!mod || !mod->cfi || !mod->cfi->load_span() || !reported.insert({mod->cfi, mod->bias}).second) continue;
+    if (!mod || !mod->cfi || !mod->cfi->load_span() || !reported.insert({mod->cfi.get(), mod->bias}).second) continue;
     const CfiTable::LoadSpan& span = *mod->cfi->load_span();
     uint64_t low = 0, high = 0;
     if (__builtin_add_overflow(mod->bias, span.low, &low) || __builtin_add_overflow(mod->bias, span.high, &high))
@@ -274,7 +282,7 @@ Dwfl* NativeUnwinder::DwflFor(Process& p) {
     if (!module) continue;
     void** userdata = nullptr;
     dwfl_module_info(module, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
-    if (userdata) *userdata = mod->cfi;
+    if (userdata) *userdata = mod->cfi.get();
   }
   if (dwfl_report_end(dwfl, nullptr, nullptr) != 0 || !dwfl_attach_state(dwfl, nullptr, pid, &kCallbacks, &p.ctx)) {
     dwfl_end(dwfl);

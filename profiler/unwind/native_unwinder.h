@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "bpf/gpuflame_abi.h"
 #include "profiler/unwind/cfi_table.h"
 #include "symbolizer/native_symbolizer.h"
@@ -54,6 +55,10 @@ class NativeUnwinder {
                                size_t max_frames = 128);
   // The process mapped something new (or exited): rebuild on next use.
   void Invalidate(pid_t pid);
+  // Drops the processes |alive| says are gone (those whose exit was never
+  // seen), then the unwind tables no process has held for |keep_ns|.
+  // Returns the tables freed.
+  size_t Sweep(int64_t now_ns, int64_t keep_ns, absl::FunctionRef<bool(pid_t)> alive);
   const UnwindStats& stats() const { return stats_; }
   const CfiCache& cfi() const { return cfi_; }
   // Only libdwfl, as before the row cache (benchmarks and cross-checks).

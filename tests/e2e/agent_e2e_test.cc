@@ -723,6 +723,63 @@ TEST(AgentTest, NamesRawFramesInLaterWindowsOnceBinariesAppear) {
   EXPECT_LT(last_raw, first_named) << "once named, a frame stays named";
 }
 
+// A continuous agent on a node whose jobs come and go must not keep every
+// library it ever parsed: once a program's processes are gone (and the keep
+// time, here 0, is past), its symbol and unwind tables go. The next run of
+// the same program has them read again and its frames named as before.
+TEST(AgentTest, LetsGoOfALibrarysTablesOnceItsProcessesHaveGone) {
+  GPUFLAME_REQUIRE_ROOT();
+  std::string dir = TempDir("symbol-keep");
+  PyroscopeReceiver receiver;
+  ASSERT_TRUE(receiver.Start());
+  int metrics_port = FreePort();
+  // No overhead budget: this idle workload's share could shed the native
+  // stacks the test reads.
+  AgentProcess agent(receiver.port(), metrics_port, dir + "/agent.log", dir + "/spool", "connect",
+                     {"--symbol-keep-s", "0", "--max-overhead", "0"});
+  ASSERT_TRUE(agent.WaitReady()) << agent.Log();
+  const std::string exe = std::string(GPUFLAME_SIM_DIR) + "/native_alloc";
+  std::vector<pid_t> pids;
+  double released = 0;
+  for (int run = 0; run < 2; run++) {
+    const std::string go = dir + "/go" + std::to_string(run), done = dir + "/done" + std::to_string(run);
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl(exe.c_str(), exe.c_str(), go.c_str(), done.c_str(), nullptr);
+      _exit(127);
+    }
+    pids.push_back(pid);
+    for (int i = 0; i < 300 && Metric(metrics_port, "gpuflame_library_files_attached") < 2; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ofstream(go) << "go";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a window with its allocation
+    EXPECT_GE(Metric(metrics_port, "gpuflame_symbol_files"), 1) << agent.Log();
+    std::ofstream(done) << "done";
+    waitpid(pid, nullptr, 0);
+    // Its last window, its retirement, then a sweep (every 2 s at keep 0).
+    const double before = released;
+    for (int i = 0; i < 150 && released <= before; i++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      released = Metric(metrics_port, "gpuflame_symbol_files_released_total");
+    }
+    EXPECT_GT(released, before) << "run " << run << "\n" << agent.Log();
+  }
+  EXPECT_GE(Metric(metrics_port, "gpuflame_unwind_tables_released_total"), 1) << agent.Log();
+  EXPECT_EQ(agent.Stop(), 0) << agent.Log();
+
+  for (pid_t pid : pids) {
+    int named = 0;
+    for (const ReceivedSeries& s : receiver.Accepted()) {
+      if (s.labels.at("pid") != std::to_string(pid) || s.labels.at("__name__") != "gpu_memory") continue;
+      for (const auto& [stack, bytes] : Stacks(s.profile, "alloc_space"))
+        if (std::string_view(stack).ends_with(";main;load_weights.constprop.0;cudaMalloc") ||
+            std::string_view(stack).ends_with(";main;load_weights;cudaMalloc"))
+          named++;
+    }
+    EXPECT_GE(named, 1) << "pid " << pid << "\n" << agent.Log();
+  }
+}
+
 TEST(AgentTest, PushesCpuAndKernelTimePerProcess) {
   GPUFLAME_REQUIRE_ROOT();
   GPUFLAME_REQUIRE_PYTHON("3.12");

@@ -122,6 +122,23 @@ TEST(AgentConfigTest, NcclHangThresholdComesFromAnySourceAndIsBounded) {
             "nccl_hang_seconds wants 0.1 to 86400 seconds, not 100000");
 }
 
+// How long a library's tables outlive its last process: from any source,
+// and neither negative nor past a day.
+TEST(AgentConfigTest, SymbolKeepTimeComesFromAnySourceAndIsBounded) {
+  auto d = LoadAgentConfig({"--pyroscope-url", "http://p"}, {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->symbol_cache_keep_seconds, 120);
+  auto flag = LoadAgentConfig({"--pyroscope-url", "http://p", "--symbol-keep-s", "0"}, {});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->symbol_cache_keep_seconds, 0);
+  auto env = LoadAgentConfig({"--pyroscope-url", "http://p"}, {{"GPUFLAME_SYMBOL_CACHE_KEEP_SECONDS", "600"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->symbol_cache_keep_seconds, 600);
+  EXPECT_NE(DescribeConfig(*env).find("symbol_cache_keep_seconds: 600"), std::string::npos) << DescribeConfig(*env);
+  EXPECT_EQ(Message(LoadAgentConfig({"--pyroscope-url", "http://p", "--symbol-keep-s", "-1"}, {})),
+            "symbol_cache_keep_seconds wants 0 to 86400 seconds, not -1");
+}
+
 // The agent samples tensor events by default, its probes after a start-up
 // that any source may set; record's defaults are exact.
 TEST(AgentConfigTest, TensorSamplingIsTheDefaultWithAStartUpFromAnySource) {

@@ -7,7 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <filesystem>
+#include <span>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "base/scoped_fd.h"
 #include "bpf/gpuflame_abi.h"
 #include "inspect/proc_maps.h"
@@ -16,7 +19,9 @@
 #include "symbolizer/build_id_index.h"
 #include "symbolizer/demangle.h"
 #include "symbolizer/dwarf_inlines.h"
+#include "symbolizer/elf_cache.h"
 #include "symbolizer/elf_file.h"
+#include "symbolizer/native_symbolizer.h"
 #include "symbolizer/python_code.h"
 #include "tests/support/own_mappings.h"
 #include "tests/support/temp_dir.h"
@@ -141,6 +146,105 @@ TEST(ElfFileTest, ReadsTheFixtureRuntime) {
   EXPECT_TRUE(elf->VaddrToOffset(*addr).has_value());
   EXPECT_FALSE(elf->build_id().empty());
   EXPECT_FALSE(elf->is_executable_type());
+}
+
+extern "C" __attribute__((noinline)) int gf_test_symbol_target(int x) {
+  asm volatile("" ::: "memory");
+  return x + 1;
+}
+
+// This test binary's mapping of gf_test_symbol_target.
+Mapping OwnCodeMapping() {
+  auto maps = inspect::ReadProcMaps(getpid());
+  const auto addr = reinterpret_cast<uint64_t>(&gf_test_symbol_target);
+  if (maps.ok())
+    for (const Mapping& m : *maps)
+      if (m.Contains(addr)) return m;
+  return {};
+}
+
+// A file stays while any process that looked it up runs, and for the keep
+// time after the last has gone; then it goes (the caller told first), and a
+// later lookup parses it anew. A user that comes back in time keeps it.
+TEST(ElfCacheTest, AFileGoesOnceEveryUserHasBeenGoneForTheKeepTime) {
+  const Mapping m = OwnCodeMapping();
+  ASSERT_NE(m.inode, 0u);
+  ElfCache elves;
+  const ElfFile* first = elves.Get(getpid(), m);
+  ASSERT_NE(first, nullptr);
+  const std::string build_id = first->build_id();
+  const pid_t other = getpid() + 1'000'000;  // any number: |alive| decides
+  EXPECT_EQ(elves.Get(other, m), first);
+  absl::flat_hash_set<pid_t> alive = {getpid(), other};
+  std::vector<const ElfFile*> told;
+  auto sweep = [&](int64_t now) {
+    return elves.Sweep(
+        now, 100, [&](pid_t pid) { return alive.contains(pid); },
+        [&](std::span<const ElfFile* const> files) { told.assign(files.begin(), files.end()); });
+  };
+  alive.erase(getpid());
+  EXPECT_EQ(sweep(0), 0u);  // |other| still runs
+  alive.clear();
+  EXPECT_EQ(sweep(10), 0u);  // unused from 10
+  EXPECT_EQ(sweep(109), 0u);
+  EXPECT_EQ(sweep(110), 1u);
+  EXPECT_EQ(told, std::vector<const ElfFile*>{first});
+  EXPECT_EQ(elves.size(), 0u);
+  EXPECT_EQ(elves.evicted(), 1u);
+  EXPECT_EQ(elves.MemoryUsage(), 0u);
+
+  const ElfFile* again = elves.Get(getpid(), m);  // parsed anew
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->build_id(), build_id);
+  EXPECT_EQ(sweep(200), 0u);  // its user gone: unused from 200
+  EXPECT_EQ(elves.Get(getpid(), m), again);
+  alive.insert(getpid());
+  EXPECT_EQ(sweep(400), 0u);  // came back: the clock restarts
+  alive.clear();
+  EXPECT_EQ(sweep(450), 0u);
+  EXPECT_EQ(sweep(549), 0u);
+  EXPECT_EQ(sweep(550), 1u);
+
+  // A lookup restarts the clock, whoever asked and whether or not it still
+  // runs at the next sweep (a job shorter than the sweeps' interval).
+  ASSERT_NE(elves.Get(other, m), nullptr);
+  EXPECT_EQ(sweep(600), 0u);  // unused from 600
+  ASSERT_NE(elves.Get(other, m), nullptr);
+  EXPECT_EQ(sweep(700), 0u);  // looked up since: unused from 700
+  EXPECT_EQ(sweep(799), 0u);
+  // A process that called exec holds nothing it mapped before.
+  ASSERT_NE(elves.Get(getpid(), m), nullptr);
+  alive.insert(getpid());
+  elves.ForgetUser(getpid());
+  EXPECT_EQ(sweep(800), 0u);  // looked up just before: unused from 800
+  EXPECT_EQ(sweep(900), 1u);
+  EXPECT_EQ(elves.failures(), 0u);
+}
+
+// What the symbolizer read from a file it lets go goes with it: its cached
+// names, its DWARF reader and that reader's mapping of the file (which would
+// keep a deleted container layer's file on disk), and the maps of processes
+// gone. The same address is named the same afterwards.
+TEST(NativeSymbolizerTest, SweepLetsGoOfNamesDwarfAndMappingsWithTheFile) {
+  ElfCache elves;
+  NativeSymbolizer symbols(elves);
+  const uint64_t addr = reinterpret_cast<uint64_t>(&gf_test_symbol_target) + 1;
+  ASSERT_NE(symbols.Maps(getpid()), nullptr);
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  const int mappings = testing::OwnMappingsOf(self).total;
+  EXPECT_EQ(symbols.Symbolize(getpid(), addr).name, "gf_test_symbol_target");
+  ASSERT_EQ(symbols.dwarf_files(), 1u);  // this binary has DWARF
+  EXPECT_EQ(symbols.cached_names(), 1u);
+  EXPECT_GT(testing::OwnMappingsOf(self).total, mappings);
+  EXPECT_EQ(symbols.Sweep(0, 0, [](pid_t) { return true; }), 0u);
+  EXPECT_EQ(symbols.dwarf_files(), 1u);
+  EXPECT_EQ(symbols.Sweep(1, 0, [](pid_t) { return false; }), 1u);
+  EXPECT_EQ(symbols.dwarf_files(), 0u);
+  EXPECT_EQ(symbols.cached_names(), 0u);
+  EXPECT_EQ(elves.size(), 0u);
+  EXPECT_EQ(testing::OwnMappingsOf(self).total, mappings);
+  EXPECT_EQ(symbols.Symbolize(getpid(), addr).name, "gf_test_symbol_target");
+  EXPECT_EQ(symbols.dwarf_files(), 1u);
 }
 
 TEST(ElfFileTest, FindsOneExportedFunctionWithoutIndexing) {

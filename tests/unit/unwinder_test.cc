@@ -191,7 +191,7 @@ TEST(CfiCacheTest, RemembersWhatItReadNotWhatItCouldNotOpen) {
   CfiCache cache;
   int opens = 0;
   EXPECT_EQ(cache.Get("self", [&] { return opens++, base::ScopedFd(); }), nullptr);
-  CfiTable* table = cache.Get("self", [&] { return opens++, OpenSelf(); });
+  std::shared_ptr<CfiTable> table = cache.Get("self", [&] { return opens++, OpenSelf(); });
   ASSERT_NE(table, nullptr);
   EXPECT_EQ(cache.Get("self", [&] { return opens++, OpenSelf(); }), table);
   EXPECT_EQ(opens, 2);
@@ -199,6 +199,58 @@ TEST(CfiCacheTest, RemembersWhatItReadNotWhatItCouldNotOpen) {
   EXPECT_EQ(cache.Get("text", [&] { return opens++, OpenSelf(); }), nullptr);
   EXPECT_EQ(opens, 3);
   EXPECT_EQ(cache.size(), 2u);
+}
+
+// A table goes once nothing but the cache has held it for the keep time;
+// one held again before then stays. An unreadable file is forgotten as
+// long after, and read again.
+TEST(CfiCacheTest, ATableGoesOnceNoOneHasHeldItForTheKeepTime) {
+  CfiCache cache;
+  int opens = 0;
+  std::shared_ptr<CfiTable> held = cache.Get("self", [&] { return opens++, OpenSelf(); });
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(cache.Get("text", [&] { return opens++, base::ScopedFd(open("/proc/self/cmdline", O_RDONLY)); }), nullptr);
+  EXPECT_EQ(cache.Sweep(0, 100), 0u);  // "text" unused from 0
+  EXPECT_EQ(cache.Sweep(99, 100), 0u);
+  EXPECT_EQ(cache.Sweep(100, 100), 1u);  // "text" went; "self" is held
+  EXPECT_EQ(cache.size(), 1u);
+  held.reset();
+  EXPECT_EQ(cache.Sweep(150, 100), 0u);  // unused from 150
+  held = cache.Get("self", [&] { return opens++, OpenSelf(); });
+  EXPECT_EQ(opens, 2);                   // still cached
+  EXPECT_EQ(cache.Sweep(260, 100), 0u);  // held again: the clock restarts
+  held.reset();
+  EXPECT_EQ(cache.Sweep(300, 100), 0u);
+  // Asked for since the last sweep, though not held now: the clock restarts
+  // (a process shorter than the sweeps' interval used it).
+  EXPECT_NE(cache.Get("self", [&] { return opens++, OpenSelf(); }), nullptr);
+  EXPECT_EQ(cache.Sweep(350, 100), 0u);  // unused from 350
+  EXPECT_EQ(cache.Sweep(449, 100), 0u);
+  EXPECT_EQ(cache.Sweep(450, 100), 1u);
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.evicted(), 2u);
+  EXPECT_EQ(cache.MemoryUsage(), 0u);
+  EXPECT_NE(cache.Get("self", [&] { return opens++, OpenSelf(); }), nullptr);
+  EXPECT_EQ(opens, 3);  // read again
+}
+
+// Processes that went without their exit being seen are dropped, and the
+// tables they alone held with them; unwinding one again reads them anew
+// and finds the same frames.
+TEST(NativeUnwinderTest, SweepDropsProcessesGoneAndTheTablesOnlyTheyHeld) {
+  Captured c = gf_test_unwind_depth(3);
+  symbolizer::ElfCache elves;
+  symbolizer::NativeSymbolizer symbols(elves);
+  NativeUnwinder unwinder(symbols);
+  std::vector<uint64_t> pcs = unwinder.Unwind(getpid(), c.regs, c.stack);
+  const size_t tables = unwinder.cfi().size();
+  ASSERT_GT(tables, 0u);
+  EXPECT_EQ(unwinder.Sweep(0, 0, [](pid_t) { return true; }), 0u);  // held by this process's module list
+  EXPECT_EQ(unwinder.cfi().size(), tables);
+  EXPECT_EQ(unwinder.Sweep(1, 0, [](pid_t) { return false; }), tables);
+  EXPECT_EQ(unwinder.cfi().size(), 0u);
+  EXPECT_EQ(unwinder.Unwind(getpid(), c.regs, c.stack), pcs);
+  EXPECT_EQ(unwinder.cfi().size(), tables);
 }
 
 }  // namespace
