@@ -18,27 +18,8 @@ set -euo pipefail
 bin=$1 sim=$2 lib=$3 jobs=${4:-8} keep=${5:-0}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/gpuflame-symbols.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-metric() { curl -s --max-time 5 "http://127.0.0.1:$mport/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
-rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' /proc/"$agent"/status; }
-
-pport=$(free_port)
-python3 "$here/stub_pyroscope.py" "$pport" "$work/pushes" &
-pids+=($!)
-mport=$(free_port)
-"$bin" agent --pyroscope-url "http://127.0.0.1:$pport" --metrics-port "$mport" --metrics-address 127.0.0.1 \
-  --node bench --spool-dir "" --window 2 --symbol-keep-s "$keep" --max-overhead 0 2> "$work/agent.log" &
-agent=$!
-pids+=($agent)
-for _ in $(seq 200); do grep -q "agent pushing to" "$work/agent.log" && break; sleep 0.05; done
-grep -q "agent pushing to" "$work/agent.log" || { cat "$work/agent.log"; exit 1; }
+source "$here/agent_common.sh"
+start_agent "$bin" --window 2 --symbol-keep-s "$keep" --max-overhead 0
 echo "keep ${keep}s; $(basename "$lib") $(( $(stat -c %s "$lib") >> 20 )) MiB a copy; agent RSS at start $(rss_mb) MiB"
 for i in $(seq "$jobs"); do
   cp "$lib" "$work/lib.so"
