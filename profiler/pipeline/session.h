@@ -138,7 +138,7 @@ class Session {
   struct SymbolFiles {
     size_t files = 0;  // ELF symbol tables, failures included
     size_t file_bytes = 0;
-    size_t dwarf_files = 0;    // with DWARF open (a descriptor each)
+    size_t dwarf_files = 0;    // with DWARF open (each keeps its file mapped)
     size_t unwind_tables = 0;  // CFI tables, one per build ID
     size_t unwind_bytes = 0;
     size_t files_evicted = 0;
