@@ -3,8 +3,9 @@
 // Failures are cached too so a broken file is not re-read at every event.
 //
 // Files are let go once no running process uses them (Sweep): an agent on a
-// node whose jobs come and go would otherwise keep every container's
-// libtorch tables, hundreds of MB over a few restarts, for good. A file is
+// node whose jobs come and go, each image with a libtorch of its own, would
+// otherwise keep every image's tables, hundreds of MB over a few jobs, for
+// good. A file is
 // kept a while after its last user has gone, so that a job restarted at
 // once finds it parsed (libtorch_cpu.so takes ~0.3 s to index, on the event
 // loop).
